@@ -1,0 +1,160 @@
+"""Console adapter: `python -m bot console --character NAME` chats in the terminal.
+
+It goes through the same turn handler, store and /memory service as Discord and Telegram.
+Lines starting with `/` are commands: `/memory …`, `/link`, `/forgetme`, `/regenerate`,
+`/press N` (press button N of the last answer), `/help`, `/quit`. Everything else is said to the
+character, whose reply streams onto the screen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from pathlib import Path
+from typing import TextIO
+
+from bot.app import Runtime, build_runtime
+from bot.commands import HELP, CommandContext
+from bot.config import Config
+from bot.models import Button, CommandResult, ConversationKey, Identity, IncomingMessage, Reply
+
+PLATFORM = "console"
+CONSOLE_HELP = HELP + """
+/regenerate — replace the character's last reply
+/press <n> — press button n of the last answer
+/quit — leave"""
+
+
+class _Stream:
+    """Writes a streamed reply as it arrives; starts over if the model's answer broke off."""
+
+    def __init__(self, out: TextIO, name: str):
+        self.out, self.name = out, name
+        self.text = ""
+        self.started = False
+
+    async def __call__(self, text: str) -> None:
+        if not self.started:
+            self.out.write(f"{self.name}: ")
+            self.started = True
+        if not text.startswith(self.text):
+            self.out.write("\n(the answer broke off; starting over)\n")
+            self.text = ""
+        self.out.write(text[len(self.text):])
+        self.out.flush()
+        self.text = text
+
+
+def _read_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, stream: TextIO) -> None:
+    """Feed stdin lines to the event loop from a daemon thread (works for ttys, pipes, files)."""
+    for line in stream:
+        loop.call_soon_threadsafe(queue.put_nowait, line)
+    loop.call_soon_threadsafe(queue.put_nowait, None)
+
+
+class Console:
+    def __init__(self, runtime: Runtime, character: str, user_name: str, out: TextIO = sys.stdout):
+        self.runtime = runtime
+        self.character = runtime.turns.character(character).character
+        self.user_name = user_name
+        self.out = out
+        self.identity = Identity(PLATFORM, user_name)
+        self.key = ConversationKey(PLATFORM, "local", None, self.character.name)
+        self.context = CommandContext(self.key, self.identity, user_name)
+        self.buttons: list[Button] = []
+        self.last_turn: int | None = None
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    async def run(self, lines: asyncio.Queue) -> None:
+        self.say(f"{self.character.name}: {self.character.greeting(self.user_name)}")
+        self.say("(type /help for commands, /quit to leave)")
+        while True:
+            line = await lines.get()
+            if line is None:
+                return
+            line = line.rstrip("\n")
+            if line.strip().lower() in ("/quit", "/exit"):
+                return
+            try:
+                await self.handle_line(line)
+            except Exception as exc:  # the person hears about it; the session goes on
+                self.say(f"(something went wrong: {type(exc).__name__}; your message is kept)")
+
+    async def handle_line(self, line: str) -> None:
+        text = line.strip()
+        if not text.startswith("/"):
+            await self.chat(line)
+            return
+        head = text.split()[0][1:].lower()
+        if head == "help":
+            self.show(CommandResult(CONSOLE_HELP))
+        elif head == "start":
+            self.say(f"{self.character.name}: {self.character.greeting(self.user_name)}")
+        elif head in ("regenerate", "regen"):
+            await self.regenerate()
+        elif head == "press":
+            await self.press(text.split()[1:])
+        elif head in ("memory", "link", "forgetme"):
+            self.show(await self.runtime.commands.run_text(self.context, text))
+        else:
+            self.say(f"Unknown command {text.split()[0][:40]}. Type /help for the list.")
+
+    async def chat(self, text: str) -> None:
+        message = IncomingMessage(self.key, self.identity, self.user_name, text, is_shared=False)
+        stream = _Stream(self.out, self.character.name)
+        await self.deliver(await self.runtime.turns.handle(message, on_text=stream), stream)
+
+    async def regenerate(self) -> None:
+        if self.last_turn is None:
+            self.say("There is no reply to regenerate yet.")
+            return
+        stream = _Stream(self.out, self.character.name)
+        reply = await self.runtime.turns.regenerate(self.key, self.identity, self.last_turn, on_text=stream)
+        await self.deliver(reply, stream)
+
+    async def deliver(self, reply: Reply, stream: "_Stream") -> None:
+        if stream.text and not reply.is_error:
+            self.say("\n")  # the streamed reply is already on screen
+        else:
+            if stream.started:
+                self.say()
+            self.say(f"{self.character.name}: {reply.text}\n")
+        if reply.turn_id is not None:
+            self.last_turn = reply.turn_id
+            await self.runtime.turns.delivered(reply)
+
+    async def press(self, args: list[str]) -> None:
+        if not args or not args[0].isdigit() or not 1 <= int(args[0]) <= len(self.buttons):
+            self.say(f"Press which button? Give a number from 1 to {len(self.buttons)}."
+                     if self.buttons else "There are no buttons to press.")
+            return
+        button = self.buttons[int(args[0]) - 1]
+        self.show(await self.runtime.commands.press(self.context, button.action))
+
+    def show(self, result: CommandResult) -> None:
+        self.say(result.text)
+        if result.attachment is not None:
+            path = Path.cwd() / result.attachment.filename
+            path.write_bytes(result.attachment.data)
+            self.say(f"(saved to {path})")
+        self.buttons = [b for row in result.buttons for b in row]
+        if self.buttons:
+            self.say("  ".join(f"[{i}] {b.label}" for i, b in enumerate(self.buttons, 1)))
+            self.say("(type /press <n> to press a button)")
+        self.say()
+
+
+async def run_console(config: Config, character: str, user_name: str) -> int:
+    config.character(character)  # a clear error for an unknown name
+    runtime = await build_runtime(config)
+    try:
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue = asyncio.Queue()
+        threading.Thread(target=_read_lines, args=(loop, lines, sys.stdin), daemon=True).start()
+        await Console(runtime, character, user_name).run(lines)
+    finally:
+        await runtime.close()
+    return 0

@@ -1,0 +1,152 @@
+"""Characters: a persona text or a Character Card V2 file (SPEC section 2).
+
+A card is `.json`, or a `.png` whose `ccv3` (preferred) or else `chara` tEXt chunk holds base64
+JSON. Fields used: name, description, personality, scenario, first_mes, mes_example,
+system_prompt, post_history_instructions. `{{char}}` and `{{user}}` are replaced when a prompt is
+built; `creator_notes` are never read into a prompt.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.config import CharacterConfig, ConfigError
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+CARD_FIELDS = (
+    "description",
+    "personality",
+    "scenario",
+    "first_mes",
+    "mes_example",
+    "system_prompt",
+    "post_history_instructions",
+)
+_PLACEHOLDER = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Character:
+    name: str
+    description: str = ""
+    personality: str = ""
+    scenario: str = ""
+    first_mes: str = ""
+    mes_example: str = ""
+    system_prompt: str = ""
+    post_history_instructions: str = ""
+
+    def fill(self, text: str, user: str) -> str:
+        """Replace {{char}} and {{user}} (the speaker's display name)."""
+        return _PLACEHOLDER.sub(
+            lambda m: self.name if m.group(1).lower() == "char" else user, text
+        )
+
+    def greeting(self, user: str) -> str:
+        return self.fill(self.first_mes, user) if self.first_mes else f"Hi {user}, I'm {self.name}."
+
+
+def load_character(config: CharacterConfig) -> Character:
+    """Build the character from its config; a malformed card raises ConfigError."""
+    if config.persona is not None:
+        return Character(name=config.name, description=config.persona)
+    assert config.card is not None
+    data = read_card(config.card)
+    fields = {key: _text_field(data, key, config.card) for key in CARD_FIELDS}
+    # The config's name is what people and /commands use; the card's name is the fallback.
+    return Character(name=config.name, **fields)
+
+
+def read_card(path: Path) -> dict:
+    """The `data` object of a Character Card V2 (or a V1 card's top-level object)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"character card {path}: cannot be read ({exc.strerror})") from None
+    if path.suffix.lower() == ".png" or raw.startswith(PNG_SIGNATURE):
+        text = _card_json_from_png(raw, path)
+    else:
+        text = raw.decode("utf-8", errors="replace")
+    try:
+        card = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"character card {path}: not valid JSON ({exc.msg})") from None
+    if not isinstance(card, dict):
+        raise ConfigError(f"character card {path}: expected a JSON object")
+    data = card.get("data", card) if card.get("spec", "").startswith("chara_card_v") else card
+    if not isinstance(data, dict):
+        raise ConfigError(f"character card {path}: its 'data' is not an object")
+    return data
+
+
+def _text_field(data: dict, key: str, path: Path) -> str:
+    value = data.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ConfigError(f"character card {path}: field {key!r} should be text")
+    return value.strip()
+
+
+def _card_json_from_png(raw: bytes, path: Path) -> str:
+    if not raw.startswith(PNG_SIGNATURE):
+        raise ConfigError(f"character card {path}: not a PNG file")
+    chunks: dict[str, bytes] = {}
+    offset = len(PNG_SIGNATURE)
+    while offset + 8 <= len(raw):
+        length, kind = struct.unpack(">I4s", raw[offset : offset + 8])
+        body = raw[offset + 8 : offset + 8 + length]
+        offset += 12 + length
+        if kind == b"tEXt" and b"\x00" in body:
+            keyword, _, value = body.partition(b"\x00")
+            chunks[keyword.decode("latin-1").lower()] = value
+        elif kind == b"zTXt" and b"\x00" in body:
+            keyword, _, value = body.partition(b"\x00")
+            try:
+                chunks[keyword.decode("latin-1").lower()] = zlib.decompress(value[1:])
+            except zlib.error:
+                continue
+        elif kind == b"IEND":
+            break
+    payload = chunks.get("ccv3") or chunks.get("chara")
+    if payload is None:
+        raise ConfigError(f"character card {path}: the PNG has no 'chara' or 'ccv3' text chunk")
+    try:
+        return base64.b64decode(payload, validate=False).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise ConfigError(f"character card {path}: the PNG's card chunk is not base64 JSON") from None
+
+
+def png_with_card(card: dict, keyword: str = "chara") -> bytes:
+    """A minimal 1×1 PNG carrying `card` in a tEXt chunk (used to write example cards)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\xff\xff")
+    text = keyword.encode("latin-1") + b"\x00" + base64.b64encode(json.dumps(card).encode())
+    return (
+        PNG_SIGNATURE
+        + chunk(b"IHDR", header)
+        + chunk(b"tEXt", text)
+        + chunk(b"IDAT", pixels)
+        + chunk(b"IEND", b"")
+    )
+
+
+@dataclass(frozen=True)
+class CharacterRuntime:
+    """A loaded character with its store id and its system prompt's size (counted once)."""
+
+    character: Character
+    id: int
+    prompt_tokens: int

@@ -1,0 +1,487 @@
+"""The /memory command service (SPEC section 6): the same on every platform.
+
+Adapters call `run(ctx, name, options)` with typed options (Discord) or `run_text(ctx, text)`
+with the words after the command (Telegram, console), and `press(ctx, action)` for a button.
+Every answer is a `CommandResult` shown only to the person who asked. Every memory is looked up
+with the person taken from the platform event, so another person's id answers exactly like an
+unknown one: "There is no memory #N."
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable
+
+from bot.actions import decode_action, encode_action
+from bot.models import Attachment, Button, CommandResult, ConversationKey, Identity
+from bot.saved_memories import (
+    CAPS,
+    MAX_PINNED_PER_SCOPE,
+    MAX_UNPINNED_PER_SCOPE,
+    is_recent,
+    memory_text_error,
+    scope_error,
+)
+from bot.turn import TurnHandler
+from storage.base import CHARACTER, GLOBAL, SCOPES, CapReached, MemoryRow
+
+PAGE_SIZE = 10
+LINK_CODE_TTL_S = 10 * 60
+LINK_CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+LINK_CODE_LENGTH = 8
+PINNED_QUESTION = (
+    "Your {memories} {were} kept. These are the moments you marked yourself and "
+    "protected from the AI. Delete them too?"
+)
+
+HELP = """\
+/memory view [scope] [page] — your saved memories, pinned first
+/memory add <text> — add one (start with scope:global to share it with every character, pin:yes to pin it)
+/memory edit <id> <text> — change one
+/memory delete <id> — delete one
+/memory pin <id> · /memory unpin <id> — pin: always remembered, never changed by the AI
+/memory clear [scope] — delete all unpinned memories of a scope (asks first)
+/memory learning <on|off> — let the character learn from this chat, or not
+/memory why — what was in the prompt of the last reply
+/memory export — all your memories as a JSON file
+/link [code] — link your Discord and Telegram accounts
+/forgetme — delete everything stored about you"""
+
+
+@dataclass(frozen=True)
+class CommandContext:
+    """Who asks, and where: taken from the platform event, never from model output."""
+
+    conversation: ConversationKey
+    identity: Identity
+    display_name: str
+    is_shared: bool = False
+
+
+@dataclass(frozen=True)
+class Person:
+    id: int
+    character_id: int
+    character_name: str
+
+
+class UsageError(Exception):
+    """Bad input: the message says what was wrong and what is expected."""
+
+
+def parse_memory_id(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    text = str(value or "").strip()
+    if not text:
+        raise UsageError("Which memory? Give its number, e.g. `12` for #12 (see /memory view).")
+    digits = text.lstrip("#")
+    if not digits.isdigit() or int(digits) <= 0:
+        raise UsageError(f"“{text[:40]}” is not a memory number. Use the number shown as #12 in /memory view.")
+    return int(digits)
+
+
+def parse_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("on", "yes", "true", "1"):
+        return True
+    if text in ("off", "no", "false", "0"):
+        return False
+    raise UsageError(f"{name} must be on or off, not “{str(value)[:40]}”.")
+
+
+def _memories(n: int, kind: str = "") -> str:
+    """`1 pinned memory`, `3 pinned memories`."""
+    return f"{n} {kind + ' ' if kind else ''}{'memory' if n == 1 else 'memories'}"
+
+
+class MemoryCommands:
+    def __init__(self, turns: TurnHandler, clock: Callable[[], float] = time.time):
+        self.turns = turns
+        self.store = turns.store
+        self.counter = turns.counter
+        self.clock = clock
+        self.commands: dict[str, Callable[..., Awaitable[CommandResult]]] = {
+            "view": self.view,
+            "add": self.add,
+            "edit": self.edit,
+            "delete": self.delete,
+            "pin": self.pin,
+            "unpin": self.unpin,
+            "clear": self.clear,
+            "learning": self.learning,
+            "why": self.why,
+            "export": self.export,
+            "link": self.link,
+            "forgetme": self.forgetme,
+            "help": self.help,
+        }
+
+    # -- entry points ----------------------------------------------------------------------
+    async def run(self, ctx: CommandContext, name: str, options: dict[str, Any] | None = None) -> CommandResult:
+        command = self.commands.get((name or "").lower())
+        if command is None:
+            return CommandResult(f"There is no /memory {name[:40]}. The commands are:\n{HELP}", ok=False)
+        try:
+            person = await self._person(ctx)
+            return await command(ctx, person, **{k: v for k, v in (options or {}).items() if v is not None})
+        except UsageError as problem:
+            return CommandResult(str(problem), ok=False)
+        except TypeError:
+            return CommandResult(f"Those options don't fit /memory {name}. The commands are:\n{HELP}", ok=False)
+
+    async def run_text(self, ctx: CommandContext, text: str) -> CommandResult:
+        """`/memory add I love tea`, `/memory pin 12`, `/link ABCD2345`, `/forgetme`."""
+        words = text.strip().split(maxsplit=1)
+        if not words:
+            return await self.help(ctx, None)
+        head = words[0].lstrip("/").split("@")[0].lower()
+        rest = words[1] if len(words) > 1 else ""
+        if head in ("link", "forgetme"):
+            return await self.run(ctx, head, {"code": rest.strip() or None} if head == "link" else {})
+        if head != "memory":
+            return CommandResult(f"Unknown command /{head[:40]}.\n{HELP}", ok=False)
+        sub, _, args = rest.strip().partition(" ")
+        if not sub:
+            return await self.help(ctx, None)
+        try:
+            options = self._text_options(sub.lower(), args.strip())
+        except UsageError as problem:
+            return CommandResult(str(problem), ok=False)
+        return await self.run(ctx, sub, options)
+
+    @staticmethod
+    def _text_options(sub: str, args: str) -> dict[str, Any]:
+        if sub in ("add",):
+            options: dict[str, Any] = {}
+            words = args.split(" ")
+            while words and words[0].lower().replace("=", ":").split(":")[0] in ("scope", "pin") \
+                    and (":" in words[0] or "=" in words[0]):
+                key, value = words.pop(0).replace("=", ":").split(":", 1)
+                options[key.lower()] = value
+            options["text"] = " ".join(words)
+            return options
+        if sub in ("edit",):
+            memory_id, _, text = args.partition(" ")
+            return {"id": memory_id, "text": text}
+        if sub in ("delete", "pin", "unpin"):
+            return {"id": args}
+        if sub == "view":
+            options = {}
+            for word in args.split():
+                if word.lower() in SCOPES:
+                    options["scope"] = word.lower()
+                elif word.isdigit():
+                    options["page"] = int(word)
+                else:
+                    raise UsageError(f"/memory view takes a scope (character or global) and a page number, not “{word[:40]}”.")
+            return options
+        if sub == "clear":
+            return {"scope": args.lower() or None}
+        if sub == "learning":
+            return {"state": args or None}
+        if args and sub in ("why", "export", "help"):
+            raise UsageError(f"/memory {sub} takes no arguments.")
+        return {}
+
+    async def press(self, ctx: CommandContext, data: str) -> CommandResult:
+        """A button was pressed. It acts only for the person it was made for."""
+        action = decode_action(data)
+        if action is None:
+            return CommandResult("That button is no longer valid.", ok=False)
+        person = await self._person(ctx)
+        if action.person_id != person.id:
+            return CommandResult("That button belongs to someone else.", ok=False)
+        handler = {
+            "view": self._press_view,
+            "pin": self._press_pin,
+            "unpin": self._press_pin,
+            "del": self._press_delete,
+            "clear1": self._press_clear_unpinned,
+            "clear2": self._press_clear_pinned,
+            "forget": self._press_forget,
+            "cancel": self._press_cancel,
+        }.get(action.verb)
+        if handler is None:
+            return CommandResult("That button is no longer valid.", ok=False)
+        try:
+            return await handler(ctx, person, action.verb, *action.args)
+        except (UsageError, TypeError, ValueError):
+            return CommandResult("That button is no longer valid.", ok=False)
+
+    async def _person(self, ctx: CommandContext) -> Person:
+        runtime = self.turns.character(ctx.conversation.character)
+        person_id = await self.store.person_for_identity(ctx.identity.platform, ctx.identity.user_id)
+        return Person(person_id, runtime.id, runtime.character.name)
+
+    def _button(self, person: Person, label: str, verb: str, *args: Any, danger: bool = False) -> Button:
+        return Button(label, encode_action(person.id, verb, *args), danger=danger)
+
+    # -- view ------------------------------------------------------------------------------
+    async def view(self, ctx: CommandContext, person: Person, scope: str | None = None,
+                   page: int | str = 1) -> CommandResult:
+        if error := scope_error(scope):
+            raise UsageError(error)
+        try:
+            page = int(page)
+        except ValueError:
+            raise UsageError(f"The page must be a number, not “{str(page)[:40]}”.") from None
+        return await self._page(person, scope, page)
+
+    async def _page(self, person: Person, scope: str | None, page: int, note: str = "") -> CommandResult:
+        page = max(1, page)
+        rows, total = await self.store.list_memories(
+            person.id, person.character_id, scope, (page - 1) * PAGE_SIZE, PAGE_SIZE
+        )
+        pages = max(1, math.ceil(total / PAGE_SIZE))
+        if page > pages and total:
+            return await self._page(person, scope, pages, note)
+        which = {None: "", CHARACTER: " (character scope)", GLOBAL: " (global scope)"}[scope]
+        if not total:
+            text = f"{note}You have no saved memories with {person.character_name}{which} yet. " \
+                   "Add one with /memory add."
+            return CommandResult(text.strip())
+        now = self.clock()
+        lines = [f"{note}Your memories with {person.character_name}{which}: {total} — page {page} of {pages}"]
+        lines += [self._memory_line(m, now) for m in rows]
+        scope_arg = scope or "all"
+        toggles = [self._button(person, f"{'Unpin' if m.pinned else 'Pin'} #{m.id}",
+                                "unpin" if m.pinned else "pin", m.id, scope_arg, page) for m in rows]
+        deletes = [self._button(person, f"Delete #{m.id}", "del", m.id, scope_arg, page, danger=True)
+                   for m in rows]
+        buttons = [toggles[i:i + 5] for i in range(0, len(toggles), 5)]
+        buttons += [deletes[i:i + 5] for i in range(0, len(deletes), 5)]
+        nav = []
+        if page > 1:
+            nav.append(self._button(person, "◀ Previous", "view", scope_arg, page - 1))
+        if page < pages:
+            nav.append(self._button(person, "Next ▶", "view", scope_arg, page + 1))
+        if nav:
+            buttons.append(nav)
+        return CommandResult("\n".join(lines), buttons=buttons)
+
+    @staticmethod
+    def _memory_line(memory: MemoryRow, now: float) -> str:
+        marks = [memory.scope] + (["recent"] if is_recent(memory, now) else [])
+        pin = "📌 " if memory.pinned else ""
+        return f"{pin}#{memory.id} · {' · '.join(marks)} — {memory.content}"
+
+    async def _press_view(self, ctx, person: Person, verb: str, scope: str, page: str) -> CommandResult:
+        return await self._page(person, None if scope == "all" else scope, int(page))
+
+    # -- add, edit, delete, pin -------------------------------------------------------------
+    async def add(self, ctx: CommandContext, person: Person, text: str = "", scope: str | None = None,
+                  pin: Any = False) -> CommandResult:
+        scope = (scope or CHARACTER).lower()
+        if error := scope_error(scope) or memory_text_error(text):
+            raise UsageError(error)
+        pinned = parse_bool(pin, "pin")
+        content = text.strip()
+        try:
+            row = await self.store.add_memory(
+                person.id, person.character_id, scope, content, self.counter.count(content),
+                pinned=pinned, source="person", caps=CAPS,
+            )
+        except CapReached as full:
+            raise UsageError(self._cap_message(full)) from None
+        where = "every character" if scope == GLOBAL else person.character_name
+        return CommandResult(f"Saved #{row.id}{' (pinned)' if pinned else ''} for {where}: {content}")
+
+    @staticmethod
+    def _cap_message(full: CapReached) -> str:
+        if full.kind == "pinned":
+            return (f"You already have {full.limit} pinned {full.scope} memories, the most there can be. "
+                    "Unpin or delete one first.")
+        return (f"You already have {full.limit} unpinned {full.scope} memories, the most there can be. "
+                "Delete or edit one first.")
+
+    async def edit(self, ctx: CommandContext, person: Person, id: Any = None, text: str = "") -> CommandResult:
+        memory_id = parse_memory_id(id)
+        if error := memory_text_error(text):
+            raise UsageError(error)
+        content = text.strip()
+        row = await self.store.update_memory(
+            person.id, person.character_id, memory_id, content, self.counter.count(content)
+        )
+        if row is None:
+            raise UsageError(f"There is no memory #{memory_id}.")
+        return CommandResult(f"Updated #{memory_id}: {content}")
+
+    async def delete(self, ctx: CommandContext, person: Person, id: Any = None) -> CommandResult:
+        memory_id = parse_memory_id(id)
+        if await self.store.delete_memory(person.id, person.character_id, memory_id) is None:
+            raise UsageError(f"There is no memory #{memory_id}.")
+        return CommandResult(f"Deleted #{memory_id}.")
+
+    async def pin(self, ctx: CommandContext, person: Person, id: Any = None) -> CommandResult:
+        return await self._set_pinned(person, parse_memory_id(id), True)
+
+    async def unpin(self, ctx: CommandContext, person: Person, id: Any = None) -> CommandResult:
+        return await self._set_pinned(person, parse_memory_id(id), False)
+
+    async def _set_pinned(self, person: Person, memory_id: int, pinned: bool) -> CommandResult:
+        try:
+            row = await self.store.set_pinned(person.id, person.character_id, memory_id, pinned, CAPS)
+        except CapReached as full:
+            raise UsageError(self._cap_message(full)) from None
+        if row is None:
+            raise UsageError(f"There is no memory #{memory_id}.")
+        if pinned:
+            return CommandResult(f"Pinned #{memory_id}. It is always remembered and only you can change it.")
+        return CommandResult(f"Unpinned #{memory_id}.")
+
+    async def _press_pin(self, ctx, person: Person, verb: str, memory_id: str, scope: str,
+                         page: str) -> CommandResult:
+        try:
+            done = await self._set_pinned(person, int(memory_id), verb == "pin")
+            note = done.text
+        except UsageError as problem:
+            note = str(problem)
+        return await self._page(person, None if scope == "all" else scope, int(page), note + "\n\n")
+
+    async def _press_delete(self, ctx, person: Person, verb: str, memory_id: str, scope: str,
+                            page: str) -> CommandResult:
+        row = await self.store.delete_memory(person.id, person.character_id, int(memory_id))
+        note = f"Deleted #{memory_id}." if row else f"There is no memory #{memory_id}."
+        return await self._page(person, None if scope == "all" else scope, int(page), note + "\n\n")
+
+    # -- clear all -------------------------------------------------------------------------
+    async def clear(self, ctx: CommandContext, person: Person, scope: str | None = None) -> CommandResult:
+        scope = (scope or CHARACTER).lower()
+        if error := scope_error(scope):
+            raise UsageError(error)
+        unpinned = await self.store.count_memories(person.id, person.character_id, scope, pinned=False)
+        pinned = await self.store.count_memories(person.id, person.character_id, scope, pinned=True)
+        if not unpinned and not pinned:
+            return CommandResult(f"You have no {scope} memories to clear.")
+        if not unpinned:
+            return self._pinned_question(person, scope, pinned, "")
+        return CommandResult(
+            f"Delete all {_memories(unpinned, 'unpinned ' + scope)}? "
+            "This cannot be undone. Pinned memories are kept.",
+            buttons=[[self._button(person, f"Delete {unpinned}", "clear1", scope, danger=True),
+                      self._button(person, "Cancel", "cancel")]],
+        )
+
+    def _pinned_question(self, person: Person, scope: str, pinned: int, before: str) -> CommandResult:
+        text = before + PINNED_QUESTION.format(memories=_memories(pinned, "pinned"),
+                                               were="was" if pinned == 1 else "were")
+        return CommandResult(text, buttons=[[
+            self._button(person, "Delete pinned too", "clear2", scope, danger=True),
+            self._button(person, "Keep them", "cancel"),
+        ]])
+
+    async def _press_clear_unpinned(self, ctx, person: Person, verb: str, scope: str) -> CommandResult:
+        deleted = await self.store.clear_memories(person.id, person.character_id, scope, pinned=False)
+        pinned = await self.store.count_memories(person.id, person.character_id, scope, pinned=True)
+        done = f"Deleted {_memories(deleted, scope)}."
+        if pinned:
+            return self._pinned_question(person, scope, pinned, done + " ")
+        return CommandResult(done)
+
+    async def _press_clear_pinned(self, ctx, person: Person, verb: str, scope: str) -> CommandResult:
+        deleted = await self.store.clear_memories(person.id, person.character_id, scope, pinned=True)
+        return CommandResult(f"Deleted {_memories(deleted, 'pinned ' + scope)}.")
+
+    async def _press_cancel(self, ctx, person: Person, verb: str) -> CommandResult:
+        return CommandResult("Nothing was deleted.")
+
+    # -- learning, why, export ---------------------------------------------------------------
+    async def learning(self, ctx: CommandContext, person: Person, state: Any = None) -> CommandResult:
+        if state is None:
+            on = await self.store.learning_enabled(person.id, person.character_id)
+            return CommandResult(f"Learn from chat is {'on' if on else 'off'} for {person.character_name}. "
+                                 "Change it with /memory learning on or /memory learning off.")
+        on = parse_bool(state, "state")
+        await self.store.set_learning(person.id, person.character_id, on)
+        if on:
+            return CommandResult(f"Learn from chat is on: {person.character_name} saves and reads your memories.")
+        return CommandResult(f"Learn from chat is off: {person.character_name} neither saves nor reads your "
+                             "saved memories. The conversation summary goes on.")
+
+    async def why(self, ctx: CommandContext, person: Person) -> CommandResult:
+        conversation = await self.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        turn = await self.store.last_receipt(conversation.id, person.id)
+        if turn is None or not turn.receipt:
+            return CommandResult("There is no reply to you in this conversation yet.")
+        r = turn.receipt
+        tokens = r["tokens"]
+        lines = [f"The prompt of {person.character_name}'s last reply to you held:"]
+        if not r.get("learning", True):
+            lines.append("• Saved memories: none — Learn from chat was off.")
+        else:
+            pinned = [f"#{m['id']}📌" for m in r["memories"] if m["pinned"]]
+            unpinned = [f"#{m['id']}" for m in r["memories"] if not m["pinned"]]
+            listed = ", ".join(pinned + unpinned) or "none"
+            lines.append(f"• Saved memories: {len(r['memories'])} ({listed}) — {tokens['memories']:,} tokens")
+        tiers = r["summary"]
+        lines.append(f"• Summary: long-term {tiers['long_term']}, merged {tiers['merged']}, "
+                     f"recent {tiers['recent']} — {tokens['summary']:,} tokens")
+        lines.append(f"• Live window: {r['window_messages']} messages — {tokens['window']:,} tokens")
+        lines.append(f"• Character and instructions: {tokens['system']:,} tokens")
+        lines.append(f"Total ≈ {tokens['total']:,} tokens.")
+        return CommandResult("\n".join(lines))
+
+    async def export(self, ctx: CommandContext, person: Person) -> CommandResult:
+        data = await self.store.export_person(person.id)
+        data["exported_at"] = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat()
+        body = json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
+        stamp = datetime.fromtimestamp(self.clock(), timezone.utc).strftime("%Y%m%d-%H%M%S")
+        count = len(data["memories"])
+        return CommandResult(f"Your {_memories(count)}, as JSON.",
+                             attachment=Attachment(f"keepsake-export-{stamp}.json", body))
+
+    # -- link and forget -------------------------------------------------------------------
+    async def link(self, ctx: CommandContext, person: Person, code: str | None = None) -> CommandResult:
+        if not code:
+            new_code = "".join(secrets.choice(LINK_CODE_ALPHABET) for _ in range(LINK_CODE_LENGTH))
+            await self.store.create_link_code(person.id, new_code, self.clock() + LINK_CODE_TTL_S)
+            return CommandResult(
+                f"Your link code is {new_code}. Within 10 minutes, send /link {new_code} to "
+                f"{person.character_name} from your other account (Discord or Telegram). "
+                "Your saved memories will then follow you on both."
+            )
+        cleaned = code.strip().upper().replace("-", "").replace(" ", "")
+        owner = await self.store.link_code_owner(cleaned, self.clock())
+        if owner is None:
+            raise UsageError("That link code is unknown or has expired. Get a new one with /link.")
+        if owner == person.id:
+            return CommandResult("These accounts are already linked.")
+        try:
+            report = await self.store.merge_persons(owner, person.id, CAPS)
+        except CapReached as full:
+            raise UsageError(
+                f"Linking would give you {full.count} unpinned {full.scope} memories; the limit is "
+                f"{MAX_UNPINNED_PER_SCOPE}. Delete some on either account, then send /link again."
+            ) from None
+        identities = await self.store.identities_of(owner)
+        text = "Linked: " + ", ".join(f"{p}" for p, _ in identities) + \
+               ". Your saved memories now follow you across them."
+        if report.unpinned_pins:
+            text += (f" {_memories(report.unpinned_pins, 'pinned')} "
+                     f"went over the limit of {MAX_PINNED_PER_SCOPE} pinned per scope and "
+                     f"{'is' if report.unpinned_pins == 1 else 'are'} now unpinned.")
+        return CommandResult(text)
+
+    async def forgetme(self, ctx: CommandContext, person: Person) -> CommandResult:
+        return CommandResult(
+            "This deletes everything stored about you: your saved memories with every character, "
+            "your messages and the replies to them, your settings and linked accounts. "
+            "It cannot be undone. Are you sure?",
+            buttons=[[self._button(person, "Delete everything", "forget", danger=True),
+                      self._button(person, "Cancel", "cancel")]],
+        )
+
+    async def _press_forget(self, ctx, person: Person, verb: str) -> CommandResult:
+        await self.store.forget_person(person.id)
+        return CommandResult("Done. Everything stored about you is deleted.")
+
+    async def help(self, ctx: CommandContext, person: Person | None) -> CommandResult:
+        return CommandResult(HELP)

@@ -1,0 +1,259 @@
+"""Reads `config.toml` (SPEC section 10) into frozen dataclasses.
+
+Secrets never live in the file: a key ending in `_env` names the environment variable that holds
+the secret. Any bad, missing or unknown key stops start-up with one line that names the key and
+says what it expects (`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+TOOLS_MODES = ("auto", "on", "off")
+
+
+class ConfigError(Exception):
+    """A config problem, worded as one line for the person running the bot."""
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    base_url: str = "https://api.openai.com/v1"
+    api_key_env: str = "OPENAI_API_KEY"
+    api_key: str = field(default="", repr=False)
+    model: str = "gpt-4o-mini"
+    context_window: int = 128_000
+    max_reply_tokens: int = 800
+    temperature: float = 0.8
+    tools: str = "auto"
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    summary_model: str | None = None
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    path: Path = Path("data/keepsake.sqlite3")
+    backup_dir: Path | None = None
+    retention_days: int | None = None
+
+
+@dataclass(frozen=True)
+class TelegramConfig:
+    base_url: str = "https://api.telegram.org/bot"
+
+
+@dataclass(frozen=True)
+class CharacterConfig:
+    name: str
+    card: Path | None = None
+    persona: str | None = None
+    discord_token_env: str | None = None
+    telegram_token_env: str | None = None
+    discord_always_on_channels: tuple[int, ...] = ()
+    discord_dev_guild: int | None = None
+
+    @property
+    def discord_token(self) -> str | None:
+        return _env_secret(self.discord_token_env)
+
+    @property
+    def telegram_token(self) -> str | None:
+        return _env_secret(self.telegram_token_env)
+
+
+@dataclass(frozen=True)
+class Config:
+    llm: LLMConfig
+    storage: StorageConfig
+    telegram: TelegramConfig
+    characters: tuple[CharacterConfig, ...]
+
+    def character(self, name: str) -> CharacterConfig:
+        for character in self.characters:
+            if character.name.casefold() == name.casefold():
+                return character
+        known = ", ".join(c.name for c in self.characters)
+        raise ConfigError(f"no character named {name!r} in the config (known: {known})")
+
+
+def _env_secret(env_name: str | None) -> str | None:
+    if not env_name:
+        return None
+    value = os.environ.get(env_name, "").strip()
+    return value or None
+
+
+class _Section:
+    """Typed reads from one TOML table, remembering which keys were used."""
+
+    def __init__(self, where: str, table: Any):
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where}: expected a table like [{where}]")
+        self.where = where
+        self.table = dict(table)
+        self.used: set[str] = set()
+
+    def _get(self, key: str, default: Any) -> Any:
+        self.used.add(key)
+        return self.table.get(key, default)
+
+    def _fail(self, key: str, expected: str, value: Any) -> ConfigError:
+        return ConfigError(f"{self.where}.{key}: expected {expected}, got {value!r}")
+
+    def text(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
+        value = self._get(key, None)
+        if value is None:
+            if required:
+                raise ConfigError(f"{self.where}.{key}: missing; expected a text value")
+            return default
+        if not isinstance(value, str) or not value.strip():
+            raise self._fail(key, "a non-empty text value", value)
+        return value.strip()
+
+    def integer(self, key: str, default: int | None, *, minimum: int = 0) -> int | None:
+        value = self._get(key, None)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self._fail(key, f"a whole number ≥ {minimum}", value)
+        return value
+
+    def number(self, key: str, default: float, *, low: float, high: float) -> float:
+        value = self._get(key, None)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise self._fail(key, f"a number from {low} to {high}", value)
+        return float(value)
+
+    def choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
+        value = self._get(key, None)
+        if value is None:
+            return default
+        if value not in choices:
+            raise self._fail(key, "one of " + " | ".join(choices), value)
+        return value
+
+    def id_list(self, key: str) -> tuple[int, ...]:
+        value = self._get(key, [])
+        if not isinstance(value, list):
+            raise self._fail(key, "a list of channel ids", value)
+        ids = []
+        for item in value:
+            if isinstance(item, str) and item.isdigit():
+                item = int(item)
+            if isinstance(item, bool) or not isinstance(item, int):
+                raise self._fail(key, "a list of channel ids (numbers)", value)
+            ids.append(item)
+        return tuple(ids)
+
+    def path(self, key: str, base: Path, default: Path | None = None) -> Path | None:
+        value = self.text(key)
+        if value is None:
+            return default if default is None else (base / default)
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else base / path
+
+    def reject_unknown(self) -> None:
+        unknown = sorted(set(self.table) - self.used)
+        if unknown:
+            raise ConfigError(f"{self.where}.{unknown[0]}: unknown key (check its spelling)")
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and check the config file; raise ConfigError naming the first bad key."""
+    config_path = Path(path)
+    try:
+        raw = tomllib.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{config_path}: file not found (copy config.example.toml to {config_path.name})"
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{config_path}: not valid TOML ({exc})") from None
+    return parse_config(raw, base=config_path.resolve().parent)
+
+
+def parse_config(raw: Mapping[str, Any], base: Path) -> Config:
+    top = _Section("config", raw)
+    llm = _parse_llm(_Section("llm", top._get("llm", {})))
+    storage = _parse_storage(_Section("storage", top._get("storage", {})), base)
+    telegram_section = _Section("telegram", top._get("telegram", {}))
+    telegram = TelegramConfig(
+        base_url=telegram_section.text("base_url", TelegramConfig.base_url) or ""
+    )
+    telegram_section.reject_unknown()
+
+    characters_raw = top._get("characters", None)
+    if not isinstance(characters_raw, list) or not characters_raw:
+        raise ConfigError("characters: expected at least one [[characters]] table")
+    characters = tuple(
+        _parse_character(_Section(f"characters[{i}]", item), base)
+        for i, item in enumerate(characters_raw)
+    )
+    names = [c.name.casefold() for c in characters]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise ConfigError(f"characters[{i}].name: {characters[i].name!r} is used twice")
+    top.reject_unknown()
+    return Config(llm=llm, storage=storage, telegram=telegram, characters=characters)
+
+
+def _parse_llm(s: _Section) -> LLMConfig:
+    d = LLMConfig()
+    api_key_env = s.text("api_key_env", d.api_key_env)
+    api_key = os.environ.get(api_key_env or "", "").strip()
+    if not api_key:
+        raise ConfigError(
+            f"llm.api_key_env: environment variable {api_key_env} is not set "
+            "(set it to your API key, or to any text for a local server that needs none)"
+        )
+    config = LLMConfig(
+        base_url=s.text("base_url", d.base_url),
+        api_key_env=api_key_env,
+        api_key=api_key,
+        model=s.text("model", d.model),
+        context_window=s.integer("context_window", d.context_window, minimum=1024),
+        max_reply_tokens=s.integer("max_reply_tokens", d.max_reply_tokens, minimum=1),
+        temperature=s.number("temperature", d.temperature, low=0.0, high=2.0),
+        tools=s.choice("tools", d.tools, TOOLS_MODES),
+        timeout_s=s.number("timeout_s", d.timeout_s, low=0.1, high=3600),
+        max_retries=s.integer("max_retries", d.max_retries, minimum=0),
+        summary_model=s.text("summary_model"),
+    )
+    s.reject_unknown()
+    return config
+
+
+def _parse_storage(s: _Section, base: Path) -> StorageConfig:
+    config = StorageConfig(
+        path=s.path("path", base, StorageConfig.path),
+        backup_dir=s.path("backup_dir", base),
+        retention_days=s.integer("retention_days", None, minimum=1),
+    )
+    s.reject_unknown()
+    return config
+
+
+def _parse_character(s: _Section, base: Path) -> CharacterConfig:
+    name = s.text("name", required=True)
+    card = s.path("card", base)
+    persona = s.text("persona")
+    if (card is None) == (persona is None):
+        raise ConfigError(f"{s.where}.card: give either card = \"file.json|png\" or persona = \"...\"")
+    config = CharacterConfig(
+        name=name,
+        card=card,
+        persona=persona,
+        discord_token_env=s.text("discord_token_env"),
+        telegram_token_env=s.text("telegram_token_env"),
+        discord_always_on_channels=s.id_list("discord_always_on_channels"),
+        discord_dev_guild=s.integer("discord_dev_guild", None, minimum=1),
+    )
+    s.reject_unknown()
+    return config

@@ -1,0 +1,184 @@
+"""The LLM client (SPEC section 8): `openai.AsyncOpenAI` against any OpenAI-compatible base URL.
+
+The openai client itself retries 429 (honouring Retry-After), 408, 5xx, timeouts and connection
+errors with exponential backoff, `max_retries` times. On top of that this module:
+- retries a *stream* that breaks after it started (the client cannot), telling the caller to
+  start its text over;
+- with `tools = "auto"`, detects a server that refuses tools, answers without them and
+  remembers that for the rest of the process;
+- turns every final failure into `LLMError`, whose text is safe to show a person.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import openai
+
+from bot.config import LLMConfig
+
+log = logging.getLogger(__name__)
+TextSink = Callable[[str], Awaitable[None]]  # receives the whole text so far
+STREAM_RETRY_BASE_S = 0.5
+
+
+class LLMError(Exception):
+    """The model could not be reached or answered unusably, after every retry."""
+
+
+class _StreamBroken(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class Completion:
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def _refuses_tools(exc: openai.APIStatusError) -> bool:
+    return exc.status_code in (400, 404, 422, 500, 501) and "tool" in str(exc).lower()
+
+
+class LLMClient:
+    def __init__(self, config: LLMConfig):
+        self.config = config
+        self.client = openai.AsyncOpenAI(
+            api_key=config.api_key,
+            base_url=config.base_url,
+            timeout=config.timeout_s,
+            max_retries=config.max_retries,
+        )
+        # None: not known yet (auto); False: off by config or refused by the server.
+        self.tools_supported: bool | None = {"on": True, "off": False}.get(config.tools)
+
+    @property
+    def summary_model(self) -> str:
+        return self.config.summary_model or self.config.model
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        on_text: TextSink | None = None,
+    ) -> Completion:
+        """One chat completion; streamed to `on_text` when given. Raises LLMError."""
+        if self.tools_supported is False:
+            tools = None
+        request: dict[str, Any] = {
+            "model": model or self.config.model,
+            "messages": messages,
+            "temperature": self.config.temperature,
+            "max_tokens": max_tokens or self.config.max_reply_tokens,
+        }
+        if tools:
+            request["tools"] = tools
+            if tool_choice:
+                request["tool_choice"] = tool_choice
+        broken = 0
+        while True:
+            try:
+                if on_text is None:
+                    return await self._plain(request)
+                return await self._streamed(request, on_text)
+            except openai.APIStatusError as exc:
+                if tools and self.config.tools == "auto" and _refuses_tools(exc):
+                    log.warning("the model server refuses tools; answering without them from now on")
+                    self.tools_supported = False
+                    request.pop("tools", None)
+                    request.pop("tool_choice", None)
+                    tools = None
+                    continue
+                raise LLMError(f"the model server answered HTTP {exc.status_code}") from exc
+            except openai.APITimeoutError as exc:
+                raise LLMError("the model server did not answer in time") from exc
+            except openai.APIConnectionError as exc:
+                raise LLMError("the model server could not be reached") from exc
+            except _StreamBroken as exc:
+                broken += 1
+                if broken > self.config.max_retries:
+                    raise LLMError("the model's answer kept breaking off") from exc
+                log.warning("stream broke off (%s); retrying (%d/%d)", exc, broken,
+                            self.config.max_retries)
+                await on_text("")  # the caller starts its text over
+                await asyncio.sleep(STREAM_RETRY_BASE_S * 2 ** (broken - 1))
+            except openai.OpenAIError as exc:
+                raise LLMError("the model server sent an answer we could not read") from exc
+
+    async def _plain(self, request: dict[str, Any]) -> Completion:
+        response = await self.client.chat.completions.create(**request)
+        if not response.choices:
+            raise LLMError("the model server sent no choices")
+        message = response.choices[0].message
+        calls = [
+            ToolCall(c.id, c.function.name, c.function.arguments or "")
+            for c in (message.tool_calls or [])
+            if getattr(c, "function", None) is not None
+        ]
+        usage = response.usage
+        return Completion(
+            text=message.content or "",
+            tool_calls=calls,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+        )
+
+    async def _streamed(self, request: dict[str, Any], on_text: TextSink) -> Completion:
+        stream = await self.client.chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True}
+        )
+        text = ""
+        calls: dict[int, dict[str, str]] = {}
+        finished = False
+        usage = None
+        try:
+            async for chunk in stream:
+                if chunk.usage:
+                    usage = chunk.usage
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta and delta.content:
+                        text += delta.content
+                        await on_text(text)
+                    for call in (delta.tool_calls or []) if delta else []:
+                        slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                        slot["id"] = call.id or slot["id"]
+                        if call.function:
+                            slot["name"] += call.function.name or ""
+                            slot["arguments"] += call.function.arguments or ""
+                    if choice.finish_reason:
+                        finished = True
+        except (asyncio.CancelledError, LLMError):
+            raise
+        except Exception as exc:  # the connection or the event stream broke mid-answer
+            raise _StreamBroken(type(exc).__name__) from exc
+        finally:
+            await stream.close()
+        if not finished:
+            raise _StreamBroken("the stream ended without a finish reason")
+        return Completion(
+            text=text,
+            tool_calls=[ToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"])
+                        for i, c in sorted(calls.items())],
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+        )

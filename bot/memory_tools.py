@@ -1,0 +1,180 @@
+"""The character's memory tools (SPEC section 5.1): save_memory, update_memory, delete_memory.
+
+Whose memories a tool touches is fixed by the code — the speaker of the live turn, taken from
+the platform event — never by model output. The model may change only the speaker's unpinned
+entries; a pinned or unknown id, a full budget or malformed arguments give an error result the
+model can read, never an exception. Every write is journaled under the turn, so regenerate (or
+a failed turn) can undo it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from bot.saved_memories import CAPS, MAX_MEMORY_CHARS, memory_text_error
+from bot.tokens import TokenCounter
+from storage.base import CHARACTER, GLOBAL, CapReached, PinnedMemory, Store
+
+log = logging.getLogger(__name__)
+MAX_TOOL_ROUNDS = 3
+
+TOOL_SPECS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "save_memory",
+            "description": (
+                "Save a durable fact about the person you are talking to: something that stays "
+                "true for weeks (preferred name, birthday, allergy, an explicit promise). Not for "
+                f"plot, today's mood or passing events. At most {MAX_MEMORY_CHARS} characters."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "content": {"type": "string", "description": "The fact, in one sentence."},
+                    "scope": {
+                        "type": "string",
+                        "enum": [CHARACTER, GLOBAL],
+                        "description": "character: only you remember it; global: every character "
+                        "the person talks to may use it. Default: character.",
+                    },
+                },
+                "required": ["content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "update_memory",
+            "description": "Rewrite one of the person's saved memories by its id (e.g. 12 for #12) "
+            "when the fact changed. Pinned memories cannot be changed.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "integer"},
+                    "content": {"type": "string"},
+                },
+                "required": ["id", "content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "delete_memory",
+            "description": "Delete one of the person's saved memories by its id when it is no "
+            "longer true. Pinned memories cannot be deleted.",
+            "parameters": {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}},
+                "required": ["id"],
+            },
+        },
+    },
+]
+
+
+def _result(**fields: Any) -> str:
+    return json.dumps(fields)
+
+
+def _memory_id(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("#").isdigit():
+        return int(value.strip().lstrip("#"))
+    return None
+
+
+class MemoryTools:
+    """Runs one turn's tool calls against the speaker's memories."""
+
+    def __init__(self, store: Store, counter: TokenCounter, person_id: int, character_id: int,
+                 turn_id: int):
+        self.store = store
+        self.counter = counter
+        self.person_id = person_id
+        self.character_id = character_id
+        self.turn_id = turn_id
+
+    async def run(self, name: str, raw_arguments: str | None) -> str:
+        try:
+            arguments = json.loads(raw_arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return _result(error=f"arguments are not valid JSON ({exc.msg}); call {name} again "
+                           "with a JSON object")
+        if not isinstance(arguments, dict):
+            return _result(error="arguments must be a JSON object")
+        handler = {
+            "save_memory": self.save_memory,
+            "update_memory": self.update_memory,
+            "delete_memory": self.delete_memory,
+        }.get(name)
+        if handler is None:
+            return _result(error=f"unknown tool {name!r}")
+        try:
+            return await handler(arguments)
+        except Exception:  # the reply goes on; the model reads that the tool failed
+            log.exception("memory tool %s failed", name)
+            return _result(error=f"{name} failed on our side; do not retry it this turn")
+
+    def _content(self, arguments: dict[str, Any]) -> tuple[str | None, str | None]:
+        content = arguments.get("content")
+        if not isinstance(content, str):
+            return None, _result(error="content must be a string")
+        error = memory_text_error(content)
+        return content.strip(), (_result(error=error) if error else None)
+
+    async def save_memory(self, arguments: dict[str, Any]) -> str:
+        content, error = self._content(arguments)
+        if error:
+            return error
+        scope = arguments.get("scope") or CHARACTER
+        if scope not in (CHARACTER, GLOBAL):
+            return _result(error=f"scope must be '{CHARACTER}' or '{GLOBAL}'")
+        try:
+            row = await self.store.add_memory(
+                self.person_id, self.character_id, scope, content, self.counter.count(content),
+                pinned=False, source="ai", caps=CAPS, turn_id=self.turn_id,
+            )
+        except CapReached as full:
+            return _result(error=f"the person's {scope} memories are full ({full.limit}); "
+                           "update or delete an entry first, then save")
+        return _result(ok=True, id=row.id, saved=f"#{row.id}")
+
+    async def update_memory(self, arguments: dict[str, Any]) -> str:
+        memory_id = _memory_id(arguments.get("id"))
+        if memory_id is None:
+            return _result(error="id must be a memory number such as 12")
+        content, error = self._content(arguments)
+        if error:
+            return error
+        try:
+            row = await self.store.update_memory(
+                self.person_id, self.character_id, memory_id, content, self.counter.count(content),
+                turn_id=self.turn_id,
+            )
+        except PinnedMemory:
+            return _result(error=f"#{memory_id} is pinned by the person; only they can change it")
+        if row is None:
+            return _result(error=f"there is no memory #{memory_id}")
+        return _result(ok=True, id=memory_id)
+
+    async def delete_memory(self, arguments: dict[str, Any]) -> str:
+        memory_id = _memory_id(arguments.get("id"))
+        if memory_id is None:
+            return _result(error="id must be a memory number such as 12")
+        try:
+            row = await self.store.delete_memory(
+                self.person_id, self.character_id, memory_id, turn_id=self.turn_id
+            )
+        except PinnedMemory:
+            return _result(error=f"#{memory_id} is pinned by the person; only they can delete it")
+        if row is None:
+            return _result(error=f"there is no memory #{memory_id}")
+        return _result(ok=True, id=memory_id)

@@ -1,0 +1,79 @@
+"""Platform-neutral types that pass between the adapters and the core.
+
+An adapter turns a platform event into an `IncomingMessage`, hands it to the turn handler and
+renders the `Reply` (or a `CommandResult` from the /memory service) it gets back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PLATFORMS = ("discord", "telegram", "console")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """One platform account: `discord:<user id>`, `telegram:<user id>`, `console:<name>`."""
+
+    platform: str
+    user_id: str
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.user_id}"
+
+
+@dataclass(frozen=True)
+class ConversationKey:
+    """One conversation: (platform, chat/channel, thread, character)."""
+
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    character: str
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """What the core needs to know about a message addressed to the character."""
+
+    conversation: ConversationKey
+    speaker: Identity
+    speaker_name: str
+    text: str
+    is_shared: bool  # a guild channel / group: several people share the conversation
+    platform_message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Button:
+    label: str
+    action: str  # opaque, signed with the owner's person id (see bot/actions.py)
+    danger: bool = False
+
+
+@dataclass(frozen=True)
+class Attachment:
+    filename: str
+    data: bytes
+    mime_type: str = "application/json"
+
+
+@dataclass
+class Reply:
+    """The character's answer to one message (or a plain error)."""
+
+    text: str
+    is_error: bool = False
+    turn_id: int | None = None
+    conversation_id: int | None = None
+    buttons: list[list[Button]] = field(default_factory=list)
+
+
+@dataclass
+class CommandResult:
+    """What a /memory command (or a button press) shows the person, privately."""
+
+    text: str
+    buttons: list[list[Button]] = field(default_factory=list)
+    attachment: Attachment | None = None
+    ok: bool = True

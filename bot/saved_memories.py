@@ -1,0 +1,77 @@
+"""Layer 3 — saved memories (SPEC section 5): the budgets, and which entries reach a prompt.
+
+Per person, per scope: 100 unpinned + 20 pinned entries, each ≤ 500 characters. Every turn the
+prompt gets all pinned entries of the scopes in play, plus up to 100 unpinned, most recently
+updated first, split evenly across the scopes in play (a share one scope does not use goes to
+the other). Entries updated in the last 7 days are marked recent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage.base import CHARACTER, GLOBAL, SCOPES, MemoryCaps, MemoryRow, Store
+
+MAX_UNPINNED_PER_SCOPE = 100
+MAX_PINNED_PER_SCOPE = 20
+MAX_MEMORY_CHARS = 500
+PROMPT_UNPINNED_LIMIT = 100
+RECENT_DAYS = 7
+CAPS = MemoryCaps(unpinned=MAX_UNPINNED_PER_SCOPE, pinned=MAX_PINNED_PER_SCOPE)
+
+
+def is_recent(memory: MemoryRow, now: float) -> bool:
+    return now - memory.updated_at <= RECENT_DAYS * 86_400
+
+
+def split_evenly(available: dict[str, int], total: int) -> dict[str, int]:
+    """Share `total` slots evenly across scopes; a share one scope cannot use goes to the rest."""
+    shares = {scope: 0 for scope in available}
+    remaining = total
+    open_scopes = [s for s in available if available[s] > 0]
+    while remaining > 0 and open_scopes:
+        each, extra = divmod(remaining, len(open_scopes))
+        for i, scope in enumerate(open_scopes):
+            take = min(each + (1 if i < extra else 0), available[scope] - shares[scope])
+            shares[scope] += take
+            remaining -= take
+        open_scopes = [s for s in open_scopes if shares[s] < available[s]]
+    return shares
+
+
+def memory_text_error(text: str | None) -> str | None:
+    """Why a memory text is refused, in words a person understands; None when it is fine."""
+    text = (text or "").strip()
+    if not text:
+        return "A memory needs some text."
+    if len(text) > MAX_MEMORY_CHARS:
+        return (f"That memory is {len(text):,} characters long; a memory can hold at most "
+                f"{MAX_MEMORY_CHARS} characters. Please shorten it.")
+    return None
+
+
+def scope_error(scope: str | None) -> str | None:
+    if scope is None or scope in SCOPES:
+        return None
+    return f"Scope must be '{CHARACTER}' or '{GLOBAL}', not {scope!r}."
+
+
+@dataclass(frozen=True)
+class SelectedMemories:
+    """The saved memories in one prompt: pinned first, then unpinned newest first."""
+
+    pinned: list[MemoryRow]
+    unpinned: list[MemoryRow]
+
+    @property
+    def all(self) -> list[MemoryRow]:
+        return self.pinned + self.unpinned
+
+
+async def memories_for_prompt(store: Store, person_id: int, character_id: int) -> SelectedMemories:
+    """All pinned entries of both scopes, plus up to 100 unpinned split evenly across them."""
+    in_play = await store.memories_in_play(person_id, character_id, PROMPT_UNPINNED_LIMIT)
+    shares = split_evenly({s: len(in_play.unpinned[s]) for s in SCOPES}, PROMPT_UNPINNED_LIMIT)
+    unpinned = [m for s in SCOPES for m in in_play.unpinned[s][: shares[s]]]
+    unpinned.sort(key=lambda m: (m.updated_at, m.id), reverse=True)
+    return SelectedMemories(pinned=in_play.pinned, unpinned=unpinned)

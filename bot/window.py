@@ -1,0 +1,35 @@
+"""Layer 1 — the live window (SPEC section 3).
+
+The last messages of the conversation, verbatim: at most 50 messages and at most
+min(10,000 tokens, 25 % of the model's context window). The oldest leave first; the current
+message is always in. A 1M-token model gets no more raw messages than that.
+"""
+
+from __future__ import annotations
+
+from storage.base import MessageRow
+
+WINDOW_MAX_MESSAGES = 50
+WINDOW_MAX_TOKENS = 10_000
+WINDOW_CONTEXT_SHARE = 0.25
+
+
+def window_token_budget(context_window: int) -> int:
+    return min(WINDOW_MAX_TOKENS, int(context_window * WINDOW_CONTEXT_SHARE))
+
+
+def live_window(newest_first: list[MessageRow], context_window: int) -> list[MessageRow]:
+    """Cut the newest-first rows (current message first) to the window, oldest first.
+
+    Token counts were stored with each message when it was written: nothing is re-tokenized.
+    """
+    budget = window_token_budget(context_window)
+    kept: list[MessageRow] = []
+    used = 0
+    for row in newest_first[:WINDOW_MAX_MESSAGES]:
+        if kept and used + row.tokens > budget:
+            break
+        kept.append(row)
+        used += row.tokens
+    kept.reverse()
+    return kept

@@ -1,0 +1,286 @@
+"""The store interface: every read and write the core makes, and the rows it gets back.
+
+`bot/` talks only to this interface, so a PostgreSQL backend can be added beside
+`storage/sqlite.py` without touching the core. Rules with numbers (caps, windows) live in `bot/`
+and are passed in; the store makes each check-and-write atomic.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+GLOBAL = "global"
+CHARACTER = "character"
+SCOPES = (CHARACTER, GLOBAL)
+
+
+class CapReached(Exception):
+    """A memory budget is full. `kind` is 'pinned' or 'unpinned'."""
+
+    def __init__(self, kind: str, limit: int, scope: str, count: int | None = None):
+        super().__init__(f"{kind} {scope} memories are at their limit of {limit}")
+        self.kind, self.limit, self.scope, self.count = kind, limit, scope, count
+
+
+class PinnedMemory(Exception):
+    """The AI tried to change a pinned memory."""
+
+
+@dataclass(frozen=True)
+class MemoryCaps:
+    unpinned: int
+    pinned: int
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    id: int
+    person_id: int
+    character_id: int | None
+    content: str
+    tokens: int
+    pinned: bool
+    source: str
+    created_at: float
+    updated_at: float
+
+    @property
+    def scope(self) -> str:
+        return GLOBAL if self.character_id is None else CHARACTER
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    id: int
+    conversation_id: int
+    pos: int
+    role: str
+    person_id: int | None
+    speaker_name: str
+    content: str
+    tokens: int
+    platform_message_id: str | None
+    created_at: float
+
+
+@dataclass(frozen=True)
+class TurnRow:
+    id: int
+    conversation_id: int
+    person_id: int | None
+    user_message_id: int
+    reply_message_id: int | None
+    status: str
+    receipt: dict[str, Any] | None
+    created_at: float
+
+
+@dataclass(frozen=True)
+class ConversationRow:
+    id: int
+    platform: str
+    chat_id: str
+    thread_id: str
+    character_id: int
+    is_shared: bool
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One entry of a conversation summary tier: 'recent', 'merged' or 'long_term'."""
+
+    id: int
+    conversation_id: int
+    tier: str
+    content: str
+    tokens: int
+    first_pos: int
+    last_pos: int
+    edited: bool = False
+
+
+@dataclass(frozen=True)
+class MemoriesInPlay:
+    """Pinned entries of the scopes in play, and unpinned ones per scope, newest first."""
+
+    pinned: list[MemoryRow] = field(default_factory=list)
+    unpinned: dict[str, list[MemoryRow]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    unpinned_pins: int  # pinned entries over the pin budget that became unpinned
+
+
+class Store(abc.ABC):
+    """What the core needs from storage. All methods are coroutines."""
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect and apply pending migrations."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    # -- people and characters -------------------------------------------------------------
+    @abc.abstractmethod
+    async def person_for_identity(self, platform: str, user_id: str) -> int:
+        """The person behind a platform identity, created on first sight."""
+
+    @abc.abstractmethod
+    async def identities_of(self, person_id: int) -> list[tuple[str, str]]: ...
+
+    @abc.abstractmethod
+    async def ensure_character(self, name: str) -> int: ...
+
+    @abc.abstractmethod
+    async def remove_character(self, name: str, pinned_cap: int) -> int | None:
+        """Delete a character; its character-scoped memories become global. Returns how many
+        memories moved, or None when there is no such character."""
+
+    # -- conversations and messages ----------------------------------------------------------
+    @abc.abstractmethod
+    async def conversation(
+        self, platform: str, chat_id: str, thread_id: str | None, character_id: int, is_shared: bool
+    ) -> ConversationRow: ...
+
+    @abc.abstractmethod
+    async def conversation_by_id(self, conversation_id: int) -> ConversationRow | None: ...
+
+    @abc.abstractmethod
+    async def add_user_message(
+        self, conversation_id: int, person_id: int, speaker_name: str, content: str,
+        tokens: int, platform_message_id: str | None,
+    ) -> MessageRow: ...
+
+    @abc.abstractmethod
+    async def recent_messages(self, conversation_id: int, up_to_pos: int, limit: int) -> list[MessageRow]:
+        """The last `limit` messages at or before `up_to_pos`, newest first."""
+
+    @abc.abstractmethod
+    async def message(self, message_id: int) -> MessageRow | None: ...
+
+    @abc.abstractmethod
+    async def edit_platform_message(
+        self, conversation_id: int, platform_message_id: str, content: str, tokens: int
+    ) -> bool: ...
+
+    @abc.abstractmethod
+    async def delete_platform_message(self, conversation_id: int, platform_message_id: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def set_platform_message_id(self, message_id: int, platform_message_id: str) -> None: ...
+
+    # -- turns -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def begin_turn(self, conversation_id: int, person_id: int, user_message_id: int) -> int: ...
+
+    @abc.abstractmethod
+    async def finish_turn(
+        self, turn_id: int, speaker_name: str, content: str, tokens: int, receipt: dict[str, Any]
+    ) -> MessageRow:
+        """Store the reply and the receipt in one transaction; a regenerated turn's old reply
+        is replaced."""
+
+    @abc.abstractmethod
+    async def fail_turn(self, turn_id: int) -> None:
+        """Undo the turn's memory writes and mark it failed, in one transaction."""
+
+    @abc.abstractmethod
+    async def turn(self, turn_id: int) -> TurnRow | None: ...
+
+    @abc.abstractmethod
+    async def latest_turn(self, conversation_id: int) -> TurnRow | None:
+        """The conversation's latest answered turn."""
+
+    @abc.abstractmethod
+    async def last_receipt(self, conversation_id: int, person_id: int) -> TurnRow | None: ...
+
+    @abc.abstractmethod
+    async def begin_regenerate(self, turn_id: int) -> int:
+        """Undo the turn's memory writes (pinned entries are left alone) and open a new
+        running turn for the same message; the old reply stays until the new one is stored."""
+
+    @abc.abstractmethod
+    async def recover_interrupted_turns(self) -> int:
+        """At start-up: turns left running by a crash are undone and marked failed."""
+
+    # -- saved memories ---------------------------------------------------------------------
+    @abc.abstractmethod
+    async def memories_in_play(
+        self, person_id: int, character_id: int, unpinned_limit: int
+    ) -> MemoriesInPlay: ...
+
+    @abc.abstractmethod
+    async def list_memories(
+        self, person_id: int, character_id: int, scope: str | None, offset: int, limit: int
+    ) -> tuple[list[MemoryRow], int]:
+        """A page of the person's memories visible with this character: pinned first, then
+        most recently updated; and the total count."""
+
+    @abc.abstractmethod
+    async def get_memory(self, person_id: int, character_id: int, memory_id: int) -> MemoryRow | None:
+        """The memory only if it is the person's and in a scope of this character."""
+
+    @abc.abstractmethod
+    async def add_memory(
+        self, person_id: int, character_id: int, scope: str, content: str, tokens: int,
+        pinned: bool, source: str, caps: MemoryCaps, turn_id: int | None = None,
+    ) -> MemoryRow:
+        """Raises CapReached when the scope's budget is full."""
+
+    @abc.abstractmethod
+    async def update_memory(
+        self, person_id: int, character_id: int, memory_id: int, content: str, tokens: int,
+        turn_id: int | None = None,
+    ) -> MemoryRow | None:
+        """With a turn_id (the AI's tool), a pinned entry raises PinnedMemory."""
+
+    @abc.abstractmethod
+    async def delete_memory(
+        self, person_id: int, character_id: int, memory_id: int, turn_id: int | None = None
+    ) -> MemoryRow | None:
+        """With a turn_id (the AI's tool), a pinned entry raises PinnedMemory."""
+
+    @abc.abstractmethod
+    async def set_pinned(
+        self, person_id: int, character_id: int, memory_id: int, pinned: bool, caps: MemoryCaps
+    ) -> MemoryRow | None: ...
+
+    @abc.abstractmethod
+    async def count_memories(
+        self, person_id: int, character_id: int, scope: str, pinned: bool
+    ) -> int: ...
+
+    @abc.abstractmethod
+    async def clear_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int: ...
+
+    @abc.abstractmethod
+    async def export_person(self, person_id: int) -> dict[str, Any]: ...
+
+    # -- settings, linking, forgetting -----------------------------------------------------
+    @abc.abstractmethod
+    async def learning_enabled(self, person_id: int, character_id: int) -> bool: ...
+
+    @abc.abstractmethod
+    async def set_learning(self, person_id: int, character_id: int, enabled: bool) -> None: ...
+
+    @abc.abstractmethod
+    async def create_link_code(self, person_id: int, code: str, expires_at: float) -> None: ...
+
+    @abc.abstractmethod
+    async def link_code_owner(self, code: str, now: float) -> int | None: ...
+
+    @abc.abstractmethod
+    async def merge_persons(self, keep: int, absorb: int, caps: MemoryCaps) -> MergeReport:
+        """Move everything of `absorb` to `keep` in one transaction. Raises CapReached when the
+        unpinned entries of a scope would exceed their cap; pins over the pin cap become
+        unpinned (counted in the report)."""
+
+    @abc.abstractmethod
+    async def forget_person(self, person_id: int) -> None:
+        """Delete every row about the person: identities, memories, settings, their messages
+        and the replies to them, their turns, and their one-to-one conversations."""

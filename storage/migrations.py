@@ -1,0 +1,111 @@
+"""Versioned schema migrations for the SQLite store, applied in order at start-up.
+
+`PRAGMA user_version` holds the number of migrations applied. A migration is never edited once
+released: a change to the schema is a new entry at the end of MIGRATIONS.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 1 — people, characters, conversations, messages, turns, saved memories and their journal.
+    """
+    CREATE TABLE persons (
+        id          INTEGER PRIMARY KEY,
+        created_at  REAL NOT NULL
+    );
+    CREATE TABLE identities (
+        platform    TEXT NOT NULL,
+        user_id     TEXT NOT NULL,
+        person_id   INTEGER NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        PRIMARY KEY (platform, user_id)
+    );
+    CREATE INDEX identities_person ON identities(person_id);
+
+    CREATE TABLE characters (
+        id          INTEGER PRIMARY KEY,
+        name        TEXT NOT NULL UNIQUE COLLATE NOCASE,
+        created_at  REAL NOT NULL
+    );
+
+    CREATE TABLE conversations (
+        id            INTEGER PRIMARY KEY,
+        platform      TEXT NOT NULL,
+        chat_id       TEXT NOT NULL,
+        thread_id     TEXT NOT NULL DEFAULT '',
+        character_id  INTEGER NOT NULL REFERENCES characters(id) ON DELETE CASCADE,
+        is_shared     INTEGER NOT NULL,
+        created_at    REAL NOT NULL,
+        UNIQUE (platform, chat_id, thread_id, character_id)
+    );
+
+    -- pos orders a conversation: a person's message at 2*id, the reply to it at 2*id + 1,
+    -- so a reply written after a later message arrived still follows the message it answers.
+    CREATE TABLE messages (
+        id                   INTEGER PRIMARY KEY,
+        conversation_id      INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        pos                  INTEGER NOT NULL,
+        role                 TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        person_id            INTEGER REFERENCES persons(id) ON DELETE SET NULL,
+        speaker_name         TEXT NOT NULL,
+        content              TEXT NOT NULL,
+        tokens               INTEGER NOT NULL,
+        platform_message_id  TEXT,
+        created_at           REAL NOT NULL
+    );
+    CREATE INDEX messages_window ON messages(conversation_id, pos);
+    CREATE INDEX messages_platform ON messages(conversation_id, platform_message_id);
+    CREATE INDEX messages_person ON messages(person_id);
+
+    CREATE TABLE turns (
+        id                INTEGER PRIMARY KEY,
+        conversation_id   INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        person_id         INTEGER REFERENCES persons(id) ON DELETE CASCADE,
+        user_message_id   INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        reply_message_id  INTEGER REFERENCES messages(id) ON DELETE SET NULL,
+        status            TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed', 'replaced')),
+        receipt           TEXT,
+        created_at        REAL NOT NULL
+    );
+    CREATE INDEX turns_conversation ON turns(conversation_id, status, id);
+    CREATE INDEX turns_person ON turns(person_id);
+
+    -- character_id NULL is the global scope; otherwise the character scope of that character.
+    CREATE TABLE memories (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        person_id     INTEGER NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        character_id  INTEGER REFERENCES characters(id),
+        content       TEXT NOT NULL,
+        tokens        INTEGER NOT NULL,
+        pinned        INTEGER NOT NULL DEFAULT 0,
+        source        TEXT NOT NULL,
+        created_at    REAL NOT NULL,
+        updated_at    REAL NOT NULL
+    );
+    CREATE INDEX memories_owner ON memories(person_id, character_id, pinned, updated_at);
+
+    -- What each turn's tools changed, so regenerate (or a failed turn) can undo it.
+    CREATE TABLE memory_journal (
+        id         INTEGER PRIMARY KEY,
+        turn_id    INTEGER NOT NULL REFERENCES turns(id) ON DELETE CASCADE,
+        memory_id  INTEGER NOT NULL,
+        action     TEXT NOT NULL CHECK (action IN ('add', 'update', 'delete')),
+        before     TEXT,
+        undone     INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX memory_journal_turn ON memory_journal(turn_id);
+
+    CREATE TABLE person_settings (
+        person_id     INTEGER NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        character_id  INTEGER NOT NULL REFERENCES characters(id) ON DELETE CASCADE,
+        learn         INTEGER NOT NULL,
+        PRIMARY KEY (person_id, character_id)
+    );
+
+    CREATE TABLE link_codes (
+        code        TEXT PRIMARY KEY,
+        person_id   INTEGER NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        expires_at  REAL NOT NULL
+    );
+    CREATE INDEX link_codes_person ON link_codes(person_id);
+    """,
+]

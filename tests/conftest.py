@@ -1,0 +1,113 @@
+"""Shared fixtures: the scripted LLM server, a config pointing at it, and a running core."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bot.app import Runtime, build_runtime  # noqa: E402
+from bot.commands import CommandContext  # noqa: E402
+from bot.config import Config, parse_config  # noqa: E402
+from bot.models import ConversationKey, Identity, IncomingMessage  # noqa: E402
+from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
+
+API_KEY_ENV = "KEEPSAKE_TEST_API_KEY"
+DAY = 86_400.0
+
+
+class FakeClock:
+    """A clock tests can move: `clock.now += 8 * DAY`."""
+
+    def __init__(self, now: float = 1_800_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def config_dict(base_url: str, db_path: Path, **llm: Any) -> dict[str, Any]:
+    return {
+        "llm": {"base_url": base_url, "api_key_env": API_KEY_ENV, "model": "gpt-4o-mini",
+                "context_window": 128_000, "max_reply_tokens": 200, "temperature": 0.5,
+                "tools": "auto", "timeout_s": 5, "max_retries": 1, **llm},
+        "storage": {"path": str(db_path)},
+        "characters": [{"name": "Mira", "persona": "You are Mira, a kind lighthouse keeper."}],
+    }
+
+
+@pytest.fixture(autouse=True)
+def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(API_KEY_ENV, "sk-test-not-a-real-key")
+
+
+@pytest.fixture
+async def llm() -> ScriptedLLM:
+    server = ScriptedLLM()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def make_config(llm: ScriptedLLM, tmp_path: Path):
+    def make(**llm_options: Any) -> Config:
+        return parse_config(config_dict(llm.base_url, tmp_path / "keepsake.sqlite3", **llm_options),
+                            base=tmp_path)
+    return make
+
+
+@pytest.fixture
+async def runtime(make_config, clock: FakeClock) -> Runtime:
+    rt = await build_runtime(make_config(), clock=clock)
+    yield rt
+    await rt.close()
+
+
+class Chat:
+    """Sends messages and commands as one person in one conversation."""
+
+    def __init__(self, runtime: Runtime, user: str = "ann", name: str = "Ann", chat_id: str = "dm-ann",
+                 shared: bool = False, platform: str = "console"):
+        self.runtime = runtime
+        self.identity = Identity(platform, user)
+        self.name = name
+        self.key = ConversationKey(platform, chat_id, None, "Mira")
+        self.shared = shared
+        self.ctx = CommandContext(self.key, self.identity, name, is_shared=shared)
+
+    async def say(self, text: str, on_text=None):
+        message = IncomingMessage(self.key, self.identity, self.name, text, is_shared=self.shared)
+        return await self.runtime.turns.handle(message, on_text=on_text)
+
+    async def memory(self, text: str):
+        return await self.runtime.commands.run_text(self.ctx, text)
+
+    async def run(self, name: str, **options: Any):
+        return await self.runtime.commands.run(self.ctx, name, options)
+
+    async def press(self, action: str):
+        return await self.runtime.commands.press(self.ctx, action)
+
+    async def person_id(self) -> int:
+        return await self.runtime.store.person_for_identity(self.identity.platform, self.identity.user_id)
+
+
+@pytest.fixture
+def ann(runtime: Runtime) -> Chat:
+    return Chat(runtime)
+
+
+@pytest.fixture
+def bob(runtime: Runtime) -> Chat:
+    return Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")

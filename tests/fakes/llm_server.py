@@ -1,0 +1,180 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1.
+
+Tests reach it with the real `openai.AsyncOpenAI(base_url=...)`. Each request takes the next
+scripted step (or the `responder`, or the default reply) and is recorded, so a test can assert
+what the prompt held. Steps: `text`, `tool_calls`, `status` (429/500/… with headers), `hang`
+(a timeout), `cut` (a stream that breaks off part-way), `drop` (connection reset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aiohttp import web
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class Step:
+    kind: str
+    text: str = ""
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    seconds: float = 0.0
+    cut_at: float = 0.3
+    then: "Step | None" = None
+
+
+def text(content: str, delay: float = 0.0) -> Step:
+    return Step("text", text=content, seconds=delay)
+
+
+def tool_calls(*calls: tuple[str, Any], content: str = "") -> Step:
+    """tool_calls(("save_memory", {"content": "..."}), ...); a str argument is sent as-is."""
+    encoded = [(name, args if isinstance(args, str) else json.dumps(args)) for name, args in calls]
+    return Step("tools", text=content, calls=encoded)
+
+
+def status(code: int, message: str = "scripted error", headers: dict[str, str] | None = None) -> Step:
+    return Step("status", status=code, headers=headers or {},
+                body={"error": {"message": message, "type": "scripted", "code": code}})
+
+
+def hang(seconds: float, then: Step | None = None) -> Step:
+    return Step("hang", seconds=seconds, then=then)
+
+
+def cut(content: str, at: float = 0.3) -> Step:
+    return Step("cut", text=content, cut_at=at)
+
+
+def drop() -> Step:
+    return Step("drop")
+
+
+class ScriptedLLM:
+    def __init__(self, default: str = "Okay."):
+        self.script: deque[Step] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.default = default
+        self.responder: Callable[[dict[str, Any]], Step | None] | None = None
+        self.model = "gpt-4o-mini"
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    def add(self, *steps: Step) -> None:
+        self.script.extend(steps)
+
+    async def start(self) -> str:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._completions)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        return self.base_url
+
+    async def stop(self) -> None:
+        if self._runner:
+            await self._runner.cleanup()
+
+    # -- what tests read back -----------------------------------------------------------------
+    def prompt_text(self, index: int = -1) -> str:
+        """Every message content of one recorded request, joined."""
+        return "\n".join(str(m.get("content") or "") for m in self.requests[index]["messages"])
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        return self.requests
+
+    # -- serving ---------------------------------------------------------------------------
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(body)
+        step = self.script.popleft() if self.script else None
+        if step is None and self.responder is not None:
+            step = self.responder(body)
+        if step is None:
+            step = text(self.default)
+        return await self._serve(request, body, step)
+
+    async def _serve(self, request: web.Request, body: dict, step: Step) -> web.StreamResponse:
+        if step.kind == "hang":
+            await asyncio.sleep(step.seconds)
+            return await self._serve(request, body, step.then or text(self.default))
+        if step.seconds:
+            await asyncio.sleep(step.seconds)
+        if step.kind == "status":
+            return web.json_response(step.body, status=step.status, headers=step.headers)
+        if step.kind == "drop":
+            request.transport.close()  # type: ignore[union-attr]
+            return web.Response()
+        usage = {"prompt_tokens": _approx_tokens(body), "completion_tokens": max(1, len(step.text) // 4)}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if body.get("stream"):
+            return await self._stream(request, body, step, usage)
+        message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
+        if step.kind == "tools":
+            message["tool_calls"] = [
+                {"id": f"call_{next(_ids)}", "type": "function",
+                 "function": {"name": name, "arguments": args}}
+                for name, args in step.calls
+            ]
+        return web.json_response({
+            "id": f"chatcmpl-{next(_ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.model),
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if step.kind == "tools" else "stop"}],
+            "usage": usage,
+        })
+
+    async def _stream(self, request: web.Request, body: dict, step: Step, usage: dict) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        chunk_id = f"chatcmpl-{next(_ids)}"
+
+        async def send(delta: dict, finish: str | None = None, **extra: Any) -> None:
+            chunk = {"id": chunk_id, "object": "chat.completion.chunk", "created": int(time.time()),
+                     "model": body.get("model", self.model),
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+        pieces = [step.text[i:i + 20] for i in range(0, len(step.text), 20)]
+        if step.kind == "cut":
+            for piece in pieces[: max(1, int(len(pieces) * step.cut_at))]:
+                await send({"content": piece})
+            await asyncio.sleep(0.01)
+            request.transport.close()  # type: ignore[union-attr]
+            return response
+        await send({"role": "assistant", "content": ""})
+        for piece in pieces:
+            await send({"content": piece})
+        if step.kind == "tools":
+            for index, (name, args) in enumerate(step.calls):
+                await send({"tool_calls": [{"index": index, "id": f"call_{next(_ids)}", "type": "function",
+                                            "function": {"name": name, "arguments": ""}}]})
+                for i in range(0, len(args), 16):
+                    await send({"tool_calls": [{"index": index, "function": {"arguments": args[i:i + 16]}}]})
+        await send({}, "tool_calls" if step.kind == "tools" else "stop")
+        usage_chunk = {"id": chunk_id, "object": "chat.completion.chunk", "created": int(time.time()),
+                       "model": body.get("model", self.model), "choices": [], "usage": usage}
+        await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def _approx_tokens(body: dict) -> int:
+    return sum(len(str(m.get("content") or "")) for m in body.get("messages", [])) // 4
