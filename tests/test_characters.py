@@ -1,0 +1,87 @@
+"""SPEC section 2 — characters from a persona or a Character Card V2 (.json or .png)."""
+
+import json
+
+import pytest
+
+from bot.characters import load_character, png_with_card
+from bot.config import CharacterConfig, ConfigError
+from bot.prompt import system_prompt
+
+CARD = {
+    "spec": "chara_card_v2",
+    "spec_version": "2.0",
+    "data": {
+        "name": "Nox", "description": "{{char}} is the ship's AI, talking to {{user}}.",
+        "personality": "sarcastic", "scenario": "a derelict ship", "first_mes": "Hello, {{user}}.",
+        "mes_example": "", "system_prompt": "Custom rules. {{original}} End of rules.",
+        "post_history_instructions": "Stay terse.", "creator_notes": "SECRET CREATOR NOTE",
+    },
+}
+
+
+def test_a_json_card_gives_the_fields_with_char_and_user_replaced(tmp_path):
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps(CARD))
+    character = load_character(CharacterConfig(name="Nox", card=path))
+    prompt = system_prompt(character, "Ann", tools=True)
+    assert "Nox is the ship's AI, talking to Ann." in prompt
+    assert prompt.startswith("Custom rules. You are Nox.")  # {{original}} is our own prompt
+    assert "End of rules." in prompt
+    assert character.greeting("Ann") == "Hello, Ann."
+    assert character.post_history_instructions == "Stay terse."
+
+
+def test_creator_notes_never_reach_a_prompt(tmp_path):
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps(CARD))
+    character = load_character(CharacterConfig(name="Nox", card=path))
+    assert "SECRET CREATOR NOTE" not in system_prompt(character, "Ann", tools=True)
+    assert "SECRET CREATOR NOTE" not in repr(character)
+
+
+def test_a_png_card_reads_its_chara_chunk(tmp_path):
+    path = tmp_path / "nox.png"
+    path.write_bytes(png_with_card(CARD, "chara"))
+    assert load_character(CharacterConfig(name="Nox", card=path)).personality == "sarcastic"
+
+
+def test_a_png_card_prefers_its_ccv3_chunk(tmp_path):
+    v3 = json.loads(json.dumps(CARD))
+    v3["spec"] = "chara_card_v3"
+    v3["data"]["personality"] = "from ccv3"
+    png = png_with_card(CARD, "chara")
+    v3_png = png_with_card(v3, "ccv3")
+    # One file with both chunks: the chara chunk first, then the ccv3 chunk.
+    iend = png.rindex(b"IEND") - 4
+    ccv3_chunk = v3_png[v3_png.index(b"tEXtccv3") - 4: v3_png.index(b"IDAT") - 4]
+    path = tmp_path / "both.png"
+    path.write_bytes(png[:iend] + ccv3_chunk + png[iend:])
+    assert load_character(CharacterConfig(name="Nox", card=path)).personality == "from ccv3"
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"{not json", "not valid JSON"),
+    (b"[1, 2]", "expected a JSON object"),
+    (json.dumps({"spec": "chara_card_v2", "data": {"description": 5}}).encode(), "'description' should be text"),
+])
+def test_a_malformed_card_is_a_clear_start_up_error(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=message):
+        load_character(CharacterConfig(name="Bad", card=path))
+
+
+def test_a_png_without_a_card_chunk_is_a_clear_error(tmp_path):
+    path = tmp_path / "plain.png"
+    png = png_with_card(CARD)
+    start = png.index(b"tEXt") - 4
+    end = png.index(b"IDAT") - 4
+    path.write_bytes(png[:start] + png[end:])
+    with pytest.raises(ConfigError, match="no 'chara' or 'ccv3' text chunk"):
+        load_character(CharacterConfig(name="Nox", card=path))
+
+
+def test_a_persona_is_a_character_too():
+    character = load_character(CharacterConfig(name="Mira", persona="You are Mira."))
+    assert "You are Mira." in system_prompt(character, "Ann", tools=False)

@@ -1,0 +1,101 @@
+"""SPEC section 6 — the /memory commands, with their input checks."""
+
+import json
+
+import pytest
+
+from tests.conftest import Chat
+
+
+async def added_id(chat: Chat, text: str) -> int:
+    result = await chat.memory(f"/memory add {text}")
+    assert result.ok, result.text
+    return int(result.text.split("#")[1].split()[0].rstrip(":"))
+
+
+async def test_add_edit_delete_a_memory(ann):
+    memory_id = await added_id(ann, "I live in Bergen")
+    assert f"Updated #{memory_id}" in (await ann.memory(f"/memory edit {memory_id} I live in Oslo")).text
+    assert "I live in Oslo" in (await ann.memory("/memory view")).text
+    assert (await ann.memory(f"/memory delete #{memory_id}")).text == f"Deleted #{memory_id}."
+    assert "no saved memories" in (await ann.memory("/memory view")).text
+
+
+async def test_the_person_may_edit_a_pinned_memory(ann):
+    memory_id = await added_id(ann, "pin:yes my cat is called Tofu")
+    assert (await ann.memory(f"/memory edit {memory_id} my cat is called Miso")).ok
+
+
+async def test_typed_options_work_like_the_text_form(ann):
+    result = await ann.run("add", text="I speak Norwegian", scope="global", pin=True)
+    assert result.ok and "(pinned) for every character" in result.text
+
+
+async def test_another_persons_id_answers_like_an_unknown_one(ann, bob):
+    memory_id = await added_id(ann, "Ann's secret")
+    unknown = 999_999
+    for command in ("delete {}", "pin {}", "unpin {}", "edit {} changed"):
+        theirs = await bob.memory("/memory " + command.format(memory_id))
+        missing = await bob.memory("/memory " + command.format(unknown))
+        assert not theirs.ok
+        assert theirs.text == missing.text.replace(str(unknown), str(memory_id))
+        assert theirs.text == f"There is no memory #{memory_id}."
+    assert "Ann's secret" in (await ann.memory("/memory view")).text
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("/memory frobnicate", "There is no /memory frobnicate"),
+    ("/memory delete", "Which memory? Give its number"),
+    ("/memory pin abc", "“abc” is not a memory number"),
+    ("/memory edit 12", "A memory needs some text."),
+    ("/memory add", "A memory needs some text."),
+    ("/memory add scope:elsewhere hello", "Scope must be 'character' or 'global'"),
+    ("/memory add pin:perhaps hello", "pin must be on or off"),
+    ("/memory learning maybe", "state must be on or off"),
+    ("/memory view sideways", "/memory view takes a scope"),
+    ("/memory clear everything", "Scope must be 'character' or 'global'"),
+    ("/memory why now", "/memory why takes no arguments."),
+    ("/memory delete -3", "is not a memory number"),
+])
+async def test_bad_input_gets_a_clear_answer(ann, line, expected):
+    result = await ann.memory(line)
+    assert not result.ok
+    assert expected in result.text
+
+
+async def test_why_shows_the_last_replys_memories_tiers_and_tokens(ann, llm):
+    pinned = await added_id(ann, "pin:yes I am allergic to peanuts")
+    other = await added_id(ann, "I like lighthouses")
+    await ann.say("hello")
+    why = (await ann.memory("/memory why")).text
+    assert f"Saved memories: 2 (#{pinned}📌, #{other})" in why
+    assert "Summary: long-term 0, merged 0, recent 0" in why
+    assert "Live window: 1 messages" in why
+    assert "Total ≈" in why
+
+
+async def test_export_is_all_of_the_persons_memories_as_json(ann, bob):
+    await added_id(ann, "scope:global I am vegetarian")
+    await added_id(ann, "pin:yes my sister is Kari")
+    await added_id(bob, "Bob's fact")
+    result = await ann.memory("/memory export")
+    data = json.loads(result.attachment.data)
+    assert result.attachment.filename.endswith(".json")
+    assert sorted(m["content"] for m in data["memories"]) == ["I am vegetarian", "my sister is Kari"]
+    assert {m["scope"] for m in data["memories"]} == {"global", "character"}
+    assert data["identities"] == ["console:ann"]
+
+
+async def test_a_button_pressed_by_another_person_is_refused(ann, bob):
+    await added_id(ann, "something")
+    clear = await ann.memory("/memory clear")
+    confirm = clear.buttons[0][0]
+    refused = await bob.press(confirm.action)
+    assert not refused.ok and refused.text == "That button belongs to someone else."
+    assert "1 — page 1 of 1" in (await ann.memory("/memory view")).text
+
+
+async def test_a_forged_or_stale_button_is_refused(ann):
+    assert (await ann.press("garbage")).text == "That button is no longer valid."
+    person = await ann.person_id()
+    assert (await ann.press(f"{person}:explode:1")).text == "That button is no longer valid."

@@ -1,0 +1,65 @@
+"""SPEC section 10 — config.toml, secrets from environment variables, clear start-up errors."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.config import ConfigError, load_config, parse_config
+from tests.conftest import API_KEY_ENV, ROOT, config_dict
+
+
+def test_the_example_config_loads(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    config = load_config(ROOT / "config.example.toml")
+    assert config.llm.model == "gpt-4o-mini"
+    assert config.llm.context_window == 128_000
+    assert config.llm.tools == "auto"
+    assert config.telegram.base_url == "https://api.telegram.org/bot"
+    assert config.characters[0].name == "Mira"
+    assert config.characters[0].card == ROOT / "characters" / "mira.json"
+    assert config.storage.path == ROOT / "data" / "keepsake.sqlite3"
+
+
+def test_secrets_come_from_the_environment_never_the_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("MIRA_TG", "123:secret")
+    raw = config_dict("http://x/v1", tmp_path / "db")
+    raw["characters"][0]["telegram_token_env"] = "MIRA_TG"
+    config = parse_config(raw, tmp_path)
+    assert config.llm.api_key == "sk-test-not-a-real-key"
+    assert config.characters[0].telegram_token == "123:secret"
+    assert config.characters[0].discord_token is None
+    assert "sk-test" not in repr(config)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda c: c["llm"].update(tools="maybe"), "llm.tools: expected one of auto | on | off"),
+    (lambda c: c["llm"].update(context_window="big"), "llm.context_window: expected a whole number"),
+    (lambda c: c["llm"].update(temprature=0.3), "llm.temprature: unknown key"),
+    (lambda c: c["characters"][0].pop("persona"), "characters[0].card: give either"),
+    (lambda c: c.pop("characters"), "characters: expected at least one"),
+    (lambda c: c["characters"][0].update(discord_always_on_channels="123"),
+     "characters[0].discord_always_on_channels: expected a list"),
+])
+def test_a_bad_key_stops_start_up_naming_the_key(tmp_path, mutate, message):
+    raw = config_dict("http://x/v1", tmp_path / "db")
+    mutate(raw)
+    with pytest.raises(ConfigError, match=message.replace("|", r"\|").replace("[", r"\[").replace("]", r"\]")):
+        parse_config(raw, tmp_path)
+
+
+def test_a_missing_api_key_variable_is_named(monkeypatch, tmp_path):
+    monkeypatch.delenv(API_KEY_ENV)
+    with pytest.raises(ConfigError, match=f"llm.api_key_env: environment variable {API_KEY_ENV} is not set"):
+        parse_config(config_dict("http://x/v1", tmp_path / "db"), tmp_path)
+
+
+def test_start_up_prints_one_line_for_a_bad_config(tmp_path):
+    bad = tmp_path / "config.toml"
+    bad.write_text('[llm]\ntools = "maybe"\n')
+    result = subprocess.run([sys.executable, "-m", "bot", "--config", str(bad)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60,
+                            env={"PATH": "/usr/bin:/bin", "OPENAI_API_KEY": "x"})
+    assert result.returncode == 2
+    assert result.stderr.strip() == "config error: llm.tools: expected one of auto | on | off, got 'maybe'"

@@ -1,0 +1,128 @@
+"""SPEC section 5.1 — the character saves, updates and deletes memories mid-reply."""
+
+import json
+
+from bot.saved_memories import CAPS
+from tests.conftest import Chat
+from tests.fakes.llm_server import status, text, tool_calls
+
+
+def tool_results(llm, index: int = -1) -> list[dict]:
+    return [json.loads(m["content"]) for m in llm.requests[index]["messages"] if m["role"] == "tool"]
+
+
+async def memory_ids(chat: Chat) -> dict[str, int]:
+    rows, _ = await chat.runtime.store.list_memories(
+        await chat.person_id(), chat.runtime.turns.character("Mira").id, None, 0, 500)
+    return {m.content: m.id for m in rows}
+
+
+async def test_the_character_saves_a_memory_mid_reply(ann, llm):
+    llm.add(tool_calls(("save_memory", {"content": "Ann's birthday is 3 May", "scope": "global"})),
+            text("Happy early birthday!"))
+    reply = await ann.say("My birthday is on the 3rd of May")
+    assert reply.text == "Happy early birthday!"
+    assert tool_results(llm)[0]["ok"] is True
+    assert "#" in (await ann.memory("/memory view global")).text
+
+
+async def test_pinned_memory_cannot_be_deleted_by_the_model(ann, llm):
+    pinned = (await ann.run("add", text="I am allergic to peanuts", pin=True)).text
+    memory_id = int(pinned.split("#")[1].split()[0])
+    llm.add(tool_calls(("delete_memory", {"id": memory_id})), text("Done."))
+    await ann.say("forget my allergy")
+    assert "pinned by the person" in tool_results(llm)[0]["error"]
+    assert "I am allergic to peanuts" in await memory_ids(ann)
+
+
+async def test_pinned_memory_cannot_be_updated_by_the_model(ann, llm):
+    pinned = (await ann.run("add", text="My name is Ann", pin=True)).text
+    memory_id = int(pinned.split("#")[1].split()[0])
+    llm.add(tool_calls(("update_memory", {"id": memory_id, "content": "My name is Eve"})), text("Ok."))
+    await ann.say("call me Eve")
+    assert "pinned by the person" in tool_results(llm)[0]["error"]
+    assert "My name is Ann" in await memory_ids(ann)
+
+
+async def test_an_unknown_id_gives_an_error_result_the_model_reads(ann, llm):
+    llm.add(tool_calls(("update_memory", {"id": 4242, "content": "x"}), ("delete_memory", {"id": "#4243"})),
+            text("Hm."))
+    reply = await ann.say("hello")
+    assert reply.text == "Hm."
+    assert [r["error"] for r in tool_results(llm)] == ["there is no memory #4242", "there is no memory #4243"]
+
+
+async def test_the_model_cannot_reach_another_persons_memory(ann, bob, llm):
+    result = await bob.memory("/memory add Bob's bank PIN is 1234")
+    bob_memory = int(result.text.split("#")[1].split()[0].rstrip(":"))
+    llm.add(tool_calls(("update_memory", {"id": bob_memory, "content": "hacked"}),
+                       ("delete_memory", {"id": bob_memory})), text("Sure."))
+    await ann.say(f"update memory #{bob_memory} to say hacked, then delete it")
+    assert all("there is no memory" in r["error"] for r in tool_results(llm))
+    assert "Bob's bank PIN is 1234" in await memory_ids(bob)
+
+
+async def test_a_save_at_the_cap_is_refused_telling_the_model_to_update_or_delete_first(ann, llm):
+    store, person = ann.runtime.store, await ann.person_id()
+    character = ann.runtime.turns.character("Mira").id
+    for i in range(100):
+        await store.add_memory(person, character, "character", f"fact {i}", 2, False, "person", CAPS)
+    llm.add(tool_calls(("save_memory", {"content": "one more"})), text("I'll keep it in mind."))
+    reply = await ann.say("remember this too")
+    assert reply.text == "I'll keep it in mind."
+    error = tool_results(llm)[0]["error"]
+    assert "full (100)" in error and "update or delete an entry first" in error
+
+
+async def test_at_most_3_tool_rounds_per_turn(ann, llm):
+    for i in range(3):
+        llm.add(tool_calls(("save_memory", {"content": f"fact {i}"})))
+    llm.add(text("Finally, an answer."))
+    reply = await ann.say("tell me everything")
+    assert reply.text == "Finally, an answer."
+    assert len(llm.requests) == 4
+    assert all("tools" in r for r in llm.requests[:3])
+    assert "tools" not in llm.requests[3]  # the 4th call may not use tools
+    assert len(await memory_ids(ann)) == 3
+
+
+async def test_malformed_tool_arguments_give_an_error_result_not_a_crash(ann, llm):
+    llm.add(tool_calls(("save_memory", '{"content": "unterminated'), ("save_memory", "[1, 2]"),
+                       ("save_memory", {"content": 12}), ("summon_demon", {})), text("Oops, sorry."))
+    reply = await ann.say("hi")
+    assert reply.text == "Oops, sorry."
+    errors = [r["error"] for r in tool_results(llm)]
+    assert "arguments are not valid JSON" in errors[0]
+    assert errors[1] == "arguments must be a JSON object"
+    assert errors[2] == "content must be a string"
+    assert errors[3] == "unknown tool 'summon_demon'"
+
+
+async def test_a_tool_saving_over_500_characters_gets_an_error_result(ann, llm):
+    llm.add(tool_calls(("save_memory", {"content": "z" * 501})), text("Too long, fine."))
+    await ann.say("hi")
+    assert "501 characters" in tool_results(llm)[0]["error"]
+
+
+async def test_tools_auto_detects_a_server_that_refuses_tools_and_remembers(ann, llm):
+    llm.add(status(400, "model llama3 does not support tools"), text("Hello without tools."))
+    reply = await ann.say("hi")
+    assert reply.text == "Hello without tools."
+    assert "tools" in llm.requests[0] and "tools" not in llm.requests[1]
+    await ann.say("again")
+    assert "tools" not in llm.requests[2]  # remembered
+
+
+async def test_tools_off_offers_no_tools_but_memories_are_still_read(make_config, clock, llm):
+    from bot.app import build_runtime
+
+    runtime = await build_runtime(make_config(tools="off"), clock=clock)
+    try:
+        ann = Chat(runtime)
+        await ann.memory("/memory add I am allergic to peanuts")
+        await ann.say("hi")
+        assert "tools" not in llm.requests[-1]
+        assert "peanuts" in llm.prompt_text()
+        assert "save_memory" not in llm.prompt_text()
+    finally:
+        await runtime.close()

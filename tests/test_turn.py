@@ -1,0 +1,215 @@
+"""The turn: streaming, failures that lose nothing, serialized conversations, regenerate,
+privacy in shared conversations, bad input."""
+
+import asyncio
+
+from bot.app import build_runtime
+from bot.turn import EMPTY_MESSAGE
+from tests.conftest import Chat
+from tests.fakes.llm_server import cut, drop, hang, status, text, tool_calls
+
+
+async def stored_texts(chat: Chat) -> list[tuple[str, str]]:
+    conversation = await chat.runtime.turns.conversation_for(chat.key, chat.shared)
+    rows = await chat.runtime.store.recent_messages(conversation.id, 10**12, 1000)
+    return [(r.role, r.content) for r in reversed(rows)]
+
+
+async def test_a_reply_streams_to_the_adapter_and_is_stored(ann, llm):
+    seen: list[str] = []
+
+    async def on_text(so_far: str) -> None:
+        seen.append(so_far)
+
+    long_text = "The lamp turns all night, and the sea keeps its own counsel. " * 3
+    llm.add(text(long_text))
+    reply = await ann.say("how are you?", on_text=on_text)
+    assert reply.text == long_text.strip()
+    assert len(seen) > 3 and seen[-1] == long_text
+    assert await stored_texts(ann) == [("user", "how are you?"), ("assistant", long_text.strip())]
+
+
+async def test_when_the_model_fails_after_its_retries_the_person_gets_a_plain_error_and_the_message_is_kept(ann, llm):
+    llm.add(status(500), status(503))  # max_retries = 1: two attempts
+    reply = await ann.say("are you there?")
+    assert reply.is_error
+    assert reply.text.startswith("Sorry, I couldn't answer just now")
+    assert "Your message is saved" in reply.text
+    assert await stored_texts(ann) == [("user", "are you there?")]
+    assert len(llm.requests) == 2
+
+
+async def test_a_429_with_retry_after_is_retried(ann, llm):
+    llm.add(status(429, "slow down", {"retry-after-ms": "50"}), text("Here I am."))
+    assert (await ann.say("hello?")).text == "Here I am."
+
+
+async def test_a_timeout_is_retried_then_answered(make_config, clock, llm):
+    runtime = await build_runtime(make_config(timeout_s=0.5), clock=clock)
+    try:
+        llm.add(hang(2.0), text("Sorry, I was slow."))
+        assert (await Chat(runtime).say("hello?")).text == "Sorry, I was slow."
+    finally:
+        await runtime.close()
+
+
+async def test_a_dropped_connection_is_retried(ann, llm):
+    llm.add(drop(), text("Connected."))
+    assert (await ann.say("hello?")).text == "Connected."
+
+
+async def test_a_stream_cut_part_way_is_retried_from_the_start(ann, llm):
+    seen: list[str] = []
+
+    async def on_text(so_far: str) -> None:
+        seen.append(so_far)
+
+    answer = "This answer will break off at thirty percent the first time it is sent."
+    llm.add(cut(answer, at=0.3), text(answer))
+    reply = await ann.say("tell me", on_text=on_text)
+    assert reply.text == answer
+    assert "" in seen  # the adapter was told to start over
+    assert (await stored_texts(ann))[-1] == ("assistant", answer)
+
+
+async def test_a_failed_turn_leaves_no_memory_write_behind(ann, llm):
+    llm.add(tool_calls(("save_memory", {"content": "half-written fact"})), status(500), status(500))
+    reply = await ann.say("remember this")
+    assert reply.is_error
+    assert "no saved memories" in (await ann.memory("/memory view")).text
+    assert await stored_texts(ann) == [("user", "remember this")]
+
+
+async def test_a_turn_interrupted_by_a_crash_is_undone_at_start_up(make_config, clock, llm):
+    runtime = await build_runtime(make_config(), clock=clock)
+    ann = Chat(runtime)
+    llm.add(tool_calls(("save_memory", {"content": "written before the crash"})), hang(30))
+    turn = asyncio.create_task(ann.say("remember this"))
+    while len(llm.requests) < 2:
+        await asyncio.sleep(0.01)
+    turn.cancel()  # cancellation undoes the turn; a crash leaves it 'running' instead:
+    await asyncio.gather(turn, return_exceptions=True)
+    await runtime.store._writer.execute("UPDATE turns SET status = 'running'")
+    await runtime.store._writer.execute(
+        "INSERT INTO memories (person_id, character_id, content, tokens, pinned, source, created_at, "
+        "updated_at) VALUES (1, 1, 'written before the crash', 3, 0, 'ai', 0, 0)")
+    await runtime.store._writer.execute(
+        "INSERT INTO memory_journal (turn_id, memory_id, action) VALUES (1, last_insert_rowid(), 'add')")
+    await runtime.close()
+
+    restarted = await build_runtime(make_config(), clock=clock)
+    try:
+        assert "no saved memories" in (await Chat(restarted).memory("/memory view")).text
+        assert (await restarted.store.turn(1)).status == "failed"
+        assert await stored_texts(Chat(restarted)) == [("user", "remember this")]
+    finally:
+        await restarted.close()
+
+
+async def test_turns_of_one_conversation_are_serialized_in_order(ann, llm):
+    llm.add(text("first answer", delay=0.3), text("second answer"))
+    first = asyncio.create_task(ann.say("first"))
+    await asyncio.sleep(0.05)
+    second = asyncio.create_task(ann.say("second"))
+    assert [(await first).text, (await second).text] == ["first answer", "second answer"]
+    # The second turn saw the first reply, right after the message it answered.
+    chat = [m["content"] for m in llm.requests[1]["messages"] if m["role"] != "system"]
+    assert chat == ["first", "first answer", "second"]
+    assert await stored_texts(ann) == [("user", "first"), ("assistant", "first answer"),
+                                       ("user", "second"), ("assistant", "second answer")]
+
+
+async def test_different_conversations_run_concurrently(ann, bob, llm):
+    llm.add(text("slow", delay=1.0), text("fast"))
+    slow = asyncio.create_task(ann.say("one"))
+    await asyncio.sleep(0.05)
+    fast = await asyncio.wait_for(bob.say("two"), timeout=0.8)
+    assert fast.text == "fast"
+    assert (await slow).text == "slow"
+
+
+async def test_regenerate_undoes_the_turns_memory_writes(ann, llm):
+    kept = await ann.memory("/memory add my dog is Rex")
+    updated_id = int(kept.text.split("#")[1].split()[0].rstrip(":"))
+    doomed = await ann.memory("/memory add I live in Bergen")
+    deleted_id = int(doomed.text.split("#")[1].split()[0].rstrip(":"))
+    llm.add(tool_calls(("save_memory", {"content": "I have a new cat"}),
+                       ("update_memory", {"id": updated_id, "content": "my dog is Max"}),
+                       ("delete_memory", {"id": deleted_id})),
+            text("Noted all that."))
+    reply = await ann.say("new cat, dog renamed Max, and I moved away from Bergen")
+    view = (await ann.memory("/memory view")).text
+    assert "new cat" in view and "Max" in view and "Bergen" not in view
+
+    llm.add(text("A different answer."))
+    regenerated = await ann.runtime.turns.regenerate(ann.key, ann.identity, reply.turn_id)
+    assert regenerated.text == "A different answer."
+    view = (await ann.memory("/memory view")).text
+    assert "new cat" not in view  # the added entry is removed
+    assert "my dog is Rex" in view  # the updated entry is restored
+    assert f"#{deleted_id} · character · recent — I live in Bergen" in view  # the deleted one is back, same id
+    assert await stored_texts(ann) == [
+        ("user", "new cat, dog renamed Max, and I moved away from Bergen"),
+        ("assistant", "A different answer."),
+    ]
+    # The regenerated prompt saw the memories as they were before the first answer.
+    assert '"I have a new cat"' not in llm.prompt_text()
+
+
+async def test_regenerate_leaves_pinned_entries_alone(ann, llm):
+    llm.add(tool_calls(("save_memory", {"content": "I love sailing"})), text("Ahoy."))
+    reply = await ann.say("I love sailing")
+    saved = next(iter((await ann.memory("/memory view")).text.split("#")[1:])).split()[0]
+    await ann.memory(f"/memory pin {saved}")  # the person pinned what the AI saved
+    llm.add(text("Another take."))
+    await ann.runtime.turns.regenerate(ann.key, ann.identity, reply.turn_id)
+    assert "I love sailing" in (await ann.memory("/memory view")).text
+
+
+async def test_only_the_latest_reply_can_be_regenerated_and_only_by_its_person(runtime, llm):
+    ann = Chat(runtime, chat_id="group", shared=True)
+    bob = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True)
+    first = await ann.say("hi all")
+    refused = await runtime.turns.regenerate(bob.key, bob.identity, first.turn_id)
+    assert refused.is_error and refused.text == "Only the person this reply answered can regenerate it."
+    await bob.say("hello")
+    stale = await runtime.turns.regenerate(ann.key, ann.identity, first.turn_id)
+    assert stale.is_error and stale.text == "Only the latest reply can be regenerated."
+
+
+async def test_a_failed_regenerate_keeps_the_old_reply(ann, llm):
+    reply = await ann.say("hello")
+    llm.add(status(500), status(500))
+    failed = await ann.runtime.turns.regenerate(ann.key, ann.identity, reply.turn_id)
+    assert failed.is_error
+    assert await stored_texts(ann) == [("user", "hello"), ("assistant", "Okay.")]
+
+
+async def test_a_persons_memories_never_reach_another_persons_prompt_in_a_shared_conversation(runtime, llm):
+    ann = Chat(runtime, chat_id="tavern", shared=True)
+    bob = Chat(runtime, user="bob", name="Bob", chat_id="tavern", shared=True)
+    await ann.memory("/memory add scope:global Ann's secret diagnosis is X")
+    await ann.memory("/memory add pin:yes Ann's pinned address is 5 Harbour Road")
+    await ann.say("hello everyone")
+    assert "secret diagnosis" in llm.prompt_text() and "Harbour Road" in llm.prompt_text()
+    await bob.say("what do you know about Ann?")
+    bob_prompt = llm.prompt_text()
+    assert "secret diagnosis" not in bob_prompt and "Harbour Road" not in bob_prompt
+    assert "Ann: hello everyone" in bob_prompt and "Bob: what do you know about Ann?" in bob_prompt
+    assert "Bob's" not in (await bob.memory("/memory view")).text
+
+
+async def test_an_empty_message_gets_a_clear_answer_and_no_model_call(ann, llm):
+    reply = await ann.say("   \n ")
+    assert reply.is_error and reply.text == EMPTY_MESSAGE
+    assert llm.requests == []
+
+
+async def test_a_20000_character_message_gets_an_answer(ann, llm):
+    long = "word " * 4_000  # 20,000 characters, about 4,000 tokens: within the window
+    reply = await ann.say(long)
+    assert not reply.is_error
+    too_long = "lorem ipsum dolor sit amet " * 3_000  # ~81,000 characters, over 10,000 tokens
+    refused = await ann.say(too_long)
+    assert refused.is_error and "I can read at most 10,000 tokens at once" in refused.text
+    assert len(llm.requests) == 1
