@@ -1,0 +1,74 @@
+"""The console adapter, run as a person would: `python -m bot console` in a subprocess."""
+
+import asyncio
+import os
+import sys
+
+from tests.conftest import API_KEY_ENV, ROOT
+from tests.fakes.llm_server import text, tool_calls
+
+
+async def run_console(tmp_path, llm, lines: list[str]) -> tuple[int, str, str]:
+    config = tmp_path / "config.toml"
+    config.write_text(f"""
+[llm]
+base_url = "{llm.base_url}"
+api_key_env = "{API_KEY_ENV}"
+model = "gpt-4o-mini"
+max_retries = 0
+
+[storage]
+path = "data/keepsake.sqlite3"
+
+[[characters]]
+name = "Mira"
+card = "{ROOT / 'characters' / 'mira.json'}"
+""")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "console", "--character", "Mira", "--name", "Ann",
+        "--config", str(config), cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate("\n".join(lines).encode() + b"\n"), 60)
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_console_chats_and_answers_memory_commands(tmp_path, llm):
+    llm.add(tool_calls(("save_memory", {"content": "Ann is allergic to peanuts"})),
+            text("Then no peanut cookies for you, Ann."),
+            text("Peanuts, as I recall."))
+    code, out, err = await run_console(tmp_path, llm, [
+        "I'm allergic to peanuts",
+        "/memory view",
+        "what am I allergic to?",
+        "/memory add pin:yes my birthday is 3 May",
+        "/memory pin banana",
+        "/memory frobnicate",
+        "",
+        "/quit",
+    ])
+    assert code == 0, err
+    assert "Oh — hello, Ann. Mind the wet stairs." in out  # the card's first_mes
+    assert "Mira: Then no peanut cookies for you, Ann." in out
+    assert "#1 · character · recent — Ann is allergic to peanuts" in out
+    assert "Mira: Peanuts, as I recall." in out
+    assert "Saved #2 (pinned) for Mira: my birthday is 3 May" in out
+    assert "“banana” is not a memory number" in out
+    assert "There is no /memory frobnicate" in out
+    assert "your message had none" in out
+    assert '"Ann is allergic to peanuts"' in str(llm.requests[-1]["messages"])
+    assert "Traceback" not in err
+
+
+async def test_console_regenerate_and_buttons(tmp_path, llm):
+    llm.add(text("First try."), text("Second try."))
+    code, out, err = await run_console(tmp_path, llm, [
+        "hello", "/regenerate", "/memory add remember the lamp", "/memory clear", "/press 1",
+        "/memory view",
+    ])
+    assert code == 0, err
+    assert "Mira: First try." in out and "Mira: Second try." in out
+    assert "Delete all 1 unpinned character memory?" in out
+    assert "[1] Delete 1" in out
+    assert "Deleted 1 character memory." in out
+    assert "You have no saved memories with Mira yet." in out

@@ -1,0 +1,109 @@
+"""SPEC sections 2 and 6 — /link joins identities into one person, /forgetme deletes every row
+about a person, and removing a character turns its memories global."""
+
+import sqlite3
+
+from bot.admin import remove_character
+from bot.saved_memories import CAPS
+from tests.conftest import DAY, Chat
+
+
+def link_code(result) -> str:
+    return result.text.split("Your link code is ")[1].split(".")[0]
+
+
+async def fill(chat: Chat, scope: str, count: int, pinned: bool = False) -> None:
+    person = await chat.person_id()
+    character = chat.runtime.turns.character("Mira").id
+    for i in range(count):
+        await chat.runtime.store.add_memory(person, character, scope, f"{chat.name} {scope} {i}", 3,
+                                            pinned, "person", CAPS)
+
+
+async def test_link_joins_a_discord_and_a_telegram_identity_into_one_person(runtime, llm):
+    on_discord = Chat(runtime, user="111", chat_id="dm-d", platform="discord")
+    on_telegram = Chat(runtime, user="222", chat_id="dm-t", platform="telegram")
+    await on_discord.memory("/memory add pin:yes I am allergic to peanuts")
+    await on_telegram.memory("/memory add I prefer to be called Annie")
+    code = link_code(await on_discord.memory("/link"))
+    linked = await on_telegram.memory(f"/link {code}")
+    assert "Linked: discord, telegram" in linked.text
+    assert await on_discord.person_id() == await on_telegram.person_id()
+    await on_telegram.say("what should I avoid eating?")
+    prompt = llm.prompt_text()
+    assert "allergic to peanuts" in prompt and "called Annie" in prompt
+
+
+async def test_link_merges_pins_over_20_as_unpinned_and_says_so(runtime):
+    first = Chat(runtime, user="111", name="D", platform="discord")
+    second = Chat(runtime, user="222", name="T", platform="telegram")
+    await fill(first, "character", 15, pinned=True)
+    await fill(second, "character", 10, pinned=True)
+    linked = await second.memory(f"/link {link_code(await first.memory('/link'))}")
+    assert "5 pinned memories went over the limit of 20 pinned per scope and are now unpinned" in linked.text
+    person, character = await first.person_id(), runtime.turns.character("Mira").id
+    assert await runtime.store.count_memories(person, character, "character", pinned=True) == 20
+    assert await runtime.store.count_memories(person, character, "character", pinned=False) == 5
+
+
+async def test_link_refuses_to_exceed_100_unpinned_and_loses_nothing(runtime):
+    first = Chat(runtime, user="111", name="D", platform="discord")
+    second = Chat(runtime, user="222", name="T", platform="telegram")
+    await fill(first, "global", 60)
+    await fill(second, "global", 60)
+    refused = await second.memory(f"/link {link_code(await first.memory('/link'))}")
+    assert not refused.ok
+    assert "120 unpinned global memories; the limit is 100" in refused.text
+    assert await first.person_id() != await second.person_id()
+
+
+async def test_a_link_code_expires_after_10_minutes(runtime, clock):
+    first = Chat(runtime, user="111", platform="discord")
+    second = Chat(runtime, user="222", platform="telegram")
+    code = link_code(await first.memory("/link"))
+    clock.now += 10 * 60 + 1
+    expired = await second.memory(f"/link {code}")
+    assert not expired.ok and "unknown or has expired" in expired.text
+
+
+async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, llm, tmp_path):
+    ann = Chat(runtime, user="ann", name="Ann")
+    bob_in_group = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True)
+    ann_in_group = Chat(runtime, user="ann", name="Ann", chat_id="group", shared=True)
+    await ann.memory("/memory add pin:yes Ann's pinned fact")
+    await ann.memory("/memory add scope:global Ann's global fact")
+    await ann.memory("/memory learning off")
+    await ann.memory("/link")
+    await ann.say("a private chat with Mira")
+    await ann_in_group.say("Ann in the group")
+    await bob_in_group.say("Bob in the group")
+    ann_id = await ann.person_id()
+
+    question = await ann.memory("/forgetme")
+    assert "cannot be undone" in question.text
+    done = await ann.press(question.buttons[0][0].action)
+    assert "Everything stored about you is deleted" in done.text
+
+    db = sqlite3.connect(runtime.config.storage.path)
+    assert db.execute("SELECT COUNT(*) FROM persons WHERE id = ?", (ann_id,)).fetchone()[0] == 0
+    for table in ("identities", "memories", "person_settings", "link_codes", "turns"):
+        assert db.execute(f"SELECT COUNT(*) FROM {table} WHERE person_id = ?", (ann_id,)).fetchone()[0] == 0
+    everything = "\n".join(r[0] for r in db.execute("SELECT content FROM messages"))
+    assert "Ann" not in everything and "a private chat" not in everything
+    assert "Bob in the group" in everything  # other people's messages stay
+    assert db.execute("SELECT COUNT(*) FROM conversations WHERE chat_id = 'dm-ann'").fetchone()[0] == 0
+    db.close()
+
+
+async def test_removing_a_character_turns_its_memories_global(runtime, tmp_path):
+    ann = Chat(runtime)
+    await ann.memory("/memory add only Mira knows this")
+    await ann.memory("/memory add pin:yes a pinned one")
+    config = runtime.config
+    await runtime.close()
+    assert await remove_character(config, "Mira") == 0
+    db = sqlite3.connect(config.storage.path)
+    rows = db.execute("SELECT character_id, pinned, content FROM memories ORDER BY id").fetchall()
+    db.close()
+    assert rows == [(None, 0, "only Mira knows this"), (None, 1, "a pinned one")]
+    await runtime.store.open()  # the fixture closes it again
