@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TextIO
 
 from bot.app import Runtime, build_runtime
-from bot.commands import HELP, CommandContext
+from bot.command_base import CommandContext
+from bot.commands import HELP
 from bot.config import Config
 from bot.models import Button, CommandResult, ConversationKey, Identity, IncomingMessage, Reply
 
@@ -64,6 +65,11 @@ class Console:
         self.context = CommandContext(self.key, self.identity, user_name)
         self.buttons: list[Button] = []
         self.last_turn: int | None = None
+        runtime.notifiers.append(self.notified)
+
+    async def notified(self, conversation, person_id, text: str) -> None:
+        if conversation.platform == PLATFORM:
+            self.say(f"(Keepsake) {text}")
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -150,6 +156,7 @@ class Console:
 async def run_console(config: Config, character: str, user_name: str) -> int:
     config.character(character)  # a clear error for an unknown name
     runtime = await build_runtime(config)
+    runtime.start()
     try:
         loop = asyncio.get_running_loop()
         lines: asyncio.Queue = asyncio.Queue()

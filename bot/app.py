@@ -8,7 +8,7 @@ import asyncio
 import logging
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from bot.characters import CharacterRuntime, load_character
@@ -16,11 +16,20 @@ from bot.commands import MemoryCommands
 from bot.config import Config
 from bot.llm import LLMClient
 from bot.prompt import system_prompt
+from bot.rebuild import Rebuilds
+from bot.scheduler import BackgroundJobs
+from bot.summaries import Summarizer
 from bot.tokens import TokenCounter
 from bot.turn import TurnHandler
+from storage.base import ConversationRow
 from storage.sqlite import SQLiteStore
 
 log = logging.getLogger(__name__)
+
+
+# An adapter's way to tell a person something unprompted (a rebuild finished):
+# (conversation, person id, text); it ignores conversations of other platforms.
+Notifier = Callable[[ConversationRow, "int | None", str], Awaitable[None]]
 
 
 @dataclass
@@ -30,9 +39,27 @@ class Runtime:
     llm: LLMClient
     counter: TokenCounter
     turns: TurnHandler
+    summarizer: Summarizer
+    rebuilds: Rebuilds
     commands: MemoryCommands
+    jobs: BackgroundJobs
+    notifiers: list[Notifier] = field(default_factory=list)
+
+    async def notify(self, conversation_id: int, person_id: int | None, text: str) -> None:
+        conversation = await self.store.conversation_by_id(conversation_id)
+        if conversation is None:
+            return
+        for notifier in self.notifiers:
+            await notifier(conversation, person_id, text)
+
+    def start(self) -> None:
+        """Start the background jobs (inside the running event loop)."""
+        self.jobs.start()
 
     async def close(self) -> None:
+        self.jobs.shutdown()
+        await self.rebuilds.stop()
+        await self.summarizer.stop()
         await self.llm.close()
         await self.store.close()
 
@@ -52,9 +79,18 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time) 
         prompt_tokens = counter.count(system_prompt(character, "someone", tools=True))
         characters[name] = CharacterRuntime(character, character_id, prompt_tokens)
     llm = LLMClient(config.llm)
-    turns = TurnHandler(store, llm, counter, characters, config.llm.context_window, clock=clock)
-    commands = MemoryCommands(turns, clock=clock)
-    return Runtime(config, store, llm, counter, turns, commands)
+    window = config.llm.context_window
+    turns = TurnHandler(store, llm, counter, characters, window, clock=clock)
+    by_id = {rt.id: rt for rt in characters.values()}
+    summarizer = Summarizer(store, llm, counter, by_id, window, clock=clock)
+    turns.read_summary = store.summaries
+    turns.after_delivery = summarizer.schedule
+    runtime: Runtime
+    rebuilds = Rebuilds(store, summarizer, lambda *args: runtime.notify(*args))
+    commands = MemoryCommands(turns, rebuilds, clock=clock)
+    jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock)
+    runtime = Runtime(config, store, llm, counter, turns, summarizer, rebuilds, commands, jobs)
+    return runtime
 
 
 # An adapter starter gets the runtime and a stop event, and returns when the event is set.
@@ -76,6 +112,7 @@ async def run_bot(config: Config) -> int:
                   "with: python -m bot console --character NAME", names or "a *_token_env variable")
         return 1
     runtime = await build_runtime(config)
+    runtime.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -13,12 +13,20 @@ import json
 import math
 import secrets
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
 
-from bot.actions import decode_action, encode_action
-from bot.models import Attachment, Button, CommandResult, ConversationKey, Identity
+from bot.actions import decode_action
+from bot.command_base import (
+    CommandContext,
+    Person,
+    UsageError,
+    button,
+    memories_word,
+    parse_bool,
+    parse_memory_id,
+)
+from bot.models import Attachment, Button, CommandResult
 from bot.saved_memories import (
     CAPS,
     MAX_PINNED_PER_SCOPE,
@@ -27,6 +35,9 @@ from bot.saved_memories import (
     memory_text_error,
     scope_error,
 )
+from bot.draft_commands import DraftCommands
+from bot.rebuild import Rebuilds
+from bot.summary_commands import SummaryCommands
 from bot.turn import TurnHandler
 from storage.base import CHARACTER, GLOBAL, SCOPES, CapReached, MemoryRow
 
@@ -47,68 +58,27 @@ HELP = """\
 /memory pin <id> · /memory unpin <id> — pin: always remembered, never changed by the AI
 /memory clear [scope] — delete all unpinned memories of a scope (asks first)
 /memory learning <on|off> — let the character learn from this chat, or not
+/memory summary — this conversation's summary (edit: /memory summary edit <S-number> <text>)
+/memory rebuild — rebuild the summary from the whole conversation
+/memory generate <description> — let the AI draft memories from what you tell it
+/memory save [n] — save the last n messages (up to 20) as a pinned memory
 /memory why — what was in the prompt of the last reply
 /memory export — all your memories as a JSON file
 /link [code] — link your Discord and Telegram accounts
 /forgetme — delete everything stored about you"""
 
 
-@dataclass(frozen=True)
-class CommandContext:
-    """Who asks, and where: taken from the platform event, never from model output."""
-
-    conversation: ConversationKey
-    identity: Identity
-    display_name: str
-    is_shared: bool = False
-
-
-@dataclass(frozen=True)
-class Person:
-    id: int
-    character_id: int
-    character_name: str
-
-
-class UsageError(Exception):
-    """Bad input: the message says what was wrong and what is expected."""
-
-
-def parse_memory_id(value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    text = str(value or "").strip()
-    if not text:
-        raise UsageError("Which memory? Give its number, e.g. `12` for #12 (see /memory view).")
-    digits = text.lstrip("#")
-    if not digits.isdigit() or int(digits) <= 0:
-        raise UsageError(f"“{text[:40]}” is not a memory number. Use the number shown as #12 in /memory view.")
-    return int(digits)
-
-
-def parse_bool(value: Any, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("on", "yes", "true", "1"):
-        return True
-    if text in ("off", "no", "false", "0"):
-        return False
-    raise UsageError(f"{name} must be on or off, not “{str(value)[:40]}”.")
-
-
-def _memories(n: int, kind: str = "") -> str:
-    """`1 pinned memory`, `3 pinned memories`."""
-    return f"{n} {kind + ' ' if kind else ''}{'memory' if n == 1 else 'memories'}"
-
-
 class MemoryCommands:
-    def __init__(self, turns: TurnHandler, clock: Callable[[], float] = time.time):
+    def __init__(self, turns: TurnHandler, rebuilds: Rebuilds, clock: Callable[[], float] = time.time):
         self.turns = turns
         self.store = turns.store
         self.counter = turns.counter
         self.clock = clock
+        self.summaries = SummaryCommands(self, rebuilds)
+        self.drafts = DraftCommands(self)
         self.commands: dict[str, Callable[..., Awaitable[CommandResult]]] = {
+            **self.summaries.commands,
+            **self.drafts.commands,
             "view": self.view,
             "add": self.add,
             "edit": self.edit,
@@ -187,7 +157,20 @@ class MemoryCommands:
             return {"scope": args.lower() or None}
         if sub == "learning":
             return {"state": args or None}
-        if args and sub in ("why", "export", "help"):
+        if sub == "summary":
+            verb, _, rest = args.partition(" ")
+            if verb.lower() == "edit":
+                entry, _, text = rest.strip().partition(" ")
+                return {"edit": entry or "?", "text": text}
+            if args:
+                raise UsageError("/memory summary shows the summary; to change an entry: "
+                                 "/memory summary edit <S-number> <new text>.")
+            return {}
+        if sub == "generate":
+            return {"description": args}
+        if sub == "save":
+            return {"n": args or None}
+        if args and sub in ("why", "export", "help", "rebuild"):
             raise UsageError(f"/memory {sub} takes no arguments.")
         return {}
 
@@ -200,6 +183,8 @@ class MemoryCommands:
         if action.person_id != person.id:
             return CommandResult("That button belongs to someone else.", ok=False)
         handler = {
+            **self.summaries.presses,
+            **self.drafts.presses,
             "view": self._press_view,
             "pin": self._press_pin,
             "unpin": self._press_pin,
@@ -216,13 +201,27 @@ class MemoryCommands:
         except (UsageError, TypeError, ValueError):
             return CommandResult("That button is no longer valid.", ok=False)
 
+    async def submit(self, ctx: CommandContext, data: str, text: str) -> CommandResult:
+        """A form (e.g. a Discord modal) was sent back with the person's text."""
+        action = decode_action(data)
+        person = await self._person(ctx)
+        if action is None or action.verb not in self.summaries.forms or not action.args:
+            return CommandResult("That form is no longer valid.", ok=False)
+        if action.person_id != person.id:
+            return CommandResult("That form belongs to someone else.", ok=False)
+        try:
+            return await self.summaries.forms[action.verb](ctx, person, None, action.args[0], text)
+        except UsageError as problem:
+            return CommandResult(str(problem), ok=False)
+
+    async def remember(self, ctx: CommandContext, platform_message_id: str) -> CommandResult:
+        """Remember this (Discord) / a reply with /remember (Telegram): pick a message."""
+        return await self.drafts.remember(ctx, platform_message_id)
+
     async def _person(self, ctx: CommandContext) -> Person:
         runtime = self.turns.character(ctx.conversation.character)
         person_id = await self.store.person_for_identity(ctx.identity.platform, ctx.identity.user_id)
         return Person(person_id, runtime.id, runtime.character.name)
-
-    def _button(self, person: Person, label: str, verb: str, *args: Any, danger: bool = False) -> Button:
-        return Button(label, encode_action(person.id, verb, *args), danger=danger)
 
     # -- view ------------------------------------------------------------------------------
     async def view(self, ctx: CommandContext, person: Person, scope: str | None = None,
@@ -252,17 +251,17 @@ class MemoryCommands:
         lines = [f"{note}Your memories with {person.character_name}{which}: {total} — page {page} of {pages}"]
         lines += [self._memory_line(m, now) for m in rows]
         scope_arg = scope or "all"
-        toggles = [self._button(person, f"{'Unpin' if m.pinned else 'Pin'} #{m.id}",
+        toggles = [button(person, f"{'Unpin' if m.pinned else 'Pin'} #{m.id}",
                                 "unpin" if m.pinned else "pin", m.id, scope_arg, page) for m in rows]
-        deletes = [self._button(person, f"Delete #{m.id}", "del", m.id, scope_arg, page, danger=True)
+        deletes = [button(person, f"Delete #{m.id}", "del", m.id, scope_arg, page, danger=True)
                    for m in rows]
         buttons = [toggles[i:i + 5] for i in range(0, len(toggles), 5)]
         buttons += [deletes[i:i + 5] for i in range(0, len(deletes), 5)]
         nav = []
         if page > 1:
-            nav.append(self._button(person, "◀ Previous", "view", scope_arg, page - 1))
+            nav.append(button(person, "◀ Previous", "view", scope_arg, page - 1))
         if page < pages:
-            nav.append(self._button(person, "Next ▶", "view", scope_arg, page + 1))
+            nav.append(button(person, "Next ▶", "view", scope_arg, page + 1))
         if nav:
             buttons.append(nav)
         return CommandResult("\n".join(lines), buttons=buttons)
@@ -364,31 +363,31 @@ class MemoryCommands:
         if not unpinned:
             return self._pinned_question(person, scope, pinned, "")
         return CommandResult(
-            f"Delete all {_memories(unpinned, 'unpinned ' + scope)}? "
+            f"Delete all {memories_word(unpinned, 'unpinned ' + scope)}? "
             "This cannot be undone. Pinned memories are kept.",
-            buttons=[[self._button(person, f"Delete {unpinned}", "clear1", scope, danger=True),
-                      self._button(person, "Cancel", "cancel")]],
+            buttons=[[button(person, f"Delete {unpinned}", "clear1", scope, danger=True),
+                      button(person, "Cancel", "cancel")]],
         )
 
     def _pinned_question(self, person: Person, scope: str, pinned: int, before: str) -> CommandResult:
-        text = before + PINNED_QUESTION.format(memories=_memories(pinned, "pinned"),
+        text = before + PINNED_QUESTION.format(memories=memories_word(pinned, "pinned"),
                                                were="was" if pinned == 1 else "were")
         return CommandResult(text, buttons=[[
-            self._button(person, "Delete pinned too", "clear2", scope, danger=True),
-            self._button(person, "Keep them", "cancel"),
+            button(person, "Delete pinned too", "clear2", scope, danger=True),
+            button(person, "Keep them", "cancel"),
         ]])
 
     async def _press_clear_unpinned(self, ctx, person: Person, verb: str, scope: str) -> CommandResult:
         deleted = await self.store.clear_memories(person.id, person.character_id, scope, pinned=False)
         pinned = await self.store.count_memories(person.id, person.character_id, scope, pinned=True)
-        done = f"Deleted {_memories(deleted, scope)}."
+        done = f"Deleted {memories_word(deleted, scope)}."
         if pinned:
             return self._pinned_question(person, scope, pinned, done + " ")
         return CommandResult(done)
 
     async def _press_clear_pinned(self, ctx, person: Person, verb: str, scope: str) -> CommandResult:
         deleted = await self.store.clear_memories(person.id, person.character_id, scope, pinned=True)
-        return CommandResult(f"Deleted {_memories(deleted, 'pinned ' + scope)}.")
+        return CommandResult(f"Deleted {memories_word(deleted, 'pinned ' + scope)}.")
 
     async def _press_cancel(self, ctx, person: Person, verb: str) -> CommandResult:
         return CommandResult("Nothing was deleted.")
@@ -435,7 +434,7 @@ class MemoryCommands:
         body = json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
         stamp = datetime.fromtimestamp(self.clock(), timezone.utc).strftime("%Y%m%d-%H%M%S")
         count = len(data["memories"])
-        return CommandResult(f"Your {_memories(count)}, as JSON.",
+        return CommandResult(f"Your {memories_word(count)}, as JSON.",
                              attachment=Attachment(f"keepsake-export-{stamp}.json", body))
 
     # -- link and forget -------------------------------------------------------------------
@@ -465,7 +464,7 @@ class MemoryCommands:
         text = "Linked: " + ", ".join(f"{p}" for p, _ in identities) + \
                ". Your saved memories now follow you across them."
         if report.unpinned_pins:
-            text += (f" {_memories(report.unpinned_pins, 'pinned')} "
+            text += (f" {memories_word(report.unpinned_pins, 'pinned')} "
                      f"went over the limit of {MAX_PINNED_PER_SCOPE} pinned per scope and "
                      f"{'is' if report.unpinned_pins == 1 else 'are'} now unpinned.")
         return CommandResult(text)
@@ -475,8 +474,8 @@ class MemoryCommands:
             "This deletes everything stored about you: your saved memories with every character, "
             "your messages and the replies to them, your settings and linked accounts. "
             "It cannot be undone. Are you sure?",
-            buttons=[[self._button(person, "Delete everything", "forget", danger=True),
-                      self._button(person, "Cancel", "cancel")]],
+            buttons=[[button(person, "Delete everything", "forget", danger=True),
+                      button(person, "Cancel", "cancel")]],
         )
 
     async def _press_forget(self, ctx, person: Person, verb: str) -> CommandResult:

@@ -69,6 +69,18 @@ class Reply:
     buttons: list[list[Button]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Form:
+    """A text the person is asked to write (a Discord modal; elsewhere, instructions)."""
+
+    title: str
+    label: str
+    prefill: str
+    action: str  # submitted with the text through MemoryCommands.submit
+    max_length: int
+    instructions: str  # for platforms without forms: the command to send instead
+
+
 @dataclass
 class CommandResult:
     """What a /memory command (or a button press) shows the person, privately."""
@@ -76,4 +88,5 @@ class CommandResult:
     text: str
     buttons: list[list[Button]] = field(default_factory=list)
     attachment: Attachment | None = None
+    form: Form | None = None
     ok: bool = True

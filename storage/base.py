@@ -102,6 +102,24 @@ class SummaryRow:
 
 
 @dataclass(frozen=True)
+class SummaryState:
+    summarized_pos: int
+    generation: int
+    failures: int
+    retry_at: float | None
+
+
+@dataclass(frozen=True)
+class RebuildRow:
+    conversation_id: int
+    person_id: int | None
+    generation: int
+    progress_pos: int
+    status: str  # running | failed
+    error: str | None
+
+
+@dataclass(frozen=True)
 class MemoriesInPlay:
     """Pinned entries of the scopes in play, and unpinned ones per scope, newest first."""
 
@@ -284,3 +302,105 @@ class Store(abc.ABC):
     async def forget_person(self, person_id: int) -> None:
         """Delete every row about the person: identities, memories, settings, their messages
         and the replies to them, their turns, and their one-to-one conversations."""
+
+    # -- the conversation summary (SPEC section 4) ---------------------------------------------
+    @abc.abstractmethod
+    async def summary_state(self, conversation_id: int) -> SummaryState: ...
+
+    @abc.abstractmethod
+    async def summaries(self, conversation_id: int, generation: int | None = None) -> list[SummaryRow]:
+        """Entries of one generation (default: the live one), in tier order, oldest first."""
+
+    @abc.abstractmethod
+    async def messages_between(
+        self, conversation_id: int, after_pos: int, before_pos: int, limit: int
+    ) -> list[MessageRow]:
+        """Messages with after_pos < pos < before_pos, oldest first."""
+
+    @abc.abstractmethod
+    async def count_messages_between(
+        self, conversation_id: int, after_pos: int, before_pos: int
+    ) -> tuple[int, int]:
+        """How many messages, and how many tokens, lie strictly between the two positions."""
+
+    @abc.abstractmethod
+    async def write_summary(
+        self, conversation_id: int, generation: int, tier: str, content: str, tokens: int,
+        first_pos: int, last_pos: int, replaces: list[int], covered_pos: int | None = None,
+        edited: bool = False,
+    ) -> SummaryRow:
+        """In one transaction: add the entry, delete the entries it replaces, and (for a
+        recent summary) advance what is covered: the live summarized_pos, or the progress of
+        the rebuild writing that generation."""
+
+    @abc.abstractmethod
+    async def edit_summary(self, conversation_id: int, summary_id: int, content: str, tokens: int) -> bool: ...
+
+    @abc.abstractmethod
+    async def set_summary_retry(self, conversation_id: int, failures: int, retry_at: float | None) -> None: ...
+
+    @abc.abstractmethod
+    async def due_summary_retries(self, now: float) -> list[int]: ...
+
+    @abc.abstractmethod
+    async def start_rebuild(self, conversation_id: int, person_id: int) -> RebuildRow | None:
+        """A new rebuild, or None when one exists for the conversation already."""
+
+    @abc.abstractmethod
+    async def rebuild(self, conversation_id: int) -> RebuildRow | None: ...
+
+    @abc.abstractmethod
+    async def rebuilds(self, status: str) -> list[RebuildRow]: ...
+
+    @abc.abstractmethod
+    async def set_rebuild_status(self, conversation_id: int, status: str, error: str | None = None) -> None: ...
+
+    @abc.abstractmethod
+    async def restart_rebuild(self, conversation_id: int) -> None:
+        """Throw away what the rebuild wrote and start it from the first message."""
+
+    @abc.abstractmethod
+    async def cancel_rebuild(self, conversation_id: int) -> None: ...
+
+    @abc.abstractmethod
+    async def finish_rebuild(self, conversation_id: int) -> None:
+        """Swap the rebuilt generation in, at once, and drop the old one."""
+
+    # -- drafts and selections (SPEC 5.3, 5.4) ---------------------------------------------
+    @abc.abstractmethod
+    async def save_drafts(self, person_id: int, kind: str, items: list[str]) -> int: ...
+
+    @abc.abstractmethod
+    async def drafts(self, person_id: int, draft_id: int) -> tuple[str, list[str]] | None: ...
+
+    @abc.abstractmethod
+    async def delete_drafts(self, person_id: int, draft_id: int) -> None: ...
+
+    @abc.abstractmethod
+    async def selection(self, person_id: int, conversation_id: int) -> list[int]: ...
+
+    @abc.abstractmethod
+    async def set_selection(self, person_id: int, conversation_id: int, message_ids: list[int]) -> None: ...
+
+    @abc.abstractmethod
+    async def message_by_platform_id(self, conversation_id: int, platform_message_id: str) -> MessageRow | None: ...
+
+    @abc.abstractmethod
+    async def messages_by_id(self, conversation_id: int, message_ids: list[int]) -> list[MessageRow]: ...
+
+    # -- maintenance (SPEC section 9) ------------------------------------------------------
+    @abc.abstractmethod
+    async def get_meta(self, key: str) -> str | None: ...
+
+    @abc.abstractmethod
+    async def set_meta(self, key: str, value: str) -> None: ...
+
+    @abc.abstractmethod
+    async def checkpoint(self) -> None: ...
+
+    @abc.abstractmethod
+    async def backup(self, target: str) -> None: ...
+
+    @abc.abstractmethod
+    async def purge_messages(self, older_than: float) -> int:
+        """Retention: delete summarized messages older than the time, never the live window."""

@@ -108,4 +108,63 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX link_codes_person ON link_codes(person_id);
     """,
+    # 2 — the conversation summary in three tiers, rebuilds, drafts, selections, maintenance.
+    """
+    -- Messages at or below summarized_pos are covered by the live summary generation.
+    ALTER TABLE conversations ADD COLUMN summarized_pos INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE conversations ADD COLUMN summary_generation INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE conversations ADD COLUMN summary_failures INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE conversations ADD COLUMN summary_retry_at REAL;
+    CREATE INDEX conversations_summary_retry ON conversations(summary_retry_at)
+        WHERE summary_retry_at IS NOT NULL;
+
+    -- tier: recent | merged | long_term. A rebuild writes the next generation, which is
+    -- invisible until it is swapped in.
+    CREATE TABLE summaries (
+        id               INTEGER PRIMARY KEY,
+        conversation_id  INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        generation       INTEGER NOT NULL,
+        tier             TEXT NOT NULL CHECK (tier IN ('recent', 'merged', 'long_term')),
+        content          TEXT NOT NULL,
+        tokens           INTEGER NOT NULL,
+        first_pos        INTEGER NOT NULL,
+        last_pos         INTEGER NOT NULL,
+        edited           INTEGER NOT NULL DEFAULT 0,
+        created_at       REAL NOT NULL
+    );
+    CREATE INDEX summaries_conversation ON summaries(conversation_id, generation, tier, first_pos);
+
+    CREATE TABLE rebuilds (
+        conversation_id  INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+        person_id        INTEGER REFERENCES persons(id) ON DELETE SET NULL,
+        generation       INTEGER NOT NULL,
+        progress_pos     INTEGER NOT NULL DEFAULT 0,
+        status           TEXT NOT NULL CHECK (status IN ('running', 'failed')),
+        error            TEXT,
+        started_at       REAL NOT NULL
+    );
+
+    -- Memories drafted by the AI, waiting for the person to keep some.
+    CREATE TABLE drafts (
+        id          INTEGER PRIMARY KEY,
+        person_id   INTEGER NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        kind        TEXT NOT NULL CHECK (kind IN ('generate', 'save')),
+        items       TEXT NOT NULL,
+        created_at  REAL NOT NULL
+    );
+    CREATE INDEX drafts_person ON drafts(person_id);
+
+    -- Messages a person picked for Save from conversation.
+    CREATE TABLE selections (
+        person_id        INTEGER NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        conversation_id  INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        message_ids      TEXT NOT NULL,
+        PRIMARY KEY (person_id, conversation_id)
+    );
+
+    CREATE TABLE meta (
+        key    TEXT PRIMARY KEY,
+        value  TEXT NOT NULL
+    );
+    """,
 ]

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot.app import Runtime, build_runtime  # noqa: E402
-from bot.commands import CommandContext  # noqa: E402
+from bot.command_base import CommandContext  # noqa: E402
 from bot.config import Config, parse_config  # noqa: E402
 from bot.models import ConversationKey, Identity, IncomingMessage  # noqa: E402
 from tests.fakes.llm_server import ScriptedLLM  # noqa: E402

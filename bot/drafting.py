@@ -1,0 +1,91 @@
+"""Memories drafted by the AI for the person to review (SPEC 5.3 and 5.4).
+
+- **/memory generate**: answers "What should the character remember?" from a description the
+  person writes (≤ 1,000 characters). It does not read the chat: the model gets the
+  description and nothing else.
+- **Save from conversation**: from up to 20 messages the person picked, up to 5 drafts to keep
+  one of (saved pinned), or the messages as they are.
+Nothing is saved until the person keeps a draft.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from bot.llm import LLMClient
+from bot.saved_memories import MAX_MEMORY_CHARS
+from bot.summary_prompts import transcript
+from storage.base import MessageRow
+
+MAX_DESCRIPTION_CHARS = 1_000
+MAX_SELECTED_MESSAGES = 20
+MAX_DRAFTS = 5
+
+GENERATE_PROMPT = f"""\
+What should {{char}} remember about this person? The person describes themselves below. From \
+that description only, write up to {MAX_DRAFTS} memory entries: each one fact that will stay true \
+for weeks (a preferred name, a birthday, an allergy, a promise, a lasting preference), in one \
+sentence under {MAX_MEMORY_CHARS} characters, naming the person as {{user}}. Do not invent \
+anything the description does not say. Answer with a JSON array of strings and nothing else."""
+
+FROM_MESSAGES_PROMPT = f"""\
+A person chose the messages below from their conversation with {{char}} because {{char}} should \
+remember them. Write up to {MAX_DRAFTS} alternative memory entries capturing what matters in them, \
+each one self-contained sentence or two under {MAX_MEMORY_CHARS} characters, naming people by name. \
+Do not invent anything the messages do not say. Answer with a JSON array of strings and nothing else."""
+
+
+def description_error(description: str | None) -> str | None:
+    text = (description or "").strip()
+    if not text:
+        return "Describe what the character should know about you, e.g. /memory generate I'm a nurse on night shifts."
+    if len(text) > MAX_DESCRIPTION_CHARS:
+        return (f"That description is {len(text):,} characters long; it can be at most "
+                f"{MAX_DESCRIPTION_CHARS:,} characters.")
+    return None
+
+
+def parse_drafts(text: str) -> list[str]:
+    """The model's JSON array of strings; a bulleted or numbered list is accepted too."""
+    match = re.search(r"\[.*\]", text, re.DOTALL)
+    items: list = []
+    if match:
+        try:
+            items = json.loads(match.group(0))
+        except json.JSONDecodeError:
+            items = []
+    if not isinstance(items, list) or not items:
+        items = [re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line) for line in text.splitlines()]
+    drafts = []
+    for item in items:
+        if isinstance(item, str):
+            item = item.strip().strip('"').strip()
+            if item and len(item) <= MAX_MEMORY_CHARS and item not in drafts:
+                drafts.append(item)
+    return drafts[:MAX_DRAFTS]
+
+
+def as_is(messages: list[MessageRow]) -> str:
+    """The chosen messages as one memory: one message's text, or 'Name: text' lines."""
+    if len(messages) == 1:
+        return messages[0].content.strip()
+    return transcript(messages)
+
+
+async def draft_from_description(llm: LLMClient, character: str, user: str, description: str) -> list[str]:
+    prompt = GENERATE_PROMPT.replace("{char}", character).replace("{user}", user)
+    completion = await llm.complete(
+        [{"role": "system", "content": prompt}, {"role": "user", "content": description.strip()}],
+        model=llm.summary_model, max_tokens=600,
+    )
+    return parse_drafts(completion.text)
+
+
+async def draft_from_messages(llm: LLMClient, character: str, messages: list[MessageRow]) -> list[str]:
+    prompt = FROM_MESSAGES_PROMPT.replace("{char}", character)
+    completion = await llm.complete(
+        [{"role": "system", "content": prompt}, {"role": "user", "content": transcript(messages)}],
+        model=llm.summary_model, max_tokens=700,
+    )
+    return parse_drafts(completion.text)

@@ -1,0 +1,112 @@
+"""Rebuilding a conversation's summary (SPEC section 4, `/memory rebuild`).
+
+A rebuild re-summarizes the conversation's whole stored history in the background into a new
+summary generation. The current summary keeps serving until the new one is complete, then the
+new one is swapped in at once (one transaction). New messages wait to be summarized until it
+ends. Its progress is stored after every batch, so it survives a restart and resumes. On failure
+the person is told and can resume or start over; on success the person is told. There is never
+more than one rebuild of a conversation at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable
+
+from bot.llm import LLMError
+from bot.summaries import Summarizer
+from storage.base import RebuildRow, Store
+
+log = logging.getLogger(__name__)
+
+# Tell a person something about a conversation: (conversation id, person id, text).
+Notify = Callable[[int, int | None, str], Awaitable[None]]
+
+DONE = "The summary of this conversation has been rebuilt from its whole history, and is in use now."
+FAILED = ("The summary rebuild stopped: {reason}. The old summary is still in use. "
+          "Send /memory rebuild to resume it or start over.")
+
+
+class Rebuilds:
+    def __init__(self, store: Store, summarizer: Summarizer, notify: Notify):
+        self.store = store
+        self.summarizer = summarizer
+        self.notify = notify
+        self._tasks: dict[int, asyncio.Task] = {}
+
+    def running(self, conversation_id: int) -> bool:
+        return conversation_id in self._tasks
+
+    async def start(self, conversation_id: int, person_id: int) -> RebuildRow | None:
+        """Begin a rebuild; None when the conversation has one already."""
+        row = await self.store.start_rebuild(conversation_id, person_id)
+        if row is not None:
+            self._launch(conversation_id)
+        return row
+
+    async def resume(self, conversation_id: int) -> None:
+        await self.store.set_rebuild_status(conversation_id, "running")
+        self._launch(conversation_id)
+
+    async def restart(self, conversation_id: int) -> None:
+        await self.store.restart_rebuild(conversation_id)
+        self._launch(conversation_id)
+
+    async def cancel(self, conversation_id: int) -> None:
+        task = self._tasks.get(conversation_id)
+        if task:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self.store.cancel_rebuild(conversation_id)
+        self.summarizer.schedule(conversation_id)
+
+    async def resume_interrupted(self) -> None:
+        """Scheduler job: rebuilds a stop left running continue where they were."""
+        for row in await self.store.rebuilds("running"):
+            self._launch(row.conversation_id)
+
+    def _launch(self, conversation_id: int) -> None:
+        if conversation_id not in self._tasks:
+            self._tasks[conversation_id] = asyncio.create_task(
+                self._run(conversation_id), name=f"rebuild-{conversation_id}"
+            )
+
+    async def _run(self, conversation_id: int) -> None:
+        try:
+            row = await self.store.rebuild(conversation_id)
+            if row is None or row.status != "running":
+                return
+            try:
+                await self.summarizer.consolidate(conversation_id, row.generation)
+                while await self.summarizer.step(conversation_id, row.generation, threshold=True):
+                    pass
+            except LLMError as failure:
+                log.warning("rebuild of conversation %d failed: %s", conversation_id, failure)
+                await self.store.set_rebuild_status(conversation_id, "failed", str(failure))
+                await self._tell(conversation_id, row.person_id, FAILED.format(reason=failure))
+                return
+            await self.store.finish_rebuild(conversation_id)
+            await self._tell(conversation_id, row.person_id, DONE)
+            self.summarizer.schedule(conversation_id)  # messages that waited
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("rebuild of conversation %d crashed; it resumes on the next check", conversation_id)
+        finally:
+            self._tasks.pop(conversation_id, None)
+
+    async def _tell(self, conversation_id: int, person_id: int | None, text: str) -> None:
+        try:
+            await self.notify(conversation_id, person_id, text)
+        except Exception:
+            log.exception("could not tell person %s about their rebuild", person_id)
+
+    async def idle(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+    async def stop(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+        await self.idle()

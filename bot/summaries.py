@@ -1,0 +1,233 @@
+"""Layer 2 — the conversation summary in three tiers (SPEC section 4).
+
+Messages that have left the live window are *pending*. After a reply was delivered (never
+before), a batch starts once 10 messages or 2,000 tokens are pending; it takes the oldest
+pending messages, at most 40 messages / 6,000 tokens, and becomes one Recent summary. 4 Recent
+summaries merge into 1 Merged; 4 Merged fold into the conversation's single Long-term memory,
+capped at about 8,000 tokens: above 110 % it is compacted, its earliest entries turned into
+period overviews, `[verbatim]` corrections and rules kept as written.
+
+Summarizing runs in the background, one job at a time per conversation. A failed summary call
+loses nothing: the messages stay pending and the conversation is retried later, with backoff.
+While a rebuild of the conversation exists, new messages wait for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable
+
+from bot.characters import CharacterRuntime
+from bot.llm import LLMClient, LLMError
+from bot.summary_prompts import (
+    BATCH_PROMPT,
+    COMPACT_PROMPT,
+    FOLD_PROMPT,
+    MERGE_PROMPT,
+    as_verbatim,
+    keep_verbatim,
+    system_message,
+    transcript,
+)
+from bot.tokens import TokenCounter
+from bot.window import WINDOW_MAX_MESSAGES, live_window
+from storage.base import MessageRow, Store, SummaryRow
+
+log = logging.getLogger(__name__)
+
+BATCH_MIN_MESSAGES = 10
+BATCH_MIN_TOKENS = 2_000
+BATCH_MAX_MESSAGES = 40
+BATCH_MAX_TOKENS = 6_000
+RECENT_PER_MERGED = 4
+MERGED_PER_FOLD = 4
+LONG_TERM_CAP_TOKENS = 8_000
+COMPACT_ABOVE = 1.10
+RETRY_BASE_S = 60.0
+RETRY_MAX_S = 3_600.0
+SUMMARY_MAX_TOKENS = {"recent": 500, "merged": 800, "long_term": 1_200, "compact": 2_500}
+END = 2**62  # a position after every message
+
+
+def batch_is_due(pending_messages: int, pending_tokens: int) -> bool:
+    return pending_messages >= BATCH_MIN_MESSAGES or pending_tokens >= BATCH_MIN_TOKENS
+
+
+def take_batch(pending_oldest_first: list[MessageRow]) -> list[MessageRow]:
+    """The oldest pending messages, at most 40 messages / 6,000 tokens (always at least one)."""
+    batch: list[MessageRow] = []
+    tokens = 0
+    for message in pending_oldest_first[:BATCH_MAX_MESSAGES]:
+        if batch and tokens + message.tokens > BATCH_MAX_TOKENS:
+            break
+        batch.append(message)
+        tokens += message.tokens
+    return batch
+
+
+class Summarizer:
+    def __init__(
+        self,
+        store: Store,
+        llm: LLMClient,
+        counter: TokenCounter,
+        characters: dict[int, CharacterRuntime],
+        context_window: int,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.store = store
+        self.llm = llm
+        self.counter = counter
+        self.characters = characters
+        self.context_window = context_window
+        self.clock = clock
+        self._jobs: dict[int, asyncio.Task] = {}
+        self._again: set[int] = set()
+
+    # -- scheduling ------------------------------------------------------------------------
+    def schedule(self, conversation_id: int) -> None:
+        """Summarize the conversation in the background; one job at a time per conversation."""
+        if conversation_id in self._jobs:
+            self._again.add(conversation_id)
+            return
+        self._jobs[conversation_id] = asyncio.create_task(
+            self._job(conversation_id), name=f"summarize-{conversation_id}"
+        )
+
+    async def _job(self, conversation_id: int) -> None:
+        try:
+            while True:
+                self._again.discard(conversation_id)
+                await self.summarize(conversation_id)
+                if conversation_id not in self._again:
+                    return
+        except Exception:
+            log.exception("summarizing conversation %d failed", conversation_id)
+        finally:
+            self._jobs.pop(conversation_id, None)
+
+    async def idle(self) -> None:
+        """Wait until no summary job runs (tests, shutdown)."""
+        while self._jobs:
+            await asyncio.gather(*list(self._jobs.values()), return_exceptions=True)
+
+    async def stop(self) -> None:
+        for task in list(self._jobs.values()):
+            task.cancel()
+        await self.idle()
+
+    async def retry_due(self) -> None:
+        for conversation_id in await self.store.due_summary_retries(self.clock()):
+            self.schedule(conversation_id)
+
+    # -- the work --------------------------------------------------------------------------
+    async def summarize(self, conversation_id: int) -> None:
+        """Bring the live summary up to date. On a model failure, keep everything pending and
+        set the conversation up for a retry with backoff."""
+        if await self.store.rebuild(conversation_id) is not None:
+            return  # new messages wait until the rebuild ends
+        state = await self.store.summary_state(conversation_id)
+        try:
+            await self.consolidate(conversation_id, state.generation)
+            while await self.step(conversation_id, state.generation, threshold=True):
+                pass
+        except LLMError as failure:
+            failures = state.failures + 1
+            delay = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** (failures - 1))
+            log.warning("summary of conversation %d failed (%s); retrying in %.0f s",
+                        conversation_id, failure, delay)
+            await self.store.set_summary_retry(conversation_id, failures, self.clock() + delay)
+            return
+        if state.failures or state.retry_at is not None:
+            await self.store.set_summary_retry(conversation_id, 0, None)
+
+    async def window_start(self, conversation_id: int) -> int:
+        """Position of the oldest message in the conversation's live window now."""
+        newest_first = await self.store.recent_messages(conversation_id, END, WINDOW_MAX_MESSAGES)
+        window = live_window(newest_first, self.context_window)
+        return window[0].pos if window else END
+
+    async def covered_pos(self, conversation_id: int, generation: int) -> int:
+        rebuild = await self.store.rebuild(conversation_id)
+        if rebuild is not None and rebuild.generation == generation:
+            return rebuild.progress_pos
+        return (await self.store.summary_state(conversation_id)).summarized_pos
+
+    async def step(self, conversation_id: int, generation: int, threshold: bool) -> bool:
+        """Summarize one batch of pending messages into a Recent summary; False if none was due."""
+        covered = await self.covered_pos(conversation_id, generation)
+        before = await self.window_start(conversation_id)
+        count, tokens = await self.store.count_messages_between(conversation_id, covered, before)
+        if count == 0 or (threshold and not batch_is_due(count, tokens)):
+            return False
+        pending = await self.store.messages_between(conversation_id, covered, before, BATCH_MAX_MESSAGES)
+        batch = take_batch(pending)
+        text = await self._write("recent", conversation_id, [transcript(batch)], BATCH_PROMPT)
+        await self.store.write_summary(
+            conversation_id, generation, "recent", text, self.counter.count(text),
+            batch[0].pos, batch[-1].pos, replaces=[], covered_pos=batch[-1].pos,
+        )
+        await self.consolidate(conversation_id, generation)
+        return True
+
+    async def consolidate(self, conversation_id: int, generation: int) -> None:
+        """4 Recent → 1 Merged; 4 Merged → folded into Long-term; compact Long-term over 110 %."""
+        entries = await self.store.summaries(conversation_id, generation)
+        recent = [e for e in entries if e.tier == "recent"]
+        if len(recent) >= RECENT_PER_MERGED:
+            await self._combine(conversation_id, generation, "merged", recent[:RECENT_PER_MERGED], MERGE_PROMPT)
+            entries = await self.store.summaries(conversation_id, generation)
+        merged = [e for e in entries if e.tier == "merged"]
+        long_term = next((e for e in entries if e.tier == "long_term"), None)
+        if len(merged) >= MERGED_PER_FOLD:
+            folded = merged[:MERGED_PER_FOLD]
+            entry = await self._text_of("long_term", conversation_id, folded, FOLD_PROMPT)
+            content = f"{long_term.content}\n\n{entry}" if long_term else entry
+            long_term = await self.store.write_summary(
+                conversation_id, generation, "long_term", content, self.counter.count(content),
+                long_term.first_pos if long_term else folded[0].first_pos, folded[-1].last_pos,
+                replaces=([long_term.id] if long_term else []) + [e.id for e in folded],
+            )
+        if long_term and long_term.tokens > LONG_TERM_CAP_TOKENS * COMPACT_ABOVE:
+            await self.compact(conversation_id, generation, long_term)
+
+    async def compact(self, conversation_id: int, generation: int, long_term: SummaryRow) -> None:
+        """Turn the earliest half of the Long-term timeline into short period overviews."""
+        sections = [s for s in long_term.content.split("\n\n") if s.strip()]
+        half = max(1, len(sections) // 2)
+        earliest, rest = sections[:half], sections[half:]
+        overview = await self._write("compact", conversation_id, ["\n\n".join(earliest)], COMPACT_PROMPT)
+        content = "\n\n".join([overview, *rest])
+        await self.store.write_summary(
+            conversation_id, generation, "long_term", content, self.counter.count(content),
+            long_term.first_pos, long_term.last_pos, replaces=[long_term.id],
+        )
+
+    async def _combine(self, conversation_id: int, generation: int, tier: str,
+                       parts: list[SummaryRow], prompt: str) -> None:
+        text = await self._text_of(tier, conversation_id, parts, prompt)
+        await self.store.write_summary(
+            conversation_id, generation, tier, text, self.counter.count(text),
+            parts[0].first_pos, parts[-1].last_pos, replaces=[p.id for p in parts],
+        )
+
+    async def _text_of(self, tier: str, conversation_id: int, parts: list[SummaryRow], prompt: str) -> str:
+        # An entry the person edited goes in marked [verbatim], so it survives as written.
+        texts = [as_verbatim(p.content) if p.edited else p.content for p in parts]
+        return await self._write(tier, conversation_id, texts, prompt)
+
+    async def _write(self, kind: str, conversation_id: int, inputs: list[str], prompt: str) -> str:
+        conversation = await self.store.conversation_by_id(conversation_id)
+        character = self.characters[conversation.character_id].character
+        body = "\n\n---\n\n".join(inputs)
+        completion = await self.llm.complete(
+            [system_message(prompt, character.name), {"role": "user", "content": body}],
+            model=self.llm.summary_model,
+            max_tokens=SUMMARY_MAX_TOKENS[kind],
+        )
+        text = completion.text.strip()
+        if not text:
+            raise LLMError("the model sent an empty summary")
+        return keep_verbatim(inputs, text)

@@ -1,0 +1,136 @@
+"""`/memory summary` and `/memory rebuild` (SPEC sections 4 and 6), for the /memory service.
+
+The summary view shows the three tiers of this conversation and how many messages are not yet
+summarized; a person may edit an entry (kept as they wrote it) and rebuild the whole summary.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bot.actions import encode_action
+from bot.command_base import CommandContext, Person, UsageError, button
+from bot.models import CommandResult, Form
+from bot.prompt import TIER_TITLES
+from bot.rebuild import Rebuilds
+from bot.summaries import END
+
+if TYPE_CHECKING:
+    from bot.commands import MemoryCommands
+
+SUMMARY_ENTRY_MAX_CHARS = 4_000  # what a person may write into one entry
+
+
+def parse_entry_id(value: Any) -> int:
+    text = str(value or "").strip().upper().lstrip("S#")
+    if not text.isdigit():
+        raise UsageError(f"“{str(value)[:40]}” is not a summary entry number. Use the number shown as S12 "
+                         "in /memory summary.")
+    return int(text)
+
+
+class SummaryCommands:
+    def __init__(self, service: "MemoryCommands", rebuilds: Rebuilds):
+        self.service = service
+        self.store = service.store
+        self.rebuilds = rebuilds
+        self.commands = {"summary": self.summary, "rebuild": self.rebuild}
+        self.presses = {
+            "sedit": self._press_edit,
+            "rebuild": self._press_rebuild,
+            "rbresume": self._press_rebuild_choice,
+            "rbrestart": self._press_rebuild_choice,
+            "rbcancel": self._press_rebuild_choice,
+        }
+        self.forms = {"sedit": self._submit_edit}
+
+    async def summary(self, ctx: CommandContext, person: Person, edit: Any = None,
+                      text: str | None = None) -> CommandResult:
+        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        if edit is not None:
+            return await self._submit_edit(ctx, person, conversation.id, parse_entry_id(edit), text)
+        if text:
+            raise UsageError("To change an entry: /memory summary edit <S-number> <new text>.")
+        entries = await self.store.summaries(conversation.id)
+        state = await self.store.summary_state(conversation.id)
+        waiting, _ = await self.store.count_messages_between(conversation.id, state.summarized_pos, END)
+        lines = [f"Summary of this conversation with {person.character_name}:"]
+        if not entries:
+            lines.append("(nothing summarized yet: the conversation still fits in the live window)")
+        for entry in entries:
+            span = f"messages {entry.first_pos // 2}–{entry.last_pos // 2}"
+            edited = ", edited by a person" if entry.edited else ""
+            lines.append(f"\n[{TIER_TITLES[entry.tier]}] S{entry.id} · {span} · {entry.tokens:,} tokens{edited}")
+            lines.append(entry.content)
+        lines.append(f"\nNot yet summarized: {waiting} {'message' if waiting == 1 else 'messages'}.")
+        rebuild = await self.store.rebuild(conversation.id)
+        if rebuild is not None:
+            lines.append("A rebuild is running; this summary is used until it is done."
+                         if rebuild.status == "running" else f"The last rebuild stopped: {rebuild.error}.")
+        edits = [button(person, f"Edit S{e.id}", "sedit", e.id) for e in entries]
+        buttons = [edits[i:i + 5] for i in range(0, min(len(edits), 20), 5)]
+        buttons.append([button(person, "Rebuild", "rebuild")])
+        return CommandResult("\n".join(lines), buttons=buttons)
+
+    async def _press_edit(self, ctx, person: Person, verb: str, entry_id: str) -> CommandResult:
+        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        entry = next((e for e in await self.store.summaries(conversation.id) if e.id == int(entry_id)), None)
+        if entry is None:
+            return CommandResult(f"There is no summary entry S{entry_id} any more.", ok=False)
+        instructions = f"Send /memory summary edit {entry.id} <new text> to replace it."
+        return CommandResult(
+            f"S{entry.id} now reads:\n{entry.content}\n\n{instructions}",
+            form=Form(title=f"Edit summary entry S{entry.id}", label="Summary text", prefill=entry.content,
+                      action=encode_action(person.id, "sedit", entry.id),
+                      max_length=SUMMARY_ENTRY_MAX_CHARS, instructions=instructions),
+        )
+
+    async def _submit_edit(self, ctx, person: Person, conversation_id: int | None, entry_id: Any,
+                           text: str | None) -> CommandResult:
+        content = (text or "").strip()
+        if not content:
+            raise UsageError("The new text of the entry is missing: /memory summary edit <S-number> <new text>.")
+        if len(content) > SUMMARY_ENTRY_MAX_CHARS:
+            raise UsageError(f"That text is {len(content):,} characters long; a summary entry can be at most "
+                             f"{SUMMARY_ENTRY_MAX_CHARS:,} characters.")
+        if conversation_id is None:
+            conversation_id = (await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)).id
+        entry_id = int(entry_id)
+        if not await self.store.edit_summary(conversation_id, entry_id, content, self.service.counter.count(content)):
+            raise UsageError(f"There is no summary entry S{entry_id} in this conversation.")
+        return CommandResult(f"S{entry_id} now reads as you wrote it. It is kept as written when the summary grows.")
+
+    async def rebuild(self, ctx: CommandContext, person: Person) -> CommandResult:
+        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        existing = await self.store.rebuild(conversation.id)
+        if existing is not None and existing.status == "failed":
+            return CommandResult(
+                f"The last rebuild of this summary stopped: {existing.error}. What now?",
+                buttons=[[button(person, "Resume", "rbresume"),
+                          button(person, "Start over", "rbrestart"),
+                          button(person, "Cancel the rebuild", "rbcancel", danger=True)]],
+            )
+        if existing is not None or await self.rebuilds.start(conversation.id, person.id) is None:
+            return CommandResult("A rebuild of this conversation's summary is already running. "
+                                 "I'll tell you when it is done.")
+        return CommandResult(
+            "Rebuilding this conversation's summary from its whole history, in the background. "
+            "The current summary is used until the new one is complete; I'll tell you when it is."
+        )
+
+    async def _press_rebuild(self, ctx, person: Person, verb: str) -> CommandResult:
+        return await self.rebuild(ctx, person)
+
+    async def _press_rebuild_choice(self, ctx, person: Person, verb: str) -> CommandResult:
+        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        existing = await self.store.rebuild(conversation.id)
+        if existing is None or existing.status != "failed":
+            return CommandResult("There is no stopped rebuild here any more.", ok=False)
+        if verb == "rbcancel":
+            await self.rebuilds.cancel(conversation.id)
+            return CommandResult("The rebuild is cancelled; the current summary stays.")
+        if verb == "rbrestart":
+            await self.rebuilds.restart(conversation.id)
+            return CommandResult("Starting the rebuild over from the first message. I'll tell you when it is done.")
+        await self.rebuilds.resume(conversation.id)
+        return CommandResult("Resuming the rebuild where it stopped. I'll tell you when it is done.")

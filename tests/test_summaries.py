@@ -1,0 +1,231 @@
+"""SPEC section 4 — the conversation summary in three tiers, with its numbers."""
+
+import asyncio
+
+from bot.summaries import END
+from tests.conftest import Chat
+from tests.fakes.llm_server import hang, status, text
+from tests.fakes.summarizer import extractive, kind_of
+
+
+async def conversation_of(chat: Chat) -> int:
+    return (await chat.runtime.turns.conversation_for(chat.key, chat.shared)).id
+
+
+async def stored(chat: Chat, count: int, tokens: int = 5, prefix: str = "message") -> int:
+    """Write `count` messages straight to the store (no turns), as a long history would be."""
+    store = chat.runtime.store
+    conversation = await conversation_of(chat)
+    person = await chat.person_id()
+    for i in range(count):
+        await store.add_user_message(conversation, person, chat.name, f"{prefix} {i}", tokens, None)
+    return conversation
+
+
+def summary_calls(llm, kind: str | None = None) -> list[dict]:
+    return [r for r in llm.requests if kind_of(r) != "chat" and (kind is None or kind_of(r) == kind)]
+
+
+async def tiers(chat: Chat) -> dict[str, int]:
+    entries = await chat.runtime.store.summaries(await conversation_of(chat))
+    return {tier: sum(e.tier == tier for e in entries) for tier in ("recent", "merged", "long_term")}
+
+
+async def test_no_batch_at_9_pending_messages_and_a_batch_at_10(ann, llm):
+    llm.responder = extractive
+    conversation = await stored(ann, 50 + 9)  # the window holds 50
+    await ann.runtime.summarizer.summarize(conversation)
+    assert summary_calls(llm) == []
+    await stored(ann, 1)
+    await ann.runtime.summarizer.summarize(conversation)
+    assert len(summary_calls(llm, "batch")) == 1
+    entry, = await ann.runtime.store.summaries(conversation)
+    assert entry.tier == "recent" and (entry.first_pos // 2, entry.last_pos // 2) == (1, 10)
+
+
+async def test_a_batch_starts_at_2000_pending_tokens(ann, llm):
+    llm.responder = extractive
+    conversation = await stored(ann, 14 + 2, tokens=700)  # the window holds 14 × 700 = 9,800 tokens
+    await ann.runtime.summarizer.summarize(conversation)
+    assert summary_calls(llm) == []  # 2 pending messages, 1,400 tokens
+    await stored(ann, 1, tokens=700)
+    await ann.runtime.summarizer.summarize(conversation)
+    assert len(summary_calls(llm, "batch")) == 1  # 3 pending, 2,100 tokens
+
+
+async def test_a_batch_takes_the_oldest_at_most_40_messages(ann, llm):
+    llm.responder = extractive
+    conversation = await stored(ann, 50 + 45)
+    await ann.runtime.summarizer.summarize(conversation)
+    batch, = summary_calls(llm, "batch")  # the 5 left over are fewer than 10: they wait
+    assert batch["messages"][1]["content"].splitlines()[0] == "Ann: message 0"
+    assert len(batch["messages"][1]["content"].splitlines()) == 40
+    assert "Not yet summarized: 55 messages." in (await ann.memory("/memory summary")).text
+
+
+async def test_a_batch_takes_at_most_6000_tokens(ann, llm):
+    llm.responder = extractive
+    conversation = await stored(ann, 20, tokens=500)
+    await stored(ann, 20, tokens=500)  # the window keeps the newest 20 (10,000 tokens)
+    await ann.runtime.summarizer.summarize(conversation)
+    sizes = [len(r["messages"][1]["content"].splitlines()) for r in summary_calls(llm, "batch")]
+    assert sizes == [12, 8]  # 12 × 500 = 6,000 tokens, then the rest
+
+
+async def summarize_every_10(chat: Chat, batches: int) -> None:
+    """Conversation grows 10 messages at a time, summarized each time: one Recent per 10."""
+    conversation = await stored(chat, 50)
+    for _ in range(batches):
+        await stored(chat, 10)
+        await chat.runtime.summarizer.summarize(conversation)
+
+
+async def test_the_4th_recent_summary_makes_a_merged_one(ann, llm):
+    llm.responder = extractive
+    await summarize_every_10(ann, 3)
+    conversation = await conversation_of(ann)
+    assert await tiers(ann) == {"recent": 3, "merged": 0, "long_term": 0}
+    await stored(ann, 10)
+    await ann.runtime.summarizer.summarize(conversation)
+    assert await tiers(ann) == {"recent": 0, "merged": 1, "long_term": 0}
+    merged, = await ann.runtime.store.summaries(conversation)
+    assert (merged.first_pos // 2, merged.last_pos // 2) == (1, 40)  # it records its range
+
+
+async def test_the_4th_merged_summary_folds_into_long_term(ann, llm):
+    llm.responder = extractive
+    conversation = await stored(ann, 50 + 4 * 4 * 40)
+    await ann.runtime.summarizer.summarize(conversation)
+    assert await tiers(ann) == {"recent": 0, "merged": 0, "long_term": 1}
+    assert len(summary_calls(llm, "fold")) == 1
+    long_term, = await ann.runtime.store.summaries(conversation)
+    assert (long_term.first_pos // 2, long_term.last_pos // 2) == (1, 640)
+
+
+async def test_long_term_is_compacted_above_110_percent_of_8000_tokens_keeping_corrections_verbatim(ann, llm):
+    llm.responder = extractive
+    conversation = await stored(ann, 1)
+    correction = '[verbatim] Ann: "Never call me Annie, my name is Ann."'
+    sections = ["- early event one!", correction, "- early event two!", "- late event!"]
+    store, summarizer = ann.runtime.store, ann.runtime.summarizer
+    await store.write_summary(conversation, 0, "long_term", "\n\n".join(sections), 8_800, 2, 2, [])
+    await summarizer.consolidate(conversation, 0)
+    assert summary_calls(llm, "compact") == []  # 8,800 is not above 110 % of 8,000
+
+    long_term, = await store.summaries(conversation)
+    await store.write_summary(conversation, 0, "long_term", long_term.content, 8_801, 2, 2, [long_term.id])
+    await summarizer.consolidate(conversation, 0)
+    assert len(summary_calls(llm, "compact")) == 1
+    compacted, = await store.summaries(conversation)
+    assert compacted.content.startswith("- Period overview: early event one!")
+    assert correction in compacted.content.splitlines()  # dropped by the model, kept by the code
+    assert compacted.content.endswith("- late event!")  # the later half stays as it was
+
+
+async def test_every_turn_sends_the_summary_long_term_then_merged_then_recent_oldest_first(ann, llm):
+    conversation = await stored(ann, 1)
+    store = ann.runtime.store
+    await store.write_summary(conversation, 0, "recent", "RECENT-B", 3, 30, 31, [])
+    await store.write_summary(conversation, 0, "recent", "RECENT-A", 3, 20, 21, [])
+    await store.write_summary(conversation, 0, "merged", "MERGED", 3, 10, 19, [])
+    await store.write_summary(conversation, 0, "long_term", "LONG-TERM", 3, 1, 9, [])
+    await ann.say("hello")
+    prompt = llm.prompt_text()
+    order = [prompt.index(part) for part in ("LONG-TERM", "MERGED", "RECENT-A", "RECENT-B")]
+    assert order == sorted(order)
+    assert prompt.index("RECENT-B") < prompt.index("hello")
+
+
+async def test_summarizing_starts_only_after_the_reply_was_delivered(ann, llm):
+    llm.responder = extractive
+    await stored(ann, 60)
+    reply = await ann.say("one more")
+    await asyncio.sleep(0.05)
+    assert summary_calls(llm) == []
+    await ann.runtime.turns.delivered(reply)
+    await ann.runtime.summarizer.idle()
+    assert len(summary_calls(llm, "batch")) == 1
+
+
+async def test_a_reply_is_delivered_while_the_summarizers_call_still_hangs(ann, llm):
+    await stored(ann, 60)
+    llm.add(text("first reply"), hang(30))  # the summary call hangs
+    reply = await ann.say("hello")
+    await ann.runtime.turns.delivered(reply)
+    while len(llm.requests) < 2:
+        await asyncio.sleep(0.01)
+    second = await asyncio.wait_for(ann.say("are you there?"), timeout=3)
+    assert second.text == "Okay."
+    assert kind_of(llm.requests[1]) == "batch"
+
+
+async def test_a_failed_summary_keeps_its_messages_pending_and_succeeds_on_retry(ann, llm, clock):
+    conversation = await stored(ann, 60)
+    llm.add(status(500), status(500))  # both attempts of the first summary call fail
+    await ann.runtime.summarizer.summarize(conversation)
+    state = await ann.runtime.store.summary_state(conversation)
+    assert state.summarized_pos == 0 and state.failures == 1 and state.retry_at == clock.now + 60
+    assert await ann.runtime.store.summaries(conversation) == []
+
+    llm.responder = extractive
+    await ann.runtime.summarizer.retry_due()  # not due yet
+    await ann.runtime.summarizer.idle()
+    assert len(summary_calls(llm, "batch")) == 2
+    clock.now += 61
+    await ann.runtime.summarizer.retry_due()
+    await ann.runtime.summarizer.idle()
+    state = await ann.runtime.store.summary_state(conversation)
+    assert state.summarized_pos > 0 and state.failures == 0 and state.retry_at is None
+
+
+async def test_memory_summary_shows_the_tiers_and_how_many_messages_are_not_yet_summarized(ann, llm):
+    llm.responder = extractive
+    conversation = await stored(ann, 1, prefix="My sister is Kari!")
+    await stored(ann, 62)
+    await ann.runtime.summarizer.summarize(conversation)
+    view = (await ann.memory("/memory summary")).text
+    assert "[Recent summary] S1 · messages 1–13" in view
+    assert "- Ann: My sister is Kari! 0" in view
+    assert "Not yet summarized: 50 messages." in view  # 63 stored, 13 summarized
+
+
+async def test_an_edited_summary_entry_is_kept_as_the_person_wrote_it(ann, llm):
+    llm.responder = extractive
+    await summarize_every_10(ann, 1)
+    conversation = await conversation_of(ann)
+    entry, = await ann.runtime.store.summaries(conversation)
+    edited = await ann.memory(f"/memory summary edit S{entry.id} Ann and Mira agreed to meet at the pier at 9.")
+    assert edited.ok, edited.text
+    assert "Ann and Mira agreed to meet at the pier at 9." in (await ann.memory("/memory summary")).text
+    for _ in range(3):
+        await stored(ann, 10)
+        await ann.runtime.summarizer.summarize(conversation)  # the 4th recent → merged
+    merged, = await ann.runtime.store.summaries(conversation)
+    assert merged.tier == "merged"
+    assert "[verbatim] Ann and Mira agreed to meet at the pier at 9." in merged.content
+
+
+async def test_summary_edit_checks_its_input(ann):
+    assert "is not a summary entry number" in (await ann.memory("/memory summary edit x hello")).text
+    assert "There is no summary entry S99" in (await ann.memory("/memory summary edit 99 hello")).text
+    assert "missing" in (await ann.memory("/memory summary edit 99")).text
+
+
+async def test_a_fact_from_message_5_is_still_in_the_prompt_at_message_300_and_the_prompt_stays_bounded(ann, llm):
+    llm.responder = extractive
+    sizes = {}
+    for n in range(1, 301):
+        line = "Remember this! My sister's name is Kari and she lives in Tromsø!" if n == 5 else \
+            f"Small talk number {n} about the weather and the sea and the lamp."
+        reply = await ann.say(line)
+        await ann.runtime.turns.delivered(reply)
+        await ann.runtime.summarizer.idle()
+        if n in (100, 200, 300):
+            turn = await ann.runtime.store.latest_turn(await conversation_of(ann))
+            sizes[n] = turn.receipt["tokens"]["total"]
+    last_turn = [r for r in llm.requests if kind_of(r) == "chat"][-1]
+    prompt = "\n".join(m["content"] for m in last_turn["messages"])
+    assert "My sister's name is Kari and she lives in Tromsø!" in prompt
+    assert "Small talk number 5 " not in prompt
+    assert max(sizes.values()) < 25_000
+    assert sizes[300] < 1.2 * sizes[100]
