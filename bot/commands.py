@@ -198,7 +198,9 @@ class MemoryCommands:
             return CommandResult("That button is no longer valid.", ok=False)
         try:
             return await handler(ctx, person, action.verb, *action.args)
-        except (UsageError, TypeError, ValueError):
+        except UsageError as problem:
+            return CommandResult(str(problem), ok=False)
+        except (TypeError, ValueError):  # arguments that do not fit: a forged or stale button
             return CommandResult("That button is no longer valid.", ok=False)
 
     async def submit(self, ctx: CommandContext, data: str, text: str) -> CommandResult:

@@ -64,7 +64,7 @@ async def test_console_regenerate_and_buttons(tmp_path, llm):
     llm.add(text("First try."), text("Second try."))
     code, out, err = await run_console(tmp_path, llm, [
         "hello", "/regenerate", "/memory add remember the lamp", "/memory clear", "/press 1",
-        "/memory view",
+        "/memory view", "/memory summary", "/memory save 2", "/press 2",
     ])
     assert code == 0, err
     assert "Mira: First try." in out and "Mira: Second try." in out
@@ -72,3 +72,6 @@ async def test_console_regenerate_and_buttons(tmp_path, llm):
     assert "[1] Delete 1" in out
     assert "Deleted 1 character memory." in out
     assert "You have no saved memories with Mira yet." in out
+    assert "Summary of this conversation with Mira:" in out and "Not yet summarized: 2 messages." in out
+    assert "Chosen messages (2 of at most 20)" in out
+    assert "Saved #2 (pinned): Ann: hello\nMira: Second try." in out
