@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 
 from bot.config import ConfigError, load_config
+from bot.logs import config_secrets, redact, setup_logging
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,18 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def setup_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # httpx's INFO lines contain request URLs, and Telegram's URLs contain the bot token.
-    for noisy in ("httpx", "httpx2", "httpcore", "openai", "aiosqlite", "apscheduler"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     setup_logging("WARNING" if args.command == "console" else args.log_level)
     try:
         config = load_config(args.config)
+        redact(config_secrets(config))
         if args.command == "console":
             from adapters.console import run_console
 

@@ -99,7 +99,20 @@ AdapterStarter = Callable[[Runtime, asyncio.Event], Awaitable[None]]
 
 def platform_adapters(config: Config) -> list[tuple[str, AdapterStarter]]:
     """The Discord and Telegram adapters of every character that has a token set."""
-    return []
+    adapters: list[tuple[str, AdapterStarter]] = []
+    for character in config.characters:
+        if character.telegram_token:
+            adapters.append((f"telegram:{character.name}", _telegram(character)))
+    return adapters
+
+
+def _telegram(character) -> AdapterStarter:
+    async def start(runtime: "Runtime", stop: asyncio.Event) -> None:
+        from adapters.telegram import TelegramAdapter
+
+        token = character.telegram_token
+        await TelegramAdapter(runtime, character, token, runtime.config.telegram.base_url).run(stop)
+    return start
 
 
 async def run_bot(config: Config) -> int:
@@ -117,11 +130,31 @@ async def run_bot(config: Config) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(start(runtime, stop), name=name) for name, start in adapters]
+    tasks = [asyncio.create_task(_supervised(name, start, runtime, stop)) for name, start in adapters]
     try:
         await stop.wait()
     finally:
         log.info("stopping")
+        stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         await runtime.close()
     return 0
+
+
+async def _supervised(name: str, start: AdapterStarter, runtime: Runtime, stop: asyncio.Event) -> None:
+    """Run one adapter; if it fails, say so and try again after a pause, until the bot stops."""
+    delay = 5.0
+    while not stop.is_set():
+        try:
+            await start(runtime, stop)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as failure:
+            # The exception text, not its traceback: a library's message never carries the token,
+            # but a traceback's local variables might in a debugger.
+            log.error("%s stopped: %s: %s; restarting in %.0f s", name, type(failure).__name__, failure, delay)
+        try:
+            await asyncio.wait_for(stop.wait(), delay)
+        except asyncio.TimeoutError:
+            delay = min(delay * 2, 300.0)

@@ -128,15 +128,24 @@ class TurnHandler:
         person_id = await self.store.person_for_identity(presser.platform, presser.user_id)
         conversation = await self.conversation_for(key, is_shared=False)
         async with self.locks.hold(conversation.id):
+            if refusal := await self.regenerate_refusal(key, presser, turn_id):
+                return Reply(refusal, is_error=True)
             latest = await self.store.latest_turn(conversation.id)
-            if latest is None or latest.id != turn_id:
-                return Reply("Only the latest reply can be regenerated.", is_error=True)
-            if latest.person_id != person_id:
-                return Reply("Only the person this reply answered can regenerate it.", is_error=True)
             user_row = await self.store.message(latest.user_message_id)
             assert user_row is not None  # a turn's message goes only with the turn
             new_turn = await self.store.begin_regenerate(turn_id)
             return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text)
+
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn_id: int) -> str | None:
+        """Why this person may not regenerate this reply now, or None if they may."""
+        person_id = await self.store.person_for_identity(presser.platform, presser.user_id)
+        conversation = await self.conversation_for(key, is_shared=False)
+        latest = await self.store.latest_turn(conversation.id)
+        if latest is None or latest.id != turn_id:
+            return "Only the latest reply can be regenerated."
+        if latest.person_id != person_id:
+            return "Only the person this reply answered can regenerate it."
+        return None
 
     async def _answer(
         self,

@@ -1,0 +1,49 @@
+"""Logging set-up: levels, and masking of secrets in every line written.
+
+Libraries sometimes put a token into an exception text (python-telegram-bot's InvalidToken
+does), and httpx logs request URLs, which for Telegram contain the bot token. So the httpx
+loggers stay at WARNING, and every formatted line — message and traceback — has each
+configured secret replaced by `***`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bot.config import Config
+
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "aiosqlite", "apscheduler", "telegram", "discord")
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class RedactingFormatter(logging.Formatter):
+    def __init__(self, secrets: set[str]):
+        super().__init__(FORMAT)
+        self.secrets = sorted((s for s in secrets if len(s) >= 6), key=len, reverse=True)
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format=FORMAT)
+    root_level = logging.getLogger().level
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING if name.startswith("http") else logging.INFO,
+                                             root_level))
+
+
+def config_secrets(config: Config) -> set[str]:
+    secrets = {config.llm.api_key}
+    for character in config.characters:
+        secrets |= {t for t in (character.discord_token, character.telegram_token) if t}
+    return secrets
+
+
+def redact(secrets: set[str]) -> None:
+    """Mask these secrets in everything the root logger's handlers write from now on."""
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(RedactingFormatter(secrets))

@@ -1,0 +1,320 @@
+"""A fake Telegram Bot API server on 127.0.0.1, reached by a real python-telegram-bot
+Application built with `.base_url(...)`.
+
+It answers `/bot<token>/<method>` the way Telegram does (form-encoded requests, `{"ok": ...}`
+answers), keeps every chat's messages as a person would see them (edits applied), checks HTML
+parse mode like Telegram (unknown tags, unclosed tags and bare `&` are "can't parse entities"),
+enforces the 4,096-character limit, long-polls `getUpdates`, and can inject a 429 RetryAfter or
+a 403 "bot can't initiate conversation" on a method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import itertools
+import json
+import re
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any
+
+from aiohttp import web
+
+ALLOWED_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler",
+                "a", "code", "pre", "blockquote", "tg-emoji"}
+MAX_TEXT = 4096
+
+
+class _EntityCheck(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.stack: list[str] = []
+        self.text: list[str] = []
+        self.error: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in ALLOWED_TAGS:
+            self.error = self.error or f"Unsupported start tag \"{tag}\""
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1] != tag:
+            self.error = self.error or f"Unexpected end tag \"{tag}\""
+        else:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        if "<" in data or ">" in data:
+            self.error = self.error or "Unsupported start tag"
+        self.text.append(data)
+
+    def handle_entityref(self, name):
+        if name not in ("lt", "gt", "amp", "quot"):
+            self.error = self.error or f"Unsupported entity \"{name}\""
+        self.text.append(html.unescape(f"&{name};"))
+
+    def handle_charref(self, name):
+        self.text.append(html.unescape(f"&#{name};"))
+
+
+def parse_html(text: str) -> tuple[str | None, str]:
+    """(error, visible text) for a message sent with parse_mode HTML."""
+    if re.search(r"&(?!(lt|gt|amp|quot|#\d+|#x[0-9a-fA-F]+);)", text):
+        return "Can't find end of the entity starting at byte offset", text
+    checker = _EntityCheck()
+    checker.feed(text)
+    checker.close()
+    if checker.error is None and checker.stack:
+        checker.error = f"Can't find end tag corresponding to start tag \"{checker.stack[-1]}\""
+    return checker.error, "".join(checker.text)
+
+
+@dataclass
+class ChatMessage:
+    message_id: int
+    chat_id: int
+    text: str
+    sender_id: int
+    parse_mode: str | None = None
+    reply_markup: dict | None = None
+    thread_id: int | None = None
+    reply_to: int | None = None
+    document: dict | None = None
+    edits: int = 0
+
+    def buttons(self) -> list[dict]:
+        return [b for row in (self.reply_markup or {}).get("inline_keyboard", []) for b in row]
+
+
+@dataclass
+class FakeTelegram:
+    token: str = "123456:TEST-TOKEN"
+    bot_id: int = 123456
+    username: str = "mira_bot"
+    calls: list[tuple[str, dict]] = field(default_factory=list)
+    chats: dict[int, list[ChatMessage]] = field(default_factory=lambda: defaultdict(list))
+    failures: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    blocked_dms: set[int] = field(default_factory=set)  # users who never started the bot
+
+    def __post_init__(self) -> None:
+        self._updates: list[dict] = []
+        self._new_update = asyncio.Event()
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(1000)
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.2)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}/bot"
+        return self.base_url
+
+    async def stop(self) -> None:
+        self._new_update.set()
+        if self._runner:
+            await self._runner.cleanup()
+
+    # -- what the tests do -------------------------------------------------------------------
+    def fail_next(self, method: str, *, retry_after: int | None = None, status: int = 429,
+                  description: str = "Too Many Requests") -> None:
+        answer: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+        if retry_after is not None:
+            answer["parameters"] = {"retry_after": retry_after}
+            answer["description"] = f"Too Many Requests: retry after {retry_after}"
+        self.failures[method].append(answer)
+
+    def user(self, user_id: int, first_name: str) -> dict:
+        return {"id": user_id, "is_bot": False, "first_name": first_name, "username": first_name.lower()}
+
+    def chat(self, chat_id: int, kind: str = "private", title: str = "Tavern") -> dict:
+        return {"id": chat_id, "type": kind, **({"title": title, "is_forum": False} if kind != "private" else {})}
+
+    def send(self, chat: dict, user: dict, text: str, *, reply_to: int | None = None,
+             thread_id: int | None = None) -> int:
+        """A person sends a message; returns its message id."""
+        message_id = next(self._message_ids)
+        message: dict[str, Any] = {"message_id": message_id, "date": int(time.time()), "chat": chat,
+                                   "from": user, "text": text}
+        entities = []
+        for match in re.finditer(r"@\w+", text):
+            entities.append({"type": "mention", "offset": match.start(), "length": match.end() - match.start()})
+        if text.startswith("/"):
+            entities.append({"type": "bot_command", "offset": 0, "length": len(text.split()[0])})
+        if entities:
+            message["entities"] = entities
+        if thread_id is not None:
+            message["message_thread_id"] = thread_id
+            message["is_topic_message"] = True
+        if reply_to is not None:
+            original = self.message(chat["id"], reply_to)
+            sender = self._bot_user() if original.sender_id == self.bot_id else \
+                {"id": original.sender_id, "is_bot": False, "first_name": "Someone"}
+            message["reply_to_message"] = {"message_id": reply_to, "date": int(time.time()), "chat": chat,
+                                           "from": sender, "text": original.text}
+        self.chats[chat["id"]].append(ChatMessage(message_id, chat["id"], text, user["id"],
+                                                  thread_id=thread_id, reply_to=reply_to))
+        self._push({"message": message})
+        return message_id
+
+    def edit(self, chat: dict, user: dict, message_id: int, text: str) -> None:
+        self.message(chat["id"], message_id).text = text
+        self._push({"edited_message": {"message_id": message_id, "date": int(time.time()),
+                                       "edit_date": int(time.time()), "chat": chat, "from": user, "text": text}})
+
+    def press(self, chat: dict, user: dict, message_id: int, data: str) -> None:
+        original = self.message(chat["id"], message_id)
+        self._push({"callback_query": {
+            "id": str(next(self._update_ids) * 7), "from": user, "chat_instance": "ci",
+            "data": data,
+            "message": {"message_id": message_id, "date": int(time.time()), "chat": chat,
+                        "from": self._bot_user(), "text": original.text},
+        }})
+
+    def message(self, chat_id: int, message_id: int) -> ChatMessage:
+        return next(m for m in self.chats[chat_id] if m.message_id == message_id)
+
+    def bot_messages(self, chat_id: int) -> list[ChatMessage]:
+        return [m for m in self.chats[chat_id] if m.sender_id == self.bot_id]
+
+    def calls_to(self, method: str) -> list[dict]:
+        return [params for name, params in self.calls if name == method]
+
+    async def wait_for(self, condition, timeout: float = 10.0):
+        """Wait until condition() returns something truthy, and return it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = condition()
+            if found:
+                return found
+            await asyncio.sleep(0.02)
+        raise AssertionError("the fake Telegram never saw what the test waited for")
+
+    # -- serving ---------------------------------------------------------------------------
+    def _push(self, update: dict) -> None:
+        self._updates.append({"update_id": next(self._update_ids), **update})
+        self._new_update.set()
+
+    def _bot_user(self) -> dict:
+        return {"id": self.bot_id, "is_bot": True, "first_name": "Mira", "username": self.username}
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return web.json_response({"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401)
+        method = request.match_info["method"]
+        params: dict[str, Any] = {}
+        if request.can_read_body:
+            form = await request.post()
+            for key, value in form.items():
+                if hasattr(value, "file"):
+                    params[key] = {"filename": value.filename, "data": value.file.read()}
+                    continue
+                try:
+                    params[key] = json.loads(value)
+                except (TypeError, json.JSONDecodeError):
+                    params[key] = value
+        self.calls.append((method, params))
+        if self.failures.get(method):
+            answer = self.failures[method].pop(0)
+            return web.json_response(answer, status=answer["error_code"])
+        handler = getattr(self, f"_m_{method}", None)
+        result = await handler(params) if handler else True
+        if isinstance(result, web.Response):
+            return result
+        return web.json_response({"ok": True, "result": result})
+
+    @staticmethod
+    def _error(status: int, description: str) -> web.Response:
+        return web.json_response({"ok": False, "error_code": status, "description": description}, status=status)
+
+    async def _m_getMe(self, params: dict) -> dict:
+        return {**self._bot_user(), "can_join_groups": True, "can_read_all_group_messages": False,
+                "supports_inline_queries": False}
+
+    async def _m_getUpdates(self, params: dict) -> list[dict]:
+        offset = int(params.get("offset", 0) or 0)
+        self._updates = [u for u in self._updates if u["update_id"] >= offset]
+        if not self._updates:
+            self._new_update.clear()
+            try:
+                await asyncio.wait_for(self._new_update.wait(), min(float(params.get("timeout", 0) or 0), 0.5))
+            except asyncio.TimeoutError:
+                pass
+        return list(self._updates)
+
+    def _checked_text(self, params: dict) -> tuple[str | None, web.Response | None]:
+        text = str(params.get("text", ""))
+        visible = text
+        if params.get("parse_mode") == "HTML":
+            error, visible = parse_html(text)
+            if error:
+                return None, self._error(400, f"Bad Request: can't parse entities: {error}")
+        if not visible.strip():
+            return None, self._error(400, "Bad Request: message text is empty")
+        if len(visible) > MAX_TEXT:
+            return None, self._error(400, "Bad Request: message is too long")
+        return text, None
+
+    def _message_json(self, m: ChatMessage) -> dict:
+        chat = {"id": m.chat_id, "type": "private" if m.chat_id > 0 else "supergroup"}
+        out: dict[str, Any] = {"message_id": m.message_id, "date": int(time.time()), "chat": chat,
+                               "from": self._bot_user(), "text": m.text}
+        if m.reply_markup:
+            out["reply_markup"] = m.reply_markup
+        if m.thread_id is not None:
+            out["message_thread_id"] = m.thread_id
+        return out
+
+    async def _m_sendMessage(self, params: dict):
+        chat_id = int(params["chat_id"])
+        if chat_id > 0 and chat_id in self.blocked_dms:
+            return self._error(403, "Forbidden: bot can't initiate conversation with a user")
+        text, error = self._checked_text(params)
+        if error:
+            return error
+        reply = params.get("reply_parameters") or {}
+        message = ChatMessage(next(self._message_ids), chat_id, text, self.bot_id,
+                              parse_mode=params.get("parse_mode"), reply_markup=params.get("reply_markup"),
+                              thread_id=params.get("message_thread_id"), reply_to=reply.get("message_id"))
+        self.chats[chat_id].append(message)
+        return self._message_json(message)
+
+    async def _m_editMessageText(self, params: dict):
+        message = self.message(int(params["chat_id"]), int(params["message_id"]))
+        text, error = self._checked_text(params)
+        if error:
+            return error
+        markup = params.get("reply_markup")
+        if text == message.text and markup == message.reply_markup:
+            return self._error(400, "Bad Request: message is not modified: specified new message content "
+                                    "and reply markup are exactly the same")
+        message.text, message.parse_mode, message.reply_markup = text, params.get("parse_mode"), markup
+        message.edits += 1
+        return self._message_json(message)
+
+    async def _m_editMessageReplyMarkup(self, params: dict):
+        message = self.message(int(params["chat_id"]), int(params["message_id"]))
+        message.reply_markup = params.get("reply_markup")
+        return self._message_json(message)
+
+    async def _m_deleteMessage(self, params: dict):
+        chat = self.chats[int(params["chat_id"])]
+        chat[:] = [m for m in chat if m.message_id != int(params["message_id"])]
+        return True
+
+    async def _m_sendDocument(self, params: dict):
+        chat_id = int(params["chat_id"])
+        message = ChatMessage(next(self._message_ids), chat_id, str(params.get("caption", "")), self.bot_id,
+                              document=params.get("document"))
+        self.chats[chat_id].append(message)
+        return {**self._message_json(message), "document": {"file_id": "f1", "file_unique_id": "u1",
+                                                            "file_name": "export.json"}}

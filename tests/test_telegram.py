@@ -1,0 +1,299 @@
+"""SPEC section 7 (Telegram) — a real python-telegram-bot Application against a fake Bot API
+server on 127.0.0.1, and the scripted LLM server."""
+
+import asyncio
+import json
+
+import pytest
+
+from adapters.streaming import ThrottledStream
+from adapters.telegram import TelegramAdapter
+from bot.app import build_runtime
+from bot.config import parse_config
+from tests.conftest import config_dict
+from tests.fakes.llm_server import text, tool_calls
+from tests.fakes.telegram_server import FakeTelegram, parse_html
+
+ANN, BOB = 501, 502
+GROUP = -100777
+
+
+@pytest.fixture
+async def telegram():
+    fake = FakeTelegram()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def bot(telegram, llm, tmp_path, monkeypatch, clock):
+    monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["telegram"] = {"base_url": telegram.base_url}
+    raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
+    config = parse_config(raw, tmp_path)
+    runtime = await build_runtime(config, clock=clock)
+    adapter = TelegramAdapter(runtime, config.characters[0], telegram.token, telegram.base_url)
+    stop = asyncio.Event()
+    task = asyncio.create_task(adapter.run(stop))
+    await telegram.wait_for(lambda: telegram.calls_to("getUpdates"))
+    yield runtime
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    await runtime.close()
+
+
+class Person:
+    def __init__(self, telegram: FakeTelegram, user_id: int, name: str, chat_id: int | None = None):
+        self.tg = telegram
+        self.user = telegram.user(user_id, name)
+        self.dm = telegram.chat(user_id)
+        self.chat = telegram.chat(chat_id, "supergroup") if chat_id else self.dm
+
+    def say(self, words: str, chat: dict | None = None, **kwargs) -> int:
+        return self.tg.send(chat or self.chat, self.user, words, **kwargs)
+
+    async def reply_to(self, message_id: int, count: int = 1, chat=None):
+        """Wait until the bot has answered message_id with `count` messages; return them."""
+        chat_id = (chat or self.chat)["id"]
+
+        def answers():
+            ids = [m.message_id for m in self.tg.chats[chat_id]]
+            later = [m for m in self.tg.bot_messages(chat_id) if m.message_id > message_id]
+            done = len(later) >= count and all(m.message_id in ids for m in later)
+            return later if done else None
+        await self.tg.wait_for(answers)
+        await quiet(self.tg)
+        return answers()
+
+    async def dm_answer(self, after: int = 0):
+        return (await self.tg.wait_for(
+            lambda: [m for m in self.tg.bot_messages(self.dm["id"]) if m.message_id > after]))[-1]
+
+    def press(self, message, label: str):
+        button = next(b for b in message.buttons() if b["text"] == label)
+        self.tg.press(self.tg.chat(message.chat_id, "private" if message.chat_id > 0 else "supergroup"),
+                      self.user, message.message_id, button["callback_data"])
+
+
+async def settle(telegram: FakeTelegram, seconds: float = 0.3) -> None:
+    await asyncio.sleep(seconds)
+
+
+async def quiet(telegram: FakeTelegram, for_s: float = 0.15) -> None:
+    """Wait until the bot has made no Bot API call (but polling) for a moment."""
+    def busy() -> int:
+        return len([c for c in telegram.calls if c[0] not in ("getUpdates", "sendChatAction")])
+    seen = -1
+    while seen != busy():
+        seen = busy()
+        await asyncio.sleep(for_s)
+
+
+async def test_commands_are_published_with_set_my_commands_at_start_up(bot, telegram):
+    commands = telegram.calls_to("setMyCommands")[0]["commands"]
+    assert [c["command"] for c in commands] == ["start", "memory", "remember", "link", "forgetme", "help"]
+
+
+async def test_a_dm_is_answered_with_typing_and_a_regenerate_button(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("Hello Ann, welcome to the lighthouse."))
+    asked = ann.say("hi Mira!")
+    reply, = await ann.reply_to(asked)
+    assert reply.text == "Hello Ann, welcome to the lighthouse."
+    assert [b["text"] for b in reply.buttons()] == ["🔄 Regenerate"]
+    assert telegram.calls_to("sendChatAction")[0]["action"] == "typing"
+    assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "hi Mira!"}
+
+
+async def test_start_greets_with_the_characters_first_message(bot, telegram):
+    ann = Person(telegram, ANN, "Ann")
+    asked = ann.say("/start")
+    greeting, = await ann.reply_to(asked)
+    assert greeting.text.startswith("Hi Ann, I'm Mira") or "Ann" in greeting.text
+
+
+async def test_memory_add_view_pin_and_clear_with_both_confirmations(bot, telegram):
+    ann = Person(telegram, ANN, "Ann")
+    (await ann.reply_to(ann.say("/memory add I am allergic to peanuts")))
+    (await ann.reply_to(ann.say("/memory add pin:yes My sister is Kari")))
+    view, = await ann.reply_to(ann.say("/memory view"))
+    assert "📌 #2 · character · recent — My sister is Kari" in view.text
+    assert "#1 · character · recent — I am allergic to peanuts" in view.text
+
+    ann.press(view, "Pin #1")
+    await telegram.wait_for(lambda: "Pinned #1" in telegram.message(view.chat_id, view.message_id).text)
+    assert telegram.message(view.chat_id, view.message_id).text.count("📌") == 2
+
+    (await ann.reply_to(ann.say("/memory add I live in Bergen")))
+    clear, = await ann.reply_to(ann.say("/memory clear"))
+    assert "Delete all 1 unpinned character memory?" in clear.text
+    ann.press(clear, "Delete 1")
+    second = await telegram.wait_for(
+        lambda: "protected from the AI" in telegram.message(clear.chat_id, clear.message_id).text
+        and telegram.message(clear.chat_id, clear.message_id))
+    ann.press(second, "Delete pinned too")
+    await telegram.wait_for(
+        lambda: "Deleted 2 pinned character memories." in telegram.message(clear.chat_id, clear.message_id).text)
+    empty, = await ann.reply_to(ann.say("/memory view"))
+    assert "no saved memories" in empty.text
+    answered = telegram.calls_to("answerCallbackQuery")
+    assert len(answered) == 3  # every press was answered
+
+
+async def test_regenerate_pressed_edits_the_reply_in_place(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("First answer."), text("Second answer."))
+    reply, = await ann.reply_to(ann.say("tell me about the storm"))
+    ann.press(reply, "🔄 Regenerate")
+    await telegram.wait_for(lambda: telegram.message(ANN, reply.message_id).text == "Second answer.")
+    assert len(telegram.bot_messages(ANN)) == 1
+    assert [b["text"] for b in telegram.message(ANN, reply.message_id).buttons()] == ["🔄 Regenerate"]
+
+
+async def test_a_forged_callback_from_another_user_is_refused(bot, telegram, llm):
+    ann, bob = Person(telegram, ANN, "Ann", GROUP), Person(telegram, BOB, "Bob", GROUP)
+    llm.add(text("Hi Ann."))
+    reply, = await ann.reply_to(ann.say("@mira_bot hello"))
+    bob.press(reply, "🔄 Regenerate")
+    refused = await telegram.wait_for(lambda: [c for c in telegram.calls_to("answerCallbackQuery")
+                                               if c.get("text")])
+    assert refused[0]["text"] == "Only the person this reply answered can regenerate it."
+    assert refused[0]["show_alert"] is True
+    assert telegram.message(GROUP, reply.message_id).text == "Hi Ann."
+
+    (await ann.reply_to(ann.say("/memory add tea"), chat=ann.dm))  # asked in the group, answered in the DM
+    view, = await ann.reply_to(ann.say("/memory view"), chat=ann.dm)
+    forged = next(b for b in view.buttons() if b["text"].startswith("Delete"))
+    telegram.press(telegram.chat(ANN), bob.user, view.message_id, forged["callback_data"])
+    await telegram.wait_for(lambda: any(c.get("text") == "That button belongs to someone else."
+                                        for c in telegram.calls_to("answerCallbackQuery")))
+    assert "tea" in telegram.message(ANN, view.message_id).text
+
+
+async def test_in_a_group_anns_memories_never_reach_bobs_prompt_or_screen(bot, telegram, llm):
+    ann, bob = Person(telegram, ANN, "Ann", GROUP), Person(telegram, BOB, "Bob", GROUP)
+    (await ann.reply_to(ann.say("/memory add pin:yes Ann's secret: she fears the dark", chat=ann.dm),
+                        chat=ann.dm))
+    llm.add(text("Hello, Ann."), text("Hello, Bob."))
+    await ann.reply_to(ann.say("@mira_bot hello!"))
+    assert "fears the dark" in llm.prompt_text()
+    asked = bob.say("@mira_bot what do you know about Ann?")
+    await bob.reply_to(asked)
+    assert "fears the dark" not in llm.prompt_text()
+    assert "Ann: @" not in llm.prompt_text() and "Ann: hello!" in llm.prompt_text()
+    (await bob.reply_to(bob.say("/memory view"), chat=bob.dm))
+    everything_bob_sees = [m.text for m in telegram.chats[BOB]] + [m.text for m in telegram.chats[GROUP]]
+    assert not any("fears the dark" in t for t in everything_bob_sees)
+
+
+async def test_memory_in_a_group_answers_in_the_dm_or_asks_to_open_one(bot, telegram):
+    ann, bob = Person(telegram, ANN, "Ann", GROUP), Person(telegram, BOB, "Bob", GROUP)
+    ann.say("/memory add I like rain")
+    dm = await ann.dm_answer()
+    assert "Saved #1" in dm.text
+    assert telegram.bot_messages(GROUP) == []
+    telegram.blocked_dms.add(BOB)
+    asked = bob.say("/memory view")
+    note, = await bob.reply_to(asked)
+    assert "open a chat with me" in note.text and "#" not in note.text
+
+
+async def test_a_group_message_not_addressed_to_the_bot_is_ignored(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann", GROUP)
+    ann.say("just chatting with friends")
+    await settle(telegram, 0.5)
+    assert telegram.bot_messages(GROUP) == [] and llm.requests == []
+    reply_target = ann.say("@mira_bot hi")
+    first, = await ann.reply_to(reply_target)
+    asked = ann.say("and a reply to you", reply_to=first.message_id)
+    await ann.reply_to(asked)
+    assert len(llm.requests) == 2
+
+
+async def test_a_10000_character_reply_arrives_as_three_messages_of_at_most_4096(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    paragraph = ("The sea was calm that evening, and the lamp turned slowly. " * 8).strip()
+    long_reply = "\n\n".join([paragraph] * 21)[:10_000]
+    llm.add(text(long_reply))
+    messages = await ann.reply_to(ann.say("tell me a long story"), count=3)
+    await settle(telegram)
+    messages = [m for m in telegram.bot_messages(ANN)]
+    assert len(messages) == 3
+    assert all(len(parse_html(m.text)[1]) <= 4_096 for m in messages)
+    assert [b["text"] for b in messages[-1].buttons()] == ["🔄 Regenerate"]
+
+
+async def test_model_output_full_of_markup_characters_is_delivered_without_a_parse_error(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    nasty = "5 < 6 && 7 > 3, *stars*, _under_, <b>unclosed, <script>x</script> & &amp; **bold** `a<b`"
+    llm.add(text(nasty))
+    reply, = await ann.reply_to(ann.say("show me symbols"))
+    error, visible = parse_html(reply.text)
+    assert error is None
+    assert "5 < 6 && 7 > 3" in visible and "<b>unclosed" in visible and "<script>x</script>" in visible
+    assert reply.parse_mode == "HTML"
+
+
+async def test_retry_after_from_telegram_is_honoured_without_losing_the_reply(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("Still here."))
+    telegram.fail_next("sendMessage", retry_after=1)
+    reply, = await ann.reply_to(ann.say("hello?"))
+    assert reply.text == "Still here."
+    assert len([c for c in telegram.calls_to("sendMessage") if c.get("text") == "Still here."]) == 2
+
+
+async def test_an_edited_message_updates_the_stored_text(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    asked = ann.say("I live in Bergen")
+    await ann.reply_to(asked)
+    telegram.edit(ann.chat, ann.user, asked, "I live in Oslo")
+    await settle(telegram)
+    llm.add(text("Oslo, then."))
+    await ann.reply_to(ann.say("where do I live?"))
+    prompt = llm.prompt_text()
+    assert "I live in Oslo" in prompt and "Bergen" not in prompt
+
+
+async def test_remember_replying_to_a_message_saves_it_pinned(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("A lighthouse needs a keeper."))
+    reply, = await ann.reply_to(ann.say("why are you here?"))
+    picked, = await ann.reply_to(ann.say("/remember", reply_to=reply.message_id))
+    assert "> Mira: A lighthouse needs a keeper." in picked.text
+    ann.press(picked, "Use as-is")
+    await telegram.wait_for(lambda: "(pinned)" in telegram.message(ANN, picked.message_id).text)
+
+
+async def test_memory_export_arrives_as_a_json_document(bot, telegram):
+    ann = Person(telegram, ANN, "Ann")
+    (await ann.reply_to(ann.say("/memory add I collect sea glass")))
+    ann.say("/memory export")
+    document = await telegram.wait_for(lambda: telegram.calls_to("sendDocument"))
+    data = json.loads(document[0]["document"]["data"])
+    assert data["memories"][0]["content"] == "I collect sea glass"
+
+
+async def test_the_character_saving_a_memory_in_a_telegram_dm(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(tool_calls(("save_memory", {"content": "Ann works night shifts"})), text("Noted, night owl."))
+    await ann.reply_to(ann.say("I work night shifts"))
+    view, = await ann.reply_to(ann.say("/memory view"))
+    assert "Ann works night shifts" in view.text
+
+
+async def test_streaming_shows_at_most_about_one_edit_a_second():
+    shown: list[str] = []
+
+    async def show(text: str) -> None:
+        shown.append(text)
+
+    stream = ThrottledStream(show, interval=1.0)
+    for i in range(50):
+        await stream("x" * (i + 1))
+    assert shown == ["x"]  # everything else arrived within the same second
+    await asyncio.sleep(1.05)
+    await stream("x" * 60)
+    assert shown == ["x", "x" * 60]
