@@ -101,9 +101,19 @@ def platform_adapters(config: Config) -> list[tuple[str, AdapterStarter]]:
     """The Discord and Telegram adapters of every character that has a token set."""
     adapters: list[tuple[str, AdapterStarter]] = []
     for character in config.characters:
+        if character.discord_token:
+            adapters.append((f"discord:{character.name}", _discord(character)))
         if character.telegram_token:
             adapters.append((f"telegram:{character.name}", _telegram(character)))
     return adapters
+
+
+def _discord(character) -> AdapterStarter:
+    async def start(runtime: "Runtime", stop: asyncio.Event) -> None:
+        from adapters.discord import DiscordAdapter
+
+        await DiscordAdapter(runtime, character, character.discord_token).run(stop)
+    return start
 
 
 def _telegram(character) -> AdapterStarter:

@@ -1,0 +1,416 @@
+"""Discord adapter on discord.py 2.x (SPEC section 7).
+
+One `discord.Client` per character with a Discord token; intents for guild messages, DMs and
+message content; `allowed_mentions` none on the client, so no reply, edit or follow-up can ping
+@everyone, @here, a role or a person.
+
+- DMs are always answered; in servers when the bot is mentioned or replied to, or every message
+  in the channels listed in `discord_always_on_channels`. Threads are conversations of their
+  own and inherit their parent channel's always-on setting.
+- Replies stream by editing one message about once a second, with the typing indicator while
+  waiting; the final text is split at 2,000 characters with ``` fences balanced per chunk. The
+  latest reply carries a Regenerate button (only the person it answered can press it; the
+  button is removed from older replies).
+- `/memory` is one app-command group; every answer is ephemeral and deferred first. "Remember
+  this" is a message context-menu command. `/link` and `/forgetme` are top-level commands.
+- Button clicks (their custom_id is the core's action) and modals are routed through
+  `on_interaction`, so buttons keep working after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import re
+from typing import Literal, Optional
+
+import discord
+from discord import app_commands
+
+from adapters.splitting import split_message
+from adapters.streaming import ThrottledStream
+from bot.actions import decode_action
+from bot.app import Runtime
+from bot.command_base import CommandContext
+from bot.config import CharacterConfig
+from bot.models import Button, CommandResult, ConversationKey, Form, Identity, IncomingMessage, Reply
+from storage.base import ConversationRow
+
+log = logging.getLogger(__name__)
+PLATFORM = "discord"
+LIMIT = 2_000
+REFUSALS = ("That button belongs to someone else.", "That button is no longer valid.",
+            "That form belongs to someone else.", "That form is no longer valid.")
+Scope = Literal["character", "global"]
+
+
+def view_of(rows: list[list[Button]]) -> discord.ui.View | None:
+    """Buttons as a view. It is stopped at once: clicks come through on_interaction instead of
+    discord.py's view store, which would otherwise keep every view in memory forever."""
+    if not rows:
+        return None
+    view = discord.ui.View(timeout=None)
+    for r, row in enumerate(rows[:5]):
+        for button in row[:5]:
+            style = discord.ButtonStyle.danger if button.danger else discord.ButtonStyle.secondary
+            view.add_item(discord.ui.Button(label=button.label[:80], custom_id=button.action[:100],
+                                            style=style, row=r))
+    view.stop()
+    return view
+
+
+def place_of(channel) -> tuple[str, str | None, bool]:
+    """(chat id, thread id, shared) of a Discord channel."""
+    if isinstance(channel, discord.Thread):
+        return str(channel.parent_id), str(channel.id), True
+    if isinstance(channel, (discord.DMChannel, discord.GroupChannel)) or getattr(channel, "guild", None) is None:
+        return str(channel.id), None, isinstance(channel, discord.GroupChannel)
+    return str(channel.id), None, True
+
+
+class SummaryModal(discord.ui.Modal):
+    def __init__(self, adapter: "DiscordAdapter", form: Form):
+        super().__init__(title=form.title[:45], timeout=600)
+        self.adapter, self.form = adapter, form
+        self.text = discord.ui.TextInput(label=form.label[:45], style=discord.TextStyle.paragraph,
+                                         default=form.prefill[:form.max_length], max_length=form.max_length)
+        self.add_item(self.text)
+
+    async def on_submit(self, interaction: discord.Interaction) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        result = await self.adapter.runtime.commands.submit(self.adapter.context(interaction), self.form.action,
+                                                            self.text.value)
+        await self.adapter.followup(interaction, result)
+
+
+class DiscordAdapter:
+    def __init__(self, runtime: Runtime, character: CharacterConfig, token: str):
+        self.runtime = runtime
+        self.config = character
+        self.character = runtime.turns.character(character.name).character
+        self.token = token
+        self.always_on = {str(c) for c in character.discord_always_on_channels}
+        self.latest_reply: dict[str, list[discord.Message]] = {}  # channel id → the latest reply's messages
+        intents = discord.Intents.default()
+        intents.message_content = True
+        intents.guild_messages = True
+        intents.dm_messages = True
+        self.client = discord.Client(intents=intents, allowed_mentions=discord.AllowedMentions.none())
+        self.tree = app_commands.CommandTree(self.client)
+        self.tree.on_error = self.on_command_error
+        self._register_commands()
+        self.client.setup_hook = self.setup_hook
+        self.client.event(self.on_message)
+        self.client.event(self.on_raw_message_edit)
+        self.client.event(self.on_raw_message_delete)
+        self.client.event(self.on_interaction)
+        runtime.notifiers.append(self.notified)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def setup_hook(self) -> None:
+        if self.config.discord_dev_guild:
+            guild = discord.Object(self.config.discord_dev_guild)
+            self.tree.copy_global_to(guild=guild)
+            await self.tree.sync(guild=guild)
+        else:
+            await self.tree.sync()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until `stop` is set, sharing the event loop with the other adapters."""
+        async with self.client:
+            await self.client.login(self.token)
+            connection = asyncio.create_task(self.client.connect(reconnect=True))
+            stopping = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait({connection, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            await self.client.close()
+            stopping.cancel()
+            if connection in done:
+                connection.result()  # a failed connection is raised to the supervisor
+            else:
+                await asyncio.gather(connection, return_exceptions=True)
+
+    # -- normalizing -----------------------------------------------------------------------
+    def key(self, channel) -> tuple[ConversationKey, bool]:
+        chat_id, thread_id, shared = place_of(channel)
+        return ConversationKey(PLATFORM, chat_id, thread_id, self.character.name), shared
+
+    def context(self, interaction: discord.Interaction) -> CommandContext:
+        key, shared = self.key(interaction.channel)
+        user = interaction.user
+        return CommandContext(key, Identity(PLATFORM, str(user.id)), user.display_name, shared)
+
+    def addressed(self, message: discord.Message) -> bool:
+        me = self.client.user
+        if message.guild is None:
+            return True
+        chat_id, _, _ = place_of(message.channel)
+        if chat_id in self.always_on or str(message.channel.id) in self.always_on:
+            return True
+        if me in message.mentions:
+            return True
+        reference = message.reference
+        resolved = reference.resolved if reference else None
+        return isinstance(resolved, discord.Message) and resolved.author.id == me.id
+
+    def text_of(self, message: discord.Message) -> str:
+        me = self.client.user.id
+        return re.sub(rf"<@!?{me}>", "", message.content).strip()
+
+    # -- conversation ----------------------------------------------------------------------
+    async def on_message(self, message: discord.Message) -> None:
+        if message.author.bot or not self.addressed(message):
+            return
+        key, shared = self.key(message.channel)
+        incoming = IncomingMessage(key, Identity(PLATFORM, str(message.author.id)), message.author.display_name,
+                                   self.text_of(message), shared, str(message.id))
+        try:
+            await self.answer(message, incoming)
+        except Exception:
+            log.exception("Discord: answering message %s failed", message.id)
+            await self.quietly(message.channel.send(
+                "Sorry, something went wrong on my side sending that reply. Your message is kept; try again."))
+
+    async def answer(self, message: discord.Message, incoming: IncomingMessage) -> None:
+        channel = message.channel
+        live: list[discord.Message] = []
+
+        async def show(text: str) -> None:
+            preview = split_message(text, LIMIT)[0]
+            if not live:
+                live.append(await (message.reply(preview, mention_author=False) if incoming.is_shared
+                                   else channel.send(preview)))
+            else:
+                await live[0].edit(content=preview)
+
+        async with channel.typing():
+            reply = await self.runtime.turns.handle(incoming, on_text=ThrottledStream(show))
+        await self.deliver(channel, message if incoming.is_shared else None, reply, live)
+
+    async def deliver(self, channel, reply_to: discord.Message | None, reply: Reply,
+                      existing: list[discord.Message]) -> None:
+        chunks = split_message(reply.text, LIMIT)
+        sent: list[discord.Message] = []
+        for i, chunk in enumerate(chunks):
+            view = view_of(reply.buttons) if i == len(chunks) - 1 else None
+            if i < len(existing):
+                sent.append(await existing[i].edit(content=chunk, view=view))
+            elif i == 0 and reply_to is not None:
+                sent.append(await reply_to.reply(chunk, view=view, mention_author=False))
+            else:
+                sent.append(await channel.send(chunk, view=view))
+        for extra in existing[len(chunks):]:
+            await self.quietly(extra.delete())
+        if reply.turn_id is None:
+            return
+        previous = self.latest_reply.get(str(channel.id))
+        if previous and previous[-1].id not in {m.id for m in sent}:
+            await self.quietly(previous[-1].edit(view=None))
+        self.latest_reply[str(channel.id)] = sent
+        await self.runtime.turns.delivered(reply, str(sent[0].id))
+
+    @staticmethod
+    async def quietly(call) -> None:
+        try:
+            await call
+        except discord.HTTPException as failure:
+            log.debug("ignored Discord error: %s", failure)
+
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        content = payload.data.get("content")
+        author = payload.data.get("author") or {}
+        if content is None or author.get("bot"):
+            return
+        channel = self.client.get_channel(payload.channel_id) or await self.client.fetch_channel(payload.channel_id)
+        key, _ = self.key(channel)
+        await self.runtime.turns.message_edited(key, str(payload.message_id),
+                                                re.sub(rf"<@!?{self.client.user.id}>", "", content))
+
+    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        channel = self.client.get_channel(payload.channel_id) or self.client.get_partial_messageable(
+            payload.channel_id, guild_id=payload.guild_id)
+        key, _ = self.key(channel)
+        await self.runtime.turns.message_deleted(key, str(payload.message_id))
+
+    # -- /memory, /link, /forgetme, Remember this -------------------------------------------------
+    def _register_commands(self) -> None:
+        adapter = self
+        name = self.character.name
+        memory = app_commands.Group(name="memory", description=f"What {name} remembers about you")
+
+        async def run(interaction: discord.Interaction, command: str, **options) -> None:
+            await interaction.response.defer(ephemeral=True, thinking=True)
+            result = await adapter.runtime.commands.run(adapter.context(interaction), command, options)
+            await adapter.followup(interaction, result)
+
+        @memory.command(description="List your saved memories: pinned first, then newest")
+        @app_commands.describe(scope="Only this character's memories, or only global ones")
+        async def view(interaction: discord.Interaction, scope: Optional[Scope] = None):
+            await run(interaction, "view", scope=scope)
+
+        @memory.command(description="Add a memory")
+        @app_commands.describe(text="The fact to remember (at most 500 characters)",
+                               scope="character: only this character; global: every character",
+                               pin="Pin it: always remembered, never changed by the AI")
+        async def add(interaction: discord.Interaction, text: str, scope: Optional[Scope] = None,
+                      pin: Optional[bool] = None):
+            await run(interaction, "add", text=text, scope=scope, pin=pin)
+
+        @memory.command(description="Change a memory (pinned ones too)")
+        @app_commands.describe(id="The memory's number, as in #12", text="Its new text")
+        async def edit(interaction: discord.Interaction, id: app_commands.Range[int, 1], text: str):
+            await run(interaction, "edit", id=id, text=text)
+
+        @memory.command(description="Delete a memory")
+        @app_commands.describe(id="The memory's number, as in #12")
+        async def delete(interaction: discord.Interaction, id: app_commands.Range[int, 1]):
+            await run(interaction, "delete", id=id)
+
+        @memory.command(description="Pin a memory: always remembered, never changed by the AI")
+        @app_commands.describe(id="The memory's number, as in #12")
+        async def pin(interaction: discord.Interaction, id: app_commands.Range[int, 1]):
+            await run(interaction, "pin", id=id)
+
+        @memory.command(description="Unpin a memory")
+        @app_commands.describe(id="The memory's number, as in #12")
+        async def unpin(interaction: discord.Interaction, id: app_commands.Range[int, 1]):
+            await run(interaction, "unpin", id=id)
+
+        @memory.command(description="Delete all unpinned memories of a scope (asks first)")
+        @app_commands.describe(scope="Which memories to clear (default: character)")
+        async def clear(interaction: discord.Interaction, scope: Optional[Scope] = None):
+            await run(interaction, "clear", scope=scope)
+
+        @memory.command(description="This conversation's summary, and how much is not summarized yet")
+        async def summary(interaction: discord.Interaction):
+            await run(interaction, "summary")
+
+        @memory.command(description="Rebuild this conversation's summary from its whole history")
+        async def rebuild(interaction: discord.Interaction):
+            await run(interaction, "rebuild")
+
+        @memory.command(description="Let the character learn from this chat, or not")
+        @app_commands.describe(state="on: saves and reads your memories; off: neither")
+        async def learning(interaction: discord.Interaction, state: Literal["on", "off"]):
+            await run(interaction, "learning", state=state)
+
+        @memory.command(description="Let the AI draft memories from what you tell it")
+        @app_commands.describe(description="What the character should know about you (at most 1,000 characters)")
+        async def generate(interaction: discord.Interaction, description: str):
+            await run(interaction, "generate", description=description)
+
+        @memory.command(description="Save the last messages of this conversation as a pinned memory")
+        @app_commands.describe(n="How many of the last messages (1 to 20)")
+        async def save(interaction: discord.Interaction, n: Optional[app_commands.Range[int, 1, 20]] = None):
+            await run(interaction, "save", n=n)
+
+        @memory.command(description="What was in the prompt of the last reply, layer by layer")
+        async def why(interaction: discord.Interaction):
+            await run(interaction, "why")
+
+        @memory.command(description="All your memories as a JSON file")
+        async def export(interaction: discord.Interaction):
+            await run(interaction, "export")
+
+        @app_commands.command(name="link", description="Link your Discord and Telegram accounts")
+        @app_commands.describe(code="The code you got from /link on your other account")
+        async def link(interaction: discord.Interaction, code: Optional[str] = None):
+            await run(interaction, "link", code=code)
+
+        @app_commands.command(name="forgetme", description="Delete everything stored about you (asks first)")
+        async def forgetme(interaction: discord.Interaction):
+            await run(interaction, "forgetme")
+
+        async def remember_this(interaction: discord.Interaction, message: discord.Message):
+            await interaction.response.defer(ephemeral=True, thinking=True)
+            result = await adapter.runtime.commands.remember(adapter.context(interaction), str(message.id))
+            await adapter.followup(interaction, result)
+
+        self.tree.add_command(memory)
+        self.tree.add_command(link)
+        self.tree.add_command(forgetme)
+        self.tree.add_command(app_commands.ContextMenu(name="Remember this", callback=remember_this))
+
+    async def followup(self, interaction: discord.Interaction, result: CommandResult) -> None:
+        """Send a command's answer privately, split at 2,000 characters, buttons on the last."""
+        chunks = split_message(result.text, LIMIT)
+        for i, chunk in enumerate(chunks):
+            last = i == len(chunks) - 1
+            kwargs = {}
+            if last and result.buttons:
+                kwargs["view"] = view_of(result.buttons)
+            if last and result.attachment is not None:
+                kwargs["file"] = discord.File(io.BytesIO(result.attachment.data), filename=result.attachment.filename)
+            await interaction.followup.send(chunk, ephemeral=True, **kwargs)
+
+    async def on_command_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
+        log.error("Discord command failed: %s", error, exc_info=error)
+        text = "Sorry, something went wrong on my side. Nothing was changed; try again."
+        if interaction.response.is_done():
+            await self.quietly(interaction.followup.send(text, ephemeral=True))
+        else:
+            await self.quietly(interaction.response.send_message(text, ephemeral=True))
+
+    # -- buttons ---------------------------------------------------------------------------
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        if interaction.type != discord.InteractionType.component or not interaction.data:
+            return
+        custom_id = interaction.data.get("custom_id", "")
+        try:
+            action = decode_action(custom_id)
+            if action is not None and action.verb == "regen":
+                await self.regenerate(interaction, action.args[0] if action.args else "")
+            else:
+                await self.press(interaction, custom_id)
+        except Exception:
+            log.exception("Discord: a button press failed")
+            text = "Sorry, something went wrong on my side. Try again."
+            if interaction.response.is_done():
+                await self.quietly(interaction.followup.send(text, ephemeral=True))
+            else:
+                await self.quietly(interaction.response.send_message(text, ephemeral=True))
+
+    async def press(self, interaction: discord.Interaction, custom_id: str) -> None:
+        result = await self.runtime.commands.press(self.context(interaction), custom_id)
+        if result.form is not None:
+            await interaction.response.send_modal(SummaryModal(self, result.form))
+            return
+        if not result.ok and not result.buttons and result.text in REFUSALS:
+            await interaction.response.send_message(result.text, ephemeral=True)
+            return
+        chunks = split_message(result.text, LIMIT)
+        attachments = [discord.File(io.BytesIO(result.attachment.data), filename=result.attachment.filename)] \
+            if result.attachment is not None and len(chunks) == 1 else []
+        await interaction.response.edit_message(
+            content=chunks[0], view=view_of(result.buttons) if len(chunks) == 1 else None, attachments=attachments)
+        if len(chunks) > 1:
+            rest = CommandResult("\n".join(chunks[1:]), result.buttons, result.attachment)
+            await self.followup(interaction, rest)
+
+    async def regenerate(self, interaction: discord.Interaction, turn: str) -> None:
+        key, _ = self.key(interaction.channel)
+        presser = Identity(PLATFORM, str(interaction.user.id))
+        refusal = "That button is no longer valid." if not turn.isdigit() else \
+            await self.runtime.turns.regenerate_refusal(key, presser, int(turn))
+        if refusal:
+            await interaction.response.send_message(refusal, ephemeral=True)
+            return
+        await interaction.response.defer()
+        channel = interaction.channel
+        existing = self.latest_reply.get(str(channel.id)) or [interaction.message]
+        # No live edits: if the model fails, the old reply is still there, intact.
+        async with channel.typing():
+            reply = await self.runtime.turns.regenerate(key, presser, int(turn))
+        if reply.is_error:
+            await interaction.followup.send(reply.text, ephemeral=True)
+            return
+        await self.deliver(channel, None, reply, existing)
+
+    # -- notifications ---------------------------------------------------------------------
+    async def notified(self, conversation: ConversationRow, person_id: int | None, text: str) -> None:
+        if conversation.platform != PLATFORM or not self.client.is_ready():
+            return
+        if conversation.character_id != self.runtime.turns.character(self.character.name).id:
+            return
+        channel_id = int(conversation.thread_id or conversation.chat_id)
+        await self.quietly(self.client.get_partial_messageable(channel_id).send(text))
