@@ -221,16 +221,18 @@ class DiscordAdapter:
         author = payload.data.get("author") or {}
         if content is None or author.get("bot"):
             return
-        channel = self.client.get_channel(payload.channel_id) or await self.client.fetch_channel(payload.channel_id)
-        key, _ = self.key(channel)
+        key, _ = self.key(self.channel(payload.channel_id, payload.guild_id))
         await self.runtime.turns.message_edited(key, str(payload.message_id),
                                                 re.sub(rf"<@!?{self.client.user.id}>", "", content))
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        channel = self.client.get_channel(payload.channel_id) or self.client.get_partial_messageable(
-            payload.channel_id, guild_id=payload.guild_id)
-        key, _ = self.key(channel)
+        key, _ = self.key(self.channel(payload.channel_id, payload.guild_id))
         await self.runtime.turns.message_deleted(key, str(payload.message_id))
+
+    def channel(self, channel_id: int, guild_id: int | None):
+        """The cached channel (threads included), or a partial one: uncached and guildless is a DM."""
+        return self.client.get_channel(channel_id) or self.client.get_partial_messageable(
+            channel_id, guild_id=guild_id)
 
     # -- /memory, /link, /forgetme, Remember this -------------------------------------------------
     def _register_commands(self) -> None:

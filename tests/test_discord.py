@@ -40,7 +40,8 @@ async def bot(discord_fake, llm, tmp_path, monkeypatch, clock):
     stop = asyncio.Event()
     task = asyncio.create_task(adapter.run(stop))
     await asyncio.wait_for(discord_fake.identified.wait(), 10)
-    await discord_fake.wait_for(lambda: adapter.client.is_ready())
+    # discord.py reports "ready" 2 s after the last guild arrives; events flow as soon as it is cached.
+    await discord_fake.wait_for(lambda: adapter.client.get_guild(int(discord_fake.guild_id)))
     yield runtime
     stop.set()
     await asyncio.wait_for(task, 10)
@@ -78,3 +79,219 @@ async def test_a_mention_in_a_channel_is_answered(bot, discord_fake, llm):
     assert [b["label"] for b in reply.buttons()] == ["🔄 Regenerate"]
     assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "Ann: hello there"}
     assert any(r[1].endswith("typing") for r in discord_fake.requests)
+
+
+async def test_commands_are_synced_at_start_up(bot, discord_fake):
+    names = {c["name"]: c for c in discord_fake.commands}
+    assert set(names) == {"memory", "link", "forgetme", "Remember this"}
+    subcommands = {o["name"]: o for o in names["memory"]["options"]}
+    assert set(subcommands) == {"view", "add", "edit", "delete", "pin", "unpin", "clear", "summary", "rebuild",
+                                "learning", "generate", "save", "why", "export"}
+    add_options = {o["name"]: o for o in subcommands["add"]["options"]}
+    assert [c["value"] for c in add_options["scope"]["choices"]] == ["character", "global"]
+    assert set(add_options) == {"text", "scope", "pin"}
+    assert {o["name"] for o in subcommands["edit"]["options"]} == {"id", "text"}
+    assert {o["name"] for o in subcommands["learning"]["options"]} == {"state"}
+    assert {o["name"] for o in subcommands["generate"]["options"]} == {"description"}
+    assert {o["name"] for o in subcommands["save"]["options"]} == {"n"}
+    assert names["Remember this"]["type"] == 3  # a message context menu
+
+
+async def test_a_message_not_addressed_to_the_bot_is_ignored(bot, discord_fake, llm):
+    await discord_fake.say(discord_fake.channel_id, ANN, "just talking to friends")
+    await asyncio.sleep(0.4)
+    assert discord_fake.in_channel(discord_fake.channel_id) == [] and llm.requests == []
+
+
+async def test_every_message_in_an_always_on_channel_is_answered(bot, discord_fake, llm):
+    await discord_fake.say(discord_fake.always_on_id, ANN, "no mention needed here")
+    reply, = await bot_reply(discord_fake, discord_fake.always_on_id)
+    assert reply.content == "Okay."
+
+
+async def test_a_dm_is_answered(bot, discord_fake, llm):
+    llm.add(text("Just us here."))
+    await discord_fake.say(ANN_DM, ANN, "hi in private", guild=False)
+    reply, = await bot_reply(discord_fake, ANN_DM)
+    assert reply.content == "Just us here."
+    assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "hi in private"}
+
+
+async def test_a_reply_to_the_bot_is_answered(bot, discord_fake, llm):
+    await discord_fake.say(discord_fake.channel_id, ANN, "first", mention_bot=True)
+    first, = await bot_reply(discord_fake, discord_fake.channel_id)
+    await discord_fake.say(discord_fake.channel_id, ANN, "answering you", reply_to=first)
+    await bot_reply(discord_fake, discord_fake.channel_id, count=2)
+    assert llm.requests[-1]["messages"][-1]["content"] == "Ann: answering you"
+
+
+async def test_a_thread_is_its_own_conversation_and_inherits_always_on(bot, discord_fake, llm):
+    thread = discord_fake.thread(discord_fake.always_on_id)
+    await discord_fake.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
+    await discord_fake.say(discord_fake.always_on_id, ANN, "in the channel: the password is swordfish")
+    await bot_reply(discord_fake, discord_fake.always_on_id)
+    await discord_fake.say(thread["id"], ANN, "in the thread, no mention")
+    await bot_reply(discord_fake, thread["id"])
+    thread_prompt = llm.prompt_text()
+    assert "in the thread, no mention" in thread_prompt and "swordfish" not in thread_prompt
+
+
+async def test_memory_add_view_pin_and_clear_with_both_confirmations(bot, discord_fake):
+    channel = discord_fake.channel_id
+    added = await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "add",
+                                                                text="I am allergic to peanuts"))
+    assert added.ephemeral and added.content.startswith("Saved #1")
+    await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "add", text="My sister is Kari",
+                                                        scope="global", pin=True))
+    view = await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "view"))
+    assert view.ephemeral
+    assert "📌 #2 · global · recent — My sister is Kari" in view.content
+    deferral = discord_fake.callbacks[-1]
+    assert deferral["type"] == 5 and deferral["data"]["flags"] == 64  # deferred, ephemeral
+
+    await discord_fake.click(ANN, view, "Pin #1")
+    await discord_fake.wait_for(lambda: "Pinned #1" in view.content)
+    assert view.content.count("📌") == 2
+
+    await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "add", text="I live in Bergen"))
+    clear = await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "clear"))
+    assert "Delete all 1 unpinned character memory?" in clear.content
+    await discord_fake.click(ANN, clear, "Delete 1")
+    await discord_fake.wait_for(lambda: "protected from the AI" in clear.content)
+    await discord_fake.click(ANN, clear, "Delete pinned too")
+    await discord_fake.wait_for(lambda: "Deleted 1 pinned character memory." in clear.content)
+    left = await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "view"))
+    assert "My sister is Kari" in left.content and "peanuts" not in left.content  # global scope untouched
+
+
+async def test_bad_input_to_a_slash_command_gets_a_clear_private_answer(bot, discord_fake):
+    result = await answer(discord_fake, await discord_fake.slash(ANN, discord_fake.channel_id, "memory", "add",
+                                                                 text="x" * 501))
+    assert result.ephemeral and "501 characters" in result.content and "at most 500" in result.content
+    missing = await answer(discord_fake, await discord_fake.slash(ANN, discord_fake.channel_id, "memory", "delete",
+                                                                  id=4242))
+    assert missing.content == "There is no memory #4242."
+
+
+async def test_remember_this_on_a_message_saves_it_pinned(bot, discord_fake, llm):
+    llm.add(text("A lighthouse needs a keeper."))
+    await discord_fake.say(discord_fake.channel_id, ANN, "why are you here?", mention_bot=True)
+    reply, = await bot_reply(discord_fake, discord_fake.channel_id)
+    target = discord_fake.message_payload(reply.channel_id, discord_fake.bot, reply.content, message_id=reply.id)
+    picked = await answer(discord_fake, await discord_fake.context_menu(ANN, target))
+    assert picked.ephemeral and "> Mira: A lighthouse needs a keeper." in picked.content
+    await discord_fake.click(ANN, picked, "Use as-is")
+    await discord_fake.wait_for(lambda: "(pinned)" in picked.content)
+    assert "📌" in (await answer(discord_fake, await discord_fake.slash(ANN, reply.channel_id, "memory", "view"))).content
+
+
+async def test_regenerate_pressed_by_the_right_and_by_the_wrong_person(bot, discord_fake, llm):
+    llm.add(text("First answer."), text("Second answer."))
+    await discord_fake.say(discord_fake.channel_id, ANN, "tell me about the storm", mention_bot=True)
+    reply, = await bot_reply(discord_fake, discord_fake.channel_id)
+    await discord_fake.click(BOB, reply, "🔄 Regenerate")
+    refused = await discord_fake.wait_for(lambda: [c for c in discord_fake.callbacks if c["type"] == 4])
+    assert refused[0]["data"]["content"] == "Only the person this reply answered can regenerate it."
+    assert refused[0]["data"]["flags"] == 64
+    assert reply.content == "First answer."
+
+    await discord_fake.click(ANN, reply, "🔄 Regenerate")
+    await discord_fake.wait_for(lambda: reply.content == "Second answer.")
+    assert [m.content for m in discord_fake.in_channel(discord_fake.channel_id)
+            if m.author_id == discord_fake.app_id and not m.ephemeral] == ["Second answer."]
+
+
+async def test_the_button_is_removed_from_older_replies(bot, discord_fake, llm):
+    await discord_fake.say(discord_fake.channel_id, ANN, "one", mention_bot=True)
+    first, = await bot_reply(discord_fake, discord_fake.channel_id)
+    await discord_fake.say(discord_fake.channel_id, ANN, "two", mention_bot=True)
+    first, second = await bot_reply(discord_fake, discord_fake.channel_id, count=2)
+    assert first.buttons() == [] and [b["label"] for b in second.buttons()] == ["🔄 Regenerate"]
+
+
+async def test_a_5000_character_reply_with_a_code_block_is_split_with_balanced_fences(bot, discord_fake, llm):
+    code = "\n".join(f"    print('line {i}')" for i in range(230))
+    long_reply = "Here is the script:\n\n```python\n" + code + "\n```\n\nThat is all. " + "Bye. " * 40
+    assert len(long_reply) > 5_000
+    llm.add(text(long_reply))
+    await discord_fake.say(discord_fake.channel_id, ANN, "write me a script", mention_bot=True)
+    chunks = await bot_reply(discord_fake, discord_fake.channel_id, count=3)
+    assert len(chunks) >= 3
+    assert all(len(c.content) <= 2_000 and open_fence(c.content) is None for c in chunks)
+    assert [b["label"] for b in chunks[-1].buttons()] == ["🔄 Regenerate"]
+
+
+async def test_model_output_can_never_ping_anyone(bot, discord_fake, llm):
+    llm.add(text("Hey @everyone and @here, <@&1> and <@2>!"))
+    await discord_fake.say(discord_fake.channel_id, ANN, "say hi to all", mention_bot=True)
+    await bot_reply(discord_fake, discord_fake.channel_id)
+    sent = [body for method, path, body in discord_fake.requests
+            if path.endswith("/messages") or "/messages/" in path]
+    assert sent and all(body.get("allowed_mentions", {}).get("parse") == [] for body in sent if "content" in body)
+    assert all(not body.get("allowed_mentions", {}).get("users") and not body.get("allowed_mentions", {}).get("roles")
+               for body in sent)
+
+
+async def test_anns_memories_never_reach_bobs_prompt_nor_any_public_message(bot, discord_fake, llm):
+    channel = discord_fake.channel_id
+    await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "add",
+                                                        text="Ann's secret: she fears the dark", pin=True))
+    llm.add(text("Hello, Ann."), text("Hello, Bob."))
+    await discord_fake.say(channel, ANN, "hello!", mention_bot=True)
+    await bot_reply(discord_fake, channel)
+    assert "fears the dark" in llm.prompt_text()
+    await discord_fake.say(channel, BOB, "what do you know about Ann?", mention_bot=True)
+    await bot_reply(discord_fake, channel, count=2)
+    assert "fears the dark" not in llm.prompt_text()
+    await answer(discord_fake, await discord_fake.slash(BOB, channel, "memory", "view"))
+    public = [m.content for m in discord_fake.messages if not m.ephemeral]
+    assert not any("fears the dark" in c for c in public)
+    bobs = [m.content for m in discord_fake.messages if m.interaction_token and any(
+        i["token"] == m.interaction_token for i in discord_fake.interactions[-1:])]
+    assert not any("fears the dark" in c for c in bobs)
+
+
+async def test_editing_and_deleting_a_message_updates_the_store(bot, discord_fake, llm):
+    original = await discord_fake.say(ANN_DM, ANN, "I live in Bergen", guild=False)
+    await bot_reply(discord_fake, ANN_DM)
+    await discord_fake.edit(original, "I live in Oslo")
+    doomed = await discord_fake.say(ANN_DM, ANN, "my PIN is 1234", guild=False)
+    await bot_reply(discord_fake, ANN_DM, count=2)
+    await discord_fake.delete(doomed)
+    await asyncio.sleep(0.3)
+    await discord_fake.say(ANN_DM, ANN, "where do I live?", guild=False)
+    await bot_reply(discord_fake, ANN_DM, count=3)
+    prompt = llm.prompt_text()
+    assert "I live in Oslo" in prompt and "Bergen" not in prompt and "1234" not in prompt
+
+
+async def test_memory_export_is_an_attached_json_file(bot, discord_fake):
+    channel = discord_fake.channel_id
+    await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "add", text="I collect sea glass"))
+    exported = await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "export"))
+    assert exported.ephemeral
+    data = json.loads(exported.attachments[0]["data"])
+    assert data["memories"][0]["content"] == "I collect sea glass"
+
+
+async def test_a_summary_entry_is_edited_in_a_modal(bot, discord_fake, llm):
+    runtime = bot
+    conversation = (await runtime.store.conversation("discord", ANN_DM, None,
+                                                     runtime.turns.character("Mira").id, False)).id
+    entry = await runtime.store.write_summary(conversation, 0, "recent", "- Ann said hello.", 5, 2, 2, [])
+    summary = await answer(discord_fake, await discord_fake.slash(ANN, ANN_DM, "memory", "summary", guild=False))
+    assert "- Ann said hello." in summary.content
+    await discord_fake.click(ANN, summary, f"Edit S{entry.id}", guild=False)
+    modal = (await discord_fake.wait_for(lambda: [c for c in discord_fake.callbacks if c["type"] == 9]))[0]
+    await discord_fake.submit_modal(ANN, modal["data"], "Ann and Mira agreed to meet at 9.", ANN_DM, guild=False)
+    await discord_fake.wait_for(lambda: any("now reads as you wrote it" in m.content for m in discord_fake.messages))
+    assert (await runtime.store.summaries(conversation))[0].content == "Ann and Mira agreed to meet at 9."
+
+
+async def test_the_character_saving_a_memory_from_a_discord_message(bot, discord_fake, llm):
+    llm.add(tool_calls(("save_memory", {"content": "Ann works night shifts"})), text("Noted, night owl."))
+    await discord_fake.say(ANN_DM, ANN, "I work night shifts", guild=False)
+    reply, = await bot_reply(discord_fake, ANN_DM)
+    assert reply.content == "Noted, night owl."
+    view = await answer(discord_fake, await discord_fake.slash(ANN, ANN_DM, "memory", "view", guild=False))
+    assert "Ann works night shifts" in view.content
