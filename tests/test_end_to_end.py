@@ -91,3 +91,68 @@ async def test_memories_survive_a_restart_of_the_bot_process(tmp_path, llm):
             assert telegram.token not in log and "sk-test-not-a-real-key" not in log
     finally:
         await telegram.stop()
+
+
+SITECUSTOMIZE = '''
+import os
+if os.environ.get("KEEPSAKE_TEST_DISCORD_BASE"):
+    import discord, yarl
+    base = os.environ["KEEPSAKE_TEST_DISCORD_BASE"]
+    discord.http.Route.BASE = base + "/api/v10"
+    discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(base.replace("http", "ws") + "/gateway")
+'''
+
+
+@pytest.mark.timeout(120)
+async def test_a_fact_pinned_on_discord_is_used_in_telegram_after_link(tmp_path, llm):
+    from tests.fakes.discord_server import FakeDiscord
+
+    telegram, discord_fake = FakeTelegram(), FakeDiscord()
+    await telegram.start()
+    await discord_fake.start()
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    config = tmp_path / "config.toml"
+    config.write_text(open(write_config(tmp_path, llm, telegram)).read() +
+                      'discord_token_env = "MIRA_DISCORD_TOKEN"\n')
+    env = {**os.environ, "PYTHONPATH": f"{hooks}:{ROOT}", "MIRA_TELEGRAM_TOKEN": telegram.token,
+           "MIRA_DISCORD_TOKEN": "discord-e2e-token-456", API_KEY_ENV: "sk-test-not-a-real-key",
+           "KEEPSAKE_TEST_DISCORD_BASE": discord_fake.base}
+    bot = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "--config", str(config), cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        await asyncio.wait_for(discord_fake.identified.wait(), 30)
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
+        await asyncio.sleep(0.3)  # the guild reaches the client's cache
+
+        ann_discord = FakeDiscord.user("900000000000000001", "Ann")
+
+        async def discord_answer(interaction):
+            found = await discord_fake.wait_for(
+                lambda: [m for m in discord_fake.for_interaction(interaction) if m.content], timeout=30)
+            return found[-1].content
+
+        pinned = await discord_answer(await discord_fake.slash(
+            ann_discord, discord_fake.channel_id, "memory", "add", text="I am allergic to peanuts", pin=True))
+        assert pinned.startswith("Saved #1 (pinned)")
+        code = (await discord_answer(await discord_fake.slash(ann_discord, discord_fake.channel_id, "link")))
+        code = code.split("Your link code is ")[1].split(".")[0]
+
+        ann_user, ann_dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
+        asked = telegram.send(ann_dm, ann_user, f"/link {code}")
+        linked = await telegram.wait_for(
+            lambda: [m for m in telegram.bot_messages(ANN) if m.message_id > asked], timeout=30)
+        assert linked[0].text.startswith("Linked: discord, telegram")
+
+        llm.add(text("No peanuts, Ann — not even a little."))
+        asked = telegram.send(ann_dm, ann_user, "what should I never eat?")
+        assert (await answer(telegram, asked)).text == "No peanuts, Ann — not even a little."
+        assert '"I am allergic to peanuts"' in llm.prompt_text()
+    finally:
+        err = await stop_bot(bot)
+        await telegram.stop()
+        await discord_fake.stop()
+    assert "discord-e2e-token-456" not in err and telegram.token not in err
