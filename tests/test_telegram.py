@@ -297,3 +297,12 @@ async def test_streaming_shows_at_most_about_one_edit_a_second():
     await asyncio.sleep(1.05)
     await stream("x" * 60)
     assert shown == ["x", "x" * 60]
+
+
+async def test_a_forum_topic_is_its_own_conversation(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann", GROUP)
+    await ann.reply_to(ann.say("@mira_bot in the general chat: the password is swordfish"))
+    asked = ann.say("@mira_bot hello from the topic", thread_id=77)
+    reply, = await ann.reply_to(asked)
+    assert reply.thread_id == 77
+    assert "hello from the topic" in llm.prompt_text() and "swordfish" not in llm.prompt_text()
