@@ -9,7 +9,7 @@ import logging
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from bot.characters import CharacterRuntime, load_character
 from bot.commands import MemoryCommands
@@ -64,7 +64,8 @@ class Runtime:
         await self.store.close()
 
 
-async def build_runtime(config: Config, clock: Callable[[], float] = time.time) -> Runtime:
+async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
+                        llm_http_client: Any = None) -> Runtime:
     # Characters load first: a malformed card stops start-up before anything is opened.
     loaded = [(c.name, load_character(c)) for c in config.characters]
     store = SQLiteStore(config.storage.path, clock=clock)
@@ -78,7 +79,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time) 
         character_id = await store.ensure_character(name)
         prompt_tokens = counter.count(system_prompt(character, "someone", tools=True))
         characters[name] = CharacterRuntime(character, character_id, prompt_tokens)
-    llm = LLMClient(config.llm)
+    llm = LLMClient(config.llm, http_client=llm_http_client)
     window = config.llm.context_window
     turns = TurnHandler(store, llm, counter, characters, window, clock=clock)
     by_id = {rt.id: rt for rt in characters.values()}

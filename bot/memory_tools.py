@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from bot.saved_memories import CAPS, MAX_MEMORY_CHARS, memory_text_error
 from bot.tokens import TokenCounter
@@ -95,12 +95,12 @@ class MemoryTools:
     """Runs one turn's tool calls against the speaker's memories."""
 
     def __init__(self, store: Store, counter: TokenCounter, person_id: int, character_id: int,
-                 turn_id: int):
+                 turn: Callable[[], Awaitable[int]]):
         self.store = store
         self.counter = counter
         self.person_id = person_id
         self.character_id = character_id
-        self.turn_id = turn_id
+        self.turn = turn  # the turn's id, its row created on the first write to journal
 
     async def run(self, name: str, raw_arguments: str | None) -> str:
         try:
@@ -140,7 +140,7 @@ class MemoryTools:
         try:
             row = await self.store.add_memory(
                 self.person_id, self.character_id, scope, content, self.counter.count(content),
-                pinned=False, source="ai", caps=CAPS, turn_id=self.turn_id,
+                pinned=False, source="ai", caps=CAPS, turn_id=await self.turn(),
             )
         except CapReached as full:
             return _result(error=f"the person's {scope} memories are full ({full.limit}); "
@@ -157,7 +157,7 @@ class MemoryTools:
         try:
             row = await self.store.update_memory(
                 self.person_id, self.character_id, memory_id, content, self.counter.count(content),
-                turn_id=self.turn_id,
+                turn_id=await self.turn(),
             )
         except PinnedMemory:
             return _result(error=f"#{memory_id} is pinned by the person; only they can change it")
@@ -171,7 +171,7 @@ class MemoryTools:
             return _result(error="id must be a memory number such as 12")
         try:
             row = await self.store.delete_memory(
-                self.person_id, self.character_id, memory_id, turn_id=self.turn_id
+                self.person_id, self.character_id, memory_id, turn_id=await self.turn()
             )
         except PinnedMemory:
             return _result(error=f"#{memory_id} is pinned by the person; only they can delete it")

@@ -14,6 +14,7 @@ Every count in the receipt comes from token counts stored on write: nothing is r
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -83,11 +84,18 @@ def system_prompt(character: Character, user: str, tools: bool) -> str:
     return f"{main}\n\n{guidance}"
 
 
+@functools.lru_cache(maxsize=8192)
+def quoted(content: str) -> str:
+    """A memory's text JSON-quoted, so it cannot break out of its line (cached: it is sent
+    every turn, unchanged)."""
+    return json.dumps(content, ensure_ascii=False)
+
+
 def memory_line(memory, now: float) -> str:
     marks = [memory.scope] + (["pinned"] if memory.pinned else []) + (
         ["recent"] if is_recent(memory, now) else []
     )
-    return f"#{memory.id} ({', '.join(marks)}): {json.dumps(memory.content, ensure_ascii=False)}"
+    return f"#{memory.id} ({', '.join(marks)}): {quoted(memory.content)}"
 
 
 def build_prompt(

@@ -116,8 +116,7 @@ class TurnHandler:
             conversation.id, person_id, message.speaker_name, text, tokens, message.platform_message_id
         )
         async with self.locks.hold(conversation.id):
-            turn_id = await self.store.begin_turn(conversation.id, person_id, user_row.id)
-            return await self._answer(runtime, conversation, person_id, user_row, turn_id, on_text)
+            return await self._answer(runtime, conversation, person_id, user_row, None, on_text)
 
     async def regenerate(
         self, key: ConversationKey, presser: Identity, turn_id: int, on_text: TextSink | None = None
@@ -153,9 +152,22 @@ class TurnHandler:
         conversation: ConversationRow,
         person_id: int,
         user_row: MessageRow,
-        turn_id: int,
+        turn_id: int | None,
         on_text: TextSink | None,
     ) -> Reply:
+        """Answer `user_row`. `turn_id` is None for a new turn: its row is created by the first
+        memory write (the journal needs it) or else with the reply, sparing a round-trip."""
+        turn: dict[str, int | None] = {"id": turn_id}
+
+        async def turn_row() -> int:
+            if turn["id"] is None:
+                turn["id"] = await self.store.begin_turn(conversation.id, person_id, user_row.id)
+            return turn["id"]
+
+        async def fail() -> None:
+            if turn["id"] is not None:
+                await self.store.fail_turn(turn["id"])
+
         try:
             learning = await self.store.learning_enabled(person_id, runtime.id)
             memories = await memories_for_prompt(self.store, person_id, runtime.id) if learning else None
@@ -173,23 +185,24 @@ class TurnHandler:
                 tools=tools_on,
                 now=self.clock(),
             )
-            tools = MemoryTools(self.store, self.counter, person_id, runtime.id, turn_id)
+            tools = MemoryTools(self.store, self.counter, person_id, runtime.id, turn_row)
             completion = await self._complete_with_tools(prompt.messages, tools_on, tools, on_text)
             text = completion.text.strip()
             if not text:
                 raise LLMError("the model sent an empty answer")
         except LLMError as failure:
-            log.warning("turn %d in conversation %d failed: %s", turn_id, conversation.id, failure)
-            await asyncio.shield(self.store.fail_turn(turn_id))
+            log.warning("a turn in conversation %d failed: %s", conversation.id, failure)
+            await asyncio.shield(fail())
             return Reply(LLM_FAILED.format(reason=failure), is_error=True, conversation_id=conversation.id)
         except BaseException:
-            await asyncio.shield(self.store.fail_turn(turn_id))
+            await asyncio.shield(fail())
             raise
         receipt = prompt.receipt | {
             "at": self.clock(),
             "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
         }
-        await self.store.finish_turn(turn_id, runtime.character.name, text, self.counter.count(text), receipt)
+        turn_id = await self.store.finish_turn(turn["id"], user_row, person_id, runtime.character.name, text,
+                                               self.counter.count(text), receipt)
         regenerate = Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))
         return Reply(text, turn_id=turn_id, conversation_id=conversation.id, buttons=[[regenerate]])
 

@@ -198,10 +198,11 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def finish_turn(
-        self, turn_id: int, speaker_name: str, content: str, tokens: int, receipt: dict[str, Any]
-    ) -> MessageRow:
-        """Store the reply and the receipt in one transaction; a regenerated turn's old reply
-        is replaced."""
+        self, turn_id: int | None, user_message: MessageRow, person_id: int, speaker_name: str,
+        content: str, tokens: int, receipt: dict[str, Any],
+    ) -> int:
+        """Store the reply and the receipt in one transaction, and return the turn's id. A turn
+        without a row yet (it ran no tool) gets it now; a regenerated turn replaces the old reply."""
 
     @abc.abstractmethod
     async def fail_turn(self, turn_id: int) -> None:

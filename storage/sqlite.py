@@ -60,6 +60,35 @@ def _turn(row: Any) -> TurnRow:
     return TurnRow(row[0], row[1], row[2], row[3], row[4], row[5], receipt, row[7])
 
 
+class _ReadCache:
+    """Cached reads of what every turn needs and rarely changes: saved memories, summaries, the
+    Learn-from-chat switch. Each write transaction names what it touches and empties that part
+    when it ends; a read stores its result only if no such write ended while it ran."""
+
+    KINDS = ("memories", "summaries", "learning")
+
+    def __init__(self) -> None:
+        self.versions = dict.fromkeys(self.KINDS, 0)
+        self.entries: dict[str, dict[Any, Any]] = {kind: {} for kind in self.KINDS}
+
+    def invalidate(self, kinds: tuple[str, ...]) -> None:
+        for kind in kinds:
+            self.versions[kind] += 1
+            self.entries[kind].clear()
+
+    async def read(self, kind: str, key: Any, load) -> Any:
+        if key in self.entries[kind]:
+            return self.entries[kind][key]
+        version = self.versions[kind]
+        value = await load()
+        if self.versions[kind] == version:
+            self.entries[kind][key] = value
+        return value
+
+
+ALL = _ReadCache.KINDS
+
+
 def _summary(row: Any) -> SummaryRow:
     return SummaryRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]))
 
@@ -75,6 +104,11 @@ class SQLiteStore(Store):
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
+        # Lookups every turn makes, cached: only this store's own writes change them
+        # (link merges identities, forgetting or removing a character drops conversations).
+        self._persons: dict[tuple[str, str], int] = {}
+        self._conversations: dict[tuple, ConversationRow] = {}
+        self._cache = _ReadCache()
 
     # -- lifecycle -------------------------------------------------------------------------
     async def open(self) -> None:
@@ -106,8 +140,9 @@ class SQLiteStore(Store):
         self._reader = self._writer = None
 
     @asynccontextmanager
-    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction at a time; rolled back on any error."""
+    async def _write(self, *touches: str) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction at a time; rolled back on any error. `touches` names the
+        cached reads it changes ("memories", "summaries", "learning")."""
         assert self._writer is not None, "store is not open"
         async with self._write_lock:
             db = self._writer
@@ -117,30 +152,51 @@ class SQLiteStore(Store):
             except BaseException:
                 await db.execute("ROLLBACK")
                 raise
+            finally:
+                self._cache.invalidate(touches)
             await db.execute("COMMIT")
+            self._cache.invalidate(touches)
 
+    # Every call to aiosqlite is a round-trip to its thread, so reads fetch in one
+    # (execute_fetchall) and single-statement writes skip BEGIN/COMMIT (each is atomic anyway).
     async def _one(self, sql: str, params: tuple = ()) -> Any:
         assert self._reader is not None, "store is not open"
-        async with self._reader.execute(sql, params) as cursor:
-            return await cursor.fetchone()
+        rows = await self._reader.execute_fetchall(sql, params)
+        return rows[0] if rows else None
 
     async def _all(self, sql: str, params: tuple = ()) -> list[Any]:
         assert self._reader is not None, "store is not open"
-        async with self._reader.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        return list(await self._reader.execute_fetchall(sql, params))
 
     @staticmethod
     async def _fetch_one(db: aiosqlite.Connection, sql: str, params: tuple = ()) -> Any:
-        async with db.execute(sql, params) as cursor:
-            return await cursor.fetchone()
+        rows = await db.execute_fetchall(sql, params)
+        return rows[0] if rows else None
 
     @staticmethod
     async def _fetch_all(db: aiosqlite.Connection, sql: str, params: tuple = ()) -> list[Any]:
-        async with db.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        return list(await db.execute_fetchall(sql, params))
+
+    async def _single(self, sql: str, params: tuple = ()) -> aiosqlite.Cursor:
+        """One write statement, atomic on its own: no BEGIN/COMMIT round-trips."""
+        assert self._writer is not None, "store is not open"
+        async with self._write_lock:
+            return await self._writer.execute(sql, params)
 
     # -- people and characters -------------------------------------------------------------
+    def _forget_cached(self) -> None:
+        self._persons.clear()
+        self._conversations.clear()
+
     async def person_for_identity(self, platform: str, user_id: str) -> int:
+        cached = self._persons.get((platform, user_id))
+        if cached is not None:
+            return cached
+        person_id = await self._person_for_identity(platform, user_id)
+        self._persons[(platform, user_id)] = person_id
+        return person_id
+
+    async def _person_for_identity(self, platform: str, user_id: str) -> int:
         row = await self._one(
             "SELECT person_id FROM identities WHERE platform = ? AND user_id = ?", (platform, user_id)
         )
@@ -180,7 +236,7 @@ class SQLiteStore(Store):
             return row[0]
 
     async def remove_character(self, name: str, pinned_cap: int) -> int | None:
-        async with self._write() as db:
+        async with self._write(*ALL) as db:
             row = await self._fetch_one(db, "SELECT id FROM characters WHERE name = ?", (name,))
             if row is None:
                 return None
@@ -206,6 +262,7 @@ class SQLiteStore(Store):
             )
             moved = cursor.rowcount
             await db.execute("DELETE FROM characters WHERE id = ?", (character_id,))
+            self._forget_cached()
             return moved
 
     # -- conversations and messages ----------------------------------------------------------
@@ -213,6 +270,9 @@ class SQLiteStore(Store):
         self, platform: str, chat_id: str, thread_id: str | None, character_id: int, is_shared: bool
     ) -> ConversationRow:
         key = (platform, chat_id, thread_id or "", character_id)
+        cached = self._conversations.get(key)
+        if cached is not None:
+            return cached
         sql = (
             "SELECT id, platform, chat_id, thread_id, character_id, is_shared FROM conversations "
             "WHERE platform = ? AND chat_id = ? AND thread_id = ? AND character_id = ?"
@@ -226,7 +286,8 @@ class SQLiteStore(Store):
                     (*key, int(is_shared), self.clock()),
                 )
                 row = await self._fetch_one(db, sql, key)
-        return ConversationRow(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+        self._conversations[key] = ConversationRow(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+        return self._conversations[key]
 
     async def conversation_by_id(self, conversation_id: int) -> ConversationRow | None:
         row = await self._one(
@@ -240,14 +301,14 @@ class SQLiteStore(Store):
         tokens: int, platform_message_id: str | None,
     ) -> MessageRow:
         now = self.clock()
-        async with self._write() as db:
-            cursor = await db.execute(
-                "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, "
-                "tokens, platform_message_id, created_at) VALUES (?, 0, 'user', ?, ?, ?, ?, ?, ?)",
-                (conversation_id, person_id, speaker_name, content, tokens, platform_message_id, now),
-            )
-            message_id = cursor.lastrowid
-            await db.execute("UPDATE messages SET pos = ? WHERE id = ?", (2 * message_id, message_id))
+        # The next rowid and its pos (2 × id) in one atomic statement.
+        cursor = await self._single(
+            "INSERT INTO messages (id, conversation_id, pos, role, person_id, speaker_name, content, "
+            "tokens, platform_message_id, created_at) SELECT next, ?, 2 * next, 'user', ?, ?, ?, ?, ?, ? "
+            "FROM (SELECT COALESCE(MAX(id), 0) + 1 AS next FROM messages)",
+            (conversation_id, person_id, speaker_name, content, tokens, platform_message_id, now),
+        )
+        message_id = cursor.lastrowid
         return MessageRow(message_id, conversation_id, 2 * message_id, "user", person_id,
                           speaker_name, content, tokens, platform_message_id, now)
 
@@ -290,47 +351,49 @@ class SQLiteStore(Store):
 
     # -- turns -----------------------------------------------------------------------------
     async def begin_turn(self, conversation_id: int, person_id: int, user_message_id: int) -> int:
-        async with self._write() as db:
-            cursor = await db.execute(
-                "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at) "
-                "VALUES (?, ?, ?, 'running', ?)",
-                (conversation_id, person_id, user_message_id, self.clock()),
-            )
-            return cursor.lastrowid
+        cursor = await self._single(
+            "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at) "
+            "VALUES (?, ?, ?, 'running', ?)",
+            (conversation_id, person_id, user_message_id, self.clock()),
+        )
+        return cursor.lastrowid
 
     async def finish_turn(
-        self, turn_id: int, speaker_name: str, content: str, tokens: int, receipt: dict[str, Any]
-    ) -> MessageRow:
+        self, turn_id: int | None, user_message: MessageRow, person_id: int, speaker_name: str,
+        content: str, tokens: int, receipt: dict[str, Any],
+    ) -> int:
         now = self.clock()
+        conversation_id, pos = user_message.conversation_id, user_message.pos + 1
         async with self._write() as db:
-            conversation_id, user_message_id = await self._fetch_one(
-                db, "SELECT conversation_id, user_message_id FROM turns WHERE id = ?", (turn_id,)
-            )
-            # A regenerated turn replaces the reply it was pressed on.
-            replaced = await self._fetch_all(
-                db, "SELECT id, reply_message_id FROM turns WHERE user_message_id = ? AND status = 'done'",
-                (user_message_id,),
-            )
-            for old_turn, old_reply in replaced:
-                await db.execute("UPDATE turns SET status = 'replaced' WHERE id = ?", (old_turn,))
-                if old_reply is not None:
-                    await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
-            pos = 2 * user_message_id + 1
+            if turn_id is not None:  # a tool or regenerated turn: its row exists; replace an old reply
+                for old_turn, old_reply in await self._fetch_all(
+                    db, "SELECT id, reply_message_id FROM turns WHERE user_message_id = ? AND status = 'done'",
+                    (user_message.id,),
+                ):
+                    await db.execute("UPDATE turns SET status = 'replaced' WHERE id = ?", (old_turn,))
+                    if old_reply is not None:
+                        await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
             cursor = await db.execute(
                 "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, "
                 "tokens, created_at) VALUES (?, ?, 'assistant', NULL, ?, ?, ?, ?)",
                 (conversation_id, pos, speaker_name, content, tokens, now),
             )
             reply_id = cursor.lastrowid
+            if turn_id is None:  # a plain turn gets its row only now, with its reply
+                cursor = await db.execute(
+                    "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, "
+                    "receipt, created_at) VALUES (?, ?, ?, ?, 'done', ?, ?)",
+                    (conversation_id, person_id, user_message.id, reply_id, json.dumps(receipt), now),
+                )
+                return cursor.lastrowid
             await db.execute(
                 "UPDATE turns SET status = 'done', reply_message_id = ?, receipt = ? WHERE id = ?",
                 (reply_id, json.dumps(receipt), turn_id),
             )
-        return MessageRow(reply_id, conversation_id, pos, "assistant", None, speaker_name,
-                          content, tokens, None, now)
+            return turn_id
 
     async def fail_turn(self, turn_id: int) -> None:
-        async with self._write() as db:
+        async with self._write("memories") as db:
             await self._undo_journal(db, turn_id)
             await db.execute("UPDATE turns SET status = 'failed' WHERE id = ?", (turn_id,))
 
@@ -353,7 +416,7 @@ class SQLiteStore(Store):
         return _turn(row) if row else None
 
     async def begin_regenerate(self, turn_id: int) -> int:
-        async with self._write() as db:
+        async with self._write("memories") as db:
             conversation_id, person_id, user_message_id = await self._fetch_one(
                 db, "SELECT conversation_id, person_id, user_message_id FROM turns WHERE id = ?",
                 (turn_id,),
@@ -367,7 +430,7 @@ class SQLiteStore(Store):
             return cursor.lastrowid
 
     async def recover_interrupted_turns(self) -> int:
-        async with self._write() as db:
+        async with self._write("memories") as db:
             running = await self._fetch_all(db, "SELECT id FROM turns WHERE status = 'running'")
             for (turn_id,) in running:
                 await self._undo_journal(db, turn_id)
@@ -419,20 +482,21 @@ class SQLiteStore(Store):
     async def memories_in_play(
         self, person_id: int, character_id: int, unpinned_limit: int
     ) -> MemoriesInPlay:
-        pinned = await self._all(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = ? AND pinned = 1 "
-            "AND (character_id = ? OR character_id IS NULL) ORDER BY updated_at DESC, id DESC",
-            (person_id, character_id),
+        return await self._cache.read("memories", (person_id, character_id, unpinned_limit),
+                                      lambda: self._memories_in_play(person_id, character_id, unpinned_limit))
+
+    async def _memories_in_play(self, person_id: int, character_id: int, unpinned_limit: int) -> MemoriesInPlay:
+        part = (f"SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = ? "
+                "AND character_id IS ? AND pinned = ? ORDER BY updated_at DESC, id DESC LIMIT ?)")
+        rows = await self._all(
+            " UNION ALL ".join([part] * 4),
+            (person_id, character_id, 1, -1, person_id, None, 1, -1,
+             person_id, character_id, 0, unpinned_limit, person_id, None, 0, unpinned_limit),
         )
-        unpinned: dict[str, list[MemoryRow]] = {}
-        for scope in (CHARACTER, GLOBAL):
-            rows = await self._all(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = ? AND character_id IS ? "
-                "AND pinned = 0 ORDER BY updated_at DESC, id DESC LIMIT ?",
-                (person_id, _scope_character(scope, character_id), unpinned_limit),
-            )
-            unpinned[scope] = [_memory(r) for r in rows]
-        return MemoriesInPlay(pinned=[_memory(r) for r in pinned], unpinned=unpinned)
+        memories = [_memory(r) for r in rows]
+        pinned = sorted((m for m in memories if m.pinned), key=lambda m: (m.updated_at, m.id), reverse=True)
+        unpinned = {scope: [m for m in memories if not m.pinned and m.scope == scope] for scope in (CHARACTER, GLOBAL)}
+        return MemoriesInPlay(pinned=pinned, unpinned=unpinned)
 
     @staticmethod
     def _visible(scope: str | None) -> str:
@@ -486,7 +550,7 @@ class SQLiteStore(Store):
         character = _scope_character(scope, character_id)
         limit = caps.pinned if pinned else caps.unpinned
         now = self.clock()
-        async with self._write() as db:
+        async with self._write("memories") as db:
             count = await self._count(db, person_id, character, pinned)
             if count >= limit:
                 raise CapReached("pinned" if pinned else "unpinned", limit, scope, count)
@@ -504,7 +568,7 @@ class SQLiteStore(Store):
         turn_id: int | None = None,
     ) -> MemoryRow | None:
         now = self.clock()
-        async with self._write() as db:
+        async with self._write("memories") as db:
             before = await self._get_for_write(db, person_id, character_id, memory_id)
             if before is None:
                 return None
@@ -521,7 +585,7 @@ class SQLiteStore(Store):
     async def delete_memory(
         self, person_id: int, character_id: int, memory_id: int, turn_id: int | None = None
     ) -> MemoryRow | None:
-        async with self._write() as db:
+        async with self._write("memories") as db:
             before = await self._get_for_write(db, person_id, character_id, memory_id)
             if before is None:
                 return None
@@ -534,7 +598,7 @@ class SQLiteStore(Store):
     async def set_pinned(
         self, person_id: int, character_id: int, memory_id: int, pinned: bool, caps: MemoryCaps
     ) -> MemoryRow | None:
-        async with self._write() as db:
+        async with self._write("memories") as db:
             row = await self._get_for_write(db, person_id, character_id, memory_id)
             if row is None:
                 return None
@@ -555,7 +619,7 @@ class SQLiteStore(Store):
         return count
 
     async def clear_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int:
-        async with self._write() as db:
+        async with self._write("memories") as db:
             cursor = await db.execute(
                 "DELETE FROM memories WHERE person_id = ? AND character_id IS ? AND pinned = ?",
                 (person_id, _scope_character(scope, character_id), int(pinned)),
@@ -593,14 +657,16 @@ class SQLiteStore(Store):
 
     # -- settings, linking, forgetting -----------------------------------------------------
     async def learning_enabled(self, person_id: int, character_id: int) -> bool:
-        row = await self._one(
-            "SELECT learn FROM person_settings WHERE person_id = ? AND character_id = ?",
-            (person_id, character_id),
-        )
-        return True if row is None else bool(row[0])
+        async def load() -> bool:
+            row = await self._one(
+                "SELECT learn FROM person_settings WHERE person_id = ? AND character_id = ?",
+                (person_id, character_id),
+            )
+            return True if row is None else bool(row[0])
+        return await self._cache.read("learning", (person_id, character_id), load)
 
     async def set_learning(self, person_id: int, character_id: int, enabled: bool) -> None:
-        async with self._write() as db:
+        async with self._write("learning") as db:
             await db.execute(
                 "INSERT INTO person_settings (person_id, character_id, learn) VALUES (?, ?, ?) "
                 "ON CONFLICT (person_id, character_id) DO UPDATE SET learn = excluded.learn",
@@ -623,7 +689,7 @@ class SQLiteStore(Store):
         return row[0] if row else None
 
     async def merge_persons(self, keep: int, absorb: int, caps: MemoryCaps) -> MergeReport:
-        async with self._write() as db:
+        async with self._write(*ALL) as db:
             scopes = await self._fetch_all(
                 db, "SELECT DISTINCT character_id FROM memories WHERE person_id IN (?, ?)", (keep, absorb)
             )
@@ -656,10 +722,11 @@ class SQLiteStore(Store):
             )
             await db.execute("DELETE FROM persons WHERE id = ?", (absorb,))
             await db.execute("DELETE FROM link_codes WHERE person_id = ?", (keep,))
+            self._forget_cached()
             return MergeReport(unpinned_pins=len(to_unpin))
 
     async def forget_person(self, person_id: int) -> None:
-        async with self._write() as db:
+        async with self._write(*ALL) as db:
             # One-to-one conversations are all about the person: they go whole.
             await db.execute(
                 "DELETE FROM conversations WHERE is_shared = 0 AND id IN "
@@ -672,6 +739,7 @@ class SQLiteStore(Store):
             )
             await db.execute("DELETE FROM messages WHERE person_id = ?", (person_id,))
             await db.execute("DELETE FROM persons WHERE id = ?", (person_id,))
+            self._forget_cached()
 
     # -- the conversation summary ----------------------------------------------------------
     async def summary_state(self, conversation_id: int) -> SummaryState:
@@ -682,6 +750,12 @@ class SQLiteStore(Store):
         return SummaryState(*row)
 
     async def summaries(self, conversation_id: int, generation: int | None = None) -> list[SummaryRow]:
+        if generation is None:  # the live summary: read every turn, cached
+            return await self._cache.read("summaries", conversation_id,
+                                          lambda: self._summaries(conversation_id, None))
+        return await self._summaries(conversation_id, generation)
+
+    async def _summaries(self, conversation_id: int, generation: int | None) -> list[SummaryRow]:
         if generation is None:
             generation_sql, params = "(SELECT summary_generation FROM conversations WHERE id = ?)", (conversation_id,)
         else:
@@ -715,7 +789,7 @@ class SQLiteStore(Store):
         first_pos: int, last_pos: int, replaces: list[int], covered_pos: int | None = None,
         edited: bool = False,
     ) -> SummaryRow:
-        async with self._write() as db:
+        async with self._write("summaries") as db:
             cursor = await db.execute(
                 "INSERT INTO summaries (conversation_id, generation, tier, content, tokens, first_pos, "
                 "last_pos, edited, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -739,7 +813,7 @@ class SQLiteStore(Store):
         return SummaryRow(summary_id, conversation_id, tier, content, tokens, first_pos, last_pos, edited)
 
     async def edit_summary(self, conversation_id: int, summary_id: int, content: str, tokens: int) -> bool:
-        async with self._write() as db:
+        async with self._write("summaries") as db:
             cursor = await db.execute(
                 "UPDATE summaries SET content = ?, tokens = ?, edited = 1 WHERE id = ? AND conversation_id = ? "
                 "AND generation = (SELECT summary_generation FROM conversations WHERE id = ?)",
@@ -809,7 +883,7 @@ class SQLiteStore(Store):
             await db.execute("DELETE FROM rebuilds WHERE conversation_id = ?", (conversation_id,))
 
     async def finish_rebuild(self, conversation_id: int) -> None:
-        async with self._write() as db:
+        async with self._write("summaries") as db:
             generation, progress = await self._fetch_one(
                 db, "SELECT generation, progress_pos FROM rebuilds WHERE conversation_id = ?", (conversation_id,)
             )
@@ -898,7 +972,7 @@ class SQLiteStore(Store):
             await self._reader.backup(destination)
 
     async def purge_messages(self, older_than: float) -> int:
-        async with self._write() as db:
+        async with self._write(*ALL) as db:
             cursor = await db.execute(
                 "DELETE FROM messages WHERE created_at < ? AND pos <= "
                 "(SELECT summarized_pos FROM conversations c WHERE c.id = messages.conversation_id) "

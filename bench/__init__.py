@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print their figures (`python -m bench.<name>`); see docs/benchmarks.md."""

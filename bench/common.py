@@ -1,0 +1,123 @@
+"""What the benchmarks share: an instant, in-process OpenAI-compatible LLM (the real `openai`
+client over httpx2's MockTransport, no sockets), a runtime in a temporary folder, seeding helpers
+and percentiles."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx2
+
+from bot.app import Runtime, build_runtime
+from bot.config import parse_config
+from bot.saved_memories import CAPS
+from bot.tokens import TokenCounter
+
+API_KEY_ENV = "KEEPSAKE_BENCH_API_KEY"
+SUMMARY_OPENINGS = ("You keep the memory of a conversation", "You keep the long-term memory")
+_NAMED = re.compile(r"\d|(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
+
+
+def kind_of(body: dict) -> str:
+    system = body["messages"][0]["content"] if body["messages"] else ""
+    return "summary" if system.startswith(SUMMARY_OPENINGS) else "reply"
+
+
+def extractive_summary(source: str) -> str:
+    """Deterministic and extractive: keep the lines that carry a name or a number (what the
+    summary prompt asks to keep exactly), plus [verbatim] lines; drop small talk."""
+    kept: list[str] = []
+    for line in source.splitlines():
+        line = line.strip()
+        if not line or line == "---":
+            continue
+        body = line.split(": ", 1)[-1] if not line.startswith("- ") else line[2:]
+        if (line.startswith("[verbatim]") or _NAMED.search(body)) and line not in kept:
+            kept.append(line if line.startswith(("- ", "[verbatim]")) else f"- {line}")
+    return "\n".join(kept) or "- (small talk)"
+
+
+class InstantLLM:
+    """Answers at once. Counts the tokens of every call, by kind (reply or summary)."""
+
+    def __init__(self, reply: str = "Okay, noted.", count_tokens: bool = False):
+        self.reply = reply
+        self.counter = TokenCounter("gpt-4o-mini") if count_tokens else None
+        self.tokens = {"reply": 0, "summary": 0}
+        self.calls = {"reply": 0, "summary": 0}
+        self.last_reply_prompt: list[dict] = []
+
+    def http_client(self) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(transport=httpx2.MockTransport(self._handle))
+
+    def _handle(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        kind = kind_of(body)
+        content = extractive_summary(body["messages"][-1]["content"]) if kind == "summary" else self.reply
+        if kind == "reply":
+            self.last_reply_prompt = body["messages"]
+        prompt_tokens = completion_tokens = 0
+        if self.counter is not None:  # the model's own work: only where a benchmark needs the figure
+            prompt_tokens = sum(self.counter.count(str(m.get("content") or "")) + 4 for m in body["messages"])
+            completion_tokens = self.counter.count(content)
+        self.tokens[kind] += prompt_tokens + completion_tokens
+        self.calls[kind] += 1
+        return httpx2.Response(200, json={
+            "id": "bench", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }, headers={"content-type": "application/json"})
+
+
+async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float] = time.time,
+                        **llm_options: Any) -> Runtime:
+    os.environ.setdefault(API_KEY_ENV, "sk-bench")
+    raw = {
+        "llm": {"base_url": "http://llm.invalid/v1", "api_key_env": API_KEY_ENV, "model": "gpt-4o-mini",
+                "context_window": 128_000, "max_retries": 0, "tools": "off", **llm_options},
+        "storage": {"path": str(folder / "bench.sqlite3")},
+        "characters": [{"name": "Mira", "persona": "You are Mira, a kind lighthouse keeper on a northern island."}],
+    }
+    return await build_runtime(parse_config(raw, folder), clock=clock, llm_http_client=llm.http_client())
+
+
+async def fill_memories(runtime: Runtime, person_id: int) -> None:
+    """240 saved memories: 100 unpinned + 20 pinned in both scopes."""
+    character = runtime.turns.character("Mira").id
+    for scope in ("character", "global"):
+        for i in range(120):
+            text = f"{scope} fact {i}: something that stays true about this person for weeks"
+            await runtime.store.add_memory(person_id, character, scope, text, runtime.counter.count(text),
+                                           pinned=i >= 100, source="person", caps=CAPS)
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+        cpu = model
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, {platform.system()}"
+
+
+def temp_folder() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="keepsake-bench-")
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)

@@ -1,0 +1,70 @@
+"""Benchmark 1 — turn overhead: everything a turn costs except the LLM's own time.
+
+The LLM answers at once (in process, through the real openai client). The conversation holds
+1k, 10k and 100k stored messages and the person has 240 saved memories (100 + 20 in both
+scopes). Prints p50 and p99 per turn. Target: p50 ≤ 3 ms, p99 ≤ 15 ms, and flat: the 100k
+figure within 1.5× of the 1k figure.
+
+    python -m bench.turn_overhead [--turns 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+
+from bench.common import InstantLLM, bench_runtime, fill_memories, machine, percentile, temp_folder
+from bot.models import ConversationKey, Identity, IncomingMessage
+
+SIZES = (1_000, 10_000, 100_000)
+
+
+async def measure(turns: int) -> dict[int, tuple[float, float]]:
+    results: dict[int, tuple[float, float]] = {}
+    with temp_folder() as folder:
+        llm = InstantLLM()
+        runtime = await bench_runtime(Path(folder), llm)
+        runtime.turns.after_delivery = None  # background summarizing is benchmark 4, not the turn
+        try:
+            key = ConversationKey("console", "bench", None, "Mira")
+            ann = Identity("console", "ann")
+            person = await runtime.store.person_for_identity("console", "ann")
+            await fill_memories(runtime, person)
+            conversation = await runtime.turns.conversation_for(key, False)
+            stored = 0
+            for size in SIZES:
+                while stored < size:  # a long history, written the way turns write it
+                    line = f"history message {stored}: the sea was calm and the lamp turned all night"
+                    await runtime.store.add_user_message(conversation.id, person, "Ann", line, 16, None)
+                    stored += 1
+                timings = []
+                for i in range(turns + 20):
+                    message = IncomingMessage(key, ann, "Ann", f"turn {i}: how was the night at the lamp?", False)
+                    started = time.perf_counter()
+                    await runtime.turns.handle(message)
+                    if i >= 20:  # warm-up
+                        timings.append((time.perf_counter() - started) * 1000)
+                stored += 2 * (turns + 20)
+                results[size] = (percentile(timings, 50), percentile(timings, 99))
+        finally:
+            await runtime.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=300)
+    args = parser.parse_args()
+    results = asyncio.run(measure(args.turns))
+    print(f"Turn overhead ({args.turns} turns each; {machine()})")
+    print("stored messages | p50 ms | p99 ms")
+    for size, (p50, p99) in results.items():
+        print(f"{size:>15,} | {p50:6.2f} | {p99:6.2f}")
+    flat = results[SIZES[-1]][0] / results[SIZES[0]][0]
+    print(f"p50 at 100k / p50 at 1k: {flat:.2f}x  (targets: p50 <= 3 ms, p99 <= 15 ms, ratio <= 1.5x)")
+
+
+if __name__ == "__main__":
+    main()
