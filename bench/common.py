@@ -54,11 +54,19 @@ class InstantLLM:
         self.tokens = {"reply": 0, "summary": 0}
         self.calls = {"reply": 0, "summary": 0}
         self.last_reply_prompt: list[dict] = []
+        self.own_time_s = 0.0  # the fake model's own work, which a turn's overhead excludes
 
     def http_client(self) -> httpx2.AsyncClient:
         return httpx2.AsyncClient(transport=httpx2.MockTransport(self._handle))
 
     def _handle(self, request: httpx2.Request) -> httpx2.Response:
+        started = time.perf_counter()
+        try:
+            return self._answer(request)
+        finally:
+            self.own_time_s += time.perf_counter() - started
+
+    def _answer(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
         kind = kind_of(body)
         content = extractive_summary(body["messages"][-1]["content"]) if kind == "summary" else self.reply
