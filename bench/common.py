@@ -55,6 +55,11 @@ class InstantLLM:
         self.calls = {"reply": 0, "summary": 0}
         self.last_reply_prompt: list[dict] = []
         self.own_time_s = 0.0  # the fake model's own work, which a turn's overhead excludes
+        self._canned = json.dumps({  # a plain reply, encoded once
+            "id": "bench", "object": "chat.completion", "created": int(time.time()), "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        }).encode()
 
     def http_client(self) -> httpx2.AsyncClient:
         return httpx2.AsyncClient(transport=httpx2.MockTransport(self._handle))
@@ -67,6 +72,8 @@ class InstantLLM:
             self.own_time_s += time.perf_counter() - started
 
     def _answer(self, request: httpx2.Request) -> httpx2.Response:
+        if self.counter is None and not any(o.encode() in request.content for o in SUMMARY_OPENINGS):
+            return httpx2.Response(200, content=self._canned, headers={"content-type": "application/json"})
         body = json.loads(request.content)
         kind = kind_of(body)
         content = extractive_summary(body["messages"][-1]["content"]) if kind == "summary" else self.reply

@@ -79,8 +79,9 @@ class Rebuilds:
                 return
             try:
                 await self.summarizer.consolidate(conversation_id, row.generation)
-                while await self.summarizer.step(conversation_id, row.generation, threshold=True):
-                    pass
+                covered: int | None = row.progress_pos
+                while covered is not None:
+                    covered = await self.summarizer.step(conversation_id, row.generation, covered)
             except LLMError as failure:
                 log.warning("rebuild of conversation %d failed: %s", conversation_id, failure)
                 await self.store.set_rebuild_status(conversation_id, "failed", str(failure))

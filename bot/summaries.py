@@ -85,6 +85,7 @@ class Summarizer:
         self.clock = clock
         self._jobs: dict[int, asyncio.Task] = {}
         self._again: set[int] = set()
+        self._checked: set[int] = set()  # conversations whose tiers were consolidated since start
 
     # -- scheduling ------------------------------------------------------------------------
     def schedule(self, conversation_id: int) -> None:
@@ -125,14 +126,19 @@ class Summarizer:
     # -- the work --------------------------------------------------------------------------
     async def summarize(self, conversation_id: int) -> None:
         """Bring the live summary up to date. On a model failure, keep everything pending and
-        set the conversation up for a retry with backoff."""
-        if await self.store.rebuild(conversation_id) is not None:
-            return  # new messages wait until the rebuild ends
+        set the conversation up for a retry with backoff. Runs after every delivered reply, so
+        the usual "nothing due yet" answer costs three reads."""
         state = await self.store.summary_state(conversation_id)
+        if state.rebuilding:
+            return  # new messages wait until the rebuild ends
         try:
-            await self.consolidate(conversation_id, state.generation)
-            while await self.step(conversation_id, state.generation, threshold=True):
-                pass
+            if state.failures or conversation_id not in self._checked:
+                # a retry, or a summary this process has not seen: finish any merge left undone
+                await self.consolidate(conversation_id, state.generation)
+                self._checked.add(conversation_id)
+            covered: int | None = state.summarized_pos
+            while covered is not None:
+                covered = await self.step(conversation_id, state.generation, covered)
         except LLMError as failure:
             failures = state.failures + 1
             delay = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** (failures - 1))
@@ -149,19 +155,13 @@ class Summarizer:
         window = live_window(newest_first, self.context_window)
         return window[0].pos if window else END
 
-    async def covered_pos(self, conversation_id: int, generation: int) -> int:
-        rebuild = await self.store.rebuild(conversation_id)
-        if rebuild is not None and rebuild.generation == generation:
-            return rebuild.progress_pos
-        return (await self.store.summary_state(conversation_id)).summarized_pos
-
-    async def step(self, conversation_id: int, generation: int, threshold: bool) -> bool:
-        """Summarize one batch of pending messages into a Recent summary; False if none was due."""
-        covered = await self.covered_pos(conversation_id, generation)
+    async def step(self, conversation_id: int, generation: int, covered: int) -> int | None:
+        """If a batch is due after position `covered`, summarize it into a Recent summary of
+        `generation` and return the new covered position; else None."""
         before = await self.window_start(conversation_id)
         count, tokens = await self.store.count_messages_between(conversation_id, covered, before)
-        if count == 0 or (threshold and not batch_is_due(count, tokens)):
-            return False
+        if count == 0 or not batch_is_due(count, tokens):
+            return None
         pending = await self.store.messages_between(conversation_id, covered, before, BATCH_MAX_MESSAGES)
         batch = take_batch(pending)
         text = await self._write("recent", conversation_id, [transcript(batch)], BATCH_PROMPT)
@@ -170,7 +170,7 @@ class Summarizer:
             batch[0].pos, batch[-1].pos, replaces=[], covered_pos=batch[-1].pos,
         )
         await self.consolidate(conversation_id, generation)
-        return True
+        return batch[-1].pos
 
     async def consolidate(self, conversation_id: int, generation: int) -> None:
         """4 Recent → 1 Merged; 4 Merged → folded into Long-term; compact Long-term over 110 %."""

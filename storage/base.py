@@ -107,6 +107,7 @@ class SummaryState:
     generation: int
     failures: int
     retry_at: float | None
+    rebuilding: bool = False  # a rebuild (running or stopped) exists: new messages wait
 
 
 @dataclass(frozen=True)

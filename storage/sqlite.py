@@ -89,6 +89,25 @@ class _ReadCache:
 ALL = _ReadCache.KINDS
 
 
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return f"CAST(X'{value.encode('utf-8').hex()}' AS TEXT)"
+    raise TypeError(f"no SQL literal for {type(value).__name__}")
+
+
+def _inline(sql: str, params: tuple) -> str:
+    """`sql` with each ? replaced by its parameter as a literal (see SQLiteStore._script)."""
+    pieces = sql.split("?")
+    assert len(pieces) == len(params) + 1, "one parameter per placeholder"
+    return pieces[0] + "".join(_literal(v) + piece for v, piece in zip(params, pieces[1:]))
+
+
 def _summary(row: Any) -> SummaryRow:
     return SummaryRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]))
 
@@ -176,6 +195,25 @@ class SQLiteStore(Store):
     @staticmethod
     async def _fetch_all(db: aiosqlite.Connection, sql: str, params: tuple = ()) -> list[Any]:
         return list(await db.execute_fetchall(sql, params))
+
+    async def _script(self, statements: list[tuple[str, tuple]], *touches: str) -> int:
+        """A whole write transaction in one round-trip to aiosqlite's thread: the statements run
+        as one script between BEGIN IMMEDIATE and COMMIT. Scripts take no parameters, so values
+        are inlined as literals — numbers as numbers, text as hex (CAST(X'…' AS TEXT)), which no
+        value can break out of. Returns the rowid of the last INSERT."""
+        assert self._writer is not None, "store is not open"
+        body = "\n".join(_inline(sql, params) + ";" for sql, params in statements)
+        async with self._write_lock:
+            try:
+                await self._writer.executescript(f"BEGIN IMMEDIATE;\n{body}\nCOMMIT;")
+            except BaseException:
+                if self._writer.in_transaction:
+                    await self._writer.execute("ROLLBACK")
+                raise
+            finally:
+                self._cache.invalidate(touches)
+            (rowid,) = (await self._writer.execute_fetchall("SELECT last_insert_rowid()"))[0]
+            return rowid
 
     async def _single(self, sql: str, params: tuple = ()) -> aiosqlite.Cursor:
         """One write statement, atomic on its own: no BEGIN/COMMIT round-trips."""
@@ -364,28 +402,29 @@ class SQLiteStore(Store):
     ) -> int:
         now = self.clock()
         conversation_id, pos = user_message.conversation_id, user_message.pos + 1
-        async with self._write() as db:
-            if turn_id is not None:  # a tool or regenerated turn: its row exists; replace an old reply
-                for old_turn, old_reply in await self._fetch_all(
-                    db, "SELECT id, reply_message_id FROM turns WHERE user_message_id = ? AND status = 'done'",
-                    (user_message.id,),
-                ):
-                    await db.execute("UPDATE turns SET status = 'replaced' WHERE id = ?", (old_turn,))
-                    if old_reply is not None:
-                        await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
+        if turn_id is None:  # a plain turn (no tool ran): its row comes with its reply, in one trip
+            return await self._script([
+                ("INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
+                 "created_at) VALUES (?, ?, 'assistant', NULL, ?, ?, ?, ?)",
+                 (conversation_id, pos, speaker_name, content, tokens, now)),
+                ("INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, "
+                 "receipt, created_at) VALUES (?, ?, ?, last_insert_rowid(), 'done', ?, ?)",
+                 (conversation_id, person_id, user_message.id, json.dumps(receipt), now)),
+            ])
+        async with self._write() as db:  # a tool or regenerated turn: its row exists
+            for old_turn, old_reply in await self._fetch_all(  # a regenerated turn replaces the old reply
+                db, "SELECT id, reply_message_id FROM turns WHERE user_message_id = ? AND status = 'done'",
+                (user_message.id,),
+            ):
+                await db.execute("UPDATE turns SET status = 'replaced' WHERE id = ?", (old_turn,))
+                if old_reply is not None:
+                    await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
             cursor = await db.execute(
                 "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, "
                 "tokens, created_at) VALUES (?, ?, 'assistant', NULL, ?, ?, ?, ?)",
                 (conversation_id, pos, speaker_name, content, tokens, now),
             )
             reply_id = cursor.lastrowid
-            if turn_id is None:  # a plain turn gets its row only now, with its reply
-                cursor = await db.execute(
-                    "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, "
-                    "receipt, created_at) VALUES (?, ?, ?, ?, 'done', ?, ?)",
-                    (conversation_id, person_id, user_message.id, reply_id, json.dumps(receipt), now),
-                )
-                return cursor.lastrowid
             await db.execute(
                 "UPDATE turns SET status = 'done', reply_message_id = ?, receipt = ? WHERE id = ?",
                 (reply_id, json.dumps(receipt), turn_id),
@@ -744,10 +783,11 @@ class SQLiteStore(Store):
     # -- the conversation summary ----------------------------------------------------------
     async def summary_state(self, conversation_id: int) -> SummaryState:
         row = await self._one(
-            "SELECT summarized_pos, summary_generation, summary_failures, summary_retry_at "
-            "FROM conversations WHERE id = ?", (conversation_id,),
+            "SELECT summarized_pos, summary_generation, summary_failures, summary_retry_at, "
+            "EXISTS (SELECT 1 FROM rebuilds WHERE conversation_id = c.id) FROM conversations c WHERE id = ?",
+            (conversation_id,),
         )
-        return SummaryState(*row)
+        return SummaryState(row[0], row[1], row[2], row[3], bool(row[4]))
 
     async def summaries(self, conversation_id: int, generation: int | None = None) -> list[SummaryRow]:
         if generation is None:  # the live summary: read every turn, cached

@@ -4,6 +4,7 @@ from bot.tokens import OFFLINE_FALLBACK, TokenCounter
 from bot.window import live_window, window_token_budget
 from storage.base import MessageRow
 from tests.conftest import Chat
+from tests.fakes.llm_server import text
 
 
 def rows(count: int, tokens: int) -> list[MessageRow]:
@@ -68,3 +69,15 @@ async def test_window_sent_to_the_model_is_the_last_50_messages(runtime, llm):
     assert chat[-1] == {"role": "user", "content": "message number 29"}
     assert chat[:2] == [{"role": "assistant", "content": "Okay."},
                         {"role": "user", "content": "message number 5"}]
+
+
+async def test_text_written_in_one_trip_is_stored_exactly(runtime, llm):
+    """A plain turn's reply is written by a script with inlined literals: any text survives."""
+    ann = Chat(runtime)
+    nasty = "It's 'quoted' \"twice\"; DROP TABLE messages; -- ? ?\n\x00 emoji 🌊 and \\ backslash"
+    llm.add(text(nasty))
+    reply = await ann.say("tricky?")
+    conversation = await runtime.turns.conversation_for(ann.key, False)
+    stored = await runtime.store.recent_messages(conversation.id, 10**9, 1)
+    assert stored[0].content == nasty.strip() == reply.text
+    assert (await runtime.store.turn(reply.turn_id)).receipt["window_messages"] == 1
