@@ -19,6 +19,7 @@ from bench.common import InstantLLM, bench_runtime, fill_memories, machine, perc
 from bot.models import ConversationKey, Identity, IncomingMessage
 
 SIZES = (1_000, 10_000, 100_000)
+WARM_UP = 100  # turns not measured at each size: a bot process is long-lived
 
 
 async def measure(turns: int) -> dict[int, tuple[float, float, float, float]]:
@@ -40,16 +41,16 @@ async def measure(turns: int) -> dict[int, tuple[float, float, float, float]]:
                     await runtime.store.add_user_message(conversation.id, person, "Ann", line, 16, None)
                     stored += 1
                 timings, overheads = [], []
-                for i in range(turns + 20):
+                for i in range(turns + WARM_UP):
                     message = IncomingMessage(key, ann, "Ann", f"turn {i}: how was the night at the lamp?", False)
                     model_before = llm.own_time_s
                     started = time.perf_counter()
                     await runtime.turns.handle(message)
                     elapsed = time.perf_counter() - started
-                    if i >= 20:  # warm-up
+                    if i >= WARM_UP:
                         timings.append(elapsed * 1000)
                         overheads.append((elapsed - (llm.own_time_s - model_before)) * 1000)
-                stored += 2 * (turns + 20)
+                stored += 2 * (turns + WARM_UP)
                 results[size] = (percentile(overheads, 50), percentile(overheads, 99),
                                  percentile(timings, 50), percentile(timings, 99))
         finally:
