@@ -32,7 +32,7 @@ from bot.summary_prompts import (
     transcript,
 )
 from bot.tokens import TokenCounter
-from bot.window import WINDOW_MAX_MESSAGES, live_window
+from bot.window import WINDOW_MAX_MESSAGES, live_window, take_within
 from storage.base import MessageRow, Store, SummaryRow
 
 log = logging.getLogger(__name__)
@@ -57,14 +57,7 @@ def batch_is_due(pending_messages: int, pending_tokens: int) -> bool:
 
 def take_batch(pending_oldest_first: list[MessageRow]) -> list[MessageRow]:
     """The oldest pending messages, at most 40 messages / 6,000 tokens (always at least one)."""
-    batch: list[MessageRow] = []
-    tokens = 0
-    for message in pending_oldest_first[:BATCH_MAX_MESSAGES]:
-        if batch and tokens + message.tokens > BATCH_MAX_TOKENS:
-            break
-        batch.append(message)
-        tokens += message.tokens
-    return batch
+    return take_within(pending_oldest_first, BATCH_MAX_MESSAGES, BATCH_MAX_TOKENS)
 
 
 class Summarizer:

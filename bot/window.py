@@ -18,18 +18,23 @@ def window_token_budget(context_window: int) -> int:
     return min(WINDOW_MAX_TOKENS, int(context_window * WINDOW_CONTEXT_SHARE))
 
 
+def take_within(rows: list[MessageRow], max_messages: int, max_tokens: int) -> list[MessageRow]:
+    """The leading rows that fit in both budgets; the first row is always taken."""
+    kept: list[MessageRow] = []
+    used = 0
+    for row in rows[:max_messages]:
+        if kept and used + row.tokens > max_tokens:
+            break
+        kept.append(row)
+        used += row.tokens
+    return kept
+
+
 def live_window(newest_first: list[MessageRow], context_window: int) -> list[MessageRow]:
     """Cut the newest-first rows (current message first) to the window, oldest first.
 
     Token counts were stored with each message when it was written: nothing is re-tokenized.
     """
-    budget = window_token_budget(context_window)
-    kept: list[MessageRow] = []
-    used = 0
-    for row in newest_first[:WINDOW_MAX_MESSAGES]:
-        if kept and used + row.tokens > budget:
-            break
-        kept.append(row)
-        used += row.tokens
+    kept = take_within(newest_first, WINDOW_MAX_MESSAGES, window_token_budget(context_window))
     kept.reverse()
     return kept

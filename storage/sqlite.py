@@ -573,6 +573,16 @@ class SQLiteStore(Store):
         )
         return _memory(row) if row else None
 
+    async def _changeable(
+        self, db: aiosqlite.Connection, person_id: int, character_id: int, memory_id: int, by_ai: bool
+    ) -> MemoryRow | None:
+        """The memory if it is the person's and in play; the AI (a turn's tool) may not change a
+        pinned one: PinnedMemory."""
+        row = await self._get_for_write(db, person_id, character_id, memory_id)
+        if row is not None and by_ai and row.pinned:
+            raise PinnedMemory(memory_id)
+        return row
+
     async def _count(
         self, db: aiosqlite.Connection, person_id: int, character: int | None, pinned: bool
     ) -> int:
@@ -608,11 +618,9 @@ class SQLiteStore(Store):
     ) -> MemoryRow | None:
         now = self.clock()
         async with self._write("memories") as db:
-            before = await self._get_for_write(db, person_id, character_id, memory_id)
+            before = await self._changeable(db, person_id, character_id, memory_id, by_ai=turn_id is not None)
             if before is None:
                 return None
-            if turn_id is not None and before.pinned:
-                raise PinnedMemory(memory_id)
             await db.execute(
                 "UPDATE memories SET content = ?, tokens = ?, updated_at = ? WHERE id = ?",
                 (content, tokens, now, memory_id),
@@ -625,11 +633,9 @@ class SQLiteStore(Store):
         self, person_id: int, character_id: int, memory_id: int, turn_id: int | None = None
     ) -> MemoryRow | None:
         async with self._write("memories") as db:
-            before = await self._get_for_write(db, person_id, character_id, memory_id)
+            before = await self._changeable(db, person_id, character_id, memory_id, by_ai=turn_id is not None)
             if before is None:
                 return None
-            if turn_id is not None and before.pinned:
-                raise PinnedMemory(memory_id)
             await db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
             await self._journal(db, turn_id, memory_id, "delete", before)
         return before
