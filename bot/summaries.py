@@ -120,7 +120,7 @@ class Summarizer:
     async def summarize(self, conversation_id: int) -> None:
         """Bring the live summary up to date. On a model failure, keep everything pending and
         set the conversation up for a retry with backoff. Runs after every delivered reply, so
-        the usual "nothing due yet" answer costs three reads."""
+        the usual "nothing due yet" answer costs one read (the state is cached)."""
         state = await self.store.summary_state(conversation_id)
         if state.rebuilding:
             return  # new messages wait until the rebuild ends
@@ -142,18 +142,18 @@ class Summarizer:
         if state.failures or state.retry_at is not None:
             await self.store.set_summary_retry(conversation_id, 0, None)
 
-    async def window_start(self, conversation_id: int) -> int:
-        """Position of the oldest message in the conversation's live window now."""
-        newest_first = await self.store.recent_messages(conversation_id, END, WINDOW_MAX_MESSAGES)
-        window = live_window(newest_first, self.context_window)
-        return window[0].pos if window else END
-
     async def step(self, conversation_id: int, generation: int, covered: int) -> int | None:
         """If a batch is due after position `covered`, summarize it into a Recent summary of
-        `generation` and return the new covered position; else None."""
-        before = await self.window_start(conversation_id)
-        count, tokens = await self.store.count_messages_between(conversation_id, covered, before)
-        if count == 0 or not batch_is_due(count, tokens):
+        `generation` and return the new covered position; else None.
+
+        The newest 60 messages (the window's 50 and the batch threshold's 10) always tell whether
+        a batch is due: either they reach back past `covered`, and every pending message is among
+        them, or at least 10 of them lie behind the window."""
+        newest_first = await self.store.recent_messages(conversation_id, END, WINDOW_MAX_MESSAGES + BATCH_MIN_MESSAGES)
+        window = live_window(newest_first[:WINDOW_MAX_MESSAGES], self.context_window)
+        before = window[0].pos if window else END
+        behind = [m for m in newest_first if covered < m.pos < before]
+        if not batch_is_due(len(behind), sum(m.tokens for m in behind)):
             return None
         pending = await self.store.messages_between(conversation_id, covered, before, BATCH_MAX_MESSAGES)
         batch = take_batch(pending)

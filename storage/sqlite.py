@@ -788,6 +788,10 @@ class SQLiteStore(Store):
 
     # -- the conversation summary ----------------------------------------------------------
     async def summary_state(self, conversation_id: int) -> SummaryState:
+        return await self._cache.read("summaries", ("state", conversation_id),
+                                      lambda: self._summary_state(conversation_id))
+
+    async def _summary_state(self, conversation_id: int) -> SummaryState:
         row = await self._one(
             "SELECT summarized_pos, summary_generation, summary_failures, summary_retry_at, "
             "EXISTS (SELECT 1 FROM rebuilds WHERE conversation_id = c.id) FROM conversations c WHERE id = ?",
@@ -868,7 +872,7 @@ class SQLiteStore(Store):
             return cursor.rowcount > 0
 
     async def set_summary_retry(self, conversation_id: int, failures: int, retry_at: float | None) -> None:
-        async with self._write() as db:
+        async with self._write("summaries") as db:
             await db.execute(
                 "UPDATE conversations SET summary_failures = ?, summary_retry_at = ? WHERE id = ?",
                 (failures, retry_at, conversation_id),
@@ -881,7 +885,7 @@ class SQLiteStore(Store):
         return [r[0] for r in rows]
 
     async def start_rebuild(self, conversation_id: int, person_id: int) -> RebuildRow | None:
-        async with self._write() as db:
+        async with self._write("summaries") as db:
             if await self._fetch_one(db, "SELECT 1 FROM rebuilds WHERE conversation_id = ?", (conversation_id,)):
                 return None
             (generation,) = await self._fetch_one(
@@ -907,12 +911,12 @@ class SQLiteStore(Store):
         return [RebuildRow(*r) for r in rows]
 
     async def set_rebuild_status(self, conversation_id: int, status: str, error: str | None = None) -> None:
-        async with self._write() as db:
+        async with self._write("summaries") as db:
             await db.execute("UPDATE rebuilds SET status = ?, error = ? WHERE conversation_id = ?",
                              (status, error, conversation_id))
 
     async def restart_rebuild(self, conversation_id: int) -> None:
-        async with self._write() as db:
+        async with self._write("summaries") as db:
             await db.execute(
                 "DELETE FROM summaries WHERE conversation_id = ? AND generation = "
                 "(SELECT generation FROM rebuilds WHERE conversation_id = ?)", (conversation_id, conversation_id),
@@ -921,7 +925,7 @@ class SQLiteStore(Store):
                              "WHERE conversation_id = ?", (conversation_id,))
 
     async def cancel_rebuild(self, conversation_id: int) -> None:
-        async with self._write() as db:
+        async with self._write("summaries") as db:
             await db.execute(
                 "DELETE FROM summaries WHERE conversation_id = ? AND generation = "
                 "(SELECT generation FROM rebuilds WHERE conversation_id = ?)", (conversation_id, conversation_id),
