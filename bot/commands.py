@@ -26,7 +26,7 @@ from bot.command_base import (
     parse_bool,
     parse_memory_id,
 )
-from bot.models import Attachment, Button, CommandResult
+from bot.models import Attachment, CommandResult
 from bot.saved_memories import (
     CAPS,
     MAX_PINNED_PER_SCOPE,

@@ -5,7 +5,7 @@ import sqlite3
 
 from bot.admin import remove_character
 from bot.saved_memories import CAPS
-from tests.conftest import DAY, Chat
+from tests.conftest import Chat
 
 
 def link_code(result) -> str:

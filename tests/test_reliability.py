@@ -13,7 +13,7 @@ from bot.app import build_runtime
 from bot.logs import RedactingFormatter
 from bot.models import ConversationKey, Identity, IncomingMessage
 from tests.conftest import Chat
-from tests.fakes.llm_server import Step, cut, drop, hang, status, text, tool_calls
+from tests.fakes.llm_server import Step, cut, drop, status, text, tool_calls
 
 LATENCY_SCALE = 1.0 if os.environ.get("KEEPSAKE_FULL_RELIABILITY") else 0.3  # opt-in: the spec's full 0.1–3 s
 

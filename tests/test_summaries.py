@@ -2,7 +2,6 @@
 
 import asyncio
 
-from bot.summaries import END
 from tests.conftest import Chat
 from tests.fakes.llm_server import hang, status, text
 from tests.fakes.summarizer import extractive, kind_of
