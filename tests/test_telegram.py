@@ -306,3 +306,14 @@ async def test_a_forum_topic_is_its_own_conversation(bot, telegram, llm):
     reply, = await ann.reply_to(asked)
     assert reply.thread_id == 77
     assert "hello from the topic" in llm.prompt_text() and "swordfish" not in llm.prompt_text()
+
+
+async def test_a_reply_telegram_still_refuses_to_parse_is_resent_as_plain_text(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("**Bold** claims & <odd> things."))
+    for _ in range(2):  # the streamed preview is refused first, then the formatted final reply
+        telegram.fail_next("sendMessage", status=400, description="Bad Request: can't parse entities: unknown")
+    reply, = await ann.reply_to(ann.say("say something odd"))
+    assert reply.text == "**Bold** claims & <odd> things." and reply.parse_mode is None
+    attempts = [c for c in telegram.calls_to("sendMessage") if "claims" in str(c.get("text"))]
+    assert [a.get("parse_mode") for a in attempts] == [None, "HTML", None]
