@@ -481,7 +481,8 @@ class MemoryCommands:
         )
 
     async def _press_forget(self, ctx, person: Person, verb: str) -> CommandResult:
-        await self.store.forget_person(person.id)
+        for conversation_id in await self.store.forget_person(person.id):
+            await self.summaries.rebuilds.refresh(conversation_id)  # their words leave the summaries too
         return CommandResult("Done. Everything stored about you is deleted.")
 
     async def help(self, ctx: CommandContext, person: Person | None) -> CommandResult:

@@ -45,6 +45,14 @@ class Rebuilds:
             self._launch(conversation_id)
         return row
 
+    async def refresh(self, conversation_id: int) -> None:
+        """Re-summarize from what is stored now (after /forgetme deleted someone's messages):
+        a new rebuild, or the running one started over. Nobody is told."""
+        if await self.store.start_rebuild(conversation_id, None) is None:
+            await self.restart(conversation_id)
+        else:
+            self._launch(conversation_id)
+
     async def resume(self, conversation_id: int) -> None:
         await self.store.set_rebuild_status(conversation_id, "running")
         self._launch(conversation_id)
@@ -98,6 +106,8 @@ class Rebuilds:
             self._tasks.pop(conversation_id, None)
 
     async def _tell(self, conversation_id: int, person_id: int | None, text: str) -> None:
+        if person_id is None:
+            return  # a rebuild nobody asked for (see refresh)
         try:
             await self.notify(conversation_id, person_id, text)
         except Exception:

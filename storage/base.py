@@ -301,9 +301,10 @@ class Store(abc.ABC):
         unpinned (counted in the report)."""
 
     @abc.abstractmethod
-    async def forget_person(self, person_id: int) -> None:
+    async def forget_person(self, person_id: int) -> list[int]:
         """Delete every row about the person: identities, memories, settings, their messages
-        and the replies to them, their turns, and their one-to-one conversations."""
+        and the replies to them, their turns, and their one-to-one conversations. Returns the
+        shared conversations they spoke in, whose summaries still need rebuilding without them."""
 
     # -- the conversation summary (SPEC section 4) ---------------------------------------------
     @abc.abstractmethod
@@ -345,7 +346,7 @@ class Store(abc.ABC):
     async def due_summary_retries(self, now: float) -> list[int]: ...
 
     @abc.abstractmethod
-    async def start_rebuild(self, conversation_id: int, person_id: int) -> RebuildRow | None:
+    async def start_rebuild(self, conversation_id: int, person_id: int | None) -> RebuildRow | None:
         """A new rebuild, or None when one exists for the conversation already."""
 
     @abc.abstractmethod

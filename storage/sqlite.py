@@ -327,8 +327,12 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
             self._forget_cached()
             return MergeReport(unpinned_pins=len(to_unpin))
 
-    async def forget_person(self, person_id: int) -> None:
+    async def forget_person(self, person_id: int) -> list[int]:
         async with self._write(*ALL) as db:
+            shared = [row[0] for row in await self._fetch_all(
+                db, "SELECT DISTINCT m.conversation_id FROM messages m JOIN conversations c "
+                "ON c.id = m.conversation_id WHERE m.person_id = ? AND c.is_shared = 1", (person_id,),
+            )]
             # One-to-one conversations are all about the person: they go whole.
             await db.execute(
                 "DELETE FROM conversations WHERE is_shared = 0 AND id IN "
@@ -342,6 +346,7 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
             await db.execute("DELETE FROM messages WHERE person_id = ?", (person_id,))
             await db.execute("DELETE FROM persons WHERE id = ?", (person_id,))
             self._forget_cached()
+        return shared
 
     # -- maintenance -----------------------------------------------------------------------
     async def get_meta(self, key: str) -> str | None:

@@ -116,7 +116,7 @@ class SQLiteSummaries(SQLiteBase):
         )
         return [r[0] for r in rows]
 
-    async def start_rebuild(self, conversation_id: int, person_id: int) -> RebuildRow | None:
+    async def start_rebuild(self, conversation_id: int, person_id: int | None) -> RebuildRow | None:
         async with self._write("summaries") as db:
             if await self._fetch_one(db, "SELECT 1 FROM rebuilds WHERE conversation_id = ?", (conversation_id,)):
                 return None

@@ -78,17 +78,21 @@ async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, 
     await ann_in_group.say("Ann in the group")
     await bob_in_group.say("Bob in the group")
     ann_id = await ann.person_id()
+    group = (await runtime.turns.conversation_for(ann_in_group.key, True)).id
+    await runtime.store.write_summary(group, 0, "recent", "- Ann said: Ann in the group.", 9, 2, 2, [])
 
     question = await ann.memory("/forgetme")
     assert "cannot be undone" in question.text
     done = await ann.press(question.buttons[0][0].action)
     assert "Everything stored about you is deleted" in done.text
+    await runtime.rebuilds.idle()  # the group's summary is rebuilt without Ann's messages
 
     db = sqlite3.connect(runtime.config.storage.path)
     assert db.execute("SELECT COUNT(*) FROM persons WHERE id = ?", (ann_id,)).fetchone()[0] == 0
     for table in ("identities", "memories", "person_settings", "link_codes", "turns"):
         assert db.execute(f"SELECT COUNT(*) FROM {table} WHERE person_id = ?", (ann_id,)).fetchone()[0] == 0
-    everything = "\n".join(r[0] for r in db.execute("SELECT content FROM messages"))
+    everything = "\n".join(r[0] for r in db.execute("SELECT content FROM messages UNION ALL "
+                                                      "SELECT content FROM summaries"))
     assert "Ann" not in everything and "a private chat" not in everything
     assert "Bob in the group" in everything  # other people's messages stay
     assert db.execute("SELECT COUNT(*) FROM conversations WHERE chat_id = 'dm-ann'").fetchone()[0] == 0
