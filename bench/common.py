@@ -8,7 +8,6 @@ import json
 import os
 import platform
 import re
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -133,6 +132,3 @@ def machine() -> str:
 def temp_folder() -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix="keepsake-bench-")
 
-
-def median(values: list[float]) -> float:
-    return statistics.median(values)

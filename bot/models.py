@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PLATFORMS = ("discord", "telegram", "console")
-
-
 @dataclass(frozen=True)
 class Identity:
     """One platform account: `discord:<user id>`, `telegram:<user id>`, `console:<name>`."""
@@ -55,7 +52,6 @@ class Button:
 class Attachment:
     filename: str
     data: bytes
-    mime_type: str = "application/json"
 
 
 @dataclass

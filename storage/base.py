@@ -242,10 +242,6 @@ class Store(abc.ABC):
         most recently updated; and the total count."""
 
     @abc.abstractmethod
-    async def get_memory(self, person_id: int, character_id: int, memory_id: int) -> MemoryRow | None:
-        """The memory only if it is the person's and in a scope of this character."""
-
-    @abc.abstractmethod
     async def add_memory(
         self, person_id: int, character_id: int, scope: str, content: str, tokens: int,
         pinned: bool, source: str, caps: MemoryCaps, turn_id: int | None = None,

@@ -76,39 +76,33 @@ class SQLiteMemories(SQLiteBase):
         return MemoriesInPlay(pinned=pinned, unpinned=unpinned)
 
     @staticmethod
-    def _visible(scope: str | None) -> str:
+    def _visible(person_id: int, character_id: int, scope: str | None = None) -> tuple[str, tuple]:
+        """WHERE clause and parameters: the person's memories this character can see (both
+        scopes, or only `scope`)."""
         if scope == GLOBAL:
-            return "character_id IS NULL AND ? IS NOT NULL"
+            return "person_id = ? AND character_id IS NULL", (person_id,)
         if scope == CHARACTER:
-            return "character_id = ?"
-        return "(character_id = ? OR character_id IS NULL)"
+            return "person_id = ? AND character_id = ?", (person_id, character_id)
+        return "person_id = ? AND (character_id = ? OR character_id IS NULL)", (person_id, character_id)
 
     async def list_memories(
         self, person_id: int, character_id: int, scope: str | None, offset: int, limit: int
     ) -> tuple[list[MemoryRow], int]:
-        where = f"person_id = ? AND {self._visible(scope)}"
-        (total,) = await self._one(f"SELECT COUNT(*) FROM memories WHERE {where}", (person_id, character_id))
+        where, params = self._visible(person_id, character_id, scope)
+        (total,) = await self._one(f"SELECT COUNT(*) FROM memories WHERE {where}", params)
         rows = await self._all(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} "
             "ORDER BY pinned DESC, updated_at DESC, id DESC LIMIT ? OFFSET ?",
-            (person_id, character_id, limit, offset),
+            (*params, limit, offset),
         )
         return [_memory(r) for r in rows], total
-
-    async def get_memory(self, person_id: int, character_id: int, memory_id: int) -> MemoryRow | None:
-        row = await self._one(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND person_id = ? "
-            f"AND {self._visible(None)}", (memory_id, person_id, character_id),
-        )
-        return _memory(row) if row else None
 
     async def _get_for_write(
         self, db: aiosqlite.Connection, person_id: int, character_id: int, memory_id: int
     ) -> MemoryRow | None:
-        row = await self._fetch_one(
-            db, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND person_id = ? "
-            f"AND {self._visible(None)}", (memory_id, person_id, character_id),
-        )
+        where, params = self._visible(person_id, character_id)
+        row = await self._fetch_one(db, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND {where}",
+                                    (memory_id, *params))
         return _memory(row) if row else None
 
     async def _changeable(

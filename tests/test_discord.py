@@ -16,7 +16,7 @@ from tests.fakes.llm_server import text, tool_calls
 
 ANN = FakeDiscord.user("900000000000000001", "Ann")
 BOB = FakeDiscord.user("900000000000000002", "Bob")
-ANN_DM, BOB_DM = "910000000000000001", "910000000000000002"
+ANN_DM = "910000000000000001"
 
 
 @pytest.fixture

@@ -94,9 +94,6 @@ class ScriptedLLM:
         """Every message content of one recorded request, joined."""
         return "\n".join(str(m.get("content") or "") for m in self.requests[index]["messages"])
 
-    def chat_requests(self) -> list[dict[str, Any]]:
-        return self.requests
-
     # -- serving ---------------------------------------------------------------------------
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
