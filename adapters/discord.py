@@ -40,8 +40,6 @@ from storage.base import ConversationRow
 log = logging.getLogger(__name__)
 PLATFORM = "discord"
 LIMIT = 2_000
-REFUSALS = ("That button belongs to someone else.", "That button is no longer valid.",
-            "That form belongs to someone else.", "That form is no longer valid.")
 Scope = Literal["character", "global"]
 
 
@@ -377,7 +375,7 @@ class DiscordAdapter:
         if result.form is not None:
             await interaction.response.send_modal(SummaryModal(self, result.form))
             return
-        if not result.ok and not result.buttons and result.text in REFUSALS:
+        if result.refused:
             await interaction.response.send_message(result.text, ephemeral=True)
             return
         chunks = split_message(result.text, LIMIT)
@@ -392,8 +390,7 @@ class DiscordAdapter:
     async def regenerate(self, interaction: discord.Interaction, turn: str) -> None:
         key, _ = self.key(interaction.channel)
         presser = Identity(PLATFORM, str(interaction.user.id))
-        refusal = "That button is no longer valid." if not turn.isdigit() else \
-            await self.runtime.turns.regenerate_refusal(key, presser, int(turn))
+        refusal = await self.runtime.turns.regenerate_refusal(key, presser, turn)
         if refusal:
             await interaction.response.send_message(refusal, ephemeral=True)
             return

@@ -380,8 +380,7 @@ class TelegramAdapter:
         if origin is not None:  # an answer sent to the DM acts in the group it was asked in
             ctx = CommandContext(origin.conversation, ctx.identity, ctx.display_name, origin.is_shared)
         result = await self.runtime.commands.press(ctx, query.data or "")
-        if not result.ok and not result.buttons and result.text in (
-                "That button belongs to someone else.", "That button is no longer valid."):
+        if result.refused:
             await query.answer(result.text, show_alert=True)
             return
         await query.answer()
@@ -400,8 +399,7 @@ class TelegramAdapter:
         message = query.message
         place = self.place(message)
         presser = Identity(PLATFORM, str(query.from_user.id))
-        refusal = "That button is no longer valid." if not turn.isdigit() else \
-            await self.runtime.turns.regenerate_refusal(self.key(place), presser, int(turn))
+        refusal = await self.runtime.turns.regenerate_refusal(self.key(place), presser, turn)
         if refusal:
             await query.answer(refusal, show_alert=True)
             return

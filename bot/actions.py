@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+STALE_BUTTON = "That button is no longer valid."
+NOT_YOUR_BUTTON = "That button belongs to someone else."
+
+
 @dataclass(frozen=True)
 class Action:
     person_id: int

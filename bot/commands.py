@@ -9,6 +9,7 @@ unknown one: "There is no memory #N."
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import secrets
@@ -16,7 +17,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
 
-from bot.actions import decode_action
+from bot.actions import NOT_YOUR_BUTTON, STALE_BUTTON, decode_action
 from bot.command_base import (
     CommandContext,
     Person,
@@ -68,6 +69,16 @@ HELP = """\
 /forgetme — delete everything stored about you"""
 
 
+def _fits(handler: Callable[..., Any], *args: Any, **options: Any) -> bool:
+    """Whether these arguments fit the handler's signature (checked before calling it, so a
+    TypeError inside a handler is never mistaken for bad input)."""
+    try:
+        inspect.signature(handler).bind(*args, **options)
+    except TypeError:
+        return False
+    return True
+
+
 class MemoryCommands:
     def __init__(self, turns: TurnHandler, rebuilds: Rebuilds, clock: Callable[[], float] = time.time):
         self.turns = turns
@@ -93,19 +104,31 @@ class MemoryCommands:
             "forgetme": self.forgetme,
             "help": self.help,
         }
+        self.presses: dict[str, Callable[..., Awaitable[CommandResult]]] = {
+            **self.summaries.presses,
+            **self.drafts.presses,
+            "view": self._press_view,
+            "pin": self._press_pin,
+            "unpin": self._press_pin,
+            "del": self._press_delete,
+            "clear1": self._press_clear_unpinned,
+            "clear2": self._press_clear_pinned,
+            "forget": self._press_forget,
+            "cancel": self._press_cancel,
+        }
 
     # -- entry points ----------------------------------------------------------------------
     async def run(self, ctx: CommandContext, name: str, options: dict[str, Any] | None = None) -> CommandResult:
         command = self.commands.get((name or "").lower())
         if command is None:
             return CommandResult(f"There is no /memory {name[:40]}. The commands are:\n{HELP}", ok=False)
+        options = {k: v for k, v in (options or {}).items() if v is not None}
+        if not _fits(command, ctx, None, **options):
+            return CommandResult(f"Those options don't fit /memory {name}. The commands are:\n{HELP}", ok=False)
         try:
-            person = await self._person(ctx)
-            return await command(ctx, person, **{k: v for k, v in (options or {}).items() if v is not None})
+            return await command(ctx, await self._person(ctx), **options)
         except UsageError as problem:
             return CommandResult(str(problem), ok=False)
-        except TypeError:
-            return CommandResult(f"Those options don't fit /memory {name}. The commands are:\n{HELP}", ok=False)
 
     async def run_text(self, ctx: CommandContext, text: str) -> CommandResult:
         """`/memory add I love tea`, `/memory pin 12`, `/link ABCD2345`, `/forgetme`."""
@@ -176,41 +199,31 @@ class MemoryCommands:
 
     async def press(self, ctx: CommandContext, data: str) -> CommandResult:
         """A button was pressed. It acts only for the person it was made for."""
+        stale = CommandResult(STALE_BUTTON, ok=False, refused=True)
         action = decode_action(data)
         if action is None:
-            return CommandResult("That button is no longer valid.", ok=False)
+            return stale
         person = await self._person(ctx)
         if action.person_id != person.id:
-            return CommandResult("That button belongs to someone else.", ok=False)
-        handler = {
-            **self.summaries.presses,
-            **self.drafts.presses,
-            "view": self._press_view,
-            "pin": self._press_pin,
-            "unpin": self._press_pin,
-            "del": self._press_delete,
-            "clear1": self._press_clear_unpinned,
-            "clear2": self._press_clear_pinned,
-            "forget": self._press_forget,
-            "cancel": self._press_cancel,
-        }.get(action.verb)
-        if handler is None:
-            return CommandResult("That button is no longer valid.", ok=False)
+            return CommandResult(NOT_YOUR_BUTTON, ok=False, refused=True)
+        handler = self.presses.get(action.verb)
+        if handler is None or not _fits(handler, ctx, person, action.verb, *action.args):
+            return stale
         try:
             return await handler(ctx, person, action.verb, *action.args)
         except UsageError as problem:
             return CommandResult(str(problem), ok=False)
-        except (TypeError, ValueError):  # arguments that do not fit: a forged or stale button
-            return CommandResult("That button is no longer valid.", ok=False)
+        except ValueError:  # a number argument that is not one: a forged button
+            return stale
 
     async def submit(self, ctx: CommandContext, data: str, text: str) -> CommandResult:
         """A form (e.g. a Discord modal) was sent back with the person's text."""
         action = decode_action(data)
         person = await self._person(ctx)
         if action is None or action.verb not in self.summaries.forms or not action.args:
-            return CommandResult("That form is no longer valid.", ok=False)
+            return CommandResult("That form is no longer valid.", ok=False, refused=True)
         if action.person_id != person.id:
-            return CommandResult("That form belongs to someone else.", ok=False)
+            return CommandResult("That form belongs to someone else.", ok=False, refused=True)
         try:
             return await self.summaries.forms[action.verb](ctx, person, None, action.args[0], text)
         except UsageError as problem:

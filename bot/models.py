@@ -86,3 +86,4 @@ class CommandResult:
     attachment: Attachment | None = None
     form: Form | None = None
     ok: bool = True
+    refused: bool = False  # a button or form that is not the presser's, or no longer valid

@@ -20,7 +20,7 @@ from collections import Counter
 from contextlib import asynccontextmanager
 from typing import AsyncIterator, Awaitable, Callable
 
-from bot.actions import encode_action
+from bot.actions import STALE_BUTTON, encode_action
 from bot.characters import CharacterRuntime
 from bot.llm import Completion, LLMClient, LLMError, TextSink
 from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
@@ -135,8 +135,12 @@ class TurnHandler:
             new_turn = await self.store.begin_regenerate(turn_id)
             return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text)
 
-    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn_id: int) -> str | None:
-        """Why this person may not regenerate this reply now, or None if they may."""
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn_id: int | str) -> str | None:
+        """Why this person may not regenerate this reply now, or None if they may. `turn_id`
+        may come straight from a button."""
+        if not str(turn_id).isdigit():
+            return STALE_BUTTON
+        turn_id = int(turn_id)
         person_id = await self.store.person_for_identity(presser.platform, presser.user_id)
         conversation = await self.conversation_for(key, is_shared=False)
         latest = await self.store.latest_turn(conversation.id)
