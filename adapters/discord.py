@@ -103,7 +103,6 @@ class DiscordAdapter:
         self.client.event(self.on_raw_message_edit)
         self.client.event(self.on_raw_message_delete)
         self.client.event(self.on_interaction)
-        runtime.notifiers.append(self.notified)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def setup_hook(self) -> None:
@@ -116,6 +115,10 @@ class DiscordAdapter:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, sharing the event loop with the other adapters."""
+        with self.runtime.listening(self.notified):
+            await self._serve(stop)
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         async with self.client:
             await self.client.login(self.token)
             connection = asyncio.create_task(self.client.connect(reconnect=True))

@@ -22,6 +22,7 @@ import html
 import logging
 import re
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
@@ -59,6 +60,7 @@ PLATFORM = "telegram"
 LIMIT = MessageLimit.MAX_TEXT_LENGTH  # 4,096
 POLL_TIMEOUT_S = 10
 MAX_FLOOD_RETRIES = 3
+ANSWER_ORIGINS_KEPT = 10_000
 COMMANDS = [
     BotCommand("start", "Say hello"),
     BotCommand("memory", "What I remember about you: /memory view, add, pin, clear, …"),
@@ -134,8 +136,7 @@ class TelegramAdapter:
         # newer reply arrives, and a regenerate replaces all of them.
         self.latest_reply: dict[tuple[int, int | None], list[int]] = {}
         # A /memory answer sent to a DM from a group: its buttons act in the group's conversation.
-        self.answer_origin: dict[tuple[int, int], CommandContext] = {}
-        runtime.notifiers.append(self.notified)
+        self.answer_origin: OrderedDict[tuple[int, int], CommandContext] = OrderedDict()
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self) -> Application:
@@ -163,6 +164,10 @@ class TelegramAdapter:
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set: the manual lifecycle, sharing the event loop."""
         application = self.application or self.build()
+        with self.runtime.listening(self.notified):
+            await self._serve(application, stop)
+
+    async def _serve(self, application: Application, stop: asyncio.Event) -> None:
         async with application:
             await application.bot.set_my_commands(COMMANDS)
             await application.start()
@@ -351,11 +356,18 @@ class TelegramAdapter:
             note = OPEN_DM_FIRST.format(name=user.first_name)
             await with_flood_retry(lambda: message.reply_text(note))
             return
-        for m in sent:
-            self.answer_origin[(user.id, m.message_id)] = ctx
+        self.remember_origin(user.id, sent, ctx)
+
+    def remember_origin(self, chat_id: int, sent: list[Message], ctx: CommandContext) -> None:
+        """Buttons on these DM messages act in `ctx`'s conversation; the oldest origins are
+        forgotten past ANSWER_ORIGINS_KEPT (their buttons then act in the DM's conversation)."""
+        for message in sent:
+            self.answer_origin[(chat_id, message.message_id)] = ctx
+        while len(self.answer_origin) > ANSWER_ORIGINS_KEPT:
+            self.answer_origin.popitem(last=False)
 
     async def show_result(self, bot, place: Place, result: CommandResult) -> list[Message]:
-        chunks = split_message(result.text, LIMIT)
+        chunks = split_message(result.text, LIMIT) if result.text.strip() else []
         sent = []
         for i, chunk in enumerate(chunks):
             markup = keyboard(result.buttons) if i == len(chunks) - 1 else None
@@ -387,12 +399,10 @@ class TelegramAdapter:
         chunks = split_message(result.text, LIMIT)
         markup = keyboard(result.buttons) if len(chunks) == 1 else None
         await self.edit(context.bot, message.chat_id, message.message_id, chunks[0], markup, html_mode=False)
-        rest = CommandResult("\n".join(chunks[1:]), result.buttons, result.attachment) if len(chunks) > 1 else \
-            CommandResult("", [], result.attachment)
-        if rest.text or rest.attachment:
+        if len(chunks) > 1 or result.attachment is not None:  # the rest, below the edited message
+            rest = CommandResult("\n".join(chunks[1:]), result.buttons if len(chunks) > 1 else [], result.attachment)
             sent = await self.show_result(context.bot, Place(message.chat_id, None, False), rest)
-            for m in sent:
-                self.answer_origin[(message.chat_id, m.message_id)] = ctx
+            self.remember_origin(message.chat_id, sent, ctx)
 
     async def regenerate(self, update: Update, context: ContextTypes.DEFAULT_TYPE, turn: str) -> None:
         query = update.callback_query

@@ -5,11 +5,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 from bot.characters import CharacterRuntime, load_character
 from bot.commands import MemoryCommands
@@ -51,6 +52,15 @@ class Runtime:
             return
         for notifier in self.notifiers:
             await notifier(conversation, person_id, text)
+
+    @contextlib.contextmanager
+    def listening(self, notifier: Notifier) -> Iterator[None]:
+        """Deliver notifications to `notifier` while the block runs (an adapter's lifetime)."""
+        self.notifiers.append(notifier)
+        try:
+            yield
+        finally:
+            self.notifiers.remove(notifier)
 
     def start(self) -> None:
         """Start the background jobs (inside the running event loop)."""
@@ -162,8 +172,8 @@ async def _supervised(name: str, start: AdapterStarter, runtime: Runtime, stop: 
         except asyncio.CancelledError:
             raise
         except Exception as failure:
-            # The exception text, not its traceback: a library's message never carries the token,
-            # but a traceback's local variables might in a debugger.
+            # Secrets in the text (python-telegram-bot puts the token into InvalidToken's) are
+            # masked by the log formatter; see bot/logs.py.
             log.error("%s stopped: %s: %s; restarting in %.0f s", name, type(failure).__name__, failure, delay)
         try:
             await asyncio.wait_for(stop.wait(), delay)

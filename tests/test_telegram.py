@@ -317,3 +317,15 @@ async def test_a_reply_telegram_still_refuses_to_parse_is_resent_as_plain_text(b
     assert reply.text == "**Bold** claims & <odd> things." and reply.parse_mode is None
     attempts = [c for c in telegram.calls_to("sendMessage") if "claims" in str(c.get("text"))]
     assert [a.get("parse_mode") for a in attempts] == [None, "HTML", None]
+
+
+async def test_an_adapter_run_again_by_its_supervisor_adds_no_second_listener(bot, telegram):
+    runtime = bot
+    assert len(runtime.notifiers) == 1
+    again = TelegramAdapter(runtime, runtime.config.characters[0], telegram.token, telegram.base_url)
+    stop = asyncio.Event()
+    task = asyncio.create_task(again.run(stop))
+    await telegram.wait_for(lambda: len(runtime.notifiers) == 2)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert len(runtime.notifiers) == 1  # the run that ended took its listener with it
