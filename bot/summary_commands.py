@@ -58,7 +58,9 @@ class SummaryCommands:
         if not entries:
             lines.append("(nothing summarized yet: the conversation still fits in the live window)")
         for entry in entries:
-            span = f"messages {entry.first_pos // 2}–{entry.last_pos // 2}"
+            first = await self._number_in_conversation(conversation.id, entry.first_pos)
+            last = await self._number_in_conversation(conversation.id, entry.last_pos)
+            span = f"messages {first}–{last}"
             edited = ", edited by a person" if entry.edited else ""
             lines.append(f"\n[{TIER_TITLES[entry.tier]}] S{entry.id} · {span} · {entry.tokens:,} tokens{edited}")
             lines.append(entry.content)
@@ -71,6 +73,11 @@ class SummaryCommands:
         buttons = [edits[i:i + 5] for i in range(0, min(len(edits), 20), 5)]
         buttons.append([button(person, "Rebuild", "rebuild")])
         return CommandResult("\n".join(lines), buttons=buttons)
+
+    async def _number_in_conversation(self, conversation_id: int, pos: int) -> int:
+        """Which message of this conversation (1 = its first) sits at `pos`."""
+        count, _ = await self.store.count_messages_between(conversation_id, -1, pos + 1)
+        return count
 
     async def _press_edit(self, ctx, person: Person, verb: str, entry_id: str) -> CommandResult:
         conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)

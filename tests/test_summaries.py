@@ -228,3 +228,13 @@ async def test_a_fact_from_message_5_is_still_in_the_prompt_at_message_300_and_t
     assert "Small talk number 5 " not in prompt
     assert max(sizes.values()) < 25_000
     assert sizes[300] < 1.2 * sizes[100]
+
+
+async def test_the_summary_view_numbers_messages_within_the_conversation(runtime, llm):
+    llm.responder = extractive
+    other = Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")
+    await stored(other, 25)  # another conversation's messages come first in the file
+    ann = Chat(runtime)
+    conversation = await stored(ann, 50 + 10)
+    await runtime.summarizer.summarize(conversation)
+    assert "[Recent summary] S1 · messages 1–10" in (await ann.memory("/memory summary")).text
