@@ -88,6 +88,11 @@ def to_html(chunk: str) -> str:
     return "".join(out)
 
 
+def file_url(base_url: str) -> str:
+    """The Bot API's file URL beside its base URL: …/bot → …/file/bot."""
+    return base_url.rstrip("/").removesuffix("/bot") + "/file/bot"
+
+
 def keyboard(rows: list[list[Button]]) -> InlineKeyboardMarkup | None:
     if not rows:
         return None
@@ -144,7 +149,7 @@ class TelegramAdapter:
             Application.builder()
             .token(self.token)
             .base_url(self.base_url)
-            .base_file_url(self.base_url.replace("/bot", "/file/bot"))
+            .base_file_url(file_url(self.base_url))
             .concurrent_updates(True)
             .get_updates_read_timeout(POLL_TIMEOUT_S + 5)
             .build()

@@ -329,3 +329,10 @@ async def test_an_adapter_run_again_by_its_supervisor_adds_no_second_listener(bo
     stop.set()
     await asyncio.wait_for(task, 10)
     assert len(runtime.notifiers) == 1  # the run that ended took its listener with it
+
+
+def test_the_file_url_sits_beside_a_configured_base_url():
+    from adapters.telegram import file_url
+
+    assert file_url("https://api.telegram.org/bot") == "https://api.telegram.org/file/bot"
+    assert file_url("http://bot.example:8081/bot/") == "http://bot.example:8081/file/bot"
