@@ -1,10 +1,11 @@
 """The LLM client (SPEC section 8): `openai.AsyncOpenAI` against any OpenAI-compatible base URL.
 
 The openai client itself retries 429 (honouring Retry-After), 408, 5xx, timeouts and connection
-errors with exponential backoff, `max_retries` times. Requests go through the client's `post()`:
-our request is plain JSON already, and `chat.completions.create()` would first walk every message
-against its type annotations, which costs ~20 ms for a 50-message window. On top of that this
-module:
+errors with exponential backoff, `max_retries` times. Requests go through the client's `post()`
+with the body encoded once by us: our request is plain JSON already, and
+`chat.completions.create()` would first walk every message against its type annotations (~20 ms
+for a 50-message window). For the same reason a plain answer is read as JSON, not built into
+pydantic models. On top of that this module:
 - retries a *stream* that breaks after it started (the client cannot), telling the caller to
   start its text over;
 - with `tools = "auto"`, detects a server that refuses tools, answers without them and
@@ -15,6 +16,7 @@ module:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
@@ -56,6 +58,29 @@ class Completion:
 
 def _refuses_tools(exc: openai.APIStatusError) -> bool:
     return exc.status_code in (400, 404, 422, 500, 501) and "tool" in str(exc).lower()
+
+
+def _encode(request: dict[str, Any]) -> bytes:
+    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _read_completion(data: dict[str, Any]) -> Completion:
+    """A chat completion's JSON, read the way the OpenAI API documents it."""
+    if not data.get("choices"):
+        raise LLMError("the model server sent no choices")
+    message = data["choices"][0]["message"]
+    calls = [
+        ToolCall(call.get("id") or f"call_{i}", call["function"]["name"], call["function"].get("arguments") or "")
+        for i, call in enumerate(message.get("tool_calls") or [])
+        if call.get("function")
+    ]
+    usage = data.get("usage") or {}
+    return Completion(
+        text=message.get("content") or "",
+        tool_calls=calls,
+        prompt_tokens=usage.get("prompt_tokens") or 0,
+        completion_tokens=usage.get("completion_tokens") or 0,
+    )
 
 
 class LLMClient:
@@ -132,26 +157,15 @@ class LLMClient:
                 raise LLMError("the model server sent an answer we could not read") from exc
 
     async def _plain(self, request: dict[str, Any]) -> Completion:
-        response = await self.client.post(CHAT_PATH, body=request, cast_to=ChatCompletion)
-        if not response.choices:
-            raise LLMError("the model server sent no choices")
-        message = response.choices[0].message
-        calls = [
-            ToolCall(c.id, c.function.name, c.function.arguments or "")
-            for c in (message.tool_calls or [])
-            if getattr(c, "function", None) is not None
-        ]
-        usage = response.usage
-        return Completion(
-            text=message.content or "",
-            tool_calls=calls,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-        )
+        body = await self.client.post(CHAT_PATH, content=_encode(request), cast_to=bytes)
+        try:
+            return _read_completion(json.loads(body))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise LLMError("the model server sent an answer we could not read") from exc
 
     async def _streamed(self, request: dict[str, Any], on_text: TextSink) -> Completion:
         stream = await self.client.post(
-            CHAT_PATH, body={**request, "stream": True, "stream_options": {"include_usage": True}},
+            CHAT_PATH, content=_encode({**request, "stream": True, "stream_options": {"include_usage": True}}),
             cast_to=ChatCompletion, stream=True, stream_cls=AsyncStream[ChatCompletionChunk],
         )
         text = ""

@@ -6,7 +6,7 @@ import asyncio
 from bot.app import build_runtime
 from bot.turn import EMPTY_MESSAGE
 from tests.conftest import Chat
-from tests.fakes.llm_server import cut, drop, hang, status, text, tool_calls
+from tests.fakes.llm_server import cut, drop, garbled, hang, status, text, tool_calls
 
 
 async def stored_texts(chat: Chat) -> list[tuple[str, str]]:
@@ -70,6 +70,14 @@ async def test_a_stream_cut_part_way_is_retried_from_the_start(ann, llm):
     assert reply.text == answer
     assert "" in seen  # the adapter was told to start over
     assert (await stored_texts(ann))[-1] == ("assistant", answer)
+
+
+async def test_an_answer_that_is_not_a_chat_completion_gets_a_plain_error_and_the_message_is_kept(ann, llm):
+    for body in ('{"choices": []}', '{"choices": [{"message": null}]}', "<html>bad gateway</html>"):
+        llm.add(garbled(body))
+        reply = await ann.say(f"still there? {body}")
+        assert reply.is_error and "Your message is saved" in reply.text
+    assert [role for role, _ in await stored_texts(ann)] == ["user"] * 3
 
 
 async def test_a_failed_turn_leaves_no_memory_write_behind(ann, llm):

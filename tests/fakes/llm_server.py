@@ -3,7 +3,8 @@
 Tests reach it with the real `openai.AsyncOpenAI(base_url=...)`. Each request takes the next
 scripted step (or the `responder`, or the default reply) and is recorded, so a test can assert
 what the prompt held. Steps: `text`, `tool_calls`, `status` (429/500/… with headers), `hang`
-(a timeout), `cut` (a stream that breaks off part-way), `drop` (connection reset).
+(a timeout), `cut` (a stream that breaks off part-way), `drop` (connection reset), `garbled`
+(a 200 whose body is not a chat completion).
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ def drop() -> Step:
     return Step("drop")
 
 
+def garbled(body: str) -> Step:
+    return Step("garbled", body=body)
+
+
 class ScriptedLLM:
     def __init__(self, default: str = "Okay."):
         self.script: deque[Step] = deque()
@@ -113,6 +118,8 @@ class ScriptedLLM:
             await asyncio.sleep(step.seconds)
         if step.kind == "status":
             return web.json_response(step.body, status=step.status, headers=step.headers)
+        if step.kind == "garbled":
+            return web.Response(text=step.body, content_type="application/json")
         if step.kind == "drop":
             request.transport.close()  # type: ignore[union-attr]
             return web.Response()
