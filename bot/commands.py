@@ -431,10 +431,10 @@ class MemoryCommands:
         if not r.get("learning", True):
             lines.append("• Saved memories: none — Learn from chat was off.")
         else:
-            pinned = [f"#{m['id']}📌" for m in r["memories"] if m["pinned"]]
-            unpinned = [f"#{m['id']}" for m in r["memories"] if not m["pinned"]]
-            listed = ", ".join(pinned + unpinned) or "none"
-            lines.append(f"• Saved memories: {len(r['memories'])} ({listed}) — {tokens['memories']:,} tokens")
+            ids = r["memories"]
+            listed = ", ".join([f"#{i}📌" for i in ids["pinned"]] + [f"#{i}" for i in ids["unpinned"]]) or "none"
+            count = len(ids["pinned"]) + len(ids["unpinned"])
+            lines.append(f"• Saved memories: {count} ({listed}) — {tokens['memories']:,} tokens")
         tiers = r["summary"]
         lines.append(f"• Summary: long-term {tiers['long_term']}, merged {tiers['merged']}, "
                      f"recent {tiers['recent']} — {tokens['summary']:,} tokens")

@@ -143,7 +143,10 @@ def build_prompt(
         )
     tokens["total"] = sum(tokens.values())
     receipt = {
-        "memories": [{"id": m.id, "scope": m.scope, "pinned": m.pinned} for m in chosen],
+        "memories": {  # ids only: a receipt is written with every reply
+            "pinned": [m.id for m in memories.pinned] if memories else [],
+            "unpinned": [m.id for m in memories.unpinned] if memories else [],
+        },
         "summary": {tier: sum(1 for s in ordered if s.tier == tier) for tier in TIER_ORDER},
         "window_messages": len(window),
         "tokens": tokens,
