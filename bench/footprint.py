@@ -1,7 +1,8 @@
 """Benchmark 5 — footprint: resident memory with 1,000 active conversations.
 
-Starts the core (store, characters, LLM client, scheduler), measures resident memory, then runs
-3 turns in each of 1,000 conversations (1,000 different people) and measures again.
+Starts the core (store, characters, LLM client, scheduler), measures resident memory, then gives
+each of 1,000 conversations (1,000 different people) a history of 60 messages and runs 3 turns in
+each, so every conversation's live window is full and held in memory, and measures again.
 Target: ≤ 100 MB over start-up.
 
     python -m bench.footprint [--conversations 1000]
@@ -18,6 +19,11 @@ import psutil
 
 from bench.common import InstantLLM, bench_runtime, machine, temp_folder
 from bot.models import ConversationKey, Identity, IncomingMessage
+
+
+HISTORY = 60
+LINE = ("history message %d: we walked the harbour wall at dusk, counted the fishing boats coming in "
+        "and talked about the storm that is due on Thursday")
 
 
 def rss_mb() -> float:
@@ -38,6 +44,10 @@ async def measure(conversations: int) -> tuple[float, float]:
             async def person(n: int) -> None:
                 key = ConversationKey("telegram", f"chat-{n}", None, "Mira")
                 who = Identity("telegram", f"user-{n}")
+                person_id = await runtime.store.person_for_identity("telegram", f"user-{n}")
+                conversation = await runtime.turns.conversation_for(key, False)
+                for h in range(HISTORY):
+                    await runtime.store.add_user_message(conversation.id, person_id, f"Person {n}", LINE % h, 40, None)
                 for t in range(3):
                     reply = await runtime.turns.handle(IncomingMessage(key, who, f"Person {n}", f"message {t}", False))
                     await runtime.turns.delivered(reply)

@@ -62,6 +62,7 @@ class Reply:
     is_error: bool = False
     turn_id: int | None = None
     conversation_id: int | None = None
+    message_id: int | None = None  # the stored reply
     buttons: list[list[Button]] = field(default_factory=list)
 
 

@@ -205,10 +205,11 @@ class TurnHandler:
             "at": self.clock(),
             "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
         }
-        turn_id = await self.store.finish_turn(turn["id"], user_row, person_id, runtime.character.name, text,
-                                               self.counter.count(text), receipt)
+        turn_id, stored = await self.store.finish_turn(turn["id"], user_row, person_id, runtime.character.name,
+                                                       text, self.counter.count(text), receipt)
         regenerate = Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))
-        return Reply(text, turn_id=turn_id, conversation_id=conversation.id, buttons=[[regenerate]])
+        return Reply(text, turn_id=turn_id, conversation_id=conversation.id, message_id=stored.id,
+                     buttons=[[regenerate]])
 
     async def _complete_with_tools(
         self, messages: list[dict], tools_on: bool, tools: MemoryTools, on_text: TextSink | None
@@ -238,13 +239,11 @@ class TurnHandler:
     # -- after delivery, and platform edits ------------------------------------------------------
     async def delivered(self, reply: Reply, platform_message_id: str | None = None) -> None:
         """The adapter delivered `reply`: remember its platform id and start background work."""
-        if reply.turn_id is None:
+        if reply.turn_id is None or reply.conversation_id is None or reply.message_id is None:
             return
         if platform_message_id is not None:
-            turn = await self.store.turn(reply.turn_id)
-            if turn and turn.reply_message_id:
-                await self.store.set_platform_message_id(turn.reply_message_id, platform_message_id)
-        if self.after_delivery and reply.conversation_id is not None:
+            await self.store.set_platform_message_id(reply.conversation_id, reply.message_id, platform_message_id)
+        if self.after_delivery:
             self.after_delivery(reply.conversation_id)
 
     async def message_edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:

@@ -51,7 +51,7 @@ class MemoryRow:
         return GLOBAL if self.character_id is None else CHARACTER
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # held in bulk by the store's cache
 class MessageRow:
     id: int
     conversation_id: int
@@ -191,7 +191,7 @@ class Store(abc.ABC):
     async def delete_platform_message(self, conversation_id: int, platform_message_id: str) -> bool: ...
 
     @abc.abstractmethod
-    async def set_platform_message_id(self, message_id: int, platform_message_id: str) -> None: ...
+    async def set_platform_message_id(self, conversation_id: int, message_id: int, platform_message_id: str) -> None: ...
 
     # -- turns -----------------------------------------------------------------------------
     @abc.abstractmethod
@@ -201,9 +201,10 @@ class Store(abc.ABC):
     async def finish_turn(
         self, turn_id: int | None, user_message: MessageRow, person_id: int, speaker_name: str,
         content: str, tokens: int, receipt: dict[str, Any],
-    ) -> int:
-        """Store the reply and the receipt in one transaction, and return the turn's id. A turn
-        without a row yet (it ran no tool) gets it now; a regenerated turn replaces the old reply."""
+    ) -> tuple[int, MessageRow]:
+        """Store the reply and the receipt in one transaction; return the turn's id and the stored
+        reply. A turn without a row yet (it ran no tool) gets it now; a regenerated turn replaces
+        the old reply."""
 
     @abc.abstractmethod
     async def fail_turn(self, turn_id: int) -> None:

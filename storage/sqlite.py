@@ -9,12 +9,13 @@ messages, turns, linking, forgetting and maintenance.
 from __future__ import annotations
 
 import json
+from dataclasses import astuple
 from typing import Any
 
 import aiosqlite
 
 from storage.base import CHARACTER, GLOBAL, CapReached, ConversationRow, MemoryCaps, MergeReport, MessageRow, Store, TurnRow
-from storage.sqlite_base import ALL, MESSAGE_COLUMNS, TURN_COLUMNS, _message, _turn
+from storage.sqlite_base import ALL, MESSAGE_COLUMNS, TURN_COLUMNS, _message, _RecentMessages, _turn
 from storage.sqlite_memories import SQLiteMemories
 from storage.sqlite_summaries import SQLiteSummaries
 
@@ -137,20 +138,31 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
         self, conversation_id: int, person_id: int, speaker_name: str, content: str,
         tokens: int, platform_message_id: str | None,
     ) -> MessageRow:
-        now = self.clock()
-        # The next rowid and its pos (2 × id) in one atomic statement.
-        cursor = await self._single(
-            "INSERT INTO messages (id, conversation_id, pos, role, person_id, speaker_name, content, "
-            "tokens, platform_message_id, created_at) SELECT next, ?, 2 * next, 'user', ?, ?, ?, ?, ?, ? "
-            "FROM (SELECT COALESCE(MAX(id), 0) + 1 AS next FROM messages)",
-            (conversation_id, person_id, speaker_name, content, tokens, platform_message_id, now),
-        )
-        message_id = cursor.lastrowid
-        return MessageRow(message_id, conversation_id, 2 * message_id, "user", person_id,
-                          speaker_name, content, tokens, platform_message_id, now)
+        async def insert() -> MessageRow:
+            message_id = self._new_id("messages")
+            row = MessageRow(message_id, conversation_id, 2 * message_id, "user", person_id, speaker_name,
+                             content, tokens, platform_message_id, self.clock())
+            await self._single(
+                f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                astuple(row), after=lambda: self._recent.add(row),
+            )
+            return row
+
+        return await self._with_new_ids(insert)
 
     async def recent_messages(self, conversation_id: int, up_to_pos: int, limit: int) -> list[MessageRow]:
-        rows = await self._all(
+        held = self._recent.newest(conversation_id, up_to_pos, limit)
+        if held is not None:
+            return held
+        newest = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY pos DESC LIMIT ?"
+        async with self._write_lock:  # no write can slip in between the read and filling the cache
+            assert self._writer is not None, "store is not open"
+            rows = await self._fetch_all(self._writer, newest, (conversation_id, _RecentMessages.KEEP))
+            self._recent.fill(conversation_id, [_message(r) for r in rows])
+        held = self._recent.newest(conversation_id, up_to_pos, limit)
+        if held is not None:
+            return held
+        rows = await self._all(  # further back than the cache holds
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND pos <= ? "
             "ORDER BY pos DESC LIMIT ?",
             (conversation_id, up_to_pos, limit),
@@ -164,71 +176,86 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
     async def edit_platform_message(
         self, conversation_id: int, platform_message_id: str, content: str, tokens: int
     ) -> bool:
-        async with self._write() as db:
-            cursor = await db.execute(
-                "UPDATE messages SET content = ?, tokens = ? WHERE conversation_id = ? "
-                "AND platform_message_id = ? AND role = 'user'",
-                (content, tokens, conversation_id, platform_message_id),
-            )
-            return cursor.rowcount > 0
+        cursor = await self._single(
+            "UPDATE messages SET content = ?, tokens = ? WHERE conversation_id = ? "
+            "AND platform_message_id = ? AND role = 'user'",
+            (content, tokens, conversation_id, platform_message_id),
+            after=lambda: self._recent.drop(conversation_id),
+        )
+        return cursor.rowcount > 0
 
     async def delete_platform_message(self, conversation_id: int, platform_message_id: str) -> bool:
-        async with self._write() as db:
-            cursor = await db.execute(
-                "DELETE FROM messages WHERE conversation_id = ? AND platform_message_id = ?",
-                (conversation_id, platform_message_id),
-            )
-            return cursor.rowcount > 0
+        cursor = await self._single(
+            "DELETE FROM messages WHERE conversation_id = ? AND platform_message_id = ?",
+            (conversation_id, platform_message_id),
+            after=lambda: self._recent.drop(conversation_id),
+        )
+        return cursor.rowcount > 0
 
-    async def set_platform_message_id(self, message_id: int, platform_message_id: str) -> None:
-        async with self._write() as db:
-            await db.execute(
-                "UPDATE messages SET platform_message_id = ? WHERE id = ?", (platform_message_id, message_id)
-            )
+    async def set_platform_message_id(self, conversation_id: int, message_id: int, platform_message_id: str) -> None:
+        await self._single(
+            "UPDATE messages SET platform_message_id = ? WHERE id = ?", (platform_message_id, message_id),
+            after=lambda: self._recent.set_platform_message_id(conversation_id, message_id, platform_message_id),
+        )
 
     # -- turns -----------------------------------------------------------------------------
     async def begin_turn(self, conversation_id: int, person_id: int, user_message_id: int) -> int:
-        cursor = await self._single(
-            "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at) "
-            "VALUES (?, ?, ?, 'running', ?)",
-            (conversation_id, person_id, user_message_id, self.clock()),
-        )
-        return cursor.lastrowid
+        async def insert() -> int:
+            turn_id = self._new_id("turns")
+            await self._single(
+                "INSERT INTO turns (id, conversation_id, person_id, user_message_id, status, created_at) "
+                "VALUES (?, ?, ?, ?, 'running', ?)",
+                (turn_id, conversation_id, person_id, user_message_id, self.clock()),
+            )
+            return turn_id
+
+        return await self._with_new_ids(insert)
 
     async def finish_turn(
         self, turn_id: int | None, user_message: MessageRow, person_id: int, speaker_name: str,
         content: str, tokens: int, receipt: dict[str, Any],
-    ) -> int:
-        now = self.clock()
-        conversation_id, pos = user_message.conversation_id, user_message.pos + 1
-        if turn_id is None:  # a plain turn (no tool ran): its row comes with its reply, in one trip
-            return await self._script([
-                ("INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
-                 "created_at) VALUES (?, ?, 'assistant', NULL, ?, ?, ?, ?)",
-                 (conversation_id, pos, speaker_name, content, tokens, now)),
-                ("INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, "
-                 "receipt, created_at) VALUES (?, ?, ?, last_insert_rowid(), 'done', ?, ?)",
-                 (conversation_id, person_id, user_message.id, json.dumps(receipt), now)),
-            ])
-        async with self._write() as db:  # a tool or regenerated turn: its row exists
-            for old_turn, old_reply in await self._fetch_all(  # a regenerated turn replaces the old reply
-                db, "SELECT id, reply_message_id FROM turns WHERE user_message_id = ? AND status = 'done'",
-                (user_message.id,),
-            ):
-                await db.execute("UPDATE turns SET status = 'replaced' WHERE id = ?", (old_turn,))
-                if old_reply is not None:
+    ) -> tuple[int, MessageRow]:
+        def reply_row() -> MessageRow:
+            return MessageRow(self._new_id("messages"), user_message.conversation_id, user_message.pos + 1,
+                              "assistant", None, speaker_name, content, tokens, None, self.clock())
+
+        async def plain() -> tuple[int, MessageRow]:  # no tool ran: the reply and its turn row in one trip
+            reply, new_turn = reply_row(), self._new_id("turns")
+            await self._script([
+                (f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", astuple(reply)),
+                ("INSERT INTO turns (id, conversation_id, person_id, user_message_id, reply_message_id, status, "
+                 "receipt, created_at) VALUES (?, ?, ?, ?, ?, 'done', ?, ?)",
+                 (new_turn, reply.conversation_id, person_id, user_message.id, reply.id, json.dumps(receipt),
+                  reply.created_at)),
+            ], after=lambda: self._recent.add(reply))
+            return new_turn, reply
+
+        async def after_tools(turn_id: int) -> tuple[int, MessageRow]:  # a tool or regenerated turn: its row exists
+            reply = reply_row()
+            async with self._write() as db:
+                old = await self._fetch_all(  # a regenerated turn replaces the old reply
+                    db, "SELECT id, reply_message_id FROM turns WHERE user_message_id = ? AND status = 'done'",
+                    (user_message.id,),
+                )
+                for old_turn, old_reply in old:
+                    await db.execute("UPDATE turns SET status = 'replaced' WHERE id = ?", (old_turn,))
                     await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
-            cursor = await db.execute(
-                "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, "
-                "tokens, created_at) VALUES (?, ?, 'assistant', NULL, ?, ?, ?, ?)",
-                (conversation_id, pos, speaker_name, content, tokens, now),
-            )
-            reply_id = cursor.lastrowid
-            await db.execute(
-                "UPDATE turns SET status = 'done', reply_message_id = ?, receipt = ? WHERE id = ?",
-                (reply_id, json.dumps(receipt), turn_id),
-            )
-            return turn_id
+                await db.execute(
+                    f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", astuple(reply)
+                )
+                await db.execute(
+                    "UPDATE turns SET status = 'done', reply_message_id = ?, receipt = ? WHERE id = ?",
+                    (reply.id, json.dumps(receipt), turn_id),
+                )
+                if old:  # still under the write lock, the commit being the last step left
+                    self._recent.drop(reply.conversation_id)
+                else:
+                    self._recent.add(reply)
+            return turn_id, reply
+
+        if turn_id is None:
+            return await self._with_new_ids(plain)
+        return await self._with_new_ids(lambda: after_tools(turn_id))
 
     async def fail_turn(self, turn_id: int) -> None:
         async with self._write("memories") as db:
@@ -254,18 +281,22 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
         return _turn(row) if row else None
 
     async def begin_regenerate(self, turn_id: int) -> int:
+        return await self._with_new_ids(lambda: self._begin_regenerate(turn_id))
+
+    async def _begin_regenerate(self, turn_id: int) -> int:
         async with self._write("memories") as db:
             conversation_id, person_id, user_message_id = await self._fetch_one(
                 db, "SELECT conversation_id, person_id, user_message_id FROM turns WHERE id = ?",
                 (turn_id,),
             )
             await self._undo_journal(db, turn_id)
-            cursor = await db.execute(
-                "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at) "
-                "VALUES (?, ?, ?, 'running', ?)",
-                (conversation_id, person_id, user_message_id, self.clock()),
+            new_turn = self._new_id("turns")
+            await db.execute(
+                "INSERT INTO turns (id, conversation_id, person_id, user_message_id, status, created_at) "
+                "VALUES (?, ?, ?, ?, 'running', ?)",
+                (new_turn, conversation_id, person_id, user_message_id, self.clock()),
             )
-            return cursor.lastrowid
+            return new_turn
 
     async def recover_interrupted_turns(self) -> int:
         async with self._write("memories") as db:
