@@ -208,7 +208,7 @@ class DiscordAdapter:
         if previous and previous[-1].id not in {m.id for m in sent}:
             await self.quietly(previous[-1].edit(view=None))
         self.latest_reply[str(channel.id)] = sent
-        await self.runtime.turns.delivered(reply, str(sent[0].id))
+        await self.runtime.turns.delivered(reply, [str(m.id) for m in sent])
 
     @staticmethod
     async def quietly(call) -> None:

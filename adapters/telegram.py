@@ -270,7 +270,7 @@ class TelegramAdapter:
         if previous and previous[-1] not in ids:
             await self.quietly(bot.edit_message_reply_markup(place.chat_id, previous[-1], reply_markup=None))
         self.latest_reply[where] = ids
-        await self.runtime.turns.delivered(reply, str(ids[0]))
+        await self.runtime.turns.delivered(reply, [str(i) for i in ids])
 
     async def send(self, bot, place: Place, chunk: str, markup, reply_to: int | None) -> Message:
         reply_parameters = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None

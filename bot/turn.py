@@ -18,7 +18,7 @@ import logging
 import time
 from collections import Counter
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable, Sequence
 
 from bot.actions import STALE_BUTTON, encode_action
 from bot.characters import CharacterRuntime
@@ -237,12 +237,13 @@ class TurnHandler:
         return completion  # not reached: the last round offers no tools
 
     # -- after delivery, and platform edits ------------------------------------------------------
-    async def delivered(self, reply: Reply, platform_message_id: str | None = None) -> None:
-        """The adapter delivered `reply`: remember its platform id and start background work."""
+    async def delivered(self, reply: Reply, platform_message_ids: Sequence[str] = ()) -> None:
+        """The adapter delivered `reply` (as these platform messages, when it was split): remember
+        their ids and start background work."""
         if reply.turn_id is None or reply.conversation_id is None or reply.message_id is None:
             return
-        if platform_message_id is not None:
-            await self.store.set_platform_message_id(reply.conversation_id, reply.message_id, platform_message_id)
+        if platform_message_ids:
+            await self.store.set_platform_message_ids(reply.conversation_id, reply.message_id, list(platform_message_ids))
         if self.after_delivery:
             self.after_delivery(reply.conversation_id)
 

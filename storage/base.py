@@ -191,7 +191,8 @@ class Store(abc.ABC):
     async def delete_platform_message(self, conversation_id: int, platform_message_id: str) -> bool: ...
 
     @abc.abstractmethod
-    async def set_platform_message_id(self, conversation_id: int, message_id: int, platform_message_id: str) -> None: ...
+    async def set_platform_message_ids(self, conversation_id: int, message_id: int, platform_message_ids: list[str]) -> None:
+        """The platform ids of the messages a reply was delivered as (a long one is split)."""
 
     # -- turns -----------------------------------------------------------------------------
     @abc.abstractmethod

@@ -167,4 +167,15 @@ MIGRATIONS: list[str] = [
         value  TEXT NOT NULL
     );
     """,
+    # 3 — a reply split over several platform messages: the ids of its parts after the first
+    # (the first is messages.platform_message_id), so "Remember this" works on any part.
+    """
+    CREATE TABLE message_parts (
+        conversation_id      INTEGER NOT NULL,
+        platform_message_id  TEXT NOT NULL,
+        message_id           INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        PRIMARY KEY (conversation_id, platform_message_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX message_parts_message ON message_parts(message_id);
+    """,
 ]

@@ -192,10 +192,13 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
         )
         return cursor.rowcount > 0
 
-    async def set_platform_message_id(self, conversation_id: int, message_id: int, platform_message_id: str) -> None:
-        await self._single(
-            "UPDATE messages SET platform_message_id = ? WHERE id = ?", (platform_message_id, message_id),
-            after=lambda: self._recent.set_platform_message_id(conversation_id, message_id, platform_message_id),
+    async def set_platform_message_ids(self, conversation_id: int, message_id: int, platform_message_ids: list[str]) -> None:
+        first, *parts = platform_message_ids
+        statements = [("UPDATE messages SET platform_message_id = ? WHERE id = ?", (first, message_id))]
+        statements += [("INSERT OR REPLACE INTO message_parts (conversation_id, platform_message_id, message_id) "
+                        "VALUES (?, ?, ?)", (conversation_id, part, message_id)) for part in parts]
+        await self._script(
+            statements, after=lambda: self._recent.set_platform_message_id(conversation_id, message_id, first)
         )
 
     # -- turns -----------------------------------------------------------------------------

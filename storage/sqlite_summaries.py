@@ -217,9 +217,11 @@ class SQLiteSummaries(SQLiteBase):
                                  (person_id, conversation_id))
 
     async def message_by_platform_id(self, conversation_id: int, platform_message_id: str) -> MessageRow | None:
-        row = await self._one(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND platform_message_id = ?",
-            (conversation_id, platform_message_id),
+        row = await self._one(  # the message itself, or a reply one of whose later parts it is
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND platform_message_id = ? "
+            f"UNION ALL SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = (SELECT message_id FROM message_parts "
+            "WHERE conversation_id = ? AND platform_message_id = ?) LIMIT 1",
+            (conversation_id, platform_message_id, conversation_id, platform_message_id),
         )
         return _message(row) if row else None
 

@@ -185,6 +185,15 @@ async def test_remember_this_on_a_message_saves_it_pinned(bot, discord_fake, llm
     assert "📌" in (await answer(discord_fake, await discord_fake.slash(ANN, reply.channel_id, "memory", "view"))).content
 
 
+async def test_remember_this_on_a_later_part_of_a_split_reply_picks_the_whole_reply(bot, discord_fake, llm):
+    llm.add(text("The lamp was lit at dusk. " * 100))  # 2,600 characters: two Discord messages of ≤ 2,000
+    await discord_fake.say(discord_fake.channel_id, ANN, "tell me everything", mention_bot=True)
+    first, second = await bot_reply(discord_fake, discord_fake.channel_id, count=2)
+    target = discord_fake.message_payload(second.channel_id, discord_fake.bot, second.content, message_id=second.id)
+    picked = await answer(discord_fake, await discord_fake.context_menu(ANN, target))
+    assert "> Mira: The lamp was lit at dusk." in picked.content
+
+
 async def test_regenerate_pressed_by_the_right_and_by_the_wrong_person(bot, discord_fake, llm):
     llm.add(text("First answer."), text("Second answer."))
     await discord_fake.say(discord_fake.channel_id, ANN, "tell me about the storm", mention_bot=True)

@@ -50,7 +50,7 @@ async def test_the_held_window_matches_the_database_after_every_kind_of_change(r
     await assert_held_window_matches_the_database(ann)
 
     reply = await bob.say("hello from Bob")
-    await runtime.turns.delivered(reply, "sent-1")  # the platform id of the delivered reply
+    await runtime.turns.delivered(reply, ["sent-1", "sent-2"])  # a reply delivered in two parts
     await assert_held_window_matches_the_database(ann)
 
     await runtime.turns.message_edited(ann.key, "a39", "hello 39, edited")

@@ -267,6 +267,15 @@ async def test_remember_replying_to_a_message_saves_it_pinned(bot, telegram, llm
     await telegram.wait_for(lambda: "(pinned)" in telegram.message(ANN, picked.message_id).text)
 
 
+async def test_remember_on_a_later_part_of_a_split_reply_picks_the_whole_reply(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    long_reply = "The lamp was lit at dusk. " * 200  # 5,200 characters: two Telegram messages of ≤ 4,096
+    llm.add(text(long_reply))
+    first, second = await ann.reply_to(ann.say("tell me everything"), count=2)
+    picked, = await ann.reply_to(ann.say("/remember", reply_to=second.message_id))
+    assert "> Mira: The lamp was lit at dusk." in picked.text
+
+
 async def test_memory_export_arrives_as_a_json_document(bot, telegram):
     ann = Person(telegram, ANN, "Ann")
     (await ann.reply_to(ann.say("/memory add I collect sea glass")))
