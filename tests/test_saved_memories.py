@@ -87,6 +87,16 @@ async def test_memory_updated_6_days_ago_is_recent_and_8_days_ago_is_not(ann, ll
     assert "character — from eight days ago" in view.text
 
 
+async def test_an_entry_stops_being_marked_recent_7_days_on_though_nothing_else_changed(ann, llm, clock):
+    await ann.memory("/memory add my boat is called Tern")
+    clock.now += 6 * DAY
+    await ann.say("hi")
+    assert any("recent" in line and "Tern" in line for line in memory_lines(llm))
+    clock.now += 2 * DAY  # the same saved memories, one day past the 7
+    await ann.say("hi again")
+    assert any("recent" not in line and "Tern" in line for line in memory_lines(llm))
+
+
 async def test_view_lists_pinned_first_then_newest_and_pages_by_10(ann, clock):
     await fill(ann, "character", 14)
     clock.now += 1
