@@ -74,8 +74,11 @@ class Console:
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
+    async def greet(self) -> None:
+        self.say(f"{self.character.name}: {await self.runtime.turns.greet(self.key, self.user_name, False)}")
+
     async def run(self, lines: asyncio.Queue) -> None:
-        self.say(f"{self.character.name}: {self.character.greeting(self.user_name)}")
+        await self.greet()
         self.say("(type /help for commands, /quit to leave)")
         while True:
             line = await lines.get()
@@ -98,7 +101,7 @@ class Console:
         if head == "help":
             self.show(CommandResult(CONSOLE_HELP))
         elif head == "start":
-            self.say(f"{self.character.name}: {self.character.greeting(self.user_name)}")
+            await self.greet()
         elif head in ("regenerate", "regen"):
             await self.regenerate()
         elif head == "press":

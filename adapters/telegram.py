@@ -324,7 +324,9 @@ class TelegramAdapter:
     # -- commands --------------------------------------------------------------------------
     async def on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         user = update.effective_user
-        await update.effective_message.reply_text(self.character.greeting(user.full_name if user else "there"))
+        place = self.place(update.effective_message)
+        greeting = await self.runtime.turns.greet(self.key(place), user.full_name if user else "there", place.shared)
+        await update.effective_message.reply_text(greeting)
 
     async def on_help(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         intro = (f"I'm {self.character.name}. Talk to me here; in a group, mention me or reply to me. "

@@ -99,6 +99,17 @@ class TurnHandler:
             key.platform, key.chat_id, key.thread_id, self.character(key.character).id, is_shared
         )
 
+    async def greet(self, key: ConversationKey, speaker_name: str, is_shared: bool) -> str:
+        """The character's greeting (a card's first_mes). In a one-to-one conversation with no
+        messages yet it is stored as the character's first message, so the model knows what it
+        said. (Not in a shared one: it names the person, and would outlive their /forgetme.)"""
+        runtime = self.character(key.character)
+        text = runtime.character.greeting(speaker_name)
+        if not is_shared:
+            conversation = await self.conversation_for(key, is_shared)
+            await self.store.add_greeting(conversation.id, runtime.character.name, text, self.counter.count(text))
+        return text
+
     # -- a turn ----------------------------------------------------------------------------
     async def handle(self, message: IncomingMessage, on_text: TextSink | None = None) -> Reply:
         text = message.text.strip()

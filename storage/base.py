@@ -170,6 +170,11 @@ class Store(abc.ABC):
     async def conversation_by_id(self, conversation_id: int) -> ConversationRow | None: ...
 
     @abc.abstractmethod
+    async def add_greeting(self, conversation_id: int, character_name: str, content: str, tokens: int) -> bool:
+        """Store the character's greeting as the conversation's first message, if it has none
+        yet (checked in the same statement). True if it was stored."""
+
+    @abc.abstractmethod
     async def add_user_message(
         self, conversation_id: int, person_id: int, speaker_name: str, content: str,
         tokens: int, platform_message_id: str | None,

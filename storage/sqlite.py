@@ -144,9 +144,27 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
                              content, tokens, platform_message_id, self.clock())
             await self._single(
                 f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                astuple(row), after=lambda: self._recent.add(row),
+                astuple(row), after=lambda _: self._recent.add(row),
             )
             return row
+
+        return await self._with_new_ids(insert)
+
+    async def add_greeting(self, conversation_id: int, character_name: str, content: str, tokens: int) -> bool:
+        async def insert() -> bool:
+            message_id = self._new_id("messages")
+            row = MessageRow(message_id, conversation_id, 2 * message_id, "assistant", None, character_name,
+                             content, tokens, None, self.clock())
+            def hold(cursor: aiosqlite.Cursor) -> None:
+                if cursor.rowcount == 1:
+                    self._recent.add(row)
+
+            cursor = await self._single(
+                f"INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+                "WHERE NOT EXISTS (SELECT 1 FROM messages WHERE conversation_id = ?)",
+                (*astuple(row), conversation_id), after=hold,
+            )
+            return cursor.rowcount == 1
 
         return await self._with_new_ids(insert)
 
@@ -180,7 +198,7 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
             "UPDATE messages SET content = ?, tokens = ? WHERE conversation_id = ? "
             "AND platform_message_id = ? AND role = 'user'",
             (content, tokens, conversation_id, platform_message_id),
-            after=lambda: self._recent.drop(conversation_id),
+            after=lambda _: self._recent.drop(conversation_id),
         )
         return cursor.rowcount > 0
 
@@ -188,7 +206,7 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
         cursor = await self._single(
             "DELETE FROM messages WHERE conversation_id = ? AND platform_message_id = ?",
             (conversation_id, platform_message_id),
-            after=lambda: self._recent.drop(conversation_id),
+            after=lambda _: self._recent.drop(conversation_id),
         )
         return cursor.rowcount > 0
 

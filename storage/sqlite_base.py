@@ -320,12 +320,14 @@ class SQLiteBase:
                 raise
             after()
 
-    async def _single(self, sql: str, params: tuple = (), after: Callable[[], None] | None = None) -> aiosqlite.Cursor:
+    async def _single(
+        self, sql: str, params: tuple = (), after: Callable[[aiosqlite.Cursor], None] | None = None
+    ) -> aiosqlite.Cursor:
         """One write statement, atomic on its own: no BEGIN/COMMIT round-trips. `after` updates
-        the caches once it succeeded, under the lock."""
+        the caches once it succeeded, under the lock; it gets the cursor (its rowcount)."""
         assert self._writer is not None, "store is not open"
         async with self._write_lock:
             cursor = await self._writer.execute(sql, params)
             if after is not None:
-                after()
+                after(cursor)
             return cursor

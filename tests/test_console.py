@@ -49,6 +49,9 @@ async def test_console_chats_and_answers_memory_commands(tmp_path, llm):
     ])
     assert code == 0, err
     assert "Oh — hello, Ann. Mind the wet stairs." in out  # the card's first_mes
+    assert llm.requests[0]["messages"][-2:] == [  # and the conversation's first message
+        {"role": "assistant", "content": "*Mira looks up from the logbook.* Oh — hello, Ann. Mind the wet stairs. Tea?"},
+        {"role": "user", "content": "I'm allergic to peanuts"}]
     assert "Mira: Then no peanut cookies for you, Ann." in out
     assert "#1 · character · recent — Ann is allergic to peanuts" in out
     assert "Mira: Peanuts, as I recall." in out
@@ -72,6 +75,6 @@ async def test_console_regenerate_and_buttons(tmp_path, llm):
     assert "[1] Delete 1" in out
     assert "Deleted 1 character memory." in out
     assert "You have no saved memories with Mira yet." in out
-    assert "Summary of this conversation with Mira:" in out and "Not yet summarized: 2 messages." in out
+    assert "Summary of this conversation with Mira:" in out and "Not yet summarized: 3 messages." in out  # the greeting, hello, the reply
     assert "Chosen messages (2 of at most 20)" in out
     assert "Saved #2 (pinned): Ann: hello\nMira: Second try." in out

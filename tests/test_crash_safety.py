@@ -90,11 +90,13 @@ def check_database(path, sent: set[str], recovered: bool) -> None:
         # every message a person sent (that reached the model) is stored
         stored = {row[0] for row in db.execute("SELECT content FROM messages WHERE role = 'user'")}
         assert sent <= stored
-        # no turn half saved: a done turn has its reply, and every reply belongs to a done turn
+        # no turn half saved: a done turn has its reply, and every reply (an assistant message
+        # other than the greeting a conversation starts with) belongs to a done turn
         assert db.execute("SELECT COUNT(*) FROM turns t LEFT JOIN messages m ON m.id = t.reply_message_id "
                           "WHERE t.status = 'done' AND m.id IS NULL").fetchone() == (0,)
         assert db.execute("SELECT COUNT(*) FROM messages m WHERE role = 'assistant' AND NOT EXISTS "
-                          "(SELECT 1 FROM turns t WHERE t.reply_message_id = m.id AND t.status = 'done')"
+                          "(SELECT 1 FROM turns t WHERE t.reply_message_id = m.id AND t.status = 'done') "
+                          "AND m.pos > (SELECT MIN(pos) FROM messages f WHERE f.conversation_id = m.conversation_id)"
                           ).fetchone() == (0,)
         if recovered:  # after a start: killed turns are failed, and their memory writes are gone
             assert db.execute("SELECT COUNT(*) FROM turns WHERE status = 'running'").fetchone() == (0,)

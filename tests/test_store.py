@@ -99,3 +99,11 @@ def test_the_held_messages_stay_within_their_character_budget_least_recently_use
     assert held._chars <= 10_000
     assert held.newest(1, END, 10) is None  # the first conversation left first
     assert [r.id for r in held.newest(5, END, 2)] == [5040, 5039]  # the newest is still held
+
+
+async def test_a_greeting_goes_into_the_held_window_only_when_it_was_stored(ann, llm):
+    await held_window(ann)  # the empty conversation is now held
+    await ann.runtime.turns.greet(ann.key, "Ann", False)
+    await ann.runtime.turns.greet(ann.key, "Ann", False)  # not stored: the conversation has a message
+    await assert_held_window_matches_the_database(ann)
+    assert [row[3] for row in await held_window(ann)] == ["assistant"]

@@ -107,11 +107,14 @@ async def test_a_dm_is_answered_with_typing_and_a_regenerate_button(bot, telegra
     assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "hi Mira!"}
 
 
-async def test_start_greets_with_the_characters_first_message(bot, telegram):
+async def test_start_greets_with_the_characters_first_message_which_the_model_then_sees(bot, telegram, llm):
     ann = Person(telegram, ANN, "Ann")
-    asked = ann.say("/start")
-    greeting, = await ann.reply_to(asked)
+    greeting, = await ann.reply_to(ann.say("/start"))
     assert greeting.text.startswith("Hi Ann, I'm Mira") or "Ann" in greeting.text
+    await ann.reply_to(ann.say("/start"))  # again: the conversation already has its first message
+    await ann.reply_to(ann.say("hello!"))
+    assert llm.requests[-1]["messages"][-2:] == [{"role": "assistant", "content": greeting.text},
+                                                 {"role": "user", "content": "hello!"}]
 
 
 async def test_memory_add_view_pin_and_clear_with_both_confirmations(bot, telegram):

@@ -221,3 +221,13 @@ async def test_a_20000_character_message_gets_an_answer(ann, llm):
     refused = await ann.say(too_long)
     assert refused.is_error and "I can read at most 10,000 tokens at once" in refused.text
     assert len(llm.requests) == 1
+
+
+async def test_a_greeting_opens_a_one_to_one_conversation_but_is_not_stored_in_a_shared_one(runtime, llm):
+    ann = Chat(runtime)
+    in_group = Chat(runtime, chat_id="group", shared=True)
+    await runtime.turns.greet(ann.key, "Ann", False)
+    await runtime.turns.greet(in_group.key, "Ann", True)  # it names Ann: it would outlive her /forgetme
+    assert [role for role, _ in await stored_texts(ann)] == ["assistant"]
+    assert await stored_texts(in_group) == []
+
