@@ -254,7 +254,8 @@ class TurnHandler:
         if reply.turn_id is None or reply.conversation_id is None or reply.message_id is None:
             return
         if platform_message_ids:
-            await self.store.set_platform_message_ids(reply.conversation_id, reply.message_id, list(platform_message_ids))
+            await self.store.set_platform_message_ids(reply.conversation_id, reply.message_id,
+                                                      list(platform_message_ids))
         if self.after_delivery:
             self.after_delivery(reply.conversation_id)
 

@@ -196,7 +196,9 @@ class Store(abc.ABC):
     async def delete_platform_message(self, conversation_id: int, platform_message_id: str) -> bool: ...
 
     @abc.abstractmethod
-    async def set_platform_message_ids(self, conversation_id: int, message_id: int, platform_message_ids: list[str]) -> None:
+    async def set_platform_message_ids(
+        self, conversation_id: int, message_id: int, platform_message_ids: list[str]
+    ) -> None:
         """The platform ids of the messages a reply was delivered as (a long one is split)."""
 
     # -- turns -----------------------------------------------------------------------------

@@ -19,6 +19,12 @@ from storage.sqlite_base import ALL, MESSAGE_COLUMNS, TURN_COLUMNS, _message, _R
 from storage.sqlite_memories import SQLiteMemories
 from storage.sqlite_summaries import SQLiteSummaries
 
+INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"  # a MessageRow
+INSERT_RUNNING_TURN = (
+    "INSERT INTO turns (id, conversation_id, person_id, user_message_id, status, created_at) "
+    "VALUES (?, ?, ?, ?, 'running', ?)"
+)
+
 
 class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
     # -- people and characters -------------------------------------------------------------
@@ -143,7 +149,7 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
             row = MessageRow(message_id, conversation_id, 2 * message_id, "user", person_id, speaker_name,
                              content, tokens, platform_message_id, self.clock())
             await self._single(
-                f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                INSERT_MESSAGE,
                 astuple(row), after=lambda _: self._recent.add(row),
             )
             return row
@@ -210,7 +216,9 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
         )
         return cursor.rowcount > 0
 
-    async def set_platform_message_ids(self, conversation_id: int, message_id: int, platform_message_ids: list[str]) -> None:
+    async def set_platform_message_ids(
+        self, conversation_id: int, message_id: int, platform_message_ids: list[str]
+    ) -> None:
         first, *parts = platform_message_ids
         statements = [("UPDATE messages SET platform_message_id = ? WHERE id = ?", (first, message_id))]
         statements += [("INSERT OR REPLACE INTO message_parts (conversation_id, platform_message_id, message_id) "
@@ -223,11 +231,8 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
     async def begin_turn(self, conversation_id: int, person_id: int, user_message_id: int) -> int:
         async def insert() -> int:
             turn_id = self._new_id("turns")
-            await self._single(
-                "INSERT INTO turns (id, conversation_id, person_id, user_message_id, status, created_at) "
-                "VALUES (?, ?, ?, ?, 'running', ?)",
-                (turn_id, conversation_id, person_id, user_message_id, self.clock()),
-            )
+            await self._single(INSERT_RUNNING_TURN,
+                               (turn_id, conversation_id, person_id, user_message_id, self.clock()))
             return turn_id
 
         return await self._with_new_ids(insert)
@@ -243,7 +248,7 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
         async def plain() -> tuple[int, MessageRow]:  # no tool ran: the reply and its turn row in one trip
             reply, new_turn = reply_row(), self._new_id("turns")
             await self._script([
-                (f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", astuple(reply)),
+                (INSERT_MESSAGE, astuple(reply)),
                 ("INSERT INTO turns (id, conversation_id, person_id, user_message_id, reply_message_id, status, "
                  "receipt, created_at) VALUES (?, ?, ?, ?, ?, 'done', ?, ?)",
                  (new_turn, reply.conversation_id, person_id, user_message.id, reply.id, json.dumps(receipt),
@@ -262,7 +267,7 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
                     await db.execute("UPDATE turns SET status = 'replaced' WHERE id = ?", (old_turn,))
                     await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
                 await db.execute(
-                    f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", astuple(reply)
+                    INSERT_MESSAGE, astuple(reply)
                 )
                 await db.execute(
                     "UPDATE turns SET status = 'done', reply_message_id = ?, receipt = ? WHERE id = ?",
@@ -312,11 +317,7 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
             )
             await self._undo_journal(db, turn_id)
             new_turn = self._new_id("turns")
-            await db.execute(
-                "INSERT INTO turns (id, conversation_id, person_id, user_message_id, status, created_at) "
-                "VALUES (?, ?, ?, ?, 'running', ?)",
-                (new_turn, conversation_id, person_id, user_message_id, self.clock()),
-            )
+            await db.execute(INSERT_RUNNING_TURN, (new_turn, conversation_id, person_id, user_message_id, self.clock()))
             return new_turn
 
     async def recover_interrupted_turns(self) -> int:
