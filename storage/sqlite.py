@@ -148,10 +148,7 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
             message_id = self._new_id("messages")
             row = MessageRow(message_id, conversation_id, 2 * message_id, "user", person_id, speaker_name,
                              content, tokens, platform_message_id, self.clock())
-            await self._single(
-                INSERT_MESSAGE,
-                astuple(row), after=lambda _: self._recent.add(row),
-            )
+            await self._single(INSERT_MESSAGE, astuple(row), after=lambda _: self._recent.add(row))
             return row
 
         return await self._with_new_ids(insert)
@@ -161,6 +158,7 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
             message_id = self._new_id("messages")
             row = MessageRow(message_id, conversation_id, 2 * message_id, "assistant", None, character_name,
                              content, tokens, None, self.clock())
+
             def hold(cursor: aiosqlite.Cursor) -> None:
                 if cursor.rowcount == 1:
                     self._recent.add(row)
@@ -266,17 +264,13 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
                 for old_turn, old_reply in old:
                     await db.execute("UPDATE turns SET status = 'replaced' WHERE id = ?", (old_turn,))
                     await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
-                await db.execute(
-                    INSERT_MESSAGE, astuple(reply)
-                )
+                await db.execute(INSERT_MESSAGE, astuple(reply))
                 await db.execute(
                     "UPDATE turns SET status = 'done', reply_message_id = ?, receipt = ? WHERE id = ?",
                     (reply.id, json.dumps(receipt), turn_id),
                 )
-                if old:  # still under the write lock, the commit being the last step left
-                    self._recent.drop(reply.conversation_id)
-                else:
-                    self._recent.add(reply)
+                # Held rows are read again after the commit (a drop is right whether it commits or not).
+                self._recent.drop(reply.conversation_id)
             return turn_id, reply
 
         if turn_id is None:
