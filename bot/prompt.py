@@ -105,7 +105,7 @@ class _MemoryBlocks:
     the store hands back the same row objects until one of them changes. A block is built again
     when a row changed, or when one of its entries stops being recent (7 days on)."""
 
-    SIZE = 1_024
+    SIZE = 256  # blocks of the people who spoke last (a full one holds 140 rows, ~90 KB)
 
     def __init__(self) -> None:
         # key: the speaker and the rows' ids; the rows are kept in the entry, so the ids stay theirs
@@ -118,7 +118,8 @@ class _MemoryBlocks:
             self._blocks.move_to_end(key)
             return held[2]
         lines = [MEMORY_DATA_INTRO.format(user=speaker_name)] + [memory_line(m, now) for m in rows]
-        recent_until = min((m.updated_at + RECENT_DAYS * 86_400 for m in rows if is_recent(m, now)), default=math.inf)
+        recent_until = min((m.updated_at + RECENT_DAYS * 86_400 for m in rows if is_recent(m, now)),
+                           default=math.inf)
         self._blocks[key] = (rows, recent_until, "\n".join(lines))
         if len(self._blocks) > self.SIZE:
             self._blocks.popitem(last=False)
