@@ -54,11 +54,21 @@ class InstantLLM:
         self.calls = {"reply": 0, "summary": 0}
         self.last_reply_prompt: list[dict] = []
         self.own_time_s = 0.0  # the fake model's own work, which a turn's overhead excludes
+        self._canned_stream = b""
         self._canned = json.dumps({  # a plain reply, encoded once
             "id": "bench", "object": "chat.completion", "created": int(time.time()), "model": "gpt-4o-mini",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         }).encode()
+
+    def streamed(self, chunks: int) -> None:
+        """Stream every reply as `chunks` server-sent events, as a real model server does."""
+        events = [{"choices": [{"index": 0, "delta": {"content": "word "}, "finish_reason": None}]}] * chunks
+        events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        self._canned_stream = "".join(
+            f"data: {json.dumps({'id': 'bench', 'object': 'chat.completion.chunk', 'created': 0, 'model': 'm', **e})}\n\n"
+            for e in events
+        ).encode() + b"data: [DONE]\n\n"
 
     def http_client(self) -> httpx2.AsyncClient:
         return httpx2.AsyncClient(transport=httpx2.MockTransport(self._handle))
@@ -71,6 +81,8 @@ class InstantLLM:
             self.own_time_s += time.perf_counter() - started
 
     def _answer(self, request: httpx2.Request) -> httpx2.Response:
+        if self._canned_stream and b'"stream":true' in request.content:
+            return httpx2.Response(200, content=self._canned_stream, headers={"content-type": "text/event-stream"})
         if self.counter is None and not any(o.encode() in request.content for o in SUMMARY_OPENINGS):
             return httpx2.Response(200, content=self._canned, headers={"content-type": "application/json"})
         body = json.loads(request.content)

@@ -5,7 +5,7 @@ The LLM answers at once (in process, through the real openai client). The conver
 scopes). Prints p50 and p99 per turn. Target: p50 ≤ 3 ms, p99 ≤ 15 ms, and flat: the 100k
 figure within 1.5× of the 1k figure.
 
-    python -m bench.turn_overhead [--turns 300]
+    python -m bench.turn_overhead [--turns 300] [--streamed CHUNKS]
 """
 
 from __future__ import annotations
@@ -22,34 +22,47 @@ SIZES = (1_000, 10_000, 100_000)
 WARM_UP = 100  # turns not measured at each size: a bot process is long-lived
 
 
-async def measure(turns: int) -> dict[int, tuple[float, float, float, float]]:
+async def _turns(runtime, llm: InstantLLM, count: int, on_text=None) -> tuple[list[float], list[float]]:
+    """Run `count` turns after a warm-up; their overheads (ms, without the fake model's own
+    work) and their whole times (ms)."""
+    key = ConversationKey("console", "bench", None, "Mira")
+    ann = Identity("console", "ann")
+    overheads, timings = [], []
+    for i in range(count + WARM_UP):
+        message = IncomingMessage(key, ann, "Ann", f"turn {i}: how was the night at the lamp?", False)
+        model_before = llm.own_time_s
+        started = time.perf_counter()
+        await runtime.turns.handle(message, on_text=on_text)
+        elapsed = time.perf_counter() - started
+        if i >= WARM_UP:
+            timings.append(elapsed * 1000)
+            overheads.append((elapsed - (llm.own_time_s - model_before)) * 1000)
+    return overheads, timings
+
+
+async def measure(
+    turns: int, streamed_chunks: int = 0, sizes: tuple[int, ...] = SIZES
+) -> dict[int, tuple[float, float, float, float]]:
+    """p50 and p99 of the overhead, then of the whole turn, at each size. With `streamed_chunks`,
+    every reply is streamed in that many chunks, as Discord and Telegram get it."""
     results: dict[int, tuple[float, float, float, float]] = {}
     with temp_folder() as folder:
         llm = InstantLLM()
+        if streamed_chunks:
+            llm.streamed(streamed_chunks)
         runtime = await bench_runtime(Path(folder), llm)
         runtime.turns.after_delivery = None  # background summarizing is benchmark 4, not the turn
         try:
-            key = ConversationKey("console", "bench", None, "Mira")
-            ann = Identity("console", "ann")
             person = await runtime.store.person_for_identity("console", "ann")
             await fill_memories(runtime, person)
-            conversation = await runtime.turns.conversation_for(key, False)
+            conversation = await runtime.turns.conversation_for(ConversationKey("console", "bench", None, "Mira"), False)
             stored = 0
-            for size in SIZES:
+            for size in sizes:
                 while stored < size:  # a long history, written the way turns write it
                     line = f"history message {stored}: the sea was calm and the lamp turned all night"
                     await runtime.store.add_user_message(conversation.id, person, "Ann", line, 16, None)
                     stored += 1
-                timings, overheads = [], []
-                for i in range(turns + WARM_UP):
-                    message = IncomingMessage(key, ann, "Ann", f"turn {i}: how was the night at the lamp?", False)
-                    model_before = llm.own_time_s
-                    started = time.perf_counter()
-                    await runtime.turns.handle(message)
-                    elapsed = time.perf_counter() - started
-                    if i >= WARM_UP:
-                        timings.append(elapsed * 1000)
-                        overheads.append((elapsed - (llm.own_time_s - model_before)) * 1000)
+                overheads, timings = await _turns(runtime, llm, turns, _ignore if streamed_chunks else None)
                 stored += 2 * (turns + WARM_UP)
                 results[size] = (percentile(overheads, 50), percentile(overheads, 99),
                                  percentile(timings, 50), percentile(timings, 99))
@@ -58,12 +71,19 @@ async def measure(turns: int) -> dict[int, tuple[float, float, float, float]]:
     return results
 
 
+async def _ignore(text: str) -> None:
+    """An adapter's stream sink that shows nothing (the adapters' own work is theirs)."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--streamed", type=int, default=0, metavar="CHUNKS",
+                        help="stream every reply in this many chunks, as Discord and Telegram get it")
     args = parser.parse_args()
-    results = asyncio.run(measure(args.turns))
-    print(f"Turn overhead ({args.turns} turns each; {machine()})")
+    results = asyncio.run(measure(args.turns, args.streamed))
+    streamed = f", replies streamed in {args.streamed} chunks" if args.streamed else ""
+    print(f"Turn overhead ({args.turns} turns each{streamed}; {machine()})")
     print("stored messages | p50 ms | p99 ms | with the fake model's own work: p50 ms | p99 ms")
     for size, (p50, p99, whole50, whole99) in results.items():
         print(f"{size:>15,} | {p50:6.2f} | {p99:6.2f} | {whole50:6.2f} | {whole99:6.2f}")
