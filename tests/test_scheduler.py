@@ -1,5 +1,6 @@
 """SPEC section 9 — APScheduler jobs and daily maintenance."""
 
+import asyncio
 import sqlite3
 
 from bot.app import build_runtime
@@ -17,7 +18,7 @@ async def test_three_restarts_leave_the_job_count_unchanged(make_config, clock, 
     assert seen == [["maintenance", "rebuild-resume", "summary-retry"]] * 3
 
 
-async def test_a_maintenance_missed_while_stopped_runs_once(runtime, clock):
+async def test_a_maintenance_missed_for_10_days_runs_once_not_once_a_day(runtime, clock):
     await runtime.store.set_meta(MAINTENANCE_META, repr(clock.now - 10 * DAY))
     assert await runtime.jobs.maintenance_if_due() is True
     assert await runtime.jobs.maintenance_if_due() is False
@@ -26,6 +27,35 @@ async def test_a_maintenance_missed_while_stopped_runs_once(runtime, clock):
     check = sqlite3.connect(backups[0])
     assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     check.close()
+
+
+async def test_a_job_that_came_due_during_a_10_minute_stop_runs_once_after_the_restart(make_config, clock, llm):
+    async def start_and_stop() -> list[bool]:
+        """Start the bot, let its jobs make their start-up run, stop it: did maintenance run?"""
+        runtime = await build_runtime(make_config(), clock=clock)
+        ran: list[bool] = []
+        checked = asyncio.Event()
+        check = runtime.jobs.maintenance_if_due
+
+        async def check_and_tell() -> bool:  # the job as scheduled, telling the test what it did
+            ran.append(await check())
+            checked.set()
+            return ran[-1]
+
+        runtime.jobs.maintenance_if_due = check_and_tell
+        runtime.start()
+        try:
+            await asyncio.wait_for(checked.wait(), 10)
+        finally:
+            await runtime.close()
+        return ran
+
+    assert await start_and_stop() == [True]  # a first start: the daily maintenance runs
+    clock.now += DAY - 5 * 60  # the bot ran for a day less 5 minutes, then stopped for 10
+    clock.now += 10 * 60
+    assert await start_and_stop() == [True]  # due 5 minutes into the stop: it runs at the restart
+    assert await start_and_stop() == [False]  # once: not again at the next restart
+    assert len(list(backup_folder(make_config().storage).glob("keepsake-*.sqlite3"))) == 2
 
 
 async def test_maintenance_keeps_the_last_7_backups(runtime, clock):
