@@ -5,6 +5,7 @@ person sent is there, and summaries and the rebuild resume and finish."""
 
 import asyncio
 import os
+from contextlib import closing
 import signal
 import sqlite3
 import sys
@@ -107,6 +108,16 @@ def check_database(path, sent: set[str], recovered: bool) -> None:
         db.close()
 
 
+async def start_up_recovery(database, seconds: float = 30) -> None:
+    """Wait until a starting bot has failed the turns a kill left running (its imports alone can
+    take a second or two on a busy machine); check_database then tells whether it did."""
+    for _ in range(int(seconds / 0.1)):
+        with closing(sqlite3.connect(database)) as db:
+            if db.execute("SELECT COUNT(*) FROM turns WHERE status = 'running'").fetchone() == (0,):
+                return
+        await asyncio.sleep(0.1)
+
+
 @pytest.mark.timeout(420)
 async def test_sigkill_at_20_points_loses_nothing_and_everything_resumes(tmp_path, llm):
     killer = Killer()
@@ -131,7 +142,7 @@ async def test_sigkill_at_20_points_loses_nothing_and_everything_resumes(tmp_pat
         killer.arm(kind, nth)
         bot = await start(config, tmp_path)
         if database.exists():
-            await asyncio.sleep(1.5)  # the previous run's interrupted turn is recovered at start-up
+            await start_up_recovery(database)  # the previous run's interrupted turn is undone
             check_database(database, killer.sent_messages, recovered=True)
         script = (b"/memory rebuild\n" if kind == "rebuild" else b"") + lines(20)
         bot.stdin.write(script)
