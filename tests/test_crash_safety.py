@@ -5,10 +5,10 @@ person sent is there, and summaries and the rebuild resume and finish."""
 
 import asyncio
 import os
-from contextlib import closing
 import signal
 import sqlite3
 import sys
+from contextlib import closing
 
 import pytest
 
