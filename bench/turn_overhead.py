@@ -16,20 +16,23 @@ import time
 from pathlib import Path
 
 from bench.common import InstantLLM, bench_runtime, fill_memories, machine, percentile, temp_folder
+from bot.app import Runtime
+from bot.llm import TextSink
 from bot.models import ConversationKey, Identity, IncomingMessage
 
 SIZES = (1_000, 10_000, 100_000)
 WARM_UP = 100  # turns not measured at each size: a bot process is long-lived
+KEY = ConversationKey("console", "bench", None, "Mira")
+ANN = Identity("console", "ann")
 
 
-async def _turns(runtime, llm: InstantLLM, count: int, on_text=None) -> tuple[list[float], list[float]]:
+async def _turns(runtime: Runtime, llm: InstantLLM, count: int, on_text: TextSink | None = None,
+                 ) -> tuple[list[float], list[float]]:
     """Run `count` turns after a warm-up; their overheads (ms, without the fake model's own
     work) and their whole times (ms)."""
-    key = ConversationKey("console", "bench", None, "Mira")
-    ann = Identity("console", "ann")
     overheads, timings = [], []
     for i in range(count + WARM_UP):
-        message = IncomingMessage(key, ann, "Ann", f"turn {i}: how was the night at the lamp?", False)
+        message = IncomingMessage(KEY, ANN, "Ann", f"turn {i}: how was the night at the lamp?", False)
         model_before = llm.own_time_s
         started = time.perf_counter()
         await runtime.turns.handle(message, on_text=on_text)
@@ -53,9 +56,9 @@ async def measure(
         runtime = await bench_runtime(Path(folder), llm)
         runtime.turns.after_delivery = None  # background summarizing is benchmark 4, not the turn
         try:
-            person = await runtime.store.person_for_identity("console", "ann")
+            person = await runtime.store.person_for_identity(ANN.platform, ANN.user_id)
             await fill_memories(runtime, person)
-            conversation = await runtime.turns.conversation_for(ConversationKey("console", "bench", None, "Mira"), False)
+            conversation = await runtime.turns.conversation_for(KEY, False)
             stored = 0
             for size in sizes:
                 while stored < size:  # a long history, written the way turns write it
