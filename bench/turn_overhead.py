@@ -26,8 +26,9 @@ KEY = ConversationKey("console", "bench", None, "Mira")
 ANN = Identity("console", "ann")
 
 
-async def _turns(runtime: Runtime, llm: InstantLLM, count: int, on_text: TextSink | None = None,
-                 ) -> tuple[list[float], list[float]]:
+async def _turns(
+    runtime: Runtime, llm: InstantLLM, count: int, on_text: TextSink | None = None
+) -> tuple[list[float], list[float]]:
     """Run `count` turns after a warm-up; their overheads (ms, without the fake model's own
     work) and their whole times (ms)."""
     overheads, timings = [], []
