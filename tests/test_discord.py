@@ -3,6 +3,8 @@ and REST API, and the scripted LLM server."""
 
 import asyncio
 import json
+import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -267,7 +269,12 @@ async def test_editing_and_deleting_a_message_updates_the_store(bot, discord_fak
     doomed = await discord_fake.say(ANN_DM, ANN, "my PIN is 1234", guild=False)
     await bot_reply(discord_fake, ANN_DM, count=2)
     await discord_fake.delete(doomed)
-    await asyncio.sleep(0.3)
+
+    def stored(text: str) -> bool:
+        with closing(sqlite3.connect(bot.config.storage.path)) as db:
+            return db.execute("SELECT COUNT(*) FROM messages WHERE content = ?", (text,)).fetchone()[0] > 0
+
+    await discord_fake.wait_for(lambda: stored("I live in Oslo") and not stored("my PIN is 1234"))
     await discord_fake.say(ANN_DM, ANN, "where do I live?", guild=False)
     await bot_reply(discord_fake, ANN_DM, count=3)
     prompt = llm.prompt_text()
