@@ -10,10 +10,10 @@ more than one rebuild of a conversation at a time.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Awaitable, Callable
 
+from bot.conversation_tasks import ConversationTasks
 from bot.llm import LLMError
 from bot.summaries import Summarizer
 from storage.base import RebuildRow, Store
@@ -33,7 +33,7 @@ class Rebuilds:
         self.store = store
         self.summarizer = summarizer
         self.notify = notify
-        self._tasks: dict[int, asyncio.Task] = {}
+        self._tasks = ConversationTasks("rebuild")
 
     def running(self, conversation_id: int) -> bool:
         return conversation_id in self._tasks
@@ -62,10 +62,7 @@ class Rebuilds:
         self._launch(conversation_id)
 
     async def cancel(self, conversation_id: int) -> None:
-        task = self._tasks.get(conversation_id)
-        if task:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await self._tasks.cancel(conversation_id)
         await self.store.cancel_rebuild(conversation_id)
         self.summarizer.schedule(conversation_id)
 
@@ -75,10 +72,7 @@ class Rebuilds:
             self._launch(row.conversation_id)
 
     def _launch(self, conversation_id: int) -> None:
-        if conversation_id not in self._tasks:
-            self._tasks[conversation_id] = asyncio.create_task(
-                self._run(conversation_id), name=f"rebuild-{conversation_id}"
-            )
+        self._tasks.start(conversation_id, lambda: self._run(conversation_id))
 
     async def _run(self, conversation_id: int) -> None:
         try:
@@ -98,12 +92,8 @@ class Rebuilds:
             await self.store.finish_rebuild(conversation_id)
             await self._tell(conversation_id, row.person_id, DONE)
             self.summarizer.schedule(conversation_id)  # messages that waited
-        except asyncio.CancelledError:
-            raise
-        except Exception:
+        except Exception:  # not a cancellation, which is no Exception
             log.exception("rebuild of conversation %d crashed; it resumes on the next check", conversation_id)
-        finally:
-            self._tasks.pop(conversation_id, None)
 
     async def _tell(self, conversation_id: int, person_id: int | None, text: str) -> None:
         if person_id is None:
@@ -114,10 +104,7 @@ class Rebuilds:
             log.exception("could not tell person %s about their rebuild", person_id)
 
     async def idle(self) -> None:
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+        await self._tasks.idle()
 
     async def stop(self) -> None:
-        for task in list(self._tasks.values()):
-            task.cancel()
-        await self.idle()
+        await self._tasks.stop()

@@ -14,12 +14,12 @@ While a rebuild of the conversation exists, new messages wait for it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Callable
 
 from bot.characters import CharacterRuntime
+from bot.conversation_tasks import ConversationTasks
 from bot.llm import LLMClient, LLMError
 from bot.summary_prompts import (
     BATCH_PROMPT,
@@ -76,19 +76,15 @@ class Summarizer:
         self.characters = characters
         self.context_window = context_window
         self.clock = clock
-        self._jobs: dict[int, asyncio.Task] = {}
+        self._jobs = ConversationTasks("summarize")
         self._again: set[int] = set()
         self._checked: set[int] = set()  # conversations whose tiers were consolidated since start
 
     # -- scheduling ------------------------------------------------------------------------
     def schedule(self, conversation_id: int) -> None:
         """Summarize the conversation in the background; one job at a time per conversation."""
-        if conversation_id in self._jobs:
+        if not self._jobs.start(conversation_id, lambda: self._job(conversation_id)):
             self._again.add(conversation_id)
-            return
-        self._jobs[conversation_id] = asyncio.create_task(
-            self._job(conversation_id), name=f"summarize-{conversation_id}"
-        )
 
     async def _job(self, conversation_id: int) -> None:
         try:
@@ -99,18 +95,13 @@ class Summarizer:
                     return
         except Exception:
             log.exception("summarizing conversation %d failed", conversation_id)
-        finally:
-            self._jobs.pop(conversation_id, None)
 
     async def idle(self) -> None:
         """Wait until no summary job runs (tests, shutdown)."""
-        while self._jobs:
-            await asyncio.gather(*list(self._jobs.values()), return_exceptions=True)
+        await self._jobs.idle()
 
     async def stop(self) -> None:
-        for task in list(self._jobs.values()):
-            task.cancel()
-        await self.idle()
+        await self._jobs.stop()
 
     async def retry_due(self) -> None:
         for conversation_id in await self.store.due_summary_retries(self.clock()):
