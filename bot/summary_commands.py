@@ -53,7 +53,7 @@ class SummaryCommands:
             raise UsageError("To change an entry: /memory summary edit <S-number> <new text>.")
         entries = await self.store.summaries(conversation.id)
         state = await self.store.summary_state(conversation.id)
-        waiting, _ = await self.store.count_messages_between(conversation.id, state.summarized_pos, END)
+        waiting = await self.store.count_messages_between(conversation.id, state.summarized_pos, END)
         lines = [f"Summary of this conversation with {person.character_name}:"]
         if not entries:
             lines.append("(nothing summarized yet: the conversation still fits in the live window)")
@@ -76,7 +76,7 @@ class SummaryCommands:
 
     async def _number_in_conversation(self, conversation_id: int, pos: int) -> int:
         """Which message of this conversation (1 = its first) sits at `pos`."""
-        count, _ = await self.store.count_messages_between(conversation_id, -1, pos + 1)
+        count = await self.store.count_messages_between(conversation_id, -1, pos + 1)
         return count
 
     async def _press_edit(self, ctx, person: Person, verb: str, entry_id: str) -> CommandResult:

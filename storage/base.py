@@ -328,8 +328,8 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def count_messages_between(
         self, conversation_id: int, after_pos: int, before_pos: int
-    ) -> tuple[int, int]:
-        """How many messages, and how many tokens, lie strictly between the two positions."""
+    ) -> int:
+        """How many messages lie strictly between the two positions."""
 
     @abc.abstractmethod
     async def write_summary(

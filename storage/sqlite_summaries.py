@@ -59,12 +59,12 @@ class SQLiteSummaries(SQLiteBase):
 
     async def count_messages_between(
         self, conversation_id: int, after_pos: int, before_pos: int
-    ) -> tuple[int, int]:
-        count, tokens = await self._one(
-            "SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM messages WHERE conversation_id = ? "
-            "AND pos > ? AND pos < ?", (conversation_id, after_pos, before_pos),
+    ) -> int:
+        (count,) = await self._one(
+            "SELECT COUNT(*) FROM messages WHERE conversation_id = ? AND pos > ? AND pos < ?",
+            (conversation_id, after_pos, before_pos),
         )
-        return count, tokens
+        return count
 
     async def write_summary(
         self, conversation_id: int, generation: int, tier: str, content: str, tokens: int,
