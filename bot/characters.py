@@ -124,25 +124,6 @@ def _card_json_from_png(raw: bytes, path: Path) -> str:
         raise ConfigError(f"character card {path}: the PNG's card chunk is not base64 JSON") from None
 
 
-def png_with_card(card: dict, keyword: str = "chara") -> bytes:
-    """A minimal 1×1 PNG carrying `card` in a tEXt chunk (used to write example cards)."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
-
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    pixels = zlib.compress(b"\x00\xff\xff\xff")
-    text = keyword.encode("latin-1") + b"\x00" + base64.b64encode(json.dumps(card).encode())
-    return (
-        PNG_SIGNATURE
-        + chunk(b"IHDR", header)
-        + chunk(b"tEXt", text)
-        + chunk(b"IDAT", pixels)
-        + chunk(b"IEND", b"")
-    )
-
-
 @dataclass(frozen=True)
 class CharacterRuntime:
     """A loaded character with its store id and its system prompt's size (counted once)."""

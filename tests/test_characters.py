@@ -1,12 +1,34 @@
 """SPEC section 2 — characters from a persona or a Character Card V2 (.json or .png)."""
 
+import base64
 import json
+import struct
+import zlib
 
 import pytest
 
-from bot.characters import load_character, png_with_card
+from bot.characters import PNG_SIGNATURE, load_character
 from bot.config import CharacterConfig, ConfigError
 from bot.prompt import system_prompt
+
+def png_with_card(card: dict, keyword: str = "chara") -> bytes:
+    """A minimal 1×1 PNG carrying `card` in a tEXt chunk (as card sites export them)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\xff\xff")
+    text = keyword.encode("latin-1") + b"\x00" + base64.b64encode(json.dumps(card).encode())
+    return (
+        PNG_SIGNATURE
+        + chunk(b"IHDR", header)
+        + chunk(b"tEXt", text)
+        + chunk(b"IDAT", pixels)
+        + chunk(b"IEND", b"")
+    )
+
 
 CARD = {
     "spec": "chara_card_v2",
