@@ -9,6 +9,7 @@ character, whose reply streams onto the screen.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import threading
 from pathlib import Path
@@ -48,9 +49,20 @@ class _Stream:
 
 
 def _read_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, stream: TextIO) -> None:
-    """Feed stdin lines to the event loop from a daemon thread (works for ttys, pipes, files)."""
-    for line in stream:
-        loop.call_soon_threadsafe(queue.put_nowait, line)
+    """Feed stdin lines to the event loop from a daemon thread (works for ttys, pipes, files).
+    At a terminal, lines are read with readline: arrow keys edit the line and walk the history."""
+    if stream.isatty():
+        import readline  # noqa: F401  (importing it gives input() line editing and history)
+
+        while True:
+            try:
+                line = input()
+            except EOFError:
+                break
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+    else:
+        for line in stream:
+            loop.call_soon_threadsafe(queue.put_nowait, line)
     loop.call_soon_threadsafe(queue.put_nowait, None)
 
 
@@ -61,7 +73,7 @@ class Console:
         self.user_name = user_name
         self.out = out
         self.identity = Identity(PLATFORM, user_name)
-        self.key = ConversationKey(PLATFORM, "local", None, self.character.name)
+        self.key = ConversationKey(PLATFORM, "local", None, self.character.name, is_shared=False)
         self.context = CommandContext(self.key, self.identity, user_name)
         self.buttons: list[Button] = []
         self.last_turn: int | None = None
@@ -75,7 +87,7 @@ class Console:
         print(text, file=self.out, flush=True)
 
     async def greet(self) -> None:
-        self.say(f"{self.character.name}: {await self.runtime.turns.greet(self.key, self.user_name, False)}")
+        self.say(f"{self.character.name}: {await self.runtime.turns.greet(self.key, self.user_name)}")
 
     async def run(self, lines: asyncio.Queue) -> None:
         await self.greet()
@@ -89,11 +101,14 @@ class Console:
                 return
             try:
                 await self.handle_line(line)
-            except Exception as exc:  # the person hears about it; the session goes on
-                self.say(f"(something went wrong: {type(exc).__name__}; your message is kept)")
+            except Exception:  # the person hears about it; the session goes on
+                logging.getLogger(__name__).exception("the console failed on a line")
+                self.say("(something went wrong on our side with that line; try again)")
 
     async def handle_line(self, line: str) -> None:
         text = line.strip()
+        if not text:
+            return  # an empty Enter is nothing said
         if not text.startswith("/"):
             await self.chat(line)
             return
@@ -112,7 +127,7 @@ class Console:
             self.say(f"Unknown command {text.split()[0][:40]}. Type /help for the list.")
 
     async def chat(self, text: str) -> None:
-        message = IncomingMessage(self.key, self.identity, self.user_name, text, is_shared=False)
+        message = IncomingMessage(self.key, self.identity, self.user_name, text)
         stream = _Stream(self.out, self.character.name)
         await self.deliver(await self.runtime.turns.handle(message, on_text=stream), stream)
 

@@ -15,6 +15,11 @@ message content; `allowed_mentions` none on the client, so no reply, edit or fol
   this" is a message context-menu command. `/link` and `/forgetme` are top-level commands.
 - Button clicks (their custom_id is the core's action) and modals are routed through
   `on_interaction`, so buttons keep working after a restart.
+- Messages by bots and webhooks are not from a person (SPEC section 2); they are not answered,
+  so two bots can never talk to each other in a loop, and nothing is stored for them.
+- An image, sticker or file is never silently ignored: the text with it is answered and the
+  character says it cannot see it; alone, it gets one line saying what the character can read.
+- A token Discord refuses (HTTP 401 at login) stops this adapter with one clear error.
 """
 
 from __future__ import annotations
@@ -34,13 +39,36 @@ from bot.actions import decode_action
 from bot.app import Runtime
 from bot.command_base import CommandContext
 from bot.config import CharacterConfig
-from bot.models import Button, CommandResult, ConversationKey, Form, Identity, IncomingMessage, Reply
+from bot.models import (
+    Button,
+    CommandResult,
+    ConversationKey,
+    Form,
+    Identity,
+    IncomingMessage,
+    PlatformRefused,
+    Reply,
+)
+from bot.turn import INTERRUPTED
 from storage.base import ConversationRow
 
 log = logging.getLogger(__name__)
 PLATFORM = "discord"
 LIMIT = 2_000
 Scope = Literal["character", "global"]
+SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side. Try again."
+
+
+def unseen_in(message: discord.Message) -> str | None:
+    """What the message carries besides text, in words ("an image"); None for plain text."""
+    if message.stickers:
+        return "a sticker"
+    types = [(a.content_type or "").split("/")[0] for a in message.attachments]
+    if not types:
+        return None
+    if all(t == "image" for t in types):
+        return "an image" if len(types) == 1 else "images"
+    return "a file" if len(types) == 1 else "files"
 
 
 def view_of(rows: list[list[Button]]) -> discord.ui.View | None:
@@ -59,12 +87,17 @@ def view_of(rows: list[list[Button]]) -> discord.ui.View | None:
 
 
 def place_of(channel) -> tuple[str, str | None, bool]:
-    """(chat id, thread id, shared) of a Discord channel."""
+    """(chat id, thread id, shared) of a Discord channel: shared unless it is a DM. A channel
+    discord.py has not cached (a partial one, from a raw event) is in a server when its event
+    named a guild."""
     if isinstance(channel, discord.Thread):
         return str(channel.parent_id), str(channel.id), True
-    if isinstance(channel, (discord.DMChannel, discord.GroupChannel)) or getattr(channel, "guild", None) is None:
-        return str(channel.id), None, isinstance(channel, discord.GroupChannel)
-    return str(channel.id), None, True
+    if isinstance(channel, discord.DMChannel):
+        return str(channel.id), None, False
+    if isinstance(channel, discord.GroupChannel):
+        return str(channel.id), None, True
+    in_guild = getattr(channel, "guild", None) is not None or getattr(channel, "guild_id", None) is not None
+    return str(channel.id), None, in_guild
 
 
 class SummaryModal(discord.ui.Modal):
@@ -103,6 +136,7 @@ class DiscordAdapter:
         self.client.event(self.on_raw_message_edit)
         self.client.event(self.on_raw_message_delete)
         self.client.event(self.on_interaction)
+        self.client.event(self.on_ready)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def setup_hook(self) -> None:
@@ -120,26 +154,55 @@ class DiscordAdapter:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         async with self.client:
-            await self.client.login(self.token)
+            try:
+                await self.client.login(self.token)
+            except discord.LoginFailure as refused:
+                raise PlatformRefused(f"Discord refused the bot token of {self.character.name}: {refused}") from None
             connection = asyncio.create_task(self.client.connect(reconnect=True))
             stopping = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait({connection, stopping}, return_when=asyncio.FIRST_COMPLETED)
             await self.client.close()
             stopping.cancel()
             if connection in done:
-                connection.result()  # a failed connection is raised to the supervisor
+                try:
+                    connection.result()  # a failed connection is raised to the supervisor
+                except discord.ConnectionClosed as closed:
+                    if closed.code == 4004:  # "Authentication failed": the token was revoked
+                        raise PlatformRefused(f"Discord refused the bot token of {self.character.name} "
+                                              "(gateway close 4004)") from None
+                    raise
             else:
                 await asyncio.gather(connection, return_exceptions=True)
 
+    async def on_ready(self) -> None:
+        await self.recover()
+
+    async def recover(self) -> None:
+        """Turns a crash cut off mid-reply: answered again when under 5 minutes old (replacing the
+        partial message), otherwise the partial message says it was interrupted."""
+        for item in await self.runtime.turns.interrupted(PLATFORM, self.character.name):
+            conversation = item.conversation
+            channel = self.client.get_partial_messageable(int(conversation.thread_id or conversation.chat_id))
+            try:
+                partial = [await channel.fetch_message(int(item.partial_message_id))] \
+                    if item.partial_message_id else []
+                if item.fresh:
+                    asked = item.user_message.platform_message_id
+                    reply_to = channel.get_partial_message(int(asked)) if asked and conversation.is_shared else None
+                    await self.deliver(channel, reply_to, await self.runtime.turns.answer_again(item), partial)
+                elif partial:
+                    await partial[0].edit(content=INTERRUPTED)
+            except discord.HTTPException as failure:
+                log.warning("Discord: could not recover an interrupted reply: %s", failure)
+
     # -- normalizing -----------------------------------------------------------------------
-    def key(self, channel) -> tuple[ConversationKey, bool]:
+    def key(self, channel) -> ConversationKey:
         chat_id, thread_id, shared = place_of(channel)
-        return ConversationKey(PLATFORM, chat_id, thread_id, self.character.name), shared
+        return ConversationKey(PLATFORM, chat_id, thread_id, self.character.name, shared)
 
     def context(self, interaction: discord.Interaction) -> CommandContext:
-        key, shared = self.key(interaction.channel)
         user = interaction.user
-        return CommandContext(key, Identity(PLATFORM, str(user.id)), user.display_name, shared)
+        return CommandContext(self.key(interaction.channel), Identity(PLATFORM, str(user.id)), user.display_name)
 
     def addressed(self, message: discord.Message) -> bool:
         me = self.client.user
@@ -160,35 +223,35 @@ class DiscordAdapter:
 
     # -- conversation ----------------------------------------------------------------------
     async def on_message(self, message: discord.Message) -> None:
-        if message.author.bot or not self.addressed(message):
+        if message.author.bot or message.webhook_id is not None or not self.addressed(message):
             return
-        key, shared = self.key(message.channel)
-        incoming = IncomingMessage(key, Identity(PLATFORM, str(message.author.id)), message.author.display_name,
-                                   self.text_of(message), shared, str(message.id))
+        incoming = IncomingMessage(self.key(message.channel), Identity(PLATFORM, str(message.author.id)),
+                                   message.author.display_name, self.text_of(message), str(message.id),
+                                   unseen=unseen_in(message))
         try:
             await self.answer(message, incoming)
         except Exception:
             log.exception("Discord: answering message %s failed", message.id)
-            await self.quietly(message.channel.send(
-                "Sorry, something went wrong on my side sending that reply. Your message is kept; try again."))
+            await self.quietly(message.channel.send(SOMETHING_WENT_WRONG))
 
     async def answer(self, message: discord.Message, incoming: IncomingMessage) -> None:
         channel = message.channel
+        shared = incoming.conversation.is_shared
         live: list[discord.Message] = []
 
-        async def show(text: str) -> None:
+        async def show(text: str) -> str | None:
             preview = split_message(text, LIMIT)[0]
             if not live:
-                live.append(await (message.reply(preview, mention_author=False) if incoming.is_shared
-                                   else channel.send(preview)))
-            else:
-                await live[0].edit(content=preview)
+                live.append(await (message.reply(preview, mention_author=False) if shared else channel.send(preview)))
+                return str(live[0].id)
+            await live[0].edit(content=preview)
+            return None
 
         async with channel.typing():
             reply = await self.runtime.turns.handle(incoming, on_text=ThrottledStream(show))
-        await self.deliver(channel, message if incoming.is_shared else None, reply, live)
+        await self.deliver(channel, message if shared else None, reply, live)
 
-    async def deliver(self, channel, reply_to: discord.Message | None, reply: Reply,
+    async def deliver(self, channel, reply_to: discord.Message | discord.PartialMessage | None, reply: Reply,
                       existing: list[discord.Message]) -> None:
         chunks = split_message(reply.text, LIMIT)
         sent: list[discord.Message] = []
@@ -222,12 +285,12 @@ class DiscordAdapter:
         author = payload.data.get("author") or {}
         if content is None or author.get("bot"):
             return
-        key, _ = self.key(self.channel(payload.channel_id, payload.guild_id))
+        key = self.key(self.channel(payload.channel_id, payload.guild_id))
         await self.runtime.turns.message_edited(key, str(payload.message_id),
                                                 re.sub(rf"<@!?{self.client.user.id}>", "", content))
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        key, _ = self.key(self.channel(payload.channel_id, payload.guild_id))
+        key = self.key(self.channel(payload.channel_id, payload.guild_id))
         await self.runtime.turns.message_deleted(key, str(payload.message_id))
 
     def channel(self, channel_id: int, guild_id: int | None):
@@ -367,7 +430,7 @@ class DiscordAdapter:
                 await self.press(interaction, custom_id)
         except Exception:
             log.exception("Discord: a button press failed")
-            text = "Sorry, something went wrong on my side. Try again."
+            text = SOMETHING_WENT_WRONG
             if interaction.response.is_done():
                 await self.quietly(interaction.followup.send(text, ephemeral=True))
             else:
@@ -391,7 +454,7 @@ class DiscordAdapter:
             await self.followup(interaction, rest)
 
     async def regenerate(self, interaction: discord.Interaction, turn: str) -> None:
-        key, _ = self.key(interaction.channel)
+        key = self.key(interaction.channel)
         presser = Identity(PLATFORM, str(interaction.user.id))
         refusal = await self.runtime.turns.regenerate_refusal(key, presser, turn)
         if refusal:
@@ -402,7 +465,7 @@ class DiscordAdapter:
         existing = self.latest_reply.get(str(channel.id)) or [interaction.message]
         # No live edits: if the model fails, the old reply is still there, intact.
         async with channel.typing():
-            reply = await self.runtime.turns.regenerate(key, presser, int(turn))
+            reply = await self.runtime.turns.regenerate(key, presser, int(turn))  # checked: ASCII digits
         if reply.is_error:
             await interaction.followup.send(reply.text, ephemeral=True)
             return

@@ -15,9 +15,10 @@ TYPING_EVERY_S = 4.0  # typing indicators fade after ~5 s on both platforms
 
 
 class ThrottledStream:
-    """Receives the whole text so far; shows it with `show` at most once per interval."""
+    """Receives the whole text so far; shows it with `show` at most once per interval, and
+    passes on what `show` returns (the platform id of a message it created)."""
 
-    def __init__(self, show: Callable[[str], Awaitable[None]], interval: float = EDIT_EVERY_S):
+    def __init__(self, show: Callable[[str], Awaitable[str | None]], interval: float = EDIT_EVERY_S):
         self.show = show
         self.interval = interval
         self.text = ""
@@ -28,16 +29,17 @@ class ThrottledStream:
     def started(self) -> bool:
         return bool(self.shown)
 
-    async def __call__(self, text: str) -> None:
+    async def __call__(self, text: str) -> str | None:
         self.text = text
         now = time.monotonic()
         if text.strip() and text != self.shown and now - self._last >= self.interval:
             self._last = now
             self.shown = text
             try:
-                await self.show(text)
+                return await self.show(text)
             except Exception:  # a live edit is a nicety; the final delivery still happens
                 log.warning("live edit failed", exc_info=True)
+        return None
 
 
 @contextlib.asynccontextmanager

@@ -12,6 +12,14 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
   is ignored. The latest reply carries a Regenerate button (it edits the reply in place).
 - `/memory …` answers are private: in a group they go to the person's DM, or the group gets a
   one-line note to open a DM first — never the memories themselves.
+- A message sent on behalf of a chat (`sender_chat`: anonymous admins, "send as channel",
+  channel posts) or by a bot is from nobody in particular (SPEC section 2): it may be answered,
+  but no memories are read or written for it, and /memory tells it to write as the person.
+- A photo, sticker or file is never silently ignored: its caption is answered and the character
+  says it cannot see it; without a caption, one line says what the character can read.
+- An edited message changes the stored one; an edited command is never run again.
+- Updates are fetched by our own long-polling loop (transport apart from handling): a token
+  Telegram refuses (HTTP 401) stops this adapter with one clear error, at start-up or later.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from telegram import (
     Update,
 )
 from telegram.constants import ChatAction, ChatType, MessageLimit, ParseMode
-from telegram.error import BadRequest, Forbidden, RetryAfter, TelegramError
+from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import (
     Application,
     CallbackQueryHandler,
@@ -47,18 +55,28 @@ from telegram.ext import (
 
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream, typing
-from bot.actions import decode_action
+from bot.actions import STALE_BUTTON, decode_action
 from bot.app import Runtime
 from bot.command_base import CommandContext
 from bot.commands import HELP
 from bot.config import CharacterConfig
-from bot.models import Button, CommandResult, ConversationKey, Identity, IncomingMessage, Reply
+from bot.models import (
+    Button,
+    CommandResult,
+    ConversationKey,
+    Identity,
+    IncomingMessage,
+    PlatformRefused,
+    Reply,
+)
+from bot.turn import INTERRUPTED
 from storage.base import ConversationRow
 
 log = logging.getLogger(__name__)
 PLATFORM = "telegram"
 LIMIT = MessageLimit.MAX_TEXT_LENGTH  # 4,096
 POLL_TIMEOUT_S = 10
+POLL_RETRY_MAX_S = 60.0
 MAX_FLOOD_RETRIES = 3
 ANSWER_ORIGINS_KEPT = 10_000
 COMMANDS = [
@@ -71,6 +89,35 @@ COMMANDS = [
 ]
 OPEN_DM_FIRST = ("{name}, I answer /memory privately, but I can't write to you yet: open a chat with "
                  "me (tap my name, then Start) and send the command again.")
+SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side handling that. Try again."
+UNSEEN_KINDS = (  # what a message carries that the character cannot read, in the order checked
+    ("photo", "a photo"), ("sticker", "a sticker"), ("animation", "a GIF"), ("video", "a video"),
+    ("video_note", "a video message"), ("voice", "a voice message"), ("audio", "an audio file"),
+    ("document", "a file"),
+)
+
+
+def unseen_in(message: Message) -> str | None:
+    """What the message carries besides text, in words ("a photo"); None for plain text."""
+    for attribute, words in UNSEEN_KINDS:
+        if getattr(message, attribute, None):
+            return words
+    return "an attachment" if message.effective_attachment else None
+
+
+def speaker_of(message: Message) -> Identity | None:
+    """The person who wrote the message; None for nobody in particular: a message sent on
+    behalf of a chat (anonymous admins, "send as channel", channel posts), or by a bot."""
+    user = message.from_user
+    if message.sender_chat is not None or user is None or user.is_bot or message.is_automatic_forward:
+        return None
+    return Identity(PLATFORM, str(user.id))
+
+
+def speaker_name_of(message: Message) -> str:
+    if message.sender_chat is not None:
+        return message.sender_chat.effective_name or "someone"
+    return message.from_user.full_name if message.from_user else "someone"
 
 
 def to_html(chunk: str) -> str:
@@ -129,6 +176,11 @@ class Place:
     thread_id: int | None
     shared: bool
 
+    @staticmethod
+    def of(conversation: ConversationKey) -> "Place":
+        thread = int(conversation.thread_id) if conversation.thread_id else None
+        return Place(int(conversation.chat_id), thread, conversation.is_shared)
+
 
 class TelegramAdapter:
     def __init__(self, runtime: Runtime, character: CharacterConfig, token: str, base_url: str):
@@ -152,16 +204,18 @@ class TelegramAdapter:
             .base_file_url(file_url(self.base_url))
             .concurrent_updates(True)
             .get_updates_read_timeout(POLL_TIMEOUT_S + 5)
+            .updater(None)  # we fetch updates ourselves: see poll()
             .build()
         )
-        application.add_handler(CommandHandler("start", self.on_start))
-        application.add_handler(CommandHandler("help", self.on_help))
-        application.add_handler(CommandHandler(["memory", "link", "forgetme"], self.on_memory_command))
-        application.add_handler(CommandHandler("remember", self.on_remember))
+        new = filters.UpdateType.MESSAGE  # commands run from new messages only, never from edits
+        application.add_handler(CommandHandler("start", self.on_start, filters=new))
+        application.add_handler(CommandHandler("help", self.on_help, filters=new))
+        application.add_handler(CommandHandler(["memory", "link", "forgetme"], self.on_memory_command, filters=new))
+        application.add_handler(CommandHandler("remember", self.on_remember, filters=new))
         application.add_handler(CallbackQueryHandler(self.on_button))
         application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & filters.TEXT, self.on_edited))
-        application.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.TEXT & ~filters.COMMAND,
-                                               self.on_message))
+        application.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, self.on_message))
+        application.add_handler(MessageHandler(new & filters.ATTACHMENT, self.on_message))
         application.add_error_handler(self.on_error)
         self.application = application
         return application
@@ -173,14 +227,85 @@ class TelegramAdapter:
             await self._serve(application, stop)
 
     async def _serve(self, application: Application, stop: asyncio.Event) -> None:
-        async with application:
+        try:
+            await application.initialize()
+        except InvalidToken as refused:
+            raise PlatformRefused(f"Telegram refused the bot token of {self.character.name}: {refused}") from None
+        try:
             await application.bot.set_my_commands(COMMANDS)
             await application.start()
-            await application.updater.start_polling(timeout=POLL_TIMEOUT_S, allowed_updates=Update.ALL_TYPES)
             log.info("Telegram: %s is online as @%s", self.character.name, application.bot.username)
-            await stop.wait()
-            await application.updater.stop()
-            await application.stop()
+            recovery = asyncio.create_task(self.recover(application.bot))
+            try:
+                await self.poll(application, stop)
+            finally:
+                recovery.cancel()
+                await asyncio.gather(recovery, return_exceptions=True)
+                await application.stop()
+        finally:
+            await application.shutdown()
+
+    async def poll(self, application: Application, stop: asyncio.Event) -> None:
+        """Long-poll getUpdates into the application's queue until `stop` is set. Network trouble
+        is retried with backoff; a refused token (HTTP 401) stops the adapter for good."""
+        bot = application.bot
+        offset: int | None = None
+        delay = 1.0
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            while not stop.is_set():
+                fetch = asyncio.create_task(bot.get_updates(
+                    offset=offset, timeout=POLL_TIMEOUT_S, allowed_updates=Update.ALL_TYPES))
+                await asyncio.wait({fetch, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not fetch.done():
+                    fetch.cancel()
+                    await asyncio.gather(fetch, return_exceptions=True)
+                    break
+                try:
+                    updates = fetch.result()
+                except InvalidToken as refused:
+                    raise PlatformRefused(
+                        f"Telegram refused the bot token of {self.character.name}: {refused}") from None
+                except RetryAfter as flood:
+                    await self._pause(stop, flood_wait(flood))
+                    continue
+                except TelegramError as failure:
+                    log.warning("Telegram: fetching updates failed (%s); retrying in %.0f s", failure, delay)
+                    await self._pause(stop, delay)
+                    delay = min(delay * 2, POLL_RETRY_MAX_S)
+                    continue
+                delay = 1.0
+                for update in updates:
+                    await application.update_queue.put(update)
+                    offset = update.update_id + 1
+            if offset is not None:  # confirm what was fetched, so it is not fetched again
+                await self.quietly(bot.get_updates(offset=offset, timeout=0))
+        finally:
+            stopping.cancel()
+
+    @staticmethod
+    async def _pause(stop: asyncio.Event, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(stop.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def recover(self, bot) -> None:
+        """Turns a crash cut off mid-reply: answered again when under 5 minutes old (replacing the
+        partial message), otherwise the partial message says it was interrupted."""
+        for item in await self.runtime.turns.interrupted(PLATFORM, self.character.name):
+            place = Place.of(item.conversation)
+            partial = [int(item.partial_message_id)] if item.partial_message_id else []
+            try:
+                if item.fresh:
+                    reply = await self.runtime.turns.answer_again(item)
+                    asked = item.user_message.platform_message_id
+                    reply_to = int(asked) if asked and place.shared else None
+                    await self.deliver(bot, place, reply_to, reply, partial)
+                elif partial:
+                    await self.edit(bot, place.chat_id, partial[0], INTERRUPTED, None, html_mode=False)
+            except TelegramError as failure:
+                log.warning("Telegram: could not recover an interrupted reply: %s", failure)
 
     # -- normalizing updates -------------------------------------------------------------------
     @staticmethod
@@ -190,58 +315,64 @@ class TelegramAdapter:
 
     def key(self, place: Place) -> ConversationKey:
         thread = str(place.thread_id) if place.thread_id is not None else None
-        return ConversationKey(PLATFORM, str(place.chat_id), thread, self.character.name)
+        return ConversationKey(PLATFORM, str(place.chat_id), thread, self.character.name, place.shared)
 
     def addressed(self, message: Message, bot_id: int, username: str) -> bool:
-        """DMs always; in groups a mention of the bot or a reply to it."""
+        """DMs always; in groups a mention of the bot (in the text or a caption) or a reply to it."""
         if message.chat.type == ChatType.PRIVATE:
             return True
         reply = message.reply_to_message
         if reply is not None and reply.from_user is not None and reply.from_user.id == bot_id:
             return True
-        mentions = message.parse_entities(["mention"]).values()
+        mentions = [*message.parse_entities(["mention"]).values(),
+                    *message.parse_caption_entities(["mention"]).values()]
+        entities = [*(message.entities or []), *(message.caption_entities or [])]
         return any(m.lower() == f"@{username.lower()}" for m in mentions) or any(
-            e.user is not None and e.user.id == bot_id for e in (message.entities or []) if e.type == "text_mention"
+            e.user is not None and e.user.id == bot_id for e in entities if e.type == "text_mention"
         )
 
     def strip_mention(self, text: str, username: str) -> str:
         return re.sub(rf"@{re.escape(username)}\b", "", text, flags=re.IGNORECASE).strip()
 
     def context(self, update: Update) -> CommandContext:
+        """Who sent a command, and where. A button press always comes from the person pressing."""
         message = update.effective_message
         place = self.place(message)
-        user = update.effective_user
-        return CommandContext(self.key(place), Identity(PLATFORM, str(user.id)), user.full_name, place.shared)
+        if update.callback_query is not None:
+            user = update.callback_query.from_user
+            return CommandContext(self.key(place), Identity(PLATFORM, str(user.id)), user.full_name)
+        return CommandContext(self.key(place), speaker_of(message), speaker_name_of(message))
 
     # -- conversation ----------------------------------------------------------------------
     async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
         bot = context.bot
-        if message is None or message.from_user is None or not self.addressed(message, bot.id, bot.username):
+        if message is None or not self.addressed(message, bot.id, bot.username):
             return
         place = self.place(message)
         incoming = IncomingMessage(
             conversation=self.key(place),
-            speaker=Identity(PLATFORM, str(message.from_user.id)),
-            speaker_name=message.from_user.full_name,
-            text=self.strip_mention(message.text or "", bot.username),
-            is_shared=place.shared,
+            speaker=speaker_of(message),
+            speaker_name=speaker_name_of(message),
+            text=self.strip_mention(message.text or message.caption or "", bot.username),
             platform_message_id=str(message.message_id),
+            unseen=unseen_in(message),
         )
         await self.answer(bot, place, message.message_id, incoming)
 
     async def answer(self, bot, place: Place, reply_to: int, incoming: IncomingMessage) -> None:
         live: list[Message] = []
 
-        async def show(text: str) -> None:
+        async def show(text: str) -> str | None:
             preview = text[:LIMIT]
             if not live:
                 live.append(await with_flood_retry(lambda: bot.send_message(
                     place.chat_id, preview, message_thread_id=place.thread_id,
                     reply_parameters=ReplyParameters(reply_to, allow_sending_without_reply=True)
                     if place.shared else None)))
-            else:
-                await self.edit(bot, place.chat_id, live[0].message_id, preview, None, html_mode=False)
+                return str(live[0].message_id)
+            await self.edit(bot, place.chat_id, live[0].message_id, preview, None, html_mode=False)
+            return None
 
         stream = ThrottledStream(show)
         async with typing(lambda: bot.send_chat_action(place.chat_id, ChatAction.TYPING,
@@ -323,10 +454,10 @@ class TelegramAdapter:
 
     # -- commands --------------------------------------------------------------------------
     async def on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        user = update.effective_user
-        place = self.place(update.effective_message)
-        greeting = await self.runtime.turns.greet(self.key(place), user.full_name if user else "there", place.shared)
-        await update.effective_message.reply_text(greeting)
+        message = update.effective_message
+        place = self.place(message)
+        greeting = await self.runtime.turns.greet(self.key(place), speaker_name_of(message))
+        await message.reply_text(greeting)
 
     async def on_help(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         intro = (f"I'm {self.character.name}. Talk to me here; in a group, mention me or reply to me. "
@@ -350,12 +481,13 @@ class TelegramAdapter:
 
     async def answer_privately(self, update: Update, context: ContextTypes.DEFAULT_TYPE,
                                ctx: CommandContext, result: CommandResult) -> None:
-        """Show a /memory answer to the person only: here in a DM; from a group, in their DM."""
+        """Show a /memory answer to the person only: here in a DM; from a group, in their DM.
+        (Nobody in particular has no DM, and its answer says only to write as oneself.)"""
         message = update.effective_message
         user = update.effective_user
         bot = context.bot
-        if not ctx.is_shared:
-            await self.show_result(bot, Place(message.chat_id, None, False), result)
+        if not ctx.conversation.is_shared or ctx.identity is None:
+            await self.show_result(bot, self.place(message), result)
             return
         try:
             sent = await self.show_result(bot, Place(user.id, None, False), result)
@@ -388,7 +520,19 @@ class TelegramAdapter:
 
     # -- buttons ---------------------------------------------------------------------------
     async def on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A press is always acknowledged, even when its data is forged or something fails."""
         query = update.callback_query
+        try:
+            await self.press(update, context)
+        except Exception:
+            log.exception("Telegram: a button press failed")
+            await self.quietly(query.answer(SOMETHING_WENT_WRONG, show_alert=True))
+
+    async def press(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        query = update.callback_query
+        if not isinstance(query.message, Message):  # too old for Telegram to send it along
+            await query.answer(STALE_BUTTON, show_alert=True)
+            return
         action = decode_action(query.data or "")
         if action is not None and action.verb == "regen":
             await self.regenerate(update, context, action.args[0] if action.args else "")
@@ -397,7 +541,7 @@ class TelegramAdapter:
         ctx = self.context(update)  # who presses: always the person behind this callback
         origin = self.answer_origin.get((message.chat_id, message.message_id))
         if origin is not None:  # an answer sent to the DM acts in the group it was asked in
-            ctx = CommandContext(origin.conversation, ctx.identity, ctx.display_name, origin.is_shared)
+            ctx = CommandContext(origin.conversation, ctx.identity, ctx.display_name)
         result = await self.runtime.commands.press(ctx, query.data or "")
         if result.refused:
             await query.answer(result.text, show_alert=True)
@@ -422,11 +566,12 @@ class TelegramAdapter:
             return
         await query.answer()
         bot = context.bot
+        turn_id = int(turn)  # checked by regenerate_refusal
         existing = self.latest_reply.get((place.chat_id, place.thread_id)) or [message.message_id]
         # No live edits here: if the model fails, the old reply must still be there, intact.
         async with typing(lambda: bot.send_chat_action(place.chat_id, ChatAction.TYPING,
                                                        message_thread_id=place.thread_id)):
-            reply = await self.runtime.turns.regenerate(self.key(place), presser, int(turn))
+            reply = await self.runtime.turns.regenerate(self.key(place), presser, turn_id)
         if reply.is_error:
             await self.send(bot, place, reply.text, None, message.message_id)
             return
@@ -436,10 +581,7 @@ class TelegramAdapter:
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("Telegram update failed: %s", type(context.error).__name__, exc_info=context.error)
         if isinstance(update, Update) and update.effective_chat is not None:
-            await self.quietly(context.bot.send_message(
-                update.effective_chat.id,
-                "Sorry, something went wrong on my side handling that. Your message is kept; try again.",
-            ))
+            await self.quietly(context.bot.send_message(update.effective_chat.id, SOMETHING_WENT_WRONG))
 
     async def notified(self, conversation: ConversationRow, person_id: int | None, text: str) -> None:
         if conversation.platform != PLATFORM or self.application is None:

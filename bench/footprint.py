@@ -37,7 +37,7 @@ async def measure(conversations: int) -> tuple[float, float]:
         runtime.start()
         try:
             warm = IncomingMessage(ConversationKey("telegram", "warm", None, "Mira"), Identity("telegram", "w"),
-                                   "W", "hello", False)
+                                   "W", "hello")
             await runtime.turns.delivered(await runtime.turns.handle(warm))
             start = rss_mb()
 
@@ -49,7 +49,7 @@ async def measure(conversations: int) -> tuple[float, float]:
                 for h in range(HISTORY):
                     await runtime.store.add_user_message(conversation.id, person_id, f"Person {n}", LINE % h, 40, None)
                 for t in range(3):
-                    reply = await runtime.turns.handle(IncomingMessage(key, who, f"Person {n}", f"message {t}", False))
+                    reply = await runtime.turns.handle(IncomingMessage(key, who, f"Person {n}", f"message {t}"))
                     await runtime.turns.delivered(reply)
 
             for first in range(0, conversations, 100):  # 100 at a time, as a busy bot would see them

@@ -27,7 +27,7 @@ async def measure(conversations: int, turns: int) -> tuple[float, float, float]:
             who = Identity("telegram", f"user-{n}")
             for t in range(turns):
                 started = time.perf_counter()
-                reply = await runtime.turns.handle(IncomingMessage(key, who, f"Person {n}", f"message {t}", False))
+                reply = await runtime.turns.handle(IncomingMessage(key, who, f"Person {n}", f"message {t}"))
                 latencies.append((time.perf_counter() - started) * 1000)
                 await runtime.turns.delivered(reply)  # summaries run in the background, as in production
 

@@ -74,7 +74,7 @@ async def run(plot: Path | None) -> dict:
         try:
             for turn in range(TURNS):
                 text = facts[turn // every][0] if turn % every == every // 2 else FILLER[turn % len(FILLER)]
-                reply = await runtime.turns.handle(IncomingMessage(key, ann, "Ann", text, False))
+                reply = await runtime.turns.handle(IncomingMessage(key, ann, "Ann", text))
                 await runtime.turns.delivered(reply)
                 await runtime.summarizer.idle()
                 transcript += [(f"Ann: {text}", counter.count(text) + 4), (reply.text, counter.count(reply.text) + 4)]

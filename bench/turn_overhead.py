@@ -33,7 +33,7 @@ async def _turns(
     work) and their whole times (ms)."""
     overheads, timings = [], []
     for i in range(count + WARM_UP):
-        message = IncomingMessage(KEY, ANN, "Ann", f"turn {i}: how was the night at the lamp?", False)
+        message = IncomingMessage(KEY, ANN, "Ann", f"turn {i}: how was the night at the lamp?")
         model_before = llm.own_time_s
         started = time.perf_counter()
         await runtime.turns.handle(message, on_text=on_text)

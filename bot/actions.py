@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.text import parse_number
 
-STALE_BUTTON = "That button is no longer valid."
+
+STALE_BUTTON = "This button no longer works."
 NOT_YOUR_BUTTON = "That button belongs to someone else."
 
 
@@ -26,7 +28,9 @@ def encode_action(person_id: int, verb: str, *args: object) -> str:
 
 
 def decode_action(data: str) -> Action | None:
+    """The action in a button's data, or None when it is not one (stale, forged, garbled)."""
     parts = (data or "").split(":")
-    if len(parts) < 2 or not parts[0].isdigit() or not parts[1]:
+    person_id = parse_number(parts[0]) if len(parts) >= 2 else None
+    if person_id is None or not parts[1]:
         return None
-    return Action(int(parts[0]), parts[1], tuple(parts[2:]))
+    return Action(person_id, parts[1], tuple(parts[2:]))

@@ -16,6 +16,7 @@ from bot.characters import CharacterRuntime, load_character
 from bot.commands import MemoryCommands
 from bot.config import Config
 from bot.llm import LLMClient
+from bot.models import PlatformRefused
 from bot.prompt import system_prompt
 from bot.rebuild import Rebuilds
 from bot.scheduler import BackgroundJobs
@@ -82,7 +83,8 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     await store.open()
     recovered = await store.recover_interrupted_turns()
     if recovered:
-        log.warning("%d turn(s) were interrupted by a stop; their memory writes were undone", recovered)
+        log.warning("%d turn(s) were interrupted by a stop; their memory writes were undone, and each "
+                    "platform answers them again or marks their partial reply", recovered)
     counter = TokenCounter(config.llm.model)
     characters = {}
     for name, character in loaded:
@@ -137,6 +139,8 @@ def _telegram(character) -> AdapterStarter:
 
 
 async def run_bot(config: Config) -> int:
+    """Run every adapter that has a token until SIGINT/SIGTERM (exit 0), or until every adapter
+    has stopped for good because its platform refused it (exit 1, so a supervisor notices)."""
     adapters = platform_adapters(config)
     if not adapters:
         names = ", ".join(
@@ -152,25 +156,34 @@ async def run_bot(config: Config) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     tasks = [asyncio.create_task(_supervised(name, start, runtime, stop)) for name, start in adapters]
+    stopping = asyncio.create_task(stop.wait())
     try:
-        await stop.wait()
+        await asyncio.wait({stopping, asyncio.gather(*tasks)}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         log.info("stopping")
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
+        stopping.cancel()
         await runtime.close()
+    if all(task.result() is False for task in tasks):
+        log.error("no platform adapter is left running; stopping with exit status 1")
+        return 1
     return 0
 
 
-async def _supervised(name: str, start: AdapterStarter, runtime: Runtime, stop: asyncio.Event) -> None:
-    """Run one adapter; if it fails, say so and try again after a pause, until the bot stops."""
+async def _supervised(name: str, start: AdapterStarter, runtime: Runtime, stop: asyncio.Event) -> bool:
+    """Run one adapter; if it fails, say so and try again after a pause, until the bot stops.
+    False when its platform refused it for good (a revoked token): that is not retried."""
     delay = 5.0
     while not stop.is_set():
         try:
             await start(runtime, stop)
-            return
+            return True
         except asyncio.CancelledError:
             raise
+        except PlatformRefused as refused:
+            log.error("%s stopped for good: %s", name, refused)
+            return False
         except Exception as failure:
             # Secrets in the text (python-telegram-bot puts the token into InvalidToken's) are
             # masked by the log formatter; see bot/logs.py.
@@ -179,3 +192,4 @@ async def _supervised(name: str, start: AdapterStarter, runtime: Runtime, stop: 
             await asyncio.wait_for(stop.wait(), delay)
         except asyncio.TimeoutError:
             delay = min(delay * 2, 300.0)
+    return True

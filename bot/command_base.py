@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from bot.actions import encode_action
-from bot.models import Button, ConversationKey, Identity
+from bot.models import Button, CommandResult, ConversationKey, Identity
+from bot.text import parse_number
+from storage.base import SCOPES
 
 
 @dataclass(frozen=True)
 class CommandContext:
-    """Who asks, and where: taken from the platform event, never from model output."""
+    """Who asks, and where: taken from the platform event, never from model output. `identity`
+    is None when the event comes from nobody in particular (a chat, a bot: SPEC section 2)."""
 
     conversation: ConversationKey
-    identity: Identity
+    identity: Identity | None
     display_name: str
-    is_shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -35,21 +37,25 @@ def button(person: Person, label: str, verb: str, *args: Any, danger: bool = Fal
     return Button(label, encode_action(person.id, verb, *args), danger=danger)
 
 
+def plural(n: int, one: str, many: str) -> str:
+    """`1 message`, `3 messages`."""
+    return f"{n:,} {one if n == 1 else many}"
+
+
 def memories_word(n: int, kind: str = "") -> str:
     """`1 pinned memory`, `3 pinned memories`."""
-    return f"{n} {kind + ' ' if kind else ''}{'memory' if n == 1 else 'memories'}"
+    return plural(n, f"{kind} memory".strip(), f"{kind} memories".strip())
 
 
 def parse_memory_id(value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    text = str(value or "").strip()
+    """A memory number as the person wrote it (`12`, `#12`): ASCII digits within range."""
+    text = str(value if value is not None else "").strip()
     if not text:
         raise UsageError("Which memory? Give its number, e.g. `12` for #12 (see /memory view).")
-    digits = text.lstrip("#")
-    if not digits.isdigit() or int(digits) <= 0:
+    number = parse_number(value if isinstance(value, int) else text.removeprefix("#"))
+    if number is None:
         raise UsageError(f"“{text[:40]}” is not a memory number. Use the number shown as #12 in /memory view.")
-    return int(digits)
+    return number
 
 
 def parse_bool(value: Any, name: str) -> bool:
@@ -64,7 +70,50 @@ def parse_bool(value: Any, name: str) -> bool:
 
 
 def parse_count(value: Any, name: str, low: int, high: int) -> int:
-    text = str(value).strip()
-    if not text.isdigit() or not low <= int(text) <= high:
-        raise UsageError(f"{name} must be a number from {low} to {high}, not “{text[:40]}”.")
-    return int(text)
+    number = parse_number(value, low, high)
+    if number is None:
+        raise UsageError(f"{name} must be a number from {low} to {high}, not “{str(value).strip()[:40]}”.")
+    return number
+
+
+# -- button data, parsed fail-closed ------------------------------------------------------------
+# A button's data comes back from the platform, where anyone can forge it. Each verb names the
+# kinds of its arguments; data that does not parse as exactly those is "no longer works".
+def number_arg(arg: str) -> int:
+    number = parse_number(arg)
+    if number is None:
+        raise ValueError(arg)
+    return number
+
+
+def scope_arg(arg: str) -> str:
+    if arg not in SCOPES:
+        raise ValueError(arg)
+    return arg
+
+
+def scope_or_all_arg(arg: str) -> str | None:
+    """A scope, or `all` (both scopes: None)."""
+    return None if arg == "all" else scope_arg(arg)
+
+
+def number_or_all_arg(arg: str) -> int | None:
+    """A number, or `all` (None)."""
+    return None if arg == "all" else number_arg(arg)
+
+
+class Press:
+    """What a button's verb runs, and the kinds of its arguments."""
+
+    def __init__(self, handler: Callable[..., Awaitable[CommandResult]], *args: Callable[[str], Any]):
+        self.handler = handler
+        self.args = args
+
+    def parse(self, raw: tuple[str, ...]) -> list[Any] | None:
+        """The typed arguments, or None when the data is not what this verb's buttons carry."""
+        if len(raw) != len(self.args):
+            return None
+        try:
+            return [parse(arg) for parse, arg in zip(self.args, raw)]
+        except ValueError:
+            return None

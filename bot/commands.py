@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 import secrets
 import time
 from datetime import datetime, timezone
@@ -21,11 +22,16 @@ from bot.actions import NOT_YOUR_BUTTON, STALE_BUTTON, decode_action
 from bot.command_base import (
     CommandContext,
     Person,
+    Press,
     UsageError,
     button,
     memories_word,
+    number_arg,
     parse_bool,
     parse_memory_id,
+    plural,
+    scope_arg,
+    scope_or_all_arg,
 )
 from bot.models import Attachment, CommandResult
 from bot.saved_memories import (
@@ -39,6 +45,7 @@ from bot.saved_memories import (
 from bot.draft_commands import DraftCommands
 from bot.rebuild import Rebuilds
 from bot.summary_commands import SummaryCommands
+from bot.text import parse_number
 from bot.turn import TurnHandler
 from storage.base import CHARACTER, GLOBAL, SCOPES, CapReached, MemoryRow
 
@@ -46,6 +53,17 @@ PAGE_SIZE = 10
 LINK_CODE_TTL_S = 10 * 60
 LINK_CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 LINK_CODE_LENGTH = 8
+LINK_PAUSE_AFTER_WRONG_CODES = 5  # wrong codes within LINK_CODE_TTL_S pause /link for the person
+PLATFORM_NAMES = {"discord": "Discord", "telegram": "Telegram", "console": "the console"}
+LINK_CONFIRM = (
+    "Link this {here} account with the {there} account that made this code? Your memories and the "
+    "ones of the account that made this code become one; whoever holds either account sees them all. "
+    "Only link accounts that are both yours."
+)
+NOT_A_PERSON = (
+    "I keep memories for people, and this message was sent on behalf of a chat or by a bot, so there "
+    "is no one to keep them for. Write as yourself to use /memory."
+)
 PINNED_QUESTION = (
     "Your {memories} {were} kept. These are the moments you marked yourself and "
     "protected from the AI. Delete them too?"
@@ -67,6 +85,20 @@ HELP = """\
 /memory export — all your memories as a JSON file
 /link [code] — link your Discord and Telegram accounts
 /forgetme — delete everything stored about you"""
+
+
+def _normalized_code(text: str) -> str:
+    return text.strip().upper().replace("-", "").replace(" ", "")
+
+
+def _link_code_arg(arg: str) -> str:
+    if not re.fullmatch(f"[{LINK_CODE_ALPHABET}]{{{LINK_CODE_LENGTH}}}", arg):
+        raise ValueError(arg)
+    return arg
+
+
+def _platform_name(platform: str) -> str:
+    return PLATFORM_NAMES.get(platform, platform)
 
 
 def _fits(handler: Callable[..., Any], *args: Any, **options: Any) -> bool:
@@ -104,21 +136,25 @@ class MemoryCommands:
             "forgetme": self.forgetme,
             "help": self.help,
         }
-        self.presses: dict[str, Callable[..., Awaitable[CommandResult]]] = {
+        # Every button verb, with the kinds of its arguments (parsed fail-closed, see Press).
+        self.presses: dict[str, Press] = {
             **self.summaries.presses,
             **self.drafts.presses,
-            "view": self._press_view,
-            "pin": self._press_pin,
-            "unpin": self._press_pin,
-            "del": self._press_delete,
-            "clear1": self._press_clear_unpinned,
-            "clear2": self._press_clear_pinned,
-            "forget": self._press_forget,
-            "cancel": self._press_cancel,
+            "view": Press(self._press_view, scope_or_all_arg, number_arg),
+            "pin": Press(self._press_pin, number_arg, scope_or_all_arg, number_arg),
+            "unpin": Press(self._press_pin, number_arg, scope_or_all_arg, number_arg),
+            "del": Press(self._press_delete, number_arg, scope_or_all_arg, number_arg),
+            "clear1": Press(self._press_clear_unpinned, scope_arg),
+            "clear2": Press(self._press_clear_pinned, scope_arg),
+            "link": Press(self._press_link, _link_code_arg),
+            "forget": Press(self._press_forget),
+            "cancel": Press(self._press_cancel),
         }
 
     # -- entry points ----------------------------------------------------------------------
     async def run(self, ctx: CommandContext, name: str, options: dict[str, Any] | None = None) -> CommandResult:
+        if ctx.identity is None:
+            return CommandResult(NOT_A_PERSON, ok=False)
         command = self.commands.get((name or "").lower())
         if command is None:
             return CommandResult(f"There is no /memory {name[:40]}. The commands are:\n{HELP}", ok=False)
@@ -171,8 +207,8 @@ class MemoryCommands:
             for word in args.split():
                 if word.lower() in SCOPES:
                     options["scope"] = word.lower()
-                elif word.isdigit():
-                    options["page"] = int(word)
+                elif parse_number(word) is not None:
+                    options["page"] = parse_number(word)
                 else:
                     raise UsageError(f"/memory view takes a scope (character or global) and a page number, not “{word[:40]}”.")
             return options
@@ -201,39 +237,42 @@ class MemoryCommands:
         """A button was pressed. It acts only for the person it was made for."""
         stale = CommandResult(STALE_BUTTON, ok=False, refused=True)
         action = decode_action(data)
-        if action is None:
+        press = self.presses.get(action.verb) if action else None
+        args = press.parse(action.args) if press else None
+        if action is None or press is None or args is None:
             return stale
+        if ctx.identity is None:
+            return CommandResult(NOT_YOUR_BUTTON, ok=False, refused=True)
         person = await self._person(ctx)
         if action.person_id != person.id:
             return CommandResult(NOT_YOUR_BUTTON, ok=False, refused=True)
-        handler = self.presses.get(action.verb)
-        if handler is None or not _fits(handler, ctx, person, action.verb, *action.args):
-            return stale
         try:
-            return await handler(ctx, person, action.verb, *action.args)
+            return await press.handler(ctx, person, action.verb, *args)
         except UsageError as problem:
             return CommandResult(str(problem), ok=False)
-        except ValueError:  # a number argument that is not one: a forged button
-            return stale
 
     async def submit(self, ctx: CommandContext, data: str, text: str) -> CommandResult:
         """A form (e.g. a Discord modal) was sent back with the person's text."""
         action = decode_action(data)
-        person = await self._person(ctx)
-        if action is None or action.verb not in self.summaries.forms or not action.args:
+        if action is None or action.verb not in self.summaries.forms or len(action.args) != 1 \
+                or parse_number(action.args[0]) is None or ctx.identity is None:
             return CommandResult("That form is no longer valid.", ok=False, refused=True)
+        person = await self._person(ctx)
         if action.person_id != person.id:
             return CommandResult("That form belongs to someone else.", ok=False, refused=True)
         try:
-            return await self.summaries.forms[action.verb](ctx, person, None, action.args[0], text)
+            return await self.summaries.forms[action.verb](ctx, person, None, parse_number(action.args[0]), text)
         except UsageError as problem:
             return CommandResult(str(problem), ok=False)
 
     async def remember(self, ctx: CommandContext, platform_message_id: str) -> CommandResult:
         """Remember this (Discord) / a reply with /remember (Telegram): pick a message."""
+        if ctx.identity is None:
+            return CommandResult(NOT_A_PERSON, ok=False)
         return await self.drafts.remember(ctx, platform_message_id)
 
     async def _person(self, ctx: CommandContext) -> Person:
+        assert ctx.identity is not None, "nobody in particular has no memories"
         runtime = self.turns.character(ctx.conversation.character)
         person_id = await self.store.person_for_identity(ctx.identity.platform, ctx.identity.user_id)
         return Person(person_id, runtime.id, runtime.character.name)
@@ -243,11 +282,10 @@ class MemoryCommands:
                    page: int | str = 1) -> CommandResult:
         if error := scope_error(scope):
             raise UsageError(error)
-        try:
-            page = int(page)
-        except ValueError:
-            raise UsageError(f"The page must be a number, not “{str(page)[:40]}”.") from None
-        return await self._page(person, scope, page)
+        number = parse_number(page)
+        if number is None:
+            raise UsageError(f"The page must be a number from 1, not “{str(page)[:40]}”.")
+        return await self._page(person, scope, number)
 
     async def _page(self, person: Person, scope: str | None, page: int, note: str = "") -> CommandResult:
         page = max(1, page)
@@ -256,7 +294,8 @@ class MemoryCommands:
         )
         pages = max(1, math.ceil(total / PAGE_SIZE))
         if page > pages and total:
-            return await self._page(person, scope, pages, note)
+            note += f"There is no page {page}: your memories fill {plural(pages, 'page', 'pages')}. "
+            return await self._page(person, scope, pages, note + "This is the last.\n\n")
         which = {None: "", CHARACTER: " (character scope)", GLOBAL: " (global scope)"}[scope]
         if not total:
             text = f"{note}You have no saved memories with {person.character_name}{which} yet. " \
@@ -287,8 +326,8 @@ class MemoryCommands:
         pin = "📌 " if memory.pinned else ""
         return f"{pin}#{memory.id} · {' · '.join(marks)} — {memory.content}"
 
-    async def _press_view(self, ctx, person: Person, verb: str, scope: str, page: str) -> CommandResult:
-        return await self._page(person, None if scope == "all" else scope, int(page))
+    async def _press_view(self, ctx, person: Person, verb: str, scope: str | None, page: int) -> CommandResult:
+        return await self._page(person, scope, page)
 
     # -- add, edit, delete, pin -------------------------------------------------------------
     async def add(self, ctx: CommandContext, person: Person, text: str = "", scope: str | None = None,
@@ -351,20 +390,20 @@ class MemoryCommands:
             return CommandResult(f"Pinned #{memory_id}. It is always remembered and only you can change it.")
         return CommandResult(f"Unpinned #{memory_id}.")
 
-    async def _press_pin(self, ctx, person: Person, verb: str, memory_id: str, scope: str,
-                         page: str) -> CommandResult:
+    async def _press_pin(self, ctx, person: Person, verb: str, memory_id: int, scope: str | None,
+                         page: int) -> CommandResult:
         try:
-            done = await self._set_pinned(person, int(memory_id), verb == "pin")
+            done = await self._set_pinned(person, memory_id, verb == "pin")
             note = done.text
         except UsageError as problem:
             note = str(problem)
-        return await self._page(person, None if scope == "all" else scope, int(page), note + "\n\n")
+        return await self._page(person, scope, page, note + "\n\n")
 
-    async def _press_delete(self, ctx, person: Person, verb: str, memory_id: str, scope: str,
-                            page: str) -> CommandResult:
-        row = await self.store.delete_memory(person.id, person.character_id, int(memory_id))
+    async def _press_delete(self, ctx, person: Person, verb: str, memory_id: int, scope: str | None,
+                            page: int) -> CommandResult:
+        row = await self.store.delete_memory(person.id, person.character_id, memory_id)
         note = f"Deleted #{memory_id}." if row else f"There is no memory #{memory_id}."
-        return await self._page(person, None if scope == "all" else scope, int(page), note + "\n\n")
+        return await self._page(person, scope, page, note + "\n\n")
 
     # -- clear all -------------------------------------------------------------------------
     async def clear(self, ctx: CommandContext, person: Person, scope: str | None = None) -> CommandResult:
@@ -405,7 +444,7 @@ class MemoryCommands:
         return CommandResult(f"Deleted {memories_word(deleted, 'pinned ' + scope)}.")
 
     async def _press_cancel(self, ctx, person: Person, verb: str) -> CommandResult:
-        return CommandResult("Nothing was deleted.")
+        return CommandResult("Cancelled: nothing was changed.")
 
     # -- learning, why, export ---------------------------------------------------------------
     async def learning(self, ctx: CommandContext, person: Person, state: Any = None) -> CommandResult:
@@ -421,7 +460,7 @@ class MemoryCommands:
                              "saved memories. The conversation summary goes on.")
 
     async def why(self, ctx: CommandContext, person: Person) -> CommandResult:
-        conversation = await self.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        conversation = await self.turns.conversation_for(ctx.conversation)
         turn = await self.store.last_receipt(conversation.id, person.id)
         if turn is None or not turn.receipt:
             return CommandResult("There is no reply to you in this conversation yet.")
@@ -438,7 +477,8 @@ class MemoryCommands:
         tiers = r["summary"]
         lines.append(f"• Summary: long-term {tiers['long_term']}, merged {tiers['merged']}, "
                      f"recent {tiers['recent']} — {tokens['summary']:,} tokens")
-        lines.append(f"• Live window: {r['window_messages']} messages — {tokens['window']:,} tokens")
+        lines.append(f"• Live window: {plural(r['window_messages'], 'message', 'messages')} — "
+                     f"{tokens['window']:,} tokens")
         lines.append(f"• Character and instructions: {tokens['system']:,} tokens")
         lines.append(f"Total ≈ {tokens['total']:,} tokens.")
         return CommandResult("\n".join(lines))
@@ -454,21 +494,46 @@ class MemoryCommands:
 
     # -- link and forget -------------------------------------------------------------------
     async def link(self, ctx: CommandContext, person: Person, code: str | None = None) -> CommandResult:
+        """A one-time code made on one platform and entered on the other; nothing merges until
+        the person entering it confirms with a button (SPEC section 6)."""
+        now = self.clock()
+        if await self.store.link_failures_since(person.id, now - LINK_CODE_TTL_S) >= LINK_PAUSE_AFTER_WRONG_CODES:
+            raise UsageError(f"{LINK_PAUSE_AFTER_WRONG_CODES} wrong link codes in 10 minutes: /link is paused "
+                             "for you. Try again later, with a new code.")
+        here = ctx.identity.platform
         if not code:
             new_code = "".join(secrets.choice(LINK_CODE_ALPHABET) for _ in range(LINK_CODE_LENGTH))
-            await self.store.create_link_code(person.id, new_code, self.clock() + LINK_CODE_TTL_S)
+            await self.store.create_link_code(person.id, here, new_code, now + LINK_CODE_TTL_S)
             return CommandResult(
                 f"Your link code is {new_code}. Within 10 minutes, send /link {new_code} to "
-                f"{person.character_name} from your other account (Discord or Telegram). "
-                "Your saved memories will then follow you on both."
+                f"{person.character_name} from your account on the other platform (Discord or Telegram); "
+                "you will be asked to confirm there. It works once."
             )
-        cleaned = code.strip().upper().replace("-", "").replace(" ", "")
-        owner = await self.store.link_code_owner(cleaned, self.clock())
-        if owner is None:
+        cleaned = _normalized_code(code)
+        found = await self.store.link_code(cleaned, now)
+        if found is None:
+            await self.store.add_link_failure(person.id, now)
             raise UsageError("That link code is unknown or has expired. Get a new one with /link.")
+        owner, made_on = found
         if owner == person.id:
             return CommandResult("These accounts are already linked.")
-        try:
+        if made_on == here:
+            raise UsageError(f"That code was made on {_platform_name(here)} too. Enter it from your account "
+                             "on the other platform: linking joins a Discord and a Telegram account.")
+        return CommandResult(
+            LINK_CONFIRM.format(here=_platform_name(here), there=_platform_name(made_on)),
+            buttons=[[button(person, "Link the accounts", "link", cleaned, danger=True),
+                      button(person, "Cancel", "cancel")]],
+        )
+
+    async def _press_link(self, ctx, person: Person, verb: str, code: str) -> CommandResult:
+        found = await self.store.link_code(code, self.clock())
+        if found is None or found[1] == ctx.identity.platform:
+            return CommandResult("That link code was used or has expired. Get a new one with /link.", ok=False)
+        owner = found[0]
+        if owner == person.id:
+            return CommandResult("These accounts are already linked.")
+        try:  # the merge deletes the code: it works once
             report = await self.store.merge_persons(owner, person.id, CAPS)
         except CapReached as full:
             raise UsageError(

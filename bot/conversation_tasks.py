@@ -20,16 +20,21 @@ class ConversationTasks:
         """Run `work()` for this conversation, unless a task runs for it already (False)."""
         if conversation_id in self._tasks:
             return False
-        self._tasks[conversation_id] = asyncio.create_task(
-            self._run(conversation_id, work), name=f"{self.name}-{conversation_id}"
-        )
+        task = asyncio.create_task(self._run(conversation_id, work), name=f"{self.name}-{conversation_id}")
+        self._tasks[conversation_id] = task
+        # A task cancelled before it ever ran never reaches its own `finally`: it leaves here.
+        task.add_done_callback(lambda done: self._leave(conversation_id, done))
         return True
+
+    def _leave(self, conversation_id: int, task: asyncio.Task) -> None:
+        if self._tasks.get(conversation_id) is task:
+            del self._tasks[conversation_id]
 
     async def _run(self, conversation_id: int, work: Callable[[], Awaitable[Any]]) -> None:
         try:
             await work()
         finally:  # in the task itself: whoever next finds it gone may start another
-            self._tasks.pop(conversation_id, None)
+            self._leave(conversation_id, asyncio.current_task())
 
     async def cancel(self, conversation_id: int) -> None:
         task = self._tasks.get(conversation_id)

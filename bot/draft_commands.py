@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bot.command_base import CommandContext, Person, UsageError, button, parse_count
+from bot.command_base import (
+    CommandContext,
+    Person,
+    Press,
+    UsageError,
+    button,
+    number_arg,
+    number_or_all_arg,
+    parse_count,
+)
 from bot.drafting import (
     MAX_SELECTED_MESSAGES,
     as_is,
@@ -40,12 +49,12 @@ class DraftCommands:
         self.llm = service.turns.llm
         self.commands = {"generate": self.generate, "save": self.save}
         self.presses = {
-            "gkeep": self._press_keep_generated,
-            "gdrop": self._press_discard,
-            "sdraft": self._press_draft,
-            "sasis": self._press_as_is,
-            "skeep": self._press_keep_saved,
-            "sclear": self._press_clear_selection,
+            "gkeep": Press(self._press_keep_generated, number_arg, number_or_all_arg),
+            "gdrop": Press(self._press_discard, number_arg),
+            "sdraft": Press(self._press_draft),
+            "sasis": Press(self._press_as_is),
+            "skeep": Press(self._press_keep_saved, number_arg, number_arg),
+            "sclear": Press(self._press_clear_selection),
         }
 
     # -- /memory generate ------------------------------------------------------------------
@@ -71,15 +80,16 @@ class DraftCommands:
             last.insert(0, button(person, "Keep all", keep_verb, draft_id, "all"))
         return CommandResult("\n".join(lines), buttons=[keeps, last])
 
-    async def _drafts(self, person: Person, draft_id: str, kind: str) -> list[str]:
-        found = await self.store.drafts(person.id, int(draft_id))
+    async def _drafts(self, person: Person, draft_id: int, kind: str) -> list[str]:
+        found = await self.store.drafts(person.id, draft_id)
         if found is None or found[0] != kind:
             raise UsageError("Those drafts are gone: they were kept, discarded or replaced by newer ones.")
         return found[1]
 
-    async def _press_keep_generated(self, ctx, person: Person, verb: str, draft_id: str, which: str) -> CommandResult:
+    async def _press_keep_generated(self, ctx, person: Person, verb: str, draft_id: int,
+                                    which: int | None) -> CommandResult:
         drafts = await self._drafts(person, draft_id, "generate")
-        chosen = list(range(len(drafts))) if which == "all" else [int(which) - 1]
+        chosen = list(range(len(drafts))) if which is None else [which - 1]
         saved, notes = [], []
         for index in chosen:
             if not 0 <= index < len(drafts):
@@ -94,7 +104,7 @@ class DraftCommands:
                 break
             saved.append(f"#{row.id}: {drafts[index]}")
         remaining = [d for i, d in enumerate(drafts) if i not in chosen]
-        await self.store.delete_drafts(person.id, int(draft_id))
+        await self.store.delete_drafts(person.id, draft_id)
         text = "\n".join((["Saved " + ", ".join(saved)] if saved else []) + notes)
         if remaining and not notes:
             new_id = await self.store.save_drafts(person.id, "generate", remaining)
@@ -102,13 +112,13 @@ class DraftCommands:
             return CommandResult(f"{text}\n\n{review.text}", buttons=review.buttons)
         return CommandResult(text or "Nothing was saved.", ok=not notes)
 
-    async def _press_discard(self, ctx, person: Person, verb: str, draft_id: str) -> CommandResult:
-        await self.store.delete_drafts(person.id, int(draft_id))
+    async def _press_discard(self, ctx, person: Person, verb: str, draft_id: int) -> CommandResult:
+        await self.store.delete_drafts(person.id, draft_id)
         return CommandResult("Discarded; nothing was saved.")
 
     # -- save from conversation ------------------------------------------------------------
     async def save(self, ctx: CommandContext, person: Person, n: Any = None) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        conversation = await self.service.turns.conversation_for(ctx.conversation)
         if n is not None:
             count = parse_count(n, "n", 1, MAX_SELECTED_MESSAGES)
             latest = await self.store.recent_messages(conversation.id, END, count)
@@ -120,7 +130,7 @@ class DraftCommands:
     async def remember(self, ctx: CommandContext, platform_message_id: str) -> CommandResult:
         """Add one message (by its platform id) to the person's selection."""
         person = await self.service._person(ctx)
-        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        conversation = await self.service.turns.conversation_for(ctx.conversation)
         message = await self.store.message_by_platform_id(conversation.id, str(platform_message_id))
         if message is None:
             return CommandResult("I can only remember messages of our conversation that I have seen.", ok=False)
@@ -152,7 +162,7 @@ class DraftCommands:
         ]])
 
     async def _press_draft(self, ctx, person: Person, verb: str) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        conversation = await self.service.turns.conversation_for(ctx.conversation)
         messages = await self._selected(person, conversation.id)
         if not messages:
             return CommandResult(NO_SELECTION, ok=False)
@@ -166,18 +176,18 @@ class DraftCommands:
         return self._review(person, draft_id, drafts, "skeep", keep_all=False,
                             intro="Keep one of these (it will be pinned):")
 
-    async def _press_keep_saved(self, ctx, person: Person, verb: str, draft_id: str, which: str) -> CommandResult:
+    async def _press_keep_saved(self, ctx, person: Person, verb: str, draft_id: int, which: int) -> CommandResult:
         drafts = await self._drafts(person, draft_id, "save")
-        index = int(which) - 1
+        index = which - 1
         if not 0 <= index < len(drafts):
             raise UsageError("That draft is gone.")
         result = await self._save_pinned(ctx, person, drafts[index])
         if result.ok:
-            await self.store.delete_drafts(person.id, int(draft_id))
+            await self.store.delete_drafts(person.id, draft_id)
         return result
 
     async def _press_as_is(self, ctx, person: Person, verb: str) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        conversation = await self.service.turns.conversation_for(ctx.conversation)
         messages = await self._selected(person, conversation.id)
         if not messages:
             return CommandResult(NO_SELECTION, ok=False)
@@ -195,11 +205,11 @@ class DraftCommands:
             )
         except CapReached as full:
             raise UsageError(self.service._cap_message(full)) from None
-        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        conversation = await self.service.turns.conversation_for(ctx.conversation)
         await self.store.set_selection(person.id, conversation.id, [])
         return CommandResult(f"Saved #{row.id} (pinned): {content}")
 
     async def _press_clear_selection(self, ctx, person: Person, verb: str) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        conversation = await self.service.turns.conversation_for(ctx.conversation)
         await self.store.set_selection(person.id, conversation.id, [])
         return CommandResult("Selection cleared.")

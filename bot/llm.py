@@ -28,12 +28,18 @@ from bot.config import LLMConfig
 
 log = logging.getLogger(__name__)
 TextSink = Callable[[str], Awaitable[None]]  # receives the whole text so far
+TRY_AGAIN = "send another or try again in a moment"
 STREAM_RETRY_BASE_S = 0.5
 CHAT_PATH = "/chat/completions"
 
 
 class LLMError(Exception):
-    """The model could not be reached or answered unusably, after every retry."""
+    """The model could not be reached or answered unusably, after every retry. Its text, and
+    `hint` (what the person can do), are safe to show a person."""
+
+    def __init__(self, reason: str, hint: str = TRY_AGAIN):
+        super().__init__(reason)
+        self.hint = hint
 
 
 class _StreamBroken(Exception):
@@ -139,7 +145,7 @@ class LLMClient:
                     request.pop("tool_choice", None)
                     tools = None
                     continue
-                raise LLMError(f"the model server answered HTTP {exc.status_code}") from exc
+                raise self._status_error(exc.status_code) from exc
             except openai.APITimeoutError as exc:
                 raise LLMError("the model server did not answer in time") from exc
             except openai.APIConnectionError as exc:
@@ -154,6 +160,19 @@ class LLMClient:
                 await asyncio.sleep(STREAM_RETRY_BASE_S * 2 ** (broken - 1))
             except openai.OpenAIError as exc:
                 raise LLMError("the model server sent an answer we could not read") from exc
+
+    def _status_error(self, status: int) -> LLMError:
+        """A final HTTP error, explained to the person and, where the owner must act, in the log."""
+        if status in (401, 403):
+            log.error("the model server refused the API key (HTTP %d): check the key in the environment "
+                      "variable named by [llm] api_key_env (%s)", status, self.config.api_key_env)
+            return LLMError("the model server refused the bot's API key",
+                            hint="the bot's owner has to fix that before I can answer")
+        if status == 404 and not self.config.base_url.rstrip("/").endswith("/v1"):
+            log.error("the model server answered HTTP 404 at %s: OpenAI-compatible servers usually serve "
+                      "under /v1 — try [llm] base_url = \"%s/v1\"", self.config.base_url,
+                      self.config.base_url.rstrip("/"))
+        return LLMError(f"the model server answered HTTP {status}")
 
     async def _plain(self, request: dict[str, Any]) -> Completion:
         body = await self.client.post(CHAT_PATH, content=_encode(request), cast_to=bytes)

@@ -32,8 +32,9 @@ def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format=FORMAT)
     root_level = logging.getLogger().level
     for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(max(logging.WARNING if name.startswith("http") else logging.INFO,
-                                             root_level))
+        # httpx: its lines hold the Telegram token; apscheduler: "Running job …" every minute.
+        chatty = name.startswith("http") or name == "apscheduler"
+        logging.getLogger(name).setLevel(max(logging.WARNING if chatty else logging.INFO, root_level))
 
 
 def config_secrets(config: Config) -> set[str]:

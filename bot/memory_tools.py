@@ -3,22 +3,25 @@
 Whose memories a tool touches is fixed by the code — the speaker of the live turn, taken from
 the platform event — never by model output. The model may change only the speaker's unpinned
 entries; a pinned or unknown id, a full budget or malformed arguments give an error result the
-model can read, never an exception. Every write is journaled under the turn, so regenerate (or
-a failed turn) can undo it.
+model can read, never an exception. At most 5 writes a turn (saves, updates and deletes
+together); further calls get an error result. Every write is journaled under the turn, so
+regenerate (or a failed turn) can undo it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from bot.saved_memories import CAPS, MAX_MEMORY_CHARS, memory_text_error
+from bot.text import parse_number
 from bot.tokens import TokenCounter
 from storage.base import CHARACTER, GLOBAL, CapReached, PinnedMemory, Store
 
 log = logging.getLogger(__name__)
 MAX_TOOL_ROUNDS = 3
+MAX_WRITES_PER_TURN = 5  # saves, updates and deletes together: one message cannot flood memory
 
 TOOL_SPECS: list[dict[str, Any]] = [
     {
@@ -82,25 +85,19 @@ def _result(**fields: Any) -> str:
 
 
 def _memory_id(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("#").isdigit():
-        return int(value.strip().lstrip("#"))
-    return None
+    return parse_number(value.strip().lstrip("#") if isinstance(value, str) else value)
 
 
 class MemoryTools:
     """Runs one turn's tool calls against the speaker's memories."""
 
-    def __init__(self, store: Store, counter: TokenCounter, person_id: int, character_id: int,
-                 turn: Callable[[], Awaitable[int]]):
+    def __init__(self, store: Store, counter: TokenCounter, person_id: int, character_id: int, turn_id: int):
         self.store = store
         self.counter = counter
         self.person_id = person_id
         self.character_id = character_id
-        self.turn = turn  # the turn's id, its row created on the first write to journal
+        self.turn_id = turn_id  # every write is journaled under it
+        self.writes = 0
 
     async def run(self, name: str, raw_arguments: str | None) -> str:
         try:
@@ -117,11 +114,17 @@ class MemoryTools:
         }.get(name)
         if handler is None:
             return _result(error=f"unknown tool {name!r}")
+        if self.writes >= MAX_WRITES_PER_TURN:
+            return _result(error=f"at most {MAX_WRITES_PER_TURN} memory changes are allowed per reply, and "
+                           "they are used up; do not call memory tools again this turn")
         try:
-            return await handler(arguments)
+            result = await handler(arguments)
         except Exception:  # the reply goes on; the model reads that the tool failed
             log.exception("memory tool %s failed", name)
             return _result(error=f"{name} failed on our side; do not retry it this turn")
+        if json.loads(result).get("ok"):
+            self.writes += 1
+        return result
 
     def _content(self, arguments: dict[str, Any]) -> tuple[str | None, str | None]:
         content = arguments.get("content")
@@ -140,7 +143,7 @@ class MemoryTools:
         try:
             row = await self.store.add_memory(
                 self.person_id, self.character_id, scope, content, self.counter.count(content),
-                pinned=False, source="ai", caps=CAPS, turn_id=await self.turn(),
+                pinned=False, source="ai", caps=CAPS, turn_id=self.turn_id,
             )
         except CapReached as full:
             return _result(error=f"the person's {scope} memories are full ({full.limit}); "
@@ -157,7 +160,7 @@ class MemoryTools:
         try:
             row = await self.store.update_memory(
                 self.person_id, self.character_id, memory_id, content, self.counter.count(content),
-                turn_id=await self.turn(),
+                turn_id=self.turn_id,
             )
         except PinnedMemory:
             return _result(error=f"#{memory_id} is pinned by the person; only they can change it")
@@ -171,7 +174,7 @@ class MemoryTools:
             return _result(error="id must be a memory number such as 12")
         try:
             row = await self.store.delete_memory(
-                self.person_id, self.character_id, memory_id, turn_id=await self.turn()
+                self.person_id, self.character_id, memory_id, turn_id=self.turn_id
             )
         except PinnedMemory:
             return _result(error=f"#{memory_id} is pinned by the person; only they can delete it")

@@ -21,24 +21,32 @@ class Identity:
 
 @dataclass(frozen=True)
 class ConversationKey:
-    """One conversation: (platform, chat/channel, thread, character)."""
+    """One conversation: (platform, chat/channel, thread, character). Whether it is shared (a
+    guild channel, a group: several people in it) comes with every platform event, never from
+    whichever event happened to create the conversation's row."""
 
     platform: str
     chat_id: str
     thread_id: str | None
     character: str
+    is_shared: bool = False
 
 
 @dataclass(frozen=True)
 class IncomingMessage:
-    """What the core needs to know about a message addressed to the character."""
+    """What the core needs to know about a message addressed to the character.
+
+    `speaker` is None for *nobody in particular* (SPEC section 2): a message sent on behalf of a
+    chat (an anonymous group admin, "send as channel", a channel post) or by a bot or webhook.
+    The character may answer it, but no saved memories are read or written for it.
+    `unseen` names what came with the text that the character cannot read ("a photo")."""
 
     conversation: ConversationKey
-    speaker: Identity
+    speaker: Identity | None
     speaker_name: str
     text: str
-    is_shared: bool  # a guild channel / group: several people share the conversation
     platform_message_id: str | None = None
+    unseen: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,3 +96,8 @@ class CommandResult:
     form: Form | None = None
     ok: bool = True
     refused: bool = False  # a button or form that is not the presser's, or no longer valid
+
+
+class PlatformRefused(Exception):
+    """A platform error that cannot heal (a revoked or wrong token: HTTP 401). The adapter that
+    raises it stops for good: retrying would only repeat it (SPEC section 9)."""

@@ -10,11 +10,13 @@ Jobs have fixed ids and replace themselves, so restarts never add duplicates.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Awaitable, Callable
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -35,6 +37,18 @@ def backup_folder(storage: StorageConfig) -> Path:
     return storage.backup_dir or storage.path.parent / "backups"
 
 
+def _ends_quietly_at_shutdown(job: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+    """A job cut short because the bot is stopping is no error (APScheduler would print its
+    CancelledError as a traceback); it runs again at the next start."""
+    @functools.wraps(job)
+    async def run() -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            log.debug("%s stopped by shutdown", getattr(job, "__name__", "a job"))
+    return run
+
+
 class BackgroundJobs:
     def __init__(self, store: Store, summarizer: Summarizer, rebuilds: Rebuilds, storage: StorageConfig,
                  clock: Callable[[], float] = time.time):
@@ -53,8 +67,9 @@ class BackgroundJobs:
             ("maintenance", self.maintenance_if_due, {"seconds": CHECK_EVERY_S * 10}),
         )
         for job_id, func, every in jobs:
-            self.scheduler.add_job(func, "interval", id=job_id, replace_existing=True, coalesce=True,
-                                   max_instances=1, next_run_time=datetime.now(timezone.utc), **every)
+            self.scheduler.add_job(_ends_quietly_at_shutdown(func), "interval", id=job_id, replace_existing=True,
+                                   coalesce=True, max_instances=1, next_run_time=datetime.now(timezone.utc),
+                                   **every)
         self.scheduler.start()
 
     def job_ids(self) -> list[str]:

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bot.actions import encode_action
-from bot.command_base import CommandContext, Person, UsageError, button
+from bot.command_base import CommandContext, Person, Press, UsageError, button, number_arg, plural
 from bot.models import CommandResult, Form
 from bot.prompt import TIER_TITLES
 from bot.rebuild import Rebuilds
 from bot.summaries import END
+from bot.text import parse_number
 
 if TYPE_CHECKING:
     from bot.commands import MemoryCommands
@@ -22,11 +23,11 @@ SUMMARY_ENTRY_MAX_CHARS = 4_000  # what a person may write into one entry
 
 
 def parse_entry_id(value: Any) -> int:
-    text = str(value or "").strip().upper().lstrip("S#")
-    if not text.isdigit():
+    number = parse_number(value if isinstance(value, int) else str(value or "").strip().upper().lstrip("S#"))
+    if number is None:
         raise UsageError(f"“{str(value)[:40]}” is not a summary entry number. Use the number shown as S12 "
                          "in /memory summary.")
-    return int(text)
+    return number
 
 
 class SummaryCommands:
@@ -36,17 +37,17 @@ class SummaryCommands:
         self.rebuilds = rebuilds
         self.commands = {"summary": self.summary, "rebuild": self.rebuild}
         self.presses = {
-            "sedit": self._press_edit,
-            "rebuild": self._press_rebuild,
-            "rbresume": self._press_rebuild_choice,
-            "rbrestart": self._press_rebuild_choice,
-            "rbcancel": self._press_rebuild_choice,
+            "sedit": Press(self._press_edit, number_arg),
+            "rebuild": Press(self._press_rebuild),
+            "rbresume": Press(self._press_rebuild_choice),
+            "rbrestart": Press(self._press_rebuild_choice),
+            "rbcancel": Press(self._press_rebuild_choice),
         }
         self.forms = {"sedit": self._submit_edit}
 
     async def summary(self, ctx: CommandContext, person: Person, edit: Any = None,
                       text: str | None = None) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        conversation = await self.service.turns.conversation_for(ctx.conversation)
         if edit is not None:
             return await self._submit_edit(ctx, person, conversation.id, parse_entry_id(edit), text)
         if text:
@@ -64,7 +65,7 @@ class SummaryCommands:
             edited = ", edited by a person" if entry.edited else ""
             lines.append(f"\n[{TIER_TITLES[entry.tier]}] S{entry.id} · {span} · {entry.tokens:,} tokens{edited}")
             lines.append(entry.content)
-        lines.append(f"\nNot yet summarized: {waiting} {'message' if waiting == 1 else 'messages'}.")
+        lines.append(f"\nNot yet summarized: {plural(waiting, 'message', 'messages')}.")
         rebuild = await self.store.rebuild(conversation.id)
         if rebuild is not None:
             lines.append("A rebuild is running; this summary is used until it is done."
@@ -79,9 +80,9 @@ class SummaryCommands:
         count = await self.store.count_messages_between(conversation_id, -1, pos + 1)
         return count
 
-    async def _press_edit(self, ctx, person: Person, verb: str, entry_id: str) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
-        entry = next((e for e in await self.store.summaries(conversation.id) if e.id == int(entry_id)), None)
+    async def _press_edit(self, ctx, person: Person, verb: str, entry_id: int) -> CommandResult:
+        conversation = await self.service.turns.conversation_for(ctx.conversation)
+        entry = next((e for e in await self.store.summaries(conversation.id) if e.id == entry_id), None)
         if entry is None:
             return CommandResult(f"There is no summary entry S{entry_id} any more.", ok=False)
         instructions = f"Send /memory summary edit {entry.id} <new text> to replace it."
@@ -92,7 +93,7 @@ class SummaryCommands:
                       max_length=SUMMARY_ENTRY_MAX_CHARS, instructions=instructions),
         )
 
-    async def _submit_edit(self, ctx, person: Person, conversation_id: int | None, entry_id: Any,
+    async def _submit_edit(self, ctx, person: Person, conversation_id: int | None, entry_id: int,
                            text: str | None) -> CommandResult:
         content = (text or "").strip()
         if not content:
@@ -101,14 +102,13 @@ class SummaryCommands:
             raise UsageError(f"That text is {len(content):,} characters long; a summary entry can be at most "
                              f"{SUMMARY_ENTRY_MAX_CHARS:,} characters.")
         if conversation_id is None:
-            conversation_id = (await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)).id
-        entry_id = int(entry_id)
+            conversation_id = (await self.service.turns.conversation_for(ctx.conversation)).id
         if not await self.store.edit_summary(conversation_id, entry_id, content, self.service.counter.count(content)):
             raise UsageError(f"There is no summary entry S{entry_id} in this conversation.")
         return CommandResult(f"S{entry_id} now reads as you wrote it. It is kept as written when the summary grows.")
 
     async def rebuild(self, ctx: CommandContext, person: Person) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        conversation = await self.service.turns.conversation_for(ctx.conversation)
         existing = await self.store.rebuild(conversation.id)
         if existing is not None and existing.status == "failed":
             return CommandResult(
@@ -129,7 +129,7 @@ class SummaryCommands:
         return await self.rebuild(ctx, person)
 
     async def _press_rebuild_choice(self, ctx, person: Person, verb: str) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation, ctx.is_shared)
+        conversation = await self.service.turns.conversation_for(ctx.conversation)
         existing = await self.store.rebuild(conversation.id)
         if existing is None or existing.status != "failed":
             return CommandResult("There is no stopped rebuild here any more.", ok=False)

@@ -1,14 +1,22 @@
 """The turn handler: one IncomingMessage in, one Reply out.
 
-1. Check the text (empty, or longer than the live window can ever hold: a clear answer).
-2. Store the person's message first — whatever happens next, it is kept.
-3. Wait for this conversation's previous turn (turns of one conversation are serialized;
-   different conversations run concurrently).
+1. Check the text (empty, or longer than the live window can ever hold: a clear answer); text
+   that cannot be stored as UTF-8 (a lone surrogate) is cleaned first.
+2. Store the person's message first — whatever happens next, it is kept. Messages of one
+   conversation are stored in the order they arrived, a new person's very first ones included;
+   when storing fails, the person is told plainly that the message was not saved.
+3. Wait for this conversation's previous turns, in arrival order (turns of one conversation are
+   serialized; different conversations run concurrently).
 4. Read only what the turn needs: the speaker's saved memories in play, the summary, the window.
-5. Ask the model, running its memory tools (at most 3 rounds), streaming text to the adapter.
+   A message from nobody in particular (a chat, a bot: SPEC section 2) reads and writes none.
+5. Ask the model, running its memory tools (at most 3 rounds, at most 5 memory writes),
+   streaming text to the adapter, which tells us where the partial reply shows.
 6. Store the reply and the turn's receipt in one transaction; or, when the model failed after its
    retries, undo the turn's memory writes and answer with a short plain error.
 After the adapter delivered the reply it calls `delivered()`, which starts background work.
+A turn a crash cut off mid-reply is answered again by its adapter at start-up if it is less than
+5 minutes old (replacing the partial message), otherwise its partial message is marked as
+interrupted (`interrupted_turns`).
 """
 
 from __future__ import annotations
@@ -16,17 +24,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
+from collections import deque
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import AsyncIterator, Awaitable, Callable, Hashable, Sequence
 
 from bot.actions import STALE_BUTTON, encode_action
 from bot.characters import CharacterRuntime
-from bot.llm import Completion, LLMClient, LLMError, TextSink
+from bot.llm import Completion, LLMClient, LLMError
 from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
 from bot.models import Button, ConversationKey, Identity, IncomingMessage, Reply
 from bot.prompt import build_prompt
 from bot.saved_memories import memories_for_prompt
+from bot.text import clean_text, parse_number
 from bot.tokens import TokenCounter
 from bot.window import WINDOW_MAX_MESSAGES, live_window, window_token_budget
 from storage.base import ConversationRow, MessageRow, Store, SummaryRow
@@ -34,40 +44,83 @@ from storage.base import ConversationRow, MessageRow, Store, SummaryRow
 log = logging.getLogger(__name__)
 
 EMPTY_MESSAGE = "I can only read text, and your message had none. Try writing it out."
+CANNOT_SEE = "I can't see {what} — I can only read text. Tell me in words what you'd like me to know."
 TOO_LONG_MESSAGE = (
     "Your message is about {tokens:,} tokens long; I can read at most {budget:,} tokens at once. "
     "Please send it in shorter parts."
 )
-LLM_FAILED = (
-    "Sorry, I couldn't answer just now ({reason}). Your message is saved; "
-    "send another or try again in a moment."
-)
+LLM_FAILED = "Sorry, I couldn't answer just now ({reason}). Your message is saved; {hint}."
+NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept and I can't answer it. "
+             "Please send it again later.")
+INTERRUPTED = "(This reply was cut off when I restarted. Send your message again if you still want an answer.)"
 REGENERATE_LABEL = "🔄 Regenerate"
+RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again at restart
 
-
-class ConversationLocks:
-    """One FIFO lock per conversation, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[int, asyncio.Lock] = {}
-        self._users: Counter[int] = Counter()
-
-    @asynccontextmanager
-    async def hold(self, conversation_id: int) -> AsyncIterator[None]:
-        lock = self._locks.setdefault(conversation_id, asyncio.Lock())
-        self._users[conversation_id] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            self._users[conversation_id] -= 1
-            if not self._users[conversation_id]:
-                del self._users[conversation_id]
-                del self._locks[conversation_id]
-
-
+# Receives the whole reply text so far; returns the platform id of the message that now shows it
+# when it created one (so a crash can be recovered), else None.
+ReplySink = Callable[[str], Awaitable["str | None"]]
 SummaryReader = Callable[[int], Awaitable[list[SummaryRow]]]
 AfterTurn = Callable[[int], None]
+
+
+class ArrivalOrder:
+    """One line per key: `join` takes a place at once (no await, so places follow the order in
+    which messages arrived), and `async with place` waits until every earlier place has left."""
+
+    def __init__(self) -> None:
+        self._lines: dict[Hashable, deque[asyncio.Future]] = {}
+
+    def join(self, key: Hashable) -> "_Place":
+        line = self._lines.setdefault(key, deque())
+        ready = asyncio.get_running_loop().create_future()
+        if not line:
+            ready.set_result(None)
+        line.append(ready)
+        return _Place(self, key, ready)
+
+    def _leave(self, key: Hashable, ready: asyncio.Future) -> None:
+        line = self._lines[key]
+        was_first = line[0] is ready
+        line.remove(ready)
+        if not line:
+            del self._lines[key]
+        elif was_first:
+            line[0].set_result(None)
+
+    @asynccontextmanager
+    async def hold(self, key: Hashable) -> AsyncIterator[None]:
+        async with self.join(key):
+            yield
+
+
+class _Place:
+    def __init__(self, order: ArrivalOrder, key: Hashable, ready: asyncio.Future):
+        self.order, self.key, self.ready = order, key, ready
+
+    async def __aenter__(self) -> None:
+        try:
+            await self.ready
+        except BaseException:
+            self.order._leave(self.key, self.ready)
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.order._leave(self.key, self.ready)
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """A turn a crash cut off mid-reply, claimed by the adapter of its platform at start-up."""
+
+    turn_id: int
+    conversation: ConversationKey
+    user_message: MessageRow
+    partial_message_id: str | None  # where the cut-off reply shows, if it showed
+    fresh: bool  # young enough to be answered again
+
+
+def _arrival_key(key: ConversationKey) -> tuple:
+    return key.platform, key.chat_id, key.thread_id, key.character.casefold()
 
 
 class TurnHandler:
@@ -86,7 +139,8 @@ class TurnHandler:
         self.characters = {name.casefold(): rt for name, rt in characters.items()}
         self.context_window = context_window
         self.clock = clock
-        self.locks = ConversationLocks()
+        self.arrivals = ArrivalOrder()  # storing, per conversation key
+        self.turns = ArrivalOrder()  # answering, per conversation id
         # Set by the summary layer: how a turn reads the summary, and what runs after delivery.
         self.read_summary: SummaryReader | None = None
         self.after_delivery: AfterTurn | None = None
@@ -94,50 +148,69 @@ class TurnHandler:
     def character(self, name: str) -> CharacterRuntime:
         return self.characters[name.casefold()]
 
-    async def conversation_for(self, key: ConversationKey, is_shared: bool) -> ConversationRow:
+    async def conversation_for(self, key: ConversationKey) -> ConversationRow:
         return await self.store.conversation(
-            key.platform, key.chat_id, key.thread_id, self.character(key.character).id, is_shared
+            key.platform, key.chat_id, key.thread_id, self.character(key.character).id, key.is_shared
         )
 
-    async def greet(self, key: ConversationKey, speaker_name: str, is_shared: bool) -> str:
+    async def person_for(self, identity: Identity | None) -> int | None:
+        """The person behind a platform identity; None for nobody in particular."""
+        if identity is None:
+            return None
+        return await self.store.person_for_identity(identity.platform, identity.user_id)
+
+    async def greet(self, key: ConversationKey, speaker_name: str) -> str:
         """The character's greeting (a card's first_mes). In a one-to-one conversation with no
         messages yet it is stored as the character's first message, so the model knows what it
         said. (Not in a shared one: it names the person, and would outlive their /forgetme.)"""
         runtime = self.character(key.character)
         text = runtime.character.greeting(speaker_name)
-        if not is_shared:
-            conversation = await self.conversation_for(key, is_shared)
+        if not key.is_shared:
+            conversation = await self.conversation_for(key)
             await self.store.add_greeting(conversation.id, runtime.character.name, text, self.counter.count(text))
         return text
 
     # -- a turn ----------------------------------------------------------------------------
-    async def handle(self, message: IncomingMessage, on_text: TextSink | None = None) -> Reply:
-        text = message.text.strip()
-        if not text:
-            return Reply(EMPTY_MESSAGE, is_error=True)
-        tokens = self.counter.count(text)
-        budget = window_token_budget(self.context_window)
-        if tokens > budget:
-            return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
-
-        runtime = self.character(message.conversation.character)
-        person_id = await self.store.person_for_identity(message.speaker.platform, message.speaker.user_id)
-        conversation = await self.conversation_for(message.conversation, message.is_shared)
-        user_row = await self.store.add_user_message(
-            conversation.id, person_id, message.speaker_name, text, tokens, message.platform_message_id
-        )
-        async with self.locks.hold(conversation.id):
-            return await self._answer(runtime, conversation, person_id, user_row, None, on_text)
+    async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
+        # No await before joining the line: places are taken in the order messages arrived.
+        arrival = self.arrivals.join(_arrival_key(message.conversation))
+        async with arrival:
+            text = clean_text(message.text).strip()
+            if not text:
+                what = message.unseen
+                return Reply(CANNOT_SEE.format(what=what) if what else EMPTY_MESSAGE, is_error=True)
+            if message.unseen:
+                text = f"[{message.unseen}] {text}"
+            tokens = self.counter.count(text)
+            budget = window_token_budget(self.context_window)
+            if tokens > budget:
+                return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
+            runtime = self.character(message.conversation.character)
+            try:
+                person_id = await self.person_for(message.speaker)
+                conversation = await self.conversation_for(message.conversation)
+                user_row = await self.store.add_user_message(
+                    conversation.id, person_id, clean_text(message.speaker_name), text, tokens,
+                    message.platform_message_id,
+                )
+            except Exception:
+                log.exception("a message to %s could not be stored", message.conversation)
+                return Reply(NOT_SAVED, is_error=True)
+            turn = self.turns.join(conversation.id)  # still in arrival order
+        async with turn:
+            new_turn = await self.store.begin_turn(conversation.id, person_id, user_row.id)
+            return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text,
+                                      unseen=message.unseen)
 
     async def regenerate(
-        self, key: ConversationKey, presser: Identity, turn_id: int, on_text: TextSink | None = None
+        self, key: ConversationKey, presser: Identity, turn_id: int, on_text: ReplySink | None = None
     ) -> Reply:
         """Replace the latest reply, undoing the memory writes its turn made (pinned entries
         are left alone). Only the person it answered may do this."""
         runtime = self.character(key.character)
-        person_id = await self.store.person_for_identity(presser.platform, presser.user_id)
-        conversation = await self.conversation_for(key, is_shared=False)
-        async with self.locks.hold(conversation.id):
+        person_id = await self.person_for(presser)
+        conversation = await self.conversation_for(key)
+        async with self.turns.hold(conversation.id):
             if refusal := await self.regenerate_refusal(key, presser, turn_id):
                 return Reply(refusal, is_error=True)
             latest = await self.store.latest_turn(conversation.id)
@@ -149,42 +222,57 @@ class TurnHandler:
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn_id: int | str) -> str | None:
         """Why this person may not regenerate this reply now, or None if they may. `turn_id`
         may come straight from a button."""
-        if not str(turn_id).isdigit():
+        number = parse_number(turn_id)
+        if number is None:
             return STALE_BUTTON
-        turn_id = int(turn_id)
-        person_id = await self.store.person_for_identity(presser.platform, presser.user_id)
-        conversation = await self.conversation_for(key, is_shared=False)
+        person_id = await self.person_for(presser)
+        conversation = await self.conversation_for(key)
         latest = await self.store.latest_turn(conversation.id)
-        if latest is None or latest.id != turn_id:
+        if latest is None or latest.id != number:
             return "Only the latest reply can be regenerated."
         if latest.person_id != person_id:
             return "Only the person this reply answered can regenerate it."
         return None
 
+    # -- after a crash ---------------------------------------------------------------------
+    async def interrupted(self, platform: str, character: str) -> list[Interrupted]:
+        """Claim the turns a crash cut off on this platform for this character (each is
+        claimed once, by whichever adapter asks first)."""
+        runtime = self.character(character)
+        claimed = []
+        for row in await self.store.interrupted_turns(platform, runtime.id):
+            if not await self.store.claim_interrupted_turn(row.turn.id):
+                continue
+            conversation = row.conversation
+            key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
+                                  runtime.character.name, conversation.is_shared)
+            fresh = self.clock() - row.turn.created_at < RECOVER_WITHIN_S
+            claimed.append(Interrupted(row.turn.id, key, row.user_message, row.turn.partial_message_id, fresh))
+        return claimed
+
+    async def answer_again(self, interrupted: Interrupted) -> Reply:
+        """Answer a message whose reply a crash cut off (its memory writes were undone)."""
+        runtime = self.character(interrupted.conversation.character)
+        conversation = await self.conversation_for(interrupted.conversation)
+        user_row = interrupted.user_message
+        async with self.turns.hold(conversation.id):
+            new_turn = await self.store.begin_turn(conversation.id, user_row.person_id, user_row.id)
+            return await self._answer(runtime, conversation, user_row.person_id, user_row, new_turn, None)
+
     async def _answer(
         self,
         runtime: CharacterRuntime,
         conversation: ConversationRow,
-        person_id: int,
+        person_id: int | None,
         user_row: MessageRow,
-        turn_id: int | None,
-        on_text: TextSink | None,
+        turn_id: int,
+        on_text: ReplySink | None,
+        unseen: str | None = None,
     ) -> Reply:
-        """Answer `user_row`. `turn_id` is None for a new turn: its row is created by the first
-        memory write (the journal needs it) or else with the reply, sparing a round-trip."""
-        turn: dict[str, int | None] = {"id": turn_id}
-
-        async def turn_row() -> int:
-            if turn["id"] is None:
-                turn["id"] = await self.store.begin_turn(conversation.id, person_id, user_row.id)
-            return turn["id"]
-
-        async def fail() -> None:
-            if turn["id"] is not None:
-                await self.store.fail_turn(turn["id"])
-
+        """Answer `user_row` as turn `turn_id` (a running turn row)."""
+        sink = self._recording(turn_id, on_text) if on_text else None
         try:
-            learning = await self.store.learning_enabled(person_id, runtime.id)
+            learning = person_id is not None and await self.store.learning_enabled(person_id, runtime.id)
             memories = await memories_for_prompt(self.store, person_id, runtime.id) if learning else None
             summary = await self.read_summary(conversation.id) if self.read_summary else []
             newest_first = await self.store.recent_messages(conversation.id, user_row.pos, WINDOW_MAX_MESSAGES)
@@ -199,35 +287,51 @@ class TurnHandler:
                 window=live_window(newest_first, self.context_window),
                 tools=tools_on,
                 now=self.clock(),
+                unseen=unseen,
             )
-            tools = MemoryTools(self.store, self.counter, person_id, runtime.id, turn_row)
-            completion = await self._complete_with_tools(prompt.messages, tools_on, tools, on_text)
+            tools = MemoryTools(self.store, self.counter, person_id, runtime.id, turn_id) if tools_on else None
+            completion = await self._complete_with_tools(prompt.messages, tools, sink)
             text = completion.text.strip()
             if not text:
                 raise LLMError("the model sent an empty answer")
         except LLMError as failure:
             log.warning("a turn in conversation %d failed: %s", conversation.id, failure)
-            await asyncio.shield(fail())
-            return Reply(LLM_FAILED.format(reason=failure), is_error=True, conversation_id=conversation.id)
+            await asyncio.shield(self.store.fail_turn(turn_id))
+            return Reply(LLM_FAILED.format(reason=failure, hint=failure.hint), is_error=True,
+                         conversation_id=conversation.id)
         except BaseException:
-            await asyncio.shield(fail())
+            await asyncio.shield(self.store.fail_turn(turn_id))
             raise
         receipt = prompt.receipt | {
             "at": self.clock(),
             "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
         }
-        turn_id, stored = await self.store.finish_turn(turn["id"], user_row, person_id, runtime.character.name,
-                                                       text, self.counter.count(text), receipt)
-        regenerate = Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))
+        stored = await self.store.finish_turn(turn_id, user_row, runtime.character.name,
+                                              text, self.counter.count(text), receipt)
+        buttons = []
+        if person_id is not None:  # nobody in particular cannot press a button
+            buttons = [[Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))]]
         return Reply(text, turn_id=turn_id, conversation_id=conversation.id, message_id=stored.id,
-                     buttons=[[regenerate]])
+                     buttons=buttons)
+
+    def _recording(self, turn_id: int, on_text: ReplySink) -> Callable[[str], Awaitable[None]]:
+        """The adapter's sink, noting where the partial reply first shows (for crash recovery)."""
+        recorded = False
+
+        async def sink(text: str) -> None:
+            nonlocal recorded
+            shown = await on_text(text)
+            if shown is not None and not recorded:
+                recorded = True
+                await self.store.set_turn_partial(turn_id, str(shown))
+        return sink
 
     async def _complete_with_tools(
-        self, messages: list[dict], tools_on: bool, tools: MemoryTools, on_text: TextSink | None
+        self, messages: list[dict], tools: MemoryTools | None, on_text: Callable[[str], Awaitable[None]] | None
     ) -> Completion:
         messages = list(messages)
         for round_number in range(MAX_TOOL_ROUNDS + 1):
-            offer_tools = tools_on and round_number < MAX_TOOL_ROUNDS
+            offer_tools = tools is not None and round_number < MAX_TOOL_ROUNDS
             completion = await self.llm.complete(
                 messages, tools=TOOL_SPECS if offer_tools else None, on_text=on_text
             )
@@ -260,11 +364,13 @@ class TurnHandler:
             self.after_delivery(reply.conversation_id)
 
     async def message_edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:
-        conversation = await self.conversation_for(key, is_shared=False)
+        """A person edited a message: the stored one changes (a command is never run again)."""
+        text = clean_text(text).strip()
+        conversation = await self.conversation_for(key)
         return await self.store.edit_platform_message(
-            conversation.id, platform_message_id, text.strip(), self.counter.count(text.strip())
+            conversation.id, platform_message_id, text, self.counter.count(text)
         )
 
     async def message_deleted(self, key: ConversationKey, platform_message_id: str) -> bool:
-        conversation = await self.conversation_for(key, is_shared=False)
+        conversation = await self.conversation_for(key)
         return await self.store.delete_platform_message(conversation.id, platform_message_id)

@@ -75,6 +75,7 @@ class TurnRow:
     status: str
     receipt: dict[str, Any] | None
     created_at: float
+    partial_message_id: str | None = None  # where the reply showed while it streamed
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,15 @@ class MemoriesInPlay:
 
 
 @dataclass(frozen=True)
+class InterruptedTurn:
+    """A turn a crash cut off mid-reply, waiting for its platform's adapter (SPEC section 9)."""
+
+    turn: TurnRow
+    conversation: ConversationRow
+    user_message: MessageRow
+
+
+@dataclass(frozen=True)
 class MergeReport:
     unpinned_pins: int  # pinned entries over the pin budget that became unpinned
 
@@ -164,7 +174,9 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def conversation(
         self, platform: str, chat_id: str, thread_id: str | None, character_id: int, is_shared: bool
-    ) -> ConversationRow: ...
+    ) -> ConversationRow:
+        """The conversation, created on first sight. `is_shared` comes from the platform event
+        every time: a row that says otherwise is corrected."""
 
     @abc.abstractmethod
     async def conversation_by_id(self, conversation_id: int) -> ConversationRow | None: ...
@@ -176,7 +188,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def add_user_message(
-        self, conversation_id: int, person_id: int, speaker_name: str, content: str,
+        self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
         tokens: int, platform_message_id: str | None,
     ) -> MessageRow: ...
 
@@ -203,16 +215,20 @@ class Store(abc.ABC):
 
     # -- turns -----------------------------------------------------------------------------
     @abc.abstractmethod
-    async def begin_turn(self, conversation_id: int, person_id: int, user_message_id: int) -> int: ...
+    async def begin_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
+        """A running turn for the message (person None: nobody in particular)."""
+
+    @abc.abstractmethod
+    async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
+        """Where the running turn's reply shows while it streams (for crash recovery)."""
 
     @abc.abstractmethod
     async def finish_turn(
-        self, turn_id: int | None, user_message: MessageRow, person_id: int, speaker_name: str,
+        self, turn_id: int, user_message: MessageRow, speaker_name: str,
         content: str, tokens: int, receipt: dict[str, Any],
-    ) -> tuple[int, MessageRow]:
-        """Store the reply and the receipt in one transaction; return the turn's id and the stored
-        reply. A turn without a row yet (it ran no tool) gets it now; a regenerated turn replaces
-        the old reply."""
+    ) -> MessageRow:
+        """Store the reply and the receipt in one transaction and return the stored reply; a
+        regenerated turn replaces the old reply."""
 
     @abc.abstractmethod
     async def fail_turn(self, turn_id: int) -> None:
@@ -235,7 +251,15 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def recover_interrupted_turns(self) -> int:
-        """At start-up: turns left running by a crash are undone and marked failed."""
+        """At start-up: turns left running by a crash are undone and marked failed, and wait
+        (in `interrupted_turns`) for their adapter to answer again or mark the partial reply."""
+
+    @abc.abstractmethod
+    async def interrupted_turns(self, platform: str, character_id: int) -> list[InterruptedTurn]: ...
+
+    @abc.abstractmethod
+    async def claim_interrupted_turn(self, turn_id: int) -> bool:
+        """Take an interrupted turn off the waiting list; True for the one caller that did."""
 
     # -- saved memories ---------------------------------------------------------------------
     @abc.abstractmethod
@@ -294,16 +318,24 @@ class Store(abc.ABC):
     async def set_learning(self, person_id: int, character_id: int, enabled: bool) -> None: ...
 
     @abc.abstractmethod
-    async def create_link_code(self, person_id: int, code: str, expires_at: float) -> None: ...
+    async def create_link_code(self, person_id: int, platform: str, code: str, expires_at: float) -> None:
+        """A new one-time code for the person, made on `platform`; it replaces their older ones."""
 
     @abc.abstractmethod
-    async def link_code_owner(self, code: str, now: float) -> int | None: ...
+    async def link_code(self, code: str, now: float) -> tuple[int, str] | None:
+        """(owner, platform it was made on) of a code that has not expired."""
+
+    @abc.abstractmethod
+    async def add_link_failure(self, person_id: int, at: float) -> None: ...
+
+    @abc.abstractmethod
+    async def link_failures_since(self, person_id: int, since: float) -> int: ...
 
     @abc.abstractmethod
     async def merge_persons(self, keep: int, absorb: int, caps: MemoryCaps) -> MergeReport:
-        """Move everything of `absorb` to `keep` in one transaction. Raises CapReached when the
-        unpinned entries of a scope would exceed their cap; pins over the pin cap become
-        unpinned (counted in the report)."""
+        """Move everything of `absorb` to `keep` in one transaction, and delete `keep`'s link
+        codes. Raises CapReached when the unpinned entries of a scope would exceed their cap;
+        pins over the pin cap become unpinned (counted in the report)."""
 
     @abc.abstractmethod
     async def forget_person(self, person_id: int) -> list[int]:

@@ -178,4 +178,19 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX message_parts_message ON message_parts(message_id);
     """,
+    # 4 — crash recovery and safer linking: where a running turn's reply shows while it streams,
+    # the turns a crash cut off (waiting for their adapter), the platform a link code was made
+    # on, and wrong link codes (5 in 10 minutes pause /link).
+    """
+    ALTER TABLE turns ADD COLUMN partial_message_id TEXT;
+    CREATE TABLE interrupted_turns (
+        turn_id  INTEGER PRIMARY KEY REFERENCES turns(id) ON DELETE CASCADE
+    );
+    ALTER TABLE link_codes ADD COLUMN platform TEXT NOT NULL DEFAULT '';
+    CREATE TABLE link_failures (
+        person_id  INTEGER NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        at         REAL NOT NULL
+    );
+    CREATE INDEX link_failures_person ON link_failures(person_id, at);
+    """,
 ]

@@ -14,7 +14,18 @@ from typing import Any
 
 import aiosqlite
 
-from storage.base import CHARACTER, GLOBAL, CapReached, ConversationRow, MemoryCaps, MergeReport, MessageRow, Store, TurnRow
+from storage.base import (
+    CHARACTER,
+    GLOBAL,
+    CapReached,
+    ConversationRow,
+    InterruptedTurn,
+    MemoryCaps,
+    MergeReport,
+    MessageRow,
+    Store,
+    TurnRow,
+)
 from storage.sqlite_base import ALL, MESSAGE_COLUMNS, TURN_COLUMNS, _message, _RecentMessages, _turn
 from storage.sqlite_memories import SQLiteMemories
 from storage.sqlite_summaries import SQLiteSummaries
@@ -115,18 +126,19 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
     ) -> ConversationRow:
         key = (platform, chat_id, thread_id or "", character_id)
         cached = self._conversations.get(key)
-        if cached is not None:
+        if cached is not None and cached.is_shared == is_shared:
             return cached
         sql = (
             "SELECT id, platform, chat_id, thread_id, character_id, is_shared FROM conversations "
             "WHERE platform = ? AND chat_id = ? AND thread_id = ? AND character_id = ?"
         )
         row = await self._one(sql, key)
-        if row is None:
+        if row is None or bool(row[5]) != is_shared:
             async with self._write() as db:
                 await db.execute(
-                    "INSERT OR IGNORE INTO conversations (platform, chat_id, thread_id, character_id, "
-                    "is_shared, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO conversations (platform, chat_id, thread_id, character_id, is_shared, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (platform, chat_id, thread_id, "
+                    "character_id) DO UPDATE SET is_shared = excluded.is_shared",
                     (*key, int(is_shared), self.clock()),
                 )
                 row = await self._fetch_one(db, sql, key)
@@ -141,7 +153,7 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
         return ConversationRow(row[0], row[1], row[2], row[3], row[4], bool(row[5])) if row else None
 
     async def add_user_message(
-        self, conversation_id: int, person_id: int, speaker_name: str, content: str,
+        self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
         tokens: int, platform_message_id: str | None,
     ) -> MessageRow:
         async def insert() -> MessageRow:
@@ -226,7 +238,7 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
         )
 
     # -- turns -----------------------------------------------------------------------------
-    async def begin_turn(self, conversation_id: int, person_id: int, user_message_id: int) -> int:
+    async def begin_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
         async def insert() -> int:
             turn_id = self._new_id("turns")
             await self._single(INSERT_RUNNING_TURN,
@@ -235,28 +247,25 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
 
         return await self._with_new_ids(insert)
 
+    async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
+        await self._single("UPDATE turns SET partial_message_id = ? WHERE id = ?", (platform_message_id, turn_id))
+
     async def finish_turn(
-        self, turn_id: int | None, user_message: MessageRow, person_id: int, speaker_name: str,
+        self, turn_id: int, user_message: MessageRow, speaker_name: str,
         content: str, tokens: int, receipt: dict[str, Any],
-    ) -> tuple[int, MessageRow]:
-        def reply_row() -> MessageRow:
-            return MessageRow(self._new_id("messages"), user_message.conversation_id, user_message.pos + 1,
-                              "assistant", None, speaker_name, content, tokens, None, self.clock())
+    ) -> MessageRow:
+        async def write() -> MessageRow:
+            reply = MessageRow(self._new_id("messages"), user_message.conversation_id, user_message.pos + 1,
+                               "assistant", None, speaker_name, content, tokens, None, self.clock())
+            replaced = False
 
-        async def plain() -> tuple[int, MessageRow]:  # no tool ran: the reply and its turn row in one trip
-            reply, new_turn = reply_row(), self._new_id("turns")
-            await self._script([
-                (INSERT_MESSAGE, astuple(reply)),
-                ("INSERT INTO turns (id, conversation_id, person_id, user_message_id, reply_message_id, status, "
-                 "receipt, created_at) VALUES (?, ?, ?, ?, ?, 'done', ?, ?)",
-                 (new_turn, reply.conversation_id, person_id, user_message.id, reply.id, json.dumps(receipt),
-                  reply.created_at)),
-            ], after=lambda: self._recent.add(reply))
-            return new_turn, reply
+            def hold() -> None:  # a replaced reply: the held rows are read again
+                if replaced:
+                    self._recent.drop(reply.conversation_id)
+                else:
+                    self._recent.add(reply)
 
-        async def after_tools(turn_id: int) -> tuple[int, MessageRow]:  # a tool or regenerated turn: its row exists
-            reply = reply_row()
-            async with self._write() as db:
+            async with self._write(after=hold) as db:
                 old = await self._fetch_all(  # a regenerated turn replaces the old reply
                     db, "SELECT id, reply_message_id FROM turns WHERE user_message_id = ? AND status = 'done'",
                     (user_message.id,),
@@ -264,18 +273,15 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
                 for old_turn, old_reply in old:
                     await db.execute("UPDATE turns SET status = 'replaced' WHERE id = ?", (old_turn,))
                     await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
+                    replaced = True
                 await db.execute(INSERT_MESSAGE, astuple(reply))
                 await db.execute(
                     "UPDATE turns SET status = 'done', reply_message_id = ?, receipt = ? WHERE id = ?",
                     (reply.id, json.dumps(receipt), turn_id),
                 )
-                # Held rows are read again after the commit (a drop is right whether it commits or not).
-                self._recent.drop(reply.conversation_id)
-            return turn_id, reply
+            return reply
 
-        if turn_id is None:
-            return await self._with_new_ids(plain)
-        return await self._with_new_ids(lambda: after_tools(turn_id))
+        return await self._with_new_ids(write)
 
     async def fail_turn(self, turn_id: int) -> None:
         async with self._write("memories") as db:
@@ -320,22 +326,48 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
             for (turn_id,) in running:
                 await self._undo_journal(db, turn_id)
                 await db.execute("UPDATE turns SET status = 'failed' WHERE id = ?", (turn_id,))
+                await db.execute("INSERT OR IGNORE INTO interrupted_turns (turn_id) VALUES (?)", (turn_id,))
             return len(running)
 
-    async def create_link_code(self, person_id: int, code: str, expires_at: float) -> None:
+    async def interrupted_turns(self, platform: str, character_id: int) -> list[InterruptedTurn]:
+        turn_columns = ", ".join(f"t.{c}" for c in TURN_COLUMNS.split(", "))
+        message_columns = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
+        rows = await self._all(
+            f"SELECT {turn_columns}, c.id, c.platform, c.chat_id, c.thread_id, c.character_id, c.is_shared, "
+            f"{message_columns} FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
+            "JOIN conversations c ON c.id = t.conversation_id JOIN messages m ON m.id = t.user_message_id "
+            "WHERE c.platform = ? AND c.character_id = ? ORDER BY t.id", (platform, character_id),
+        )
+        width = len(TURN_COLUMNS.split(", "))
+        return [InterruptedTurn(_turn(r[:width]), ConversationRow(*r[width:width + 5], bool(r[width + 5])),
+                                _message(r[width + 6:])) for r in rows]
+
+    async def claim_interrupted_turn(self, turn_id: int) -> bool:
+        cursor = await self._single("DELETE FROM interrupted_turns WHERE turn_id = ?", (turn_id,))
+        return cursor.rowcount == 1
+
+    async def create_link_code(self, person_id: int, platform: str, code: str, expires_at: float) -> None:
         async with self._write() as db:
             await db.execute("DELETE FROM link_codes WHERE person_id = ? OR expires_at < ?",
                              (person_id, self.clock()))
             await db.execute(
-                "INSERT INTO link_codes (code, person_id, expires_at) VALUES (?, ?, ?)",
-                (code, person_id, expires_at),
+                "INSERT INTO link_codes (code, person_id, platform, expires_at) VALUES (?, ?, ?, ?)",
+                (code, person_id, platform, expires_at),
             )
 
-    async def link_code_owner(self, code: str, now: float) -> int | None:
+    async def link_code(self, code: str, now: float) -> tuple[int, str] | None:
         row = await self._one(
-            "SELECT person_id FROM link_codes WHERE code = ? AND expires_at >= ?", (code, now)
+            "SELECT person_id, platform FROM link_codes WHERE code = ? AND expires_at >= ?", (code, now)
         )
-        return row[0] if row else None
+        return (row[0], row[1]) if row else None
+
+    async def add_link_failure(self, person_id: int, at: float) -> None:
+        await self._single("INSERT INTO link_failures (person_id, at) VALUES (?, ?)", (person_id, at))
+
+    async def link_failures_since(self, person_id: int, since: float) -> int:
+        (count,) = await self._one("SELECT COUNT(*) FROM link_failures WHERE person_id = ? AND at >= ?",
+                                   (person_id, since))
+        return count
 
     async def merge_persons(self, keep: int, absorb: int, caps: MemoryCaps) -> MergeReport:
         async with self._write(*ALL) as db:

@@ -32,7 +32,10 @@ MESSAGE_COLUMNS = (
     "id, conversation_id, pos, role, person_id, speaker_name, content, tokens, "
     "platform_message_id, created_at"
 )
-TURN_COLUMNS = "id, conversation_id, person_id, user_message_id, reply_message_id, status, receipt, created_at"
+TURN_COLUMNS = (
+    "id, conversation_id, person_id, user_message_id, reply_message_id, status, receipt, created_at, "
+    "partial_message_id"
+)
 SUMMARY_COLUMNS = "id, conversation_id, tier, content, tokens, first_pos, last_pos, edited"
 REBUILD_COLUMNS = "conversation_id, person_id, generation, progress_pos, status, error"
 TIER_RANK = "CASE tier WHEN 'long_term' THEN 0 WHEN 'merged' THEN 1 ELSE 2 END"
@@ -49,7 +52,7 @@ def _message(row: Any) -> MessageRow:
 
 def _turn(row: Any) -> TurnRow:
     receipt = json.loads(row[6]) if row[6] else None
-    return TurnRow(row[0], row[1], row[2], row[3], row[4], row[5], receipt, row[7])
+    return TurnRow(row[0], row[1], row[2], row[3], row[4], row[5], receipt, row[7], row[8])
 
 
 class _ReadCache:
@@ -267,9 +270,11 @@ class SQLiteBase:
         self._reader = self._writer = None
 
     @asynccontextmanager
-    async def _write(self, *touches: str) -> AsyncIterator[aiosqlite.Connection]:
+    async def _write(self, *touches: str, after: Callable[[], None] | None = None
+                     ) -> AsyncIterator[aiosqlite.Connection]:
         """One write transaction at a time; rolled back on any error. `touches` names the
-        cached reads it changes ("memories", "summaries", "learning")."""
+        cached reads it changes ("memories", "summaries", "learning"); `after` updates the caches
+        once it committed, under the lock."""
         assert self._writer is not None, "store is not open"
         async with self._write_lock:
             db = self._writer
@@ -283,6 +288,8 @@ class SQLiteBase:
                 self._invalidate(touches)
             await db.execute("COMMIT")
             self._invalidate(touches)
+            if after is not None:
+                after()
 
     # Every call to aiosqlite is a round-trip to its thread, so reads fetch in one
     # (execute_fetchall) and single-statement writes skip BEGIN/COMMIT (each is atomic anyway).

@@ -82,12 +82,11 @@ class Chat:
         self.runtime = runtime
         self.identity = Identity(platform, user)
         self.name = name
-        self.key = ConversationKey(platform, chat_id, None, "Mira")
-        self.shared = shared
-        self.ctx = CommandContext(self.key, self.identity, name, is_shared=shared)
+        self.key = ConversationKey(platform, chat_id, None, "Mira", is_shared=shared)
+        self.ctx = CommandContext(self.key, self.identity, name)
 
     async def say(self, text: str, on_text=None):
-        message = IncomingMessage(self.key, self.identity, self.name, text, is_shared=self.shared)
+        message = IncomingMessage(self.key, self.identity, self.name, text)
         return await self.runtime.turns.handle(message, on_text=on_text)
 
     async def memory(self, text: str):

@@ -70,7 +70,7 @@ async def test_why_shows_the_last_replys_memories_tiers_and_tokens(ann, llm):
     why = (await ann.memory("/memory why")).text
     assert f"Saved memories: 2 (#{pinned}📌, #{other})" in why
     assert "Summary: long-term 0, merged 0, recent 0" in why
-    assert "Live window: 1 messages" in why
+    assert "Live window: 1 message — " in why  # "1 message", not "1 messages"
     assert "Total ≈" in why
 
 
@@ -96,6 +96,6 @@ async def test_a_button_pressed_by_another_person_is_refused(ann, bob):
 
 
 async def test_a_forged_or_stale_button_is_refused(ann):
-    assert (await ann.press("garbage")).text == "That button is no longer valid."
+    assert (await ann.press("garbage")).text == "This button no longer works."
     person = await ann.person_id()
-    assert (await ann.press(f"{person}:explode:1")).text == "That button is no longer valid."
+    assert (await ann.press(f"{person}:explode:1")).text == "This button no longer works."

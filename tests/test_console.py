@@ -58,7 +58,7 @@ async def test_console_chats_and_answers_memory_commands(tmp_path, llm):
     assert "Saved #2 (pinned) for Mira: my birthday is 3 May" in out
     assert "“banana” is not a memory number" in out
     assert "There is no /memory frobnicate" in out
-    assert "your message had none" in out
+    assert "your message had none" not in out  # an empty Enter is ignored
     assert '"Ann is allergic to peanuts"' in str(llm.requests[-1]["messages"])
     assert "Traceback" not in err
 
@@ -78,3 +78,14 @@ async def test_console_regenerate_and_buttons(tmp_path, llm):
     assert "Summary of this conversation with Mira:" in out and "Not yet summarized: 3 messages." in out  # the greeting, hello, the reply
     assert "Chosen messages (2 of at most 20)" in out
     assert "Saved #2 (pinned): Ann: hello\nMira: Second try." in out
+
+
+async def test_piped_input_ends_cleanly_when_quit_waits_behind_a_reply(tmp_path, llm):
+    # `(echo hello; echo /quit) | python -m bot console …`: /quit is already waiting when the reply
+    # finishes, so the summary task the reply scheduled is cancelled before it ever ran.
+    for _ in range(3):
+        llm.add(text("Hello to you."))
+        code, out, err = await run_console(tmp_path, llm, ["hello", "/quit"])
+        assert code == 0, err
+        assert "Mira: Hello to you." in out
+        assert "Traceback" not in err

@@ -7,7 +7,7 @@ from tests.fakes.summarizer import extractive
 
 
 async def say_with_id(chat: Chat, text: str, platform_id: str):
-    message = IncomingMessage(chat.key, chat.identity, chat.name, text, is_shared=False,
+    message = IncomingMessage(chat.key, chat.identity, chat.name, text,
                               platform_message_id=platform_id)
     return await chat.runtime.turns.handle(message)
 

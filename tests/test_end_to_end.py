@@ -143,9 +143,14 @@ async def test_a_fact_pinned_on_discord_is_used_in_telegram_after_link(tmp_path,
 
         ann_user, ann_dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
         asked = telegram.send(ann_dm, ann_user, f"/link {code}")
+        question = (await telegram.wait_for(
+            lambda: [m for m in telegram.bot_messages(ANN) if m.message_id > asked], timeout=30))[0]
+        assert "whoever holds either account sees them all" in question.text
+        telegram.press(ann_dm, ann_user, question.message_id, question.buttons()[0]["callback_data"])
         linked = await telegram.wait_for(
-            lambda: [m for m in telegram.bot_messages(ANN) if m.message_id > asked], timeout=30)
-        assert linked[0].text.startswith("Linked: discord, telegram")
+            lambda: telegram.message(ANN, question.message_id).text.startswith("Linked") and
+            telegram.message(ANN, question.message_id), timeout=30)
+        assert linked.text.startswith("Linked: discord, telegram")
 
         llm.add(text("No peanuts, Ann — not even a little."))
         asked = telegram.send(ann_dm, ann_user, "what should I never eat?")

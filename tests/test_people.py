@@ -12,6 +12,13 @@ def link_code(result) -> str:
     return result.text.split("Your link code is ")[1].split(".")[0]
 
 
+async def link(maker: Chat, enterer: Chat):
+    """/link on one account, the code entered on the other, and the merge confirmed there."""
+    question = await enterer.memory(f"/link {link_code(await maker.memory('/link'))}")
+    assert question.buttons, question.text
+    return await enterer.press(question.buttons[0][0].action)
+
+
 async def fill(chat: Chat, scope: str, count: int, pinned: bool = False) -> None:
     person = await chat.person_id()
     character = chat.runtime.turns.character("Mira").id
@@ -25,8 +32,7 @@ async def test_link_joins_a_discord_and_a_telegram_identity_into_one_person(runt
     on_telegram = Chat(runtime, user="222", chat_id="dm-t", platform="telegram")
     await on_discord.memory("/memory add pin:yes I am allergic to peanuts")
     await on_telegram.memory("/memory add I prefer to be called Annie")
-    code = link_code(await on_discord.memory("/link"))
-    linked = await on_telegram.memory(f"/link {code}")
+    linked = await link(on_discord, on_telegram)
     assert "Linked: discord, telegram" in linked.text
     assert await on_discord.person_id() == await on_telegram.person_id()
     await on_telegram.say("what should I avoid eating?")
@@ -39,7 +45,7 @@ async def test_link_merges_pins_over_20_as_unpinned_and_says_so(runtime):
     second = Chat(runtime, user="222", name="T", platform="telegram")
     await fill(first, "character", 15, pinned=True)
     await fill(second, "character", 10, pinned=True)
-    linked = await second.memory(f"/link {link_code(await first.memory('/link'))}")
+    linked = await link(first, second)
     assert "5 pinned memories went over the limit of 20 pinned per scope and are now unpinned" in linked.text
     person, character = await first.person_id(), runtime.turns.character("Mira").id
     assert await runtime.store.count_memories(person, character, "character", pinned=True) == 20
@@ -51,7 +57,7 @@ async def test_link_refuses_to_exceed_100_unpinned_and_loses_nothing(runtime):
     second = Chat(runtime, user="222", name="T", platform="telegram")
     await fill(first, "global", 60)
     await fill(second, "global", 60)
-    refused = await second.memory(f"/link {link_code(await first.memory('/link'))}")
+    refused = await link(first, second)
     assert not refused.ok
     assert "120 unpinned global memories; the limit is 100" in refused.text
     assert await first.person_id() != await second.person_id()
@@ -66,6 +72,53 @@ async def test_a_link_code_expires_after_10_minutes(runtime, clock):
     assert not expired.ok and "unknown or has expired" in expired.text
 
 
+async def test_link_asks_before_anything_merges_and_says_what_will_be_shared(runtime):
+    bob = Chat(runtime, user="111", name="Bob", platform="discord")
+    ann = Chat(runtime, user="222", name="Ann", platform="telegram")
+    await ann.memory("/memory add my salary is 99000 dollars")
+    question = await ann.memory(f"/link {link_code(await bob.memory('/link'))}")
+    assert "whoever holds either account sees them all" in question.text
+    assert await bob.person_id() != await ann.person_id()  # nothing merged yet
+    assert "99000" not in (await bob.memory("/memory view")).text
+    cancelled = await ann.press(question.buttons[0][1].action)
+    assert "nothing was changed" in cancelled.text
+    assert await bob.person_id() != await ann.person_id()
+
+
+async def test_a_link_code_entered_on_the_platform_that_made_it_is_refused(runtime):
+    first = Chat(runtime, user="111", platform="telegram")
+    second = Chat(runtime, user="222", chat_id="dm-2", platform="telegram")
+    refused = await second.memory(f"/link {link_code(await first.memory('/link'))}")
+    assert not refused.ok and not refused.buttons
+    assert "Enter it from your account on the other platform" in refused.text
+    assert await first.person_id() != await second.person_id()
+
+
+async def test_a_link_code_works_once(runtime):
+    maker = Chat(runtime, user="111", platform="discord")
+    first = Chat(runtime, user="222", platform="telegram")
+    second = Chat(runtime, user="333", chat_id="dm-3", platform="telegram")
+    code = link_code(await maker.memory("/link"))
+    question = await first.memory(f"/link {code}")
+    assert "Linked" in (await first.press(question.buttons[0][0].action)).text
+    again = await second.memory(f"/link {code}")
+    assert not again.ok and "unknown or has expired" in again.text
+    assert await second.person_id() != await maker.person_id()
+
+
+async def test_5_wrong_link_codes_in_10_minutes_pause_link(runtime, clock):
+    maker = Chat(runtime, user="111", platform="discord")
+    guesser = Chat(runtime, user="222", platform="telegram")
+    code = link_code(await maker.memory("/link"))
+    for guess in ("AAAAAAAA", "BBBBBBBB", "CCCCCCCC", "DDDDDDDD", "EEEEEEEE"):
+        assert "unknown or has expired" in (await guesser.memory(f"/link {guess}")).text
+    paused = await guesser.memory(f"/link {code}")  # even the right code, now
+    assert not paused.ok and "/link is paused" in paused.text
+    clock.now += 10 * 60 + 1
+    assert (await guesser.memory(f"/link {code}")).buttons or True  # the pause is over (the code expired too)
+    assert "paused" not in (await guesser.memory("/link")).text
+
+
 async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, llm, tmp_path):
     ann = Chat(runtime, user="ann", name="Ann")
     bob_in_group = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True)
@@ -78,7 +131,7 @@ async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, 
     await ann_in_group.say("Ann in the group")
     await bob_in_group.say("Bob in the group")
     ann_id = await ann.person_id()
-    group = (await runtime.turns.conversation_for(ann_in_group.key, True)).id
+    group = (await runtime.turns.conversation_for(ann_in_group.key)).id
     await runtime.store.write_summary(group, 0, "recent", "- Ann said: Ann in the group.", 9, 2, 2, [])
 
     question = await ann.memory("/forgetme")

@@ -44,7 +44,7 @@ async def test_50_conversations_of_20_turns_with_slow_models_keep_order_and_neve
         who = Identity("telegram", f"user-{n}")
         replies = []
         for t in range(20):
-            reply = await runtime.turns.handle(IncomingMessage(key, who, f"P{n}", f"c{n} m{t}", False))
+            reply = await runtime.turns.handle(IncomingMessage(key, who, f"P{n}", f"c{n} m{t}"))
             replies.append(reply.text)
         return replies
 

@@ -144,7 +144,7 @@ async def test_clear_all_can_be_cancelled(ann):
     await fill(ann, "character", 3)
     first = await ann.memory("/memory clear character")
     cancelled = await ann.press(first.buttons[0][1].action)
-    assert cancelled.text == "Nothing was deleted."
+    assert cancelled.text == "Cancelled: nothing was changed."
     assert "3 — page 1 of 1" in (await ann.memory("/memory view")).text
 
 

@@ -73,7 +73,7 @@ async def test_retention_purges_only_old_summarized_messages(make_config, clock,
     runtime = await build_runtime(config, clock=clock)
     try:
         ann = Chat(runtime)
-        conversation = (await runtime.turns.conversation_for(ann.key, False)).id
+        conversation = (await runtime.turns.conversation_for(ann.key)).id
         person = await ann.person_id()
         for i in range(70):
             await runtime.store.add_user_message(conversation, person, "Ann", f"m{i}", 5, None)

@@ -21,13 +21,13 @@ def messages_in_database(path, conversation_id: int, limit: int = 50) -> list[tu
 
 
 async def held_window(chat: Chat) -> list[tuple]:
-    conversation = await chat.runtime.turns.conversation_for(chat.key, chat.shared)
+    conversation = await chat.runtime.turns.conversation_for(chat.key)
     rows = await chat.runtime.store.recent_messages(conversation.id, END, 50)
     return [astuple(r) for r in rows]
 
 
 async def assert_held_window_matches_the_database(chat: Chat) -> None:
-    conversation = await chat.runtime.turns.conversation_for(chat.key, chat.shared)
+    conversation = await chat.runtime.turns.conversation_for(chat.key)
     assert await held_window(chat) == messages_in_database(chat.runtime.store.path, conversation.id)
 
 
@@ -46,7 +46,7 @@ async def test_the_held_window_matches_the_database_after_every_kind_of_change(r
     ann = Chat(runtime, chat_id="group", shared=True)
     bob = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True)
     for i in range(40):  # more than the 64 rows held per conversation, so the oldest leave it
-        await ann.runtime.turns.handle(IncomingMessage(ann.key, ann.identity, "Ann", f"hello {i}", True, f"a{i}"))
+        await ann.runtime.turns.handle(IncomingMessage(ann.key, ann.identity, "Ann", f"hello {i}", f"a{i}"))
     await assert_held_window_matches_the_database(ann)
 
     reply = await bob.say("hello from Bob")
@@ -74,7 +74,7 @@ async def test_the_held_window_matches_the_database_after_every_kind_of_change(r
 
 async def test_a_message_id_taken_by_another_process_is_retried_and_nothing_is_lost(ann, llm):
     await ann.say("before")
-    conversation = await ann.runtime.turns.conversation_for(ann.key, False)
+    conversation = await ann.runtime.turns.conversation_for(ann.key)
     with sqlite3.connect(ann.runtime.store.path) as other:  # e.g. a console on the same file
         next_id = other.execute("SELECT MAX(id) + 1 FROM messages").fetchone()[0]
         other.execute("INSERT INTO messages (id, conversation_id, pos, role, person_id, speaker_name, content, "
@@ -103,7 +103,7 @@ def test_the_held_messages_stay_within_their_character_budget_least_recently_use
 
 async def test_a_greeting_goes_into_the_held_window_only_when_it_was_stored(ann, llm):
     await held_window(ann)  # the empty conversation is now held
-    await ann.runtime.turns.greet(ann.key, "Ann", False)
-    await ann.runtime.turns.greet(ann.key, "Ann", False)  # not stored: the conversation has a message
+    await ann.runtime.turns.greet(ann.key, "Ann")
+    await ann.runtime.turns.greet(ann.key, "Ann")  # not stored: the conversation has a message
     await assert_held_window_matches_the_database(ann)
     assert [row[3] for row in await held_window(ann)] == ["assistant"]

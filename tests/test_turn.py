@@ -10,7 +10,7 @@ from tests.fakes.llm_server import cut, drop, garbled, hang, status, text, tool_
 
 
 async def stored_texts(chat: Chat) -> list[tuple[str, str]]:
-    conversation = await chat.runtime.turns.conversation_for(chat.key, chat.shared)
+    conversation = await chat.runtime.turns.conversation_for(chat.key)
     rows = await chat.runtime.store.recent_messages(conversation.id, 10**12, 1000)
     return [(r.role, r.content) for r in reversed(rows)]
 
@@ -226,8 +226,8 @@ async def test_a_20000_character_message_gets_an_answer(ann, llm):
 async def test_a_greeting_opens_a_one_to_one_conversation_but_is_not_stored_in_a_shared_one(runtime, llm):
     ann = Chat(runtime)
     in_group = Chat(runtime, chat_id="group", shared=True)
-    await runtime.turns.greet(ann.key, "Ann", False)
-    await runtime.turns.greet(in_group.key, "Ann", True)  # it names Ann: it would outlive her /forgetme
+    await runtime.turns.greet(ann.key, "Ann")
+    await runtime.turns.greet(in_group.key, "Ann")  # it names Ann: it would outlive her /forgetme
     assert [role for role, _ in await stored_texts(ann)] == ["assistant"]
     assert await stored_texts(in_group) == []
 

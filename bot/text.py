@@ -1,0 +1,33 @@
+"""What people type, made safe to store and to read as numbers.
+
+- `clean_text`: a lone surrogate ("hi \\ud800 there" can arrive through a platform library) cannot
+  be encoded as UTF-8 and would make storing fail; it becomes U+FFFD. NUL characters go too.
+- `parse_number`: ASCII digits only, within range. `isdigit()` accepts "²" and "١٢", and a
+  30-digit number overflows the database's integers: each is "not a number" here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MAX_NUMBER = 2**53 - 1  # every id and count fits, in SQLite, PostgreSQL and JSON alike
+_DIGITS = re.compile(r"[0-9]{1,16}")
+
+
+def clean_text(text: str) -> str:
+    cleaned = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return cleaned.replace("\x00", "")
+
+
+def parse_number(value: Any, low: int = 1, high: int = MAX_NUMBER) -> int | None:
+    """`value` as an int in [low, high] if it is one (an int, or ASCII digits); else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+        number = int(value.strip())
+    else:
+        return None
+    return number if low <= number <= high else None
