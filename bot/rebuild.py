@@ -6,6 +6,10 @@ new one is swapped in at once (one transaction). New messages wait to be summari
 ends. Its progress is stored after every batch, so it survives a restart and resumes. On failure
 the person is told and can resume or start over; on success the person is told. There is never
 more than one rebuild of a conversation at a time.
+
+Entries a person edited are corrections: each goes, marked [verbatim], into the rebuilt batch
+where its stretch of the conversation begins (or, if no batch reaches it, in an entry of its
+own), so its words reach the rebuilt summary as written.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from typing import Awaitable, Callable
 from bot.conversation_tasks import ConversationTasks
 from bot.llm import LLMError
 from bot.summaries import Summarizer
-from storage.base import RebuildRow, Store
+from bot.summary_prompts import as_verbatim, verbatim_lines
+from storage.base import RebuildRow, Store, SummaryRow
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +86,16 @@ class Rebuilds:
                 return
             try:
                 await self.summarizer.consolidate(conversation_id, row.generation)
+                corrections = await self._corrections_to_carry(conversation_id, row.generation)
                 covered: int | None = row.progress_pos
                 while covered is not None:
-                    covered = await self.summarizer.step(conversation_id, row.generation, covered)
+                    covered = await self.summarizer.step(conversation_id, row.generation, covered, corrections)
+                    if covered is not None:
+                        corrections = [c for c in corrections if c.first_pos > covered]
+                for correction in corrections:  # no rebuilt batch reached it: it stays on its own
+                    await self.store.write_summary(
+                        conversation_id, row.generation, "recent", correction.content, correction.tokens,
+                        correction.first_pos, correction.last_pos, replaces=[], edited=True)
             except LLMError as failure:
                 log.warning("rebuild of conversation %d failed: %s", conversation_id, failure)
                 await self.store.set_rebuild_status(conversation_id, "failed", str(failure))
@@ -94,6 +106,14 @@ class Rebuilds:
             self.summarizer.schedule(conversation_id)  # messages that waited
         except Exception:  # not a cancellation, which is no Exception
             log.exception("rebuild of conversation %d crashed; it resumes on the next check", conversation_id)
+
+    async def _corrections_to_carry(self, conversation_id: int, generation: int) -> list[SummaryRow]:
+        """The live summary's edited entries whose words the rebuilt one does not hold yet (a
+        resumed rebuild may have carried some already)."""
+        live = await self.store.summaries(conversation_id)
+        rebuilt = "\n".join(e.content for e in await self.store.summaries(conversation_id, generation))
+        return [e for e in live if e.edited
+                and not all(line in rebuilt for line in verbatim_lines(as_verbatim(e.content)))]
 
     async def _tell(self, conversation_id: int, person_id: int | None, text: str) -> None:
         if person_id is None:

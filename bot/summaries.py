@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from bot.characters import CharacterRuntime
 from bot.conversation_tasks import ConversationTasks
@@ -133,9 +133,11 @@ class Summarizer:
         if state.failures or state.retry_at is not None:
             await self.store.set_summary_retry(conversation_id, 0, None)
 
-    async def step(self, conversation_id: int, generation: int, covered: int) -> int | None:
+    async def step(self, conversation_id: int, generation: int, covered: int,
+                   corrections: Sequence[SummaryRow] = ()) -> int | None:
         """If a batch is due after position `covered`, summarize it into a Recent summary of
-        `generation` and return the new covered position; else None.
+        `generation` and return the new covered position; else None. `corrections` (entries a
+        person edited, during a rebuild) that begin within the batch go in with it, kept as written.
 
         The newest 60 messages (the window's 50 and the batch threshold's 10) always tell whether
         a batch is due: either they reach back past `covered`, and every pending message is among
@@ -148,7 +150,8 @@ class Summarizer:
             return None
         pending = await self.store.messages_between(conversation_id, covered, before, BATCH_MAX_MESSAGES)
         batch = take_batch(pending)
-        text = await self._write("recent", conversation_id, [transcript(batch)], BATCH_PROMPT)
+        edits = [as_verbatim(c.content) for c in corrections if c.first_pos <= batch[-1].pos]
+        text = await self._write("recent", conversation_id, [transcript(batch), *edits], BATCH_PROMPT)
         await self.store.write_summary(
             conversation_id, generation, "recent", text, self.counter.count(text),
             batch[0].pos, batch[-1].pos, replaces=[], covered_pos=batch[-1].pos,

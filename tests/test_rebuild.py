@@ -125,3 +125,26 @@ async def test_a_failed_rebuild_can_be_cancelled_and_summarizing_goes_on(runtime
     assert "cancelled" in cancelled.text
     await runtime.summarizer.idle()
     assert [e.content for e in await runtime.store.summaries(conversation)] == ["- LIVE 1"]
+
+
+async def test_a_summary_entry_the_person_edited_reaches_the_rebuilt_summary_word_for_word(runtime, llm):
+    ann = Chat(runtime)
+    conversation = await history(ann, 50 + 120)
+    llm.responder = Script("OLD")
+    await runtime.summarizer.summarize(conversation)
+    first = (await runtime.store.summaries(conversation))[0]
+    correction = "Ann's brother is called Tomas, not Thomas."
+    edited = await ann.memory(f"/memory summary edit S{first.id} {correction}")
+    assert "as you wrote it" in edited.text
+
+    llm.responder = Script("NEW")  # a rebuilding model that never repeats what it was given
+    await ann.memory("/memory rebuild")
+    await runtime.rebuilds.idle()
+    rebuilt = "\n".join(e.content for e in await runtime.store.summaries(conversation))
+    assert "NEW" in rebuilt and "OLD" not in rebuilt
+    assert correction in rebuilt
+
+    llm.responder = None
+    llm.add(text("Tomas, of course."))
+    await ann.say("what is my brother called?")
+    assert correction in llm.prompt_text()
