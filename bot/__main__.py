@@ -1,5 +1,6 @@
 """Command line: `python -m bot --config config.toml` runs the bot;
 `python -m bot console --character NAME` chats in the terminal;
+`python -m bot characters list` lists the characters of the config and the database;
 `python -m bot characters remove NAME` removes a character (its memories become global)."""
 
 from __future__ import annotations
@@ -25,24 +26,28 @@ def _parser() -> argparse.ArgumentParser:
     console.add_argument("--character", required=True, help="the character's name from the config")
     console.add_argument("--name", default=os.environ.get("USER") or "you", help="your display name")
     characters = sub.add_parser("characters", parents=[common], help="manage characters")
-    characters.add_argument("action", choices=["remove"])
-    characters.add_argument("name")
+    characters.add_argument("action", choices=["list", "remove"])
+    characters.add_argument("name", nargs="?", help="the character to remove")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    setup_logging("WARNING" if args.command == "console" else args.log_level)
+    if args.command == "characters" and args.action == "remove" and not args.name:
+        _parser().error("characters remove: which character? (python -m bot characters remove NAME)")
+    setup_logging("WARNING" if args.command in ("console", "characters") else args.log_level)
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, needs_llm=args.command != "characters")
         redact(config_secrets(config))
         if args.command == "console":
             from adapters.console import run_console
 
             return asyncio.run(run_console(config, args.character, args.name))
         if args.command == "characters":
-            from bot.admin import remove_character
+            from bot.admin import list_characters, remove_character
 
+            if args.action == "list":
+                return asyncio.run(list_characters(config))
             return asyncio.run(remove_character(config, args.name))
         from bot.app import run_bot
 

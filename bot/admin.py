@@ -1,10 +1,29 @@
-"""Admin commands run from the shell (`python -m bot characters remove NAME`)."""
+"""Admin commands run from the shell (`python -m bot characters list`, `… remove NAME`). They
+need no API key: they never call the model."""
 
 from __future__ import annotations
 
 from bot.config import Config
 from bot.saved_memories import MAX_PINNED_PER_SCOPE
 from storage.sqlite import SQLiteStore
+
+
+async def list_characters(config: Config) -> int:
+    """The characters of the config and of the database, with their character memories."""
+    store = SQLiteStore(config.storage.path)
+    await store.open()
+    try:
+        stored = await store.character_memory_counts()
+    finally:
+        await store.close()
+    configured = {c.name.casefold() for c in config.characters}
+    names = [c.name for c in config.characters] + [n for n in stored if n.casefold() not in configured]
+    counts = {n.casefold(): count for n, count in stored.items()}
+    for name in names:
+        where = "in the config" if name.casefold() in configured else "only in the database (removed from the config)"
+        memories = counts.get(name.casefold(), 0)
+        print(f"{name}: {where}; {memories} character {'memory' if memories == 1 else 'memories'}")
+    return 0
 
 
 async def remove_character(config: Config, name: str) -> int:

@@ -152,6 +152,12 @@ class _Section:
             ids.append(item)
         return tuple(ids)
 
+    def url(self, key: str, default: str) -> str:
+        value = self.text(key, default) or default
+        if not value.lower().startswith(("http://", "https://")):
+            raise self._fail(key, "an address starting with http:// or https://", value)
+        return value
+
     def path(self, key: str, base: Path, default: Path | None = None) -> Path | None:
         value = self.text(key)
         if value is None:
@@ -165,8 +171,9 @@ class _Section:
             raise ConfigError(f"{self.where}.{unknown[0]}: unknown key (check its spelling)")
 
 
-def load_config(path: str | os.PathLike[str]) -> Config:
-    """Read and check the config file; raise ConfigError naming the first bad key."""
+def load_config(path: str | os.PathLike[str], needs_llm: bool = True) -> Config:
+    """Read and check the config file; raise ConfigError naming the first bad key. Without
+    `needs_llm` (admin commands), the API key's variable may be unset."""
     config_path = Path(path)
     try:
         raw = tomllib.loads(config_path.read_text(encoding="utf-8"))
@@ -176,16 +183,16 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{config_path}: not valid TOML ({exc})") from None
-    return parse_config(raw, base=config_path.resolve().parent)
+    return parse_config(raw, base=config_path.resolve().parent, needs_llm=needs_llm)
 
 
-def parse_config(raw: Mapping[str, Any], base: Path) -> Config:
+def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> Config:
     top = _Section("config", raw)
-    llm = _parse_llm(_Section("llm", top._get("llm", {})))
+    llm = _parse_llm(_Section("llm", top._get("llm", {})), needs_llm)
     storage = _parse_storage(_Section("storage", top._get("storage", {})), base)
     telegram_section = _Section("telegram", top._get("telegram", {}))
     telegram = TelegramConfig(
-        base_url=telegram_section.text("base_url", TelegramConfig.base_url) or ""
+        base_url=telegram_section.url("base_url", TelegramConfig.base_url)
     )
     telegram_section.reject_unknown()
 
@@ -204,17 +211,17 @@ def parse_config(raw: Mapping[str, Any], base: Path) -> Config:
     return Config(llm=llm, storage=storage, telegram=telegram, characters=characters)
 
 
-def _parse_llm(s: _Section) -> LLMConfig:
+def _parse_llm(s: _Section, needs_llm: bool) -> LLMConfig:
     d = LLMConfig()
     api_key_env = s.text("api_key_env", d.api_key_env)
     api_key = os.environ.get(api_key_env or "", "").strip()
-    if not api_key:
+    if not api_key and needs_llm:
         raise ConfigError(
             f"llm.api_key_env: environment variable {api_key_env} is not set "
             "(set it to your API key, or to any text for a local server that needs none)"
         )
     config = LLMConfig(
-        base_url=s.text("base_url", d.base_url),
+        base_url=s.url("base_url", d.base_url),
         api_key_env=api_key_env,
         api_key=api_key,
         model=s.text("model", d.model),

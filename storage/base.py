@@ -166,6 +166,10 @@ class Store(abc.ABC):
     async def ensure_character(self, name: str) -> int: ...
 
     @abc.abstractmethod
+    async def character_memory_counts(self) -> dict[str, int]:
+        """Every stored character's name, with how many character-scoped memories it holds."""
+
+    @abc.abstractmethod
     async def remove_character(self, name: str, pinned_cap: int) -> int | None:
         """Delete a character; its character-scoped memories become global. Returns how many
         memories moved, or None when there is no such character."""

@@ -90,6 +90,11 @@ class SQLiteStore(SQLiteMemories, SQLiteSummaries, Store):
             row = await self._fetch_one(db, "SELECT id FROM characters WHERE name = ?", (name,))
             return row[0]
 
+    async def character_memory_counts(self) -> dict[str, int]:
+        rows = await self._all("SELECT c.name, COUNT(m.id) FROM characters c LEFT JOIN memories m "
+                               "ON m.character_id = c.id GROUP BY c.id ORDER BY c.name")
+        return {name: count for name, count in rows}
+
     async def remove_character(self, name: str, pinned_cap: int) -> int | None:
         async with self._write(*ALL) as db:
             row = await self._fetch_one(db, "SELECT id FROM characters WHERE name = ?", (name,))

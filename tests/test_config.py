@@ -40,6 +40,10 @@ def test_secrets_come_from_the_environment_never_the_file(monkeypatch, tmp_path)
     (lambda c: c.pop("characters"), "characters: expected at least one"),
     (lambda c: c["characters"][0].update(discord_always_on_channels="123"),
      "characters[0].discord_always_on_channels: expected a list"),
+    (lambda c: c["llm"].update(base_url="localhost:11434/v1"),
+     "llm.base_url: expected an address starting with http:// or https://"),
+    (lambda c: c.update(telegram={"base_url": "api.telegram.org/bot"}),
+     "telegram.base_url: expected an address starting with http:// or https://"),
 ])
 def test_a_bad_key_stops_start_up_naming_the_key(tmp_path, mutate, message):
     raw = config_dict("http://x/v1", tmp_path / "db")
@@ -62,3 +66,21 @@ def test_start_up_prints_one_line_for_a_bad_config(tmp_path):
                             env={"PATH": "/usr/bin:/bin", "OPENAI_API_KEY": "x"})
     assert result.returncode == 2
     assert result.stderr.strip() == "config error: llm.tools: expected one of auto | on | off, got 'maybe'"
+
+
+def test_characters_list_and_remove_need_no_api_key(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('[llm]\napi_key_env = "UNSET_KEY_VARIABLE"\n\n[storage]\npath = "k.sqlite3"\n\n'
+                      '[[characters]]\nname = "Mira"\npersona = "You are Mira."\n')
+    env = {"PATH": "/usr/bin:/bin"}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "bot", "characters", *args, "--config", str(config)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+
+    listed = run("list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip() == "Mira: in the config; 0 character memories"
+    removed = run("remove", "Nobody")
+    assert removed.returncode == 1 and "There is no character named 'Nobody'" in removed.stdout
+    assert "api_key" not in removed.stderr
