@@ -2,9 +2,11 @@
 privacy in shared conversations, bad input."""
 
 import asyncio
+import logging
 
 from bot.app import build_runtime
-from bot.turn import EMPTY_MESSAGE
+from bot.models import ConversationKey, Identity, IncomingMessage
+from bot.turn import EMPTY_MESSAGE, NOT_SAVED
 from tests.conftest import Chat
 from tests.fakes.llm_server import cut, drop, garbled, hang, status, text, tool_calls
 
@@ -231,3 +233,85 @@ async def test_a_greeting_opens_a_one_to_one_conversation_but_is_not_stored_in_a
     assert [role for role, _ in await stored_texts(ann)] == ["assistant"]
     assert await stored_texts(in_group) == []
 
+
+
+async def test_a_refused_api_key_is_named_as_such_and_the_log_names_api_key_env(ann, llm, caplog):
+    llm.add(status(401, "Incorrect API key provided"))
+    with caplog.at_level(logging.ERROR):
+        reply = await ann.say("hello?")
+    assert reply.is_error and "refused the bot's API key" in reply.text
+    assert "try again in a moment" not in reply.text  # waiting will not fix a key
+    assert "KEEPSAKE_TEST_API_KEY" in caplog.text  # the owner learns which variable to fix
+    assert await stored_texts(ann) == [("user", "hello?")]
+
+
+async def test_a_message_that_cannot_be_stored_is_answered_as_not_saved(ann, llm):
+    await ann.say("hello")
+    store = ann.runtime.store
+    # The disk is full: SQLite may not grow the file by a single page.
+    (pages,) = (await store._writer.execute_fetchall("PRAGMA page_count"))[0]
+    await store._writer.execute(f"PRAGMA max_page_count = {pages}")
+    filler = "x" * 50_000
+    reply = await ann.say(f"a long story {filler}")
+    assert reply.is_error and reply.text == NOT_SAVED
+    assert "not kept" in reply.text and "kept;" not in reply.text
+    assert filler not in str(await stored_texts(ann))
+
+
+async def test_a_lone_surrogate_is_cleaned_before_it_is_stored(ann, llm):
+    reply = await ann.say("hi \ud800 there")
+    assert not reply.is_error
+    assert ("user", "hi \ufffd there") in await stored_texts(ann)
+
+
+async def test_a_message_from_nobody_in_particular_reads_and_writes_no_saved_memories(runtime, llm):
+    ann = Chat(runtime, chat_id="group", shared=True, platform="telegram")
+    await ann.memory("/memory add my salary is 99000 dollars")
+    anonymous = IncomingMessage(ann.key, None, "Tavern", "what do you know about me? remember I like tea")
+    llm.add(text("I know nothing of you, stranger."))
+    reply = await runtime.turns.handle(anonymous)
+    assert reply.text == "I know nothing of you, stranger."
+    assert reply.buttons == []  # nobody can press a Regenerate button made for nobody
+    request = llm.requests[-1]
+    assert "tools" not in request  # nothing can be saved for it
+    assert "99000" not in llm.prompt_text()
+    refused = await runtime.commands.run_text(
+        type(ann.ctx)(ann.key, None, "Tavern"), "/memory view")
+    assert not refused.ok and "Write as yourself" in refused.text
+
+
+async def test_a_new_persons_first_messages_are_stored_and_answered_in_arrival_order(runtime, llm):
+    llm.default = "ok"
+    people, each = 30, 6  # 30 new people, each sending 6 DMs 20 ms apart
+
+    async def person(n: int) -> list[str]:
+        key = ConversationKey("telegram", str(5000 + n), None, "Mira")
+        who = Identity("telegram", str(5000 + n))
+        tasks = []
+        for i in range(each):
+            message = IncomingMessage(key, who, f"P{n}", f"p{n} m{i}")
+            tasks.append(asyncio.create_task(runtime.turns.handle(message)))
+            await asyncio.sleep(0.02)
+        await asyncio.gather(*tasks)
+        conversation = await runtime.turns.conversation_for(key)
+        rows = await runtime.store.recent_messages(conversation.id, 10**12, 100)
+        return [r.content for r in reversed(rows) if r.role == "user"]
+
+    stored = await asyncio.gather(*(person(n) for n in range(people)))
+    assert stored == [[f"p{n} m{i}" for i in range(each)] for n in range(people)]
+    answered = [[m["content"] for m in r["messages"] if m["role"] == "user"][-1] for r in llm.requests]
+    for n in range(people):  # and each conversation's turns ran in that order
+        assert [a for a in answered if a.startswith(f"p{n} ")] == [f"p{n} m{i}" for i in range(each)]
+
+
+async def test_a_caption_is_answered_and_the_model_told_it_cannot_see_the_photo(ann, llm):
+    llm.add(text("I can't see photos, but a lighthouse at dusk sounds lovely."))
+    photo = IncomingMessage(ann.key, ann.identity, "Ann", "what is in this picture?", unseen="a photo")
+    reply = await ann.runtime.turns.handle(photo)
+    assert not reply.is_error
+    prompt = llm.prompt_text()
+    assert "came with a photo, which you cannot see" in prompt
+    assert ("user", "[a photo] what is in this picture?") in await stored_texts(ann)
+    bare = await ann.runtime.turns.handle(IncomingMessage(ann.key, ann.identity, "Ann", "", unseen="a sticker"))
+    assert bare.is_error and bare.text.startswith("I can't see a sticker — I can only read text.")
+    assert len(llm.requests) == 1
