@@ -56,6 +56,7 @@ async def test_another_persons_id_answers_like_an_unknown_one(ann, bob):
     ("/memory clear everything", "Scope must be 'character' or 'global'"),
     ("/memory why now", "/memory why takes no arguments."),
     ("/memory delete -3", "is not a memory number"),
+    ("/memory add " + "x" * 501, "That memory is 501 characters long; a memory can hold at most 500"),
 ])
 async def test_bad_input_gets_a_clear_answer(ann, line, expected):
     result = await ann.memory(line)
@@ -99,3 +100,44 @@ async def test_a_forged_or_stale_button_is_refused(ann):
     assert (await ann.press("garbage")).text == "This button no longer works."
     person = await ann.person_id()
     assert (await ann.press(f"{person}:explode:1")).text == "This button no longer works."
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("/memory delete 99999999999999999999999", "is not a memory number"),  # a 23-digit number
+    ("/memory delete " + "9" * 30, "is not a memory number"),
+    ("/memory view ²", "/memory view takes a scope"),  # "²".isdigit() is True
+    ("/memory edit ² hello", "“²” is not a memory number"),
+    ("/memory edit ١٢ x", "“١٢” is not a memory number"),  # Arabic-Indic 12 is not #12
+    ("/memory save ³", "n must be a number from 1 to 20"),
+    ("/memory summary edit S² new text", "is not a summary entry number"),
+])
+async def test_numbers_are_ascii_digits_within_range_else_the_usage_text(ann, line, expected):
+    await added_id(ann, "a memory that must not be touched")
+    result = await ann.memory(line)
+    assert not result.ok and expected in result.text
+    assert "a memory that must not be touched" in (await ann.memory("/memory view")).text
+
+
+async def test_typed_ids_out_of_range_get_the_usage_text(ann):
+    result = await ann.run("delete", id=2**63)  # Discord sends integers up to 2^53 and beyond
+    assert not result.ok and "is not a memory number" in result.text
+
+
+@pytest.mark.parametrize("forge", [
+    "{p}:view:../../:1", "{p}:view:all:99999999999999999999999", "{p}:view:all", "{p}:view:all:1:2",
+    "{p}:del:²:all:1", "{p}:pin:1:nowhere:1", "{p}:clear1:everything", "{p}:gkeep:1:some",
+    "{p}:link:../../", "{p}:sedit:S1", "99999999999999999999:view:all:1", "²:view:all:1", ":", "",
+])
+async def test_a_forged_button_is_answered_this_button_no_longer_works(ann, forge):
+    await added_id(ann, "still here")
+    result = await ann.press(forge.format(p=await ann.person_id()))
+    assert result.refused and result.text == "This button no longer works."
+    assert "still here" in (await ann.memory("/memory view")).text
+
+
+async def test_a_page_past_the_last_says_so(ann):
+    for i in range(12):
+        await added_id(ann, f"fact {i}")
+    result = await ann.memory("/memory view 3")
+    assert result.text.startswith("There is no page 3: your memories fill 2 pages. This is the last.")
+    assert "page 2 of 2" in result.text

@@ -311,3 +311,28 @@ async def test_the_character_saving_a_memory_from_a_discord_message(bot, discord
     assert reply.content == "Noted, night owl."
     view = await answer(discord_fake, await discord_fake.slash(ANN, ANN_DM, "memory", "view", guild=False))
     assert "Ann works night shifts" in view.content
+
+
+async def test_bot_and_webhook_authors_are_not_answered_and_nothing_is_stored_for_them(bot, discord_fake, llm):
+    webhook = {**FakeDiscord.user("900000000000000077", "Announcer"), "bot": True}
+    posted = discord_fake.message_payload(discord_fake.always_on_id, webhook, "hello everyone")
+    await discord_fake.dispatch("MESSAGE_CREATE", {**posted, "webhook_id": "900000000000000078"})
+    await discord_fake.dispatch("MESSAGE_CREATE", {**posted, "id": "900000000000000079",
+                                                   "author": {**webhook, "bot": False},
+                                                   "webhook_id": "900000000000000078"})
+    await asyncio.sleep(0.4)
+    assert discord_fake.in_channel(discord_fake.always_on_id) == [] and llm.requests == []
+    with closing(sqlite3.connect(bot.config.storage.path)) as db:
+        assert db.execute("SELECT COUNT(*) FROM messages").fetchone() == (0,)
+
+
+async def test_an_edit_in_a_server_channel_before_any_turn_leaves_the_conversation_shared(bot, discord_fake, llm):
+    original = discord_fake.message_payload(discord_fake.channel_id, ANN, "a message from before the bot came")
+    await discord_fake.edit(original, "edited before any turn here")
+    await asyncio.sleep(0.3)
+    await discord_fake.say(discord_fake.channel_id, ANN, "hello there", mention_bot=True)
+    await bot_reply(discord_fake, discord_fake.channel_id)
+    assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "Ann: hello there"}  # group framing
+    with closing(sqlite3.connect(bot.config.storage.path)) as db:
+        assert db.execute("SELECT is_shared FROM conversations WHERE chat_id = ?",
+                          (discord_fake.channel_id,)).fetchall() == [(1,)]

@@ -38,9 +38,11 @@ telegram_token_env = "MIRA_TELEGRAM_TOKEN"
     return str(config)
 
 
-async def start_bot(config: str, telegram: FakeTelegram, tmp_path):
+async def start_bot(config: str, telegram: FakeTelegram, tmp_path, log_level: str = "DEBUG"):
+    """The bot process; its stderr is a pipe read when it stops, so a long run logs at INFO (a
+    full pipe would block the process)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MIRA_TELEGRAM_TOKEN": telegram.token,
-           API_KEY_ENV: "sk-test-not-a-real-key", "KEEPSAKE_LOG_LEVEL": "DEBUG"}
+           API_KEY_ENV: "sk-test-not-a-real-key", "KEEPSAKE_LOG_LEVEL": log_level}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "--config", config, cwd=tmp_path, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)

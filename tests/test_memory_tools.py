@@ -126,3 +126,15 @@ async def test_tools_off_offers_no_tools_but_memories_are_still_read(make_config
         assert "save_memory" not in llm.prompt_text()
     finally:
         await runtime.close()
+
+
+async def test_at_most_5_memory_writes_per_turn_the_rest_get_an_error_result(ann, llm):
+    flood = [("save_memory", {"content": f"fact number {i}"}) for i in range(20)]
+    llm.add(tool_calls(*flood), tool_calls(("delete_memory", {"id": 1})), text("Saved what I could."))
+    reply = await ann.say("remember all of these")
+    assert reply.text == "Saved what I could."
+    first_round = tool_results(llm, -2)
+    assert [r.get("ok") for r in first_round[:5]] == [True] * 5
+    assert all("at most 5 memory changes" in r["error"] for r in first_round[5:])
+    assert "at most 5 memory changes" in tool_results(llm)[-1]["error"]  # deletes count too
+    assert len(await memory_ids(ann)) == 5

@@ -348,3 +348,86 @@ def test_the_file_url_sits_beside_a_configured_base_url():
 
     assert file_url("https://api.telegram.org/bot") == "https://api.telegram.org/file/bot"
     assert file_url("http://bot.example:8081/bot/") == "http://bot.example:8081/file/bot"
+
+
+# -- hardening: who is a person, bad input, platform failures (issue: privacy and account safety) --
+async def test_anonymous_admins_of_different_groups_share_no_saved_memories(bot, telegram, llm):
+    admin = telegram.anonymous_admin()
+    group_a = telegram.chat(-1001, "supergroup", "Group A")
+    group_b = telegram.chat(-1002, "supergroup", "Group B")
+    llm.add(text("Noted."), text("I don't know you yet."))
+    telegram.send(group_a, admin, "@mira_bot please remember that my salary is 99000 dollars",
+                  sender_chat=group_a)
+    await telegram.wait_for(lambda: telegram.bot_messages(group_a["id"]))
+    telegram.send(group_b, admin, "@mira_bot what do you know about me?", sender_chat=group_b)
+    answer = await telegram.wait_for(lambda: telegram.bot_messages(group_b["id"]))
+    await quiet(telegram)
+    assert all("tools" not in r for r in llm.requests)  # nothing can be saved for nobody in particular
+    assert "99000" not in llm.prompt_text()
+    assert [b["text"] for b in answer[-1].buttons()] == []  # no Regenerate for nobody
+    asked = telegram.send(group_b, admin, "/memory view", sender_chat=group_b)
+    refusal = await telegram.wait_for(
+        lambda: [m for m in telegram.bot_messages(group_b["id"]) if m.message_id > asked])
+    assert "Write as yourself" in refusal[0].text
+
+
+async def test_a_message_with_no_sender_is_handled_without_error(bot, telegram, llm):
+    channel = telegram.chat(-1003, "supergroup", "News")
+    llm.add(text("Interesting news."))
+    telegram.send(channel, None, "@mira_bot big news today", sender_chat=channel)
+    answer = await telegram.wait_for(lambda: telegram.bot_messages(channel["id"]))
+    assert answer[0].text == "Interesting news."
+
+
+async def test_an_edited_command_is_never_run_again(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    asked = ann.say("/memory add x")
+    await ann.reply_to(asked)
+    telegram.edit(ann.dm, ann.user, asked, "/memory add y")
+    await settle(telegram)
+    view, = await ann.reply_to(ann.say("/memory view"))
+    assert "#1 · character · recent — x" in view.text
+    assert "— y" not in view.text and "#2" not in view.text
+
+
+async def test_a_photo_with_a_caption_is_answered_and_a_bare_sticker_gets_one_line(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("I can't see pictures, I'm afraid — but tell me about it."))
+    asked = telegram.send(ann.dm, ann.user, "what is in this picture?", photo=True)
+    reply, = await ann.reply_to(asked)
+    assert reply.text == "I can't see pictures, I'm afraid — but tell me about it."
+    assert "came with a photo, which you cannot see" in llm.prompt_text()
+    sticker = telegram.send(ann.dm, ann.user, "", sticker=True)
+    line, = await ann.reply_to(sticker)
+    assert line.text.startswith("I can't see a sticker — I can only read text.")
+    assert len(llm.requests) == 1
+
+
+async def test_a_forged_or_stale_button_is_acknowledged(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    view, = await ann.reply_to(ann.say("/memory view"))
+    for forged in ("2:view:../../:1", "1:view:all:99999999999999999999999", "1:regen:²", "nonsense"):
+        telegram.press(ann.dm, ann.user, view.message_id, forged)
+    await telegram.wait_for(lambda: len(telegram.calls_to("answerCallbackQuery")) == 4)
+    answers = [c.get("text") for c in telegram.calls_to("answerCallbackQuery")]
+    assert answers == ["This button no longer works."] * 4
+
+
+async def test_a_token_revoked_while_running_stops_the_adapter_for_good(telegram, llm, tmp_path, monkeypatch,
+                                                                         clock, caplog):
+    from bot.models import PlatformRefused
+
+    monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["telegram"] = {"base_url": telegram.base_url}
+    config = parse_config(raw, tmp_path)
+    runtime = await build_runtime(config, clock=clock)
+    adapter = TelegramAdapter(runtime, config.characters[0], telegram.token, telegram.base_url)
+    try:
+        task = asyncio.create_task(adapter.run(asyncio.Event()))
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"))
+        telegram.revoke_token()
+        with pytest.raises(PlatformRefused, match="Telegram refused the bot token of Mira"):
+            await asyncio.wait_for(task, 20)
+    finally:
+        await runtime.close()

@@ -58,6 +58,11 @@ def cut(content: str, at: float = 0.3) -> Step:
     return Step("cut", text=content, cut_at=at)
 
 
+def stall(content: str, at: float = 0.5, seconds: float = 60.0) -> Step:
+    """Stream the first part of `content`, then send nothing more for `seconds`."""
+    return Step("stall", text=content, cut_at=at, seconds=seconds)
+
+
 def drop() -> Step:
     return Step("drop")
 
@@ -114,7 +119,7 @@ class ScriptedLLM:
         if step.kind == "hang":
             await asyncio.sleep(step.seconds)
             return await self._serve(request, body, step.then or text(self.default))
-        if step.seconds:
+        if step.seconds and step.kind != "stall":
             await asyncio.sleep(step.seconds)
         if step.kind == "status":
             return web.json_response(step.body, status=step.status, headers=step.headers)
@@ -156,6 +161,11 @@ class ScriptedLLM:
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
         pieces = [step.text[i:i + 20] for i in range(0, len(step.text), 20)]
+        if step.kind == "stall":
+            for piece in pieces[: max(1, int(len(pieces) * step.cut_at))]:
+                await send({"content": piece})
+            await asyncio.sleep(step.seconds)
+            return response
         if step.kind == "cut":
             for piece in pieces[: max(1, int(len(pieces) * step.cut_at))]:
                 await send({"content": piece})

@@ -133,25 +133,49 @@ class FakeTelegram:
             answer["description"] = f"Too Many Requests: retry after {retry_after}"
         self.failures[method].append(answer)
 
-    def user(self, user_id: int, first_name: str) -> dict:
-        return {"id": user_id, "is_bot": False, "first_name": first_name, "username": first_name.lower()}
+    def user(self, user_id: int, first_name: str, is_bot: bool = False) -> dict:
+        return {"id": user_id, "is_bot": is_bot, "first_name": first_name, "username": first_name.lower()}
+
+    def anonymous_admin(self) -> dict:
+        """The account Telegram puts in `from` for every anonymous group admin, in every group."""
+        return self.user(1087968824, "Group", is_bot=True) | {"username": "GroupAnonymousBot"}
+
+    def revoke_token(self) -> None:
+        """The bot's token stops working (revoked in @BotFather): every call answers HTTP 401."""
+        self.token = self.token + "-revoked"
 
     def chat(self, chat_id: int, kind: str = "private", title: str = "Tavern") -> dict:
         return {"id": chat_id, "type": kind, **({"title": title, "is_forum": False} if kind != "private" else {})}
 
-    def send(self, chat: dict, user: dict, text: str, *, reply_to: int | None = None,
-             thread_id: int | None = None) -> int:
-        """A person sends a message; returns its message id."""
+    def send(self, chat: dict, user: dict | None, text: str, *, reply_to: int | None = None,
+             thread_id: int | None = None, sender_chat: dict | None = None, photo: bool = False,
+             sticker: bool = False) -> int:
+        """A person sends a message; returns its message id. `sender_chat`: sent on behalf of a
+        chat (an anonymous admin, "send as channel"); `photo`: `text` is the photo's caption;
+        `user` None: a message with no `from` at all."""
         message_id = next(self._message_ids)
-        message: dict[str, Any] = {"message_id": message_id, "date": int(time.time()), "chat": chat,
-                                   "from": user, "text": text}
+        message: dict[str, Any] = {"message_id": message_id, "date": int(time.time()), "chat": chat}
+        if user is not None:
+            message["from"] = user
+        if sender_chat is not None:
+            message["sender_chat"] = sender_chat
+        text_key, entities_key = ("caption", "caption_entities") if photo or sticker else ("text", "entities")
+        if photo:
+            message["photo"] = [{"file_id": f"photo{message_id}", "file_unique_id": f"p{message_id}",
+                                 "width": 90, "height": 90}]
+        if sticker:
+            message["sticker"] = {"file_id": f"sticker{message_id}", "file_unique_id": f"s{message_id}",
+                                  "type": "regular", "width": 512, "height": 512, "is_animated": False,
+                                  "is_video": False}
+        if text or not (photo or sticker):
+            message[text_key] = text
         entities = []
         for match in re.finditer(r"@\w+", text):
             entities.append({"type": "mention", "offset": match.start(), "length": match.end() - match.start()})
-        if text.startswith("/"):
+        if text.startswith("/") and not (photo or sticker):
             entities.append({"type": "bot_command", "offset": 0, "length": len(text.split()[0])})
         if entities:
-            message["entities"] = entities
+            message[entities_key] = entities
         if thread_id is not None:
             message["message_thread_id"] = thread_id
             message["is_topic_message"] = True
@@ -161,7 +185,8 @@ class FakeTelegram:
                 {"id": original.sender_id, "is_bot": False, "first_name": "Someone"}
             message["reply_to_message"] = {"message_id": reply_to, "date": int(time.time()), "chat": chat,
                                            "from": sender, "text": original.text}
-        self.chats[chat["id"]].append(ChatMessage(message_id, chat["id"], text, user["id"],
+        sender = user["id"] if user is not None else (sender_chat or chat)["id"]
+        self.chats[chat["id"]].append(ChatMessage(message_id, chat["id"], text, sender,
                                                   thread_id=thread_id, reply_to=reply_to))
         self._push({"message": message})
         return message_id
