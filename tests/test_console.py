@@ -89,3 +89,45 @@ async def test_piped_input_ends_cleanly_when_quit_waits_behind_a_reply(tmp_path,
         assert code == 0, err
         assert "Mira: Hello to you." in out
         assert "Traceback" not in err
+
+
+async def test_quitting_right_after_start_prints_no_traceback(tmp_path, llm):
+    code, out, err = await run_console(tmp_path, llm, ["/quit"])
+    assert code == 0 and "Traceback" not in err and err.strip() == ""
+
+
+async def test_at_a_terminal_arrow_keys_edit_the_line_instead_of_reaching_the_model(tmp_path, llm):
+    import pty
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[llm]\nbase_url = "{llm.base_url}"\napi_key_env = "{API_KEY_ENV}"\nmax_retries = 0\n\n'
+                      '[storage]\npath = "k.sqlite3"\n\n[[characters]]\nname = "Mira"\npersona = "You are Mira."\n')
+    leader, follower = pty.openpty()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "console", "--character", "Mira", "--name", "Ann", "--config", str(config),
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm"},
+        stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    loop = asyncio.get_running_loop()
+
+    async def read_until(marker: bytes, timeout: float = 20) -> bytes:
+        seen = b""
+        deadline = loop.time() + timeout
+        while marker not in seen and loop.time() < deadline:
+            try:
+                seen += await asyncio.wait_for(loop.run_in_executor(None, os.read, leader, 4096), 5)
+            except (asyncio.TimeoutError, OSError):
+                break
+        return seen
+
+    try:
+        await read_until(b"/quit to leave")
+        os.write(leader, b"helo\x1b[Dl\r")  # "helo", left arrow, "l": "hello"
+        await read_until(b"Okay.")
+        os.write(leader, b"/quit\r")
+        await asyncio.wait_for(process.wait(), 20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+        os.close(leader)
+    assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "hello"}

@@ -4,6 +4,7 @@ nobody in particular, /link, bad numbers, forged buttons, edited commands, photo
 order, a revoked token, and a reply cut off by SIGKILL."""
 
 import asyncio
+import signal
 import sqlite3
 import sys
 from contextlib import closing
@@ -189,3 +190,16 @@ async def test_a_token_refused_at_start_up_is_not_retried(tmp_path, llm, telegra
     assert process.returncode == 1
     assert "refused the bot token of Mira" in err.decode()
     assert "restarting in" not in err.decode()
+
+
+@pytest.mark.timeout(60)
+async def test_sigint_stops_the_bot_cleanly_and_the_log_stays_quiet(tmp_path, llm, telegram):
+    config = write_config(tmp_path, llm, telegram)
+    bot = await start_bot(config, telegram, tmp_path, log_level="INFO")
+    await asyncio.sleep(0.5)  # the scheduler's first jobs run
+    bot.send_signal(signal.SIGINT)
+    _, err = await asyncio.wait_for(bot.communicate(), 30)
+    log = err.decode()
+    assert bot.returncode == 0, log
+    assert "still running" not in log and "restarting in" not in log and "Traceback" not in log
+    assert "Running job" not in log  # APScheduler's every-minute line stays below INFO
