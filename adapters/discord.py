@@ -183,9 +183,8 @@ class DiscordAdapter:
         for item in await self.runtime.turns.interrupted(PLATFORM, self.character.name):
             conversation = item.conversation
             channel = self.client.get_partial_messageable(int(conversation.thread_id or conversation.chat_id))
+            partial = [channel.get_partial_message(int(item.partial_message_id))] if item.partial_message_id else []
             try:
-                partial = [await channel.fetch_message(int(item.partial_message_id))] \
-                    if item.partial_message_id else []
                 if item.fresh:
                     asked = item.user_message.platform_message_id
                     reply_to = channel.get_partial_message(int(asked)) if asked and conversation.is_shared else None

@@ -203,3 +203,50 @@ async def test_sigint_stops_the_bot_cleanly_and_the_log_stays_quiet(tmp_path, ll
     assert bot.returncode == 0, log
     assert "still running" not in log and "restarting in" not in log and "Traceback" not in log
     assert "Running job" not in log  # APScheduler's every-minute line stays below INFO
+
+
+@pytest.mark.timeout(120)
+async def test_a_discord_reply_cut_off_by_sigkill_is_answered_again_in_place(tmp_path, llm):
+    from tests.fakes.discord_server import FakeDiscord
+    from tests.test_end_to_end import SITECUSTOMIZE
+
+    discord_fake = FakeDiscord()
+    await discord_fake.start()
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[llm]\nbase_url = "{llm.base_url}"\napi_key_env = "KEEPSAKE_TEST_API_KEY"\n'
+                      'max_retries = 0\n\n[storage]\npath = "k.sqlite3"\n\n[[characters]]\nname = "Mira"\n'
+                      'persona = "You are Mira."\ndiscord_token_env = "MIRA_DISCORD_TOKEN"\n')
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{hooks}:{ROOT}", "MIRA_DISCORD_TOKEN": "discord-token-789",
+           "KEEPSAKE_TEST_API_KEY": "sk-test", "KEEPSAKE_TEST_DISCORD_BASE": discord_fake.base}
+
+    async def start():
+        discord_fake.identified.clear()
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "--config", str(config), cwd=tmp_path, env=env,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        await asyncio.wait_for(discord_fake.identified.wait(), 30)
+        await asyncio.sleep(0.3)
+        return process
+
+    ann, dm = FakeDiscord.user("900000000000000001", "Ann"), "910000000000000001"
+    try:
+        bot = await start()
+        llm.add(stall("Once upon a time, far out at sea, there stood a lighthouse that " * 3, at=0.5))
+        await discord_fake.say(dm, ann, "tell me a story", guild=False)
+        partial = await discord_fake.wait_for(lambda: discord_fake.in_channel(dm), timeout=30)
+        bot.kill()
+        await bot.wait()
+        assert partial[0].content.startswith("Once upon a time")
+
+        llm.add(text("Once upon a time there was a lighthouse keeper named Mira. The end."))
+        bot = await start()
+        await discord_fake.wait_for(lambda: discord_fake.in_channel(dm)[0].content.endswith("The end."), timeout=30)
+        assert len(discord_fake.in_channel(dm)) == 1  # replaced in place, not sent again
+        assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "tell me a story"}
+        bot.terminate()
+        await bot.wait()
+    finally:
+        await discord_fake.stop()

@@ -315,3 +315,18 @@ async def test_a_caption_is_answered_and_the_model_told_it_cannot_see_the_photo(
     bare = await ann.runtime.turns.handle(IncomingMessage(ann.key, ann.identity, "Ann", "", unseen="a sticker"))
     assert bare.is_error and bare.text.startswith("I can't see a sticker — I can only read text.")
     assert len(llm.requests) == 1
+
+
+async def test_a_base_url_missing_v1_gets_a_hint_in_the_log(tmp_path, clock, llm, caplog):
+    from bot.config import parse_config
+    from tests.conftest import config_dict
+
+    raw = config_dict(llm.base_url.removesuffix("/v1"), tmp_path / "keepsake.sqlite3")
+    runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)
+    try:
+        with caplog.at_level(logging.ERROR):
+            reply = await Chat(runtime).say("hello?")
+        assert reply.is_error and "HTTP 404" in reply.text
+        assert f'try [llm] base_url = "{llm.base_url}"' in caplog.text
+    finally:
+        await runtime.close()
