@@ -15,11 +15,10 @@ import threading
 from pathlib import Path
 from typing import TextIO
 
-from bot.app import Runtime, build_runtime
-from bot.command_base import CommandContext
+from bot.runtime import Runtime
+from bot.contract import CommandContext
 from bot.commands import HELP
-from bot.config import Config
-from bot.models import Button, CommandResult, ConversationKey, Identity, IncomingMessage, Reply
+from bot.contract import Button, CommandResult, ConversationKey, Identity, IncomingMessage, Reply
 
 PLATFORM = "console"
 CONSOLE_HELP = HELP + """
@@ -77,7 +76,6 @@ class Console:
         self.context = CommandContext(self.key, self.identity, user_name)
         self.buttons: list[Button] = []
         self.last_turn: int | None = None
-        runtime.notifiers.append(self.notified)
 
     async def notified(self, conversation, person_id, text: str) -> None:
         if conversation.platform == PLATFORM:
@@ -90,6 +88,10 @@ class Console:
         self.say(f"{self.character.name}: {await self.runtime.turns.greet(self.key, self.user_name)}")
 
     async def run(self, lines: asyncio.Queue) -> None:
+        with self.runtime.listening(self.notified):
+            await self._chat(lines)
+
+    async def _chat(self, lines: asyncio.Queue) -> None:
         await self.greet()
         self.say("(type /help for commands, /quit to leave)")
         while True:
@@ -171,15 +173,8 @@ class Console:
         self.say()
 
 
-async def run_console(config: Config, character: str, user_name: str) -> int:
-    config.character(character)  # a clear error for an unknown name
-    runtime = await build_runtime(config)
-    runtime.start()
-    try:
-        loop = asyncio.get_running_loop()
-        lines: asyncio.Queue = asyncio.Queue()
-        threading.Thread(target=_read_lines, args=(loop, lines, sys.stdin), daemon=True).start()
-        await Console(runtime, character, user_name).run(lines)
-    finally:
-        await runtime.close()
-    return 0
+def stdin_lines() -> asyncio.Queue:
+    """The lines typed (or piped) on standard input, as they come; None at the end."""
+    lines: asyncio.Queue = asyncio.Queue()
+    threading.Thread(target=_read_lines, args=(asyncio.get_running_loop(), lines, sys.stdin), daemon=True).start()
+    return lines

@@ -36,10 +36,10 @@ from discord import app_commands
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream
 from bot.actions import decode_action
-from bot.app import Runtime
-from bot.command_base import CommandContext
+from bot.runtime import Runtime
+from bot.contract import CommandContext
 from bot.config import CharacterConfig
-from bot.models import (
+from bot.contract import (
     Button,
     CommandResult,
     ConversationKey,
@@ -50,7 +50,7 @@ from bot.models import (
     Reply,
 )
 from bot.turn import INTERRUPTED
-from storage.base import ConversationRow
+from storage.ports import ConversationRow
 
 log = logging.getLogger(__name__)
 PLATFORM = "discord"

@@ -56,11 +56,11 @@ from telegram.ext import (
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream, typing
 from bot.actions import STALE_BUTTON, decode_action
-from bot.app import Runtime
-from bot.command_base import CommandContext
+from bot.runtime import Runtime
+from bot.contract import CommandContext
 from bot.commands import HELP
 from bot.config import CharacterConfig
-from bot.models import (
+from bot.contract import (
     Button,
     CommandResult,
     ConversationKey,
@@ -70,7 +70,7 @@ from bot.models import (
     Reply,
 )
 from bot.turn import INTERRUPTED
-from storage.base import ConversationRow
+from storage.ports import ConversationRow
 
 log = logging.getLogger(__name__)
 PLATFORM = "telegram"

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import httpx2
 
-from bot.app import Runtime, build_runtime
+from bot.runtime import Runtime, build_runtime
 from bot.config import parse_config
 from bot.saved_memories import CAPS
 from bot.tokens import TokenCounter
@@ -122,8 +122,8 @@ async def fill_memories(runtime: Runtime, person_id: int) -> None:
     for scope in ("character", "global"):
         for i in range(120):
             text = f"{scope} fact {i}: something that stays true about this person for weeks"
-            await runtime.store.add_memory(person_id, character, scope, text, runtime.counter.count(text),
-                                           pinned=i >= 100, source="person", caps=CAPS)
+            await runtime.store.memories.add_memory(person_id, character, scope, text, runtime.counter.count(text),
+                                           pinned=i >= 100, source="person")
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from bench.common import InstantLLM, bench_runtime, machine, temp_folder
-from bot.models import ConversationKey, Identity, IncomingMessage
+from bot.contract import ConversationKey, Identity, IncomingMessage
 
 
 HISTORY = 60
@@ -44,10 +44,10 @@ async def measure(conversations: int) -> tuple[float, float]:
             async def person(n: int) -> None:
                 key = ConversationKey("telegram", f"chat-{n}", None, "Mira")
                 who = Identity("telegram", f"user-{n}")
-                person_id = await runtime.store.person_for_identity("telegram", f"user-{n}")
+                person_id = await runtime.store.people.person_for_identity("telegram", f"user-{n}")
                 conversation = await runtime.turns.conversation_for(key, False)
                 for h in range(HISTORY):
-                    await runtime.store.add_user_message(conversation.id, person_id, f"Person {n}", LINE % h, 40, None)
+                    await runtime.store.conversations.add_user_message(conversation.id, person_id, f"Person {n}", LINE % h, 40, None)
                 for t in range(3):
                     reply = await runtime.turns.handle(IncomingMessage(key, who, f"Person {n}", f"message {t}"))
                     await runtime.turns.delivered(reply)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from bench.common import InstantLLM, bench_runtime, machine, percentile, temp_folder
-from bot.models import ConversationKey, Identity, IncomingMessage
+from bot.contract import ConversationKey, Identity, IncomingMessage
 
 
 async def measure(conversations: int, turns: int) -> tuple[float, float, float]:

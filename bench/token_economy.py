@@ -21,7 +21,7 @@ import asyncio
 from pathlib import Path
 
 from bench.common import InstantLLM, bench_runtime, machine, temp_folder
-from bot.models import ConversationKey, Identity, IncomingMessage
+from bot.contract import ConversationKey, Identity, IncomingMessage
 from bot.tokens import TokenCounter
 
 TURNS = 1_000

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from bench.common import InstantLLM, bench_runtime, fill_memories, machine, percentile, temp_folder
-from bot.app import Runtime
+from bot.runtime import Runtime
 from bot.llm import TextSink
-from bot.models import ConversationKey, Identity, IncomingMessage
+from bot.contract import ConversationKey, Identity, IncomingMessage
 
 SIZES = (1_000, 10_000, 100_000)
 WARM_UP = 100  # turns not measured at each size: a bot process is long-lived
@@ -57,14 +57,14 @@ async def measure(
         runtime = await bench_runtime(Path(folder), llm)
         runtime.turns.after_delivery = None  # background summarizing is benchmark 4, not the turn
         try:
-            person = await runtime.store.person_for_identity(ANN.platform, ANN.user_id)
+            person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
             await fill_memories(runtime, person)
             conversation = await runtime.turns.conversation_for(KEY, False)
             stored = 0
             for size in sizes:
                 while stored < size:  # a long history, written the way turns write it
                     line = f"history message {stored}: the sea was calm and the lamp turned all night"
-                    await runtime.store.add_user_message(conversation.id, person, "Ann", line, 16, None)
+                    await runtime.store.conversations.add_user_message(conversation.id, person, "Ann", line, 16, None)
                     stored += 1
                 overheads, timings = await _turns(runtime, llm, turns, _ignore if streamed_chunks else None)
                 stored += 2 * (turns + WARM_UP)

@@ -6,19 +6,9 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from bot.actions import encode_action
-from bot.models import Button, CommandResult, ConversationKey, Identity
+from bot.contract import Button, CommandContext, CommandResult
 from bot.text import parse_number
-from storage.base import SCOPES
-
-
-@dataclass(frozen=True)
-class CommandContext:
-    """Who asks, and where: taken from the platform event, never from model output. `identity`
-    is None when the event comes from nobody in particular (a chat, a bot: SPEC section 2)."""
-
-    conversation: ConversationKey
-    identity: Identity | None
-    display_name: str
+from storage.ports import SCOPES
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,8 @@ from bot.command_base import (
     scope_arg,
     scope_or_all_arg,
 )
-from bot.models import Attachment, CommandResult
+from bot.contract import Attachment, CommandResult
 from bot.saved_memories import (
-    CAPS,
     MAX_PINNED_PER_SCOPE,
     MAX_UNPINNED_PER_SCOPE,
     is_recent,
@@ -47,7 +46,7 @@ from bot.rebuild import Rebuilds
 from bot.summary_commands import SummaryCommands
 from bot.text import parse_number
 from bot.turn import TurnHandler
-from storage.base import CHARACTER, GLOBAL, SCOPES, CapReached, MemoryRow
+from storage.ports import CHARACTER, GLOBAL, SCOPES, CapReached, MemoryRow
 
 PAGE_SIZE = 10
 LINK_CODE_TTL_S = 10 * 60
@@ -274,7 +273,7 @@ class MemoryCommands:
     async def _person(self, ctx: CommandContext) -> Person:
         assert ctx.identity is not None, "nobody in particular has no memories"
         runtime = self.turns.character(ctx.conversation.character)
-        person_id = await self.store.person_for_identity(ctx.identity.platform, ctx.identity.user_id)
+        person_id = await self.store.people.person_for_identity(ctx.identity.platform, ctx.identity.user_id)
         return Person(person_id, runtime.id, runtime.character.name)
 
     # -- view ------------------------------------------------------------------------------
@@ -289,7 +288,7 @@ class MemoryCommands:
 
     async def _page(self, person: Person, scope: str | None, page: int, note: str = "") -> CommandResult:
         page = max(1, page)
-        rows, total = await self.store.list_memories(
+        rows, total = await self.store.memories.list_memories(
             person.id, person.character_id, scope, (page - 1) * PAGE_SIZE, PAGE_SIZE
         )
         pages = max(1, math.ceil(total / PAGE_SIZE))
@@ -338,9 +337,9 @@ class MemoryCommands:
         pinned = parse_bool(pin, "pin")
         content = text.strip()
         try:
-            row = await self.store.add_memory(
+            row = await self.store.memories.add_memory(
                 person.id, person.character_id, scope, content, self.counter.count(content),
-                pinned=pinned, source="person", caps=CAPS,
+                pinned=pinned, source="person",
             )
         except CapReached as full:
             raise UsageError(self._cap_message(full)) from None
@@ -360,7 +359,7 @@ class MemoryCommands:
         if error := memory_text_error(text):
             raise UsageError(error)
         content = text.strip()
-        row = await self.store.update_memory(
+        row = await self.store.memories.update_memory(
             person.id, person.character_id, memory_id, content, self.counter.count(content)
         )
         if row is None:
@@ -369,7 +368,7 @@ class MemoryCommands:
 
     async def delete(self, ctx: CommandContext, person: Person, id: Any = None) -> CommandResult:
         memory_id = parse_memory_id(id)
-        if await self.store.delete_memory(person.id, person.character_id, memory_id) is None:
+        if await self.store.memories.delete_memory(person.id, person.character_id, memory_id) is None:
             raise UsageError(f"There is no memory #{memory_id}.")
         return CommandResult(f"Deleted #{memory_id}.")
 
@@ -381,7 +380,7 @@ class MemoryCommands:
 
     async def _set_pinned(self, person: Person, memory_id: int, pinned: bool) -> CommandResult:
         try:
-            row = await self.store.set_pinned(person.id, person.character_id, memory_id, pinned, CAPS)
+            row = await self.store.memories.set_pinned(person.id, person.character_id, memory_id, pinned)
         except CapReached as full:
             raise UsageError(self._cap_message(full)) from None
         if row is None:
@@ -401,7 +400,7 @@ class MemoryCommands:
 
     async def _press_delete(self, ctx, person: Person, verb: str, memory_id: int, scope: str | None,
                             page: int) -> CommandResult:
-        row = await self.store.delete_memory(person.id, person.character_id, memory_id)
+        row = await self.store.memories.delete_memory(person.id, person.character_id, memory_id)
         note = f"Deleted #{memory_id}." if row else f"There is no memory #{memory_id}."
         return await self._page(person, scope, page, note + "\n\n")
 
@@ -410,8 +409,8 @@ class MemoryCommands:
         scope = (scope or CHARACTER).lower()
         if error := scope_error(scope):
             raise UsageError(error)
-        unpinned = await self.store.count_memories(person.id, person.character_id, scope, pinned=False)
-        pinned = await self.store.count_memories(person.id, person.character_id, scope, pinned=True)
+        unpinned = await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=False)
+        pinned = await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=True)
         if not unpinned and not pinned:
             return CommandResult(f"You have no {scope} memories to clear.")
         if not unpinned:
@@ -432,15 +431,15 @@ class MemoryCommands:
         ]])
 
     async def _press_clear_unpinned(self, ctx, person: Person, verb: str, scope: str) -> CommandResult:
-        deleted = await self.store.clear_memories(person.id, person.character_id, scope, pinned=False)
-        pinned = await self.store.count_memories(person.id, person.character_id, scope, pinned=True)
+        deleted = await self.store.memories.clear_memories(person.id, person.character_id, scope, pinned=False)
+        pinned = await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=True)
         done = f"Deleted {memories_word(deleted, scope)}."
         if pinned:
             return self._pinned_question(person, scope, pinned, done + " ")
         return CommandResult(done)
 
     async def _press_clear_pinned(self, ctx, person: Person, verb: str, scope: str) -> CommandResult:
-        deleted = await self.store.clear_memories(person.id, person.character_id, scope, pinned=True)
+        deleted = await self.store.memories.clear_memories(person.id, person.character_id, scope, pinned=True)
         return CommandResult(f"Deleted {memories_word(deleted, 'pinned ' + scope)}.")
 
     async def _press_cancel(self, ctx, person: Person, verb: str) -> CommandResult:
@@ -449,11 +448,11 @@ class MemoryCommands:
     # -- learning, why, export ---------------------------------------------------------------
     async def learning(self, ctx: CommandContext, person: Person, state: Any = None) -> CommandResult:
         if state is None:
-            on = await self.store.learning_enabled(person.id, person.character_id)
+            on = await self.store.memories.learning_enabled(person.id, person.character_id)
             return CommandResult(f"Learn from chat is {'on' if on else 'off'} for {person.character_name}. "
                                  "Change it with /memory learning on or /memory learning off.")
         on = parse_bool(state, "state")
-        await self.store.set_learning(person.id, person.character_id, on)
+        await self.store.memories.set_learning(person.id, person.character_id, on)
         if on:
             return CommandResult(f"Learn from chat is on: {person.character_name} saves and reads your memories.")
         return CommandResult(f"Learn from chat is off: {person.character_name} neither saves nor reads your "
@@ -461,7 +460,7 @@ class MemoryCommands:
 
     async def why(self, ctx: CommandContext, person: Person) -> CommandResult:
         conversation = await self.turns.conversation_for(ctx.conversation)
-        turn = await self.store.last_receipt(conversation.id, person.id)
+        turn = await self.store.turns.last_receipt(conversation.id, person.id)
         if turn is None or not turn.receipt:
             return CommandResult("There is no reply to you in this conversation yet.")
         r = turn.receipt
@@ -484,7 +483,7 @@ class MemoryCommands:
         return CommandResult("\n".join(lines))
 
     async def export(self, ctx: CommandContext, person: Person) -> CommandResult:
-        data = await self.store.export_person(person.id)
+        data = await self.store.memories.export_person(person.id)
         data["exported_at"] = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat()
         body = json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
         stamp = datetime.fromtimestamp(self.clock(), timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -497,22 +496,22 @@ class MemoryCommands:
         """A one-time code made on one platform and entered on the other; nothing merges until
         the person entering it confirms with a button (SPEC section 6)."""
         now = self.clock()
-        if await self.store.link_failures_since(person.id, now - LINK_CODE_TTL_S) >= LINK_PAUSE_AFTER_WRONG_CODES:
+        if await self.store.people.link_failures_since(person.id, now - LINK_CODE_TTL_S) >= LINK_PAUSE_AFTER_WRONG_CODES:
             raise UsageError(f"{LINK_PAUSE_AFTER_WRONG_CODES} wrong link codes in 10 minutes: /link is paused "
                              "for you. Try again later, with a new code.")
         here = ctx.identity.platform
         if not code:
             new_code = "".join(secrets.choice(LINK_CODE_ALPHABET) for _ in range(LINK_CODE_LENGTH))
-            await self.store.create_link_code(person.id, here, new_code, now + LINK_CODE_TTL_S)
+            await self.store.people.create_link_code(person.id, here, new_code, now + LINK_CODE_TTL_S)
             return CommandResult(
                 f"Your link code is {new_code}. Within 10 minutes, send /link {new_code} to "
                 f"{person.character_name} from your account on the other platform (Discord or Telegram); "
                 "you will be asked to confirm there. It works once."
             )
         cleaned = _normalized_code(code)
-        found = await self.store.link_code(cleaned, now)
+        found = await self.store.people.link_code(cleaned, now)
         if found is None:
-            await self.store.add_link_failure(person.id, now)
+            await self.store.people.add_link_failure(person.id, now)
             raise UsageError("That link code is unknown or has expired. Get a new one with /link.")
         owner, made_on = found
         if owner == person.id:
@@ -527,20 +526,20 @@ class MemoryCommands:
         )
 
     async def _press_link(self, ctx, person: Person, verb: str, code: str) -> CommandResult:
-        found = await self.store.link_code(code, self.clock())
+        found = await self.store.people.link_code(code, self.clock())
         if found is None or found[1] == ctx.identity.platform:
             return CommandResult("That link code was used or has expired. Get a new one with /link.", ok=False)
         owner = found[0]
         if owner == person.id:
             return CommandResult("These accounts are already linked.")
         try:  # the merge deletes the code: it works once
-            report = await self.store.merge_persons(owner, person.id, CAPS)
+            report = await self.store.people.merge_persons(owner, person.id)
         except CapReached as full:
             raise UsageError(
                 f"Linking would give you {full.count} unpinned {full.scope} memories; the limit is "
                 f"{MAX_UNPINNED_PER_SCOPE}. Delete some on either account, then send /link again."
             ) from None
-        identities = await self.store.identities_of(owner)
+        identities = await self.store.people.identities_of(owner)
         text = "Linked: " + ", ".join(f"{p}" for p, _ in identities) + \
                ". Your saved memories now follow you across them."
         if report.unpinned_pins:
@@ -559,7 +558,7 @@ class MemoryCommands:
         )
 
     async def _press_forget(self, ctx, person: Person, verb: str) -> CommandResult:
-        for conversation_id in await self.store.forget_person(person.id):
+        for conversation_id in await self.store.people.forget_person(person.id):
             await self.summaries.rebuilds.refresh(conversation_id)  # their words leave the summaries too
         return CommandResult("Done. Everything stored about you is deleted.")
 

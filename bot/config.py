@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from storage.factory import StorageURLError, check_url
+
 TOOLS_MODES = ("auto", "on", "off")
 
 
@@ -37,7 +39,8 @@ class LLMConfig:
 
 @dataclass(frozen=True)
 class StorageConfig:
-    path: Path = Path("data/keepsake.sqlite3")
+    url: str = "sqlite:///data/keepsake.sqlite3"
+    base: Path = Path(".")  # the config file's folder: relative SQLite paths start there
     backup_dir: Path | None = None
     retention_days: int | None = None
 
@@ -238,8 +241,20 @@ def _parse_llm(s: _Section, needs_llm: bool) -> LLMConfig:
 
 
 def _parse_storage(s: _Section, base: Path) -> StorageConfig:
+    url = s.text("url")
+    path = s.path("path", base)  # the older spelling of an SQLite url
+    if url is not None and path is not None:
+        raise ConfigError("storage.path: give either url or path, not both")
+    if path is not None:
+        url = f"sqlite:///{path}"
+    url = url or StorageConfig.url
+    try:
+        check_url(url)
+    except StorageURLError as problem:
+        raise ConfigError(f"storage.url: {problem}") from None
     config = StorageConfig(
-        path=s.path("path", base, StorageConfig.path),
+        url=url,
+        base=base,
         backup_dir=s.path("backup_dir", base),
         retention_days=s.integer("retention_days", None, minimum=1),
     )

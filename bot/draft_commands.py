@@ -28,10 +28,9 @@ from bot.drafting import (
     draft_from_messages,
 )
 from bot.llm import LLMError
-from bot.models import CommandResult
-from bot.saved_memories import CAPS, MAX_MEMORY_CHARS
-from bot.summaries import END
-from storage.base import CHARACTER, CapReached, MessageRow
+from bot.contract import CommandResult
+from bot.saved_memories import MAX_MEMORY_CHARS
+from storage.ports import CHARACTER, CapReached, MessageRow
 
 if TYPE_CHECKING:
     from bot.commands import MemoryCommands
@@ -67,7 +66,7 @@ class DraftCommands:
             raise UsageError(f"I couldn't draft memories just now ({failure}). Try again in a moment.") from None
         if not drafts:
             return CommandResult("I found nothing lasting to remember in that description.")
-        draft_id = await self.store.save_drafts(person.id, "generate", drafts)
+        draft_id = await self.store.drafts.save_drafts(person.id, "generate", drafts)
         return self._review(person, draft_id, drafts, "gkeep", keep_all=True,
                             intro="Drafts — keep the ones that are right (nothing is saved yet):")
 
@@ -81,7 +80,7 @@ class DraftCommands:
         return CommandResult("\n".join(lines), buttons=[keeps, last])
 
     async def _drafts(self, person: Person, draft_id: int, kind: str) -> list[str]:
-        found = await self.store.drafts(person.id, draft_id)
+        found = await self.store.drafts.drafts(person.id, draft_id)
         if found is None or found[0] != kind:
             raise UsageError("Those drafts are gone: they were kept, discarded or replaced by newer ones.")
         return found[1]
@@ -95,25 +94,25 @@ class DraftCommands:
             if not 0 <= index < len(drafts):
                 raise UsageError("That draft is gone.")
             try:
-                row = await self.store.add_memory(
+                row = await self.store.memories.add_memory(
                     person.id, person.character_id, CHARACTER, drafts[index],
-                    self.service.counter.count(drafts[index]), pinned=False, source="generate", caps=CAPS,
+                    self.service.counter.count(drafts[index]), pinned=False, source="generate",
                 )
             except CapReached as full:
                 notes.append(self.service._cap_message(full))
                 break
             saved.append(f"#{row.id}: {drafts[index]}")
         remaining = [d for i, d in enumerate(drafts) if i not in chosen]
-        await self.store.delete_drafts(person.id, draft_id)
+        await self.store.drafts.delete_drafts(person.id, draft_id)
         text = "\n".join((["Saved " + ", ".join(saved)] if saved else []) + notes)
         if remaining and not notes:
-            new_id = await self.store.save_drafts(person.id, "generate", remaining)
+            new_id = await self.store.drafts.save_drafts(person.id, "generate", remaining)
             review = self._review(person, new_id, remaining, "gkeep", keep_all=True, intro="Still to review:")
             return CommandResult(f"{text}\n\n{review.text}", buttons=review.buttons)
         return CommandResult(text or "Nothing was saved.", ok=not notes)
 
     async def _press_discard(self, ctx, person: Person, verb: str, draft_id: int) -> CommandResult:
-        await self.store.delete_drafts(person.id, draft_id)
+        await self.store.drafts.delete_drafts(person.id, draft_id)
         return CommandResult("Discarded; nothing was saved.")
 
     # -- save from conversation ------------------------------------------------------------
@@ -121,30 +120,30 @@ class DraftCommands:
         conversation = await self.service.turns.conversation_for(ctx.conversation)
         if n is not None:
             count = parse_count(n, "n", 1, MAX_SELECTED_MESSAGES)
-            latest = await self.store.recent_messages(conversation.id, END, count)
+            latest = await self.store.conversations.recent_messages(conversation.id, count)
             if not latest:
                 raise UsageError("There are no messages in this conversation yet.")
-            await self.store.set_selection(person.id, conversation.id, [m.id for m in reversed(latest)])
+            await self.store.drafts.set_selection(person.id, conversation.id, [m.id for m in reversed(latest)])
         return await self._selection_view(person, conversation.id)
 
     async def remember(self, ctx: CommandContext, platform_message_id: str) -> CommandResult:
         """Add one message (by its platform id) to the person's selection."""
         person = await self.service._person(ctx)
         conversation = await self.service.turns.conversation_for(ctx.conversation)
-        message = await self.store.message_by_platform_id(conversation.id, str(platform_message_id))
+        message = await self.store.conversations.message_by_platform_id(conversation.id, str(platform_message_id))
         if message is None:
             return CommandResult("I can only remember messages of our conversation that I have seen.", ok=False)
-        chosen = await self.store.selection(person.id, conversation.id)
+        chosen = await self.store.drafts.selection(person.id, conversation.id)
         if message.id not in chosen:
             if len(chosen) >= MAX_SELECTED_MESSAGES:
                 return CommandResult(f"You have already picked {MAX_SELECTED_MESSAGES} messages, the most at once. "
                                      "Save them first, or clear the selection.", ok=False)
-            await self.store.set_selection(person.id, conversation.id, chosen + [message.id])
+            await self.store.drafts.set_selection(person.id, conversation.id, chosen + [message.id])
         return await self._selection_view(person, conversation.id)
 
     async def _selected(self, person: Person, conversation_id: int) -> list[MessageRow]:
-        chosen = await self.store.selection(person.id, conversation_id)
-        return await self.store.messages_by_id(conversation_id, chosen)
+        chosen = await self.store.drafts.selection(person.id, conversation_id)
+        return await self.store.conversations.messages_by_id(conversation_id, chosen)
 
     async def _selection_view(self, person: Person, conversation_id: int) -> CommandResult:
         messages = await self._selected(person, conversation_id)
@@ -172,7 +171,7 @@ class DraftCommands:
             raise UsageError(f"I couldn't draft a memory just now ({failure}). Try again, or use them as-is.") from None
         if not drafts:
             raise UsageError("I couldn't draft a memory from those messages. Try Use as-is.")
-        draft_id = await self.store.save_drafts(person.id, "save", drafts)
+        draft_id = await self.store.drafts.save_drafts(person.id, "save", drafts)
         return self._review(person, draft_id, drafts, "skeep", keep_all=False,
                             intro="Keep one of these (it will be pinned):")
 
@@ -183,7 +182,7 @@ class DraftCommands:
             raise UsageError("That draft is gone.")
         result = await self._save_pinned(ctx, person, drafts[index])
         if result.ok:
-            await self.store.delete_drafts(person.id, draft_id)
+            await self.store.drafts.delete_drafts(person.id, draft_id)
         return result
 
     async def _press_as_is(self, ctx, person: Person, verb: str) -> CommandResult:
@@ -199,17 +198,17 @@ class DraftCommands:
 
     async def _save_pinned(self, ctx, person: Person, content: str) -> CommandResult:
         try:
-            row = await self.store.add_memory(
+            row = await self.store.memories.add_memory(
                 person.id, person.character_id, CHARACTER, content, self.service.counter.count(content),
-                pinned=True, source="conversation", caps=CAPS,
+                pinned=True, source="conversation",
             )
         except CapReached as full:
             raise UsageError(self.service._cap_message(full)) from None
         conversation = await self.service.turns.conversation_for(ctx.conversation)
-        await self.store.set_selection(person.id, conversation.id, [])
+        await self.store.drafts.set_selection(person.id, conversation.id, [])
         return CommandResult(f"Saved #{row.id} (pinned): {content}")
 
     async def _press_clear_selection(self, ctx, person: Person, verb: str) -> CommandResult:
         conversation = await self.service.turns.conversation_for(ctx.conversation)
-        await self.store.set_selection(person.id, conversation.id, [])
+        await self.store.drafts.set_selection(person.id, conversation.id, [])
         return CommandResult("Selection cleared.")

@@ -16,7 +16,7 @@ import re
 from bot.llm import LLMClient
 from bot.saved_memories import MAX_MEMORY_CHARS
 from bot.summary_prompts import transcript
-from storage.base import MessageRow
+from storage.ports import MessageRow
 
 MAX_DESCRIPTION_CHARS = 1_000
 MAX_SELECTED_MESSAGES = 20

@@ -14,10 +14,10 @@ import json
 import logging
 from typing import Any
 
-from bot.saved_memories import CAPS, MAX_MEMORY_CHARS, memory_text_error
+from bot.saved_memories import MAX_MEMORY_CHARS, memory_text_error
 from bot.text import parse_number
 from bot.tokens import TokenCounter
-from storage.base import CHARACTER, GLOBAL, CapReached, PinnedMemory, Store
+from storage.ports import CHARACTER, GLOBAL, CapReached, PinnedMemory, Store
 
 log = logging.getLogger(__name__)
 MAX_TOOL_ROUNDS = 3
@@ -141,9 +141,9 @@ class MemoryTools:
         if scope not in (CHARACTER, GLOBAL):
             return _result(error=f"scope must be '{CHARACTER}' or '{GLOBAL}'")
         try:
-            row = await self.store.add_memory(
+            row = await self.store.memories.add_memory(
                 self.person_id, self.character_id, scope, content, self.counter.count(content),
-                pinned=False, source="ai", caps=CAPS, turn_id=self.turn_id,
+                pinned=False, source="ai", turn_id=self.turn_id,
             )
         except CapReached as full:
             return _result(error=f"the person's {scope} memories are full ({full.limit}); "
@@ -158,7 +158,7 @@ class MemoryTools:
         if error:
             return error
         try:
-            row = await self.store.update_memory(
+            row = await self.store.memories.update_memory(
                 self.person_id, self.character_id, memory_id, content, self.counter.count(content),
                 turn_id=self.turn_id,
             )
@@ -173,7 +173,7 @@ class MemoryTools:
         if memory_id is None:
             return _result(error="id must be a memory number such as 12")
         try:
-            row = await self.store.delete_memory(
+            row = await self.store.memories.delete_memory(
                 self.person_id, self.character_id, memory_id, turn_id=self.turn_id
             )
         except PinnedMemory:

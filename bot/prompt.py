@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from bot.characters import Character
 from bot.saved_memories import RECENT_DAYS, SelectedMemories, is_recent
-from storage.base import MemoryRow, MessageRow, SummaryRow
+from storage.ports import MemoryRow, MessageRow, SummaryRow
 
 MEMORY_GUIDANCE = """\
 How your memory works:

@@ -21,13 +21,14 @@ from bot.conversation_tasks import ConversationTasks
 from bot.llm import LLMError
 from bot.summaries import Summarizer
 from bot.summary_prompts import as_verbatim, verbatim_lines
-from storage.base import RebuildRow, Store, SummaryRow
+from storage.ports import RebuildRow, Store, SummaryRow
 
 log = logging.getLogger(__name__)
 
 # Tell a person something about a conversation: (conversation id, person id, text).
 Notify = Callable[[int, int | None, str], Awaitable[None]]
 
+REBUILD_LEASE_S = 600.0  # a process that dies mid-rebuild leaves it to another after this
 DONE = "The summary of this conversation has been rebuilt from its whole history, and is in use now."
 FAILED = ("The summary rebuild stopped: {reason}. The old summary is still in use. "
           "Send /memory rebuild to resume it or start over.")
@@ -45,7 +46,7 @@ class Rebuilds:
 
     async def start(self, conversation_id: int, person_id: int) -> RebuildRow | None:
         """Begin a rebuild; None when the conversation has one already."""
-        row = await self.store.start_rebuild(conversation_id, person_id)
+        row = await self.store.summaries.start_rebuild(conversation_id, person_id)
         if row is not None:
             self._launch(conversation_id)
         return row
@@ -53,35 +54,40 @@ class Rebuilds:
     async def refresh(self, conversation_id: int) -> None:
         """Re-summarize from what is stored now (after /forgetme deleted someone's messages):
         a new rebuild, or the running one started over. Nobody is told."""
-        if await self.store.start_rebuild(conversation_id, None) is None:
+        if await self.store.summaries.start_rebuild(conversation_id, None) is None:
             await self.restart(conversation_id)
         else:
             self._launch(conversation_id)
 
     async def resume(self, conversation_id: int) -> None:
-        await self.store.set_rebuild_status(conversation_id, "running")
+        await self.store.summaries.set_rebuild_status(conversation_id, "running")
         self._launch(conversation_id)
 
     async def restart(self, conversation_id: int) -> None:
-        await self.store.restart_rebuild(conversation_id)
+        await self.store.summaries.restart_rebuild(conversation_id)
         self._launch(conversation_id)
 
     async def cancel(self, conversation_id: int) -> None:
         await self._tasks.cancel(conversation_id)
-        await self.store.cancel_rebuild(conversation_id)
+        await self.store.summaries.cancel_rebuild(conversation_id)
         self.summarizer.schedule(conversation_id)
 
     async def resume_interrupted(self) -> None:
         """Scheduler job: rebuilds a stop left running continue where they were."""
-        for row in await self.store.rebuilds("running"):
+        for row in await self.store.summaries.rebuilds("running"):
             self._launch(row.conversation_id)
 
     def _launch(self, conversation_id: int) -> None:
         self._tasks.start(conversation_id, lambda: self._run(conversation_id))
 
     async def _run(self, conversation_id: int) -> None:
+        async with self.store.coordination.claim(f"rebuild:{conversation_id}", REBUILD_LEASE_S) as mine:
+            if mine:  # else another process sharing the database runs it
+                await self._rebuild(conversation_id)
+
+    async def _rebuild(self, conversation_id: int) -> None:
         try:
-            row = await self.store.rebuild(conversation_id)
+            row = await self.store.summaries.rebuild(conversation_id)
             if row is None or row.status != "running":
                 return
             try:
@@ -93,15 +99,15 @@ class Rebuilds:
                     if covered is not None:
                         corrections = [c for c in corrections if c.first_pos > covered]
                 for correction in corrections:  # no rebuilt batch reached it: it stays on its own
-                    await self.store.write_summary(
+                    await self.store.summaries.write_summary(
                         conversation_id, row.generation, "recent", correction.content, correction.tokens,
                         correction.first_pos, correction.last_pos, replaces=[], edited=True)
             except LLMError as failure:
                 log.warning("rebuild of conversation %d failed: %s", conversation_id, failure)
-                await self.store.set_rebuild_status(conversation_id, "failed", str(failure))
+                await self.store.summaries.set_rebuild_status(conversation_id, "failed", str(failure))
                 await self._tell(conversation_id, row.person_id, FAILED.format(reason=failure))
                 return
-            await self.store.finish_rebuild(conversation_id)
+            await self.store.summaries.finish_rebuild(conversation_id)
             await self._tell(conversation_id, row.person_id, DONE)
             self.summarizer.schedule(conversation_id)  # messages that waited
         except Exception:  # not a cancellation, which is no Exception
@@ -110,8 +116,8 @@ class Rebuilds:
     async def _corrections_to_carry(self, conversation_id: int, generation: int) -> list[SummaryRow]:
         """The live summary's edited entries whose words the rebuilt one does not hold yet (a
         resumed rebuild may have carried some already)."""
-        live = await self.store.summaries(conversation_id)
-        rebuilt = "\n".join(e.content for e in await self.store.summaries(conversation_id, generation))
+        live = await self.store.summaries.summaries(conversation_id)
+        rebuilt = "\n".join(e.content for e in await self.store.summaries.summaries(conversation_id, generation))
         return [e for e in live if e.edited
                 and not all(line in rebuilt for line in verbatim_lines(as_verbatim(e.content)))]
 

@@ -2,10 +2,11 @@
 
 - every minute: retry failed summaries whose backoff is over; resume rebuilds a stop left
   running (also once at start-up);
-- daily: maintenance — WAL checkpoint, an SQLite online backup into the backup folder keeping
-  the last 7, and the optional retention purge. A maintenance missed while the bot was stopped
-  runs once at start-up.
-Jobs have fixed ids and replace themselves, so restarts never add duplicates.
+- daily: maintenance — the store's own upkeep (SQLite: WAL checkpoint and an online backup into
+  the backup folder keeping the last 7) and the optional retention purge. A maintenance missed
+  while the bot was stopped runs once at start-up.
+Jobs have fixed ids and replace themselves, so restarts never add duplicates. With several
+processes on one database, each piece of work is claimed by one of them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import functools
 import logging
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Awaitable, Callable
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -23,30 +23,14 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot.config import StorageConfig
 from bot.rebuild import Rebuilds
 from bot.summaries import Summarizer
-from storage.base import Store
+from storage.ports import Store
 
 log = logging.getLogger(__name__)
 
 CHECK_EVERY_S = 60
 MAINTENANCE_EVERY_S = 24 * 3_600
-BACKUPS_KEPT = 7
 MAINTENANCE_META = "maintenance_at"
-
-
-def backup_folder(storage: StorageConfig) -> Path:
-    return storage.backup_dir or storage.path.parent / "backups"
-
-
-def _ends_quietly_at_shutdown(job: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
-    """A job cut short because the bot is stopping is no error (APScheduler would print its
-    CancelledError as a traceback); it runs again at the next start."""
-    @functools.wraps(job)
-    async def run() -> None:
-        try:
-            await job()
-        except asyncio.CancelledError:
-            log.debug("%s stopped by shutdown", getattr(job, "__name__", "a job"))
-    return run
+MAINTENANCE_LEASE_S = 3_600.0
 
 
 class BackgroundJobs:
@@ -58,6 +42,7 @@ class BackgroundJobs:
         self.storage = storage
         self.clock = clock
         self.scheduler = AsyncIOScheduler(timezone=timezone.utc)
+        self._running: set[asyncio.Task] = set()
 
     def start(self) -> None:
         """Add the jobs (ids fixed, replaced on restart) and start; call inside the event loop."""
@@ -67,7 +52,7 @@ class BackgroundJobs:
             ("maintenance", self.maintenance_if_due, {"seconds": CHECK_EVERY_S * 10}),
         )
         for job_id, func, every in jobs:
-            self.scheduler.add_job(_ends_quietly_at_shutdown(func), "interval", id=job_id, replace_existing=True,
+            self.scheduler.add_job(self._stoppable(func), "interval", id=job_id, replace_existing=True,
                                    coalesce=True, max_instances=1, next_run_time=datetime.now(timezone.utc),
                                    **every)
         self.scheduler.start()
@@ -75,30 +60,41 @@ class BackgroundJobs:
     def job_ids(self) -> list[str]:
         return sorted(job.id for job in self.scheduler.get_jobs())
 
-    def shutdown(self) -> None:
+    def _stoppable(self, job: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+        """The job as scheduled: `stop()` can wait for it, and a job cut short because the bot is
+        stopping is no error (APScheduler would print its CancelledError as a traceback); it
+        runs again at the next start."""
+        @functools.wraps(job)
+        async def run() -> None:
+            task = asyncio.current_task()
+            self._running.add(task)
+            try:
+                await job()
+            except asyncio.CancelledError:
+                log.debug("%s stopped by shutdown", getattr(job, "__name__", "a job"))
+            finally:
+                self._running.discard(task)
+        return run
+
+    async def stop(self) -> None:
+        """Stop scheduling, and end the jobs that run now before the store closes under them."""
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
+        for task in list(self._running):
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
 
     async def maintenance_if_due(self) -> bool:
         """Run the daily maintenance if a day has passed since the last one (also one missed
-        while the bot was stopped: it runs once, not once per missed day)."""
-        last = await self.store.get_meta(MAINTENANCE_META)
-        if last is not None and self.clock() - float(last) < MAINTENANCE_EVERY_S:
-            return False
-        await self.maintenance()
-        return True
+        while the bot was stopped: it runs once, not once per missed day), in one process."""
+        async with self.store.coordination.claim("maintenance", MAINTENANCE_LEASE_S) as mine:
+            last = await self.store.coordination.get_meta(MAINTENANCE_META)
+            if not mine or (last is not None and self.clock() - float(last) < MAINTENANCE_EVERY_S):
+                return False
+            await self.maintenance()
+            return True
 
     async def maintenance(self) -> None:
-        await self.store.checkpoint()
-        folder = backup_folder(self.storage)
-        folder.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.fromtimestamp(self.clock(), timezone.utc).strftime("%Y%m%d-%H%M%S")
-        target = folder / f"keepsake-{stamp}.sqlite3"
-        await self.store.backup(str(target))
-        for old in sorted(folder.glob("keepsake-*.sqlite3"))[:-BACKUPS_KEPT]:
-            old.unlink(missing_ok=True)
-        purged = 0
-        if self.storage.retention_days:
-            purged = await self.store.purge_messages(self.clock() - self.storage.retention_days * 86_400)
-        await self.store.set_meta(MAINTENANCE_META, repr(self.clock()))
-        log.info("maintenance done: backup %s, %d old messages purged", target.name, purged)
+        done = await self.store.maintain(self.clock(), self.storage.retention_days, self.storage.backup_dir)
+        await self.store.coordination.set_meta(MAINTENANCE_META, repr(self.clock()))
+        log.info("maintenance done: %s", done)

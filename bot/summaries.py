@@ -7,7 +7,8 @@ summaries merge into 1 Merged; 4 Merged fold into the conversation's single Long
 capped at about 8,000 tokens: above 110 % it is compacted, its earliest entries turned into
 period overviews, `[verbatim]` corrections and rules kept as written.
 
-Summarizing runs in the background, one job at a time per conversation. A failed summary call
+Summarizing runs in the background, one job at a time per conversation, in whichever process
+claims it (`Coordination.claim`), so each batch is summarized once. A failed summary call
 loses nothing: the messages stay pending and the conversation is retried later, with backoff.
 While a rebuild of the conversation exists, new messages wait for it.
 """
@@ -33,7 +34,7 @@ from bot.summary_prompts import (
 )
 from bot.tokens import TokenCounter
 from bot.window import WINDOW_MAX_MESSAGES, live_window, take_within
-from storage.base import MessageRow, Store, SummaryRow
+from storage.ports import MessageRow, Store, SummaryRow
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +46,10 @@ RECENT_PER_MERGED = 4
 MERGED_PER_FOLD = 4
 LONG_TERM_CAP_TOKENS = 8_000
 COMPACT_ABOVE = 1.10
+SUMMARY_LEASE_S = 600.0  # a process that dies mid-summary leaves it to another after this
 RETRY_BASE_S = 60.0
 RETRY_MAX_S = 3_600.0
 SUMMARY_MAX_TOKENS = {"recent": 500, "merged": 800, "long_term": 1_200, "compact": 2_500}
-END = 2**62  # a position after every message
 
 
 def batch_is_due(pending_messages: int, pending_tokens: int) -> bool:
@@ -88,11 +89,12 @@ class Summarizer:
 
     async def _job(self, conversation_id: int) -> None:
         try:
-            while True:
-                self._again.discard(conversation_id)
-                await self.summarize(conversation_id)
-                if conversation_id not in self._again:
-                    return
+            async with self.store.coordination.claim(f"summary:{conversation_id}", SUMMARY_LEASE_S) as mine:
+                while mine:  # (not mine: another process sharing the database summarizes it now)
+                    self._again.discard(conversation_id)
+                    await self.summarize(conversation_id)
+                    if conversation_id not in self._again:
+                        return
         except Exception:
             log.exception("summarizing conversation %d failed", conversation_id)
 
@@ -104,7 +106,7 @@ class Summarizer:
         await self._jobs.stop()
 
     async def retry_due(self) -> None:
-        for conversation_id in await self.store.due_summary_retries(self.clock()):
+        for conversation_id in await self.store.summaries.due_summary_retries(self.clock()):
             self.schedule(conversation_id)
 
     # -- the work --------------------------------------------------------------------------
@@ -112,7 +114,7 @@ class Summarizer:
         """Bring the live summary up to date. On a model failure, keep everything pending and
         set the conversation up for a retry with backoff. Runs after every delivered reply, so
         the usual "nothing due yet" answer costs one read (the state is cached)."""
-        state = await self.store.summary_state(conversation_id)
+        state = await self.store.summaries.summary_state(conversation_id)
         if state.rebuilding:
             return  # new messages wait until the rebuild ends
         try:
@@ -128,10 +130,10 @@ class Summarizer:
             delay = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** (failures - 1))
             log.warning("summary of conversation %d failed (%s); retrying in %.0f s",
                         conversation_id, failure, delay)
-            await self.store.set_summary_retry(conversation_id, failures, self.clock() + delay)
+            await self.store.summaries.set_summary_retry(conversation_id, failures, self.clock() + delay)
             return
         if state.failures or state.retry_at is not None:
-            await self.store.set_summary_retry(conversation_id, 0, None)
+            await self.store.summaries.set_summary_retry(conversation_id, 0, None)
 
     async def step(self, conversation_id: int, generation: int, covered: int,
                    corrections: Sequence[SummaryRow] = ()) -> int | None:
@@ -142,17 +144,18 @@ class Summarizer:
         The newest 60 messages (the window's 50 and the batch threshold's 10) always tell whether
         a batch is due: either they reach back past `covered`, and every pending message is among
         them, or at least 10 of them lie behind the window."""
-        newest_first = await self.store.recent_messages(conversation_id, END, WINDOW_MAX_MESSAGES + BATCH_MIN_MESSAGES)
+        newest_first = await self.store.conversations.recent_messages(
+            conversation_id, WINDOW_MAX_MESSAGES + BATCH_MIN_MESSAGES)
         window = live_window(newest_first[:WINDOW_MAX_MESSAGES], self.context_window)
-        before = window[0].pos if window else END
-        behind = [m for m in newest_first if covered < m.pos < before]
+        before = window[0].pos if window else None
+        behind = [m for m in newest_first if covered < m.pos and (before is None or m.pos < before)]
         if not batch_is_due(len(behind), sum(m.tokens for m in behind)):
             return None
-        pending = await self.store.messages_between(conversation_id, covered, before, BATCH_MAX_MESSAGES)
+        pending = await self.store.conversations.messages_between(conversation_id, covered, before, BATCH_MAX_MESSAGES)
         batch = take_batch(pending)
         edits = [as_verbatim(c.content) for c in corrections if c.first_pos <= batch[-1].pos]
         text = await self._write("recent", conversation_id, [transcript(batch), *edits], BATCH_PROMPT)
-        await self.store.write_summary(
+        await self.store.summaries.write_summary(
             conversation_id, generation, "recent", text, self.counter.count(text),
             batch[0].pos, batch[-1].pos, replaces=[], covered_pos=batch[-1].pos,
         )
@@ -161,18 +164,18 @@ class Summarizer:
 
     async def consolidate(self, conversation_id: int, generation: int) -> None:
         """4 Recent → 1 Merged; 4 Merged → folded into Long-term; compact Long-term over 110 %."""
-        entries = await self.store.summaries(conversation_id, generation)
+        entries = await self.store.summaries.summaries(conversation_id, generation)
         recent = [e for e in entries if e.tier == "recent"]
         if len(recent) >= RECENT_PER_MERGED:
             await self._combine(conversation_id, generation, "merged", recent[:RECENT_PER_MERGED], MERGE_PROMPT)
-            entries = await self.store.summaries(conversation_id, generation)
+            entries = await self.store.summaries.summaries(conversation_id, generation)
         merged = [e for e in entries if e.tier == "merged"]
         long_term = next((e for e in entries if e.tier == "long_term"), None)
         if len(merged) >= MERGED_PER_FOLD:
             folded = merged[:MERGED_PER_FOLD]
             entry = await self._text_of("long_term", conversation_id, folded, FOLD_PROMPT)
             content = f"{long_term.content}\n\n{entry}" if long_term else entry
-            long_term = await self.store.write_summary(
+            long_term = await self.store.summaries.write_summary(
                 conversation_id, generation, "long_term", content, self.counter.count(content),
                 long_term.first_pos if long_term else folded[0].first_pos, folded[-1].last_pos,
                 replaces=([long_term.id] if long_term else []) + [e.id for e in folded],
@@ -187,7 +190,7 @@ class Summarizer:
         earliest, rest = sections[:half], sections[half:]
         overview = await self._write("compact", conversation_id, ["\n\n".join(earliest)], COMPACT_PROMPT)
         content = "\n\n".join([overview, *rest])
-        await self.store.write_summary(
+        await self.store.summaries.write_summary(
             conversation_id, generation, "long_term", content, self.counter.count(content),
             long_term.first_pos, long_term.last_pos, replaces=[long_term.id],
         )
@@ -195,7 +198,7 @@ class Summarizer:
     async def _combine(self, conversation_id: int, generation: int, tier: str,
                        parts: list[SummaryRow], prompt: str) -> None:
         text = await self._text_of(tier, conversation_id, parts, prompt)
-        await self.store.write_summary(
+        await self.store.summaries.write_summary(
             conversation_id, generation, tier, text, self.counter.count(text),
             parts[0].first_pos, parts[-1].last_pos, replaces=[p.id for p in parts],
         )
@@ -206,7 +209,7 @@ class Summarizer:
         return await self._write(tier, conversation_id, texts, prompt)
 
     async def _write(self, kind: str, conversation_id: int, inputs: list[str], prompt: str) -> str:
-        conversation = await self.store.conversation_by_id(conversation_id)
+        conversation = await self.store.conversations.conversation_by_id(conversation_id)
         character = self.characters[conversation.character_id].character
         body = "\n\n---\n\n".join(inputs)
         completion = await self.llm.complete(

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from bot.actions import encode_action
 from bot.command_base import CommandContext, Person, Press, UsageError, button, number_arg, plural
-from bot.models import CommandResult, Form
+from bot.contract import CommandResult, Form
 from bot.prompt import TIER_TITLES
 from bot.rebuild import Rebuilds
-from bot.summaries import END
 from bot.text import parse_number
 
 if TYPE_CHECKING:
@@ -52,9 +51,9 @@ class SummaryCommands:
             return await self._submit_edit(ctx, person, conversation.id, parse_entry_id(edit), text)
         if text:
             raise UsageError("To change an entry: /memory summary edit <S-number> <new text>.")
-        entries = await self.store.summaries(conversation.id)
-        state = await self.store.summary_state(conversation.id)
-        waiting = await self.store.count_messages_between(conversation.id, state.summarized_pos, END)
+        entries = await self.store.summaries.summaries(conversation.id)
+        state = await self.store.summaries.summary_state(conversation.id)
+        waiting = await self.store.conversations.count_messages(conversation.id, state.summarized_pos)
         lines = [f"Summary of this conversation with {person.character_name}:"]
         if not entries:
             lines.append("(nothing summarized yet: the conversation still fits in the live window)")
@@ -66,7 +65,7 @@ class SummaryCommands:
             lines.append(f"\n[{TIER_TITLES[entry.tier]}] S{entry.id} · {span} · {entry.tokens:,} tokens{edited}")
             lines.append(entry.content)
         lines.append(f"\nNot yet summarized: {plural(waiting, 'message', 'messages')}.")
-        rebuild = await self.store.rebuild(conversation.id)
+        rebuild = await self.store.summaries.rebuild(conversation.id)
         if rebuild is not None:
             lines.append("A rebuild is running; this summary is used until it is done."
                          if rebuild.status == "running" else f"The last rebuild stopped: {rebuild.error}.")
@@ -77,12 +76,12 @@ class SummaryCommands:
 
     async def _number_in_conversation(self, conversation_id: int, pos: int) -> int:
         """Which message of this conversation (1 = its first) sits at `pos`."""
-        count = await self.store.count_messages_between(conversation_id, -1, pos + 1)
+        count = await self.store.conversations.count_messages(conversation_id, -1, up_to_pos=pos)
         return count
 
     async def _press_edit(self, ctx, person: Person, verb: str, entry_id: int) -> CommandResult:
         conversation = await self.service.turns.conversation_for(ctx.conversation)
-        entry = next((e for e in await self.store.summaries(conversation.id) if e.id == entry_id), None)
+        entry = next((e for e in await self.store.summaries.summaries(conversation.id) if e.id == entry_id), None)
         if entry is None:
             return CommandResult(f"There is no summary entry S{entry_id} any more.", ok=False)
         instructions = f"Send /memory summary edit {entry.id} <new text> to replace it."
@@ -103,13 +102,13 @@ class SummaryCommands:
                              f"{SUMMARY_ENTRY_MAX_CHARS:,} characters.")
         if conversation_id is None:
             conversation_id = (await self.service.turns.conversation_for(ctx.conversation)).id
-        if not await self.store.edit_summary(conversation_id, entry_id, content, self.service.counter.count(content)):
+        if not await self.store.summaries.edit_summary(conversation_id, entry_id, content, self.service.counter.count(content)):
             raise UsageError(f"There is no summary entry S{entry_id} in this conversation.")
         return CommandResult(f"S{entry_id} now reads as you wrote it. It is kept as written when the summary grows.")
 
     async def rebuild(self, ctx: CommandContext, person: Person) -> CommandResult:
         conversation = await self.service.turns.conversation_for(ctx.conversation)
-        existing = await self.store.rebuild(conversation.id)
+        existing = await self.store.summaries.rebuild(conversation.id)
         if existing is not None and existing.status == "failed":
             return CommandResult(
                 f"The last rebuild of this summary stopped: {existing.error}. What now?",
@@ -130,7 +129,7 @@ class SummaryCommands:
 
     async def _press_rebuild_choice(self, ctx, person: Person, verb: str) -> CommandResult:
         conversation = await self.service.turns.conversation_for(ctx.conversation)
-        existing = await self.store.rebuild(conversation.id)
+        existing = await self.store.summaries.rebuild(conversation.id)
         if existing is None or existing.status != "failed":
             return CommandResult("There is no stopped rebuild here any more.", ok=False)
         if verb == "rbcancel":

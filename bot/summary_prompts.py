@@ -7,7 +7,7 @@ person gave, and entries a person edited — exactly as written (the code checks
 
 from __future__ import annotations
 
-from storage.base import MessageRow
+from storage.ports import MessageRow
 
 VERBATIM_MARK = "[verbatim]"
 

@@ -33,13 +33,13 @@ from bot.actions import STALE_BUTTON, encode_action
 from bot.characters import CharacterRuntime
 from bot.llm import Completion, LLMClient, LLMError
 from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
-from bot.models import Button, ConversationKey, Identity, IncomingMessage, Reply
+from bot.contract import Button, ConversationKey, Identity, IncomingMessage, Reply, ReplySink
 from bot.prompt import build_prompt
 from bot.saved_memories import memories_for_prompt
 from bot.text import clean_text, parse_number
 from bot.tokens import TokenCounter
 from bot.window import WINDOW_MAX_MESSAGES, live_window, window_token_budget
-from storage.base import ConversationRow, MessageRow, Store, SummaryRow
+from storage.ports import ConversationRow, MessageRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +56,7 @@ INTERRUPTED = "(This reply was cut off when I restarted. Send your message again
 REGENERATE_LABEL = "🔄 Regenerate"
 RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again at restart
 
-# Receives the whole reply text so far; returns the platform id of the message that now shows it
-# when it created one (so a crash can be recovered), else None.
-ReplySink = Callable[[str], Awaitable["str | None"]]
-SummaryReader = Callable[[int], Awaitable[list[SummaryRow]]]
-AfterTurn = Callable[[int], None]
+AfterTurn = Callable[[int], None]  # runs after a reply was delivered (summarizing, in the background)
 
 
 class ArrivalOrder:
@@ -87,10 +83,6 @@ class ArrivalOrder:
         elif was_first:
             line[0].set_result(None)
 
-    @asynccontextmanager
-    async def hold(self, key: Hashable) -> AsyncIterator[None]:
-        async with self.join(key):
-            yield
 
 
 class _Place:
@@ -131,6 +123,7 @@ class TurnHandler:
         counter: TokenCounter,
         characters: dict[str, CharacterRuntime],
         context_window: int,
+        after_delivery: AfterTurn | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.store = store
@@ -139,17 +132,15 @@ class TurnHandler:
         self.characters = {name.casefold(): rt for name, rt in characters.items()}
         self.context_window = context_window
         self.clock = clock
+        self.after_delivery = after_delivery
         self.arrivals = ArrivalOrder()  # storing, per conversation key
-        self.turns = ArrivalOrder()  # answering, per conversation id
-        # Set by the summary layer: how a turn reads the summary, and what runs after delivery.
-        self.read_summary: SummaryReader | None = None
-        self.after_delivery: AfterTurn | None = None
+        self.turns = ArrivalOrder()  # answering, per conversation id (then across processes)
 
     def character(self, name: str) -> CharacterRuntime:
         return self.characters[name.casefold()]
 
     async def conversation_for(self, key: ConversationKey) -> ConversationRow:
-        return await self.store.conversation(
+        return await self.store.conversations.conversation(
             key.platform, key.chat_id, key.thread_id, self.character(key.character).id, key.is_shared
         )
 
@@ -157,7 +148,7 @@ class TurnHandler:
         """The person behind a platform identity; None for nobody in particular."""
         if identity is None:
             return None
-        return await self.store.person_for_identity(identity.platform, identity.user_id)
+        return await self.store.people.person_for_identity(identity.platform, identity.user_id)
 
     async def greet(self, key: ConversationKey, speaker_name: str) -> str:
         """The character's greeting (a card's first_mes). In a one-to-one conversation with no
@@ -167,7 +158,7 @@ class TurnHandler:
         text = runtime.character.greeting(speaker_name)
         if not key.is_shared:
             conversation = await self.conversation_for(key)
-            await self.store.add_greeting(conversation.id, runtime.character.name, text, self.counter.count(text))
+            await self.store.conversations.add_greeting(conversation.id, runtime.character.name, text, self.counter.count(text))
         return text
 
     # -- a turn ----------------------------------------------------------------------------
@@ -189,16 +180,16 @@ class TurnHandler:
             try:
                 person_id = await self.person_for(message.speaker)
                 conversation = await self.conversation_for(message.conversation)
-                user_row = await self.store.add_user_message(
+                user_row = await self.store.conversations.add_user_message(
                     conversation.id, person_id, clean_text(message.speaker_name), text, tokens,
                     message.platform_message_id,
                 )
             except Exception:
                 log.exception("a message to %s could not be stored", message.conversation)
                 return Reply(NOT_SAVED, is_error=True)
-            turn = self.turns.join(conversation.id)  # still in arrival order
-        async with turn:
-            new_turn = await self.store.begin_turn(conversation.id, person_id, user_row.id)
+            place = self.turns.join(conversation.id)  # still in arrival order
+        async with self._turn_of(conversation.id, place):
+            new_turn = await self.store.turns.begin_turn(conversation.id, person_id, user_row.id)
             return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text,
                                       unseen=message.unseen)
 
@@ -210,13 +201,13 @@ class TurnHandler:
         runtime = self.character(key.character)
         person_id = await self.person_for(presser)
         conversation = await self.conversation_for(key)
-        async with self.turns.hold(conversation.id):
+        async with self._turn_of(conversation.id):
             if refusal := await self.regenerate_refusal(key, presser, turn_id):
                 return Reply(refusal, is_error=True)
-            latest = await self.store.latest_turn(conversation.id)
-            user_row = await self.store.message(latest.user_message_id)
+            latest = await self.store.turns.latest_turn(conversation.id)
+            user_row = await self.store.conversations.message(latest.user_message_id)
             assert user_row is not None  # a turn's message goes only with the turn
-            new_turn = await self.store.begin_regenerate(turn_id)
+            new_turn = await self.store.turns.begin_regenerate(turn_id)
             return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text)
 
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn_id: int | str) -> str | None:
@@ -227,7 +218,7 @@ class TurnHandler:
             return STALE_BUTTON
         person_id = await self.person_for(presser)
         conversation = await self.conversation_for(key)
-        latest = await self.store.latest_turn(conversation.id)
+        latest = await self.store.turns.latest_turn(conversation.id)
         if latest is None or latest.id != number:
             return "Only the latest reply can be regenerated."
         if latest.person_id != person_id:
@@ -240,8 +231,8 @@ class TurnHandler:
         claimed once, by whichever adapter asks first)."""
         runtime = self.character(character)
         claimed = []
-        for row in await self.store.interrupted_turns(platform, runtime.id):
-            if not await self.store.claim_interrupted_turn(row.turn.id):
+        for row in await self.store.turns.interrupted_turns(platform, runtime.id):
+            if not await self.store.turns.claim_interrupted_turn(row.turn.id):
                 continue
             conversation = row.conversation
             key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
@@ -255,9 +246,17 @@ class TurnHandler:
         runtime = self.character(interrupted.conversation.character)
         conversation = await self.conversation_for(interrupted.conversation)
         user_row = interrupted.user_message
-        async with self.turns.hold(conversation.id):
-            new_turn = await self.store.begin_turn(conversation.id, user_row.person_id, user_row.id)
+        async with self._turn_of(conversation.id):
+            new_turn = await self.store.turns.begin_turn(conversation.id, user_row.person_id, user_row.id)
             return await self._answer(runtime, conversation, user_row.person_id, user_row, new_turn, None)
+
+    @asynccontextmanager
+    async def _turn_of(self, conversation_id: int, place: "_Place | None" = None) -> AsyncIterator[None]:
+        """This conversation's turn: after the earlier arrivals in this process, and while no
+        other process sharing the database answers it."""
+        async with place or self.turns.join(conversation_id):
+            async with self.store.coordination.conversation_lock(conversation_id):
+                yield
 
     async def _answer(
         self,
@@ -272,10 +271,10 @@ class TurnHandler:
         """Answer `user_row` as turn `turn_id` (a running turn row)."""
         sink = self._recording(turn_id, on_text) if on_text else None
         try:
-            learning = person_id is not None and await self.store.learning_enabled(person_id, runtime.id)
+            learning = person_id is not None and await self.store.memories.learning_enabled(person_id, runtime.id)
             memories = await memories_for_prompt(self.store, person_id, runtime.id) if learning else None
-            summary = await self.read_summary(conversation.id) if self.read_summary else []
-            newest_first = await self.store.recent_messages(conversation.id, user_row.pos, WINDOW_MAX_MESSAGES)
+            summary = await self.store.summaries.summaries(conversation.id)
+            newest_first = await self.store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=user_row.pos)
             tools_on = learning and self.llm.tools_supported is not False
             prompt = build_prompt(
                 character=runtime.character,
@@ -296,17 +295,17 @@ class TurnHandler:
                 raise LLMError("the model sent an empty answer")
         except LLMError as failure:
             log.warning("a turn in conversation %d failed: %s", conversation.id, failure)
-            await asyncio.shield(self.store.fail_turn(turn_id))
+            await asyncio.shield(self.store.turns.fail_turn(turn_id))
             return Reply(LLM_FAILED.format(reason=failure, hint=failure.hint), is_error=True,
                          conversation_id=conversation.id)
         except BaseException:
-            await asyncio.shield(self.store.fail_turn(turn_id))
+            await asyncio.shield(self.store.turns.fail_turn(turn_id))
             raise
         receipt = prompt.receipt | {
             "at": self.clock(),
             "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
         }
-        stored = await self.store.finish_turn(turn_id, user_row, runtime.character.name,
+        stored = await self.store.turns.finish_turn(turn_id, user_row, runtime.character.name,
                                               text, self.counter.count(text), receipt)
         buttons = []
         if person_id is not None:  # nobody in particular cannot press a button
@@ -323,7 +322,7 @@ class TurnHandler:
             shown = await on_text(text)
             if shown is not None and not recorded:
                 recorded = True
-                await self.store.set_turn_partial(turn_id, str(shown))
+                await self.store.turns.set_turn_partial(turn_id, str(shown))
         return sink
 
     async def _complete_with_tools(
@@ -358,7 +357,7 @@ class TurnHandler:
         if reply.turn_id is None or reply.conversation_id is None or reply.message_id is None:
             return
         if platform_message_ids:
-            await self.store.set_platform_message_ids(reply.conversation_id, reply.message_id,
+            await self.store.conversations.set_platform_message_ids(reply.conversation_id, reply.message_id,
                                                       list(platform_message_ids))
         if self.after_delivery:
             self.after_delivery(reply.conversation_id)
@@ -367,10 +366,10 @@ class TurnHandler:
         """A person edited a message: the stored one changes (a command is never run again)."""
         text = clean_text(text).strip()
         conversation = await self.conversation_for(key)
-        return await self.store.edit_platform_message(
+        return await self.store.conversations.edit_platform_message(
             conversation.id, platform_message_id, text, self.counter.count(text)
         )
 
     async def message_deleted(self, key: ConversationKey, platform_message_id: str) -> bool:
         conversation = await self.conversation_for(key)
-        return await self.store.delete_platform_message(conversation.id, platform_message_id)
+        return await self.store.conversations.delete_platform_message(conversation.id, platform_message_id)

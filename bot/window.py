@@ -7,7 +7,7 @@ message is always in. A 1M-token model gets no more raw messages than that.
 
 from __future__ import annotations
 
-from storage.base import MessageRow
+from storage.ports import MessageRow
 
 WINDOW_MAX_MESSAGES = 50
 WINDOW_MAX_TOKENS = 10_000

@@ -1,9 +1,4 @@
-"""Storage: the store interface (base.py), the SQLite implementation and its migrations.
-
-All SQL of the project lives in this package.
+"""Storage: all SQL of the project. `ports.py` says what the core may ask (small interfaces by
+kind of data), `factory.open_store(url)` opens a backend; each backend is a package of its own
+(`sqlite/`) with its migrations, and one contract suite (`tests/storage_contract/`) tests them.
 """
-
-from storage.base import Store
-from storage.sqlite import SQLiteStore
-
-__all__ = ["Store", "SQLiteStore"]

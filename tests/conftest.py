@@ -11,10 +11,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.app import Runtime, build_runtime  # noqa: E402
-from bot.command_base import CommandContext  # noqa: E402
+from bot.runtime import Runtime, build_runtime  # noqa: E402
+from bot.contract import CommandContext  # noqa: E402
 from bot.config import Config, parse_config  # noqa: E402
-from bot.models import ConversationKey, Identity, IncomingMessage  # noqa: E402
+from bot.contract import ConversationKey, Identity, IncomingMessage  # noqa: E402
 from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
 
 API_KEY_ENV = "KEEPSAKE_TEST_API_KEY"
@@ -99,7 +99,7 @@ class Chat:
         return await self.runtime.commands.press(self.ctx, action)
 
     async def person_id(self) -> int:
-        return await self.runtime.store.person_for_identity(self.identity.platform, self.identity.user_id)
+        return await self.runtime.store.people.person_for_identity(self.identity.platform, self.identity.user_id)
 
 
 @pytest.fixture

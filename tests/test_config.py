@@ -18,7 +18,7 @@ def test_the_example_config_loads(monkeypatch):
     assert config.telegram.base_url == "https://api.telegram.org/bot"
     assert config.characters[0].name == "Mira"
     assert config.characters[0].card == ROOT / "characters" / "mira.json"
-    assert config.storage.path == ROOT / "data" / "keepsake.sqlite3"
+    assert config.storage.url == "sqlite:///data/keepsake.sqlite3" and config.storage.base == ROOT
 
 
 def test_secrets_come_from_the_environment_never_the_file(monkeypatch, tmp_path):

@@ -3,14 +3,13 @@ and REST API, and the scripted LLM server."""
 
 import asyncio
 import json
-import sqlite3
-from contextlib import closing
 
 import pytest
 
 from adapters.discord import DiscordAdapter
 from adapters.splitting import open_fence
-from bot.app import build_runtime
+from bot.contract import ConversationKey
+from bot.runtime import build_runtime
 from bot.config import parse_config
 from tests.conftest import config_dict
 from tests.fakes.discord_server import FakeDiscord
@@ -270,11 +269,17 @@ async def test_editing_and_deleting_a_message_updates_the_store(bot, discord_fak
     await bot_reply(discord_fake, ANN_DM, count=2)
     await discord_fake.delete(doomed)
 
-    def stored(text: str) -> bool:
-        with closing(sqlite3.connect(bot.config.storage.path)) as db:
-            return db.execute("SELECT COUNT(*) FROM messages WHERE content = ?", (text,)).fetchone()[0] > 0
+    async def stored() -> list[str]:
+        key = ConversationKey("discord", ANN_DM, None, "Mira", is_shared=False)
+        conversation = await bot.turns.conversation_for(key)
+        return [m.content for m in await bot.store.conversations.recent_messages(conversation.id, 10)]
 
-    await discord_fake.wait_for(lambda: stored("I live in Oslo") and not stored("my PIN is 1234"))
+    for _ in range(100):
+        contents = await stored()
+        if "I live in Oslo" in contents and "my PIN is 1234" not in contents:
+            break
+        await asyncio.sleep(0.05)
+    assert "I live in Oslo" in contents and "my PIN is 1234" not in contents
     await discord_fake.say(ANN_DM, ANN, "where do I live?", guild=False)
     await bot_reply(discord_fake, ANN_DM, count=3)
     prompt = llm.prompt_text()
@@ -292,16 +297,16 @@ async def test_memory_export_is_an_attached_json_file(bot, discord_fake):
 
 async def test_a_summary_entry_is_edited_in_a_modal(bot, discord_fake, llm):
     runtime = bot
-    conversation = (await runtime.store.conversation("discord", ANN_DM, None,
+    conversation = (await runtime.store.conversations.conversation("discord", ANN_DM, None,
                                                      runtime.turns.character("Mira").id, False)).id
-    entry = await runtime.store.write_summary(conversation, 0, "recent", "- Ann said hello.", 5, 2, 2, [])
+    entry = await runtime.store.summaries.write_summary(conversation, 0, "recent", "- Ann said hello.", 5, 2, 2, [])
     summary = await answer(discord_fake, await discord_fake.slash(ANN, ANN_DM, "memory", "summary", guild=False))
     assert "- Ann said hello." in summary.content
     await discord_fake.click(ANN, summary, f"Edit S{entry.id}", guild=False)
     modal = (await discord_fake.wait_for(lambda: [c for c in discord_fake.callbacks if c["type"] == 9]))[0]
     await discord_fake.submit_modal(ANN, modal["data"], "Ann and Mira agreed to meet at 9.", ANN_DM, guild=False)
     await discord_fake.wait_for(lambda: any("now reads as you wrote it" in m.content for m in discord_fake.messages))
-    assert (await runtime.store.summaries(conversation))[0].content == "Ann and Mira agreed to meet at 9."
+    assert (await runtime.store.summaries.summaries(conversation))[0].content == "Ann and Mira agreed to meet at 9."
 
 
 async def test_the_character_saving_a_memory_from_a_discord_message(bot, discord_fake, llm):
@@ -322,8 +327,8 @@ async def test_bot_and_webhook_authors_are_not_answered_and_nothing_is_stored_fo
                                                    "webhook_id": "900000000000000078"})
     await asyncio.sleep(0.4)
     assert discord_fake.in_channel(discord_fake.always_on_id) == [] and llm.requests == []
-    with closing(sqlite3.connect(bot.config.storage.path)) as db:
-        assert db.execute("SELECT COUNT(*) FROM messages").fetchone() == (0,)
+    key = ConversationKey("discord", discord_fake.always_on_id, None, "Mira", is_shared=True)
+    assert await bot.store.conversations.recent_messages((await bot.turns.conversation_for(key)).id, 10) == []
 
 
 async def test_an_edit_in_a_server_channel_before_any_turn_leaves_the_conversation_shared(bot, discord_fake, llm):
@@ -333,6 +338,5 @@ async def test_an_edit_in_a_server_channel_before_any_turn_leaves_the_conversati
     await discord_fake.say(discord_fake.channel_id, ANN, "hello there", mention_bot=True)
     await bot_reply(discord_fake, discord_fake.channel_id)
     assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "Ann: hello there"}  # group framing
-    with closing(sqlite3.connect(bot.config.storage.path)) as db:
-        assert db.execute("SELECT is_shared FROM conversations WHERE chat_id = ?",
-                          (discord_fake.channel_id,)).fetchall() == [(1,)]
+    reply_turn = await bot.store.turns.turn(1)
+    assert (await bot.store.conversations.conversation_by_id(reply_turn.conversation_id)).is_shared

@@ -1,7 +1,6 @@
 """SPEC 5.3 and 5.4 — memories drafted by the AI: /memory generate, and save from conversation."""
 
-from bot.models import IncomingMessage
-from bot.saved_memories import CAPS
+from bot.contract import IncomingMessage
 from tests.conftest import Chat
 from tests.fakes.summarizer import extractive
 
@@ -81,7 +80,7 @@ async def test_remember_this_picks_messages_by_their_platform_id_up_to_20(ann, l
 async def test_save_from_conversation_respects_the_pin_budget(ann, llm):
     person, character = await ann.person_id(), ann.runtime.turns.character("Mira").id
     for i in range(20):
-        await ann.runtime.store.add_memory(person, character, "character", f"pin {i}", 2, True, "person", CAPS)
+        await ann.runtime.store.memories.add_memory(person, character, "character", f"pin {i}", 2, True, "person")
     await ann.say("something worth keeping")
     view = await ann.memory("/memory save 1")
     refused = await ann.press(view.buttons[0][1].action)

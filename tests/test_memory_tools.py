@@ -2,7 +2,6 @@
 
 import json
 
-from bot.saved_memories import CAPS
 from tests.conftest import Chat
 from tests.fakes.llm_server import status, text, tool_calls
 
@@ -12,7 +11,7 @@ def tool_results(llm, index: int = -1) -> list[dict]:
 
 
 async def memory_ids(chat: Chat) -> dict[str, int]:
-    rows, _ = await chat.runtime.store.list_memories(
+    rows, _ = await chat.runtime.store.memories.list_memories(
         await chat.person_id(), chat.runtime.turns.character("Mira").id, None, 0, 500)
     return {m.content: m.id for m in rows}
 
@@ -66,7 +65,7 @@ async def test_a_save_at_the_cap_is_refused_telling_the_model_to_update_or_delet
     store, person = ann.runtime.store, await ann.person_id()
     character = ann.runtime.turns.character("Mira").id
     for i in range(100):
-        await store.add_memory(person, character, "character", f"fact {i}", 2, False, "person", CAPS)
+        await store.memories.add_memory(person, character, "character", f"fact {i}", 2, False, "person")
     llm.add(tool_calls(("save_memory", {"content": "one more"})), text("I'll keep it in mind."))
     reply = await ann.say("remember this too")
     assert reply.text == "I'll keep it in mind."
@@ -114,7 +113,7 @@ async def test_tools_auto_detects_a_server_that_refuses_tools_and_remembers(ann,
 
 
 async def test_tools_off_offers_no_tools_but_memories_are_still_read(make_config, clock, llm):
-    from bot.app import build_runtime
+    from bot.runtime import build_runtime
 
     runtime = await build_runtime(make_config(tools="off"), clock=clock)
     try:

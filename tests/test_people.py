@@ -1,10 +1,8 @@
 """SPEC sections 2 and 6 — /link joins identities into one person, /forgetme deletes every row
 about a person, and removing a character turns its memories global."""
 
-import sqlite3
-
-from bot.admin import remove_character
-from bot.saved_memories import CAPS
+from bot.cli import remove_character
+from bot.runtime import build_runtime
 from tests.conftest import Chat
 
 
@@ -23,8 +21,8 @@ async def fill(chat: Chat, scope: str, count: int, pinned: bool = False) -> None
     person = await chat.person_id()
     character = chat.runtime.turns.character("Mira").id
     for i in range(count):
-        await chat.runtime.store.add_memory(person, character, scope, f"{chat.name} {scope} {i}", 3,
-                                            pinned, "person", CAPS)
+        await chat.runtime.store.memories.add_memory(person, character, scope, f"{chat.name} {scope} {i}", 3,
+                                            pinned, "person")
 
 
 async def test_link_joins_a_discord_and_a_telegram_identity_into_one_person(runtime, llm):
@@ -48,8 +46,8 @@ async def test_link_merges_pins_over_20_as_unpinned_and_says_so(runtime):
     linked = await link(first, second)
     assert "5 pinned memories went over the limit of 20 pinned per scope and are now unpinned" in linked.text
     person, character = await first.person_id(), runtime.turns.character("Mira").id
-    assert await runtime.store.count_memories(person, character, "character", pinned=True) == 20
-    assert await runtime.store.count_memories(person, character, "character", pinned=False) == 5
+    assert await runtime.store.memories.count_memories(person, character, "character", pinned=True) == 20
+    assert await runtime.store.memories.count_memories(person, character, "character", pinned=False) == 5
 
 
 async def test_link_refuses_to_exceed_100_unpinned_and_loses_nothing(runtime):
@@ -132,7 +130,7 @@ async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, 
     await bob_in_group.say("Bob in the group")
     ann_id = await ann.person_id()
     group = (await runtime.turns.conversation_for(ann_in_group.key)).id
-    await runtime.store.write_summary(group, 0, "recent", "- Ann said: Ann in the group.", 9, 2, 2, [])
+    await runtime.store.summaries.write_summary(group, 0, "recent", "- Ann said: Ann in the group.", 9, 2, 2, [])
 
     question = await ann.memory("/forgetme")
     assert "cannot be undone" in question.text
@@ -140,27 +138,32 @@ async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, 
     assert "Everything stored about you is deleted" in done.text
     await runtime.rebuilds.idle()  # the group's summary is rebuilt without Ann's messages
 
-    db = sqlite3.connect(runtime.config.storage.path)
-    assert db.execute("SELECT COUNT(*) FROM persons WHERE id = ?", (ann_id,)).fetchone()[0] == 0
-    for table in ("identities", "memories", "person_settings", "link_codes", "turns"):
-        assert db.execute(f"SELECT COUNT(*) FROM {table} WHERE person_id = ?", (ann_id,)).fetchone()[0] == 0
-    everything = "\n".join(r[0] for r in db.execute("SELECT content FROM messages UNION ALL "
-                                                      "SELECT content FROM summaries"))
-    assert "Ann" not in everything and "a private chat" not in everything
-    assert "Bob in the group" in everything  # other people's messages stay
-    assert db.execute("SELECT COUNT(*) FROM conversations WHERE chat_id = 'dm-ann'").fetchone()[0] == 0
-    db.close()
+    store = runtime.store
+    export = await store.memories.export_person(ann_id)
+    assert export == {"identities": [], "memories": [], "learn_from_chat": {}}
+    assert await store.people.identities_of(ann_id) == []
+    assert await store.turns.last_receipt(group, ann_id) is None
+    dm = (await runtime.turns.conversation_for(ann.key)).id  # the one-to-one conversation went whole
+    assert await store.conversations.recent_messages(dm, 10) == []
+    in_group = [m.content for m in await store.conversations.recent_messages(group, 10)]
+    summary = "\n".join(s.content for s in await store.summaries.summaries(group))
+    assert in_group == ["Okay.", "Bob in the group"]  # other people's messages stay
+    assert "Ann" not in summary and "a private chat" not in summary
 
 
-async def test_removing_a_character_turns_its_memories_global(runtime, tmp_path):
+async def test_removing_a_character_turns_its_memories_global(make_config, clock):
+    config = make_config()
+    runtime = await build_runtime(config, clock=clock)
     ann = Chat(runtime)
     await ann.memory("/memory add only Mira knows this")
     await ann.memory("/memory add pin:yes a pinned one")
-    config = runtime.config
+    person = await ann.person_id()
     await runtime.close()
     assert await remove_character(config, "Mira") == 0
-    db = sqlite3.connect(config.storage.path)
-    rows = db.execute("SELECT character_id, pinned, content FROM memories ORDER BY id").fetchall()
-    db.close()
-    assert rows == [(None, 0, "only Mira knows this"), (None, 1, "a pinned one")]
-    await runtime.store.open()  # the fixture closes it again
+    runtime = await build_runtime(config, clock=clock)  # Mira is still configured: she comes back, anew
+    try:
+        rows, _ = await runtime.store.memories.list_memories(person, 0, "global", 0, 10)
+        assert [(m.scope, m.pinned, m.content) for m in rows] == [
+            ("global", True, "a pinned one"), ("global", False, "only Mira knows this")]
+    finally:
+        await runtime.close()

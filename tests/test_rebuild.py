@@ -3,7 +3,7 @@ restart, failure with resume or start over, never two at once."""
 
 import asyncio
 
-from bot.app import build_runtime
+from bot.runtime import build_runtime
 from bot.rebuild import DONE
 from tests.conftest import Chat
 from tests.fakes.llm_server import hang, status, text
@@ -32,7 +32,7 @@ async def history(chat: Chat, count: int) -> int:
     conversation = (await chat.runtime.turns.conversation_for(chat.key)).id
     person = await chat.person_id()
     for i in range(count):
-        await chat.runtime.store.add_user_message(conversation, person, "Ann", f"message {i}", 5, None)
+        await chat.runtime.store.conversations.add_user_message(conversation, person, "Ann", f"message {i}", 5, None)
     return conversation
 
 
@@ -49,7 +49,7 @@ async def test_a_rebuild_killed_half_way_resumes_after_restart_and_swaps_at_once
     conversation = await history(ann, 50 + 120)
     llm.responder = Script("OLD")
     await runtime.summarizer.summarize(conversation)
-    old = await runtime.store.summaries(conversation)
+    old = await runtime.store.summaries.summaries(conversation)
     assert [e.content for e in old] == ["- OLD 1", "- OLD 2", "- OLD 3"]
 
     llm.responder = rebuild_script = Script("NEW", hang_at=2)
@@ -73,17 +73,17 @@ async def test_a_rebuild_killed_half_way_resumes_after_restart_and_swaps_at_once
     async def notifier(conversation_row, person_id, message):
         told.append(message)
 
-    restarted.notifiers.append(notifier)
     llm.responder = resumed = Script("NEW")
-    restarted.start()
     try:
-        await wait_for(lambda: asyncio.sleep(0, bool(told)))
+        with restarted.listening(notifier):  # as an adapter would
+            restarted.start()
+            await wait_for(lambda: asyncio.sleep(0, bool(told)))
         assert told == [DONE]
         assert resumed.calls[0].splitlines()[0] == "Ann: message 40"  # the first batch was kept
-        entries = await restarted.store.summaries(conversation)
+        entries = await restarted.store.summaries.summaries(conversation)
         assert entries and all(e.content.startswith("- NEW") for e in entries)
-        assert not any(e.content.startswith("- OLD") for e in await restarted.store.summaries(conversation, 0))
-        assert await restarted.store.rebuild(conversation) is None
+        assert not any(e.content.startswith("- OLD") for e in await restarted.store.summaries.summaries(conversation, 0))
+        assert await restarted.store.summaries.rebuild(conversation) is None
     finally:
         await restarted.close()
 
@@ -95,22 +95,22 @@ async def test_a_failed_rebuild_tells_the_person_who_can_resume_it(runtime, llm)
     async def notifier(conversation_row, person_id, message):
         told.append(message)
 
-    runtime.notifiers.append(notifier)
-    conversation = await history(ann, 50 + 40)
-    llm.responder = Script("NEW", fail=True)
-    await ann.memory("/memory rebuild")
-    await runtime.rebuilds.idle()
-    assert told and told[0].startswith("The summary rebuild stopped: the model server answered HTTP 500.")
-    assert "The old summary is still in use" in told[0]
-    choice = await ann.memory("/memory rebuild")
-    assert [b.label for b in choice.buttons[0]] == ["Resume", "Start over", "Cancel the rebuild"]
+    with runtime.listening(notifier):  # as an adapter would
+        conversation = await history(ann, 50 + 40)
+        llm.responder = Script("NEW", fail=True)
+        await ann.memory("/memory rebuild")
+        await runtime.rebuilds.idle()
+        assert told and told[0].startswith("The summary rebuild stopped: the model server answered HTTP 500.")
+        assert "The old summary is still in use" in told[0]
+        choice = await ann.memory("/memory rebuild")
+        assert [b.label for b in choice.buttons[0]] == ["Resume", "Start over", "Cancel the rebuild"]
 
-    llm.responder = Script("NEW")
-    resumed = await ann.press(choice.buttons[0][0].action)
-    assert "Resuming the rebuild" in resumed.text
-    await runtime.rebuilds.idle()
-    assert told[-1] == DONE
-    assert [e.content for e in await runtime.store.summaries(conversation)] == ["- NEW 1"]
+        llm.responder = Script("NEW")
+        resumed = await ann.press(choice.buttons[0][0].action)
+        assert "Resuming the rebuild" in resumed.text
+        await runtime.rebuilds.idle()
+        assert told[-1] == DONE
+        assert [e.content for e in await runtime.store.summaries.summaries(conversation)] == ["- NEW 1"]
 
 
 async def test_a_failed_rebuild_can_be_cancelled_and_summarizing_goes_on(runtime, llm):
@@ -124,7 +124,7 @@ async def test_a_failed_rebuild_can_be_cancelled_and_summarizing_goes_on(runtime
     cancelled = await ann.press(choice.buttons[0][2].action)
     assert "cancelled" in cancelled.text
     await runtime.summarizer.idle()
-    assert [e.content for e in await runtime.store.summaries(conversation)] == ["- LIVE 1"]
+    assert [e.content for e in await runtime.store.summaries.summaries(conversation)] == ["- LIVE 1"]
 
 
 async def test_a_summary_entry_the_person_edited_reaches_the_rebuilt_summary_word_for_word(runtime, llm):
@@ -132,7 +132,7 @@ async def test_a_summary_entry_the_person_edited_reaches_the_rebuilt_summary_wor
     conversation = await history(ann, 50 + 120)
     llm.responder = Script("OLD")
     await runtime.summarizer.summarize(conversation)
-    first = (await runtime.store.summaries(conversation))[0]
+    first = (await runtime.store.summaries.summaries(conversation))[0]
     correction = "Ann's brother is called Tomas, not Thomas."
     edited = await ann.memory(f"/memory summary edit S{first.id} {correction}")
     assert "as you wrote it" in edited.text
@@ -140,7 +140,7 @@ async def test_a_summary_entry_the_person_edited_reaches_the_rebuilt_summary_wor
     llm.responder = Script("NEW")  # a rebuilding model that never repeats what it was given
     await ann.memory("/memory rebuild")
     await runtime.rebuilds.idle()
-    rebuilt = "\n".join(e.content for e in await runtime.store.summaries(conversation))
+    rebuilt = "\n".join(e.content for e in await runtime.store.summaries.summaries(conversation))
     assert "NEW" in rebuilt and "OLD" not in rebuilt
     assert correction in rebuilt
 

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from bot.app import build_runtime
+from bot.runtime import build_runtime
 from bot.logs import RedactingFormatter
-from bot.models import ConversationKey, Identity, IncomingMessage
+from bot.contract import ConversationKey, Identity, IncomingMessage
 from tests.conftest import Chat
 from tests.fakes.llm_server import Step, cut, drop, status, text, tool_calls
 
@@ -29,9 +29,9 @@ def echo_with_latency(seed: int):
 
 
 async def stored(runtime, key: ConversationKey) -> list[tuple[str, str]]:
-    conversation = await runtime.store.conversation(key.platform, key.chat_id, key.thread_id,
+    conversation = await runtime.store.conversations.conversation(key.platform, key.chat_id, key.thread_id,
                                                     runtime.turns.character("Mira").id, False)
-    rows = await runtime.store.recent_messages(conversation.id, 10**12, 10_000)
+    rows = await runtime.store.conversations.recent_messages(conversation.id, 10_000)
     return [(r.role, r.content) for r in reversed(rows)]
 
 

@@ -1,7 +1,7 @@
 """SPEC section 5 — saved memories: budgets, the prompt's selection, recent, pinned, Clear all,
 Learn from chat."""
 
-from bot.saved_memories import CAPS, split_evenly
+from bot.saved_memories import split_evenly
 from tests.conftest import DAY, Chat
 
 
@@ -10,8 +10,8 @@ async def fill(chat: Chat, scope: str, count: int, pinned: bool = False, prefix:
     person = await chat.person_id()
     character = chat.runtime.turns.character("Mira").id
     for i in range(count):
-        await store.add_memory(person, character, scope, f"{prefix} {scope} {i}", 4, pinned=pinned,
-                               source="person", caps=CAPS)
+        await store.memories.add_memory(person, character, scope, f"{prefix} {scope} {i}", 4, pinned=pinned,
+                               source="person")
 
 
 def memory_lines(llm) -> list[str]:

@@ -3,8 +3,8 @@
 import asyncio
 import sqlite3
 
-from bot.app import build_runtime
-from bot.scheduler import MAINTENANCE_META, backup_folder
+from bot.runtime import build_runtime
+from bot.scheduler import MAINTENANCE_META
 from tests.conftest import DAY, Chat
 
 
@@ -18,18 +18,24 @@ async def test_three_restarts_leave_the_job_count_unchanged(make_config, clock, 
     assert seen == [["maintenance", "rebuild-resume", "summary-retry"]] * 3
 
 
-async def test_a_maintenance_missed_for_10_days_runs_once_not_once_a_day(runtime, clock):
-    await runtime.store.set_meta(MAINTENANCE_META, repr(clock.now - 10 * DAY))
+def backups(folder) -> list:
+    """The SQLite backups maintenance wrote beside the database (its default backup folder)."""
+    return list((folder / "backups").glob("keepsake-*.sqlite3"))
+
+
+async def test_a_maintenance_missed_for_10_days_runs_once_not_once_a_day(runtime, clock, tmp_path):
+    await runtime.store.coordination.set_meta(MAINTENANCE_META, repr(clock.now - 10 * DAY))
     assert await runtime.jobs.maintenance_if_due() is True
     assert await runtime.jobs.maintenance_if_due() is False
-    backups = list(backup_folder(runtime.config.storage).glob("keepsake-*.sqlite3"))
-    assert len(backups) == 1
-    check = sqlite3.connect(backups[0])
+    written = backups(tmp_path)
+    assert len(written) == 1
+    check = sqlite3.connect(written[0])
     assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     check.close()
 
 
-async def test_a_job_that_came_due_during_a_10_minute_stop_runs_once_after_the_restart(make_config, clock, llm):
+async def test_a_job_that_came_due_during_a_10_minute_stop_runs_once_after_the_restart(make_config, clock, llm,
+                                                                                      tmp_path):
     async def start_and_stop() -> list[bool]:
         """Start the bot, let its jobs make their start-up run, stop it: did maintenance run?"""
         runtime = await build_runtime(make_config(), clock=clock)
@@ -55,14 +61,14 @@ async def test_a_job_that_came_due_during_a_10_minute_stop_runs_once_after_the_r
     clock.now += 10 * 60
     assert await start_and_stop() == [True]  # due 5 minutes into the stop: it runs at the restart
     assert await start_and_stop() == [False]  # once: not again at the next restart
-    assert len(list(backup_folder(make_config().storage).glob("keepsake-*.sqlite3"))) == 2
+    assert len(backups(tmp_path)) == 2
 
 
-async def test_maintenance_keeps_the_last_7_backups(runtime, clock):
+async def test_maintenance_keeps_the_last_7_backups(runtime, clock, tmp_path):
     for _ in range(9):
         await runtime.jobs.maintenance()
         clock.now += DAY
-    assert len(list(backup_folder(runtime.config.storage).glob("keepsake-*.sqlite3"))) == 7
+    assert len(backups(tmp_path)) == 7
 
 
 async def test_retention_purges_only_old_summarized_messages(make_config, clock, llm, tmp_path):
@@ -76,11 +82,11 @@ async def test_retention_purges_only_old_summarized_messages(make_config, clock,
         conversation = (await runtime.turns.conversation_for(ann.key)).id
         person = await ann.person_id()
         for i in range(70):
-            await runtime.store.add_user_message(conversation, person, "Ann", f"m{i}", 5, None)
+            await runtime.store.conversations.add_user_message(conversation, person, "Ann", f"m{i}", 5, None)
         llm.responder = lambda body: None
         await runtime.summarizer.summarize(conversation)  # the oldest 20 are summarized
         clock.now += 31 * DAY
         await runtime.jobs.maintenance()
-        assert await runtime.store.count_messages_between(conversation, 0, 2**62) == 50
+        assert await runtime.store.conversations.count_messages(conversation, 0) == 50
     finally:
         await runtime.close()

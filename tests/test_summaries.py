@@ -17,7 +17,7 @@ async def stored(chat: Chat, count: int, tokens: int = 5, prefix: str = "message
     conversation = await conversation_of(chat)
     person = await chat.person_id()
     for i in range(count):
-        await store.add_user_message(conversation, person, chat.name, f"{prefix} {i}", tokens, None)
+        await store.conversations.add_user_message(conversation, person, chat.name, f"{prefix} {i}", tokens, None)
     return conversation
 
 
@@ -26,7 +26,7 @@ def summary_calls(llm, kind: str | None = None) -> list[dict]:
 
 
 async def tiers(chat: Chat) -> dict[str, int]:
-    entries = await chat.runtime.store.summaries(await conversation_of(chat))
+    entries = await chat.runtime.store.summaries.summaries(await conversation_of(chat))
     return {tier: sum(e.tier == tier for e in entries) for tier in ("recent", "merged", "long_term")}
 
 
@@ -38,7 +38,7 @@ async def test_no_batch_at_9_pending_messages_and_a_batch_at_10(ann, llm):
     await stored(ann, 1)
     await ann.runtime.summarizer.summarize(conversation)
     assert len(summary_calls(llm, "batch")) == 1
-    entry, = await ann.runtime.store.summaries(conversation)
+    entry, = await ann.runtime.store.summaries.summaries(conversation)
     assert entry.tier == "recent" and (entry.first_pos // 2, entry.last_pos // 2) == (1, 10)
 
 
@@ -87,7 +87,7 @@ async def test_the_4th_recent_summary_makes_a_merged_one(ann, llm):
     await stored(ann, 10)
     await ann.runtime.summarizer.summarize(conversation)
     assert await tiers(ann) == {"recent": 0, "merged": 1, "long_term": 0}
-    merged, = await ann.runtime.store.summaries(conversation)
+    merged, = await ann.runtime.store.summaries.summaries(conversation)
     assert (merged.first_pos // 2, merged.last_pos // 2) == (1, 40)  # it records its range
 
 
@@ -97,7 +97,7 @@ async def test_the_4th_merged_summary_folds_into_long_term(ann, llm):
     await ann.runtime.summarizer.summarize(conversation)
     assert await tiers(ann) == {"recent": 0, "merged": 0, "long_term": 1}
     assert len(summary_calls(llm, "fold")) == 1
-    long_term, = await ann.runtime.store.summaries(conversation)
+    long_term, = await ann.runtime.store.summaries.summaries(conversation)
     assert (long_term.first_pos // 2, long_term.last_pos // 2) == (1, 640)
 
 
@@ -107,15 +107,15 @@ async def test_long_term_is_compacted_above_110_percent_of_8000_tokens_keeping_c
     correction = '[verbatim] Ann: "Never call me Annie, my name is Ann."'
     sections = ["- early event one!", correction, "- early event two!", "- late event!"]
     store, summarizer = ann.runtime.store, ann.runtime.summarizer
-    await store.write_summary(conversation, 0, "long_term", "\n\n".join(sections), 8_800, 2, 2, [])
+    await store.summaries.write_summary(conversation, 0, "long_term", "\n\n".join(sections), 8_800, 2, 2, [])
     await summarizer.consolidate(conversation, 0)
     assert summary_calls(llm, "compact") == []  # 8,800 is not above 110 % of 8,000
 
-    long_term, = await store.summaries(conversation)
-    await store.write_summary(conversation, 0, "long_term", long_term.content, 8_801, 2, 2, [long_term.id])
+    long_term, = await store.summaries.summaries(conversation)
+    await store.summaries.write_summary(conversation, 0, "long_term", long_term.content, 8_801, 2, 2, [long_term.id])
     await summarizer.consolidate(conversation, 0)
     assert len(summary_calls(llm, "compact")) == 1
-    compacted, = await store.summaries(conversation)
+    compacted, = await store.summaries.summaries(conversation)
     assert compacted.content.startswith("- Period overview: early event one!")
     assert correction in compacted.content.splitlines()  # dropped by the model, kept by the code
     assert compacted.content.endswith("- late event!")  # the later half stays as it was
@@ -124,10 +124,10 @@ async def test_long_term_is_compacted_above_110_percent_of_8000_tokens_keeping_c
 async def test_every_turn_sends_the_summary_long_term_then_merged_then_recent_oldest_first(ann, llm):
     conversation = await stored(ann, 1)
     store = ann.runtime.store
-    await store.write_summary(conversation, 0, "recent", "RECENT-B", 3, 30, 31, [])
-    await store.write_summary(conversation, 0, "recent", "RECENT-A", 3, 20, 21, [])
-    await store.write_summary(conversation, 0, "merged", "MERGED", 3, 10, 19, [])
-    await store.write_summary(conversation, 0, "long_term", "LONG-TERM", 3, 1, 9, [])
+    await store.summaries.write_summary(conversation, 0, "recent", "RECENT-B", 3, 30, 31, [])
+    await store.summaries.write_summary(conversation, 0, "recent", "RECENT-A", 3, 20, 21, [])
+    await store.summaries.write_summary(conversation, 0, "merged", "MERGED", 3, 10, 19, [])
+    await store.summaries.write_summary(conversation, 0, "long_term", "LONG-TERM", 3, 1, 9, [])
     await ann.say("hello")
     prompt = llm.prompt_text()
     order = [prompt.index(part) for part in ("LONG-TERM", "MERGED", "RECENT-A", "RECENT-B")]
@@ -162,9 +162,9 @@ async def test_a_failed_summary_keeps_its_messages_pending_and_succeeds_on_retry
     conversation = await stored(ann, 60)
     llm.add(status(500), status(500))  # both attempts of the first summary call fail
     await ann.runtime.summarizer.summarize(conversation)
-    state = await ann.runtime.store.summary_state(conversation)
+    state = await ann.runtime.store.summaries.summary_state(conversation)
     assert state.summarized_pos == 0 and state.failures == 1 and state.retry_at == clock.now + 60
-    assert await ann.runtime.store.summaries(conversation) == []
+    assert await ann.runtime.store.summaries.summaries(conversation) == []
 
     llm.responder = extractive
     await ann.runtime.summarizer.retry_due()  # not due yet
@@ -173,7 +173,7 @@ async def test_a_failed_summary_keeps_its_messages_pending_and_succeeds_on_retry
     clock.now += 61
     await ann.runtime.summarizer.retry_due()
     await ann.runtime.summarizer.idle()
-    state = await ann.runtime.store.summary_state(conversation)
+    state = await ann.runtime.store.summaries.summary_state(conversation)
     assert state.summarized_pos > 0 and state.failures == 0 and state.retry_at is None
 
 
@@ -192,14 +192,14 @@ async def test_an_edited_summary_entry_is_kept_as_the_person_wrote_it(ann, llm):
     llm.responder = extractive
     await summarize_every_10(ann, 1)
     conversation = await conversation_of(ann)
-    entry, = await ann.runtime.store.summaries(conversation)
+    entry, = await ann.runtime.store.summaries.summaries(conversation)
     edited = await ann.memory(f"/memory summary edit S{entry.id} Ann and Mira agreed to meet at the pier at 9.")
     assert edited.ok, edited.text
     assert "Ann and Mira agreed to meet at the pier at 9." in (await ann.memory("/memory summary")).text
     for _ in range(3):
         await stored(ann, 10)
         await ann.runtime.summarizer.summarize(conversation)  # the 4th recent → merged
-    merged, = await ann.runtime.store.summaries(conversation)
+    merged, = await ann.runtime.store.summaries.summaries(conversation)
     assert merged.tier == "merged"
     assert "[verbatim] Ann and Mira agreed to meet at the pier at 9." in merged.content
 
@@ -220,7 +220,7 @@ async def test_a_fact_from_message_5_is_still_in_the_prompt_at_message_300_and_t
         await ann.runtime.turns.delivered(reply)
         await ann.runtime.summarizer.idle()
         if n in (100, 200, 300):
-            turn = await ann.runtime.store.latest_turn(await conversation_of(ann))
+            turn = await ann.runtime.store.turns.latest_turn(await conversation_of(ann))
             sizes[n] = turn.receipt["tokens"]["total"]
     last_turn = [r for r in llm.requests if kind_of(r) == "chat"][-1]
     prompt = "\n".join(m["content"] for m in last_turn["messages"])

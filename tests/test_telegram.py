@@ -8,7 +8,7 @@ import pytest
 
 from adapters.streaming import ThrottledStream
 from adapters.telegram import TelegramAdapter
-from bot.app import build_runtime
+from bot.runtime import build_runtime
 from bot.config import parse_config
 from tests.conftest import config_dict
 from tests.fakes.llm_server import text, tool_calls
@@ -333,14 +333,14 @@ async def test_a_reply_telegram_still_refuses_to_parse_is_resent_as_plain_text(b
 
 async def test_an_adapter_run_again_by_its_supervisor_adds_no_second_listener(bot, telegram):
     runtime = bot
-    assert len(runtime.notifiers) == 1
+    assert len(runtime.notifications) == 1
     again = TelegramAdapter(runtime, runtime.config.characters[0], telegram.token, telegram.base_url)
     stop = asyncio.Event()
     task = asyncio.create_task(again.run(stop))
-    await telegram.wait_for(lambda: len(runtime.notifiers) == 2)
+    await telegram.wait_for(lambda: len(runtime.notifications) == 2)
     stop.set()
     await asyncio.wait_for(task, 10)
-    assert len(runtime.notifiers) == 1  # the run that ended took its listener with it
+    assert len(runtime.notifications) == 1  # the run that ended took its listener with it
 
 
 def test_the_file_url_sits_beside_a_configured_base_url():
@@ -415,7 +415,7 @@ async def test_a_forged_or_stale_button_is_acknowledged(bot, telegram, llm):
 
 async def test_a_token_revoked_while_running_stops_the_adapter_for_good(telegram, llm, tmp_path, monkeypatch,
                                                                          clock, caplog):
-    from bot.models import PlatformRefused
+    from bot.contract import PlatformRefused
 
     monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
     raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")

@@ -3,17 +3,20 @@ privacy in shared conversations, bad input."""
 
 import asyncio
 import logging
+from dataclasses import replace
+import os
+import sys
 
-from bot.app import build_runtime
-from bot.models import ConversationKey, Identity, IncomingMessage
+from bot.runtime import build_runtime
+from bot.contract import ConversationKey, Identity, IncomingMessage
 from bot.turn import EMPTY_MESSAGE, NOT_SAVED
-from tests.conftest import Chat
+from tests.conftest import ROOT, Chat
 from tests.fakes.llm_server import cut, drop, garbled, hang, status, text, tool_calls
 
 
 async def stored_texts(chat: Chat) -> list[tuple[str, str]]:
     conversation = await chat.runtime.turns.conversation_for(chat.key)
-    rows = await chat.runtime.store.recent_messages(conversation.id, 10**12, 1000)
+    rows = await chat.runtime.store.conversations.recent_messages(conversation.id, 1000)
     return [(r.role, r.content) for r in reversed(rows)]
 
 
@@ -90,28 +93,30 @@ async def test_a_failed_turn_leaves_no_memory_write_behind(ann, llm):
     assert await stored_texts(ann) == [("user", "remember this")]
 
 
-async def test_a_turn_interrupted_by_a_crash_is_undone_at_start_up(make_config, clock, llm):
-    runtime = await build_runtime(make_config(), clock=clock)
-    ann = Chat(runtime)
+async def test_a_turn_interrupted_by_a_crash_is_undone_at_start_up(make_config, clock, llm, tmp_path):
+    # The crash: a console process whose model saved a memory, then hung; killed with SIGKILL.
+    config = make_config()
+    config_file = tmp_path / "crash.toml"
+    config_file.write_text(f'[llm]\nbase_url = "{llm.base_url}"\napi_key_env = "KEEPSAKE_TEST_API_KEY"\n'
+                           'max_retries = 0\n\n[storage]\nurl = "sqlite:///keepsake.sqlite3"\n\n'
+                           '[[characters]]\nname = "Mira"\npersona = "You are Mira, a kind lighthouse keeper."\n')
     llm.add(tool_calls(("save_memory", {"content": "written before the crash"})), hang(30))
-    turn = asyncio.create_task(ann.say("remember this"))
-    while len(llm.requests) < 2:
+    crashing = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "console", "--character", "Mira", "--name", "ann", "--config",
+        str(config_file), cwd=tmp_path, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    crashing.stdin.write(b"remember this\n")
+    await crashing.stdin.drain()
+    while len(llm.requests) < 2:  # the memory was saved; the model hangs
         await asyncio.sleep(0.01)
-    turn.cancel()  # cancellation undoes the turn; a crash leaves it 'running' instead:
-    await asyncio.gather(turn, return_exceptions=True)
-    await runtime.store._writer.execute("UPDATE turns SET status = 'running'")
-    await runtime.store._writer.execute(
-        "INSERT INTO memories (person_id, character_id, content, tokens, pinned, source, created_at, "
-        "updated_at) VALUES (1, 1, 'written before the crash', 3, 0, 'ai', 0, 0)")
-    await runtime.store._writer.execute(
-        "INSERT INTO memory_journal (turn_id, memory_id, action) VALUES (1, last_insert_rowid(), 'add')")
-    await runtime.close()
+    crashing.kill()
+    await crashing.wait()
 
-    restarted = await build_runtime(make_config(), clock=clock)
+    restarted = await build_runtime(config, clock=clock)
     try:
         assert "no saved memories" in (await Chat(restarted).memory("/memory view")).text
-        assert (await restarted.store.turn(1)).status == "failed"
-        assert await stored_texts(Chat(restarted)) == [("user", "remember this")]
+        assert (await restarted.store.turns.turn(1)).status == "failed"
+        assert ("user", "remember this") in await stored_texts(Chat(restarted, chat_id="local"))
     finally:
         await restarted.close()
 
@@ -245,17 +250,23 @@ async def test_a_refused_api_key_is_named_as_such_and_the_log_names_api_key_env(
     assert await stored_texts(ann) == [("user", "hello?")]
 
 
-async def test_a_message_that_cannot_be_stored_is_answered_as_not_saved(ann, llm):
-    await ann.say("hello")
-    store = ann.runtime.store
-    # The disk is full: SQLite may not grow the file by a single page.
-    (pages,) = (await store._writer.execute_fetchall("PRAGMA page_count"))[0]
-    await store._writer.execute(f"PRAGMA max_page_count = {pages}")
-    filler = "x" * 50_000
-    reply = await ann.say(f"a long story {filler}")
-    assert reply.is_error and reply.text == NOT_SAVED
-    assert "not kept" in reply.text and "kept;" not in reply.text
-    assert filler not in str(await stored_texts(ann))
+async def test_a_message_that_cannot_be_stored_is_answered_as_not_saved(make_config, clock, llm):
+    config = make_config()
+    first = await build_runtime(config, clock=clock)
+    await Chat(first).say("hello")
+    await first.close()
+    # The database cannot be written any more (a read-only or full file system).
+    read_only = replace(config, storage=replace(config.storage, url=config.storage.url + "?mode=ro"))
+    runtime = await build_runtime(read_only, clock=clock)
+    try:
+        ann = Chat(runtime)
+        reply = await ann.say("a long story about the sea")
+        assert reply.is_error and reply.text == NOT_SAVED
+        assert "not kept" in reply.text and "kept;" not in reply.text
+        assert "a long story" not in str(await stored_texts(ann))
+        assert len(llm.requests) == 1  # only the first message reached the model
+    finally:
+        await runtime.close()
 
 
 async def test_a_lone_surrogate_is_cleaned_before_it_is_stored(ann, llm):
@@ -294,7 +305,7 @@ async def test_a_new_persons_first_messages_are_stored_and_answered_in_arrival_o
             await asyncio.sleep(0.02)
         await asyncio.gather(*tasks)
         conversation = await runtime.turns.conversation_for(key)
-        rows = await runtime.store.recent_messages(conversation.id, 10**12, 100)
+        rows = await runtime.store.conversations.recent_messages(conversation.id, 100)
         return [r.content for r in reversed(rows) if r.role == "user"]
 
     stored = await asyncio.gather(*(person(n) for n in range(people)))

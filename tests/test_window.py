@@ -2,7 +2,7 @@
 
 from bot.tokens import OFFLINE_FALLBACK, TokenCounter
 from bot.window import live_window, window_token_budget
-from storage.base import MessageRow
+from storage.ports import MessageRow
 from tests.conftest import Chat
 from tests.fakes.llm_server import text
 
@@ -54,7 +54,7 @@ async def test_token_counts_are_stored_with_each_message_on_write(runtime, llm):
     llm.add()
     await ann.say("hello there, lighthouse keeper")
     conversation = await runtime.turns.conversation_for(ann.key)
-    stored = await runtime.store.recent_messages(conversation.id, 10**9, 10)
+    stored = await runtime.store.conversations.recent_messages(conversation.id, 10)
     assert [m.tokens for m in stored] == [runtime.counter.count(m.content) for m in stored]
     assert all(m.tokens > 0 for m in stored)
 
@@ -78,6 +78,6 @@ async def test_text_written_in_one_trip_is_stored_exactly(runtime, llm):
     llm.add(text(nasty))
     reply = await ann.say("tricky?")
     conversation = await runtime.turns.conversation_for(ann.key)
-    stored = await runtime.store.recent_messages(conversation.id, 10**9, 1)
+    stored = await runtime.store.conversations.recent_messages(conversation.id, 1)
     assert stored[0].content == nasty.strip() == reply.text
-    assert (await runtime.store.turn(reply.turn_id)).receipt["window_messages"] == 1
+    assert (await runtime.store.turns.turn(reply.turn_id)).receipt["window_messages"] == 1

@@ -1,14 +1,20 @@
-"""The store interface: every read and write the core makes, and the rows it gets back.
+"""The store, as small ports by kind of data: what the core may ask of storage, and the rows it
+gets back. Every backend (SQLite, PostgreSQL) implements every port, and one contract suite
+(`tests/storage_contract/`) tests them all.
 
-`bot/` talks only to this interface, so a PostgreSQL backend can be added beside
-`storage/sqlite.py` without touching the core. Rules with numbers (caps, windows) live in `bot/`
-and are passed in; the store makes each check-and-write atomic.
+Correctness lives in the database, never in one process: ids come from the database, a
+conversation's message order is assigned in SQL when a message is stored, every check-then-write
+(a memory cap) happens inside one write transaction, and work that must run once is claimed
+through `Coordination`. Rules with numbers (the caps) are the core's; it hands them to the
+store when it opens it (`storage.factory.open_store`).
 """
 
 from __future__ import annotations
 
 import abc
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 GLOBAL = "global"
@@ -34,6 +40,7 @@ class MemoryCaps:
     pinned: int
 
 
+# -- rows ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MemoryRow:
     id: int
@@ -51,11 +58,11 @@ class MemoryRow:
         return GLOBAL if self.character_id is None else CHARACTER
 
 
-@dataclass(frozen=True, slots=True)  # held in bulk by the store's cache
+@dataclass(frozen=True)
 class MessageRow:
     id: int
     conversation_id: int
-    pos: int
+    pos: int  # the message's place in its conversation; a reply directly follows what it answers
     role: str
     person_id: int | None
     speaker_name: str
@@ -72,7 +79,7 @@ class TurnRow:
     person_id: int | None
     user_message_id: int
     reply_message_id: int | None
-    status: str
+    status: str  # running | done | failed | replaced
     receipt: dict[str, Any] | None
     created_at: float
     partial_message_id: str | None = None  # where the reply showed while it streamed
@@ -143,18 +150,10 @@ class MergeReport:
     unpinned_pins: int  # pinned entries over the pin budget that became unpinned
 
 
-class Store(abc.ABC):
-    """What the core needs from storage. All methods are coroutines."""
+# -- ports --------------------------------------------------------------------------------
+class People(abc.ABC):
+    """People, their platform identities, linking and forgetting (SPEC sections 2 and 6)."""
 
-    # -- lifecycle -------------------------------------------------------------------------
-    @abc.abstractmethod
-    async def open(self) -> None:
-        """Connect and apply pending migrations."""
-
-    @abc.abstractmethod
-    async def close(self) -> None: ...
-
-    # -- people and characters -------------------------------------------------------------
     @abc.abstractmethod
     async def person_for_identity(self, platform: str, user_id: str) -> int:
         """The person behind a platform identity, created on first sight."""
@@ -163,6 +162,34 @@ class Store(abc.ABC):
     async def identities_of(self, person_id: int) -> list[tuple[str, str]]: ...
 
     @abc.abstractmethod
+    async def create_link_code(self, person_id: int, platform: str, code: str, expires_at: float) -> None:
+        """A new one-time code for the person, made on `platform`; it replaces their older ones."""
+
+    @abc.abstractmethod
+    async def link_code(self, code: str, now: float) -> tuple[int, str] | None:
+        """(owner, platform it was made on) of a code that has not expired."""
+
+    @abc.abstractmethod
+    async def add_link_failure(self, person_id: int, at: float) -> None: ...
+
+    @abc.abstractmethod
+    async def link_failures_since(self, person_id: int, since: float) -> int: ...
+
+    @abc.abstractmethod
+    async def merge_persons(self, keep: int, absorb: int) -> MergeReport:
+        """Move everything of `absorb` to `keep` in one transaction, and delete `keep`'s link
+        codes. Raises CapReached when the unpinned entries of a scope would exceed their cap;
+        pins over the pin cap become unpinned (counted in the report)."""
+
+    @abc.abstractmethod
+    async def forget_person(self, person_id: int) -> list[int]:
+        """Delete every row about the person: identities, memories, settings, their messages
+        and the replies to them, their turns, and their one-to-one conversations. Returns the
+        shared conversations they spoke in, whose summaries still need rebuilding without them."""
+
+
+class Characters(abc.ABC):
+    @abc.abstractmethod
     async def ensure_character(self, name: str) -> int: ...
 
     @abc.abstractmethod
@@ -170,11 +197,15 @@ class Store(abc.ABC):
         """Every stored character's name, with how many character-scoped memories it holds."""
 
     @abc.abstractmethod
-    async def remove_character(self, name: str, pinned_cap: int) -> int | None:
-        """Delete a character; its character-scoped memories become global. Returns how many
-        memories moved, or None when there is no such character."""
+    async def remove_character(self, name: str) -> int | None:
+        """Delete a character; its character-scoped memories become global (pins over the
+        global pin budget become unpinned). Returns how many memories moved, or None when
+        there is no such character."""
 
-    # -- conversations and messages ----------------------------------------------------------
+
+class Conversations(abc.ABC):
+    """Conversations and their messages (SPEC sections 2, 3 and 7)."""
+
     @abc.abstractmethod
     async def conversation(
         self, platform: str, chat_id: str, thread_id: str | None, character_id: int, is_shared: bool
@@ -188,20 +219,38 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def add_greeting(self, conversation_id: int, character_name: str, content: str, tokens: int) -> bool:
         """Store the character's greeting as the conversation's first message, if it has none
-        yet (checked in the same statement). True if it was stored."""
+        yet (checked in the same transaction). True if it was stored."""
 
     @abc.abstractmethod
     async def add_user_message(
         self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
         tokens: int, platform_message_id: str | None,
-    ) -> MessageRow: ...
+    ) -> MessageRow:
+        """Store a message after every message of the conversation stored before it."""
 
     @abc.abstractmethod
-    async def recent_messages(self, conversation_id: int, up_to_pos: int, limit: int) -> list[MessageRow]:
-        """The last `limit` messages at or before `up_to_pos`, newest first."""
+    async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None
+                              ) -> list[MessageRow]:
+        """The last `limit` messages (at or before `up_to_pos`), newest first."""
+
+    @abc.abstractmethod
+    async def messages_between(self, conversation_id: int, after_pos: int, before_pos: int | None,
+                               limit: int) -> list[MessageRow]:
+        """Messages with after_pos < pos (< before_pos), oldest first."""
+
+    @abc.abstractmethod
+    async def count_messages(self, conversation_id: int, after_pos: int, up_to_pos: int | None = None) -> int:
+        """How many messages have after_pos < pos (<= up_to_pos)."""
 
     @abc.abstractmethod
     async def message(self, message_id: int) -> MessageRow | None: ...
+
+    @abc.abstractmethod
+    async def message_by_platform_id(self, conversation_id: int, platform_message_id: str) -> MessageRow | None:
+        """The message with that platform id, or the reply one of whose later parts it is."""
+
+    @abc.abstractmethod
+    async def messages_by_id(self, conversation_id: int, message_ids: list[int]) -> list[MessageRow]: ...
 
     @abc.abstractmethod
     async def edit_platform_message(
@@ -217,7 +266,10 @@ class Store(abc.ABC):
     ) -> None:
         """The platform ids of the messages a reply was delivered as (a long one is split)."""
 
-    # -- turns -----------------------------------------------------------------------------
+
+class Turns(abc.ABC):
+    """A turn: the reply to one message, its receipt, and the undo of its memory writes."""
+
     @abc.abstractmethod
     async def begin_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
         """A running turn for the message (person None: nobody in particular)."""
@@ -255,8 +307,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def recover_interrupted_turns(self) -> int:
-        """At start-up: turns left running by a crash are undone and marked failed, and wait
-        (in `interrupted_turns`) for their adapter to answer again or mark the partial reply."""
+        """At start-up: turns left running by a process that is gone are undone and marked
+        failed, and wait (in `interrupted_turns`) for their adapter to answer them again or
+        mark the partial reply. Turns another live process is running are left alone."""
 
     @abc.abstractmethod
     async def interrupted_turns(self, platform: str, character_id: int) -> list[InterruptedTurn]: ...
@@ -265,11 +318,12 @@ class Store(abc.ABC):
     async def claim_interrupted_turn(self, turn_id: int) -> bool:
         """Take an interrupted turn off the waiting list; True for the one caller that did."""
 
-    # -- saved memories ---------------------------------------------------------------------
+
+class Memories(abc.ABC):
+    """Saved memories (SPEC section 5): caps checked inside the write, and Learn from chat."""
+
     @abc.abstractmethod
-    async def memories_in_play(
-        self, person_id: int, character_id: int, unpinned_limit: int
-    ) -> MemoriesInPlay: ...
+    async def memories_in_play(self, person_id: int, character_id: int, unpinned_limit: int) -> MemoriesInPlay: ...
 
     @abc.abstractmethod
     async def list_memories(
@@ -281,9 +335,9 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def add_memory(
         self, person_id: int, character_id: int, scope: str, content: str, tokens: int,
-        pinned: bool, source: str, caps: MemoryCaps, turn_id: int | None = None,
+        pinned: bool, source: str, turn_id: int | None = None,
     ) -> MemoryRow:
-        """Raises CapReached when the scope's budget is full."""
+        """Raises CapReached when the scope's budget is full. A turn's write is journaled."""
 
     @abc.abstractmethod
     async def update_memory(
@@ -299,14 +353,11 @@ class Store(abc.ABC):
         """With a turn_id (the AI's tool), a pinned entry raises PinnedMemory."""
 
     @abc.abstractmethod
-    async def set_pinned(
-        self, person_id: int, character_id: int, memory_id: int, pinned: bool, caps: MemoryCaps
-    ) -> MemoryRow | None: ...
+    async def set_pinned(self, person_id: int, character_id: int, memory_id: int, pinned: bool) -> MemoryRow | None:
+        """Raises CapReached when the budget it moves into is full."""
 
     @abc.abstractmethod
-    async def count_memories(
-        self, person_id: int, character_id: int, scope: str, pinned: bool
-    ) -> int: ...
+    async def count_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int: ...
 
     @abc.abstractmethod
     async def clear_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int: ...
@@ -314,58 +365,22 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def export_person(self, person_id: int) -> dict[str, Any]: ...
 
-    # -- settings, linking, forgetting -----------------------------------------------------
     @abc.abstractmethod
     async def learning_enabled(self, person_id: int, character_id: int) -> bool: ...
 
     @abc.abstractmethod
     async def set_learning(self, person_id: int, character_id: int, enabled: bool) -> None: ...
 
-    @abc.abstractmethod
-    async def create_link_code(self, person_id: int, platform: str, code: str, expires_at: float) -> None:
-        """A new one-time code for the person, made on `platform`; it replaces their older ones."""
 
-    @abc.abstractmethod
-    async def link_code(self, code: str, now: float) -> tuple[int, str] | None:
-        """(owner, platform it was made on) of a code that has not expired."""
+class Summaries(abc.ABC):
+    """The conversation summary by generation, and the rebuild that swaps in the next one."""
 
-    @abc.abstractmethod
-    async def add_link_failure(self, person_id: int, at: float) -> None: ...
-
-    @abc.abstractmethod
-    async def link_failures_since(self, person_id: int, since: float) -> int: ...
-
-    @abc.abstractmethod
-    async def merge_persons(self, keep: int, absorb: int, caps: MemoryCaps) -> MergeReport:
-        """Move everything of `absorb` to `keep` in one transaction, and delete `keep`'s link
-        codes. Raises CapReached when the unpinned entries of a scope would exceed their cap;
-        pins over the pin cap become unpinned (counted in the report)."""
-
-    @abc.abstractmethod
-    async def forget_person(self, person_id: int) -> list[int]:
-        """Delete every row about the person: identities, memories, settings, their messages
-        and the replies to them, their turns, and their one-to-one conversations. Returns the
-        shared conversations they spoke in, whose summaries still need rebuilding without them."""
-
-    # -- the conversation summary (SPEC section 4) ---------------------------------------------
     @abc.abstractmethod
     async def summary_state(self, conversation_id: int) -> SummaryState: ...
 
     @abc.abstractmethod
     async def summaries(self, conversation_id: int, generation: int | None = None) -> list[SummaryRow]:
         """Entries of one generation (default: the live one), in tier order, oldest first."""
-
-    @abc.abstractmethod
-    async def messages_between(
-        self, conversation_id: int, after_pos: int, before_pos: int, limit: int
-    ) -> list[MessageRow]:
-        """Messages with after_pos < pos < before_pos, oldest first."""
-
-    @abc.abstractmethod
-    async def count_messages_between(
-        self, conversation_id: int, after_pos: int, before_pos: int
-    ) -> int:
-        """How many messages lie strictly between the two positions."""
 
     @abc.abstractmethod
     async def write_summary(
@@ -410,7 +425,10 @@ class Store(abc.ABC):
     async def finish_rebuild(self, conversation_id: int) -> None:
         """Swap the rebuilt generation in, at once, and drop the old one."""
 
-    # -- drafts and selections (SPEC 5.3, 5.4) ---------------------------------------------
+
+class Drafts(abc.ABC):
+    """AI drafts and message selections waiting for a person (SPEC 5.3, 5.4)."""
+
     @abc.abstractmethod
     async def save_drafts(self, person_id: int, kind: str, items: list[str]) -> int: ...
 
@@ -426,25 +444,43 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def set_selection(self, person_id: int, conversation_id: int, message_ids: list[int]) -> None: ...
 
-    @abc.abstractmethod
-    async def message_by_platform_id(self, conversation_id: int, platform_message_id: str) -> MessageRow | None: ...
+
+class Coordination(abc.ABC):
+    """What several processes sharing one database agree on (SPEC sections 9 and 12): who
+    answers a conversation now, and who runs a piece of background work."""
 
     @abc.abstractmethod
-    async def messages_by_id(self, conversation_id: int, message_ids: list[int]) -> list[MessageRow]: ...
+    def conversation_lock(self, conversation_id: int) -> AbstractAsyncContextManager[None]:
+        """Held while a turn of the conversation runs (never a transaction: only a lock)."""
 
-    # -- maintenance (SPEC section 9) ------------------------------------------------------
+    @abc.abstractmethod
+    def claim(self, job: str, lease_s: float) -> AbstractAsyncContextManager[bool]:
+        """Yields True when this process got the job (the others get False and skip it); the
+        claim is kept while the block runs, and lapses after `lease_s` if the process dies."""
+
     @abc.abstractmethod
     async def get_meta(self, key: str) -> str | None: ...
 
     @abc.abstractmethod
     async def set_meta(self, key: str, value: str) -> None: ...
 
-    @abc.abstractmethod
-    async def checkpoint(self) -> None: ...
+
+class Store(abc.ABC):
+    """One open database: every port, and the backend's own upkeep."""
+
+    people: People
+    characters: Characters
+    conversations: Conversations
+    turns: Turns
+    memories: Memories
+    summaries: Summaries
+    drafts: Drafts
+    coordination: Coordination
 
     @abc.abstractmethod
-    async def backup(self, target: str) -> None: ...
+    async def close(self) -> None: ...
 
     @abc.abstractmethod
-    async def purge_messages(self, older_than: float) -> int:
-        """Retention: delete summarized messages older than the time, never the live window."""
+    async def maintain(self, now: float, retention_days: int | None, backup_dir: Path | None) -> str:
+        """The daily upkeep (SQLite: WAL checkpoint and an online backup; every backend: the
+        retention purge of old, summarized messages). Returns what was done, for the log."""

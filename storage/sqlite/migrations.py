@@ -1,4 +1,5 @@
-"""Versioned schema migrations for the SQLite store, applied in order at start-up.
+"""Versioned schema migrations for the SQLite store, applied in order at start-up (in one
+transaction, so processes starting together are safe).
 
 `PRAGMA user_version` holds the number of migrations applied. A migration is never edited once
 released: a change to the schema is a new entry at the end of MIGRATIONS.
@@ -192,5 +193,30 @@ MIGRATIONS: list[str] = [
         at         REAL NOT NULL
     );
     CREATE INDEX link_failures_person ON link_failures(person_id, at);
+    """,
+    # 5 — correctness in the database, not in one process: leases that say who answers a
+    # conversation now and who runs a piece of background work, and which process runs a turn
+    # (so a start-up recovers only the turns of processes that are gone).
+    """
+    CREATE TABLE leases (
+        name        TEXT PRIMARY KEY,
+        holder      TEXT NOT NULL,
+        expires_at  REAL NOT NULL
+    );
+    ALTER TABLE turns ADD COLUMN holder TEXT;
+    CREATE INDEX turns_running ON turns(status) WHERE status = 'running';
+    """,
+    # 6 — draft ids are never used twice: a stale "Keep" button must not keep a newer draft.
+    # (Drafts wait minutes for a person; the few pending at the upgrade are dropped.)
+    """
+    DROP TABLE drafts;
+    CREATE TABLE drafts (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        person_id   INTEGER NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        kind        TEXT NOT NULL CHECK (kind IN ('generate', 'save')),
+        items       TEXT NOT NULL,
+        created_at  REAL NOT NULL
+    );
+    CREATE INDEX drafts_person ON drafts(person_id);
     """,
 ]

@@ -1,12 +1,19 @@
-"""Platform-neutral types that pass between the adapters and the core.
+"""What adapters may use of the core: the platform-neutral types that pass between them.
 
-An adapter turns a platform event into an `IncomingMessage`, hands it to the turn handler and
-renders the `Reply` (or a `CommandResult` from the /memory service) it gets back.
+An adapter turns a platform event into an `IncomingMessage` (or a `CommandContext` for a
+command), hands it to the turn handler (or the /memory service) and renders the `Reply` (or
+`CommandResult`) it gets back. It streams a reply through a `ReplySink`, hears about background
+results (a finished rebuild) through a `Notifier`, and raises `PlatformRefused` when its
+platform refuses it for good.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+if TYPE_CHECKING:
+    from storage.ports import ConversationRow
 
 @dataclass(frozen=True)
 class Identity:
@@ -101,3 +108,22 @@ class CommandResult:
 class PlatformRefused(Exception):
     """A platform error that cannot heal (a revoked or wrong token: HTTP 401). The adapter that
     raises it stops for good: retrying would only repeat it (SPEC section 9)."""
+
+
+@dataclass(frozen=True)
+class CommandContext:
+    """Who asks, and where: taken from the platform event, never from model output. `identity`
+    is None when the event comes from nobody in particular (a chat, a bot: SPEC section 2)."""
+
+    conversation: ConversationKey
+    identity: Identity | None
+    display_name: str
+
+
+# Receives the whole reply text so far; returns the platform id of the message that now shows it
+# when it created one (so a reply a crash cuts off can be recovered), else None.
+ReplySink = Callable[[str], Awaitable["str | None"]]
+
+# An adapter's way to tell a person something unprompted (a rebuild finished):
+# (conversation, person id, text); it ignores conversations of other platforms.
+Notifier = Callable[["ConversationRow", "int | None", str], Awaitable[None]]

@@ -1,0 +1,176 @@
+"""The command line — the one place that starts things:
+
+- `python -m bot --config config.toml` runs every adapter that has a token, until SIGINT/SIGTERM;
+- `python -m bot console --character NAME` chats in the terminal, through the same runtime;
+- `python -m bot characters list` / `… remove NAME` manage characters (no API key needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from bot.config import Config, ConfigError, load_config
+from bot.contract import PlatformRefused
+from bot.logs import config_secrets, redact, setup_logging
+from bot.runtime import Runtime, build_runtime
+from bot.saved_memories import CAPS
+from storage.factory import open_store
+
+log = logging.getLogger(__name__)
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default=argparse.SUPPRESS, help="path to config.toml")
+    parser = argparse.ArgumentParser(prog="python -m bot", parents=[common],
+                                     description="Keepsake: a character chat bot that remembers.")
+    parser.set_defaults(config="config.toml")
+    parser.add_argument("--log-level", default=os.environ.get("KEEPSAKE_LOG_LEVEL", "INFO"))
+    sub = parser.add_subparsers(dest="command")
+    console = sub.add_parser("console", parents=[common], help="chat with a character in the terminal")
+    console.add_argument("--character", required=True, help="the character's name from the config")
+    console.add_argument("--name", default=os.environ.get("USER") or "you", help="your display name")
+    characters = sub.add_parser("characters", parents=[common], help="manage characters")
+    characters.add_argument("action", choices=["list", "remove"])
+    characters.add_argument("name", nargs="?", help="the character to remove")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "characters" and args.action == "remove" and not args.name:
+        _parser().error("characters remove: which character? (python -m bot characters remove NAME)")
+    setup_logging("WARNING" if args.command in ("console", "characters") else args.log_level)
+    try:
+        config = load_config(args.config, needs_llm=args.command != "characters")
+        redact(config_secrets(config))
+        if args.command == "console":
+            return asyncio.run(run_console(config, args.character, args.name))
+        if args.command == "characters":
+            if args.action == "list":
+                return asyncio.run(list_characters(config))
+            return asyncio.run(remove_character(config, args.name))
+        return asyncio.run(run_bot(config))
+    except ConfigError as problem:
+        print(f"config error: {problem}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+# -- the bot ------------------------------------------------------------------------------
+async def run_bot(config: Config) -> int:
+    """Run every adapter that has a token until SIGINT/SIGTERM (exit 0), or until every adapter
+    has stopped for good because its platform refused it (exit 1, so a supervisor notices)."""
+    from adapters.registry import AdapterStarter, platform_adapters
+
+    adapters = platform_adapters(config)
+    if not adapters:
+        names = ", ".join(
+            env for c in config.characters for env in (c.discord_token_env, c.telegram_token_env) if env
+        )
+        log.error("no platform adapter can start: set a bot token in %s, or chat in the terminal "
+                  "with: python -m bot console --character NAME", names or "a *_token_env variable")
+        return 1
+    runtime = await build_runtime(config)
+    runtime.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def supervised(name: str, start: AdapterStarter) -> bool:
+        return await _supervised(name, start, runtime, stop)
+
+    tasks = [asyncio.create_task(supervised(name, start)) for name, start in adapters]
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({stopping, asyncio.gather(*tasks)}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        log.info("stopping")
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        stopping.cancel()
+        await runtime.close()
+    if all(task.result() is False for task in tasks):
+        log.error("no platform adapter is left running; stopping with exit status 1")
+        return 1
+    return 0
+
+
+async def _supervised(name: str, start, runtime: Runtime, stop: asyncio.Event) -> bool:
+    """Run one adapter; if it fails, say so and try again after a pause, until the bot stops.
+    False when its platform refused it for good (a revoked token): that is not retried."""
+    delay = 5.0
+    while not stop.is_set():
+        try:
+            await start(runtime, stop)
+            return True
+        except asyncio.CancelledError:
+            raise
+        except PlatformRefused as refused:
+            log.error("%s stopped for good: %s", name, refused)
+            return False
+        except Exception as failure:
+            # Secrets in the text (python-telegram-bot puts the token into InvalidToken's) are
+            # masked by the log formatter; see bot/logs.py.
+            log.error("%s stopped: %s: %s; restarting in %.0f s", name, type(failure).__name__, failure, delay)
+        try:
+            await asyncio.wait_for(stop.wait(), delay)
+        except asyncio.TimeoutError:
+            delay = min(delay * 2, 300.0)
+    return True
+
+
+# -- the console --------------------------------------------------------------------------
+async def run_console(config: Config, character: str, user_name: str) -> int:
+    from adapters.console import Console, stdin_lines
+
+    config.character(character)  # a clear error for an unknown name
+    runtime = await build_runtime(config)
+    runtime.start()
+    try:
+        await Console(runtime, character, user_name).run(stdin_lines())
+    finally:
+        await runtime.close()
+    return 0
+
+
+# -- characters ---------------------------------------------------------------------------
+async def list_characters(config: Config) -> int:
+    """The characters of the config and of the database, with their character memories."""
+    store = await open_store(config.storage.url, CAPS, config.storage.base)
+    try:
+        stored = await store.characters.character_memory_counts()
+    finally:
+        await store.close()
+    configured = {c.name.casefold() for c in config.characters}
+    names = [c.name for c in config.characters] + [n for n in stored if n.casefold() not in configured]
+    counts = {n.casefold(): count for n, count in stored.items()}
+    for name in names:
+        where = "in the config" if name.casefold() in configured else "only in the database (removed from the config)"
+        memories = counts.get(name.casefold(), 0)
+        print(f"{name}: {where}; {memories} character {'memory' if memories == 1 else 'memories'}")
+    return 0
+
+
+async def remove_character(config: Config, name: str) -> int:
+    """Delete a character's conversations; its character-scoped memories become global."""
+    store = await open_store(config.storage.url, CAPS, config.storage.base)
+    try:
+        moved = await store.characters.remove_character(name)
+    finally:
+        await store.close()
+    if moved is None:
+        print(f"There is no character named {name!r} in {config.storage.url}.")
+        return 1
+    print(f"Removed {name}. {moved} character memories became global memories.")
+    if any(c.name.casefold() == name.casefold() for c in config.characters):
+        print(f"{name} is still in the config: remove its [[characters]] table too, "
+              "or it comes back at the next start.")
+    return 0

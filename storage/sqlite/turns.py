@@ -1,0 +1,116 @@
+"""Turns in SQLite (the Turns port): a running turn row from the start of every turn, its
+reply and receipt in one transaction, the undo of its memory writes, and recovery after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from storage.ports import InterruptedTurn, MessageRow, TurnRow, Turns
+from storage.sqlite.coordination import holder_alive
+from storage.sqlite.database import Database, fetch_all, fetch_one
+from storage.sqlite.memories import undo_journal
+from storage.sqlite.rows import (
+    CONVERSATION_COLUMNS,
+    MESSAGE_COLUMNS,
+    TURN_COLUMNS,
+    conversation,
+    message,
+    prefixed,
+    turn,
+    width,
+)
+
+
+class SQLiteTurns(Turns):
+    def __init__(self, db: Database, holder: str):
+        self.db = db
+        self.holder = holder  # this process: a crash leaves its running turns to recover
+
+    async def begin_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
+        (turn_id,) = await self.db.returning(
+            "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
+            "VALUES (?, ?, ?, 'running', ?, ?) RETURNING id",
+            (conversation_id, person_id, user_message_id, self.db.clock(), self.holder))
+        return turn_id
+
+    async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
+        await self.db.execute("UPDATE turns SET partial_message_id = ? WHERE id = ?", (platform_message_id, turn_id))
+
+    async def finish_turn(
+        self, turn_id: int, user_message: MessageRow, speaker_name: str,
+        content: str, tokens: int, receipt: dict[str, Any],
+    ) -> MessageRow:
+        async with self.db.write() as db:
+            old = await fetch_all(  # a regenerated turn replaces the old reply
+                db, "SELECT id, reply_message_id FROM turns WHERE user_message_id = ? AND status = 'done'",
+                (user_message.id,))
+            for old_turn, old_reply in old:
+                await db.execute("UPDATE turns SET status = 'replaced' WHERE id = ?", (old_turn,))
+                await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
+            reply = await fetch_one(
+                db, "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
+                f"platform_message_id, created_at) VALUES (?, ?, 'assistant', NULL, ?, ?, ?, NULL, ?) "
+                f"RETURNING {MESSAGE_COLUMNS}",
+                (user_message.conversation_id, user_message.pos + 1, speaker_name, content, tokens, self.db.clock()))
+            await db.execute("UPDATE turns SET status = 'done', reply_message_id = ?, receipt = ? WHERE id = ?",
+                             (reply[0], json.dumps(receipt), turn_id))
+        return message(reply)
+
+    async def fail_turn(self, turn_id: int) -> None:
+        async with self.db.write() as db:
+            await undo_journal(db, turn_id)
+            await db.execute("UPDATE turns SET status = 'failed' WHERE id = ?", (turn_id,))
+
+    async def turn(self, turn_id: int) -> TurnRow | None:
+        row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE id = ?", (turn_id,))
+        return turn(row) if row else None
+
+    async def latest_turn(self, conversation_id: int) -> TurnRow | None:
+        row = await self.db.one(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND status = 'done' ORDER BY id DESC LIMIT 1",
+            (conversation_id,))
+        return turn(row) if row else None
+
+    async def last_receipt(self, conversation_id: int, person_id: int) -> TurnRow | None:
+        row = await self.db.one(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND person_id = ? AND status = 'done' "
+            "ORDER BY id DESC LIMIT 1", (conversation_id, person_id))
+        return turn(row) if row else None
+
+    async def begin_regenerate(self, turn_id: int) -> int:
+        async with self.db.write() as db:
+            conversation_id, person_id, user_message_id = await fetch_one(
+                db, "SELECT conversation_id, person_id, user_message_id FROM turns WHERE id = ?", (turn_id,))
+            await undo_journal(db, turn_id)
+            (new_turn,) = await fetch_one(
+                db, "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
+                "VALUES (?, ?, ?, 'running', ?, ?) RETURNING id",
+                (conversation_id, person_id, user_message_id, self.db.clock(), self.holder))
+            return new_turn
+
+    async def recover_interrupted_turns(self) -> int:
+        if not await self.db.one("SELECT 1 FROM turns WHERE status = 'running' LIMIT 1"):
+            return 0
+        async with self.db.write() as db:
+            running = await fetch_all(db, "SELECT id, holder FROM turns WHERE status = 'running'")
+            gone = [turn_id for turn_id, holder in running if not holder or not holder_alive(holder)]
+            for turn_id in gone:
+                await undo_journal(db, turn_id)
+                await db.execute("UPDATE turns SET status = 'failed' WHERE id = ?", (turn_id,))
+                await db.execute("INSERT OR IGNORE INTO interrupted_turns (turn_id) VALUES (?)", (turn_id,))
+            return len(gone)
+
+    async def interrupted_turns(self, platform: str, character_id: int) -> list[InterruptedTurn]:
+        rows = await self.db.all(
+            f"SELECT {prefixed(TURN_COLUMNS, 't')}, {prefixed(CONVERSATION_COLUMNS, 'c')}, "
+            f"{prefixed(MESSAGE_COLUMNS, 'm')} FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
+            "JOIN conversations c ON c.id = t.conversation_id JOIN messages m ON m.id = t.user_message_id "
+            "WHERE c.platform = ? AND c.character_id = ? ORDER BY t.id", (platform, character_id))
+        t, c = width(TURN_COLUMNS), width(CONVERSATION_COLUMNS)
+        return [InterruptedTurn(turn(r[:t]), conversation(r[t:t + c]), message(r[t + c:])) for r in rows]
+
+    async def claim_interrupted_turn(self, turn_id: int) -> bool:
+        cursor = await self.db.execute("DELETE FROM interrupted_turns WHERE turn_id = ?", (turn_id,))
+        return cursor.rowcount == 1

@@ -1,0 +1,54 @@
+"""One contract suite for every storage backend: each test runs once per backend, through the
+ports only (never a backend's own connection). SQLite always; PostgreSQL where
+KEEPSAKE_TEST_POSTGRES_URL names a server (CI sets it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from bot.saved_memories import CAPS
+from storage.factory import open_store
+from storage.ports import Store
+from tests.conftest import FakeClock
+
+BACKENDS = ["sqlite"]
+
+OpenStore = Callable[[], Awaitable[Store]]
+
+
+@pytest.fixture(params=BACKENDS)
+async def open_backend(request, tmp_path: Path, clock: FakeClock) -> AsyncIterator[OpenStore]:
+    """Opens a store on one database; called twice, two stores (two "processes") share it."""
+    opened: list[Store] = []
+
+    async def open_one() -> Store:
+        store = await open_store("sqlite:///keepsake.sqlite3", CAPS, tmp_path, clock)
+        opened.append(store)
+        return store
+
+    yield open_one
+    for store in opened:
+        await store.close()
+
+
+@pytest.fixture
+async def store(open_backend: OpenStore) -> Store:
+    return await open_backend()
+
+
+@pytest.fixture
+async def mira(store: Store) -> int:
+    return await store.characters.ensure_character("Mira")
+
+
+@pytest.fixture
+async def ann(store: Store) -> int:
+    return await store.people.person_for_identity("telegram", "501")
+
+
+@pytest.fixture
+async def chat(store: Store, mira: int) -> int:
+    return (await store.conversations.conversation("telegram", "501", None, mira, False)).id

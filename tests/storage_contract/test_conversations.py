@@ -1,0 +1,58 @@
+"""The Conversations port: conversations by key, messages in arrival order, platform ids."""
+
+from storage.ports import Store
+
+
+async def test_a_conversation_is_created_once_and_its_shared_flag_follows_the_event(store: Store, mira):
+    first = await store.conversations.conversation("discord", "42", None, mira, is_shared=False)
+    again = await store.conversations.conversation("discord", "42", None, mira, is_shared=True)
+    assert again.id == first.id and again.is_shared  # the event, not the first row, says so
+    assert (await store.conversations.conversation_by_id(first.id)).is_shared
+    other = await store.conversations.conversation("discord", "42", "7", mira, is_shared=True)
+    assert other.id != first.id  # a thread is a conversation of its own
+
+
+async def test_messages_take_their_place_in_arrival_order_and_a_reply_follows_what_it_answers(store: Store, ann,
+                                                                                           chat):
+    one = await store.conversations.add_user_message(chat, ann, "Ann", "one", 1, "p1")
+    two = await store.conversations.add_user_message(chat, ann, "Ann", "two", 1, "p2")
+    turn = await store.turns.begin_turn(chat, ann, one.id)
+    reply = await store.turns.finish_turn(turn, one, "Mira", "reply to one", 3, {})
+    three = await store.conversations.add_user_message(chat, ann, "Ann", "three", 1, "p3")
+    assert one.pos < reply.pos < two.pos < three.pos
+    newest = await store.conversations.recent_messages(chat, 10)
+    assert [m.content for m in newest] == ["three", "two", "reply to one", "one"]
+    assert [m.content for m in await store.conversations.recent_messages(chat, 2, up_to_pos=two.pos)] == \
+        ["two", "reply to one"]
+    assert [m.content for m in await store.conversations.messages_between(chat, one.pos, three.pos, 10)] == \
+        ["reply to one", "two"]
+    assert await store.conversations.count_messages(chat, one.pos) == 3
+    assert await store.conversations.count_messages(chat, -1, up_to_pos=two.pos) == 3
+
+
+async def test_a_greeting_is_stored_only_as_a_conversations_first_message(store: Store, ann, chat):
+    assert await store.conversations.add_greeting(chat, "Mira", "Hello!", 2) is True
+    assert await store.conversations.add_greeting(chat, "Mira", "Hello!", 2) is False
+    await store.conversations.add_user_message(chat, ann, "Ann", "hi", 1, None)
+    assert [m.role for m in await store.conversations.recent_messages(chat, 10)] == ["user", "assistant"]
+
+
+async def test_platform_ids_find_a_message_and_every_part_of_a_split_reply(store: Store, ann, chat):
+    asked = await store.conversations.add_user_message(chat, ann, "Ann", "tell me a long story", 5, "u1")
+    turn = await store.turns.begin_turn(chat, ann, asked.id)
+    reply = await store.turns.finish_turn(turn, asked, "Mira", "a long story", 3, {})
+    await store.conversations.set_platform_message_ids(chat, reply.id, ["r1", "r2", "r3"])
+    for part in ("r1", "r2", "r3"):
+        assert (await store.conversations.message_by_platform_id(chat, part)).id == reply.id
+    assert (await store.conversations.message_by_platform_id(chat, "u1")).id == asked.id
+    assert [m.id for m in await store.conversations.messages_by_id(chat, [reply.id, asked.id])] == \
+        [asked.id, reply.id]
+
+
+async def test_an_edit_or_deletion_on_the_platform_changes_the_stored_message(store: Store, ann, chat):
+    await store.conversations.add_user_message(chat, ann, "Ann", "I live in Bergen", 4, "m1")
+    assert await store.conversations.edit_platform_message(chat, "m1", "I live in Oslo", 4)
+    assert (await store.conversations.recent_messages(chat, 1))[0].content == "I live in Oslo"
+    assert await store.conversations.delete_platform_message(chat, "m1")
+    assert await store.conversations.recent_messages(chat, 1) == []
+    assert not await store.conversations.edit_platform_message(chat, "gone", "x", 1)

@@ -1,0 +1,84 @@
+"""The Memories port: 100 unpinned + 20 pinned per scope checked inside the write, only the
+owner's entries, pinned entries out of the AI's reach, the journal undone, Learn from chat."""
+
+import pytest
+
+from storage.ports import CapReached, PinnedMemory, Store
+
+
+async def test_100_unpinned_and_20_pinned_per_scope_the_next_is_refused(store: Store, ann, mira):
+    for i in range(100):
+        await store.memories.add_memory(ann, mira, "character", f"fact {i}", 2, False, "person")
+    for i in range(20):
+        await store.memories.add_memory(ann, mira, "character", f"pin {i}", 2, True, "person")
+    with pytest.raises(CapReached) as full:
+        await store.memories.add_memory(ann, mira, "character", "one more", 2, False, "person")
+    assert (full.value.kind, full.value.limit) == ("unpinned", 100)
+    with pytest.raises(CapReached):
+        await store.memories.add_memory(ann, mira, "character", "one more pin", 2, True, "person")
+    await store.memories.add_memory(ann, mira, "global", "the other scope has room", 2, False, "person")
+    assert await store.memories.count_memories(ann, mira, "character", pinned=False) == 100
+
+
+async def test_another_persons_memory_is_not_found(store: Store, ann, mira):
+    bob = await store.people.person_for_identity("telegram", "502")
+    secret = await store.memories.add_memory(ann, mira, "character", "Ann's secret", 2, False, "person")
+    assert await store.memories.update_memory(bob, mira, secret.id, "stolen", 1) is None
+    assert await store.memories.delete_memory(bob, mira, secret.id) is None
+    assert await store.memories.set_pinned(bob, mira, secret.id, True) is None
+    assert (await store.memories.list_memories(bob, mira, None, 0, 10)) == ([], 0)
+
+
+async def test_a_pinned_memory_cannot_be_changed_by_a_turn_but_by_the_person(store: Store, ann, mira, chat):
+    pinned = await store.memories.add_memory(ann, mira, "character", "allergic to peanuts", 3, True, "person")
+    asked = await store.conversations.add_user_message(chat, ann, "Ann", "forget it", 2, None)
+    turn = await store.turns.begin_turn(chat, ann, asked.id)
+    with pytest.raises(PinnedMemory):
+        await store.memories.delete_memory(ann, mira, pinned.id, turn_id=turn)
+    with pytest.raises(PinnedMemory):
+        await store.memories.update_memory(ann, mira, pinned.id, "not allergic", 2, turn_id=turn)
+    assert (await store.memories.update_memory(ann, mira, pinned.id, "allergic to all nuts", 4)).content == \
+        "allergic to all nuts"
+
+
+async def test_a_failed_turn_undoes_its_memory_writes(store: Store, ann, mira, chat):
+    kept = await store.memories.add_memory(ann, mira, "character", "my dog is Rex", 3, False, "person")
+    doomed = await store.memories.add_memory(ann, mira, "character", "I like tea", 3, False, "person")
+    asked = await store.conversations.add_user_message(chat, ann, "Ann", "changes", 1, None)
+    turn = await store.turns.begin_turn(chat, ann, asked.id)
+    await store.memories.add_memory(ann, mira, "global", "added by the turn", 3, False, "ai", turn_id=turn)
+    await store.memories.update_memory(ann, mira, kept.id, "my dog is Max", 3, turn_id=turn)
+    await store.memories.delete_memory(ann, mira, doomed.id, turn_id=turn)
+    await store.turns.fail_turn(turn)
+    rows, total = await store.memories.list_memories(ann, mira, None, 0, 10)
+    assert sorted(m.content for m in rows) == ["I like tea", "my dog is Rex"] and total == 2
+    assert (await store.turns.turn(turn)).status == "failed"
+
+
+async def test_memories_in_play_are_pinned_then_newest_unpinned_per_scope(store: Store, ann, mira, clock):
+    for i in range(3):
+        await store.memories.add_memory(ann, mira, "character", f"c{i}", 1, False, "person")
+        await store.memories.add_memory(ann, mira, "global", f"g{i}", 1, False, "person")
+        clock.now += 1
+    await store.memories.add_memory(ann, mira, "global", "pinned", 1, True, "person")
+    in_play = await store.memories.memories_in_play(ann, mira, 2)
+    assert [m.content for m in in_play.pinned] == ["pinned"]
+    assert [m.content for m in in_play.unpinned["character"]] == ["c2", "c1"]
+    assert [m.content for m in in_play.unpinned["global"]] == ["g2", "g1"]
+
+
+async def test_clear_all_deletes_a_scopes_unpinned_entries_then_separately_its_pinned(store: Store, ann, mira):
+    for i in range(3):
+        await store.memories.add_memory(ann, mira, "character", f"c{i}", 1, False, "person")
+    await store.memories.add_memory(ann, mira, "character", "kept", 1, True, "person")
+    assert await store.memories.clear_memories(ann, mira, "character", pinned=False) == 3
+    assert await store.memories.count_memories(ann, mira, "character", pinned=True) == 1
+    assert await store.memories.clear_memories(ann, mira, "character", pinned=True) == 1
+
+
+async def test_learn_from_chat_is_on_until_the_person_turns_it_off(store: Store, ann, mira):
+    assert await store.memories.learning_enabled(ann, mira) is True
+    await store.memories.set_learning(ann, mira, False)
+    assert await store.memories.learning_enabled(ann, mira) is False
+    export = await store.memories.export_person(ann)
+    assert export["learn_from_chat"] == {"Mira": False} and export["identities"] == ["telegram:501"]

@@ -1,0 +1,71 @@
+"""The People and Characters ports: identities, link codes, merging, forgetting, characters."""
+
+import pytest
+
+from storage.ports import CapReached, Store
+
+
+async def test_an_identity_maps_to_one_person_created_on_first_sight(store: Store):
+    ann = await store.people.person_for_identity("telegram", "501")
+    assert await store.people.person_for_identity("telegram", "501") == ann
+    assert await store.people.person_for_identity("discord", "501") != ann
+    assert await store.people.identities_of(ann) == [("telegram", "501")]
+
+
+async def test_a_link_code_names_its_owner_and_platform_until_it_expires(store: Store, ann, clock):
+    await store.people.create_link_code(ann, "telegram", "ABCD2345", clock.now + 600)
+    assert await store.people.link_code("ABCD2345", clock.now) == (ann, "telegram")
+    assert await store.people.link_code("ABCD2345", clock.now + 601) is None
+    await store.people.create_link_code(ann, "telegram", "WXYZ6789", clock.now + 600)
+    assert await store.people.link_code("ABCD2345", clock.now) is None  # the newer code replaces it
+
+
+async def test_wrong_link_codes_are_counted_per_person_in_time(store: Store, ann, clock):
+    for _ in range(3):
+        await store.people.add_link_failure(ann, clock.now)
+    assert await store.people.link_failures_since(ann, clock.now - 1) == 3
+    assert await store.people.link_failures_since(ann, clock.now + 1) == 0
+
+
+async def test_merging_moves_everything_and_uses_up_the_code(store: Store, ann, mira, clock):
+    other = await store.people.person_for_identity("discord", "900")
+    await store.memories.add_memory(other, mira, "global", "from Discord", 2, True, "person")
+    await store.people.create_link_code(ann, "telegram", "ABCD2345", clock.now + 600)
+    report = await store.people.merge_persons(ann, other)
+    assert report.unpinned_pins == 0
+    assert await store.people.identities_of(ann) == [("discord", "900"), ("telegram", "501")]
+    assert [m.content for m in (await store.memories.list_memories(ann, mira, None, 0, 10))[0]] == ["from Discord"]
+    assert await store.people.link_code("ABCD2345", clock.now) is None
+
+
+async def test_merging_past_100_unpinned_is_refused_and_changes_nothing(store: Store, ann, mira):
+    other = await store.people.person_for_identity("discord", "900")
+    for i in range(60):
+        await store.memories.add_memory(ann, mira, "global", f"a{i}", 1, False, "person")
+        await store.memories.add_memory(other, mira, "global", f"b{i}", 1, False, "person")
+    with pytest.raises(CapReached):
+        await store.people.merge_persons(ann, other)
+    assert await store.people.identities_of(other) == [("discord", "900")]
+
+
+async def test_forgetting_a_person_leaves_no_row_about_them(store: Store, ann, mira, chat):
+    await store.memories.add_memory(ann, mira, "global", "a fact", 2, False, "person")
+    asked = await store.conversations.add_user_message(chat, ann, "Ann", "hello", 1, None)
+    turn = await store.turns.begin_turn(chat, ann, asked.id)
+    await store.turns.finish_turn(turn, asked, "Mira", "hi Ann", 2, {})
+    group = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+    await store.conversations.add_user_message(group, ann, "Ann", "in the group", 2, None)
+    assert await store.people.forget_person(ann) == [group]
+    assert await store.conversations.conversation_by_id(chat) is None  # one-to-one: gone whole
+    assert await store.conversations.recent_messages(group, 10) == []
+    assert await store.people.identities_of(ann) == []
+    again = await store.people.person_for_identity("telegram", "501")  # seen again: a new, empty person
+    assert await store.memories.list_memories(again, mira, None, 0, 10) == ([], 0)
+
+
+async def test_removing_a_character_turns_its_memories_global(store: Store, ann, mira):
+    await store.memories.add_memory(ann, mira, "character", "only Mira knows", 2, False, "person")
+    assert await store.characters.character_memory_counts() == {"Mira": 1}
+    assert await store.characters.remove_character("Mira") == 1
+    assert await store.characters.remove_character("Mira") is None
+    assert await store.memories.count_memories(ann, 0, "global", pinned=False) == 1
