@@ -14,8 +14,7 @@ import json
 import logging
 from typing import Any
 
-from bot.saved_memories import MAX_MEMORY_CHARS, memory_text_error
-from bot.text import parse_number
+from bot.saved_memories import MAX_MEMORY_CHARS, cap_text, memory_number, memory_text_error, scope_error
 from bot.tokens import TokenCounter
 from storage.ports import CHARACTER, GLOBAL, CapReached, PinnedMemory, Store
 
@@ -84,10 +83,6 @@ def _result(**fields: Any) -> str:
     return json.dumps(fields)
 
 
-def _memory_id(value: Any) -> int | None:
-    return parse_number(value.strip().lstrip("#") if isinstance(value, str) else value)
-
-
 class MemoryTools:
     """Runs one turn's tool calls against the speaker's memories."""
 
@@ -138,20 +133,19 @@ class MemoryTools:
         if error:
             return error
         scope = arguments.get("scope") or CHARACTER
-        if scope not in (CHARACTER, GLOBAL):
-            return _result(error=f"scope must be '{CHARACTER}' or '{GLOBAL}'")
+        if error := scope_error(scope):
+            return _result(error=error)
         try:
             row = await self.store.memories.add_memory(
                 self.person_id, self.character_id, scope, content, self.counter.count(content),
                 pinned=False, source="ai", turn_id=self.turn_id,
             )
         except CapReached as full:
-            return _result(error=f"the person's {scope} memories are full ({full.limit}); "
-                           "update or delete an entry first, then save")
+            return _result(error=cap_text(full))
         return _result(ok=True, id=row.id, saved=f"#{row.id}")
 
     async def update_memory(self, arguments: dict[str, Any]) -> str:
-        memory_id = _memory_id(arguments.get("id"))
+        memory_id = memory_number(arguments.get("id"))
         if memory_id is None:
             return _result(error="id must be a memory number such as 12")
         content, error = self._content(arguments)
@@ -169,7 +163,7 @@ class MemoryTools:
         return _result(ok=True, id=memory_id)
 
     async def delete_memory(self, arguments: dict[str, Any]) -> str:
-        memory_id = _memory_id(arguments.get("id"))
+        memory_id = memory_number(arguments.get("id"))
         if memory_id is None:
             return _result(error="id must be a memory number such as 12")
         try:

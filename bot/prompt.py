@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from bot.characters import Character
-from bot.saved_memories import RECENT_DAYS, SelectedMemories, is_recent
+from bot.saved_memories import RECENT_DAYS, SelectedMemories, is_recent, memory_marks
 from storage.ports import MemoryRow, MessageRow, SummaryRow
 
 MEMORY_GUIDANCE = """\
@@ -99,10 +99,7 @@ def quoted(content: str) -> str:
 
 
 def memory_line(memory: MemoryRow, now: float) -> str:
-    marks = [memory.scope] + (["pinned"] if memory.pinned else []) + (
-        ["recent"] if is_recent(memory, now) else []
-    )
-    return f"#{memory.id} ({', '.join(marks)}): {quoted(memory.content)}"
+    return f"#{memory.id} ({', '.join(memory_marks(memory, now))}): {quoted(memory.content)}"
 
 
 class _MemoryBlocks:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from storage.ports import CHARACTER, GLOBAL, SCOPES, MemoryCaps, MemoryRow, Store
+from bot.text import parse_number
+from storage.ports import CHARACTER, GLOBAL, SCOPES, CapReached, MemoryCaps, MemoryRow, Store
 
 MAX_UNPINNED_PER_SCOPE = 100
 MAX_PINNED_PER_SCOPE = 20
@@ -48,6 +49,25 @@ def memory_text_error(text: str | None) -> str | None:
         return (f"That memory is {len(text):,} characters long; a memory can hold at most "
                 f"{MAX_MEMORY_CHARS} characters. Please shorten it.")
     return None
+
+
+def memory_number(value: object) -> int | None:
+    """A memory's number as a person or the model wrote it (`12`, `"#12"`), or None."""
+    return parse_number(value.strip().removeprefix("#") if isinstance(value, str) else value)
+
+
+def memory_marks(memory: MemoryRow, now: float) -> list[str]:
+    """What is said about an entry wherever it is shown: its scope, pinned, recent."""
+    return [memory.scope] + (["pinned"] if memory.pinned else []) + (["recent"] if is_recent(memory, now) else [])
+
+
+def cap_text(full: CapReached) -> str:
+    """A full budget, in words for the person and the model alike."""
+    if full.kind == "pinned":
+        return (f"There are already {full.limit} pinned {full.scope} memories, the most there can be. "
+                "Unpin or delete one first.")
+    return (f"There are already {full.limit} unpinned {full.scope} memories, the most there can be. "
+            "Update or delete one first.")
 
 
 def scope_error(scope: str | None) -> str | None:

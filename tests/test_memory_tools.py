@@ -70,7 +70,7 @@ async def test_a_save_at_the_cap_is_refused_telling_the_model_to_update_or_delet
     reply = await ann.say("remember this too")
     assert reply.text == "I'll keep it in mind."
     error = tool_results(llm)[0]["error"]
-    assert "full (100)" in error and "update or delete an entry first" in error
+    assert "already 100 unpinned character memories" in error and "Update or delete one first" in error
 
 
 async def test_at_most_3_tool_rounds_per_turn(ann, llm):

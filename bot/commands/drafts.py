@@ -8,9 +8,9 @@ drafts, keep one) or Use as-is. What is saved this way is pinned.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bot.command_base import (
+from bot.commands.base import (
     CommandContext,
     Person,
     Press,
@@ -29,11 +29,9 @@ from bot.drafting import (
 )
 from bot.llm import LLMError
 from bot.contract import CommandResult
-from bot.saved_memories import MAX_MEMORY_CHARS
+from bot.saved_memories import MAX_MEMORY_CHARS, cap_text
+from bot.turn import TurnHandler
 from storage.ports import CHARACTER, CapReached, MessageRow
-
-if TYPE_CHECKING:
-    from bot.commands import MemoryCommands
 
 NO_SELECTION = (
     "Pick the messages to remember first: use Remember this on a message (Discord), reply to a "
@@ -42,10 +40,11 @@ NO_SELECTION = (
 
 
 class DraftCommands:
-    def __init__(self, service: "MemoryCommands"):
-        self.service = service
-        self.store = service.store
-        self.llm = service.turns.llm
+    def __init__(self, turns: TurnHandler):
+        self.turns = turns
+        self.store = turns.store
+        self.counter = turns.counter
+        self.llm = turns.llm
         self.commands = {"generate": self.generate, "save": self.save}
         self.presses = {
             "gkeep": Press(self._press_keep_generated, number_arg, number_or_all_arg),
@@ -96,10 +95,10 @@ class DraftCommands:
             try:
                 row = await self.store.memories.add_memory(
                     person.id, person.character_id, CHARACTER, drafts[index],
-                    self.service.counter.count(drafts[index]), pinned=False, source="generate",
+                    self.counter.count(drafts[index]), pinned=False, source="generate",
                 )
             except CapReached as full:
-                notes.append(self.service._cap_message(full))
+                notes.append(cap_text(full))
                 break
             saved.append(f"#{row.id}: {drafts[index]}")
         remaining = [d for i, d in enumerate(drafts) if i not in chosen]
@@ -117,7 +116,7 @@ class DraftCommands:
 
     # -- save from conversation ------------------------------------------------------------
     async def save(self, ctx: CommandContext, person: Person, n: Any = None) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation)
+        conversation = await self.turns.conversation_for(ctx.conversation)
         if n is not None:
             count = parse_count(n, "n", 1, MAX_SELECTED_MESSAGES)
             latest = await self.store.conversations.recent_messages(conversation.id, count)
@@ -126,10 +125,9 @@ class DraftCommands:
             await self.store.drafts.set_selection(person.id, conversation.id, [m.id for m in reversed(latest)])
         return await self._selection_view(person, conversation.id)
 
-    async def remember(self, ctx: CommandContext, platform_message_id: str) -> CommandResult:
+    async def remember(self, ctx: CommandContext, person: Person, platform_message_id: str) -> CommandResult:
         """Add one message (by its platform id) to the person's selection."""
-        person = await self.service._person(ctx)
-        conversation = await self.service.turns.conversation_for(ctx.conversation)
+        conversation = await self.turns.conversation_for(ctx.conversation)
         message = await self.store.conversations.message_by_platform_id(conversation.id, str(platform_message_id))
         if message is None:
             return CommandResult("I can only remember messages of our conversation that I have seen.", ok=False)
@@ -161,7 +159,7 @@ class DraftCommands:
         ]])
 
     async def _press_draft(self, ctx, person: Person, verb: str) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation)
+        conversation = await self.turns.conversation_for(ctx.conversation)
         messages = await self._selected(person, conversation.id)
         if not messages:
             return CommandResult(NO_SELECTION, ok=False)
@@ -186,7 +184,7 @@ class DraftCommands:
         return result
 
     async def _press_as_is(self, ctx, person: Person, verb: str) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation)
+        conversation = await self.turns.conversation_for(ctx.conversation)
         messages = await self._selected(person, conversation.id)
         if not messages:
             return CommandResult(NO_SELECTION, ok=False)
@@ -199,16 +197,16 @@ class DraftCommands:
     async def _save_pinned(self, ctx, person: Person, content: str) -> CommandResult:
         try:
             row = await self.store.memories.add_memory(
-                person.id, person.character_id, CHARACTER, content, self.service.counter.count(content),
+                person.id, person.character_id, CHARACTER, content, self.counter.count(content),
                 pinned=True, source="conversation",
             )
         except CapReached as full:
-            raise UsageError(self.service._cap_message(full)) from None
-        conversation = await self.service.turns.conversation_for(ctx.conversation)
+            raise UsageError(cap_text(full)) from None
+        conversation = await self.turns.conversation_for(ctx.conversation)
         await self.store.drafts.set_selection(person.id, conversation.id, [])
         return CommandResult(f"Saved #{row.id} (pinned): {content}")
 
     async def _press_clear_selection(self, ctx, person: Person, verb: str) -> CommandResult:
-        conversation = await self.service.turns.conversation_for(ctx.conversation)
+        conversation = await self.turns.conversation_for(ctx.conversation)
         await self.store.drafts.set_selection(person.id, conversation.id, [])
         return CommandResult("Selection cleared.")

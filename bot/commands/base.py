@@ -1,4 +1,5 @@
-"""What every /memory command module shares: who asks, bad-input errors, buttons, parsing."""
+"""What every /memory command module shares: who asks, bad-input errors, buttons, parsing
+(typed command options, and button data parsed fail-closed)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any, Awaitable, Callable
 
 from bot.actions import encode_action
 from bot.contract import Button, CommandContext, CommandResult
+from bot.saved_memories import memory_number
 from bot.text import parse_number
 from storage.ports import SCOPES
 
@@ -42,7 +44,7 @@ def parse_memory_id(value: Any) -> int:
     text = str(value if value is not None else "").strip()
     if not text:
         raise UsageError("Which memory? Give its number, e.g. `12` for #12 (see /memory view).")
-    number = parse_number(value if isinstance(value, int) else text.removeprefix("#"))
+    number = memory_number(value)
     if number is None:
         raise UsageError(f"“{text[:40]}” is not a memory number. Use the number shown as #12 in /memory view.")
     return number

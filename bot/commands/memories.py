@@ -1,0 +1,263 @@
+"""`/memory view, add, edit, delete, pin, unpin, clear, learning, why, export` (SPEC sections 5
+and 6): the person's saved memories, addressed by number. Every memory is looked up with the
+person taken from the platform event, so another person's id answers exactly like an unknown one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from bot.commands.base import (
+    CommandContext,
+    Person,
+    Press,
+    UsageError,
+    button,
+    memories_word,
+    number_arg,
+    parse_bool,
+    parse_memory_id,
+    plural,
+    scope_arg,
+    scope_or_all_arg,
+)
+from bot.contract import Attachment, CommandResult
+from bot.saved_memories import cap_text, memory_marks, memory_text_error, scope_error
+from bot.text import parse_number
+from bot.tokens import TokenCounter
+from bot.turn import TurnHandler
+from storage.ports import CHARACTER, GLOBAL, CapReached, MemoryRow
+
+PAGE_SIZE = 10
+PINNED_QUESTION = (
+    "Your {memories} {were} kept. These are the moments you marked yourself and "
+    "protected from the AI. Delete them too?"
+)
+
+
+class SavedMemoryCommands:
+    def __init__(self, turns: TurnHandler, counter: TokenCounter, clock: Callable[[], float]):
+        self.turns = turns
+        self.store = turns.store
+        self.counter = counter
+        self.clock = clock
+        self.commands = {
+            "view": self.view, "add": self.add, "edit": self.edit, "delete": self.delete, "pin": self.pin,
+            "unpin": self.unpin, "clear": self.clear, "learning": self.learning, "why": self.why,
+            "export": self.export,
+        }
+        self.presses = {
+            "view": Press(self._press_view, scope_or_all_arg, number_arg),
+            "pin": Press(self._press_pin, number_arg, scope_or_all_arg, number_arg),
+            "unpin": Press(self._press_pin, number_arg, scope_or_all_arg, number_arg),
+            "del": Press(self._press_delete, number_arg, scope_or_all_arg, number_arg),
+            "clear1": Press(self._press_clear_unpinned, scope_arg),
+            "clear2": Press(self._press_clear_pinned, scope_arg),
+        }
+
+    # -- view ------------------------------------------------------------------------------
+    async def view(self, ctx: CommandContext, person: Person, scope: str | None = None,
+                   page: int | str = 1) -> CommandResult:
+        if error := scope_error(scope):
+            raise UsageError(error)
+        number = parse_number(page)
+        if number is None:
+            raise UsageError(f"The page must be a number from 1, not “{str(page)[:40]}”.")
+        return await self._page(person, scope, number)
+
+    async def _page(self, person: Person, scope: str | None, page: int, note: str = "") -> CommandResult:
+        page = max(1, page)
+        rows, total = await self.store.memories.list_memories(
+            person.id, person.character_id, scope, (page - 1) * PAGE_SIZE, PAGE_SIZE
+        )
+        pages = max(1, math.ceil(total / PAGE_SIZE))
+        if page > pages and total:
+            note += f"There is no page {page}: your memories fill {plural(pages, 'page', 'pages')}. "
+            return await self._page(person, scope, pages, note + "This is the last.\n\n")
+        which = {None: "", CHARACTER: " (character scope)", GLOBAL: " (global scope)"}[scope]
+        if not total:
+            text = f"{note}You have no saved memories with {person.character_name}{which} yet. " \
+                   "Add one with /memory add."
+            return CommandResult(text.strip())
+        now = self.clock()
+        lines = [f"{note}Your memories with {person.character_name}{which}: {total} — page {page} of {pages}"]
+        lines += [self._memory_line(m, now) for m in rows]
+        scope_arg = scope or "all"
+        toggles = [button(person, f"{'Unpin' if m.pinned else 'Pin'} #{m.id}",
+                                "unpin" if m.pinned else "pin", m.id, scope_arg, page) for m in rows]
+        deletes = [button(person, f"Delete #{m.id}", "del", m.id, scope_arg, page, danger=True)
+                   for m in rows]
+        buttons = [toggles[i:i + 5] for i in range(0, len(toggles), 5)]
+        buttons += [deletes[i:i + 5] for i in range(0, len(deletes), 5)]
+        nav = []
+        if page > 1:
+            nav.append(button(person, "◀ Previous", "view", scope_arg, page - 1))
+        if page < pages:
+            nav.append(button(person, "Next ▶", "view", scope_arg, page + 1))
+        if nav:
+            buttons.append(nav)
+        return CommandResult("\n".join(lines), buttons=buttons)
+
+    @staticmethod
+    def _memory_line(memory: MemoryRow, now: float) -> str:
+        marks = [m for m in memory_marks(memory, now) if m != "pinned"]  # pinned shows as 📌
+        pin = "📌 " if memory.pinned else ""
+        return f"{pin}#{memory.id} · {' · '.join(marks)} — {memory.content}"
+
+    async def _press_view(self, ctx, person: Person, verb: str, scope: str | None, page: int) -> CommandResult:
+        return await self._page(person, scope, page)
+
+    # -- add, edit, delete, pin -------------------------------------------------------------
+    async def add(self, ctx: CommandContext, person: Person, text: str = "", scope: str | None = None,
+                  pin: Any = False) -> CommandResult:
+        scope = (scope or CHARACTER).lower()
+        if error := scope_error(scope) or memory_text_error(text):
+            raise UsageError(error)
+        pinned = parse_bool(pin, "pin")
+        content = text.strip()
+        try:
+            row = await self.store.memories.add_memory(
+                person.id, person.character_id, scope, content, self.counter.count(content),
+                pinned=pinned, source="person",
+            )
+        except CapReached as full:
+            raise UsageError(cap_text(full)) from None
+        where = "every character" if scope == GLOBAL else person.character_name
+        return CommandResult(f"Saved #{row.id}{' (pinned)' if pinned else ''} for {where}: {content}")
+
+    async def edit(self, ctx: CommandContext, person: Person, id: Any = None, text: str = "") -> CommandResult:
+        memory_id = parse_memory_id(id)
+        if error := memory_text_error(text):
+            raise UsageError(error)
+        content = text.strip()
+        row = await self.store.memories.update_memory(
+            person.id, person.character_id, memory_id, content, self.counter.count(content)
+        )
+        if row is None:
+            raise UsageError(f"There is no memory #{memory_id}.")
+        return CommandResult(f"Updated #{memory_id}: {content}")
+
+    async def delete(self, ctx: CommandContext, person: Person, id: Any = None) -> CommandResult:
+        memory_id = parse_memory_id(id)
+        if await self.store.memories.delete_memory(person.id, person.character_id, memory_id) is None:
+            raise UsageError(f"There is no memory #{memory_id}.")
+        return CommandResult(f"Deleted #{memory_id}.")
+
+    async def pin(self, ctx: CommandContext, person: Person, id: Any = None) -> CommandResult:
+        return await self._set_pinned(person, parse_memory_id(id), True)
+
+    async def unpin(self, ctx: CommandContext, person: Person, id: Any = None) -> CommandResult:
+        return await self._set_pinned(person, parse_memory_id(id), False)
+
+    async def _set_pinned(self, person: Person, memory_id: int, pinned: bool) -> CommandResult:
+        try:
+            row = await self.store.memories.set_pinned(person.id, person.character_id, memory_id, pinned)
+        except CapReached as full:
+            raise UsageError(cap_text(full)) from None
+        if row is None:
+            raise UsageError(f"There is no memory #{memory_id}.")
+        if pinned:
+            return CommandResult(f"Pinned #{memory_id}. It is always remembered and only you can change it.")
+        return CommandResult(f"Unpinned #{memory_id}.")
+
+    async def _press_pin(self, ctx, person: Person, verb: str, memory_id: int, scope: str | None,
+                         page: int) -> CommandResult:
+        try:
+            done = await self._set_pinned(person, memory_id, verb == "pin")
+            note = done.text
+        except UsageError as problem:
+            note = str(problem)
+        return await self._page(person, scope, page, note + "\n\n")
+
+    async def _press_delete(self, ctx, person: Person, verb: str, memory_id: int, scope: str | None,
+                            page: int) -> CommandResult:
+        row = await self.store.memories.delete_memory(person.id, person.character_id, memory_id)
+        note = f"Deleted #{memory_id}." if row else f"There is no memory #{memory_id}."
+        return await self._page(person, scope, page, note + "\n\n")
+
+    # -- clear all -------------------------------------------------------------------------
+    async def clear(self, ctx: CommandContext, person: Person, scope: str | None = None) -> CommandResult:
+        scope = (scope or CHARACTER).lower()
+        if error := scope_error(scope):
+            raise UsageError(error)
+        unpinned = await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=False)
+        pinned = await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=True)
+        if not unpinned and not pinned:
+            return CommandResult(f"You have no {scope} memories to clear.")
+        if not unpinned:
+            return self._pinned_question(person, scope, pinned, "")
+        return CommandResult(
+            f"Delete all {memories_word(unpinned, 'unpinned ' + scope)}? "
+            "This cannot be undone. Pinned memories are kept.",
+            buttons=[[button(person, f"Delete {unpinned}", "clear1", scope, danger=True),
+                      button(person, "Cancel", "cancel")]],
+        )
+
+    def _pinned_question(self, person: Person, scope: str, pinned: int, before: str) -> CommandResult:
+        text = before + PINNED_QUESTION.format(memories=memories_word(pinned, "pinned"),
+                                               were="was" if pinned == 1 else "were")
+        return CommandResult(text, buttons=[[
+            button(person, "Delete pinned too", "clear2", scope, danger=True),
+            button(person, "Keep them", "cancel"),
+        ]])
+
+    async def _press_clear_unpinned(self, ctx, person: Person, verb: str, scope: str) -> CommandResult:
+        deleted = await self.store.memories.clear_memories(person.id, person.character_id, scope, pinned=False)
+        pinned = await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=True)
+        done = f"Deleted {memories_word(deleted, scope)}."
+        if pinned:
+            return self._pinned_question(person, scope, pinned, done + " ")
+        return CommandResult(done)
+
+    async def _press_clear_pinned(self, ctx, person: Person, verb: str, scope: str) -> CommandResult:
+        deleted = await self.store.memories.clear_memories(person.id, person.character_id, scope, pinned=True)
+        return CommandResult(f"Deleted {memories_word(deleted, 'pinned ' + scope)}.")
+
+    # -- learning, why, export ---------------------------------------------------------------
+    async def learning(self, ctx: CommandContext, person: Person, state: Any = None) -> CommandResult:
+        if state is None:
+            on = await self.store.memories.learning_enabled(person.id, person.character_id)
+            return CommandResult(f"Learn from chat is {'on' if on else 'off'} for {person.character_name}. "
+                                 "Change it with /memory learning on or /memory learning off.")
+        on = parse_bool(state, "state")
+        await self.store.memories.set_learning(person.id, person.character_id, on)
+        if on:
+            return CommandResult(f"Learn from chat is on: {person.character_name} saves and reads your memories.")
+        return CommandResult(f"Learn from chat is off: {person.character_name} neither saves nor reads your "
+                             "saved memories. The conversation summary goes on.")
+
+    async def why(self, ctx: CommandContext, person: Person) -> CommandResult:
+        conversation = await self.turns.conversation_for(ctx.conversation)
+        turn = await self.store.turns.last_receipt(conversation.id, person.id)
+        if turn is None or not turn.receipt:
+            return CommandResult("There is no reply to you in this conversation yet.")
+        r = turn.receipt
+        tokens = r["tokens"]
+        lines = [f"The prompt of {person.character_name}'s last reply to you held:"]
+        if not r.get("learning", True):
+            lines.append("• Saved memories: none — Learn from chat was off.")
+        else:
+            ids = r["memories"]
+            listed = ", ".join([f"#{i}📌" for i in ids["pinned"]] + [f"#{i}" for i in ids["unpinned"]]) or "none"
+            count = len(ids["pinned"]) + len(ids["unpinned"])
+            lines.append(f"• Saved memories: {count} ({listed}) — {tokens['memories']:,} tokens")
+        tiers = r["summary"]
+        lines.append(f"• Summary: long-term {tiers['long_term']}, merged {tiers['merged']}, "
+                     f"recent {tiers['recent']} — {tokens['summary']:,} tokens")
+        lines.append(f"• Live window: {plural(r['window_messages'], 'message', 'messages')} — "
+                     f"{tokens['window']:,} tokens")
+        lines.append(f"• Character and instructions: {tokens['system']:,} tokens")
+        lines.append(f"Total ≈ {tokens['total']:,} tokens.")
+        return CommandResult("\n".join(lines))
+
+    async def export(self, ctx: CommandContext, person: Person) -> CommandResult:
+        data = await self.store.memories.export_person(person.id)
+        data["exported_at"] = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat()
+        body = json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
+        stamp = datetime.fromtimestamp(self.clock(), timezone.utc).strftime("%Y%m%d-%H%M%S")
+        count = len(data["memories"])
+        return CommandResult(f"Your {memories_word(count)}, as JSON.",
+                             attachment=Attachment(f"keepsake-export-{stamp}.json", body))
