@@ -33,30 +33,28 @@ from typing import Literal, Optional
 import discord
 from discord import app_commands
 
+from adapters.base import ChatAdapter
 from adapters.splitting import split_message
-from adapters.streaming import ThrottledStream
 from bot.actions import decode_action
-from bot.runtime import Runtime
-from bot.contract import CommandContext
 from bot.config import CharacterConfig
 from bot.contract import (
     Button,
+    CommandContext,
     CommandResult,
     ConversationKey,
     Form,
     Identity,
     IncomingMessage,
     PlatformRefused,
-    Reply,
 )
-from bot.turn import INTERRUPTED
-from storage.ports import ConversationRow
+from bot.runtime import Runtime
 
 log = logging.getLogger(__name__)
 PLATFORM = "discord"
 LIMIT = 2_000
 Scope = Literal["character", "global"]
 SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side. Try again."
+Messageable = discord.abc.Messageable  # where a conversation lives: a channel, a thread, a DM
 
 
 def unseen_in(message: discord.Message) -> str | None:
@@ -115,14 +113,16 @@ class SummaryModal(discord.ui.Modal):
         await self.adapter.followup(interaction, result)
 
 
-class DiscordAdapter:
+class DiscordAdapter(ChatAdapter[Messageable]):
+    platform = PLATFORM
+    limit = LIMIT
+    failures = (discord.HTTPException,)
+
     def __init__(self, runtime: Runtime, character: CharacterConfig, token: str):
-        self.runtime = runtime
+        super().__init__(runtime, character.name)
         self.config = character
-        self.character = runtime.turns.character(character.name).character
         self.token = token
         self.always_on = {str(c) for c in character.discord_always_on_channels}
-        self.latest_reply: dict[str, list[discord.Message]] = {}  # channel id → the latest reply's messages
         intents = discord.Intents.default()
         intents.message_content = True
         intents.guild_messages = True
@@ -177,22 +177,34 @@ class DiscordAdapter:
     async def on_ready(self) -> None:
         await self.recover()
 
-    async def recover(self) -> None:
-        """Turns a crash cut off mid-reply: answered again when under 5 minutes old (replacing the
-        partial message), otherwise the partial message says it was interrupted."""
-        for item in await self.runtime.turns.interrupted(PLATFORM, self.character.name):
-            conversation = item.conversation
-            channel = self.client.get_partial_messageable(int(conversation.thread_id or conversation.chat_id))
-            partial = [channel.get_partial_message(int(item.partial_message_id))] if item.partial_message_id else []
-            try:
-                if item.fresh:
-                    asked = item.user_message.platform_message_id
-                    reply_to = channel.get_partial_message(int(asked)) if asked and conversation.is_shared else None
-                    await self.deliver(channel, reply_to, await self.runtime.turns.answer_again(item), partial)
-                elif partial:
-                    await partial[0].edit(content=INTERRUPTED)
-            except discord.HTTPException as failure:
-                log.warning("Discord: could not recover an interrupted reply: %s", failure)
+    # -- the platform's primitives for the shared reply flow (adapters/base.py) ---------------
+    def place_of(self, conversation: ConversationKey) -> Messageable:
+        return self.client.get_partial_messageable(int(conversation.thread_id or conversation.chat_id))
+
+    def place_key(self, place: Messageable) -> int:
+        return place.id
+
+    def typing(self, place: Messageable):
+        return place.typing()
+
+    async def send(self, place: Messageable, text: str, buttons: list[list[Button]], reply_to: str | None,
+                   formatted: bool = True) -> str:
+        view = view_of(buttons)
+        if reply_to is not None:
+            sent = await place.get_partial_message(int(reply_to)).reply(text, view=view, mention_author=False)
+        else:
+            sent = await place.send(text, view=view) if view is not None else await place.send(text)
+        return str(sent.id)
+
+    async def edit(self, place: Messageable, message_id: str, text: str, buttons: list[list[Button]],
+                   formatted: bool = True) -> None:
+        await place.get_partial_message(int(message_id)).edit(content=text, view=view_of(buttons))
+
+    async def delete(self, place: Messageable, message_id: str) -> None:
+        await place.get_partial_message(int(message_id)).delete()
+
+    async def drop_buttons(self, place: Messageable, message_id: str) -> None:
+        await place.get_partial_message(int(message_id)).edit(view=None)
 
     # -- normalizing -----------------------------------------------------------------------
     def key(self, channel) -> ConversationKey:
@@ -228,56 +240,10 @@ class DiscordAdapter:
                                    message.author.display_name, self.text_of(message), str(message.id),
                                    unseen=unseen_in(message))
         try:
-            await self.answer(message, incoming)
+            await self.answer(message.channel, incoming)
         except Exception:
             log.exception("Discord: answering message %s failed", message.id)
             await self.quietly(message.channel.send(SOMETHING_WENT_WRONG))
-
-    async def answer(self, message: discord.Message, incoming: IncomingMessage) -> None:
-        channel = message.channel
-        shared = incoming.conversation.is_shared
-        live: list[discord.Message] = []
-
-        async def show(text: str) -> str | None:
-            preview = split_message(text, LIMIT)[0]
-            if not live:
-                live.append(await (message.reply(preview, mention_author=False) if shared else channel.send(preview)))
-                return str(live[0].id)
-            await live[0].edit(content=preview)
-            return None
-
-        async with channel.typing():
-            reply = await self.runtime.turns.handle(incoming, on_text=ThrottledStream(show))
-        await self.deliver(channel, message if shared else None, reply, live)
-
-    async def deliver(self, channel, reply_to: discord.Message | discord.PartialMessage | None, reply: Reply,
-                      existing: list[discord.Message]) -> None:
-        chunks = split_message(reply.text, LIMIT)
-        sent: list[discord.Message] = []
-        for i, chunk in enumerate(chunks):
-            view = view_of(reply.buttons) if i == len(chunks) - 1 else None
-            if i < len(existing):
-                sent.append(await existing[i].edit(content=chunk, view=view))
-            elif i == 0 and reply_to is not None:
-                sent.append(await reply_to.reply(chunk, view=view, mention_author=False))
-            else:
-                sent.append(await channel.send(chunk, view=view))
-        for extra in existing[len(chunks):]:
-            await self.quietly(extra.delete())
-        if reply.turn_id is None:
-            return
-        previous = self.latest_reply.get(str(channel.id))
-        if previous and previous[-1].id not in {m.id for m in sent}:
-            await self.quietly(previous[-1].edit(view=None))
-        self.latest_reply[str(channel.id)] = sent
-        await self.runtime.turns.delivered(reply, [str(m.id) for m in sent])
-
-    @staticmethod
-    async def quietly(call) -> None:
-        try:
-            await call
-        except discord.HTTPException as failure:
-            log.debug("ignored Discord error: %s", failure)
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         content = payload.data.get("content")
@@ -424,7 +390,7 @@ class DiscordAdapter:
         try:
             action = decode_action(custom_id)
             if action is not None and action.verb == "regen":
-                await self.regenerate(interaction, action.args[0] if action.args else "")
+                await self.on_regenerate(interaction, action.args[0] if action.args else "")
             else:
                 await self.press(interaction, custom_id)
         except Exception:
@@ -452,29 +418,15 @@ class DiscordAdapter:
             rest = CommandResult("\n".join(chunks[1:]), result.buttons, result.attachment)
             await self.followup(interaction, rest)
 
-    async def regenerate(self, interaction: discord.Interaction, turn: str) -> None:
-        key = self.key(interaction.channel)
-        presser = Identity(PLATFORM, str(interaction.user.id))
-        refusal = await self.runtime.turns.regenerate_refusal(key, presser, turn)
-        if refusal:
-            await interaction.response.send_message(refusal, ephemeral=True)
-            return
-        await interaction.response.defer()
-        channel = interaction.channel
-        existing = self.latest_reply.get(str(channel.id)) or [interaction.message]
-        # No live edits: if the model fails, the old reply is still there, intact.
-        async with channel.typing():
-            reply = await self.runtime.turns.regenerate(key, presser, int(turn))  # checked: ASCII digits
-        if reply.is_error:
-            await interaction.followup.send(reply.text, ephemeral=True)
-            return
-        await self.deliver(channel, None, reply, existing)
+    async def on_regenerate(self, interaction: discord.Interaction, turn: str) -> None:
+        async def acknowledge(refusal: str | None) -> None:
+            if refusal:
+                await interaction.response.send_message(refusal, ephemeral=True)
+            else:
+                await interaction.response.defer()
 
-    # -- notifications ---------------------------------------------------------------------
-    async def notified(self, conversation: ConversationRow, person_id: int | None, text: str) -> None:
-        if conversation.platform != PLATFORM or not self.client.is_ready():
-            return
-        if conversation.character_id != self.runtime.turns.character(self.character.name).id:
-            return
-        channel_id = int(conversation.thread_id or conversation.chat_id)
-        await self.quietly(self.client.get_partial_messageable(channel_id).send(text))
+        presser = Identity(PLATFORM, str(interaction.user.id))
+        failed = await self.regenerate(interaction.channel, self.key(interaction.channel), presser, turn,
+                                       str(interaction.message.id), acknowledge)
+        if failed:
+            await interaction.followup.send(failed, ephemeral=True)

@@ -53,24 +53,22 @@ from telegram.ext import (
     filters,
 )
 
+from adapters.base import ChatAdapter
 from adapters.splitting import split_message
-from adapters.streaming import ThrottledStream, typing
+from adapters.streaming import typing
 from bot.actions import STALE_BUTTON, decode_action
-from bot.runtime import Runtime
-from bot.contract import CommandContext
 from bot.commands import HELP
 from bot.config import CharacterConfig
 from bot.contract import (
     Button,
+    CommandContext,
     CommandResult,
     ConversationKey,
     Identity,
     IncomingMessage,
     PlatformRefused,
-    Reply,
 )
-from bot.turn import INTERRUPTED
-from storage.ports import ConversationRow
+from bot.runtime import Runtime
 
 log = logging.getLogger(__name__)
 PLATFORM = "telegram"
@@ -182,16 +180,16 @@ class Place:
         return Place(int(conversation.chat_id), thread, conversation.is_shared)
 
 
-class TelegramAdapter:
+class TelegramAdapter(ChatAdapter[Place]):
+    platform = PLATFORM
+    limit = LIMIT
+    failures = (TelegramError,)
+
     def __init__(self, runtime: Runtime, character: CharacterConfig, token: str, base_url: str):
-        self.runtime = runtime
-        self.character = runtime.turns.character(character.name).character
+        super().__init__(runtime, character.name)
         self.token = token
         self.base_url = base_url
         self.application: Application | None = None
-        # The latest reply's messages per chat/topic: its Regenerate button is removed when a
-        # newer reply arrives, and a regenerate replaces all of them.
-        self.latest_reply: dict[tuple[int, int | None], list[int]] = {}
         # A /memory answer sent to a DM from a group: its buttons act in the group's conversation.
         self.answer_origin: OrderedDict[tuple[int, int], CommandContext] = OrderedDict()
 
@@ -235,7 +233,7 @@ class TelegramAdapter:
             await application.bot.set_my_commands(COMMANDS)
             await application.start()
             log.info("Telegram: %s is online as @%s", self.character.name, application.bot.username)
-            recovery = asyncio.create_task(self.recover(application.bot))
+            recovery = asyncio.create_task(self.recover())
             try:
                 await self.poll(application, stop)
             finally:
@@ -290,22 +288,51 @@ class TelegramAdapter:
         except asyncio.TimeoutError:
             pass
 
-    async def recover(self, bot) -> None:
-        """Turns a crash cut off mid-reply: answered again when under 5 minutes old (replacing the
-        partial message), otherwise the partial message says it was interrupted."""
-        for item in await self.runtime.turns.interrupted(PLATFORM, self.character.name):
-            place = Place.of(item.conversation)
-            partial = [int(item.partial_message_id)] if item.partial_message_id else []
-            try:
-                if item.fresh:
-                    reply = await self.runtime.turns.answer_again(item)
-                    asked = item.user_message.platform_message_id
-                    reply_to = int(asked) if asked and place.shared else None
-                    await self.deliver(bot, place, reply_to, reply, partial)
-                elif partial:
-                    await self.edit(bot, place.chat_id, partial[0], INTERRUPTED, None, html_mode=False)
-            except TelegramError as failure:
-                log.warning("Telegram: could not recover an interrupted reply: %s", failure)
+    # -- the platform's primitives for the shared reply flow (adapters/base.py) ---------------
+    @property
+    def bot(self):
+        assert self.application is not None, "the adapter is not built"
+        return self.application.bot
+
+    def place_of(self, conversation: ConversationKey) -> Place:
+        return Place.of(conversation)
+
+    def place_key(self, place: Place) -> tuple[int, int | None]:
+        return place.chat_id, place.thread_id
+
+    def typing(self, place: Place):
+        return typing(lambda: self.bot.send_chat_action(place.chat_id, ChatAction.TYPING,
+                                                        message_thread_id=place.thread_id))
+
+    async def send(self, place: Place, text: str, buttons: list[list[Button]], reply_to: str | None,
+                   formatted: bool = True) -> str:
+        """As escaped HTML (retried as plain text if Telegram still rejects it), or plain."""
+        reply_parameters = ReplyParameters(int(reply_to), allow_sending_without_reply=True) if reply_to else None
+
+        async def attempt(html_mode: bool) -> Message:
+            return await with_flood_retry(lambda: self.bot.send_message(
+                place.chat_id, to_html(text) if html_mode else text,
+                parse_mode=ParseMode.HTML if html_mode else None, reply_markup=keyboard(buttons),
+                message_thread_id=place.thread_id, reply_parameters=reply_parameters))
+
+        try:
+            sent = await attempt(html_mode=formatted)
+        except BadRequest as rejected:
+            if not formatted:
+                raise
+            log.warning("Telegram rejected the formatted reply (%s); sending plain text", rejected.message)
+            sent = await attempt(html_mode=False)
+        return str(sent.message_id)
+
+    async def edit(self, place: Place, message_id: str, text: str, buttons: list[list[Button]],
+                   formatted: bool = True) -> None:
+        await self.edit_message(place.chat_id, int(message_id), text, keyboard(buttons), formatted)
+
+    async def delete(self, place: Place, message_id: str) -> None:
+        await self.bot.delete_message(place.chat_id, int(message_id))
+
+    async def drop_buttons(self, place: Place, message_id: str) -> None:
+        await self.bot.edit_message_reply_markup(place.chat_id, int(message_id), reply_markup=None)
 
     # -- normalizing updates -------------------------------------------------------------------
     @staticmethod
@@ -358,69 +385,12 @@ class TelegramAdapter:
             platform_message_id=str(message.message_id),
             unseen=unseen_in(message),
         )
-        await self.answer(bot, place, message.message_id, incoming)
+        await self.answer(place, incoming)
 
-    async def answer(self, bot, place: Place, reply_to: int, incoming: IncomingMessage) -> None:
-        live: list[Message] = []
-
-        async def show(text: str) -> str | None:
-            preview = text[:LIMIT]
-            if not live:
-                live.append(await with_flood_retry(lambda: bot.send_message(
-                    place.chat_id, preview, message_thread_id=place.thread_id,
-                    reply_parameters=ReplyParameters(reply_to, allow_sending_without_reply=True)
-                    if place.shared else None)))
-                return str(live[0].message_id)
-            await self.edit(bot, place.chat_id, live[0].message_id, preview, None, html_mode=False)
-            return None
-
-        stream = ThrottledStream(show)
-        async with typing(lambda: bot.send_chat_action(place.chat_id, ChatAction.TYPING,
-                                                       message_thread_id=place.thread_id)):
-            reply = await self.runtime.turns.handle(incoming, on_text=stream)
-        await self.deliver(bot, place, reply_to, reply, [m.message_id for m in live])
-
-    async def deliver(self, bot, place: Place, reply_to: int | None, reply: Reply, existing: list[int]) -> None:
-        """Send the final reply: split, formatted, the Regenerate button on its last message."""
-        chunks = split_message(reply.text, LIMIT)
-        ids: list[int] = []
-        for i, chunk in enumerate(chunks):
-            markup = keyboard(reply.buttons) if i == len(chunks) - 1 else None
-            if i < len(existing):
-                await self.edit(bot, place.chat_id, existing[i], chunk, markup)
-                ids.append(existing[i])
-            else:
-                sent = await self.send(bot, place, chunk, markup, reply_to if place.shared and not ids else None)
-                ids.append(sent.message_id)
-        for extra in existing[len(chunks):]:
-            await self.quietly(bot.delete_message(place.chat_id, extra))
-        if reply.turn_id is None:
-            return
-        where = (place.chat_id, place.thread_id)
-        previous = self.latest_reply.get(where)
-        if previous and previous[-1] not in ids:
-            await self.quietly(bot.edit_message_reply_markup(place.chat_id, previous[-1], reply_markup=None))
-        self.latest_reply[where] = ids
-        await self.runtime.turns.delivered(reply, [str(i) for i in ids])
-
-    async def send(self, bot, place: Place, chunk: str, markup, reply_to: int | None) -> Message:
-        reply_parameters = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
-
-        async def attempt(html_mode: bool) -> Message:
-            return await with_flood_retry(lambda: bot.send_message(
-                place.chat_id, to_html(chunk) if html_mode else chunk,
-                parse_mode=ParseMode.HTML if html_mode else None, reply_markup=markup,
-                message_thread_id=place.thread_id, reply_parameters=reply_parameters))
-
-        try:
-            return await attempt(html_mode=True)
-        except BadRequest as rejected:
-            log.warning("Telegram rejected the formatted reply (%s); sending plain text", rejected.message)
-            return await attempt(html_mode=False)
-
-    async def edit(self, bot, chat_id: int, message_id: int, chunk: str, markup, html_mode: bool = True) -> None:
+    async def edit_message(self, chat_id: int, message_id: int, chunk: str, markup, html_mode: bool = True) -> None:
+        """Edit a message's text (as HTML, else plain); "message is not modified" is no error."""
         async def attempt(as_html: bool) -> None:
-            await with_flood_retry(lambda: bot.edit_message_text(
+            await with_flood_retry(lambda: self.bot.edit_message_text(
                 to_html(chunk) if as_html else chunk, chat_id=chat_id, message_id=message_id,
                 parse_mode=ParseMode.HTML if as_html else None, reply_markup=markup))
 
@@ -437,13 +407,6 @@ class TelegramAdapter:
             except BadRequest as again:
                 if "not modified" not in again.message.lower():
                     raise
-
-    @staticmethod
-    async def quietly(call: Awaitable[Any]) -> None:
-        try:
-            await call
-        except TelegramError as failure:
-            log.debug("ignored Telegram error: %s", failure)
 
     async def on_edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.edited_message
@@ -535,7 +498,7 @@ class TelegramAdapter:
             return
         action = decode_action(query.data or "")
         if action is not None and action.verb == "regen":
-            await self.regenerate(update, context, action.args[0] if action.args else "")
+            await self.on_regenerate(update, action.args[0] if action.args else "")
             return
         message = query.message
         ctx = self.context(update)  # who presses: always the person behind this callback
@@ -549,45 +512,27 @@ class TelegramAdapter:
         await query.answer()
         chunks = split_message(result.text, LIMIT)
         markup = keyboard(result.buttons) if len(chunks) == 1 else None
-        await self.edit(context.bot, message.chat_id, message.message_id, chunks[0], markup, html_mode=False)
+        await self.edit_message(message.chat_id, message.message_id, chunks[0], markup, html_mode=False)
         if len(chunks) > 1 or result.attachment is not None:  # the rest, below the edited message
             rest = CommandResult("\n".join(chunks[1:]), result.buttons if len(chunks) > 1 else [], result.attachment)
             sent = await self.show_result(context.bot, Place(message.chat_id, None, False), rest)
             self.remember_origin(message.chat_id, sent, ctx)
 
-    async def regenerate(self, update: Update, context: ContextTypes.DEFAULT_TYPE, turn: str) -> None:
+    async def on_regenerate(self, update: Update, turn: str) -> None:
         query = update.callback_query
         message = query.message
         place = self.place(message)
+
+        async def acknowledge(refusal: str | None) -> None:
+            await (query.answer(refusal, show_alert=True) if refusal else query.answer())
+
         presser = Identity(PLATFORM, str(query.from_user.id))
-        refusal = await self.runtime.turns.regenerate_refusal(self.key(place), presser, turn)
-        if refusal:
-            await query.answer(refusal, show_alert=True)
-            return
-        await query.answer()
-        bot = context.bot
-        turn_id = int(turn)  # checked by regenerate_refusal
-        existing = self.latest_reply.get((place.chat_id, place.thread_id)) or [message.message_id]
-        # No live edits here: if the model fails, the old reply must still be there, intact.
-        async with typing(lambda: bot.send_chat_action(place.chat_id, ChatAction.TYPING,
-                                                       message_thread_id=place.thread_id)):
-            reply = await self.runtime.turns.regenerate(self.key(place), presser, turn_id)
-        if reply.is_error:
-            await self.send(bot, place, reply.text, None, message.message_id)
-            return
-        await self.deliver(bot, place, None, reply, existing)
+        failed = await self.regenerate(place, self.key(place), presser, turn, str(message.message_id), acknowledge)
+        if failed:
+            await self.send(place, failed, [], str(message.message_id))
 
     # -- errors and notifications ---------------------------------------------------------------
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("Telegram update failed: %s", type(context.error).__name__, exc_info=context.error)
         if isinstance(update, Update) and update.effective_chat is not None:
             await self.quietly(context.bot.send_message(update.effective_chat.id, SOMETHING_WENT_WRONG))
-
-    async def notified(self, conversation: ConversationRow, person_id: int | None, text: str) -> None:
-        if conversation.platform != PLATFORM or self.application is None:
-            return
-        if conversation.character_id != self.runtime.turns.character(self.character.name).id:
-            return
-        thread = int(conversation.thread_id) if conversation.thread_id else None
-        await self.quietly(self.application.bot.send_message(int(conversation.chat_id), text,
-                                                             message_thread_id=thread))

@@ -1,0 +1,157 @@
+"""What every chat adapter does the same way, whatever its platform: the reply flow.
+
+- `answer`: run a turn, streaming it into one platform message (at most about one edit a
+  second), then `deliver` the final reply.
+- `deliver`: split the reply at the platform's limit, reuse the streamed messages, put the
+  buttons on the last part, and keep the Regenerate button on the latest reply only.
+- `regenerate`: replace the latest reply (only the person it answered may), never half-way.
+- `recover`: replies a crash cut off — answered again under 5 minutes, else marked.
+- `notified`: a background result (a rebuild finished) sent to its conversation.
+
+A platform adapter subclasses `ChatAdapter` and supplies the primitives: where a conversation
+lives (`Place`), and how to send, edit and delete a message there. Messages are named by their
+platform id as text.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from typing import Any, Awaitable, Callable, Generic, TypeVar
+
+from adapters.splitting import split_message
+from adapters.streaming import ThrottledStream
+from bot.contract import Button, ConversationKey, Identity, IncomingMessage, Reply
+from bot.runtime import Runtime
+from bot.turn import INTERRUPTED
+from storage.ports import ConversationRow
+
+log = logging.getLogger(__name__)
+Place = TypeVar("Place")  # where a conversation lives on the platform (a chat and topic; a channel)
+
+
+class ChatAdapter(abc.ABC, Generic[Place]):
+    platform: str
+    limit: int  # characters a message may hold
+    failures: tuple[type[BaseException], ...] = ()  # the platform library's errors (logged and ignored)
+
+    def __init__(self, runtime: Runtime, character_name: str):
+        self.runtime = runtime
+        self.character = runtime.turns.character(character_name).character
+        self.character_id = runtime.turns.character(character_name).id
+        # The latest reply's messages per place: its Regenerate button is removed when a newer
+        # reply arrives, and a regenerate replaces all of them.
+        self.latest_reply: dict[Any, list[str]] = {}
+
+    # -- what a platform supplies -------------------------------------------------------------
+    @abc.abstractmethod
+    def place_of(self, conversation: ConversationKey) -> Place: ...
+
+    @abc.abstractmethod
+    def place_key(self, place: Place) -> Any:
+        """A hashable name of the place."""
+
+    @abc.abstractmethod
+    async def send(self, place: Place, text: str, buttons: list[list[Button]], reply_to: str | None,
+                   formatted: bool = True) -> str:
+        """Send a message (formatted where the platform can, unless not `formatted`); its id."""
+
+    @abc.abstractmethod
+    async def edit(self, place: Place, message_id: str, text: str, buttons: list[list[Button]],
+                   formatted: bool = True) -> None: ...
+
+    @abc.abstractmethod
+    async def delete(self, place: Place, message_id: str) -> None: ...
+
+    @abc.abstractmethod
+    async def drop_buttons(self, place: Place, message_id: str) -> None: ...
+
+    @abc.abstractmethod
+    def typing(self, place: Place) -> Any:
+        """An async context manager keeping the typing indicator on."""
+
+    # -- the shared flow ----------------------------------------------------------------------
+    async def answer(self, place: Place, incoming: IncomingMessage) -> None:
+        """Answer a message: the reply streams into one message, then is delivered whole."""
+        reply_to = incoming.platform_message_id if incoming.conversation.is_shared else None
+        live: list[str] = []
+
+        async def show(text: str) -> str | None:
+            preview = split_message(text, self.limit)[0]
+            if live:
+                await self.edit(place, live[0], preview, [], formatted=False)
+                return None
+            live.append(await self.send(place, preview, [], reply_to, formatted=False))
+            return live[0]
+
+        async with self.typing(place):
+            reply = await self.runtime.turns.handle(incoming, on_text=ThrottledStream(show))
+        await self.deliver(place, reply_to, reply, live)
+
+    async def deliver(self, place: Place, reply_to: str | None, reply: Reply, existing: list[str]) -> list[str]:
+        """Send the final reply, split, in place of `existing` messages (a streamed preview, or
+        the reply it regenerates); buttons on its last part."""
+        chunks = split_message(reply.text, self.limit)
+        ids: list[str] = []
+        for i, chunk in enumerate(chunks):
+            buttons = reply.buttons if i == len(chunks) - 1 else []
+            if i < len(existing):
+                await self.edit(place, existing[i], chunk, buttons)
+                ids.append(existing[i])
+            else:
+                ids.append(await self.send(place, chunk, buttons, reply_to if not ids else None))
+        for extra in existing[len(chunks):]:
+            await self.quietly(self.delete(place, extra))
+        if reply.turn_id is not None:
+            previous = self.latest_reply.get(self.place_key(place))
+            if previous and previous[-1] not in ids:
+                await self.quietly(self.drop_buttons(place, previous[-1]))
+            self.latest_reply[self.place_key(place)] = ids
+            await self.runtime.turns.delivered(reply, ids)
+        return ids
+
+    async def regenerate(self, place: Place, conversation: ConversationKey, presser: Identity, turn: str,
+                         pressed: str, acknowledge: Callable[[str | None], Awaitable[None]]) -> str | None:
+        """Regenerate the reply whose button was pressed (message `pressed`). The press is
+        acknowledged at once, with the reason when it is refused. Returns what went wrong after
+        that (the model failed: the old reply stays, intact), for the presser; else None."""
+        refusal = await self.runtime.turns.regenerate_refusal(conversation, presser, turn)
+        await acknowledge(refusal)
+        if refusal:
+            return None
+        existing = self.latest_reply.get(self.place_key(place)) or [pressed]
+        async with self.typing(place):  # no live edits: a failure must leave the old reply whole
+            reply = await self.runtime.turns.regenerate(conversation, presser, int(turn))
+        if reply.is_error:
+            return reply.text
+        await self.deliver(place, None, reply, existing)
+        return None
+
+    async def recover(self) -> None:
+        """Replies a crash cut off: answered again when under 5 minutes old (replacing the
+        partial message), otherwise the partial message says it was interrupted."""
+        for item in await self.runtime.turns.interrupted(self.platform, self.character.name):
+            place = self.place_of(item.conversation)
+            partial = [item.partial_message_id] if item.partial_message_id else []
+            try:
+                if item.fresh:
+                    asked = item.user_message.platform_message_id
+                    reply = await self.runtime.turns.answer_again(item)
+                    await self.deliver(place, asked if item.conversation.is_shared else None, reply, partial)
+                elif partial:
+                    await self.edit(place, partial[0], INTERRUPTED, [], formatted=False)
+            except self.failures as failure:
+                log.warning("%s: could not recover an interrupted reply: %s", self.platform, failure)
+
+    async def notified(self, conversation: ConversationRow, person_id: int | None, text: str) -> None:
+        if conversation.platform != self.platform or conversation.character_id != self.character_id:
+            return
+        key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
+                              self.character.name, conversation.is_shared)
+        await self.quietly(self.send(self.place_of(key), text, [], None))
+
+    async def quietly(self, call: Awaitable[Any]) -> None:
+        try:
+            await call
+        except self.failures as failure:
+            log.debug("ignored %s error: %s", self.platform, failure)
