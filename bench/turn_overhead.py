@@ -59,7 +59,7 @@ async def measure(
         try:
             person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
             await fill_memories(runtime, person)
-            conversation = await runtime.turns.conversation_for(KEY, False)
+            conversation = await runtime.turns.conversation_for(KEY)
             stored = 0
             for size in sizes:
                 while stored < size:  # a long history, written the way turns write it

@@ -16,7 +16,7 @@ import uuid
 from typing import AsyncIterator
 
 from storage.ports import Coordination
-from storage.sqlite.database import Database, fetch_one
+from storage.sqlite.database import Database
 
 POLL_S = 0.02  # how often a waiting process looks at a held conversation lock
 TURN_LEASE_S = 60.0  # renewed every third of it while the turn runs
@@ -46,16 +46,22 @@ class SQLiteCoordination(Coordination):
         self.holder = holder
 
     async def _take(self, name: str, lease_s: float) -> bool:
+        """Take the lease if it is free, lapsed or ours (one statement); else take it over only
+        from a holder process that is gone."""
         now = self.db.clock()
-        async with self.db.write() as db:
-            row = await fetch_one(db, "SELECT holder, expires_at FROM leases WHERE name = ?", (name,))
-            if row is not None and row[0] != self.holder and row[1] > now and holder_alive(row[0]):
-                return False
-            await db.execute(
-                "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at",
-                (name, self.holder, now + lease_s))
+        taken = await self.db.returning(
+            "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE "
+            "SET holder = excluded.holder, expires_at = excluded.expires_at "
+            "WHERE leases.expires_at <= ? OR leases.holder = excluded.holder RETURNING 1",
+            (name, self.holder, now + lease_s, now))
+        if taken:
             return True
+        row = await self.db.one("SELECT holder FROM leases WHERE name = ?", (name,))
+        if row is None or holder_alive(row[0]):
+            return False
+        cursor = await self.db.execute("UPDATE leases SET holder = ?, expires_at = ? WHERE name = ? AND holder = ?",
+                                       (self.holder, now + lease_s, name, row[0]))
+        return cursor.rowcount == 1
 
     async def _renew(self, name: str, lease_s: float) -> None:
         while True:
