@@ -1,6 +1,7 @@
 """Discord adapter on discord.py 2.x (SPEC section 7).
 
-One `discord.Client` per character with a Discord token; intents for guild messages, DMs and
+One `discord.Client` per character with a Discord token (an `AutoShardedClient` running the shards
+of `[discord] shard_count` / `shard_ids` when they are set); intents for guild messages, DMs and
 message content; `allowed_mentions` none on the client, so no reply, edit or follow-up can ping
 @everyone, @here, a role or a person.
 
@@ -127,7 +128,13 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         intents.message_content = True
         intents.guild_messages = True
         intents.dm_messages = True
-        self.client = discord.Client(intents=intents, allowed_mentions=discord.AllowedMentions.none())
+        shards = runtime.config.discord
+        if shards.shard_count is None:  # one process runs every shard discord.py decides on
+            self.client = discord.Client(intents=intents, allowed_mentions=discord.AllowedMentions.none())
+        else:  # this process runs its own shards ([discord] shard_count, shard_ids)
+            self.client = discord.AutoShardedClient(
+                intents=intents, allowed_mentions=discord.AllowedMentions.none(), shard_count=shards.shard_count,
+                shard_ids=list(shards.shard_ids) if shards.shard_ids is not None else None)
         self.tree = app_commands.CommandTree(self.client)
         self.tree.on_error = self.on_command_error
         self._register_commands()

@@ -18,8 +18,9 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
 - A photo, sticker or file is never silently ignored: its caption is answered and the character
   says it cannot see it; without a caption, one line says what the character can read.
 - An edited message changes the stored one; an edited command is never run again.
-- Updates are fetched by our own long-polling loop (transport apart from handling): a token
-  Telegram refuses (HTTP 401) stops this adapter with one clear error, at start-up or later.
+- Updates arrive by our own long-polling loop or, with `mode = "webhook"`, at our own webhook
+  server (secret token checked): both only feed PTB's update queue, so every handler is shared.
+  A token Telegram refuses (HTTP 401) stops this adapter with one clear error.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
+from urllib.parse import urlsplit
 
+from aiohttp import web
 from telegram import (
     BotCommand,
     InlineKeyboardButton,
@@ -235,7 +238,10 @@ class TelegramAdapter(ChatAdapter[Place]):
             log.info("Telegram: %s is online as @%s", self.character.name, application.bot.username)
             recovery = asyncio.create_task(self.recover())
             try:
-                await self.poll(application, stop)
+                if self.runtime.config.telegram.mode == "webhook":
+                    await self.serve_webhook(application, stop)
+                else:
+                    await self.poll(application, stop)
             finally:
                 recovery.cancel()
                 await asyncio.gather(recovery, return_exceptions=True)
@@ -247,6 +253,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         """Long-poll getUpdates into the application's queue until `stop` is set. Network trouble
         is retried with backoff; a refused token (HTTP 401) stops the adapter for good."""
         bot = application.bot
+        await self._refusable(bot.delete_webhook())  # polling and a webhook exclude each other
         offset: int | None = None
         delay = 1.0
         stopping = asyncio.create_task(stop.wait())
@@ -280,6 +287,44 @@ class TelegramAdapter(ChatAdapter[Place]):
                 await self.quietly(bot.get_updates(offset=offset, timeout=0))
         finally:
             stopping.cancel()
+
+    async def serve_webhook(self, application: Application, stop: asyncio.Event) -> None:
+        """Serve PTB's updates on [telegram] listen:port at webhook_url's path until `stop`:
+        Telegram posts each update with the secret token; anything without it gets 403 and is
+        dropped. Several processes may serve it behind one load balancer."""
+        settings = self.runtime.config.telegram
+        secret = settings.secret_token
+
+        async def receive(request: web.Request) -> web.Response:
+            if request.headers.get("X-Telegram-Bot-Api-Secret-Token") != secret:
+                return web.Response(status=403, text="wrong secret token")
+            try:
+                update = Update.de_json(await request.json(), application.bot)
+            except ValueError:
+                return web.Response(status=400, text="not an update")
+            await application.update_queue.put(update)
+            return web.Response(text="ok")
+
+        server = web.Application()
+        server.router.add_post(urlsplit(settings.webhook_url).path or "/", receive)
+        runner = web.AppRunner(server, access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, settings.listen, settings.port).start()
+            await self._refusable(application.bot.set_webhook(
+                settings.webhook_url, secret_token=secret, allowed_updates=Update.ALL_TYPES))
+            log.info("Telegram: %s takes updates at %s (serving %s:%d)", self.character.name,
+                     settings.webhook_url, settings.listen, settings.port)
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    async def _refusable(self, call: Awaitable[Any]) -> Any:
+        """A Bot API call where a refused token stops the adapter for good."""
+        try:
+            return await call
+        except InvalidToken as refused:
+            raise PlatformRefused(f"Telegram refused the bot token of {self.character.name}: {refused}") from None
 
     @staticmethod
     async def _pause(stop: asyncio.Event, seconds: float) -> None:

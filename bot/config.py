@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from storage.factory import StorageURLError, check_url
 
 TOOLS_MODES = ("auto", "on", "off")
+TELEGRAM_MODES = ("polling", "webhook")
 
 
 class ConfigError(Exception):
@@ -46,8 +47,30 @@ class StorageConfig:
 
 
 @dataclass(frozen=True)
+class RecallConfig:
+    enabled: bool = True
+    budget_tokens: int = 1_500
+    embedding_model: str | None = None
+
+
+@dataclass(frozen=True)
 class TelegramConfig:
     base_url: str = "https://api.telegram.org/bot"
+    mode: str = "polling"  # or "webhook": Telegram calls webhook_url, served on listen:port
+    webhook_url: str | None = None
+    listen: str = "0.0.0.0"
+    port: int = 8443
+    secret_token_env: str | None = None
+
+    @property
+    def secret_token(self) -> str | None:
+        return _env_secret(self.secret_token_env)
+
+
+@dataclass(frozen=True)
+class DiscordConfig:
+    shard_count: int | None = None  # None: discord.py decides (one process runs every shard)
+    shard_ids: tuple[int, ...] | None = None  # the shards this process runs
 
 
 @dataclass(frozen=True)
@@ -75,6 +98,8 @@ class Config:
     storage: StorageConfig
     telegram: TelegramConfig
     characters: tuple[CharacterConfig, ...]
+    recall: RecallConfig = RecallConfig()
+    discord: DiscordConfig = DiscordConfig()
 
     def character(self, name: str) -> CharacterConfig:
         for character in self.characters:
@@ -142,16 +167,24 @@ class _Section:
             raise self._fail(key, "one of " + " | ".join(choices), value)
         return value
 
-    def id_list(self, key: str) -> tuple[int, ...]:
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self._get(key, None)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self._fail(key, "true or false", value)
+        return value
+
+    def id_list(self, key: str, what: str = "channel ids") -> tuple[int, ...]:
         value = self._get(key, [])
         if not isinstance(value, list):
-            raise self._fail(key, "a list of channel ids", value)
+            raise self._fail(key, f"a list of {what}", value)
         ids = []
         for item in value:
             if isinstance(item, str) and item.isdigit():
                 item = int(item)
             if isinstance(item, bool) or not isinstance(item, int):
-                raise self._fail(key, "a list of channel ids (numbers)", value)
+                raise self._fail(key, f"a list of {what} (numbers)", value)
             ids.append(item)
         return tuple(ids)
 
@@ -193,11 +226,9 @@ def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> 
     top = _Section("config", raw)
     llm = _parse_llm(_Section("llm", top._get("llm", {})), needs_llm)
     storage = _parse_storage(_Section("storage", top._get("storage", {})), base)
-    telegram_section = _Section("telegram", top._get("telegram", {}))
-    telegram = TelegramConfig(
-        base_url=telegram_section.url("base_url", TelegramConfig.base_url)
-    )
-    telegram_section.reject_unknown()
+    telegram = _parse_telegram(_Section("telegram", top._get("telegram", {})))
+    recall = _parse_recall(_Section("recall", top._get("recall", {})), llm)
+    discord = _parse_discord(_Section("discord", top._get("discord", {})))
 
     characters_raw = top._get("characters", None)
     if not isinstance(characters_raw, list) or not characters_raw:
@@ -211,7 +242,8 @@ def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> 
         if name in names[:i]:
             raise ConfigError(f"characters[{i}].name: {characters[i].name!r} is used twice")
     top.reject_unknown()
-    return Config(llm=llm, storage=storage, telegram=telegram, characters=characters)
+    return Config(llm=llm, storage=storage, telegram=telegram, characters=characters, recall=recall,
+                  discord=discord)
 
 
 def _parse_llm(s: _Section, needs_llm: bool) -> LLMConfig:
@@ -279,3 +311,54 @@ def _parse_character(s: _Section, base: Path) -> CharacterConfig:
     )
     s.reject_unknown()
     return config
+
+
+def _parse_telegram(s: _Section) -> TelegramConfig:
+    d = TelegramConfig()
+    config = TelegramConfig(
+        base_url=s.url("base_url", d.base_url),
+        mode=s.choice("mode", d.mode, TELEGRAM_MODES),
+        webhook_url=s.text("webhook_url"),
+        listen=s.text("listen", d.listen) or d.listen,
+        port=s.integer("port", d.port, minimum=1) or d.port,
+        secret_token_env=s.text("secret_token_env"),
+    )
+    if config.port > 65_535:
+        raise ConfigError(f"telegram.port: expected a port from 1 to 65535, got {config.port}")
+    if config.mode == "webhook":
+        if not config.webhook_url or not config.webhook_url.startswith("https://"):
+            raise ConfigError("telegram.webhook_url: mode = \"webhook\" needs the public https:// address "
+                              "Telegram calls, e.g. \"https://bot.example.com/telegram\"")
+        if not config.secret_token_env:
+            raise ConfigError("telegram.secret_token_env: mode = \"webhook\" needs a secret token, so that only "
+                              "Telegram can post updates; name the environment variable that holds it")
+        if not config.secret_token:
+            raise ConfigError(f"telegram.secret_token_env: environment variable {config.secret_token_env} is not set")
+    s.reject_unknown()
+    return config
+
+
+def _parse_recall(s: _Section, llm: LLMConfig) -> RecallConfig:
+    d = RecallConfig()
+    config = RecallConfig(
+        enabled=s.boolean("enabled", d.enabled),
+        budget_tokens=s.integer("budget_tokens", d.budget_tokens, minimum=1) or d.budget_tokens,
+        embedding_model=s.text("embedding_model"),
+    )
+    if config.budget_tokens > llm.context_window // 10:
+        raise ConfigError(f"recall.budget_tokens: at most 10 % of llm.context_window "
+                          f"({llm.context_window // 10:,}), got {config.budget_tokens:,}")
+    s.reject_unknown()
+    return config
+
+
+def _parse_discord(s: _Section) -> DiscordConfig:
+    shard_count = s.integer("shard_count", None, minimum=1)
+    shard_ids = s.id_list("shard_ids", "shard ids") if "shard_ids" in s.table else None
+    if shard_ids is not None:
+        if shard_count is None:
+            raise ConfigError("discord.shard_ids: give discord.shard_count too (the total number of shards)")
+        if not shard_ids or any(not 0 <= i < shard_count for i in shard_ids):
+            raise ConfigError(f"discord.shard_ids: expected ids from 0 to {shard_count - 1}, got {list(shard_ids)}")
+    s.reject_unknown()
+    return DiscordConfig(shard_count=shard_count, shard_ids=shard_ids)

@@ -84,3 +84,75 @@ def test_characters_list_and_remove_need_no_api_key(tmp_path):
     removed = run("remove", "Nobody")
     assert removed.returncode == 1 and "There is no character named 'Nobody'" in removed.stdout
     assert "api_key" not in removed.stderr
+
+
+SPEC_SECTION_10 = """
+[llm]
+base_url = "https://api.openai.com/v1"
+api_key_env = "OPENAI_API_KEY"
+model = "gpt-4o-mini"
+context_window = 128000
+max_reply_tokens = 800
+temperature = 0.8
+tools = "auto"            # auto | on | off
+timeout_s = 60
+max_retries = 3
+# summary_model = "gpt-4o-mini"
+
+[storage]
+url = "sqlite:///data/keepsake.sqlite3"     # or "postgresql://user@host:5432/keepsake"
+                                            # (`path = "data/keepsake.sqlite3"` still works)
+
+[recall]                                    # section 11
+enabled = true
+budget_tokens = 1500
+# embedding_model = "text-embedding-3-small"   # optional: semantic recall through [llm] base_url
+
+[telegram]
+base_url = "https://api.telegram.org/bot"   # a local Bot API server or a test fake goes here
+mode = "polling"                            # or "webhook" (section 12)
+# webhook_url = "https://bot.example.com/telegram"   # the public address Telegram calls
+# listen = "0.0.0.0"
+# port = 8443
+# secret_token_env = "KEEPSAKE_WEBHOOK_SECRET"
+
+[discord]
+# shard_count = 4                           # section 12; default: discord.py decides
+# shard_ids = [0, 1]                        # the shards this process runs
+
+[[characters]]
+name = "Mira"
+card = "characters/mira.json"               # Character Card V2 (.json or .png), or:
+# persona = "You are Mira, ..."
+discord_token_env = "MIRA_DISCORD_TOKEN"
+telegram_token_env = "MIRA_TELEGRAM_TOKEN"
+discord_always_on_channels = []             # channel ids where every message is answered
+"""
+
+
+def test_a_config_in_exactly_the_format_of_spec_section_10_loads(monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    path = tmp_path / "config.toml"
+    path.write_text(SPEC_SECTION_10)
+    config = load_config(path)
+    assert config.storage.url == "sqlite:///data/keepsake.sqlite3"
+    assert config.recall.enabled and config.recall.budget_tokens == 1_500
+    assert config.telegram.mode == "polling" and config.discord.shard_count is None
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"telegram": {"mode": "webhook"}}, "telegram.webhook_url: mode = \"webhook\" needs"),
+    ({"telegram": {"mode": "webhook", "webhook_url": "https://bot.example.com/tg"}},
+     "telegram.secret_token_env: mode = \"webhook\" needs a secret token"),
+    ({"telegram": {"mode": "pigeon"}}, "telegram.mode: expected one of polling | webhook"),
+    ({"discord": {"shard_ids": [0]}}, "discord.shard_ids: give discord.shard_count too"),
+    ({"discord": {"shard_count": 2, "shard_ids": [2]}}, "discord.shard_ids: expected ids from 0 to 1"),
+    ({"recall": {"budget_tokens": 20_000}}, "recall.budget_tokens: at most 10 % of llm.context_window"),
+    ({"storage": {"url": "mysql://x/y"}}, "storage.url: 'mysql://x/y': expected a URL starting with"),
+])
+def test_section_12_and_11_settings_are_checked_naming_the_key(tmp_path, section, message):
+    raw = config_dict("http://x/v1", tmp_path / "db") | section
+    if "storage" in section:
+        raw["storage"] = section["storage"]
+    with pytest.raises(ConfigError, match=message.replace("|", r"\|").replace("(", r"\(").replace(")", r"\)")):
+        parse_config(raw, tmp_path)

@@ -340,3 +340,25 @@ async def test_an_edit_in_a_server_channel_before_any_turn_leaves_the_conversati
     assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "Ann: hello there"}  # group framing
     reply_turn = await bot.store.turns.turn(1)
     assert (await bot.store.conversations.conversation_by_id(reply_turn.conversation_id)).is_shared
+
+
+async def test_a_process_runs_the_shards_the_config_gives_it(discord_fake, llm, tmp_path, monkeypatch, clock):
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["discord"] = {"shard_count": 2, "shard_ids": [1]}
+    config = parse_config(raw, tmp_path)
+    runtime = await build_runtime(config, clock=clock)
+    adapter = DiscordAdapter(runtime, config.characters[0], "discord-test-token-123")
+    stop = asyncio.Event()
+    task = asyncio.create_task(adapter.run(stop))
+    try:
+        await asyncio.wait_for(discord_fake.identified.wait(), 10)
+        assert [i.get("shard") for i in discord_fake.identifies] == [[1, 2]]
+        await discord_fake.wait_for(lambda: adapter.client.get_guild(int(discord_fake.guild_id)))
+        llm.add(text("Hello from shard 1."))
+        await discord_fake.say(discord_fake.channel_id, ANN, "hello there", mention_bot=True)
+        reply, = await bot_reply(discord_fake, discord_fake.channel_id)
+        assert reply.content == "Hello from shard 1."
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await runtime.close()

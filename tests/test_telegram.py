@@ -431,3 +431,48 @@ async def test_a_token_revoked_while_running_stops_the_adapter_for_good(telegram
             await asyncio.wait_for(task, 20)
     finally:
         await runtime.close()
+
+
+async def test_webhook_mode_takes_updates_with_the_secret_token_and_refuses_the_rest(telegram, llm, tmp_path,
+                                                                                     monkeypatch, clock):
+    import socket
+
+    import aiohttp
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
+    monkeypatch.setenv("KEEPSAKE_WEBHOOK_SECRET", "s3cret-token")
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["telegram"] = {"base_url": telegram.base_url, "mode": "webhook", "listen": "127.0.0.1", "port": port,
+                       "webhook_url": "https://bot.example.com/telegram", "secret_token_env": "KEEPSAKE_WEBHOOK_SECRET"}
+    config = parse_config(raw, tmp_path)
+    runtime = await build_runtime(config, clock=clock)
+    adapter = TelegramAdapter(runtime, config.characters[0], telegram.token, telegram.base_url)
+    stop = asyncio.Event()
+    task = asyncio.create_task(adapter.run(stop))
+    try:
+        registered = (await telegram.wait_for(lambda: telegram.calls_to("setWebhook")))[0]
+        assert registered["url"] == "https://bot.example.com/telegram"
+        assert registered["secret_token"] == "s3cret-token"
+        ann, bob = Person(telegram, ANN, "Ann"), Person(telegram, BOB, "Bob")
+        llm.add(text("Hello by webhook."))
+        ann.say("hello over the webhook")
+        forged = bob.say("a forged update")
+        genuine, fake = telegram.updates_waiting()
+        async with aiohttp.ClientSession() as http:
+            url = f"http://127.0.0.1:{port}/telegram"
+            refused = await http.post(url, json=fake, headers={"X-Telegram-Bot-Api-Secret-Token": "guess"})
+            missing = await http.post(url, json=fake)
+            taken = await http.post(url, json=genuine, headers={"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"})
+        assert (refused.status, missing.status, taken.status) == (403, 403, 200)
+        reply, = await ann.reply_to(genuine["message"]["message_id"])
+        assert reply.text == "Hello by webhook."
+        assert telegram.bot_messages(BOB) == [] and "forged" not in str(llm.requests)
+        assert not telegram.calls_to("getUpdates")  # no polling beside the webhook
+        assert forged
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await runtime.close()

@@ -72,6 +72,7 @@ class FakeDiscord:
         self.callbacks: list[dict] = []
         self.commands: list[dict] = []
         self.identified = asyncio.Event()
+        self.identifies: list[dict] = []  # every IDENTIFY payload (with its shard, when sharded)
         self.dm_channels: set[str] = set()
         self.interactions: list[dict] = []  # every interaction dispatched, by token
         self._sockets: list[web.WebSocketResponse] = []
@@ -289,10 +290,13 @@ class FakeDiscord:
             if message["op"] == 1:
                 await ws.send_str(json.dumps({"op": 11}))
             elif message["op"] == 2:
+                self.identifies.append(message["d"])
                 ready = {"v": 10, "user": self.bot, "guilds": [{"id": self.guild_id, "unavailable": True}],
                          "session_id": "session", "resume_gateway_url": f"{self.base.replace('http', 'ws')}/gateway",
                          "application": {"id": self.app_id, "flags": 0}, "private_channels": [],
                          "relationships": []}
+                if "shard" in message["d"]:  # a sharded client: READY names the shard, as Discord's does
+                    ready["shard"] = message["d"]["shard"]
                 await ws.send_str(json.dumps({"op": 0, "t": "READY", "s": next(self._seq), "d": ready}))
                 await ws.send_str(json.dumps({"op": 0, "t": "GUILD_CREATE", "s": next(self._seq),
                                               "d": self._guild()}))

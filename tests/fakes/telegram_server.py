@@ -205,6 +205,10 @@ class FakeTelegram:
                         "from": self._bot_user(), "text": original.text},
         }})
 
+    def updates_waiting(self) -> list[dict]:
+        """The updates not fetched yet: what Telegram would post to a webhook instead."""
+        return list(self._updates)
+
     def message(self, chat_id: int, message_id: int) -> ChatMessage:
         return next(m for m in self.chats[chat_id] if m.message_id == message_id)
 
