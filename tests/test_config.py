@@ -147,7 +147,7 @@ def test_a_config_in_exactly_the_format_of_spec_section_10_loads(monkeypatch, tm
     ({"telegram": {"mode": "pigeon"}}, "telegram.mode: expected one of polling | webhook"),
     ({"discord": {"shard_ids": [0]}}, "discord.shard_ids: give discord.shard_count too"),
     ({"discord": {"shard_count": 2, "shard_ids": [2]}}, "discord.shard_ids: expected ids from 0 to 1"),
-    ({"recall": {"budget_tokens": 20_000}}, "recall.budget_tokens: at most 10 % of llm.context_window"),
+    ({"recall": {"budget_tokens": 0}}, "recall.budget_tokens: expected a whole number ≥ 1"),
     ({"storage": {"url": "mysql://x/y"}}, "storage.url: 'mysql://x/y': expected a URL starting with"),
 ])
 def test_section_12_and_11_settings_are_checked_naming_the_key(tmp_path, section, message):

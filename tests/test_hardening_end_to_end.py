@@ -134,6 +134,12 @@ async def test_a_reply_cut_off_by_sigkill_is_answered_again_or_marked_interrupte
         bot = await start_bot(config, telegram, tmp_path)
         said = telegram.send(ann_dm, ann, words)
         partial = await answer_to(telegram, ANN, said)  # the reply streams in, then the model stalls
+
+        def recorded() -> bool:  # the bot noted where the partial reply shows (right after sending it)
+            with closing(sqlite3.connect(database)) as db:
+                return db.execute("SELECT COUNT(*) FROM turns WHERE status = 'running' "
+                                  "AND partial_message_id IS NOT NULL").fetchone()[0] == 1
+        await telegram.wait_for(recorded)
         bot.kill()
         await bot.wait()
         assert partial.text.startswith("Once upon a time")
