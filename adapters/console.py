@@ -3,7 +3,9 @@
 It goes through the same turn handler, store and /memory service as Discord and Telegram.
 Lines starting with `/` are commands: `/memory …`, `/link`, `/forgetme`, `/regenerate`,
 `/press N` (press button N of the last answer), `/help`, `/quit`. Everything else is said to the
-character, whose reply streams onto the screen.
+character, whose reply streams onto the screen. Empty lines are ignored; at a terminal, lines are
+edited with readline. The program's own words (errors, notices) are marked `(Keepsake)`, never
+put in the character's mouth; the markdown markers `*` and backticks are not printed.
 """
 
 from __future__ import annotations
@@ -15,16 +17,25 @@ import threading
 from pathlib import Path
 from typing import TextIO
 
-from bot.runtime import Runtime
-from bot.contract import CommandContext
 from bot.commands import HELP
-from bot.contract import Button, CommandResult, ConversationKey, Identity, IncomingMessage, Reply
+from bot.contract import Button, CommandContext, CommandResult, ConversationKey, Identity, IncomingMessage, Reply
+from bot.runtime import Runtime
+from bot.text import parse_number
 
 PLATFORM = "console"
 CONSOLE_HELP = HELP + """
 /regenerate — replace the character's last reply
 /press <n> — press button n of the last answer
 /quit — leave"""
+
+
+PROGRAM = "(Keepsake)"
+
+
+def plain(text: str) -> str:
+    """A reply without markdown's emphasis and code markers: the terminal shows text, not markup.
+    (Dropping characters one by one keeps a growing stream's text growing.)"""
+    return text.replace("*", "").replace("`", "")
 
 
 class _Stream:
@@ -36,6 +47,7 @@ class _Stream:
         self.started = False
 
     async def __call__(self, text: str) -> None:
+        text = plain(text)
         if not self.started:
             self.out.write(f"{self.name}: ")
             self.started = True
@@ -79,13 +91,13 @@ class Console:
 
     async def notified(self, conversation, person_id, text: str) -> None:
         if conversation.platform == PLATFORM:
-            self.say(f"(Keepsake) {text}")
+            self.say(f"{PROGRAM} {text}")
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
     async def greet(self) -> None:
-        self.say(f"{self.character.name}: {await self.runtime.turns.greet(self.key, self.user_name)}")
+        self.say(f"{self.character.name}: {plain(await self.runtime.turns.greet(self.key, self.user_name))}")
 
     async def run(self, lines: asyncio.Queue) -> None:
         with self.runtime.listening(self.notified):
@@ -105,7 +117,7 @@ class Console:
                 await self.handle_line(line)
             except Exception:  # the person hears about it; the session goes on
                 logging.getLogger(__name__).exception("the console failed on a line")
-                self.say("(something went wrong on our side with that line; try again)")
+                self.say(f"{PROGRAM} Something went wrong on our side with that line; try again.")
 
     async def handle_line(self, line: str) -> None:
         text = line.strip()
@@ -126,7 +138,7 @@ class Console:
         elif head in ("memory", "link", "forgetme"):
             self.show(await self.runtime.commands.run_text(self.context, text))
         else:
-            self.say(f"Unknown command {text.split()[0][:40]}. Type /help for the list.")
+            self.say(f"{PROGRAM} Unknown command {text.split()[0][:40]}. Type /help for the list.")
 
     async def chat(self, text: str) -> None:
         message = IncomingMessage(self.key, self.identity, self.user_name, text)
@@ -135,7 +147,7 @@ class Console:
 
     async def regenerate(self) -> None:
         if self.last_turn is None:
-            self.say("There is no reply to regenerate yet.")
+            self.say(f"{PROGRAM} There is no reply to regenerate yet.")
             return
         stream = _Stream(self.out, self.character.name)
         reply = await self.runtime.turns.regenerate(self.key, self.identity, self.last_turn, on_text=stream)
@@ -147,13 +159,14 @@ class Console:
         else:
             if stream.started:
                 self.say()
-            self.say(f"{self.character.name}: {reply.text}\n")
+            # An error is the program speaking, not the character.
+            self.say(f"{PROGRAM} {reply.text}\n" if reply.is_error else f"{self.character.name}: {plain(reply.text)}\n")
         if reply.turn_id is not None:
             self.last_turn = reply.turn_id
             await self.runtime.turns.delivered(reply)
 
     async def press(self, args: list[str]) -> None:
-        if not args or not args[0].isdigit() or not 1 <= int(args[0]) <= len(self.buttons):
+        if not args or parse_number(args[0], 1, len(self.buttons)) is None:
             self.say(f"Press which button? Give a number from 1 to {len(self.buttons)}."
                      if self.buttons else "There are no buttons to press.")
             return
@@ -167,9 +180,12 @@ class Console:
             path.write_bytes(result.attachment.data)
             self.say(f"(saved to {path})")
         self.buttons = [b for row in result.buttons for b in row]
+        number = 1
+        for row in result.buttons:  # a row of choices a line, numbered for /press
+            self.say("  ".join(f"[{number + i}] {b.label}" for i, b in enumerate(row)))
+            number += len(row)
         if self.buttons:
-            self.say("  ".join(f"[{i}] {b.label}" for i, b in enumerate(self.buttons, 1)))
-            self.say("(type /press <n> to press a button)")
+            self.say("(type /press <n> to choose)")
         self.say()
 
 

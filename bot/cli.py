@@ -16,7 +16,7 @@ import sys
 
 from bot.config import Config, ConfigError, load_config
 from bot.contract import PlatformRefused
-from bot.logs import config_secrets, redact, setup_logging
+from bot.logs import config_secrets, log_to_file, redact, setup_logging
 from bot.runtime import Runtime, build_runtime
 from bot.saved_memories import CAPS
 from storage.factory import open_store
@@ -34,7 +34,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     console = sub.add_parser("console", parents=[common], help="chat with a character in the terminal")
     console.add_argument("--character", required=True, help="the character's name from the config")
-    console.add_argument("--name", default=os.environ.get("USER") or "you", help="your display name")
+    console.add_argument("--name", default=os.environ.get("USER") or "Guest",
+                         help="your name — also who you are to Keepsake: memories saved as --name Sam "
+                              "are Sam's, and seen again only with --name Sam (default: $USER, else Guest)")
+    console.add_argument("--verbose", action="store_true", help="show log lines in the terminal, not in a file")
     characters = sub.add_parser("characters", parents=[common], help="manage characters")
     characters.add_argument("action", choices=["list", "remove"])
     characters.add_argument("name", nargs="?", help="the character to remove")
@@ -45,9 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "characters" and args.action == "remove" and not args.name:
         _parser().error("characters remove: which character? (python -m bot characters remove NAME)")
-    setup_logging("WARNING" if args.command in ("console", "characters") else args.log_level)
+    quiet = args.command == "characters" or (args.command == "console" and not args.verbose)
+    setup_logging("WARNING" if quiet else args.log_level)
     try:
         config = load_config(args.config, needs_llm=args.command != "characters")
+        if args.command == "console" and not args.verbose:  # log lines would land in the chat
+            log_file = config.storage.base / "keepsake-console.log"
+            log_to_file(log_file)
+            print(f"(Keepsake) Log lines go to {log_file}; --verbose shows them here.")
         redact(config_secrets(config))
         if args.command == "console":
             return asyncio.run(run_console(config, args.character, args.name))

@@ -9,6 +9,7 @@ configured secret replaced by `***`.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from bot.config import Config
 
@@ -35,6 +36,14 @@ def setup_logging(level: str) -> None:
         # httpx: its lines hold the Telegram token; apscheduler: "Running job …" every minute.
         chatty = name.startswith("http") or name == "apscheduler"
         logging.getLogger(name).setLevel(max(logging.WARNING if chatty else logging.INFO, root_level))
+
+
+def log_to_file(path: Path) -> None:
+    """Write log lines to `path` instead of the terminal (the console's chat stays clean)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.addHandler(logging.FileHandler(path, encoding="utf-8"))
 
 
 def config_secrets(config: Config) -> set[str]:

@@ -30,6 +30,8 @@ Notify = Callable[[int, int | None, str], Awaitable[None]]
 
 REBUILD_LEASE_S = 600.0  # a process that dies mid-rebuild leaves it to another after this
 DONE = "The summary of this conversation has been rebuilt from its whole history, and is in use now."
+NOTHING_YET = ("There was nothing to rebuild yet: the conversation is short enough that the character still "
+               "reads all of it word for word.")
 FAILED = ("The summary rebuild stopped: {reason}. The old summary is still in use. "
           "Send /memory rebuild to resume it or start over.")
 
@@ -108,7 +110,8 @@ class Rebuilds:
                 await self._tell(conversation_id, row.person_id, FAILED.format(reason=failure))
                 return
             await self.store.summaries.finish_rebuild(conversation_id)
-            await self._tell(conversation_id, row.person_id, DONE)
+            rebuilt = await self.store.summaries.summaries(conversation_id)
+            await self._tell(conversation_id, row.person_id, DONE if rebuilt else NOTHING_YET)
             self.summarizer.schedule(conversation_id)  # messages that waited
         except Exception:  # not a cancellation, which is no Exception
             log.exception("rebuild of conversation %d crashed; it resumes on the next check", conversation_id)

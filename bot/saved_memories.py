@@ -73,7 +73,7 @@ def cap_text(full: CapReached) -> str:
 def scope_error(scope: str | None) -> str | None:
     if scope is None or scope in SCOPES:
         return None
-    return f"Scope must be '{CHARACTER}' or '{GLOBAL}', not {scope!r}."
+    return f"Scope must be {CHARACTER} or {GLOBAL}, not “{str(scope)[:40]}”."
 
 
 @dataclass(frozen=True)

@@ -89,12 +89,15 @@ class Summarizer:
 
     async def _job(self, conversation_id: int) -> None:
         try:
-            async with self.store.coordination.claim(f"summary:{conversation_id}", SUMMARY_LEASE_S) as mine:
-                while mine:  # (not mine: another process sharing the database summarizes it now)
-                    self._again.discard(conversation_id)
-                    await self.summarize(conversation_id)
-                    if conversation_id not in self._again:
-                        return
+            while True:
+                self._again.discard(conversation_id)
+                if await self._work_due(conversation_id):  # reads only: most replies leave nothing to do
+                    async with self.store.coordination.claim(f"summary:{conversation_id}", SUMMARY_LEASE_S) as mine:
+                        if not mine:
+                            return  # another process sharing the database summarizes it now
+                        await self.summarize(conversation_id)
+                if conversation_id not in self._again:
+                    return
         except Exception:
             log.exception("summarizing conversation %d failed", conversation_id)
 
@@ -110,10 +113,18 @@ class Summarizer:
             self.schedule(conversation_id)
 
     # -- the work --------------------------------------------------------------------------
+    async def _work_due(self, conversation_id: int) -> bool:
+        state = await self.store.summaries.summary_state(conversation_id)
+        if state.rebuilding:
+            return False
+        if state.failures or conversation_id not in self._checked:
+            return True
+        return await self._due_before(conversation_id, state.summarized_pos) is not None
+
     async def summarize(self, conversation_id: int) -> None:
         """Bring the live summary up to date. On a model failure, keep everything pending and
         set the conversation up for a retry with backoff. Runs after every delivered reply, so
-        the usual "nothing due yet" answer costs one read (the state is cached)."""
+        one job at a time per conversation (see `_job`)."""
         state = await self.store.summaries.summary_state(conversation_id)
         if state.rebuilding:
             return  # new messages wait until the rebuild ends
@@ -139,17 +150,9 @@ class Summarizer:
                    corrections: Sequence[SummaryRow] = ()) -> int | None:
         """If a batch is due after position `covered`, summarize it into a Recent summary of
         `generation` and return the new covered position; else None. `corrections` (entries a
-        person edited, during a rebuild) that begin within the batch go in with it, kept as written.
-
-        The newest 60 messages (the window's 50 and the batch threshold's 10) always tell whether
-        a batch is due: either they reach back past `covered`, and every pending message is among
-        them, or at least 10 of them lie behind the window."""
-        newest_first = await self.store.conversations.recent_messages(
-            conversation_id, WINDOW_MAX_MESSAGES + BATCH_MIN_MESSAGES)
-        window = live_window(newest_first[:WINDOW_MAX_MESSAGES], self.context_window)
-        before = window[0].pos if window else None
-        behind = [m for m in newest_first if covered < m.pos and (before is None or m.pos < before)]
-        if not batch_is_due(len(behind), sum(m.tokens for m in behind)):
+        person edited, during a rebuild) that begin within the batch go in with it, kept as written."""
+        before = await self._due_before(conversation_id, covered)
+        if before is None:
             return None
         pending = await self.store.conversations.messages_between(conversation_id, covered, before, BATCH_MAX_MESSAGES)
         batch = take_batch(pending)
@@ -161,6 +164,21 @@ class Summarizer:
         )
         await self.consolidate(conversation_id, generation)
         return batch[-1].pos
+
+    async def _due_before(self, conversation_id: int, covered: int) -> int | None:
+        """Whether a batch is due after position `covered`: the position it must stay before
+        (the live window's first message), or None.
+
+        The newest 60 messages (the window's 50 and the batch threshold's 10) always tell: either
+        they reach back past `covered`, and every pending message is among them, or at least 10
+        of them lie behind the window."""
+        newest_first = await self.store.conversations.recent_messages(
+            conversation_id, WINDOW_MAX_MESSAGES + BATCH_MIN_MESSAGES)
+        if not newest_first:
+            return None
+        before = live_window(newest_first[:WINDOW_MAX_MESSAGES], self.context_window)[0].pos
+        behind = [m for m in newest_first if covered < m.pos < before]
+        return before if batch_is_due(len(behind), sum(m.tokens for m in behind)) else None
 
     async def consolidate(self, conversation_id: int, generation: int) -> None:
         """4 Recent → 1 Merged; 4 Merged → folded into Long-term; compact Long-term over 110 %."""

@@ -49,11 +49,11 @@ async def test_another_persons_id_answers_like_an_unknown_one(ann, bob):
     ("/memory pin abc", "“abc” is not a memory number"),
     ("/memory edit 12", "A memory needs some text."),
     ("/memory add", "A memory needs some text."),
-    ("/memory add scope:elsewhere hello", "Scope must be 'character' or 'global'"),
-    ("/memory add pin:perhaps hello", "pin must be on or off"),
+    ("/memory add scope:elsewhere hello", "Scope must be character or global, not “elsewhere”."),
+    ("/memory add pin:perhaps hello", "pin must be yes or no, not “perhaps”."),
     ("/memory learning maybe", "state must be on or off"),
     ("/memory view sideways", "/memory view takes a scope"),
-    ("/memory clear everything", "Scope must be 'character' or 'global'"),
+    ("/memory clear everything", "Scope must be character or global, not “everything”."),
     ("/memory why now", "/memory why takes no arguments."),
     ("/memory delete -3", "is not a memory number"),
     ("/memory add " + "x" * 501, "That memory is 501 characters long; a memory can hold at most 500"),
@@ -141,3 +141,10 @@ async def test_a_page_past_the_last_says_so(ann):
     result = await ann.memory("/memory view 3")
     assert result.text.startswith("There is no page 3: your memories fill 2 pages. This is the last.")
     assert "page 2 of 2" in result.text
+
+
+async def test_export_writes_times_as_iso_8601_with_their_offset(ann):
+    await added_id(ann, "I live in Bergen")
+    data = json.loads((await ann.memory("/memory export")).attachment.data)
+    assert data["memories"][0]["created_at"] == "2027-01-15T08:00:00+00:00"  # the test clock's now
+    assert data["exported_at"].endswith("+00:00")

@@ -131,3 +131,56 @@ async def test_at_a_terminal_arrow_keys_edit_the_line_instead_of_reaching_the_mo
             process.kill()
         os.close(leader)
     assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "hello"}
+
+
+async def test_the_programs_words_are_marked_as_the_programs_not_the_characters(tmp_path, llm):
+    from tests.fakes.llm_server import status
+
+    llm.add(status(500))
+    code, out, err = await run_console(tmp_path, llm, ["/regenerate", "are you there?", "/nonsense"])
+    assert "(Keepsake) There is no reply to regenerate yet." in out
+    assert "(Keepsake) Sorry, I couldn't answer just now" in out
+    assert "(Keepsake) Unknown command /nonsense." in out
+    assert "Mira: Sorry" not in out and "Mira: There is no" not in out
+
+
+async def test_markdown_markers_are_not_printed_in_the_terminal(tmp_path, llm):
+    llm.add(text("*Mira smiles.* **Welcome**, Ann — have some `tea`."))
+    code, out, err = await run_console(tmp_path, llm, ["hello"])
+    assert "Mira: Mira smiles. Welcome, Ann — have some tea." in out
+    assert "*" not in out.split("hello", 1)[-1] and "`" not in out
+
+
+async def test_choices_are_printed_a_row_a_line_and_saving_is_explained_the_console_way(tmp_path, llm):
+    lines = [f"/memory add fact {i}" for i in range(10)] + ["/memory view", "/memory save"]
+    code, out, err = await run_console(tmp_path, llm, lines)
+    view = out[out.index("Your memories with Mira"):]
+    assert "[1] Pin #10  [2] Pin #9  [3] Pin #8  [4] Pin #7  [5] Pin #6\n" in view
+    assert "\n[11] Delete #10  [12] Delete #9" in view
+    assert "send /memory save N to pick the last N messages" in out
+    assert "Discord" not in out and "Telegram" not in out
+
+
+async def test_log_lines_go_to_a_file_unless_verbose(tmp_path, llm):
+    from tests.fakes.llm_server import status
+
+    llm.add(status(500))
+    code, out, err = await run_console(tmp_path, llm, ["are you there?"])
+    log = tmp_path / "keepsake-console.log"
+    assert f"(Keepsake) Log lines go to {log}" in out
+    assert "WARNING" not in out + err
+    assert "a turn in conversation 1 failed" in log.read_text()
+
+
+async def test_without_user_the_console_name_defaults_to_guest(tmp_path, llm):
+    config = tmp_path / "config.toml"
+    config.write_text(f'[llm]\nbase_url = "{llm.base_url}"\napi_key_env = "{API_KEY_ENV}"\nmax_retries = 0\n\n'
+                      '[storage]\npath = "k.sqlite3"\n\n[[characters]]\nname = "Mira"\n'
+                      'persona = "You are Mira; you greet {{user}} by name."\n')
+    env = {k: v for k, v in os.environ.items() if k != "USER"} | {"PYTHONPATH": str(ROOT)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "console", "--character", "Mira", "--config", str(config), cwd=tmp_path,
+        env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    await asyncio.wait_for(process.communicate(b"hello\n"), 60)
+    assert "you greet Guest by name" in llm.prompt_text()
+    assert " you " not in llm.requests[-1]["messages"][-1]["content"]

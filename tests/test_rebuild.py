@@ -148,3 +148,19 @@ async def test_a_summary_entry_the_person_edited_reaches_the_rebuilt_summary_wor
     llm.add(text("Tomas, of course."))
     await ann.say("what is my brother called?")
     assert correction in llm.prompt_text()
+
+
+async def test_rebuilding_a_short_conversation_says_there_was_nothing_to_rebuild(runtime, llm):
+    from bot.rebuild import NOTHING_YET
+
+    ann = Chat(runtime)
+    told: list[str] = []
+
+    async def notifier(conversation_row, person_id, message):
+        told.append(message)
+
+    with runtime.listening(notifier):
+        await ann.say("hello")
+        await ann.memory("/memory rebuild")
+        await runtime.rebuilds.idle()
+    assert told == [NOTHING_YET]

@@ -50,7 +50,8 @@ def parse_memory_id(value: Any) -> int:
     return number
 
 
-def parse_bool(value: Any, name: str) -> bool:
+def parse_bool(value: Any, name: str, words: str = "on or off") -> bool:
+    """yes/no, on/off, true/false (any of them, whichever `words` the message shows)."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -58,7 +59,7 @@ def parse_bool(value: Any, name: str) -> bool:
         return True
     if text in ("off", "no", "false", "0"):
         return False
-    raise UsageError(f"{name} must be on or off, not “{str(value)[:40]}”.")
+    raise UsageError(f"{name} must be {words}, not “{str(value)[:40]}”.")
 
 
 def parse_count(value: Any, name: str, low: int, high: int) -> int:

@@ -33,10 +33,17 @@ from bot.saved_memories import MAX_MEMORY_CHARS, cap_text
 from bot.turn import TurnHandler
 from storage.ports import CHARACTER, CapReached, MessageRow
 
-NO_SELECTION = (
-    "Pick the messages to remember first: use Remember this on a message (Discord), reply to a "
-    "message with /remember (Telegram), or send /memory save N for the last N messages."
-)
+# How a person picks messages to remember, in the words of their platform.
+PICKING = {
+    "discord": "use Remember this on a message (right-click or long-press it, then Apps), or send "
+               "/memory save with n for the last n messages",
+    "telegram": "reply to a message with /remember, or send /memory save N for the last N messages",
+}
+PICK_LAST_N = "send /memory save N to pick the last N messages (up to 20)"
+
+
+def no_selection(ctx: CommandContext) -> str:
+    return f"Pick the messages to remember first: {PICKING.get(ctx.conversation.platform, PICK_LAST_N)}."
 
 
 class DraftCommands:
@@ -123,7 +130,7 @@ class DraftCommands:
             if not latest:
                 raise UsageError("There are no messages in this conversation yet.")
             await self.store.drafts.set_selection(person.id, conversation.id, [m.id for m in reversed(latest)])
-        return await self._selection_view(person, conversation.id)
+        return await self._selection_view(ctx, person, conversation.id)
 
     async def remember(self, ctx: CommandContext, person: Person, platform_message_id: str) -> CommandResult:
         """Add one message (by its platform id) to the person's selection."""
@@ -137,16 +144,16 @@ class DraftCommands:
                 return CommandResult(f"You have already picked {MAX_SELECTED_MESSAGES} messages, the most at once. "
                                      "Save them first, or clear the selection.", ok=False)
             await self.store.drafts.set_selection(person.id, conversation.id, chosen + [message.id])
-        return await self._selection_view(person, conversation.id)
+        return await self._selection_view(ctx, person, conversation.id)
 
     async def _selected(self, person: Person, conversation_id: int) -> list[MessageRow]:
         chosen = await self.store.drafts.selection(person.id, conversation_id)
         return await self.store.conversations.messages_by_id(conversation_id, chosen)
 
-    async def _selection_view(self, person: Person, conversation_id: int) -> CommandResult:
+    async def _selection_view(self, ctx: CommandContext, person: Person, conversation_id: int) -> CommandResult:
         messages = await self._selected(person, conversation_id)
         if not messages:
-            return CommandResult(NO_SELECTION)
+            return CommandResult(no_selection(ctx))
         lines = [f"Chosen messages ({len(messages)} of at most {MAX_SELECTED_MESSAGES}):"]
         for m in messages:
             text = m.content if len(m.content) <= 200 else m.content[:199] + "…"
@@ -162,7 +169,7 @@ class DraftCommands:
         conversation = await self.turns.conversation_for(ctx.conversation)
         messages = await self._selected(person, conversation.id)
         if not messages:
-            return CommandResult(NO_SELECTION, ok=False)
+            return CommandResult(no_selection(ctx), ok=False)
         try:
             drafts = await draft_from_messages(self.llm, person.character_name, messages)
         except LLMError as failure:
@@ -187,7 +194,7 @@ class DraftCommands:
         conversation = await self.turns.conversation_for(ctx.conversation)
         messages = await self._selected(person, conversation.id)
         if not messages:
-            return CommandResult(NO_SELECTION, ok=False)
+            return CommandResult(no_selection(ctx), ok=False)
         content = as_is(messages)
         if len(content) > MAX_MEMORY_CHARS:
             raise UsageError(f"Those messages come to {len(content):,} characters; a memory holds at most "

@@ -38,6 +38,10 @@ PINNED_QUESTION = (
 )
 
 
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
+
+
 class SavedMemoryCommands:
     def __init__(self, turns: TurnHandler, counter: TokenCounter, clock: Callable[[], float]):
         self.turns = turns
@@ -116,7 +120,7 @@ class SavedMemoryCommands:
         scope = (scope or CHARACTER).lower()
         if error := scope_error(scope) or memory_text_error(text):
             raise UsageError(error)
-        pinned = parse_bool(pin, "pin")
+        pinned = parse_bool(pin, "pin", "yes or no")
         content = text.strip()
         try:
             row = await self.store.memories.add_memory(
@@ -255,7 +259,9 @@ class SavedMemoryCommands:
 
     async def export(self, ctx: CommandContext, person: Person) -> CommandResult:
         data = await self.store.memories.export_person(person.id)
-        data["exported_at"] = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat()
+        for memory in data["memories"]:  # times as ISO 8601 with their offset, not epoch seconds
+            memory["created_at"], memory["updated_at"] = _iso(memory["created_at"]), _iso(memory["updated_at"])
+        data["exported_at"] = _iso(self.clock())
         body = json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
         stamp = datetime.fromtimestamp(self.clock(), timezone.utc).strftime("%Y%m%d-%H%M%S")
         count = len(data["memories"])

@@ -43,19 +43,22 @@ class SQLiteTurns(Turns):
         content: str, tokens: int, receipt: dict[str, Any],
     ) -> MessageRow:
         async with self.db.write() as db:
-            old = await fetch_all(  # a regenerated turn replaces the old reply
-                db, "SELECT id, reply_message_id FROM turns WHERE user_message_id = ? AND status = 'done'",
-                (user_message.id,))
-            for old_turn, old_reply in old:
-                await db.execute("UPDATE turns SET status = 'replaced' WHERE id = ?", (old_turn,))
-                await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
             reply = await fetch_one(
                 db, "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
                 f"platform_message_id, created_at) VALUES (?, ?, 'assistant', NULL, ?, ?, ?, NULL, ?) "
                 f"RETURNING {MESSAGE_COLUMNS}",
                 (user_message.conversation_id, user_message.pos + 1, speaker_name, content, tokens, self.db.clock()))
-            await db.execute("UPDATE turns SET status = 'done', reply_message_id = ?, receipt = ? WHERE id = ?",
-                             (reply[0], json.dumps(receipt), turn_id))
+            # This turn becomes 'done' with its reply; a turn it regenerates (the same message's
+            # earlier 'done' turn) becomes 'replaced' in the same statement, and its reply goes.
+            old_replies = await fetch_all(
+                db, "UPDATE turns SET status = CASE WHEN id = ? THEN 'done' ELSE 'replaced' END, "
+                "reply_message_id = CASE WHEN id = ? THEN ? ELSE reply_message_id END, "
+                "receipt = CASE WHEN id = ? THEN ? ELSE receipt END "
+                "WHERE id = ? OR (user_message_id = ? AND status = 'done') RETURNING id, reply_message_id",
+                (turn_id, turn_id, reply[0], turn_id, json.dumps(receipt), turn_id, user_message.id))
+            for replaced, old_reply in old_replies:
+                if replaced != turn_id and old_reply is not None:
+                    await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
         return message(reply)
 
     async def fail_turn(self, turn_id: int) -> None:
