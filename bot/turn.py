@@ -25,9 +25,8 @@ import asyncio
 import logging
 import time
 from collections import deque
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import AsyncIterator, Awaitable, Callable, Hashable, Sequence
+from typing import Awaitable, Callable, Hashable, Sequence
 
 from bot.actions import STALE_BUTTON, encode_action
 from bot.characters import CharacterRuntime
@@ -53,6 +52,7 @@ LLM_FAILED = "Sorry, I couldn't answer just now ({reason}). Your message is save
 NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept and I can't answer it. "
              "Please send it again later.")
 INTERRUPTED = "(This reply was cut off when I restarted. Send your message again if you still want an answer.)"
+NOT_LATEST = "Only the latest reply can be regenerated."
 REGENERATE_LABEL = "🔄 Regenerate"
 RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again at restart
 
@@ -134,7 +134,7 @@ class TurnHandler:
         self.clock = clock
         self.after_delivery = after_delivery
         self.arrivals = ArrivalOrder()  # storing, per conversation key
-        self.turns = ArrivalOrder()  # answering, per conversation id (then across processes)
+        self.turns = ArrivalOrder()  # answering, per conversation id (then across processes: begin_turn)
 
     def character(self, name: str) -> CharacterRuntime:
         return self.characters[name.casefold()]
@@ -188,7 +188,7 @@ class TurnHandler:
                 log.exception("a message to %s could not be stored", message.conversation)
                 return Reply(NOT_SAVED, is_error=True)
             place = self.turns.join(conversation.id)  # still in arrival order
-        async with self._turn_of(conversation.id, place):
+        async with place:
             new_turn = await self.store.turns.begin_turn(conversation.id, person_id, user_row.id)
             return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text,
                                       unseen=message.unseen)
@@ -201,13 +201,15 @@ class TurnHandler:
         runtime = self.character(key.character)
         person_id = await self.person_for(presser)
         conversation = await self.conversation_for(key)
-        async with self._turn_of(conversation.id):
+        async with self.turns.join(conversation.id):
             if refusal := await self.regenerate_refusal(key, presser, turn_id):
                 return Reply(refusal, is_error=True)
-            latest = await self.store.turns.latest_turn(conversation.id)
-            user_row = await self.store.conversations.message(latest.user_message_id)
+            old = await self.store.turns.turn(turn_id)
+            new_turn = await self.store.turns.begin_regenerate(turn_id)  # checks "latest" again, as it starts
+            if new_turn is None:
+                return Reply(NOT_LATEST, is_error=True)
+            user_row = await self.store.conversations.message(old.user_message_id)
             assert user_row is not None  # a turn's message goes only with the turn
-            new_turn = await self.store.turns.begin_regenerate(turn_id)
             return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text)
 
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn_id: int | str) -> str | None:
@@ -220,7 +222,7 @@ class TurnHandler:
         conversation = await self.conversation_for(key)
         latest = await self.store.turns.latest_turn(conversation.id)
         if latest is None or latest.id != number:
-            return "Only the latest reply can be regenerated."
+            return NOT_LATEST
         if latest.person_id != person_id:
             return "Only the person this reply answered can regenerate it."
         return None
@@ -246,17 +248,9 @@ class TurnHandler:
         runtime = self.character(interrupted.conversation.character)
         conversation = await self.conversation_for(interrupted.conversation)
         user_row = interrupted.user_message
-        async with self._turn_of(conversation.id):
+        async with self.turns.join(conversation.id):
             new_turn = await self.store.turns.begin_turn(conversation.id, user_row.person_id, user_row.id)
             return await self._answer(runtime, conversation, user_row.person_id, user_row, new_turn, None)
-
-    @asynccontextmanager
-    async def _turn_of(self, conversation_id: int, place: "_Place | None" = None) -> AsyncIterator[None]:
-        """This conversation's turn: after the earlier arrivals in this process, and while no
-        other process sharing the database answers it."""
-        async with place or self.turns.join(conversation_id):
-            async with self.store.coordination.conversation_lock(conversation_id):
-                yield
 
     async def _answer(
         self,

@@ -5,7 +5,7 @@ gets back. Every backend (SQLite, PostgreSQL) implements every port, and one con
 Correctness lives in the database, never in one process: ids come from the database, a
 conversation's message order is assigned in SQL when a message is stored, every check-then-write
 (a memory cap) happens inside one write transaction, and work that must run once is claimed
-through `Coordination`. Rules with numbers (the caps) are the core's; it hands them to the
+through `Coordination`, and a conversation's running turn is its lock. Rules with numbers (the caps) are the core's; it hands them to the
 store when it opens it (`storage.factory.open_store`).
 """
 
@@ -272,7 +272,9 @@ class Turns(abc.ABC):
 
     @abc.abstractmethod
     async def begin_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
-        """A running turn for the message (person None: nobody in particular)."""
+        """A running turn for the message (person None: nobody in particular), started once no
+        other turn of the conversation runs in any process sharing the database: a running turn
+        is its conversation's lock, held until the turn is finished or failed."""
 
     @abc.abstractmethod
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
@@ -301,9 +303,11 @@ class Turns(abc.ABC):
     async def last_receipt(self, conversation_id: int, person_id: int) -> TurnRow | None: ...
 
     @abc.abstractmethod
-    async def begin_regenerate(self, turn_id: int) -> int:
+    async def begin_regenerate(self, turn_id: int) -> int | None:
         """Undo the turn's memory writes (pinned entries are left alone) and open a new
-        running turn for the same message; the old reply stays until the new one is stored."""
+        running turn for the same message (like begin_turn, once the conversation is free); the
+        old reply stays until the new one is stored. None when the turn is no longer the
+        conversation's latest answered one."""
 
     @abc.abstractmethod
     async def recover_interrupted_turns(self) -> int:
@@ -446,12 +450,9 @@ class Drafts(abc.ABC):
 
 
 class Coordination(abc.ABC):
-    """What several processes sharing one database agree on (SPEC sections 9 and 12): who
-    answers a conversation now, and who runs a piece of background work."""
-
-    @abc.abstractmethod
-    def conversation_lock(self, conversation_id: int) -> AbstractAsyncContextManager[None]:
-        """Held while a turn of the conversation runs (never a transaction: only a lock)."""
+    """What several processes sharing one database agree on (SPEC sections 9 and 12) besides
+    who answers a conversation now (a running turn, see Turns.begin_turn): who runs a piece of
+    background work."""
 
     @abc.abstractmethod
     def claim(self, job: str, lease_s: float) -> AbstractAsyncContextManager[bool]:

@@ -27,6 +27,14 @@ async def answer_to(telegram: FakeTelegram, chat_id: int, message_id: int):
     return (await telegram.wait_for(lambda: after(telegram, chat_id, message_id), timeout=30))[0]
 
 
+async def final_reply_to(telegram: FakeTelegram, chat_id: int, message_id: int):
+    """The character's reply once streamed whole: its last message carries the Regenerate button."""
+    def final():
+        later = after(telegram, chat_id, message_id)
+        return later if later and later[-1].buttons() else None
+    return (await telegram.wait_for(final, timeout=30))[-1]
+
+
 @pytest.fixture
 async def telegram():
     fake = FakeTelegram()
@@ -100,7 +108,7 @@ async def test_an_outsider_meets_a_safe_bot(tmp_path, llm, telegram):
         # 8. A photo's caption is answered; a bare sticker gets one line.
         llm.add(text("I can't see it, but I'd love to hear about it."))
         said = telegram.send(ann_dm, ann, "what is in this picture?", photo=True)
-        assert (await answer_to(telegram, ANN, said)).text == "I can't see it, but I'd love to hear about it."
+        assert (await final_reply_to(telegram, ANN, said)).text == "I can't see it, but I'd love to hear about it."
         said = telegram.send(ann_dm, ann, "", sticker=True)
         assert (await answer_to(telegram, ANN, said)).text.startswith("I can't see a sticker")
 

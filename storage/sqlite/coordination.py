@@ -1,5 +1,5 @@
 """Coordination in SQLite: leases in the database, so several processes sharing the file agree
-on who answers a conversation now and who runs a piece of background work.
+on who runs a piece of background work.
 
 A lease names its holder (`host:pid:nonce`, made when the store opens) and lapses at
 `expires_at`; the holder renews it while it works. Every process sharing an SQLite file runs on
@@ -18,8 +18,6 @@ from typing import AsyncIterator
 from storage.ports import Coordination
 from storage.sqlite.database import Database
 
-POLL_S = 0.02  # how often a waiting process looks at a held conversation lock
-TURN_LEASE_S = 60.0  # renewed every third of it while the turn runs
 
 
 def new_holder() -> str:
@@ -79,14 +77,6 @@ class SQLiteCoordination(Coordination):
             await asyncio.gather(renewing, return_exceptions=True)
             await asyncio.shield(self.db.execute("DELETE FROM leases WHERE name = ? AND holder = ?",
                                                  (name, self.holder)))
-
-    @contextlib.asynccontextmanager
-    async def conversation_lock(self, conversation_id: int) -> AsyncIterator[None]:
-        name = f"conversation:{conversation_id}"
-        while not await self._take(name, TURN_LEASE_S):
-            await asyncio.sleep(POLL_S)
-        async with self._held(name, TURN_LEASE_S):
-            yield
 
     @contextlib.asynccontextmanager
     async def claim(self, job: str, lease_s: float) -> AsyncIterator[bool]:

@@ -3,7 +3,6 @@ answered by one at a time, a job is claimed by one, meta is shared."""
 
 import asyncio
 
-from storage.ports import Store
 
 
 async def test_a_job_is_claimed_by_one_process_and_free_again_after(open_backend):
@@ -18,19 +17,18 @@ async def test_a_job_is_claimed_by_one_process_and_free_again_after(open_backend
 
 async def test_a_conversation_is_answered_by_one_process_at_a_time(open_backend):
     first, second = await open_backend(), await open_backend()
-    order: list[str] = []
-
-    async def turn(store: Store, name: str, hold: float) -> None:
-        async with store.coordination.conversation_lock(7):
-            order.append(f"{name} starts")
-            await asyncio.sleep(hold)
-            order.append(f"{name} ends")
-
-    first_turn = asyncio.create_task(turn(first, "A", 0.3))
-    await asyncio.sleep(0.05)
-    await turn(second, "B", 0)
-    await first_turn
-    assert order == ["A starts", "A ends", "B starts", "B ends"]
+    mira = await first.characters.ensure_character("Mira")
+    ann = await first.people.person_for_identity("telegram", "501")
+    chat = (await first.conversations.conversation("telegram", "501", None, mira, False)).id
+    one = await first.conversations.add_user_message(chat, ann, "Ann", "one", 1, None)
+    two = await second.conversations.add_user_message(chat, ann, "Ann", "two", 1, None)
+    running = await first.turns.begin_turn(chat, ann, one.id)  # the first process answers
+    waiting = asyncio.create_task(second.turns.begin_turn(chat, ann, two.id))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()  # the second waits for the conversation
+    await first.turns.finish_turn(running, one, "Mira", "reply to one", 3, {})
+    second_turn = await asyncio.wait_for(waiting, 5)
+    assert (await second.turns.turn(second_turn)).status == "running"
 
 
 async def test_meta_is_shared(open_backend):
