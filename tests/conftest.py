@@ -16,6 +16,7 @@ from bot.contract import CommandContext  # noqa: E402
 from bot.config import Config, parse_config  # noqa: E402
 from bot.contract import ConversationKey, Identity, IncomingMessage  # noqa: E402
 from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
+from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 
 API_KEY_ENV = "KEEPSAKE_TEST_API_KEY"
 DAY = 86_400.0
@@ -52,6 +53,14 @@ async def llm() -> ScriptedLLM:
     await server.start()
     yield server
     await server.stop()
+
+
+@pytest.fixture
+async def telegram() -> FakeTelegram:
+    fake = FakeTelegram()
+    await fake.start()
+    yield fake
+    await fake.stop()
 
 
 @pytest.fixture

@@ -35,14 +35,6 @@ async def final_reply_to(telegram: FakeTelegram, chat_id: int, message_id: int):
     return (await telegram.wait_for(final, timeout=30))[-1]
 
 
-@pytest.fixture
-async def telegram():
-    fake = FakeTelegram()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
 @pytest.mark.timeout(180)
 async def test_an_outsider_meets_a_safe_bot(tmp_path, llm, telegram):
     config = write_config(tmp_path, llm, telegram)

@@ -19,14 +19,6 @@ GROUP = -100777
 
 
 @pytest.fixture
-async def telegram():
-    fake = FakeTelegram()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
 async def bot(telegram, llm, tmp_path, monkeypatch, clock):
     monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
     raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")

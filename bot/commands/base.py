@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from bot.actions import encode_action
 from bot.contract import Button, CommandContext, CommandResult
-from bot.saved_memories import memory_number
+from bot.saved_memories import cap_text, memory_number
 from bot.text import parse_number
-from storage.ports import SCOPES
+from storage.ports import SCOPES, CapReached, MemoryRow
+
+if TYPE_CHECKING:
+    from bot.turn import TurnHandler
 
 
 @dataclass(frozen=True)
@@ -110,3 +113,13 @@ class Press:
             return [parse(arg) for parse, arg in zip(self.args, raw)]
         except ValueError:
             return None
+
+
+async def save_memory(turns: "TurnHandler", person: Person, scope: str, content: str, *, pinned: bool,
+                      source: str) -> MemoryRow:
+    """Add a memory for the person, or raise a UsageError saying its budget is full."""
+    try:
+        return await turns.store.memories.add_memory(
+            person.id, person.character_id, scope, content, turns.counter.count(content), pinned=pinned, source=source)
+    except CapReached as full:
+        raise UsageError(cap_text(full)) from None

@@ -19,6 +19,7 @@ from bot.commands.base import (
     number_arg,
     number_or_all_arg,
     parse_count,
+    save_memory,
 )
 from bot.drafting import (
     MAX_SELECTED_MESSAGES,
@@ -202,13 +203,7 @@ class DraftCommands:
         return await self._save_pinned(ctx, person, content)
 
     async def _save_pinned(self, ctx, person: Person, content: str) -> CommandResult:
-        try:
-            row = await self.store.memories.add_memory(
-                person.id, person.character_id, CHARACTER, content, self.counter.count(content),
-                pinned=True, source="conversation",
-            )
-        except CapReached as full:
-            raise UsageError(cap_text(full)) from None
+        row = await save_memory(self.turns, person, CHARACTER, content, pinned=True, source="conversation")
         conversation = await self.turns.conversation_for(ctx.conversation)
         await self.store.drafts.set_selection(person.id, conversation.id, [])
         return CommandResult(f"Saved #{row.id} (pinned): {content}")

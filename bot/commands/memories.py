@@ -21,6 +21,7 @@ from bot.commands.base import (
     parse_bool,
     parse_memory_id,
     plural,
+    save_memory,
     scope_arg,
     scope_or_all_arg,
 )
@@ -122,13 +123,7 @@ class SavedMemoryCommands:
             raise UsageError(error)
         pinned = parse_bool(pin, "pin", "yes or no")
         content = text.strip()
-        try:
-            row = await self.store.memories.add_memory(
-                person.id, person.character_id, scope, content, self.counter.count(content),
-                pinned=pinned, source="person",
-            )
-        except CapReached as full:
-            raise UsageError(cap_text(full)) from None
+        row = await save_memory(self.turns, person, scope, content, pinned=pinned, source="person")
         where = "every character" if scope == GLOBAL else person.character_name
         return CommandResult(f"Saved #{row.id}{' (pinned)' if pinned else ''} for {where}: {content}")
 
