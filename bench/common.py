@@ -17,7 +17,6 @@ import httpx2
 
 from bot.runtime import Runtime, build_runtime
 from bot.config import parse_config
-from bot.saved_memories import CAPS
 from bot.tokens import TokenCounter
 
 API_KEY_ENV = "KEEPSAKE_BENCH_API_KEY"

@@ -12,8 +12,8 @@ import re
 import secrets
 from typing import Callable
 
-from bot.commands.base import CommandContext, Person, Press, UsageError, button, memories_word
-from bot.contract import CommandResult
+from bot.commands.base import Person, Press, UsageError, button, memories_word
+from bot.contract import CommandContext, CommandResult
 from bot.rebuild import Rebuilds
 from bot.saved_memories import MAX_PINNED_PER_SCOPE, MAX_UNPINNED_PER_SCOPE
 from storage.ports import CapReached, Store

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from bot.actions import encode_action
-from bot.contract import Button, CommandContext, CommandResult
+from bot.contract import Button, CommandResult
 from bot.saved_memories import cap_text, memory_number
 from bot.text import parse_number
 from storage.ports import SCOPES, CapReached, MemoryRow

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from bot.commands.base import (
-    CommandContext,
     Person,
     Press,
     UsageError,
@@ -29,7 +28,7 @@ from bot.drafting import (
     draft_from_messages,
 )
 from bot.llm import LLMError
-from bot.contract import CommandResult
+from bot.contract import CommandContext, CommandResult
 from bot.saved_memories import MAX_MEMORY_CHARS, cap_text
 from bot.turn import TurnHandler
 from storage.ports import CHARACTER, CapReached, MessageRow

@@ -11,7 +11,6 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from bot.commands.base import (
-    CommandContext,
     Person,
     Press,
     UsageError,
@@ -25,7 +24,7 @@ from bot.commands.base import (
     scope_arg,
     scope_or_all_arg,
 )
-from bot.contract import Attachment, CommandResult
+from bot.contract import Attachment, CommandContext, CommandResult
 from bot.saved_memories import cap_text, memory_marks, memory_text_error, scope_error
 from bot.text import parse_number
 from bot.tokens import TokenCounter

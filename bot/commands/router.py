@@ -15,11 +15,11 @@ from typing import Any, Awaitable, Callable
 
 from bot.actions import NOT_YOUR_BUTTON, STALE_BUTTON, decode_action
 from bot.commands.account import AccountCommands
-from bot.commands.base import CommandContext, Person, Press, UsageError
+from bot.commands.base import Person, Press, UsageError
 from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands
 from bot.commands.summary import SummaryCommands
-from bot.contract import CommandResult
+from bot.contract import CommandContext, CommandResult
 from bot.rebuild import Rebuilds
 from bot.text import parse_number
 from bot.turn import TurnHandler

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.actions import encode_action
-from bot.commands.base import CommandContext, Person, Press, UsageError, button, number_arg, plural
-from bot.contract import CommandResult, Form
+from bot.commands.base import Person, Press, UsageError, button, number_arg, plural
+from bot.contract import CommandContext, CommandResult, Form
 from bot.prompt import TIER_TITLES
 from bot.rebuild import Rebuilds
 from bot.turn import TurnHandler

@@ -19,7 +19,6 @@ from storage.ports import Coordination
 from storage.sqlite.database import Database
 
 
-
 def new_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
