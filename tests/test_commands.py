@@ -24,6 +24,9 @@ async def test_add_edit_delete_a_memory(ann):
 async def test_the_person_may_edit_a_pinned_memory(ann):
     memory_id = await added_id(ann, "pin:yes my cat is called Tofu")
     assert (await ann.memory(f"/memory edit {memory_id} my cat is called Miso")).ok
+    view = (await ann.memory("/memory view")).text
+    assert f"📌 #{memory_id} · character · recent — my cat is called Miso" in view  # new text, still pinned
+    assert "Tofu" not in view
 
 
 async def test_typed_options_work_like_the_text_form(ann):

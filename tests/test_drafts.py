@@ -101,3 +101,16 @@ async def test_use_as_is_refuses_over_500_characters(ann, llm):
     view = await ann.memory("/memory save 2")
     refused = await ann.press(view.buttons[0][1].action)
     assert not refused.ok and "a memory holds at most 500" in refused.text
+
+
+async def test_at_most_5_drafts_are_offered_whatever_the_model_writes(ann, llm):
+    import json as json_module
+
+    from tests.fakes.llm_server import text as text_step
+
+    await ann.say("I moved to Oslo")
+    view = await ann.memory("/memory save 1")
+    llm.add(text_step(json_module.dumps([f"Ann fact number {i}" for i in range(1, 8)])))  # 7 drafts
+    drafts = await ann.press(view.buttons[0][0].action)
+    assert len(drafts.buttons[0]) == 5
+    assert "Ann fact number 5" in drafts.text and "Ann fact number 6" not in drafts.text

@@ -97,6 +97,25 @@ async def test_an_entry_stops_being_marked_recent_7_days_on_though_nothing_else_
     assert any("recent" not in line and "Tern" in line for line in memory_lines(llm))
 
 
+async def test_recent_means_updated_in_the_last_7_days_not_created(ann, llm, clock):
+    await ann.memory("/memory add my boat is called Tern")
+    clock.now += 10 * DAY
+    await ann.memory("/memory edit 1 my boat is called Petrel")  # created 10 days ago, updated now
+    clock.now += 1 * DAY
+    await ann.say("hi")
+    assert any("recent" in line and "Petrel" in line for line in memory_lines(llm))
+    assert "recent — my boat is called Petrel" in (await ann.memory("/memory view")).text
+
+
+async def test_unpinned_memories_reach_the_prompt_newest_first(ann, llm, clock):
+    for name in ("oldest", "middle", "newest"):
+        await ann.memory(f"/memory add the {name} fact")
+        clock.now += 60
+    await ann.say("hi")
+    order = [line.split('"')[1] for line in memory_lines(llm)]
+    assert order == ["the newest fact", "the middle fact", "the oldest fact"]
+
+
 async def test_view_lists_pinned_first_then_newest_and_pages_by_10(ann, clock):
     await fill(ann, "character", 14)
     clock.now += 1
@@ -118,6 +137,9 @@ async def test_pin_and_unpin_from_the_view_buttons(ann):
     pin = next(b for row in view.buttons for b in row if b.label.startswith("Pin #"))
     pinned_view = await ann.press(pin.action)
     assert "Pinned #" in pinned_view.text and "📌" in pinned_view.text
+    unpin = next(b for row in pinned_view.buttons for b in row if b.label.startswith("Unpin #"))
+    unpinned_view = await ann.press(unpin.action)
+    assert "Unpinned #" in unpinned_view.text and "📌" not in unpinned_view.text.split("\n\n", 1)[1]
 
 
 async def test_clear_all_keeps_pinned_on_first_pass_then_asks_about_them(ann):

@@ -81,3 +81,18 @@ async def test_text_written_in_one_trip_is_stored_exactly(runtime, llm):
     stored = await runtime.store.conversations.recent_messages(conversation.id, 1)
     assert stored[0].content == nasty.strip() == reply.text
     assert (await runtime.store.turns.turn(reply.turn_id)).receipt["window_messages"] == 1
+
+
+def test_window_takes_the_newest_messages_contiguously_never_skipping_a_long_one():
+    newest_first = rows(5, 100)
+    newest_first[1] = MessageRow(99, 1, 2 * 4, "user", 1, "Ann", "a very long message", 20_000, None, 0.0)
+    window = live_window(newest_first, 128_000)
+    assert [m.content for m in window] == ["m5"]  # the long one does not fit: nothing older comes in
+
+
+def test_a_summary_batch_takes_pending_messages_in_order_never_skipping_one():
+    from bot.summaries import take_batch
+
+    oldest_first = rows(5, 100)[::-1]
+    oldest_first[1] = MessageRow(99, 1, 4, "user", 1, "Ann", "long", 6_000, None, 0.0)
+    assert [m.content for m in take_batch(oldest_first)] == ["m1"]  # m2 (6,000 tokens) waits for its own batch
