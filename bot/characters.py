@@ -1,7 +1,9 @@
 """Characters: a persona text or a Character Card V2 file (SPEC section 2).
 
-A card is `.json`, or a `.png` whose `ccv3` (preferred) or else `chara` tEXt chunk holds base64
-JSON. Fields used: name, description, personality, scenario, first_mes, mes_example,
+A card is `.json` (V1, V2 or V3; a UTF-8 byte-order mark is fine), a `.png` whose `ccv3`
+(preferred) or else `chara` text chunk (`tEXt`, `zTXt` or `iTXt`) holds base64 JSON, or a CCv3
+`.charx` (a zip holding `card.json`). A bad card is one line naming the file and the problem.
+Fields used: name, description, personality, scenario, first_mes, mes_example,
 system_prompt, post_history_instructions. `{{char}}` and `{{user}}` are replaced when a prompt is
 built; `creator_notes` are never read into a prompt.
 """
@@ -10,9 +12,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
 import re
 import struct
+import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,15 +76,18 @@ def read_card(path: Path) -> dict:
         raise ConfigError(f"character card {path}: cannot be read ({exc.strerror})") from None
     if path.suffix.lower() == ".png" or raw.startswith(PNG_SIGNATURE):
         text = _card_json_from_png(raw, path)
+    elif path.suffix.lower() == ".charx" or raw.startswith(b"PK\x03\x04"):
+        text = _card_json_from_charx(raw, path)
     else:
-        text = raw.decode("utf-8", errors="replace")
+        text = raw.decode("utf-8-sig", errors="replace")  # a byte-order mark is no part of the JSON
     try:
         card = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"character card {path}: not valid JSON ({exc.msg})") from None
     if not isinstance(card, dict):
         raise ConfigError(f"character card {path}: expected a JSON object")
-    data = card.get("data", card) if card.get("spec", "").startswith("chara_card_v") else card
+    spec = card.get("spec")
+    data = card.get("data", card) if isinstance(spec, str) and spec.startswith("chara_card_v") else card
     if not isinstance(data, dict):
         raise ConfigError(f"character card {path}: its 'data' is not an object")
     return data
@@ -113,6 +120,15 @@ def _card_json_from_png(raw: bytes, path: Path) -> str:
                 chunks[keyword.decode("latin-1").lower()] = zlib.decompress(value[1:])
             except zlib.error:
                 continue
+        elif kind == b"iTXt" and b"\x00" in body:
+            # keyword \0 compressed? method language \0 translated keyword \0 text
+            keyword, _, rest = body.partition(b"\x00")
+            compressed, rest = rest[:1] == b"\x01", rest[2:]
+            value = rest.split(b"\x00", 2)[-1]
+            try:
+                chunks[keyword.decode("latin-1").lower()] = zlib.decompress(value) if compressed else value
+            except zlib.error:
+                continue
         elif kind == b"IEND":
             break
     payload = chunks.get("ccv3") or chunks.get("chara")
@@ -122,6 +138,17 @@ def _card_json_from_png(raw: bytes, path: Path) -> str:
         return base64.b64decode(payload, validate=False).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         raise ConfigError(f"character card {path}: the PNG's card chunk is not base64 JSON") from None
+
+
+def _card_json_from_charx(raw: bytes, path: Path) -> str:
+    """A CCv3 .charx: a zip whose card.json is the card (its assets are not needed here)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            return archive.read("card.json").decode("utf-8-sig")
+    except KeyError:
+        raise ConfigError(f"character card {path}: the .charx holds no card.json") from None
+    except (zipfile.BadZipFile, UnicodeDecodeError):
+        raise ConfigError(f"character card {path}: not a readable .charx (zip) file") from None
 
 
 @dataclass(frozen=True)

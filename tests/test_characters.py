@@ -107,3 +107,51 @@ def test_a_png_without_a_card_chunk_is_a_clear_error(tmp_path):
 def test_a_persona_is_a_character_too():
     character = load_character(CharacterConfig(name="Mira", persona="You are Mira."))
     assert "You are Mira." in system_prompt(character, "Ann", tools=False)
+
+
+def png_with_itxt(card: dict, compressed: bool) -> bytes:
+    """A PNG carrying the card in an iTXt chunk (some editors write those), zlib-compressed or not."""
+    payload = base64.b64encode(json.dumps(card).encode())
+    body = b"chara\x00" + (b"\x01\x00" if compressed else b"\x00\x00") + b"\x00\x00" + (
+        zlib.compress(payload) if compressed else payload)
+    plain = png_with_card({"name": "decoy"}, keyword="comment")
+    crc = zlib.crc32(b"iTXt" + body) & 0xFFFFFFFF
+    itxt = struct.pack(">I", len(body)) + b"iTXt" + body + struct.pack(">I", crc)
+    iend = plain.rindex(b"IEND") - 4
+    return plain[:iend] + itxt + plain[iend:]
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_png_card_in_an_itxt_chunk_loads(tmp_path, compressed):
+    path = tmp_path / "nox.png"
+    path.write_bytes(png_with_itxt(CARD, compressed))
+    assert load_character(CharacterConfig(name="Nox", card=path)).greeting("Ann") == "Hello, Ann."
+
+
+def test_a_json_card_with_a_utf8_byte_order_mark_loads(tmp_path):
+    path = tmp_path / "nox.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(CARD).encode())
+    assert load_character(CharacterConfig(name="Nox", card=path)).greeting("Ann") == "Hello, Ann."
+
+
+def test_a_card_whose_spec_is_null_is_read_as_a_v1_card(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"spec": None, "name": "Old", "first_mes": "Hi {{user}}."}))
+    assert load_character(CharacterConfig(name="Old", card=path)).greeting("Ann") == "Hi Ann."
+
+
+def test_a_ccv3_charx_card_loads_and_a_broken_one_is_one_clear_line(tmp_path):
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("card.json", json.dumps({**CARD, "spec": "chara_card_v3", "spec_version": "3.0"}))
+        archive.writestr("assets/icon/main.png", png_with_card({"name": "icon"}))
+    path = tmp_path / "nox.charx"
+    path.write_bytes(buffer.getvalue())
+    assert load_character(CharacterConfig(name="Nox", card=path)).greeting("Ann") == "Hello, Ann."
+    broken = tmp_path / "broken.charx"
+    broken.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(ConfigError, match=r"broken.charx: not a readable .charx \(zip\) file"):
+        load_character(CharacterConfig(name="Nox", card=broken))
