@@ -139,7 +139,7 @@ async def test_summarizing_starts_only_after_the_reply_was_delivered(ann, llm):
     llm.responder = extractive
     await stored(ann, 60)
     reply = await ann.say("one more")
-    await asyncio.sleep(0.05)
+    await ann.runtime.summarizer.idle()  # had the turn started summarizing, this would wait for it
     assert summary_calls(llm) == []
     await ann.runtime.turns.delivered(reply)
     await ann.runtime.summarizer.idle()

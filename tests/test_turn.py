@@ -123,8 +123,7 @@ async def test_a_turn_interrupted_by_a_crash_is_undone_at_start_up(make_config, 
 
 async def test_turns_of_one_conversation_are_serialized_in_order(ann, llm):
     llm.add(text("first answer", delay=0.3), text("second answer"))
-    first = asyncio.create_task(ann.say("first"))
-    await asyncio.sleep(0.05)
+    first = asyncio.create_task(ann.say("first"))  # the first to arrive (tasks start in order)
     second = asyncio.create_task(ann.say("second"))
     assert [(await first).text, (await second).text] == ["first answer", "second answer"]
     # The second turn saw the first reply, right after the message it answered.
@@ -135,12 +134,14 @@ async def test_turns_of_one_conversation_are_serialized_in_order(ann, llm):
 
 
 async def test_different_conversations_run_concurrently(ann, bob, llm):
-    llm.add(text("slow", delay=1.0), text("fast"))
+    llm.add(hang(30), text("fast"))  # Ann's model call hangs for as long as the test lasts
     slow = asyncio.create_task(ann.say("one"))
-    await asyncio.sleep(0.05)
-    fast = await asyncio.wait_for(bob.say("two"), timeout=0.8)
-    assert fast.text == "fast"
-    assert (await slow).text == "slow"
+    while not llm.requests:  # Ann's turn is waiting on the model
+        await asyncio.sleep(0.01)
+    fast = await asyncio.wait_for(bob.say("two"), timeout=10)
+    assert fast.text == "fast" and not slow.done()  # Bob was answered while Ann's turn still ran
+    slow.cancel()
+    await asyncio.gather(slow, return_exceptions=True)
 
 
 async def test_regenerate_undoes_the_turns_memory_writes(ann, llm):
