@@ -25,6 +25,7 @@ from bot.config import CharacterConfig, ConfigError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CARD_FIELDS = (
+    "nickname",  # V3: what {{char}} becomes, when the card gives one
     "description",
     "personality",
     "scenario",
@@ -39,6 +40,7 @@ _PLACEHOLDER = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
 @dataclass(frozen=True)
 class Character:
     name: str
+    nickname: str = ""
     description: str = ""
     personality: str = ""
     scenario: str = ""
@@ -48,9 +50,10 @@ class Character:
     post_history_instructions: str = ""
 
     def fill(self, text: str, user: str) -> str:
-        """Replace {{char}} and {{user}} (the speaker's display name)."""
+        """Replace {{char}} (the card's nickname, else the name) and {{user}} (the speaker's
+        display name)."""
         return _PLACEHOLDER.sub(
-            lambda m: self.name if m.group(1).lower() == "char" else user, text
+            lambda m: (self.nickname or self.name) if m.group(1).lower() == "char" else user, text
         )
 
     def greeting(self, user: str) -> str:

@@ -155,3 +155,13 @@ def test_a_ccv3_charx_card_loads_and_a_broken_one_is_one_clear_line(tmp_path):
     broken.write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(ConfigError, match=r"broken.charx: not a readable .charx \(zip\) file"):
         load_character(CharacterConfig(name="Nox", card=broken))
+
+
+def test_a_v3_nickname_is_what_char_becomes(tmp_path):
+    path = tmp_path / "nox.json"
+    card = {"spec": "chara_card_v3", "spec_version": "3.0",
+            "data": {**CARD["data"], "nickname": "Nox-7", "first_mes": "{{char}} here. Hello, {{user}}."}}
+    path.write_text(json.dumps(card))
+    character = load_character(CharacterConfig(name="Nox", card=path))
+    assert character.greeting("Ann") == "Nox-7 here. Hello, Ann."
+    assert "Nox-7 is the ship's AI, talking to Ann." in system_prompt(character, "Ann", tools=True)
