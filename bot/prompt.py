@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import functools
 import json
-import math
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from bot.characters import Character
-from bot.saved_memories import RECENT_DAYS, SelectedMemories, is_recent, memory_marks
+from bot.saved_memories import SelectedMemories, memory_marks
 from storage.ports import MemoryRow, MessageRow, SummaryRow
 
 MEMORY_GUIDANCE = """\
@@ -102,35 +100,6 @@ def memory_line(memory: MemoryRow, now: float) -> str:
     return f"#{memory.id} ({', '.join(memory_marks(memory, now))}): {quoted(memory.content)}"
 
 
-class _MemoryBlocks:
-    """The saved-memories message of recent prompts, kept because it is the same turn after turn:
-    the store hands back the same row objects until one of them changes. A block is built again
-    when a row changed, or when one of its entries stops being recent (7 days on)."""
-
-    SIZE = 256  # blocks of the people who spoke last (a full one holds 140 rows, ~90 KB)
-
-    def __init__(self) -> None:
-        # key: the speaker and the rows' ids; the rows are kept in the entry, so the ids stay theirs
-        self._blocks: OrderedDict[tuple, tuple[list[MemoryRow], float, str]] = OrderedDict()
-
-    def text(self, speaker_name: str, rows: list[MemoryRow], now: float) -> str:
-        key = (speaker_name, *map(id, rows))
-        held = self._blocks.get(key)
-        if held is not None and now <= held[1]:
-            self._blocks.move_to_end(key)
-            return held[2]
-        lines = [MEMORY_DATA_INTRO.format(user=speaker_name)] + [memory_line(m, now) for m in rows]
-        recent_until = min((m.updated_at + RECENT_DAYS * 86_400 for m in rows if is_recent(m, now)),
-                           default=math.inf)
-        self._blocks[key] = (rows, recent_until, "\n".join(lines))
-        if len(self._blocks) > self.SIZE:
-            self._blocks.popitem(last=False)
-        return self._blocks[key][2]
-
-
-_memory_blocks = _MemoryBlocks()
-
-
 def build_prompt(
     *,
     character: Character,
@@ -152,7 +121,8 @@ def build_prompt(
 
     chosen = memories.all if memories else []
     if chosen:
-        messages.append({"role": "system", "content": _memory_blocks.text(speaker_name, chosen, now)})
+        lines = [MEMORY_DATA_INTRO.format(user=speaker_name)] + [memory_line(m, now) for m in chosen]
+        messages.append({"role": "system", "content": "\n".join(lines)})
         tokens["memories"] = sum(m.tokens + MESSAGE_OVERHEAD_TOKENS for m in chosen)
 
     ordered = sorted(summary, key=lambda s: (TIER_ORDER.index(s.tier), s.first_pos))
