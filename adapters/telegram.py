@@ -228,10 +228,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             await self._serve(application, stop)
 
     async def _serve(self, application: Application, stop: asyncio.Event) -> None:
-        try:
-            await application.initialize()
-        except InvalidToken as refused:
-            raise PlatformRefused(f"Telegram refused the bot token of {self.character.name}: {refused}") from None
+        await self._refusable(application.initialize())
         try:
             await application.bot.set_my_commands(COMMANDS)
             await application.start()
@@ -267,10 +264,7 @@ class TelegramAdapter(ChatAdapter[Place]):
                     await asyncio.gather(fetch, return_exceptions=True)
                     break
                 try:
-                    updates = fetch.result()
-                except InvalidToken as refused:
-                    raise PlatformRefused(
-                        f"Telegram refused the bot token of {self.character.name}: {refused}") from None
+                    updates = await self._refusable(fetch)
                 except RetryAfter as flood:
                     await self._pause(stop, flood_wait(flood))
                     continue
