@@ -146,9 +146,8 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     async def notified(self, conversation: ConversationRow, person_id: int | None, text: str) -> None:
         if conversation.platform != self.platform or conversation.character_id != self.character_id:
             return
-        key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
-                              self.character.name, conversation.is_shared)
-        await self.quietly(self.send(self.place_of(key), text, [], None))
+        place = self.place_of(self.runtime.turns.key_of(conversation, self.character.name))
+        await self.quietly(self.send(place, text, [], None))
 
     async def quietly(self, call: Awaitable[Any]) -> None:
         try:

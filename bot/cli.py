@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from bot.config import Config, ConfigError, load_config
 from bot.contract import PlatformRefused
@@ -20,6 +21,9 @@ from bot.logs import config_secrets, log_to_file, redact, setup_logging
 from bot.runtime import Runtime, build_runtime
 from bot.saved_memories import CAPS
 from storage.factory import open_store
+
+if TYPE_CHECKING:
+    from adapters.registry import AdapterStarter
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 async def run_bot(config: Config) -> int:
     """Run every adapter that has a token until SIGINT/SIGTERM (exit 0), or until every adapter
     has stopped for good because its platform refused it (exit 1, so a supervisor notices)."""
-    from adapters.registry import AdapterStarter, platform_adapters
+    from adapters.registry import platform_adapters
 
     adapters = platform_adapters(config)
     if not adapters:
@@ -92,10 +96,7 @@ async def run_bot(config: Config) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
-    async def supervised(name: str, start: AdapterStarter) -> bool:
-        return await _supervised(name, start, runtime, stop)
-
-    tasks = [asyncio.create_task(supervised(name, start)) for name, start in adapters]
+    tasks = [asyncio.create_task(_supervised(name, start, runtime, stop)) for name, start in adapters]
     stopping = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({stopping, asyncio.gather(*tasks)}, return_when=asyncio.FIRST_COMPLETED)
@@ -111,7 +112,7 @@ async def run_bot(config: Config) -> int:
     return 0
 
 
-async def _supervised(name: str, start, runtime: Runtime, stop: asyncio.Event) -> bool:
+async def _supervised(name: str, start: "AdapterStarter", runtime: Runtime, stop: asyncio.Event) -> bool:
     """Run one adapter; if it fails, say so and try again after a pause, until the bot stops.
     False when its platform refused it for good (a revoked token): that is not retried."""
     delay = 5.0

@@ -144,6 +144,11 @@ class TurnHandler:
             key.platform, key.chat_id, key.thread_id, self.character(key.character).id, key.is_shared
         )
 
+    def key_of(self, conversation: ConversationRow, character: str) -> ConversationKey:
+        """The key of a stored conversation of `character` (to reach it again on its platform)."""
+        return ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
+                               self.character(character).character.name, conversation.is_shared)
+
     async def person_for(self, identity: Identity | None) -> int | None:
         """The person behind a platform identity; None for nobody in particular."""
         if identity is None:
@@ -236,9 +241,7 @@ class TurnHandler:
         for row in await self.store.turns.interrupted_turns(platform, runtime.id):
             if not await self.store.turns.claim_interrupted_turn(row.turn.id):
                 continue
-            conversation = row.conversation
-            key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
-                                  runtime.character.name, conversation.is_shared)
+            key = self.key_of(row.conversation, character)
             fresh = self.clock() - row.turn.created_at < RECOVER_WITHIN_S
             claimed.append(Interrupted(row.turn.id, key, row.user_message, row.turn.partial_message_id, fresh))
         return claimed
