@@ -46,7 +46,10 @@ class IncomingMessage:
     `speaker` is None for *nobody in particular* (SPEC section 2): a message sent on behalf of a
     chat (an anonymous group admin, "send as channel", a channel post) or by a bot or webhook.
     The character may answer it, but no saved memories are read or written for it.
-    `unseen` names what came with the text that the character cannot read ("a photo")."""
+    `unseen` names what came with the text that the character cannot read ("a photo").
+    `kept` is called once the message is stored and queued for its turn, or refused: a webhook
+    acknowledges the update then, so the platform delivers again what a crash lost, and updates
+    posted one after another to different processes keep their order."""
 
     conversation: ConversationKey
     speaker: Identity | None
@@ -54,6 +57,7 @@ class IncomingMessage:
     text: str
     platform_message_id: str | None = None
     unseen: str | None = None
+    kept: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@
 2. Store the person's message first — whatever happens next, it is kept. Messages of one
    conversation are stored in the order they arrived, a new person's very first ones included;
    when storing fails, the person is told plainly that the message was not saved.
-3. Wait for this conversation's previous turns, in arrival order (turns of one conversation are
-   serialized; different conversations run concurrently).
+3. Wait for this conversation's previous turns, in arrival order: the message is queued in the
+   conversation's line in the database as it is stored, so turns of one conversation start in
+   order and one at a time in every process sharing it; different conversations run
+   concurrently.
 4. Read only what the turn needs: the speaker's saved memories in play, the summary, the window.
    A message from nobody in particular (a chat, a bot: SPEC section 2) reads and writes none.
 5. Ask the model, running its memory tools (at most 3 rounds, at most 5 memory writes),
@@ -133,8 +135,7 @@ class TurnHandler:
         self.context_window = context_window
         self.clock = clock
         self.after_delivery = after_delivery
-        self.arrivals = ArrivalOrder()  # storing, per conversation key
-        self.turns = ArrivalOrder()  # answering, per conversation id (then across processes: begin_turn)
+        self.arrivals = ArrivalOrder()  # storing and queueing, per conversation key
 
     def character(self, name: str) -> CharacterRuntime:
         return self.characters[name.casefold()]
@@ -170,33 +171,47 @@ class TurnHandler:
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
         # No await before joining the line: places are taken in the order messages arrived.
         arrival = self.arrivals.join(_arrival_key(message.conversation))
-        async with arrival:
-            text = clean_text(message.text).strip()
-            if not text:
-                what = message.unseen
-                return Reply(CANNOT_SEE.format(what=what) if what else EMPTY_MESSAGE, is_error=True)
-            if message.unseen:
-                text = f"[{message.unseen}] {text}"
-            tokens = self.counter.count(text)
-            budget = window_token_budget(self.context_window)
-            if tokens > budget:
-                return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
-            runtime = self.character(message.conversation.character)
-            try:
-                person_id = await self.person_for(message.speaker)
-                conversation = await self.conversation_for(message.conversation)
-                user_row = await self.store.conversations.add_user_message(
-                    conversation.id, person_id, clean_text(message.speaker_name), text, tokens,
-                    message.platform_message_id,
-                )
-            except Exception:
-                log.exception("a message to %s could not be stored", message.conversation)
-                return Reply(NOT_SAVED, is_error=True)
-            place = self.turns.join(conversation.id)  # still in arrival order
-        async with place:
-            new_turn = await self.store.turns.begin_turn(conversation.id, person_id, user_row.id)
-            return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text,
-                                      unseen=message.unseen)
+        try:
+            async with arrival:
+                queued = await self._store_and_queue(message)
+        finally:
+            if message.kept is not None:
+                message.kept()
+        if isinstance(queued, Reply):
+            return queued
+        runtime, conversation, person_id, user_row, ticket = queued
+        new_turn = await self.store.turns.start_turn(ticket)
+        return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text,
+                                  unseen=message.unseen)
+
+    async def _store_and_queue(
+        self, message: IncomingMessage
+    ) -> Reply | tuple[CharacterRuntime, ConversationRow, int | None, MessageRow, int]:
+        """Store the message and queue its turn; or the answer when it cannot be kept."""
+        text = clean_text(message.text).strip()
+        if not text:
+            what = message.unseen
+            return Reply(CANNOT_SEE.format(what=what) if what else EMPTY_MESSAGE, is_error=True)
+        if message.unseen:
+            text = f"[{message.unseen}] {text}"
+        tokens = self.counter.count(text)
+        budget = window_token_budget(self.context_window)
+        if tokens > budget:
+            return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
+        runtime = self.character(message.conversation.character)
+        try:
+            person_id = await self.person_for(message.speaker)
+            conversation = await self.conversation_for(message.conversation)
+            user_row = await self.store.conversations.add_user_message(
+                conversation.id, person_id, clean_text(message.speaker_name), text, tokens,
+                message.platform_message_id,
+            )
+            # Still in arrival order: the conversation's line in the database (every process).
+            ticket = await self.store.turns.queue_turn(conversation.id, person_id, user_row.id)
+        except Exception:
+            log.exception("a message to %s could not be stored", message.conversation)
+            return Reply(NOT_SAVED, is_error=True)
+        return runtime, conversation, person_id, user_row, ticket
 
     async def regenerate(
         self, key: ConversationKey, presser: Identity, turn_id: int, on_text: ReplySink | None = None
@@ -206,16 +221,15 @@ class TurnHandler:
         runtime = self.character(key.character)
         person_id = await self.person_for(presser)
         conversation = await self.conversation_for(key)
-        async with self.turns.join(conversation.id):
-            if refusal := await self.regenerate_refusal(key, presser, turn_id):
-                return Reply(refusal, is_error=True)
-            old = await self.store.turns.turn(turn_id)
-            new_turn = await self.store.turns.begin_regenerate(turn_id)  # checks "latest" again, as it starts
-            if new_turn is None:
-                return Reply(NOT_LATEST, is_error=True)
-            user_row = await self.store.conversations.message(old.user_message_id)
-            assert user_row is not None  # a turn's message goes only with the turn
-            return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text)
+        if refusal := await self.regenerate_refusal(key, presser, turn_id):
+            return Reply(refusal, is_error=True)
+        old = await self.store.turns.turn(turn_id)
+        new_turn = await self.store.turns.begin_regenerate(turn_id)  # checks "latest" again, as it starts
+        if new_turn is None:
+            return Reply(NOT_LATEST, is_error=True)
+        user_row = await self.store.conversations.message(old.user_message_id)
+        assert user_row is not None  # a turn's message goes only with the turn
+        return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text)
 
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn_id: int | str) -> str | None:
         """Why this person may not regenerate this reply now, or None if they may. `turn_id`
@@ -251,9 +265,8 @@ class TurnHandler:
         runtime = self.character(interrupted.conversation.character)
         conversation = await self.conversation_for(interrupted.conversation)
         user_row = interrupted.user_message
-        async with self.turns.join(conversation.id):
-            new_turn = await self.store.turns.begin_turn(conversation.id, user_row.person_id, user_row.id)
-            return await self._answer(runtime, conversation, user_row.person_id, user_row, new_turn, None)
+        new_turn = await self.store.turns.begin_turn(conversation.id, user_row.person_id, user_row.id)
+        return await self._answer(runtime, conversation, user_row.person_id, user_row, new_turn, None)
 
     async def _answer(
         self,

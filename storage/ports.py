@@ -271,10 +271,22 @@ class Turns(abc.ABC):
     """A turn: the reply to one message, its receipt, and the undo of its memory writes."""
 
     @abc.abstractmethod
+    async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
+        """A place in the conversation's line for answering the message (person None: nobody in
+        particular). Turns of a conversation start in the order they were queued, in every
+        process sharing the database. Returns the ticket `start_turn` takes."""
+
+    @abc.abstractmethod
+    async def start_turn(self, ticket: int) -> int:
+        """Wait until the ticket is first in its conversation's line and no turn of the
+        conversation runs, then start a running turn for it: a running turn is its
+        conversation's lock, held until the turn is finished or failed. A turn or a ticket
+        whose process is gone holds no one up: it is interrupted (see
+        `recover_interrupted_turns`). Returns the turn id."""
+
     async def begin_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
-        """A running turn for the message (person None: nobody in particular), started once no
-        other turn of the conversation runs in any process sharing the database: a running turn
-        is its conversation's lock, held until the turn is finished or failed."""
+        """Queue a turn for the message and start it when its turn comes."""
+        return await self.start_turn(await self.queue_turn(conversation_id, person_id, user_message_id))
 
     @abc.abstractmethod
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
@@ -304,16 +316,16 @@ class Turns(abc.ABC):
 
     @abc.abstractmethod
     async def begin_regenerate(self, turn_id: int) -> int | None:
-        """Undo the turn's memory writes (pinned entries are left alone) and open a new
-        running turn for the same message (like begin_turn, once the conversation is free); the
-        old reply stays until the new one is stored. None when the turn is no longer the
-        conversation's latest answered one."""
+        """Start a new running turn for the same message (queued like any other) and, once it
+        runs, undo the old turn's memory writes (pinned entries are left alone); the old reply
+        stays until the new one is stored. None when, by the time it would start, the turn is no
+        longer the conversation's latest answered one."""
 
     @abc.abstractmethod
     async def recover_interrupted_turns(self) -> int:
-        """At start-up: turns left running by a process that is gone are undone and marked
-        failed, and wait (in `interrupted_turns`) for their adapter to answer them again or
-        mark the partial reply. Turns another live process is running are left alone."""
+        """At start-up: turns left running or queued by a process that is gone are undone and
+        marked failed, and wait (in `interrupted_turns`) for their adapter to answer them again
+        or mark the partial reply. Turns of another live process are left alone."""
 
     @abc.abstractmethod
     async def interrupted_turns(self, platform: str, character_id: int) -> list[InterruptedTurn]: ...

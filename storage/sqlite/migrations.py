@@ -219,4 +219,17 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX drafts_person ON drafts(person_id);
     """,
+    # 7 — the line of a conversation's waiting turns: turns start in the order their messages were
+    # queued, in every process sharing the file.
+    """
+    CREATE TABLE turn_queue (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id  INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        person_id        INTEGER REFERENCES persons(id) ON DELETE CASCADE,
+        user_message_id  INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        holder           TEXT NOT NULL,
+        queued_at        REAL NOT NULL
+    );
+    CREATE INDEX turn_queue_conversation ON turn_queue(conversation_id, id);
+    """,
 ]

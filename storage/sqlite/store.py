@@ -60,7 +60,8 @@ class SQLiteStore(Store):
             cursor = await self.db.execute(
                 "DELETE FROM messages WHERE created_at < ? AND pos <= "
                 "(SELECT summarized_pos FROM conversations c WHERE c.id = messages.conversation_id) "
-                "AND id NOT IN (SELECT user_message_id FROM turns WHERE status = 'running')",
+                "AND id NOT IN (SELECT user_message_id FROM turns WHERE status = 'running') "
+                "AND id NOT IN (SELECT user_message_id FROM turn_queue)",
                 (now - retention_days * 86_400,))
             purged = cursor.rowcount
         return f"backup {target.name}, {purged} old messages purged"

@@ -1,20 +1,20 @@
 """Turns in SQLite (the Turns port): a running turn row from the start of every turn, its
 reply and receipt in one transaction, the undo of its memory writes, and recovery after a crash.
 
-A conversation's running turn is also its lock: a turn starts only when no other turn of the
-conversation runs, in any process sharing the file, and the lock is let go when the turn is
-finished or failed. A running turn whose process is gone no longer holds anyone up.
+A conversation's running turn is also its lock, and its waiting turns are a line
+(`turn_queue`, see storage/turn_line.py): a turn starts when its ticket is first in line and no
+other turn of the conversation runs, in any process sharing the file; the lock is let go when
+the turn is finished or failed. A turn or ticket whose process is gone holds no one up.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import aiosqlite
 
-from storage.ports import InterruptedTurn, MessageRow, TurnRow, Turns
+from storage.ports import InterruptedTurn, MessageRow, TurnRow
 from storage.sqlite.coordination import holder_alive
 from storage.sqlite.database import Database, fetch_all, fetch_one
 from storage.sqlite.memories import undo_journal
@@ -28,9 +28,7 @@ from storage.sqlite.rows import (
     turn,
     width,
 )
-
-
-POLL_S = 0.02  # how often a turn waiting for the conversation looks again
+from storage.turn_line import TurnLine
 
 
 async def interrupt(db: aiosqlite.Connection, turn_id: int) -> None:
@@ -41,33 +39,65 @@ async def interrupt(db: aiosqlite.Connection, turn_id: int) -> None:
     await db.execute("INSERT OR IGNORE INTO interrupted_turns (turn_id) VALUES (?)", (turn_id,))
 
 
-class SQLiteTurns(Turns):
+async def abandon(db: aiosqlite.Connection, ticket: int, at: float) -> None:
+    """A queued ticket whose process is gone: it becomes a failed turn left for its adapter to
+    answer again, like a turn cut off mid-reply."""
+    (turn_id,) = await fetch_one(
+        db, "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
+        "SELECT conversation_id, person_id, user_message_id, 'failed', ?, holder FROM turn_queue WHERE id = ? "
+        "RETURNING id", (at, ticket))
+    await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES (?)", (turn_id,))
+    await db.execute("DELETE FROM turn_queue WHERE id = ?", (ticket,))
+
+
+class SQLiteTurns(TurnLine):
     def __init__(self, db: Database, holder: str):
+        super().__init__(holder)
         self.db = db
-        self.holder = holder  # this process: a crash leaves its running turns to recover
 
-    async def begin_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
-        while True:
-            started = await self.db.returning(
-                "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
-                "SELECT ?, ?, ?, 'running', ?, ? WHERE NOT EXISTS (SELECT 1 FROM turns WHERE conversation_id = ? "
-                "AND status = 'running') RETURNING id",
-                (conversation_id, person_id, user_message_id, self.db.clock(), self.holder, conversation_id))
-            if started is not None:
-                return started[0]
-            await self._wait_for_running_turn(conversation_id)
+    async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
+        (ticket,) = await self.db.returning(
+            "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at) "
+            "VALUES (?, ?, ?, ?, ?) RETURNING id",
+            (conversation_id, person_id, user_message_id, self.holder, self.db.clock()))
+        return ticket
 
-    async def _wait_for_running_turn(self, conversation_id: int) -> None:
-        """Another turn of the conversation runs: give it time, or recover it if its process is
-        gone. (This process runs one turn of a conversation at a time: one of its own still
-        running here was left behind by a failure, and is recovered too.)"""
-        row = await self.db.one("SELECT id, holder FROM turns WHERE conversation_id = ? AND status = 'running'",
-                                (conversation_id,))
-        if row is not None and (row[1] == self.holder or not row[1] or not holder_alive(row[1])):
+    async def _try_start(self, ticket: int) -> int | None:
+        async with self.db.write() as db:
+            queued = await fetch_one(
+                db, "SELECT conversation_id, person_id, user_message_id FROM turn_queue WHERE id = ?", (ticket,))
+            if queued is None:
+                raise LookupError(f"turn ticket {ticket} was taken out of its line")
+            conversation_id, person_id, user_message_id = queued
+            (first,) = await fetch_one(db, "SELECT MIN(id) FROM turn_queue WHERE conversation_id = ?",
+                                       (conversation_id,))
+            if first != ticket or await fetch_one(
+                    db, "SELECT 1 FROM turns WHERE conversation_id = ? AND status = 'running'", (conversation_id,)):
+                return None
+            await db.execute("DELETE FROM turn_queue WHERE id = ?", (ticket,))
+            (turn_id,) = await fetch_one(
+                db, "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
+                "VALUES (?, ?, ?, 'running', ?, ?) RETURNING id",
+                (conversation_id, person_id, user_message_id, self.db.clock(), self.holder))
+            return turn_id
+
+    async def _clear_the_way(self, ticket: int) -> None:
+        running = await self.db.one(
+            "SELECT t.id, t.holder FROM turns t JOIN turn_queue q ON q.conversation_id = t.conversation_id "
+            "WHERE q.id = ? AND t.status = 'running'", (ticket,))
+        if running is not None and self.left_behind(running[1], running[0], running[1] and holder_alive(running[1])):
             async with self.db.write() as db:
-                await interrupt(db, row[0])
-        else:
-            await asyncio.sleep(POLL_S)
+                await interrupt(db, running[0])
+            return
+        first = await self.db.one(
+            "SELECT id, holder FROM turn_queue WHERE conversation_id = (SELECT conversation_id FROM turn_queue "
+            "WHERE id = ?) ORDER BY id LIMIT 1", (ticket,))
+        if first is not None and first[0] != ticket and self.left_behind(first[1], None, holder_alive(first[1])):
+            async with self.db.write() as db:
+                await abandon(db, first[0], self.db.clock())
+
+    async def _withdraw(self, ticket: int) -> None:
+        await self.db.execute("DELETE FROM turn_queue WHERE id = ?", (ticket,))
 
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
         await self.db.execute("UPDATE turns SET partial_message_id = ? WHERE id = ?", (platform_message_id, turn_id))
@@ -93,12 +123,14 @@ class SQLiteTurns(Turns):
             for replaced, old_reply in old_replies:
                 if replaced != turn_id and old_reply is not None:
                     await db.execute("DELETE FROM messages WHERE id = ?", (old_reply,))
+        self.ended(turn_id)
         return message(reply)
 
     async def fail_turn(self, turn_id: int) -> None:
         async with self.db.write() as db:
             await undo_journal(db, turn_id)
             await db.execute("UPDATE turns SET status = 'failed' WHERE id = ?", (turn_id,))
+        self.ended(turn_id)
 
     async def turn(self, turn_id: int) -> TurnRow | None:
         row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE id = ?", (turn_id,))
@@ -117,33 +149,30 @@ class SQLiteTurns(Turns):
         return turn(row) if row else None
 
     async def begin_regenerate(self, turn_id: int) -> int | None:
-        while True:
-            async with self.db.write() as db:
-                conversation_id, person_id, user_message_id = await fetch_one(
-                    db, "SELECT conversation_id, person_id, user_message_id FROM turns WHERE id = ?", (turn_id,))
-                if not await fetch_one(db, "SELECT 1 FROM turns WHERE conversation_id = ? AND status = 'running'",
-                                       (conversation_id,)):
-                    latest = await fetch_one(db, "SELECT MAX(id) FROM turns WHERE conversation_id = ? "
-                                             "AND status = 'done'", (conversation_id,))
-                    if latest[0] != turn_id:
-                        return None  # a newer reply came first
-                    await undo_journal(db, turn_id)
-                    (new_turn,) = await fetch_one(
-                        db, "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, "
-                        "holder) VALUES (?, ?, ?, 'running', ?, ?) RETURNING id",
-                        (conversation_id, person_id, user_message_id, self.db.clock(), self.holder))
-                    return new_turn
-            await self._wait_for_running_turn(conversation_id)
+        conversation_id, person_id, user_message_id = await self.db.one(
+            "SELECT conversation_id, person_id, user_message_id FROM turns WHERE id = ?", (turn_id,))
+        new_turn = await self.begin_turn(conversation_id, person_id, user_message_id)
+        async with self.db.write() as db:  # running now: no other turn can end meanwhile
+            (latest,) = await fetch_one(db, "SELECT MAX(id) FROM turns WHERE conversation_id = ? AND status = 'done'",
+                                        (conversation_id,))
+            if latest == turn_id:
+                await undo_journal(db, turn_id)
+                return new_turn
+            await db.execute("DELETE FROM turns WHERE id = ?", (new_turn,))  # a newer reply came first
+        self.ended(new_turn)
+        return None
 
     async def recover_interrupted_turns(self) -> int:
-        if not await self.db.one("SELECT 1 FROM turns WHERE status = 'running' LIMIT 1"):
-            return 0
         async with self.db.write() as db:
             running = await fetch_all(db, "SELECT id, holder FROM turns WHERE status = 'running'")
-            gone = [turn_id for turn_id, holder in running if not holder or not holder_alive(holder)]
-            for turn_id in gone:
+            queued = await fetch_all(db, "SELECT id, holder FROM turn_queue")
+            gone_turns = [turn_id for turn_id, holder in running if not holder or not holder_alive(holder)]
+            gone_tickets = [ticket for ticket, holder in queued if not holder_alive(holder)]
+            for turn_id in gone_turns:
                 await interrupt(db, turn_id)
-            return len(gone)
+            for ticket in gone_tickets:
+                await abandon(db, ticket, self.db.clock())
+            return len(gone_turns) + len(gone_tickets)
 
     async def interrupted_turns(self, platform: str, character_id: int) -> list[InterruptedTurn]:
         rows = await self.db.all(
