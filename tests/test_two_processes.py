@@ -1,25 +1,34 @@
-"""Two bot processes on one SQLite file (two runtimes, each with its own connections, as two
-processes have) stay correct: what one writes the other sees at once, caps hold between them,
-messages keep their arrival order, and each summary batch is written once."""
+"""Two bot processes on one database, SQLite file or PostgreSQL (two runtimes, each with its own
+connections, as two processes have), stay correct: what one writes the other sees at once, caps
+hold between them, messages keep their arrival order and are answered in it, and each summary
+batch is written once."""
 
 import asyncio
+import dataclasses
 
 import pytest
 
+from bot.contract import IncomingMessage
 from bot.runtime import build_runtime
 from tests.conftest import Chat
 from tests.fakes.llm_server import text
 from tests.fakes.summarizer import kind_of
+from tests.postgres import fresh_schema_url
 
 
-@pytest.fixture
-async def two(make_config, clock):
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def two(request, make_config, clock):
     config = make_config()
+    schemas = fresh_schema_url() if request.param == "postgresql" else None
+    if schemas:
+        config = dataclasses.replace(config, storage=dataclasses.replace(config.storage, url=await anext(schemas)))
     first = await build_runtime(config, clock=clock)
     second = await build_runtime(config, clock=clock)
     yield first, second
     await first.close()
     await second.close()
+    if schemas:
+        await anext(schemas, None)
 
 
 async def test_learning_off_in_one_process_is_obeyed_by_the_other_at_once(two, llm):
@@ -81,3 +90,24 @@ async def test_a_summary_batch_is_written_once_when_both_processes_run_it(two, l
     summaries = await a.store.summaries.summaries(conversation)
     assert [s.content for s in summaries] == ["- Ann said ten things."]
     assert sum(1 for r in llm.requests if kind_of(r) != "chat") == 1
+
+
+async def test_one_persons_messages_alternating_between_processes_are_answered_in_order_once_each(two, llm):
+    """As a webhook behind a load balancer: each message goes to the next process as soon as the
+    previous one was kept, while earlier turns are still being answered."""
+    processes = two
+    llm.responder = lambda body: text("Okay.", delay=0.05)
+    replies = []
+    for n in range(10):
+        kept = asyncio.Event()
+        chat = Chat(processes[n % 2])
+        message = IncomingMessage(chat.key, chat.identity, chat.name, f"message {n}", kept=kept.set)
+        replies.append(asyncio.create_task(processes[n % 2].turns.handle(message)))
+        await kept.wait()
+    await asyncio.gather(*replies)
+    answered = [r["messages"][-1]["content"] for r in llm.requests if kind_of(r) == "chat"]
+    assert answered == [f"message {n}" for n in range(10)]
+    conversation = (await processes[0].turns.conversation_for(Chat(processes[0]).key)).id
+    stored = list(reversed(await processes[1].store.conversations.recent_messages(conversation, 100)))
+    assert [m.role for m in stored] == ["user", "assistant"] * 10
+    assert [m.content for m in stored[::2]] == [f"message {n}" for n in range(10)]

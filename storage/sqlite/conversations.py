@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from storage.ports import ConversationRow, Conversations, MessageRow
 from storage.sqlite.database import Database
-from storage.sqlite.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, conversation, message
+from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, conversation, message
 
 NEXT_POS = "(SELECT COALESCE(MAX(pos), 0) / 2 * 2 + 2 FROM messages WHERE conversation_id = ?)"
 NEW_MESSAGE = ("INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "

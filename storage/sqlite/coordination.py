@@ -1,21 +1,17 @@
-"""Coordination in SQLite: leases in the database, so several processes sharing the file agree
-on who runs a piece of background work.
+"""Coordination in SQLite: leases in the file (storage/leases.py), so several processes sharing
+it agree on who runs a piece of background work, and shared settings (meta).
 
-A lease names its holder (`host:pid:nonce`, made when the store opens) and lapses at
-`expires_at`; the holder renews it while it works. Every process sharing an SQLite file runs on
-one machine, so a lease whose holder process is gone (killed) is free at once.
+A holder is `host:pid:nonce`, made when the store opens. Every process sharing an SQLite file
+runs on one machine, so whether a holder is gone is asked of the operating system.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import socket
 import uuid
-from typing import AsyncIterator
 
-from storage.ports import Coordination
+from storage.leases import Leases
 from storage.sqlite.database import Database
 
 
@@ -24,8 +20,11 @@ def new_holder() -> str:
 
 
 def holder_alive(holder: str) -> bool:
-    """False only when the holder is a process of this machine that is gone."""
-    host, pid, _ = holder.split(":", 2)
+    """False only when the holder is a process of this machine that is gone (or no process of
+    this backend's making: a holder copied from another database)."""
+    host, pid, _ = (holder.split(":", 2) + ["", ""])[:3]
+    if not pid.isdigit():
+        return False
     if host != socket.gethostname():
         return True
     try:
@@ -37,14 +36,13 @@ def holder_alive(holder: str) -> bool:
     return True
 
 
-class SQLiteCoordination(Coordination):
+class SQLiteCoordination(Leases):
     def __init__(self, db: Database, holder: str):
+        super().__init__(holder)
         self.db = db
-        self.holder = holder
 
     async def _take(self, name: str, lease_s: float) -> bool:
-        """Take the lease if it is free, lapsed or ours (one statement); else take it over only
-        from a holder process that is gone."""
+        """Free, lapsed or ours: one statement; else taken over only from a holder that is gone."""
         now = self.db.clock()
         taken = await self.db.returning(
             "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE "
@@ -60,30 +58,12 @@ class SQLiteCoordination(Coordination):
                                        (self.holder, now + lease_s, name, row[0]))
         return cursor.rowcount == 1
 
-    async def _renew(self, name: str, lease_s: float) -> None:
-        while True:
-            await asyncio.sleep(lease_s / 3)
-            await self.db.execute("UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ?",
-                                  (self.db.clock() + lease_s, name, self.holder))
+    async def _extend(self, name: str, lease_s: float) -> None:
+        await self.db.execute("UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ?",
+                              (self.db.clock() + lease_s, name, self.holder))
 
-    @contextlib.asynccontextmanager
-    async def _held(self, name: str, lease_s: float) -> AsyncIterator[None]:
-        renewing = asyncio.create_task(self._renew(name, lease_s))
-        try:
-            yield
-        finally:
-            renewing.cancel()
-            await asyncio.gather(renewing, return_exceptions=True)
-            await asyncio.shield(self.db.execute("DELETE FROM leases WHERE name = ? AND holder = ?",
-                                                 (name, self.holder)))
-
-    @contextlib.asynccontextmanager
-    async def claim(self, job: str, lease_s: float) -> AsyncIterator[bool]:
-        if not await self._take(f"job:{job}", lease_s):
-            yield False
-            return
-        async with self._held(f"job:{job}", lease_s):
-            yield True
+    async def _release(self, name: str) -> None:
+        await self.db.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, self.holder))
 
     async def get_meta(self, key: str) -> str | None:
         row = await self.db.one("SELECT value FROM meta WHERE key = ?", (key,))

@@ -20,7 +20,7 @@ from storage.ports import (
     PinnedMemory,
 )
 from storage.sqlite.database import Database, fetch_all, fetch_one
-from storage.sqlite.rows import MEMORY_COLUMNS, memory, prefixed, scope_character
+from storage.rows import MEMORY_COLUMNS, memory, prefixed, scope_character
 
 FIELDS = [c.strip() for c in MEMORY_COLUMNS.split(",")]
 

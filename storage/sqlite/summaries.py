@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from storage.ports import RebuildRow, Summaries, SummaryRow, SummaryState
 from storage.sqlite.database import Database, fetch_one
-from storage.sqlite.rows import REBUILD_COLUMNS, SUMMARY_COLUMNS, TIER_RANK, summary
+from storage.rows import REBUILD_COLUMNS, SUMMARY_COLUMNS, TIER_RANK, summary
 
 REBUILD_GENERATION = "(SELECT generation FROM rebuilds WHERE conversation_id = ?)"
 

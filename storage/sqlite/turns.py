@@ -18,7 +18,7 @@ from storage.ports import InterruptedTurn, MessageRow, TurnRow
 from storage.sqlite.coordination import holder_alive
 from storage.sqlite.database import Database, fetch_all, fetch_one
 from storage.sqlite.memories import undo_journal
-from storage.sqlite.rows import (
+from storage.rows import (
     CONVERSATION_COLUMNS,
     MESSAGE_COLUMNS,
     TURN_COLUMNS,

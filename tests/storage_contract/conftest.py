@@ -13,8 +13,9 @@ from bot.saved_memories import CAPS
 from storage.factory import open_store
 from storage.ports import Store
 from tests.conftest import FakeClock
+from tests.postgres import fresh_schema_url
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgresql"]
 
 OpenStore = Callable[[], Awaitable[Store]]
 
@@ -23,15 +24,19 @@ OpenStore = Callable[[], Awaitable[Store]]
 async def open_backend(request, tmp_path: Path, clock: FakeClock) -> AsyncIterator[OpenStore]:
     """Opens a store on one database; called twice, two stores (two "processes") share it."""
     opened: list[Store] = []
+    schemas = fresh_schema_url() if request.param == "postgresql" else None
+    url = await anext(schemas) if schemas else "sqlite:///keepsake.sqlite3"
 
     async def open_one() -> Store:
-        store = await open_store("sqlite:///keepsake.sqlite3", CAPS, tmp_path, clock)
+        store = await open_store(url, CAPS, tmp_path, clock)
         opened.append(store)
         return store
 
     yield open_one
     for store in opened:
         await store.close()
+    if schemas:
+        await anext(schemas, None)
 
 
 @pytest.fixture

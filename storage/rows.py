@@ -1,4 +1,5 @@
-"""Column lists and the rows built from them, shared by the SQLite ports."""
+"""Column lists and the rows built from them, shared by every backend (a row comes back from
+SQLite or PostgreSQL as a sequence in the order of these lists)."""
 
 from __future__ import annotations
 

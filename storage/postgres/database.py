@@ -1,0 +1,120 @@
+"""One PostgreSQL database, opened for the store: an asyncpg pool, the schema to use, the
+migrations, and this process's presence.
+
+Transactions are short and never span a model call. Where a check must hold until its write
+commits, the transaction locks the row the rule is about: the person (memory caps), the
+conversation (a message's place, the start of a turn). Every process registers itself in
+`processes` and holds a session advisory lock on its row for as long as it lives, on a
+connection of its own: another process finds out that it is gone when that lock is free
+(PostgreSQL lets it go the moment the connection drops).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import os
+import time
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
+
+import asyncpg
+
+from storage.postgres.migrations import MIGRATIONS
+
+SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# Advisory lock keys are (namespace, number), the namespace taken from the schema in use, so
+# deployments in different schemas of one database never share a lock.
+NAMESPACE = "hashtext(current_schema())"
+MIGRATION_LOCK = 0  # number 0: migrating; process rows (ids from 1) are their presence locks
+
+
+class Database:
+    def __init__(self, dsn: str, schema: str | None, clock: Callable[[], float] = time.time):
+        if schema is not None and not SCHEMA_NAME.match(schema):
+            raise ValueError(f"schema {schema!r}: use lower-case letters, digits and _")
+        self.dsn = dsn
+        self.schema = schema
+        self.clock = clock
+        self.pool: asyncpg.Pool | None = None
+        self._presence: asyncpg.Connection | None = None
+        self.process_id: int | None = None
+
+    async def open(self, pool_size: int = 10) -> None:
+        settings = {"search_path": self.schema} if self.schema else {}
+        first = await asyncpg.connect(self.dsn, server_settings=settings)
+        try:
+            if self.schema:
+                await first.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            await self._migrate(first)
+        finally:
+            await first.close()
+        self.pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=pool_size, server_settings=settings)
+        self._presence = await asyncpg.connect(self.dsn, server_settings=settings)
+        self.process_id = await self._presence.fetchval(
+            "INSERT INTO processes (host, pid, started_at) VALUES ($1, $2, $3) RETURNING id",
+            socket.gethostname(), os.getpid(), self.clock())
+        await self._presence.execute(f"SELECT pg_advisory_lock({NAMESPACE}, $1)", self.process_id)
+
+    async def _migrate(self, db: asyncpg.Connection) -> None:
+        """Apply what is missing, each migration in its own transaction, under an advisory lock:
+        processes starting together take turns, and the later ones find the work done."""
+        await db.execute(f"SELECT pg_advisory_lock({NAMESPACE}, {MIGRATION_LOCK})")
+        try:
+            await db.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                             "(version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)")
+            applied = await db.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+            for number, script in enumerate(MIGRATIONS[applied:], start=applied + 1):
+                async with db.transaction():
+                    await db.execute(script)
+                    await db.execute("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
+                                     number, self.clock())
+        finally:
+            await db.execute(f"SELECT pg_advisory_unlock({NAMESPACE}, {MIGRATION_LOCK})")
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+        if self._presence is not None:
+            await self._presence.close()  # our presence lock goes with it
+        self.pool = self._presence = None
+
+    async def process_alive(self, holder: str | None) -> bool:
+        """Whether the process a holder names still holds its presence lock (a holder that is no
+        process id, e.g. copied from an SQLite file, is gone)."""
+        if not holder or not holder.isdigit():
+            return False
+        async with self.transaction() as db:
+            free = await db.fetchval(f"SELECT pg_try_advisory_xact_lock({NAMESPACE}, $1)", int(holder))
+        return not free
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+        """One transaction on a pooled connection; rolled back on any error."""
+        assert self.pool is not None, "store is not open"
+        async with self.pool.acquire() as db:
+            async with db.transaction():
+                yield db
+
+    async def execute(self, sql: str, *params: Any) -> int:
+        """One statement, atomic on its own: how many rows it changed."""
+        assert self.pool is not None, "store is not open"
+        return changed(await self.pool.execute(sql, *params))
+
+    async def one(self, sql: str, *params: Any) -> asyncpg.Record | None:
+        assert self.pool is not None, "store is not open"
+        return await self.pool.fetchrow(sql, *params)
+
+    async def value(self, sql: str, *params: Any) -> Any:
+        assert self.pool is not None, "store is not open"
+        return await self.pool.fetchval(sql, *params)
+
+    async def all(self, sql: str, *params: Any) -> list[asyncpg.Record]:
+        assert self.pool is not None, "store is not open"
+        return await self.pool.fetch(sql, *params)
+
+
+def changed(status: str) -> int:
+    """Rows a command changed, from its status ("DELETE 3", "INSERT 0 1")."""
+    last = status.rsplit(" ", 1)[-1]
+    return int(last) if last.isdigit() else 0

@@ -1,0 +1,224 @@
+"""Saved memories in PostgreSQL (the Memories port): a write that checks a budget locks the
+person's row first, so concurrent writers in any process see each other's counts; the journal
+of what each turn's tools wrote (so regenerate, a failed turn or a crash can undo it); and the
+Learn-from-chat switch."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+
+from storage.ports import (
+    CHARACTER,
+    GLOBAL,
+    CapReached,
+    Memories,
+    MemoriesInPlay,
+    MemoryCaps,
+    MemoryRow,
+    PinnedMemory,
+)
+from storage.postgres.database import Database
+from storage.rows import MEMORY_COLUMNS, memory, prefixed, scope_character
+
+FIELDS = [c.strip() for c in MEMORY_COLUMNS.split(",")]
+
+
+async def lock_people(db: asyncpg.Connection, *person_ids: int) -> None:
+    """Hold the people's rows until the transaction ends (in id order: no deadlock)."""
+    await db.execute("SELECT 1 FROM persons WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE", list(person_ids))
+
+
+async def count_memories(db: asyncpg.Connection, person_id: int, character: int | None, pinned: bool) -> int:
+    return await db.fetchval(
+        "SELECT COUNT(*) FROM memories WHERE person_id = $1 AND character_id IS NOT DISTINCT FROM $2 "
+        "AND pinned = $3", person_id, character, pinned)
+
+
+async def journal(db: asyncpg.Connection, turn_id: int | None, memory_id: int, action: str,
+                  before: MemoryRow | None) -> None:
+    """Note what a turn's tool wrote, so it can be undone."""
+    if turn_id is None:
+        return
+    snapshot = json.dumps({f: getattr(before, f) for f in FIELDS}) if before is not None else None
+    await db.execute("INSERT INTO memory_journal (turn_id, memory_id, action, before) VALUES ($1, $2, $3, $4)",
+                     turn_id, memory_id, action, snapshot)
+
+
+async def undo_journal(db: asyncpg.Connection, turn_id: int) -> None:
+    """Undo what a turn's tools wrote, newest first. Entries pinned since are left alone: only
+    the person changes pinned memories."""
+    entries = await db.fetch(
+        "SELECT id, memory_id, action, before FROM memory_journal WHERE turn_id = $1 AND NOT undone "
+        "ORDER BY id DESC", turn_id)
+    for entry_id, memory_id, action, before in entries:
+        pinned = await db.fetchval("SELECT pinned FROM memories WHERE id = $1", memory_id)
+        if pinned:
+            pass  # pinned by the person since: left alone
+        elif action == "add" and pinned is not None:
+            await db.execute("DELETE FROM memories WHERE id = $1", memory_id)
+        elif action == "update" and pinned is not None:
+            old = json.loads(before)
+            await db.execute("UPDATE memories SET content = $1, tokens = $2, updated_at = $3 WHERE id = $4",
+                             old["content"], old["tokens"], old["updated_at"], memory_id)
+        elif action == "delete" and pinned is None:
+            old = json.loads(before)
+            marks = ", ".join(f"${i}" for i in range(1, len(FIELDS) + 1))
+            await db.execute(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({marks})",
+                             *(old[f] for f in FIELDS))
+        await db.execute("UPDATE memory_journal SET undone = true WHERE id = $1", entry_id)
+
+
+def visible(person_id: int, character_id: int, scope: str | None = None) -> tuple[str, tuple]:
+    """WHERE clause (parameters from $1) and parameters: the person's memories this character
+    can see (both scopes, or only `scope`)."""
+    if scope == GLOBAL:
+        return "person_id = $1 AND character_id IS NULL", (person_id,)
+    if scope == CHARACTER:
+        return "person_id = $1 AND character_id = $2", (person_id, character_id)
+    return "person_id = $1 AND (character_id = $2 OR character_id IS NULL)", (person_id, character_id)
+
+
+class PostgresMemories(Memories):
+    def __init__(self, db: Database, caps: MemoryCaps):
+        self.db = db
+        self.caps = caps
+
+    async def memories_in_play(self, person_id: int, character_id: int, unpinned_limit: int) -> MemoriesInPlay:
+        rows = await self.db.all(
+            f"(SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 AND pinned "
+            "AND (character_id = $2 OR character_id IS NULL)) "
+            f"UNION ALL (SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 AND character_id = $2 "
+            "AND NOT pinned ORDER BY updated_at DESC, id DESC LIMIT $3) "
+            f"UNION ALL (SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 AND character_id IS NULL "
+            "AND NOT pinned ORDER BY updated_at DESC, id DESC LIMIT $3)",
+            person_id, character_id, unpinned_limit)
+        memories = [memory(r) for r in rows]
+        pinned = sorted((m for m in memories if m.pinned), key=lambda m: (m.updated_at, m.id), reverse=True)
+        unpinned = {scope: [m for m in memories if not m.pinned and m.scope == scope] for scope in (CHARACTER, GLOBAL)}
+        return MemoriesInPlay(pinned=pinned, unpinned=unpinned)
+
+    async def list_memories(
+        self, person_id: int, character_id: int, scope: str | None, offset: int, limit: int
+    ) -> tuple[list[MemoryRow], int]:
+        where, params = visible(person_id, character_id, scope)
+        total = await self.db.value(f"SELECT COUNT(*) FROM memories WHERE {where}", *params)
+        n = len(params)
+        rows = await self.db.all(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} "
+            f"ORDER BY pinned DESC, updated_at DESC, id DESC LIMIT ${n + 1} OFFSET ${n + 2}", *params, limit, offset)
+        return [memory(r) for r in rows], total
+
+    @staticmethod
+    async def _changeable(db: asyncpg.Connection, person_id: int, character_id: int, memory_id: int,
+                          by_ai: bool) -> MemoryRow | None:
+        """The memory if it is the person's and in play (the person's row locked); the AI (a
+        turn's tool) may not change a pinned one: PinnedMemory."""
+        await lock_people(db, person_id)
+        where, params = visible(person_id, character_id)
+        row = await db.fetchrow(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} AND id = ${len(params) + 1}",
+                                *params, memory_id)
+        found = memory(row) if row else None
+        if found is not None and by_ai and found.pinned:
+            raise PinnedMemory(memory_id)
+        return found
+
+    def _limit(self, pinned: bool) -> int:
+        return self.caps.pinned if pinned else self.caps.unpinned
+
+    async def add_memory(
+        self, person_id: int, character_id: int, scope: str, content: str, tokens: int,
+        pinned: bool, source: str, turn_id: int | None = None,
+    ) -> MemoryRow:
+        character = scope_character(scope, character_id)
+        now = self.db.clock()
+        async with self.db.transaction() as db:
+            await lock_people(db, person_id)
+            count = await count_memories(db, person_id, character, pinned)
+            if count >= self._limit(pinned):
+                raise CapReached("pinned" if pinned else "unpinned", self._limit(pinned), scope, count)
+            row = await db.fetchrow(
+                "INSERT INTO memories (person_id, character_id, content, tokens, pinned, source, created_at, "
+                f"updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING {MEMORY_COLUMNS}",
+                person_id, character, content, tokens, pinned, source, now)
+            await journal(db, turn_id, row[0], "add", None)
+        return memory(row)
+
+    async def update_memory(
+        self, person_id: int, character_id: int, memory_id: int, content: str, tokens: int,
+        turn_id: int | None = None,
+    ) -> MemoryRow | None:
+        async with self.db.transaction() as db:
+            before = await self._changeable(db, person_id, character_id, memory_id, by_ai=turn_id is not None)
+            if before is None:
+                return None
+            row = await db.fetchrow(
+                f"UPDATE memories SET content = $1, tokens = $2, updated_at = $3 WHERE id = $4 "
+                f"RETURNING {MEMORY_COLUMNS}", content, tokens, self.db.clock(), memory_id)
+            await journal(db, turn_id, memory_id, "update", before)
+        return memory(row)
+
+    async def delete_memory(
+        self, person_id: int, character_id: int, memory_id: int, turn_id: int | None = None
+    ) -> MemoryRow | None:
+        async with self.db.transaction() as db:
+            before = await self._changeable(db, person_id, character_id, memory_id, by_ai=turn_id is not None)
+            if before is None:
+                return None
+            await db.execute("DELETE FROM memories WHERE id = $1", memory_id)
+            await journal(db, turn_id, memory_id, "delete", before)
+        return before
+
+    async def set_pinned(self, person_id: int, character_id: int, memory_id: int, pinned: bool) -> MemoryRow | None:
+        async with self.db.transaction() as db:
+            row = await self._changeable(db, person_id, character_id, memory_id, by_ai=False)
+            if row is None or row.pinned == pinned:
+                return row
+            count = await count_memories(db, person_id, row.character_id, pinned)
+            if count >= self._limit(pinned):
+                raise CapReached("pinned" if pinned else "unpinned", self._limit(pinned), row.scope, count)
+            changed_row = await db.fetchrow(
+                f"UPDATE memories SET pinned = $1 WHERE id = $2 RETURNING {MEMORY_COLUMNS}", pinned, memory_id)
+        return memory(changed_row)
+
+    async def count_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int:
+        return await self.db.value(
+            "SELECT COUNT(*) FROM memories WHERE person_id = $1 AND character_id IS NOT DISTINCT FROM $2 "
+            "AND pinned = $3", person_id, scope_character(scope, character_id), pinned)
+
+    async def clear_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int:
+        return await self.db.execute(
+            "DELETE FROM memories WHERE person_id = $1 AND character_id IS NOT DISTINCT FROM $2 AND pinned = $3",
+            person_id, scope_character(scope, character_id), pinned)
+
+    async def export_person(self, person_id: int) -> dict[str, Any]:
+        identities = await self.db.all(
+            "SELECT platform, user_id FROM identities WHERE person_id = $1 ORDER BY platform, user_id", person_id)
+        rows = await self.db.all(
+            f"SELECT {prefixed(MEMORY_COLUMNS, 'm')}, c.name FROM memories m "
+            "LEFT JOIN characters c ON c.id = m.character_id WHERE m.person_id = $1 ORDER BY m.id", person_id)
+        settings = await self.db.all(
+            "SELECT c.name, s.learn FROM person_settings s JOIN characters c ON c.id = s.character_id "
+            "WHERE s.person_id = $1 ORDER BY c.name", person_id)
+        return {
+            "identities": [f"{p}:{u}" for p, u in identities],
+            "memories": [
+                {"id": r[0], "scope": GLOBAL if r[2] is None else CHARACTER, "character": r[9], "content": r[3],
+                 "pinned": bool(r[5]), "source": r[6], "created_at": r[7], "updated_at": r[8]}
+                for r in rows
+            ],
+            "learn_from_chat": {name: bool(learn) for name, learn in settings},
+        }
+
+    async def learning_enabled(self, person_id: int, character_id: int) -> bool:
+        learn = await self.db.value("SELECT learn FROM person_settings WHERE person_id = $1 AND character_id = $2",
+                                    person_id, character_id)
+        return True if learn is None else learn
+
+    async def set_learning(self, person_id: int, character_id: int, enabled: bool) -> None:
+        await self.db.execute(
+            "INSERT INTO person_settings (person_id, character_id, learn) VALUES ($1, $2, $3) "
+            "ON CONFLICT (person_id, character_id) DO UPDATE SET learn = excluded.learn",
+            person_id, character_id, enabled)

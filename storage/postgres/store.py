@@ -1,0 +1,54 @@
+"""The PostgreSQL store: one database shared by any number of processes, every port on it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from storage.ports import MemoryCaps, Store
+from storage.postgres.conversations import PostgresConversations
+from storage.postgres.coordination import PostgresCoordination
+from storage.postgres.database import Database
+from storage.postgres.drafts import PostgresDrafts
+from storage.postgres.memories import PostgresMemories
+from storage.postgres.people import PostgresCharacters, PostgresPeople
+from storage.postgres.summaries import PostgresSummaries
+from storage.postgres.turns import PostgresTurns
+
+
+class PostgresStore(Store):
+    def __init__(self, db: Database, caps: MemoryCaps):
+        self.db = db
+        holder = str(db.process_id)
+        self.people = PostgresPeople(db, caps)
+        self.characters = PostgresCharacters(db, caps)
+        self.conversations = PostgresConversations(db)
+        self.turns = PostgresTurns(db, holder)
+        self.memories = PostgresMemories(db, caps)
+        self.summaries = PostgresSummaries(db)
+        self.drafts = PostgresDrafts(db)
+        self.coordination = PostgresCoordination(db, holder)
+
+    @classmethod
+    async def open(cls, dsn: str, schema: str | None, caps: MemoryCaps,
+                   clock: Callable[[], float] = time.time) -> "PostgresStore":
+        db = Database(dsn, schema, clock)
+        await db.open()
+        return cls(db, caps)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def maintain(self, now: float, retention_days: int | None, backup_dir: Path | None) -> str:
+        """The retention purge. Backups of a PostgreSQL database are its operator's (pg_dump or
+        the server's own), so none is made here."""
+        purged = 0
+        if retention_days:
+            purged = await self.db.execute(
+                "DELETE FROM messages m USING conversations c WHERE c.id = m.conversation_id "
+                "AND m.created_at < $1 AND m.pos <= c.summarized_pos "
+                "AND m.id NOT IN (SELECT user_message_id FROM turns WHERE status = 'running') "
+                "AND m.id NOT IN (SELECT user_message_id FROM turn_queue)",
+                now - retention_days * 86_400)
+        return f"{purged} old messages purged (back up PostgreSQL with pg_dump)"

@@ -1,0 +1,192 @@
+"""Turns in PostgreSQL (the Turns port): the same rules as the SQLite store's, with the
+conversation's row locked while a turn starts, so two processes never start two.
+
+A conversation's running turn is its lock (a unique index allows one), and its waiting turns
+are a line (`turn_queue`, see storage/turn_line.py). No transaction stays open while the model
+answers: the lock is the running row. A turn or ticket whose process is gone (its presence lock
+is free, see database.py) holds no one up.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+
+from storage.ports import InterruptedTurn, MessageRow, TurnRow
+from storage.postgres.conversations import lock_conversation
+from storage.postgres.database import Database
+from storage.postgres.memories import undo_journal
+from storage.rows import (
+    CONVERSATION_COLUMNS,
+    MESSAGE_COLUMNS,
+    TURN_COLUMNS,
+    conversation,
+    message,
+    prefixed,
+    turn,
+    width,
+)
+from storage.turn_line import TurnLine
+
+
+async def interrupt(db: asyncpg.Connection, turn_id: int) -> None:
+    """A running turn whose process is gone: its memory writes undone, marked failed, and left
+    for its adapter to answer again or mark (interrupted_turns)."""
+    await undo_journal(db, turn_id)
+    await db.execute("UPDATE turns SET status = 'failed' WHERE id = $1 AND status = 'running'", turn_id)
+    await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1) ON CONFLICT DO NOTHING", turn_id)
+
+
+async def abandon(db: asyncpg.Connection, ticket: int, at: float) -> None:
+    """A queued ticket whose process is gone: it becomes a failed turn left for its adapter to
+    answer again, like a turn cut off mid-reply."""
+    turn_id = await db.fetchval(
+        "WITH gone AS (DELETE FROM turn_queue WHERE id = $1 RETURNING conversation_id, person_id, user_message_id, "
+        "holder) INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
+        "SELECT conversation_id, person_id, user_message_id, 'failed', $2, holder FROM gone RETURNING id",
+        ticket, at)
+    if turn_id is not None:  # another waiter may have been first
+        await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
+
+
+class PostgresTurns(TurnLine):
+    def __init__(self, db: Database, holder: str):
+        super().__init__(holder)
+        self.db = db
+
+    async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
+        return await self.db.value(
+            "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at) "
+            "VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            conversation_id, person_id, user_message_id, self.holder, self.db.clock())
+
+    async def _try_start(self, ticket: int) -> int | None:
+        async with self.db.transaction() as db:
+            queued = await db.fetchrow(
+                "SELECT conversation_id, person_id, user_message_id FROM turn_queue WHERE id = $1", ticket)
+            if queued is None:
+                raise LookupError(f"turn ticket {ticket} was taken out of its line")
+            conversation_id, person_id, user_message_id = queued
+            await lock_conversation(db, conversation_id)
+            first = await db.fetchval("SELECT MIN(id) FROM turn_queue WHERE conversation_id = $1", conversation_id)
+            if first != ticket or await db.fetchval(
+                    "SELECT 1 FROM turns WHERE conversation_id = $1 AND status = 'running'", conversation_id):
+                return None
+            await db.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
+            return await db.fetchval(
+                "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
+                "VALUES ($1, $2, $3, 'running', $4, $5) RETURNING id",
+                conversation_id, person_id, user_message_id, self.db.clock(), self.holder)
+
+    async def _clear_the_way(self, ticket: int) -> None:
+        running = await self.db.one(
+            "SELECT t.id, t.holder FROM turns t JOIN turn_queue q ON q.conversation_id = t.conversation_id "
+            "WHERE q.id = $1 AND t.status = 'running'", ticket)
+        if running is not None:
+            turn_id, holder = running
+            if self.left_behind(holder, turn_id, await self.db.process_alive(holder)):
+                async with self.db.transaction() as db:
+                    await interrupt(db, turn_id)
+            return
+        first = await self.db.one(
+            "SELECT id, holder FROM turn_queue WHERE conversation_id = (SELECT conversation_id FROM turn_queue "
+            "WHERE id = $1) ORDER BY id LIMIT 1", ticket)
+        if first is not None and first[0] != ticket and self.left_behind(
+                first[1], None, await self.db.process_alive(first[1])):
+            async with self.db.transaction() as db:
+                await abandon(db, first[0], self.db.clock())
+
+    async def _withdraw(self, ticket: int) -> None:
+        await self.db.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
+
+    async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
+        await self.db.execute("UPDATE turns SET partial_message_id = $1 WHERE id = $2", platform_message_id, turn_id)
+
+    async def finish_turn(
+        self, turn_id: int, user_message: MessageRow, speaker_name: str,
+        content: str, tokens: int, receipt: dict[str, Any],
+    ) -> MessageRow:
+        async with self.db.transaction() as db:
+            reply = await db.fetchrow(
+                "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
+                "platform_message_id, created_at) VALUES ($1, $2, 'assistant', NULL, $3, $4, $5, NULL, $6) "
+                f"RETURNING {MESSAGE_COLUMNS}",
+                user_message.conversation_id, user_message.pos + 1, speaker_name, content, tokens, self.db.clock())
+            # This turn becomes 'done' with its reply; a turn it regenerates (the same message's
+            # earlier 'done' turn) becomes 'replaced' in the same statement, and its reply goes.
+            old_replies = await db.fetch(
+                "UPDATE turns SET status = CASE WHEN id = $1 THEN 'done' ELSE 'replaced' END, "
+                "reply_message_id = CASE WHEN id = $1 THEN $2 ELSE reply_message_id END, "
+                "receipt = CASE WHEN id = $1 THEN $3 ELSE receipt END "
+                "WHERE id = $1 OR (user_message_id = $4 AND status = 'done') RETURNING id, reply_message_id",
+                turn_id, reply[0], json.dumps(receipt), user_message.id)
+            await db.execute("DELETE FROM messages WHERE id = ANY($1::bigint[])",
+                             [old for replaced, old in old_replies if replaced != turn_id and old is not None])
+        self.ended(turn_id)
+        return message(reply)
+
+    async def fail_turn(self, turn_id: int) -> None:
+        async with self.db.transaction() as db:
+            await undo_journal(db, turn_id)
+            await db.execute("UPDATE turns SET status = 'failed' WHERE id = $1", turn_id)
+        self.ended(turn_id)
+
+    async def turn(self, turn_id: int) -> TurnRow | None:
+        row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE id = $1", turn_id)
+        return turn(row) if row else None
+
+    async def latest_turn(self, conversation_id: int) -> TurnRow | None:
+        row = await self.db.one(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 AND status = 'done' "
+            "ORDER BY id DESC LIMIT 1", conversation_id)
+        return turn(row) if row else None
+
+    async def last_receipt(self, conversation_id: int, person_id: int) -> TurnRow | None:
+        row = await self.db.one(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 AND person_id = $2 AND status = 'done' "
+            "ORDER BY id DESC LIMIT 1", conversation_id, person_id)
+        return turn(row) if row else None
+
+    async def begin_regenerate(self, turn_id: int) -> int | None:
+        conversation_id, person_id, user_message_id = await self.db.one(
+            "SELECT conversation_id, person_id, user_message_id FROM turns WHERE id = $1", turn_id)
+        new_turn = await self.begin_turn(conversation_id, person_id, user_message_id)
+        async with self.db.transaction() as db:  # running now: no other turn can end meanwhile
+            latest = await db.fetchval("SELECT MAX(id) FROM turns WHERE conversation_id = $1 AND status = 'done'",
+                                       conversation_id)
+            if latest == turn_id:
+                await undo_journal(db, turn_id)
+                return new_turn
+            await db.execute("DELETE FROM turns WHERE id = $1", new_turn)  # a newer reply came first
+        self.ended(new_turn)
+        return None
+
+    async def recover_interrupted_turns(self) -> int:
+        running = await self.db.all("SELECT id, holder FROM turns WHERE status = 'running'")
+        queued = await self.db.all("SELECT id, holder FROM turn_queue")
+        recovered = 0
+        for turn_id, holder in running:
+            if holder != self.holder and not await self.db.process_alive(holder):
+                async with self.db.transaction() as db:
+                    await interrupt(db, turn_id)
+                recovered += 1
+        for ticket, holder in queued:
+            if holder != self.holder and not await self.db.process_alive(holder):
+                async with self.db.transaction() as db:
+                    await abandon(db, ticket, self.db.clock())
+                recovered += 1
+        return recovered
+
+    async def interrupted_turns(self, platform: str, character_id: int) -> list[InterruptedTurn]:
+        rows = await self.db.all(
+            f"SELECT {prefixed(TURN_COLUMNS, 't')}, {prefixed(CONVERSATION_COLUMNS, 'c')}, "
+            f"{prefixed(MESSAGE_COLUMNS, 'm')} FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
+            "JOIN conversations c ON c.id = t.conversation_id JOIN messages m ON m.id = t.user_message_id "
+            "WHERE c.platform = $1 AND c.character_id = $2 ORDER BY t.id", platform, character_id)
+        t, c = width(TURN_COLUMNS), width(CONVERSATION_COLUMNS)
+        return [InterruptedTurn(turn(r[:t]), conversation(r[t:t + c]), message(r[t + c:])) for r in map(tuple, rows)]
+
+    async def claim_interrupted_turn(self, turn_id: int) -> bool:
+        return await self.db.execute("DELETE FROM interrupted_turns WHERE turn_id = $1", turn_id) == 1
