@@ -23,9 +23,8 @@ import asyncpg
 from storage.postgres.migrations import MIGRATIONS
 
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-# Advisory lock keys are (namespace, number), the namespace taken from the schema in use, so
+# Advisory lock keys are (namespace, number), the namespace a hash of the schema's name, so
 # deployments in different schemas of one database never share a lock.
-NAMESPACE = "hashtext(current_schema())"
 MIGRATION_LOCK = 0  # number 0: migrating; process rows (ids from 1) are their presence locks
 
 
@@ -39,13 +38,14 @@ class Database:
         self.pool: asyncpg.Pool | None = None
         self._presence: asyncpg.Connection | None = None
         self.process_id: int | None = None
+        self.namespace = 0  # of this schema's advisory locks
+
 
     async def open(self, pool_size: int = 10) -> None:
         settings = {"search_path": self.schema} if self.schema else {}
         first = await asyncpg.connect(self.dsn, server_settings=settings)
         try:
-            if self.schema:
-                await first.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            self.namespace = await first.fetchval("SELECT hashtext(COALESCE($1, current_schema()))", self.schema)
             await self._migrate(first)
         finally:
             await first.close()
@@ -54,13 +54,15 @@ class Database:
         self.process_id = await self._presence.fetchval(
             "INSERT INTO processes (host, pid, started_at) VALUES ($1, $2, $3) RETURNING id",
             socket.gethostname(), os.getpid(), self.clock())
-        await self._presence.execute(f"SELECT pg_advisory_lock({NAMESPACE}, $1)", self.process_id)
+        await self._presence.execute("SELECT pg_advisory_lock($1, $2)", self.namespace, self.process_id)
 
     async def _migrate(self, db: asyncpg.Connection) -> None:
         """Apply what is missing, each migration in its own transaction, under an advisory lock:
         processes starting together take turns, and the later ones find the work done."""
-        await db.execute(f"SELECT pg_advisory_lock({NAMESPACE}, {MIGRATION_LOCK})")
+        await db.execute("SELECT pg_advisory_lock($1, $2)", self.namespace, MIGRATION_LOCK)
         try:
+            if self.schema:
+                await db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             await db.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                              "(version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)")
             applied = await db.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
@@ -70,7 +72,7 @@ class Database:
                     await db.execute("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
                                      number, self.clock())
         finally:
-            await db.execute(f"SELECT pg_advisory_unlock({NAMESPACE}, {MIGRATION_LOCK})")
+            await db.execute("SELECT pg_advisory_unlock($1, $2)", self.namespace, MIGRATION_LOCK)
 
     async def close(self) -> None:
         if self.pool is not None:
@@ -85,7 +87,7 @@ class Database:
         if not holder or not holder.isdigit():
             return False
         async with self.transaction() as db:
-            free = await db.fetchval(f"SELECT pg_try_advisory_xact_lock({NAMESPACE}, $1)", int(holder))
+            free = await db.fetchval("SELECT pg_try_advisory_xact_lock($1, $2)", self.namespace, int(holder))
         return not free
 
     @asynccontextmanager
