@@ -5,7 +5,9 @@
 - `deliver`: split the reply at the platform's limit, reuse the streamed messages, put the
   buttons on the last part, and keep the Regenerate button on the latest reply only.
 - `regenerate`: replace the latest reply (only the person it answered may), never half-way.
-- `recover`: replies a crash cut off — answered again under 5 minutes, else marked.
+- `recover`: replies a crash cut off — answered again under 5 minutes, else marked; at start
+  and every RECOVER_EVERY_S after (`keep_recovering`), since another process sharing the
+  database may die mid-reply at any time.
 - `notified`: a background result (a rebuild finished) sent to its conversation.
 
 A platform adapter subclasses `ChatAdapter` and supplies the primitives: where a conversation
@@ -16,6 +18,7 @@ platform id as text.
 from __future__ import annotations
 
 import abc
+import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Generic, TypeVar
 
@@ -27,6 +30,7 @@ from bot.turn import INTERRUPTED
 from storage.ports import ConversationRow
 
 log = logging.getLogger(__name__)
+RECOVER_EVERY_S = 15.0
 Place = TypeVar("Place")  # where a conversation lives on the platform (a chat and topic; a channel)
 
 
@@ -142,6 +146,14 @@ class ChatAdapter(abc.ABC, Generic[Place]):
                     await self.edit(place, partial[0], INTERRUPTED, [], formatted=False)
             except self.failures as failure:
                 log.warning("%s: could not recover an interrupted reply: %s", self.platform, failure)
+
+    async def keep_recovering(self) -> None:
+        while True:
+            try:
+                await self.recover()
+            except Exception:
+                log.exception("%s: recovering interrupted replies failed; trying again later", self.platform)
+            await asyncio.sleep(RECOVER_EVERY_S)
 
     async def notified(self, conversation: ConversationRow, person_id: int | None, text: str) -> None:
         if conversation.platform != self.platform or conversation.character_id != self.character_id:

@@ -26,7 +26,9 @@ message content; `allowed_mentions` none on the client, so no reply, edit or fol
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
+import json
 import logging
 import re
 from typing import Literal, Optional
@@ -143,16 +145,23 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         self.client.event(self.on_raw_message_edit)
         self.client.event(self.on_raw_message_delete)
         self.client.event(self.on_interaction)
-        self.client.event(self.on_ready)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def setup_hook(self) -> None:
-        if self.config.discord_dev_guild:
-            guild = discord.Object(self.config.discord_dev_guild)
+        """Sync the slash commands, from one process only: the one that claims the sync, and
+        only when the commands changed since the last sync (their fingerprint is kept in the
+        database), so shards and processes starting together do not each sync them."""
+        guild = discord.Object(self.config.discord_dev_guild) if self.config.discord_dev_guild else None
+        if guild is not None:
             self.tree.copy_global_to(guild=guild)
-            await self.tree.sync(guild=guild)
-        else:
-            await self.tree.sync()
+        commands = [command.to_dict(self.tree) for command in self.tree.get_commands(guild=guild)]
+        fingerprint = hashlib.sha256(json.dumps(commands, sort_keys=True).encode()).hexdigest()
+        key = f"discord_commands:{self.character.name}:{guild.id if guild else 'global'}"
+        coordination = self.runtime.store.coordination
+        async with coordination.claim(key, 60) as mine:
+            if mine and await coordination.get_meta(key) != fingerprint:
+                await self.tree.sync(guild=guild)
+                await coordination.set_meta(key, fingerprint)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, sharing the event loop with the other adapters."""
@@ -167,7 +176,9 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                 raise PlatformRefused(f"Discord refused the bot token of {self.character.name}: {refused}") from None
             connection = asyncio.create_task(self.client.connect(reconnect=True))
             stopping = asyncio.create_task(stop.wait())
+            recovery = asyncio.create_task(self.recover_when_ready())
             done, _ = await asyncio.wait({connection, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            recovery.cancel()
             await self.client.close()
             stopping.cancel()
             if connection in done:
@@ -181,8 +192,9 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             else:
                 await asyncio.gather(connection, return_exceptions=True)
 
-    async def on_ready(self) -> None:
-        await self.recover()
+    async def recover_when_ready(self) -> None:
+        await self.client.wait_until_ready()
+        await self.keep_recovering()
 
     # -- the platform's primitives for the shared reply flow (adapters/base.py) ---------------
     def place_of(self, conversation: ConversationKey) -> Messageable:

@@ -77,6 +77,7 @@ log = logging.getLogger(__name__)
 PLATFORM = "telegram"
 LIMIT = MessageLimit.MAX_TEXT_LENGTH  # 4,096
 POLL_TIMEOUT_S = 10
+KEEP_WAIT_S = 10.0  # a webhook update is acknowledged by then at the latest
 POLL_RETRY_MAX_S = 60.0
 MAX_FLOOD_RETRIES = 3
 ANSWER_ORIGINS_KEPT = 10_000
@@ -193,6 +194,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         self.token = token
         self.base_url = base_url
         self.application: Application | None = None
+        self._keeping: dict[int, asyncio.Future] = {}  # webhook updates waiting for their message to be kept
         # A /memory answer sent to a DM from a group: its buttons act in the group's conversation.
         self.answer_origin: OrderedDict[tuple[int, int], CommandContext] = OrderedDict()
 
@@ -233,7 +235,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             await application.bot.set_my_commands(COMMANDS)
             await application.start()
             log.info("Telegram: %s is online as @%s", self.character.name, application.bot.username)
-            recovery = asyncio.create_task(self.recover())
+            recovery = asyncio.create_task(self.keep_recovering())
             try:
                 if self.runtime.config.telegram.mode == "webhook":
                     await self.serve_webhook(application, stop)
@@ -285,7 +287,10 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def serve_webhook(self, application: Application, stop: asyncio.Event) -> None:
         """Serve PTB's updates on [telegram] listen:port at webhook_url's path until `stop`:
         Telegram posts each update with the secret token; anything without it gets 403 and is
-        dropped. Several processes may serve it behind one load balancer."""
+        dropped. An update is acknowledged once its message is stored and queued for its turn
+        (or its handler is done, or KEEP_WAIT_S passed): a crash before that makes Telegram
+        deliver it again, and updates posted one after another to several processes behind a
+        load balancer keep their order. GET /healthz answers 200 while the adapter runs."""
         settings = self.runtime.config.telegram
         secret = settings.secret_token
 
@@ -296,11 +301,21 @@ class TelegramAdapter(ChatAdapter[Place]):
                 update = Update.de_json(await request.json(), application.bot)
             except ValueError:
                 return web.Response(status=400, text="not an update")
-            await application.update_queue.put(update)
+            kept = asyncio.get_running_loop().create_future()
+            self._keeping[update.update_id] = kept
+            try:
+                handled = application.create_task(application.process_update(update), update=update)
+                await asyncio.wait({handled, kept}, timeout=KEEP_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                self._keeping.pop(update.update_id, None)
             return web.Response(text="ok")
+
+        async def healthz(request: web.Request) -> web.Response:
+            return web.json_response({"ok": True, "character": self.character.name})
 
         server = web.Application()
         server.router.add_post(urlsplit(settings.webhook_url).path or "/", receive)
+        server.router.add_get("/healthz", healthz)
         runner = web.AppRunner(server, access_log=None)
         await runner.setup()
         try:
@@ -312,6 +327,13 @@ class TelegramAdapter(ChatAdapter[Place]):
             await stop.wait()
         finally:
             await runner.cleanup()
+
+    def kept_signal(self, update: Update) -> Callable[[], None] | None:
+        """What tells the webhook that an update's message is kept (None when polling)."""
+        waiting = self._keeping.get(update.update_id)
+        if waiting is None:
+            return None
+        return lambda: None if waiting.done() else waiting.set_result(None)
 
     async def _refusable(self, call: Awaitable[Any]) -> Any:
         """A Bot API call where a refused token stops the adapter for good."""
@@ -423,6 +445,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             text=self.strip_mention(message.text or message.caption or "", bot.username),
             platform_message_id=str(message.message_id),
             unseen=unseen_in(message),
+            kept=self.kept_signal(update),
         )
         await self.answer(place, incoming)
 

@@ -249,8 +249,10 @@ class TurnHandler:
     # -- after a crash ---------------------------------------------------------------------
     async def interrupted(self, platform: str, character: str) -> list[Interrupted]:
         """Claim the turns a crash cut off on this platform for this character (each is
-        claimed once, by whichever adapter asks first)."""
+        claimed once, by whichever adapter asks first), after interrupting those of processes
+        sharing the database that are gone since."""
         runtime = self.character(character)
+        await self.store.turns.recover_interrupted_turns()
         claimed = []
         for row in await self.store.turns.interrupted_turns(platform, runtime.id):
             if not await self.store.turns.claim_interrupted_turn(row.turn.id):

@@ -367,3 +367,23 @@ async def test_a_process_runs_the_shards_the_config_gives_it(discord_fake, llm, 
         stop.set()
         await asyncio.wait_for(task, 10)
         await runtime.close()
+
+
+async def test_slash_commands_are_synced_by_one_process_and_not_again_while_unchanged(discord_fake, llm, tmp_path,
+                                                                                       monkeypatch, clock):
+    monkeypatch.setenv("MIRA_DISCORD_TOKEN", "discord-test-token-123")
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["characters"][0]["discord_token_env"] = "MIRA_DISCORD_TOKEN"
+    config = parse_config(raw, tmp_path)
+    for start in range(2):  # a second process (or a restart) on the same database
+        runtime = await build_runtime(config, clock=clock)
+        adapter = DiscordAdapter(runtime, config.characters[0], "discord-test-token-123")
+        discord_fake.identified.clear()
+        stop = asyncio.Event()
+        task = asyncio.create_task(adapter.run(stop))
+        await asyncio.wait_for(discord_fake.identified.wait(), 10)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await runtime.close()
+    assert discord_fake.command_syncs == 1
+    assert "memory" in {c["name"] for c in discord_fake.commands}

@@ -71,6 +71,7 @@ class FakeDiscord:
         self.requests: list[tuple[str, str, Any]] = []
         self.callbacks: list[dict] = []
         self.commands: list[dict] = []
+        self.command_syncs = 0  # how many times the bot replaced its slash commands
         self.identified = asyncio.Event()
         self.identifies: list[dict] = []  # every IDENTIFY payload (with its shard, when sharded)
         self.dm_channels: set[str] = set()
@@ -365,6 +366,7 @@ class FakeDiscord:
                                "owner": self.user(snowflake(), "Owner"), "flags": 0, "rpc_origins": []})
         if parts[0] == "applications" and parts[-1] == "commands" and method == "PUT":
             defaults = {"description": "", "options": [], "default_member_permissions": None, "nsfw": False}
+            self.command_syncs += 1
             self.commands = [{**defaults, **c, "id": snowflake(), "application_id": self.app_id,
                               "version": snowflake()} for c in body]
             return self._json(self.commands)
