@@ -28,7 +28,14 @@ class TurnLine(Turns):
     @abc.abstractmethod
     async def _try_start(self, ticket: int) -> int | None:
         """In one transaction: if the ticket is first in its line and no turn of the
-        conversation runs, turn it into a running turn and return the turn id; else None."""
+        conversation runs, turn it into a running turn, note it with `started` before the
+        transaction commits, and return the turn id; else None."""
+
+    def started(self, turn_id: int) -> int:
+        """A running turn this process answers: noted before other waiters of this process can
+        see it in the database, so none of them takes it for one left behind."""
+        self.answering.add(turn_id)
+        return turn_id
 
     @abc.abstractmethod
     async def _clear_the_way(self, ticket: int) -> None:
@@ -52,7 +59,6 @@ class TurnLine(Turns):
                 ended = self._ended
                 turn_id = await self._try_start(ticket)
                 if turn_id is not None:
-                    self.answering.add(turn_id)
                     return turn_id
                 await self._clear_the_way(ticket)
                 try:

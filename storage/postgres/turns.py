@@ -32,11 +32,14 @@ from storage.turn_line import TurnLine
 
 
 async def interrupt(db: asyncpg.Connection, turn_id: int) -> None:
-    """A running turn whose process is gone: its memory writes undone, marked failed, and left
-    for its adapter to answer again or mark (interrupted_turns)."""
+    """A running turn whose process is gone: marked failed, its memory writes undone, and left
+    for its adapter to answer again or mark (interrupted_turns). A turn that ended since it was
+    seen running is left as it is."""
+    if await db.execute("UPDATE turns SET status = 'failed' WHERE id = $1 AND status = 'running'", turn_id) == \
+            "UPDATE 0":
+        return
     await undo_journal(db, turn_id)
-    await db.execute("UPDATE turns SET status = 'failed' WHERE id = $1 AND status = 'running'", turn_id)
-    await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1) ON CONFLICT DO NOTHING", turn_id)
+    await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
 
 
 async def abandon(db: asyncpg.Connection, ticket: int, at: float) -> None:
@@ -75,10 +78,10 @@ class PostgresTurns(TurnLine):
                     "SELECT 1 FROM turns WHERE conversation_id = $1 AND status = 'running'", conversation_id):
                 return None
             await db.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
-            return await db.fetchval(
+            return self.started(await db.fetchval(
                 "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
                 "VALUES ($1, $2, $3, 'running', $4, $5) RETURNING id",
-                conversation_id, person_id, user_message_id, self.db.clock(), self.holder)
+                conversation_id, person_id, user_message_id, self.db.clock(), self.holder))
 
     async def _clear_the_way(self, ticket: int) -> None:
         running = await self.db.one(

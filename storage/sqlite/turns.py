@@ -32,21 +32,26 @@ from storage.turn_line import TurnLine
 
 
 async def interrupt(db: aiosqlite.Connection, turn_id: int) -> None:
-    """A running turn whose process is gone: its memory writes undone, marked failed, and left
-    for its adapter to answer again or mark (interrupted_turns)."""
+    """A running turn whose process is gone: marked failed, its memory writes undone, and left
+    for its adapter to answer again or mark (interrupted_turns). A turn that ended since it was
+    seen running is left as it is."""
+    cursor = await db.execute("UPDATE turns SET status = 'failed' WHERE id = ? AND status = 'running'", (turn_id,))
+    if cursor.rowcount == 0:
+        return
     await undo_journal(db, turn_id)
-    await db.execute("UPDATE turns SET status = 'failed' WHERE id = ?", (turn_id,))
-    await db.execute("INSERT OR IGNORE INTO interrupted_turns (turn_id) VALUES (?)", (turn_id,))
+    await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES (?)", (turn_id,))
 
 
 async def abandon(db: aiosqlite.Connection, ticket: int, at: float) -> None:
     """A queued ticket whose process is gone: it becomes a failed turn left for its adapter to
     answer again, like a turn cut off mid-reply."""
-    (turn_id,) = await fetch_one(
+    row = await fetch_one(
         db, "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
         "SELECT conversation_id, person_id, user_message_id, 'failed', ?, holder FROM turn_queue WHERE id = ? "
         "RETURNING id", (at, ticket))
-    await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES (?)", (turn_id,))
+    if row is None:  # started or withdrawn since it was seen
+        return
+    await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES (?)", (row[0],))
     await db.execute("DELETE FROM turn_queue WHERE id = ?", (ticket,))
 
 
@@ -79,7 +84,7 @@ class SQLiteTurns(TurnLine):
                 db, "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
                 "VALUES (?, ?, ?, 'running', ?, ?) RETURNING id",
                 (conversation_id, person_id, user_message_id, self.db.clock(), self.holder))
-            return turn_id
+            return self.started(turn_id)
 
     async def _clear_the_way(self, ticket: int) -> None:
         running = await self.db.one(

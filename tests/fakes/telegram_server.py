@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 ALLOWED_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler",
@@ -208,6 +209,15 @@ class FakeTelegram:
     def updates_waiting(self) -> list[dict]:
         """The updates not fetched yet: what Telegram would post to a webhook instead."""
         return list(self._updates)
+
+    async def post_waiting_updates(self, url: str, secret: str) -> None:
+        """POST the updates not fetched yet to a webhook at `url`, one after another, each sent
+        once the previous one was acknowledged, the way Telegram calls a webhook."""
+        async with aiohttp.ClientSession() as http:
+            while self._updates:
+                update = self._updates.pop(0)
+                async with http.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": secret}) as answer:
+                    assert answer.status == 200, await answer.text()
 
     def message(self, chat_id: int, message_id: int) -> ChatMessage:
         return next(m for m in self.chats[chat_id] if m.message_id == message_id)
