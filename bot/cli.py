@@ -3,6 +3,8 @@
 - `python -m bot --config config.toml` runs every adapter that has a token, until SIGINT/SIGTERM;
 - `python -m bot console --character NAME` chats in the terminal, through the same runtime;
 - `python -m bot characters list` / `… remove NAME` manage characters (no API key needed).
+- `python -m bot storage copy --from sqlite:///… --to postgresql://…` moves a deployment into
+  PostgreSQL (storage/copy.py).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.config import Config, ConfigError, load_config
@@ -42,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
                          help="your name — also who you are to Keepsake: memories saved as --name Sam "
                               "are Sam's, and seen again only with --name Sam (default: $USER, else Guest)")
     console.add_argument("--verbose", action="store_true", help="show log lines in the terminal, not in a file")
+    storage = sub.add_parser("storage", help="move a deployment to another database")
+    storage.add_argument("action", choices=["copy"])
+    storage.add_argument("--from", dest="source", required=True, help="sqlite:///data/keepsake.sqlite3")
+    storage.add_argument("--to", dest="target", required=True, help="postgresql://user@host:5432/keepsake")
+    storage.add_argument("--allow-non-empty", action="store_true",
+                         help="the target holds this deployment already (an earlier copy of this file, "
+                              "since moved): rows with the same ids are the same rows")
     characters = sub.add_parser("characters", parents=[common], help="manage characters")
     characters.add_argument("action", choices=["list", "remove"])
     characters.add_argument("name", nargs="?", help="the character to remove")
@@ -50,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "storage":
+        return asyncio.run(copy_storage(args.source, args.target, args.allow_non_empty))
     if args.command == "characters" and args.action == "remove" and not args.name:
         _parser().error("characters remove: which character? (python -m bot characters remove NAME)")
     quiet = args.command == "characters" or (args.command == "console" and not args.verbose)
@@ -148,6 +160,33 @@ async def run_console(config: Config, character: str, user_name: str) -> int:
     finally:
         await runtime.close()
     return 0
+
+
+# -- storage copy -------------------------------------------------------------------------
+async def copy_storage(source: str, target: str, allow_non_empty: bool) -> int:
+    """Copy a deployment between databases with a progress bar; relative SQLite paths are from
+    the current directory."""
+    from storage.copy import CopyError, copy_store
+    from storage.factory import StorageURLError
+
+    try:
+        report = await copy_store(source, target, Path("."), allow_non_empty, progress=_progress_bar)
+    except (CopyError, StorageURLError, OSError) as problem:
+        print(f"\nstorage copy: {problem}", file=sys.stderr)
+        return 1
+    rows = sum(report.counts.values())
+    print(f"\nCopied and checked {rows:,} rows in {len(report.counts)} tables: "
+          f"{report.counts['persons']:,} people, {report.counts['messages']:,} messages, "
+          f"{report.counts['memories']:,} memories.")
+    return 0
+
+
+def _progress_bar(table: str, done: int, total: int, width: int = 30) -> None:
+    filled = width * done // total if total else width
+    sys.stderr.write(f"\r{table:<18} [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,}\033[K")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
 
 
 # -- characters ---------------------------------------------------------------------------

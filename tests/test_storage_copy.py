@@ -1,0 +1,111 @@
+"""`python -m bot storage copy` moves a whole SQLite deployment into PostgreSQL: the bot on
+PostgreSQL then builds exactly the prompt the bot on SQLite builds (same memories, summary and
+window); copying again changes nothing; a database holding another deployment is refused."""
+
+import asyncio
+import dataclasses
+import os
+import sys
+
+import pytest
+
+from bot.runtime import build_runtime
+from tests.conftest import ROOT, Chat
+from tests.fakes.llm_server import text, tool_calls
+from tests.fakes.summarizer import kind_of
+from tests.postgres import fresh_schema_url
+
+
+@pytest.fixture
+async def postgres_url():
+    schemas = fresh_schema_url()
+    yield await anext(schemas)
+    await anext(schemas, None)
+
+
+async def copy(source: str, target: str, *extra: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "storage", "copy", "--from", source, "--to", target, *extra,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode, out.decode() + err.decode()
+
+
+async def populate(runtime, llm) -> None:
+    """A deployment with history: memories (one pinned, one written by the AI), a summary of old
+    messages, a draft and a setting."""
+    ann, bob = Chat(runtime), Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")
+    await ann.memory("/memory add I keep bees on the roof")
+    pinned = await ann.memory("/memory add My sister is called Ines")
+    await ann.memory(f"/memory pin {pinned.text.split('#')[1].split()[0].rstrip('.:,')}")
+    llm.add(tool_calls(("save_memory", {"content": "Ann's bees are called the Buzzers", "scope": "global"})),
+            text("What lovely names."))
+    await ann.say("my bees are called the Buzzers")
+    llm.responder = lambda body: text("- Ann talked about the harbour.") if kind_of(body) != "chat" else None
+    for n in range(60):
+        await ann.say(f"the harbour was busy on day {n}")
+    conversation = (await runtime.turns.conversation_for(ann.key)).id
+    runtime.summarizer.schedule(conversation)
+    await runtime.summarizer.idle()
+    assert await runtime.store.summaries.summaries(conversation)
+    await bob.memory("/memory learning off")
+    llm.responder = None
+
+
+@pytest.mark.timeout(120)
+async def test_a_copied_deployment_answers_on_postgresql_with_the_same_memories_summary_and_window(
+        make_config, clock, llm, tmp_path, postgres_url):
+    sqlite_config = make_config()
+    runtime = await build_runtime(sqlite_config, clock=clock)
+    await populate(runtime, llm)
+    await runtime.close()
+    source = f"sqlite:///{tmp_path / 'keepsake.sqlite3'}"
+
+    status, output = await copy(source, postgres_url)
+    assert status == 0, output
+    assert "messages" in output and "#" * 30 in output  # the progress bar, filled
+    assert "Copied and checked" in output
+
+    status, again = await copy(source, postgres_url)  # resumed or repeated: nothing changes
+    assert status == 0, again
+    assert again.splitlines()[-1] == output.splitlines()[-1]
+
+    postgres_config = dataclasses.replace(sqlite_config,
+                                          storage=dataclasses.replace(sqlite_config.storage, url=postgres_url))
+    prompts = []
+    for config in (postgres_config, sqlite_config):
+        runtime = await build_runtime(config, clock=clock)
+        try:
+            await Chat(runtime).say("what do you remember about me?")
+            prompts.append(llm.requests[-1]["messages"])
+            bob_learns = await runtime.store.memories.learning_enabled(
+                await Chat(runtime, user="bob").person_id(), runtime.turns.character("Mira").id)
+            assert bob_learns is False
+        finally:
+            await runtime.close()
+    on_postgres, on_sqlite = prompts
+    assert on_postgres == on_sqlite
+    everything = str(on_postgres)
+    for kept in ("I keep bees on the roof", "My sister is called Ines", "the Buzzers",  # memories
+                 "Ann talked about the harbour", "the harbour was busy on day 59"):  # summary, window
+        assert kept in everything
+
+
+async def test_a_database_holding_a_deployment_is_refused_unless_told_it_is_this_one(make_config, clock, llm,
+                                                                                     tmp_path, postgres_url):
+    for name in ("first", "second"):
+        config = make_config()
+        config = dataclasses.replace(config, storage=dataclasses.replace(
+            config.storage, url=f"sqlite:///{tmp_path / name}.sqlite3"))
+        runtime = await build_runtime(config, clock=clock)
+        await Chat(runtime, user=name).memory(f"/memory add I am the {name} deployment")
+        await runtime.close()
+    status, copied = await copy(f"sqlite:///{tmp_path}/first.sqlite3", postgres_url)
+    assert status == 0, copied
+    status, output = await copy(f"sqlite:///{tmp_path}/second.sqlite3", postgres_url)
+    assert status == 1 and "already holds people or conversations" in output
+    (tmp_path / "first.sqlite3").rename(tmp_path / "moved.sqlite3")  # the same deployment, elsewhere
+    status, output = await copy(f"sqlite:///{tmp_path}/moved.sqlite3", postgres_url)
+    assert status == 1
+    status, output = await copy(f"sqlite:///{tmp_path}/moved.sqlite3", postgres_url, "--allow-non-empty")
+    assert status == 0 and output.splitlines()[-1] == copied.splitlines()[-1]
