@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot import metrics
 from bot.config import Config, ConfigError, load_config
 from bot.contract import PlatformRefused
 from bot.logs import config_secrets, log_to_file, redact, setup_logging
@@ -103,6 +104,10 @@ async def run_bot(config: Config) -> int:
         return 1
     runtime = await build_runtime(config)
     runtime.start()
+    if config.metrics.port is not None:
+        metrics.count_pending_summaries(runtime.summarizer.pending)
+        metrics.serve(config.metrics.port, config.metrics.listen)
+        log.info("metrics at http://%s:%d/metrics", config.metrics.listen, config.metrics.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

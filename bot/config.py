@@ -54,6 +54,12 @@ class RecallConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    port: int | None = None  # Prometheus metrics at http://listen:port/metrics; off when unset
+    listen: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
 class TelegramConfig:
     base_url: str = "https://api.telegram.org/bot"
     mode: str = "polling"  # or "webhook": Telegram calls webhook_url, served on listen:port
@@ -100,6 +106,7 @@ class Config:
     characters: tuple[CharacterConfig, ...]
     recall: RecallConfig = RecallConfig()
     discord: DiscordConfig = DiscordConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
     def character(self, name: str) -> CharacterConfig:
         for character in self.characters:
@@ -229,6 +236,7 @@ def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> 
     telegram = _parse_telegram(_Section("telegram", top._get("telegram", {})))
     recall = _parse_recall(_Section("recall", top._get("recall", {})))
     discord = _parse_discord(_Section("discord", top._get("discord", {})))
+    metrics = _parse_metrics(_Section("metrics", top._get("metrics", {})))
 
     characters_raw = top._get("characters", None)
     if not isinstance(characters_raw, list) or not characters_raw:
@@ -243,7 +251,7 @@ def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> 
             raise ConfigError(f"characters[{i}].name: {characters[i].name!r} is used twice")
     top.reject_unknown()
     return Config(llm=llm, storage=storage, telegram=telegram, characters=characters, recall=recall,
-                  discord=discord)
+                  discord=discord, metrics=metrics)
 
 
 def _parse_llm(s: _Section, needs_llm: bool) -> LLMConfig:
@@ -345,6 +353,15 @@ def _parse_recall(s: _Section) -> RecallConfig:
         budget_tokens=s.integer("budget_tokens", d.budget_tokens, minimum=1) or d.budget_tokens,
         embedding_model=s.text("embedding_model"),
     )
+    s.reject_unknown()
+    return config
+
+
+def _parse_metrics(s: _Section) -> MetricsConfig:
+    port = s.integer("port", None, minimum=1)
+    if port is not None and port > 65_535:
+        raise ConfigError(f"metrics.port: expected a port from 1 to 65535, got {port}")
+    config = MetricsConfig(port=port, listen=s.text("listen", MetricsConfig.listen))
     s.reject_unknown()
     return config
 

@@ -16,6 +16,9 @@ class ConversationTasks:
     def __contains__(self, conversation_id: int) -> bool:
         return conversation_id in self._tasks
 
+    def __len__(self) -> int:
+        return len(self._tasks)
+
     def start(self, conversation_id: int, work: Callable[[], Awaitable[Any]]) -> bool:
         """Run `work()` for this conversation, unless a task runs for it already (False)."""
         if conversation_id in self._tasks:

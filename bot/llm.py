@@ -24,6 +24,7 @@ from typing import Any, Awaitable, Callable
 import openai
 from openai import AsyncStream
 
+from bot import metrics
 from bot.config import LLMConfig
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,11 @@ class LLMClient:
             request["tools"] = tools
             if tool_choice:
                 request["tool_choice"] = tool_choice
+        with metrics.MODEL_SECONDS.time(), metrics.MODEL_ERRORS.count_exceptions(LLMError):
+            return await self._complete(request, tools, on_text)
+
+    async def _complete(self, request: dict[str, Any], tools: list[dict[str, Any]] | None,
+                        on_text: TextSink | None) -> Completion:
         broken = 0
         while True:
             try:

@@ -101,6 +101,10 @@ class Summarizer:
         except Exception:
             log.exception("summarizing conversation %d failed", conversation_id)
 
+    def pending(self) -> int:
+        """Conversations this process is summarizing or about to."""
+        return len(self._jobs)
+
     async def idle(self) -> None:
         """Wait until no summary job runs (tests, shutdown)."""
         await self._jobs.idle()

@@ -30,6 +30,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Hashable, Sequence
 
+from bot import metrics
 from bot.actions import STALE_BUTTON, encode_action
 from bot.characters import CharacterRuntime
 from bot.llm import Completion, LLMClient, LLMError
@@ -180,7 +181,8 @@ class TurnHandler:
         if isinstance(queued, Reply):
             return queued
         runtime, conversation, person_id, user_row, ticket = queued
-        new_turn = await self.store.turns.start_turn(ticket)
+        with metrics.TURN_WAIT_SECONDS.time():
+            new_turn = await self.store.turns.start_turn(ticket)
         return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text,
                                   unseen=message.unseen)
 
@@ -281,6 +283,21 @@ class TurnHandler:
         unseen: str | None = None,
     ) -> Reply:
         """Answer `user_row` as turn `turn_id` (a running turn row)."""
+        with metrics.TURN_SECONDS.time():
+            reply = await self._reply(runtime, conversation, person_id, user_row, turn_id, on_text, unseen)
+        metrics.TURNS.labels("failed" if reply.is_error else "answered").inc()
+        return reply
+
+    async def _reply(
+        self,
+        runtime: CharacterRuntime,
+        conversation: ConversationRow,
+        person_id: int | None,
+        user_row: MessageRow,
+        turn_id: int,
+        on_text: ReplySink | None,
+        unseen: str | None,
+    ) -> Reply:
         sink = self._recording(turn_id, on_text) if on_text else None
         try:
             learning = person_id is not None and await self.store.memories.learning_enabled(person_id, runtime.id)

@@ -149,6 +149,8 @@ def test_a_config_in_exactly_the_format_of_spec_section_10_loads(monkeypatch, tm
     ({"discord": {"shard_count": 2, "shard_ids": [2]}}, "discord.shard_ids: expected ids from 0 to 1"),
     ({"recall": {"budget_tokens": 0}}, "recall.budget_tokens: expected a whole number ≥ 1"),
     ({"storage": {"url": "mysql://x/y"}}, "storage.url: 'mysql://x/y': expected a URL starting with"),
+    ({"metrics": {"port": 70000}}, "metrics.port: expected a port from 1 to 65535"),
+    ({"metrics": {"prot": 9108}}, "metrics.prot: unknown key"),
 ])
 def test_section_12_and_11_settings_are_checked_naming_the_key(tmp_path, section, message):
     raw = config_dict("http://x/v1", tmp_path / "db") | section
@@ -156,3 +158,11 @@ def test_section_12_and_11_settings_are_checked_naming_the_key(tmp_path, section
         raw["storage"] = section["storage"]
     with pytest.raises(ConfigError, match=message.replace("|", r"\|").replace("(", r"\(").replace(")", r"\)")):
         parse_config(raw, tmp_path)
+
+
+def test_a_postgresql_url_and_a_metrics_port_are_taken_as_given(tmp_path):
+    raw = config_dict("http://x/v1", tmp_path / "db") | {"metrics": {"port": 9108}}
+    raw["storage"] = {"url": "postgresql://keepsake@db.example.com:5432/keepsake?schema=bots"}
+    config = parse_config(raw, tmp_path)
+    assert config.storage.url == "postgresql://keepsake@db.example.com:5432/keepsake?schema=bots"
+    assert (config.metrics.port, config.metrics.listen) == (9108, "127.0.0.1")

@@ -31,7 +31,7 @@ class Process:
     """One bot process serving the webhook on its own port."""
 
     def __init__(self, name: str, tmp_path, llm, telegram: FakeTelegram, storage_url: str):
-        self.name, self.port = name, free_port()
+        self.name, self.port, self.metrics_port = name, free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}/telegram"
         self.config = tmp_path / f"{name}.toml"
         self.config.write_text(f"""
@@ -51,6 +51,9 @@ webhook_url = "https://bot.example.com/telegram"
 listen = "127.0.0.1"
 port = {self.port}
 secret_token_env = "KEEPSAKE_WEBHOOK_SECRET"
+
+[metrics]
+port = {self.metrics_port}
 
 [[characters]]
 name = "Mira"
@@ -78,6 +81,13 @@ telegram_token_env = "MIRA_TELEGRAM_TOKEN"
                     pass
                 await asyncio.sleep(0.1)
         raise AssertionError(f"{self.name} never served /healthz: {self.log()[-2000:]}")
+
+    async def metrics(self) -> dict[str, float]:
+        """What /metrics says: each sample line's name (with labels) and value."""
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{self.metrics_port}/metrics") as page:
+                lines = (await page.text()).splitlines()
+        return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in lines if not line.startswith("#")}
 
     def log(self) -> str:
         return (self.tmp_path / f"{self.name}.log").read_text()
@@ -139,6 +149,13 @@ async def test_two_webhook_processes_on_one_postgresql_database_act_as_one_bot(t
         stored = await database.fetch("SELECT role, content FROM messages ORDER BY pos")
         assert [row["role"] for row in stored] == ["user", "assistant"] * 8
         assert [row["content"] for row in stored[::2]] == [f"message {n}" for n in range(8)]
+
+        # Each process reports its own turns, model calls and waits for the conversation.
+        seen = [await a.metrics(), await b.metrics()]
+        assert sum(m['keepsake_turns_total{outcome="answered"}'] for m in seen) == 8
+        assert sum(m["keepsake_model_seconds_count"] for m in seen) == 8
+        assert all(m["keepsake_model_errors_total"] == 0 and m["keepsake_turn_wait_seconds_count"] == 4 for m in seen)
+        assert "keepsake_summary_jobs_pending" in seen[0]
 
         # A memory saved through A is in the very next prompt B builds.
         await say("/memory add I keep bees on the roof", a)
