@@ -4,15 +4,18 @@ and percentiles."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import re
 import tempfile
 import time
+import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
+import asyncpg
 import httpx2
 
 from bot.runtime import Runtime, build_runtime
@@ -104,12 +107,13 @@ class InstantLLM:
 
 
 async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float] = time.time,
-                        **llm_options: Any) -> Runtime:
+                        storage_url: str | None = None, **llm_options: Any) -> Runtime:
+    """A runtime on an SQLite file in `folder`, or on the database `storage_url` names."""
     os.environ.setdefault(API_KEY_ENV, "sk-bench")
     raw = {
         "llm": {"base_url": "http://llm.invalid/v1", "api_key_env": API_KEY_ENV, "model": "gpt-4o-mini",
                 "context_window": 128_000, "max_retries": 0, "tools": "off", **llm_options},
-        "storage": {"path": str(folder / "bench.sqlite3")},
+        "storage": {"url": storage_url} if storage_url else {"path": str(folder / "bench.sqlite3")},
         "characters": [{"name": "Mira", "persona": "You are Mira, a kind lighthouse keeper on a northern island."}],
     }
     return await build_runtime(parse_config(raw, folder), clock=clock, llm_http_client=llm.http_client())
@@ -123,6 +127,18 @@ async def fill_memories(runtime: Runtime, person_id: int) -> None:
             text = f"{scope} fact {i}: something that stays true about this person for weeks"
             await runtime.store.memories.add_memory(person_id, character, scope, text, runtime.counter.count(text),
                                            pinned=i >= 100, source="person")
+
+
+@contextlib.asynccontextmanager
+async def throwaway_schema(server_url: str) -> AsyncIterator[str]:
+    """A store URL on the PostgreSQL server with a new, empty schema, dropped afterwards."""
+    schema = f"keepsake_run_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    yield f"{server_url}{'&' if '?' in server_url else '?'}schema={schema}"
+    connection = await asyncpg.connect(server_url)
+    try:
+        await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await connection.close()
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -5,7 +5,9 @@ The LLM answers at once (in process, through the real openai client). The conver
 scopes). Prints p50 and p99 per turn. Target: p50 ≤ 3 ms, p99 ≤ 15 ms, and flat: the 100k
 figure within 1.5× of the 1k figure.
 
-    python -m bench.turn_overhead [--turns 300] [--streamed CHUNKS]
+    python -m bench.turn_overhead [--turns 300] [--streamed CHUNKS] [--postgres URL]
+
+On PostgreSQL (a local server) the targets are p50 ≤ 10 ms and p99 ≤ 30 ms at 100k messages.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ import asyncio
 import time
 from pathlib import Path
 
-from bench.common import InstantLLM, bench_runtime, fill_memories, machine, percentile, temp_folder
+from bench.common import (
+    InstantLLM,
+    bench_runtime,
+    fill_memories,
+    machine,
+    percentile,
+    temp_folder,
+    throwaway_schema,
+)
 from bot.runtime import Runtime
 from bot.llm import TextSink
 from bot.contract import ConversationKey, Identity, IncomingMessage
@@ -45,16 +55,25 @@ async def _turns(
 
 
 async def measure(
-    turns: int, streamed_chunks: int = 0, sizes: tuple[int, ...] = SIZES
+    turns: int, streamed_chunks: int = 0, sizes: tuple[int, ...] = SIZES, postgres: str | None = None
 ) -> dict[int, tuple[float, float, float, float]]:
     """p50 and p99 of the overhead, then of the whole turn, at each size. With `streamed_chunks`,
-    every reply is streamed in that many chunks, as Discord and Telegram get it."""
+    every reply is streamed in that many chunks, as Discord and Telegram get it. With `postgres`
+    (a server URL), the store is a new schema on that server instead of an SQLite file."""
+    if postgres:
+        async with throwaway_schema(postgres) as url:
+            return await _measure(turns, streamed_chunks, sizes, url)
+    return await _measure(turns, streamed_chunks, sizes, None)
+
+
+async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], storage_url: str | None
+                   ) -> dict[int, tuple[float, float, float, float]]:
     results: dict[int, tuple[float, float, float, float]] = {}
     with temp_folder() as folder:
         llm = InstantLLM()
         if streamed_chunks:
             llm.streamed(streamed_chunks)
-        runtime = await bench_runtime(Path(folder), llm)
+        runtime = await bench_runtime(Path(folder), llm, storage_url=storage_url)
         runtime.turns.after_delivery = None  # background summarizing is benchmark 4, not the turn
         try:
             person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
@@ -84,10 +103,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--streamed", type=int, default=0, metavar="CHUNKS",
                         help="stream every reply in this many chunks, as Discord and Telegram get it")
+    parser.add_argument("--postgres", metavar="URL", help="measure on this PostgreSQL server (a throwaway schema)")
     args = parser.parse_args()
-    results = asyncio.run(measure(args.turns, args.streamed))
+    results = asyncio.run(measure(args.turns, args.streamed, postgres=args.postgres))
     streamed = f", replies streamed in {args.streamed} chunks" if args.streamed else ""
-    print(f"Turn overhead ({args.turns} turns each{streamed}; {machine()})")
+    backend = "PostgreSQL" if args.postgres else "SQLite"
+    print(f"Turn overhead on {backend} ({args.turns} turns each{streamed}; {machine()})")
     print("stored messages | p50 ms | p99 ms | with the fake model's own work: p50 ms | p99 ms")
     for size, (p50, p99, whole50, whole99) in results.items():
         print(f"{size:>15,} | {p50:6.2f} | {p99:6.2f} | {whole50:6.2f} | {whole99:6.2f}")

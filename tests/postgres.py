@@ -6,11 +6,11 @@ skip with one line saying so."""
 from __future__ import annotations
 
 import os
-import uuid
 from typing import AsyncIterator
 
-import asyncpg
 import pytest
+
+from bench.common import throwaway_schema
 
 ENV = "KEEPSAKE_TEST_POSTGRES_URL"
 SKIP_REASON = f"PostgreSQL tests need {ENV} (e.g. postgresql://postgres@127.0.0.1:5432/test)"
@@ -25,12 +25,5 @@ def server_url() -> str:
 
 async def fresh_schema_url() -> AsyncIterator[str]:
     """A store URL on the test server with a new, empty schema; the schema is dropped after."""
-    url = server_url()
-    schema = f"keepsake_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    separator = "&" if "?" in url else "?"
-    yield f"{url}{separator}schema={schema}"
-    connection = await asyncpg.connect(url)
-    try:
-        await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    finally:
-        await connection.close()
+    async with throwaway_schema(server_url()) as url:
+        yield url

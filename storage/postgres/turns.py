@@ -15,7 +15,6 @@ from typing import Any
 import asyncpg
 
 from storage.ports import InterruptedTurn, MessageRow, TurnRow
-from storage.postgres.conversations import lock_conversation
 from storage.postgres.database import Database
 from storage.postgres.memories import undo_journal
 from storage.rows import (
@@ -67,21 +66,21 @@ class PostgresTurns(TurnLine):
 
     async def _try_start(self, ticket: int) -> int | None:
         async with self.db.transaction() as db:
-            queued = await db.fetchrow(
-                "SELECT conversation_id, person_id, user_message_id FROM turn_queue WHERE id = $1", ticket)
-            if queued is None:
+            # The conversation's row is locked first, so the statement after it sees every turn
+            # started or ticket queued before (its snapshot is taken once the lock is held).
+            if await db.fetchval(
+                    "SELECT c.id FROM turn_queue q JOIN conversations c ON c.id = q.conversation_id "
+                    "WHERE q.id = $1 FOR UPDATE OF c", ticket) is None:
                 raise LookupError(f"turn ticket {ticket} was taken out of its line")
-            conversation_id, person_id, user_message_id = queued
-            await lock_conversation(db, conversation_id)
-            first = await db.fetchval("SELECT MIN(id) FROM turn_queue WHERE conversation_id = $1", conversation_id)
-            if first != ticket or await db.fetchval(
-                    "SELECT 1 FROM turns WHERE conversation_id = $1 AND status = 'running'", conversation_id):
-                return None
-            await db.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
-            return self.started(await db.fetchval(
+            turn_id = await db.fetchval(
+                "WITH first AS (DELETE FROM turn_queue q WHERE q.id = $1 "
+                "AND q.id = (SELECT MIN(id) FROM turn_queue WHERE conversation_id = q.conversation_id) "
+                "AND NOT EXISTS (SELECT 1 FROM turns WHERE conversation_id = q.conversation_id AND status = 'running') "
+                "RETURNING conversation_id, person_id, user_message_id) "
                 "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
-                "VALUES ($1, $2, $3, 'running', $4, $5) RETURNING id",
-                conversation_id, person_id, user_message_id, self.db.clock(), self.holder))
+                "SELECT conversation_id, person_id, user_message_id, 'running', $2, $3 FROM first RETURNING id",
+                ticket, self.db.clock(), self.holder)
+            return None if turn_id is None else self.started(turn_id)
 
     async def _clear_the_way(self, ticket: int) -> None:
         running = await self.db.one(
@@ -125,8 +124,9 @@ class PostgresTurns(TurnLine):
                 "receipt = CASE WHEN id = $1 THEN $3 ELSE receipt END "
                 "WHERE id = $1 OR (user_message_id = $4 AND status = 'done') RETURNING id, reply_message_id",
                 turn_id, reply[0], json.dumps(receipt), user_message.id)
-            await db.execute("DELETE FROM messages WHERE id = ANY($1::bigint[])",
-                             [old for replaced, old in old_replies if replaced != turn_id and old is not None])
+            replaced = [old for earlier, old in old_replies if earlier != turn_id and old is not None]
+            if replaced:
+                await db.execute("DELETE FROM messages WHERE id = ANY($1::bigint[])", replaced)
         self.ended(turn_id)
         return message(reply)
 
