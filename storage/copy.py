@@ -81,7 +81,7 @@ async def copy_store(source_url: str, target_url: str, base: Path, allow_non_emp
                              COPY_MARK, source_url)
             for table, key in TABLES:
                 await _copy_table(source, db, table, key, progress)
-            await _advance_identities(db)
+            await _advance_counters(db)
             counts = await _check_counts(source, db)
     finally:
         await target.close()
@@ -139,12 +139,15 @@ async def _copy_table(source: aiosqlite.Connection, db, table: str, key: tuple[s
     await cursor.close()
 
 
-async def _advance_identities(db) -> None:
-    """New rows in PostgreSQL take ids after the copied ones."""
+async def _advance_counters(db) -> None:
+    """New rows in PostgreSQL take ids after the copied ones, and new messages places after
+    the copied ones (SQLite has no place counter: it reads the latest place)."""
     for table, key in TABLES:
         if key == ("id",):
             await db.value(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                            f"GREATEST((SELECT MAX(id) FROM {table}), 1))")
+    await db.execute("UPDATE conversations c SET last_pos = GREATEST(c.last_pos, "
+                     "(SELECT COALESCE(MAX(pos), 0) FROM messages m WHERE m.conversation_id = c.id))")
 
 
 async def _check_counts(source: aiosqlite.Connection, db) -> dict[str, int]:

@@ -23,19 +23,13 @@ class TurnLine(Turns):
     def __init__(self, holder: str):
         self.holder = holder  # this process, as the database knows it
         self.answering: set[int] = set()  # running turns this process is answering now
+        self._starting = 0  # turns of this process between their start in the database and `answering`
         self._ended = asyncio.Event()
 
     @abc.abstractmethod
     async def _try_start(self, ticket: int) -> int | None:
-        """In one transaction: if the ticket is first in its line and no turn of the
-        conversation runs, turn it into a running turn, note it with `started` before the
-        transaction commits, and return the turn id; else None."""
-
-    def started(self, turn_id: int) -> int:
-        """A running turn this process answers: noted before other waiters of this process can
-        see it in the database, so none of them takes it for one left behind."""
-        self.answering.add(turn_id)
-        return turn_id
+        """Atomically: if the ticket is first in its line and no turn of the conversation runs,
+        turn it into a running turn and return the turn id; else None."""
 
     @abc.abstractmethod
     async def _clear_the_way(self, ticket: int) -> None:
@@ -49,16 +43,21 @@ class TurnLine(Turns):
     def left_behind(self, holder: str | None, turn_id: int | None, holder_alive: bool) -> bool:
         """Nobody will finish this running turn (turn_id None: this queued ticket) of `holder`,
         whose liveness the backend checked."""
-        if holder == self.holder:
-            return turn_id is not None and turn_id not in self.answering
+        if holder == self.holder:  # (one starting right now may not be in `answering` yet)
+            return turn_id is not None and turn_id not in self.answering and not self._starting
         return not holder or not holder_alive
 
     async def start_turn(self, ticket: int) -> int:
         try:
             while True:
                 ended = self._ended
-                turn_id = await self._try_start(ticket)
+                self._starting += 1
+                try:
+                    turn_id = await self._try_start(ticket)
+                finally:
+                    self._starting -= 1
                 if turn_id is not None:
+                    self.answering.add(turn_id)
                     return turn_id
                 await self._clear_the_way(ticket)
                 try:

@@ -1,9 +1,9 @@
 """Conversations and their messages in PostgreSQL (the Conversations port).
 
-A message's place in its conversation (`pos`) is assigned while the conversation's row is
-locked, so messages stored at once by several processes each take their own place: a person's
-message the next even position after everything stored, the reply to it the odd position right
-after it.
+A message's place in its conversation (`pos`) comes from a counter on the conversation's row,
+advanced by the statement that stores the message: PostgreSQL serializes updates of one row, so
+messages stored at once by several processes each take their own place. A person's message
+takes the next even place, the reply to it the odd place right after it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from storage.ports import ConversationRow, Conversations, MessageRow
 from storage.postgres.database import Database
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, conversation, message
 
-NEXT_POS = "(SELECT COALESCE(MAX(pos), 0) / 2 * 2 + 2 FROM messages WHERE conversation_id = $1)"
+# Takes the next even place; the INSERT that follows it stores the message there.
+NEXT_PLACE = ("WITH place AS (UPDATE conversations SET last_pos = last_pos / 2 * 2 + 2 WHERE id = $1 "
+              "RETURNING last_pos) ")
 NEW_MESSAGE = ("INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
                "platform_message_id, created_at) ")
 
@@ -49,22 +51,22 @@ class PostgresConversations(Conversations):
 
     async def add_greeting(self, conversation_id: int, character_name: str, content: str, tokens: int) -> bool:
         async with self.db.transaction() as db:
-            await lock_conversation(db, conversation_id)
-            stored = await db.fetchval(
-                NEW_MESSAGE + f"SELECT $1, {NEXT_POS}, 'assistant', NULL, $2, $3, $4, NULL, $5 "
-                "WHERE NOT EXISTS (SELECT 1 FROM messages WHERE conversation_id = $1) RETURNING id",
+            await lock_conversation(db, conversation_id)  # "none yet" holds until the greeting is in
+            if await db.fetchval("SELECT EXISTS (SELECT 1 FROM messages WHERE conversation_id = $1)", conversation_id):
+                return False
+            await db.execute(
+                NEXT_PLACE + NEW_MESSAGE + "SELECT $1, last_pos, 'assistant', NULL, $2, $3, $4, NULL, $5 FROM place",
                 conversation_id, character_name, content, tokens, self.db.clock())
-        return stored is not None
+        return True
 
     async def add_user_message(
         self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
         tokens: int, platform_message_id: str | None,
     ) -> MessageRow:
-        async with self.db.transaction() as db:
-            await lock_conversation(db, conversation_id)
-            row = await db.fetchrow(
-                NEW_MESSAGE + f"VALUES ($1, {NEXT_POS}, 'user', $2, $3, $4, $5, $6, $7) RETURNING {MESSAGE_COLUMNS}",
-                conversation_id, person_id, speaker_name, content, tokens, platform_message_id, self.db.clock())
+        row = await self.db.one(
+            NEXT_PLACE + NEW_MESSAGE + "SELECT $1, last_pos, 'user', $2, $3, $4, $5, $6, $7 FROM place "
+            f"RETURNING {MESSAGE_COLUMNS}",
+            conversation_id, person_id, speaker_name, content, tokens, platform_message_id, self.db.clock())
         return message(row)
 
     async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None

@@ -49,7 +49,8 @@ class Database:
             await self._migrate(first)
         finally:
             await first.close()
-        self.pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=pool_size, server_settings=settings)
+        self.pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=pool_size, server_settings=settings,
+                                              reset=_nothing_to_reset)
         self._presence = await asyncpg.connect(self.dsn, server_settings=settings)
         self.process_id = await self._presence.fetchval(
             "INSERT INTO processes (host, pid, started_at) VALUES ($1, $2, $3) RETURNING id",
@@ -114,6 +115,11 @@ class Database:
     async def all(self, sql: str, *params: Any) -> list[asyncpg.Record]:
         assert self.pool is not None, "store is not open"
         return await self.pool.fetch(sql, *params)
+
+
+async def _nothing_to_reset(connection: asyncpg.Connection) -> None:
+    """A pooled connection goes back as it is: the store never leaves session state on one (its
+    locks are transaction locks), so asyncpg's reset (a round trip on every release) is skipped."""
 
 
 def changed(status: str) -> int:

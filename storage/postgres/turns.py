@@ -1,8 +1,9 @@
 """Turns in PostgreSQL (the Turns port): the same rules as the SQLite store's, with the
 conversation's row locked while a turn starts, so two processes never start two.
 
-A conversation's running turn is its lock (a unique index allows one), and its waiting turns
-are a line (`turn_queue`, see storage/turn_line.py). No transaction stays open while the model
+A conversation's running turn is its lock: a unique index allows one, so of two processes
+starting a turn of one conversation at once, one gets it and the other waits its turn. Its
+waiting turns are a line (`turn_queue`, see storage/turn_line.py). No transaction stays open while the model
 answers: the lock is the running row. A turn or ticket whose process is gone (its presence lock
 is free, see database.py) holds no one up.
 """
@@ -65,14 +66,8 @@ class PostgresTurns(TurnLine):
             conversation_id, person_id, user_message_id, self.holder, self.db.clock())
 
     async def _try_start(self, ticket: int) -> int | None:
-        async with self.db.transaction() as db:
-            # The conversation's row is locked first, so the statement after it sees every turn
-            # started or ticket queued before (its snapshot is taken once the lock is held).
-            if await db.fetchval(
-                    "SELECT c.id FROM turn_queue q JOIN conversations c ON c.id = q.conversation_id "
-                    "WHERE q.id = $1 FOR UPDATE OF c", ticket) is None:
-                raise LookupError(f"turn ticket {ticket} was taken out of its line")
-            turn_id = await db.fetchval(
+        try:
+            turn_id = await self.db.value(
                 "WITH first AS (DELETE FROM turn_queue q WHERE q.id = $1 "
                 "AND q.id = (SELECT MIN(id) FROM turn_queue WHERE conversation_id = q.conversation_id) "
                 "AND NOT EXISTS (SELECT 1 FROM turns WHERE conversation_id = q.conversation_id AND status = 'running') "
@@ -80,7 +75,13 @@ class PostgresTurns(TurnLine):
                 "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
                 "SELECT conversation_id, person_id, user_message_id, 'running', $2, $3 FROM first RETURNING id",
                 ticket, self.db.clock(), self.holder)
-            return None if turn_id is None else self.started(turn_id)
+        except asyncpg.UniqueViolationError:  # another process started one of this conversation just now
+            return None
+        if turn_id is not None:
+            return turn_id
+        if not await self.db.value("SELECT EXISTS (SELECT 1 FROM turn_queue WHERE id = $1)", ticket):
+            raise LookupError(f"turn ticket {ticket} was taken out of its line")
+        return None
 
     async def _clear_the_way(self, ticket: int) -> None:
         running = await self.db.one(

@@ -84,7 +84,7 @@ class SQLiteTurns(TurnLine):
                 db, "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
                 "VALUES (?, ?, ?, 'running', ?, ?) RETURNING id",
                 (conversation_id, person_id, user_message_id, self.db.clock(), self.holder))
-            return self.started(turn_id)
+            return turn_id
 
     async def _clear_the_way(self, ticket: int) -> None:
         running = await self.db.one(
