@@ -45,15 +45,10 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         self.character_id = runtime.turns.character(character_name).id
         # The latest reply's messages per place: its Regenerate button is removed when a newer
         # reply arrives, and a regenerate replaces all of them.
-        self.latest_reply: dict[Any, list[str]] = {}
 
     # -- what a platform supplies -------------------------------------------------------------
     @abc.abstractmethod
     def place_of(self, conversation: ConversationKey) -> Place: ...
-
-    @abc.abstractmethod
-    def place_key(self, place: Place) -> Any:
-        """A hashable name of the place."""
 
     @abc.abstractmethod
     async def send(self, place: Place, text: str, buttons: list[list[Button]], reply_to: str | None,
@@ -107,10 +102,9 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         for extra in existing[len(chunks):]:
             await self.quietly(self.delete(place, extra))
         if reply.turn_id is not None:
-            previous = self.latest_reply.get(self.place_key(place))
+            previous = await self.runtime.turns.shown_before(reply)
             if previous and previous[-1] not in ids:
                 await self.quietly(self.drop_buttons(place, previous[-1]))
-            self.latest_reply[self.place_key(place)] = ids
             await self.runtime.turns.delivered(reply, ids)
         return ids
 
@@ -123,7 +117,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         await acknowledge(refusal)
         if refusal:
             return None
-        existing = self.latest_reply.get(self.place_key(place)) or [pressed]
+        existing = await self.runtime.turns.shown_as(int(turn)) or [pressed]
         async with self.typing(place):  # no live edits: a failure must leave the old reply whole
             reply = await self.runtime.turns.regenerate(conversation, presser, int(turn))
         if reply.is_error:

@@ -200,9 +200,6 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     def place_of(self, conversation: ConversationKey) -> Messageable:
         return self.client.get_partial_messageable(int(conversation.thread_id or conversation.chat_id))
 
-    def place_key(self, place: Messageable) -> int:
-        return place.id
-
     def typing(self, place: Messageable):
         return place.typing()
 

@@ -31,7 +31,6 @@ import html
 import logging
 import re
 import warnings
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
@@ -80,7 +79,6 @@ POLL_TIMEOUT_S = 10
 KEEP_WAIT_S = 10.0  # a webhook update is acknowledged by then at the latest
 POLL_RETRY_MAX_S = 60.0
 MAX_FLOOD_RETRIES = 3
-ANSWER_ORIGINS_KEPT = 10_000
 COMMANDS = [
     BotCommand("start", "Say hello"),
     BotCommand("memory", "What I remember about you: /memory view, add, pin, clear, …"),
@@ -195,8 +193,6 @@ class TelegramAdapter(ChatAdapter[Place]):
         self.base_url = base_url
         self.application: Application | None = None
         self._keeping: dict[int, asyncio.Future] = {}  # webhook updates waiting for their message to be kept
-        # A /memory answer sent to a DM from a group: its buttons act in the group's conversation.
-        self.answer_origin: OrderedDict[tuple[int, int], CommandContext] = OrderedDict()
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self) -> Application:
@@ -358,9 +354,6 @@ class TelegramAdapter(ChatAdapter[Place]):
     def place_of(self, conversation: ConversationKey) -> Place:
         return Place.of(conversation)
 
-    def place_key(self, place: Place) -> tuple[int, int | None]:
-        return place.chat_id, place.thread_id
-
     def typing(self, place: Place):
         return typing(lambda: self.bot.send_chat_action(place.chat_id, ChatAction.TYPING,
                                                         message_thread_id=place.thread_id))
@@ -520,15 +513,8 @@ class TelegramAdapter(ChatAdapter[Place]):
             note = OPEN_DM_FIRST.format(name=user.first_name)
             await with_flood_retry(lambda: message.reply_text(note))
             return
-        self.remember_origin(user.id, sent, ctx)
-
-    def remember_origin(self, chat_id: int, sent: list[Message], ctx: CommandContext) -> None:
-        """Buttons on these DM messages act in `ctx`'s conversation; the oldest origins are
-        forgotten past ANSWER_ORIGINS_KEPT (their buttons then act in the DM's conversation)."""
-        for message in sent:
-            self.answer_origin[(chat_id, message.message_id)] = ctx
-        while len(self.answer_origin) > ANSWER_ORIGINS_KEPT:
-            self.answer_origin.popitem(last=False)
+        await self.runtime.turns.remember_answer_origin(  # its buttons act in the group
+            PLATFORM, str(user.id), [str(m.message_id) for m in sent], ctx.conversation)
 
     async def show_result(self, bot, place: Place, result: CommandResult) -> list[Message]:
         chunks = split_message(result.text, LIMIT) if result.text.strip() else []
@@ -564,9 +550,10 @@ class TelegramAdapter(ChatAdapter[Place]):
             return
         message = query.message
         ctx = self.context(update)  # who presses: always the person behind this callback
-        origin = self.answer_origin.get((message.chat_id, message.message_id))
+        origin = await self.runtime.turns.answer_origin(PLATFORM, str(message.chat_id), str(message.message_id),
+                                                        self.character.name)
         if origin is not None:  # an answer sent to the DM acts in the group it was asked in
-            ctx = CommandContext(origin.conversation, ctx.identity, ctx.display_name)
+            ctx = CommandContext(origin, ctx.identity, ctx.display_name)
         result = await self.runtime.commands.press(ctx, query.data or "")
         if result.refused:
             await query.answer(result.text, show_alert=True)
@@ -578,7 +565,8 @@ class TelegramAdapter(ChatAdapter[Place]):
         if len(chunks) > 1 or result.attachment is not None:  # the rest, below the edited message
             rest = CommandResult("\n".join(chunks[1:]), result.buttons if len(chunks) > 1 else [], result.attachment)
             sent = await self.show_result(context.bot, Place(message.chat_id, None, False), rest)
-            self.remember_origin(message.chat_id, sent, ctx)
+            await self.runtime.turns.remember_answer_origin(
+                PLATFORM, str(message.chat_id), [str(m.message_id) for m in sent], ctx.conversation)
 
     async def on_regenerate(self, update: Update, turn: str) -> None:
         query = update.callback_query

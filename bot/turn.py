@@ -391,6 +391,32 @@ class TurnHandler:
         if self.after_delivery:
             self.after_delivery(reply.conversation_id)
 
+    async def shown_as(self, turn_id: int) -> list[str]:
+        """The platform messages a turn's reply shows as (empty before it was delivered)."""
+        turn = await self.store.turns.turn(turn_id)
+        if turn is None or turn.reply_message_id is None:
+            return []
+        return await self.store.conversations.platform_message_ids(turn.reply_message_id)
+
+    async def shown_before(self, reply: Reply) -> list[str]:
+        """The platform messages of the conversation's latest reply before `reply` (its
+        Regenerate button goes when `reply` is delivered), whichever process delivered it."""
+        if reply.conversation_id is None or reply.turn_id is None:
+            return []
+        previous = await self.store.turns.latest_turn(reply.conversation_id, before=reply.turn_id)
+        return await self.shown_as(previous.id) if previous is not None else []
+
+    async def remember_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
+                                     key: ConversationKey) -> None:
+        """Buttons of these private messages act in `key`'s conversation (where it was asked)."""
+        conversation = await self.conversation_for(key)
+        await self.store.conversations.set_answer_origin(platform, chat_id, platform_message_ids, conversation.id)
+
+    async def answer_origin(self, platform: str, chat_id: str, platform_message_id: str,
+                            character: str) -> ConversationKey | None:
+        conversation = await self.store.conversations.answer_origin(platform, chat_id, platform_message_id)
+        return self.key_of(conversation, character) if conversation is not None else None
+
     async def message_edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:
         """A person edited a message: the stored one changes (a command is never run again)."""
         text = clean_text(text).strip()

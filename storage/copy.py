@@ -45,6 +45,7 @@ TABLES: list[tuple[str, tuple[str, ...]]] = [
     ("drafts", ("id",)),
     ("selections", ("person_id", "conversation_id")),
     ("meta", ("key",)),
+    ("answer_origins", ("platform", "chat_id", "platform_message_id")),
 ]
 BATCH = 1_000
 COPY_MARK = "storage_copy_from"  # meta key naming the source a copy into this database came from

@@ -266,6 +266,19 @@ class Conversations(abc.ABC):
     ) -> None:
         """The platform ids of the messages a reply was delivered as (a long one is split)."""
 
+    @abc.abstractmethod
+    async def platform_message_ids(self, message_id: int) -> list[str]:
+        """The platform ids a message shows as, in order (a long reply is split)."""
+
+    @abc.abstractmethod
+    async def set_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
+                                conversation_id: int) -> None:
+        """A private answer (in a DM) to a command given in another conversation: its buttons
+        act in that conversation, whichever process the press reaches."""
+
+    @abc.abstractmethod
+    async def answer_origin(self, platform: str, chat_id: str, platform_message_id: str) -> ConversationRow | None: ...
+
 
 class Turns(abc.ABC):
     """A turn: the reply to one message, its receipt, and the undo of its memory writes."""
@@ -308,8 +321,8 @@ class Turns(abc.ABC):
     async def turn(self, turn_id: int) -> TurnRow | None: ...
 
     @abc.abstractmethod
-    async def latest_turn(self, conversation_id: int) -> TurnRow | None:
-        """The conversation's latest answered turn."""
+    async def latest_turn(self, conversation_id: int, before: int | None = None) -> TurnRow | None:
+        """The conversation's latest answered turn (older than turn `before`, when given)."""
 
     @abc.abstractmethod
     async def last_receipt(self, conversation_id: int, person_id: int) -> TurnRow | None: ...

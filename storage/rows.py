@@ -55,3 +55,9 @@ def summary(row: Any) -> SummaryRow:
 def scope_character(scope: str, character_id: int) -> int | None:
     """The character_id column of a scope: NULL for global."""
     return None if scope == GLOBAL else character_id
+
+
+def in_sent_order(first: list[str], parts: list[str]) -> list[str]:
+    """A reply's platform ids: its first message, then the later parts in the order they were
+    sent (platform ids grow with time: Telegram message ids, Discord snowflakes)."""
+    return first + sorted(parts, key=lambda part: (len(part), part))

@@ -12,7 +12,7 @@ import asyncpg
 
 from storage.ports import ConversationRow, Conversations, MessageRow
 from storage.postgres.database import Database
-from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, conversation, message
+from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, conversation, in_sent_order, message, prefixed
 
 # Takes the next even place; the INSERT that follows it stores the message there.
 NEXT_PLACE = ("WITH place AS (UPDATE conversations SET last_pos = last_pos / 2 * 2 + 2 WHERE id = $1 "
@@ -131,3 +131,23 @@ class PostgresConversations(Conversations):
                 "SELECT $1, part, $2 FROM unnest($3::text[]) AS part "
                 "ON CONFLICT (conversation_id, platform_message_id) DO UPDATE SET message_id = excluded.message_id",
                 conversation_id, message_id, parts)
+
+    async def platform_message_ids(self, message_id: int) -> list[str]:
+        first = await self.db.value("SELECT platform_message_id FROM messages WHERE id = $1", message_id)
+        parts = await self.db.all("SELECT platform_message_id FROM message_parts WHERE message_id = $1", message_id)
+        return in_sent_order([first] if first else [], [r[0] for r in parts])
+
+    async def set_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
+                                conversation_id: int) -> None:
+        await self.db.execute(
+            "INSERT INTO answer_origins (platform, chat_id, platform_message_id, conversation_id, created_at) "
+            "SELECT $1, $2, sent, $3, $4 FROM unnest($5::text[]) AS sent "
+            "ON CONFLICT (platform, chat_id, platform_message_id) DO UPDATE SET conversation_id = excluded.conversation_id",
+            platform, chat_id, conversation_id, self.db.clock(), platform_message_ids)
+
+    async def answer_origin(self, platform: str, chat_id: str, platform_message_id: str) -> ConversationRow | None:
+        row = await self.db.one(
+            f"SELECT {prefixed(CONVERSATION_COLUMNS, 'c')} FROM answer_origins o JOIN conversations c "
+            "ON c.id = o.conversation_id WHERE o.platform = $1 AND o.chat_id = $2 AND o.platform_message_id = $3",
+            platform, chat_id, platform_message_id)
+        return conversation(row) if row else None

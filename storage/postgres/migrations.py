@@ -9,7 +9,7 @@ seconds since the epoch, as there. Ids are identities BY DEFAULT so `storage cop
 from __future__ import annotations
 
 MIGRATIONS: list[str] = [
-    # 1 — everything the SQLite store has after its migration 7, and the processes sharing the
+    # 1 — everything the SQLite store has after its migration 8, and the processes sharing the
     # database (each holds an advisory lock on its row while it lives).
     """
     CREATE TABLE processes (
@@ -208,6 +208,16 @@ MIGRATIONS: list[str] = [
     CREATE TABLE meta (
         key    TEXT PRIMARY KEY,
         value  TEXT NOT NULL
+    );
+
+    -- Where a private answer's buttons act (a /memory answer sent to a DM from a group).
+    CREATE TABLE answer_origins (
+        platform             TEXT NOT NULL,
+        chat_id              TEXT NOT NULL,
+        platform_message_id  TEXT NOT NULL,
+        conversation_id      BIGINT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        created_at           DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (platform, chat_id, platform_message_id)
     );
     """,
 ]

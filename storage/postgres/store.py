@@ -15,6 +15,7 @@ from storage.postgres.memories import PostgresMemories
 from storage.postgres.people import PostgresCharacters, PostgresPeople
 from storage.postgres.summaries import PostgresSummaries
 from storage.postgres.turns import PostgresTurns
+from storage.sqlite.store import ANSWER_ORIGINS_KEPT_S
 
 
 class PostgresStore(Store):
@@ -43,6 +44,7 @@ class PostgresStore(Store):
     async def maintain(self, now: float, retention_days: int | None, backup_dir: Path | None) -> str:
         """The retention purge. Backups of a PostgreSQL database are its operator's (pg_dump or
         the server's own), so none is made here."""
+        await self.db.execute("DELETE FROM answer_origins WHERE created_at < $1", now - ANSWER_ORIGINS_KEPT_S)
         purged = 0
         if retention_days:
             purged = await self.db.execute(

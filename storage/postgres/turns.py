@@ -141,10 +141,10 @@ class PostgresTurns(TurnLine):
         row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE id = $1", turn_id)
         return turn(row) if row else None
 
-    async def latest_turn(self, conversation_id: int) -> TurnRow | None:
+    async def latest_turn(self, conversation_id: int, before: int | None = None) -> TurnRow | None:
         row = await self.db.one(
             f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 AND status = 'done' "
-            "ORDER BY id DESC LIMIT 1", conversation_id)
+            "AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT 1", conversation_id, before)
         return turn(row) if row else None
 
     async def last_receipt(self, conversation_id: int, person_id: int) -> TurnRow | None:

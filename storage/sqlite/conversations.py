@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from storage.ports import ConversationRow, Conversations, MessageRow
 from storage.sqlite.database import Database
-from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, conversation, message
+from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, conversation, in_sent_order, message, prefixed
 
 NEXT_POS = "(SELECT COALESCE(MAX(pos), 0) / 2 * 2 + 2 FROM messages WHERE conversation_id = ?)"
 NEW_MESSAGE = ("INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
@@ -138,3 +138,24 @@ class SQLiteConversations(Conversations):
                 await db.execute(
                     "INSERT OR REPLACE INTO message_parts (conversation_id, platform_message_id, message_id) "
                     "VALUES (?, ?, ?)", (conversation_id, part, message_id))
+
+    async def platform_message_ids(self, message_id: int) -> list[str]:
+        first = await self.db.one("SELECT platform_message_id FROM messages WHERE id = ?", (message_id,))
+        parts = await self.db.all("SELECT platform_message_id FROM message_parts WHERE message_id = ?", (message_id,))
+        return in_sent_order([first[0]] if first and first[0] else [], [r[0] for r in parts])
+
+    async def set_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
+                                conversation_id: int) -> None:
+        async with self.db.write() as db:
+            for platform_message_id in platform_message_ids:
+                await db.execute(
+                    "INSERT OR REPLACE INTO answer_origins (platform, chat_id, platform_message_id, conversation_id, "
+                    "created_at) VALUES (?, ?, ?, ?, ?)",
+                    (platform, chat_id, platform_message_id, conversation_id, self.db.clock()))
+
+    async def answer_origin(self, platform: str, chat_id: str, platform_message_id: str) -> ConversationRow | None:
+        row = await self.db.one(
+            f"SELECT {prefixed(CONVERSATION_COLUMNS, 'c')} FROM answer_origins o JOIN conversations c "
+            "ON c.id = o.conversation_id WHERE o.platform = ? AND o.chat_id = ? AND o.platform_message_id = ?",
+            (platform, chat_id, platform_message_id))
+        return conversation(row) if row else None

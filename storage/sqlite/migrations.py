@@ -232,4 +232,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX turn_queue_conversation ON turn_queue(conversation_id, id);
     """,
+    # 8 — where a private answer's buttons act: a /memory answer sent to a person's DM from a
+    # group acts in the group's conversation, whichever process the press reaches.
+    """
+    CREATE TABLE answer_origins (
+        platform             TEXT NOT NULL,
+        chat_id              TEXT NOT NULL,
+        platform_message_id  TEXT NOT NULL,
+        conversation_id      INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        created_at           REAL NOT NULL,
+        PRIMARY KEY (platform, chat_id, platform_message_id)
+    ) WITHOUT ROWID;
+    """,
 ]

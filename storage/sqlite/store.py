@@ -20,6 +20,7 @@ from storage.sqlite.summaries import SQLiteSummaries
 from storage.sqlite.turns import SQLiteTurns
 
 BACKUPS_KEPT = 7
+ANSWER_ORIGINS_KEPT_S = 30 * 86_400  # a private answer's buttons act in its group for 30 days
 
 
 class SQLiteStore(Store):
@@ -55,6 +56,7 @@ class SQLiteStore(Store):
             await self.db.reader.backup(destination)
         for old in sorted(folder.glob("keepsake-*.sqlite3"))[:-BACKUPS_KEPT]:
             old.unlink(missing_ok=True)
+        await self.db.execute("DELETE FROM answer_origins WHERE created_at < ?", (now - ANSWER_ORIGINS_KEPT_S,))
         purged = 0
         if retention_days:
             cursor = await self.db.execute(

@@ -141,10 +141,10 @@ class SQLiteTurns(TurnLine):
         row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE id = ?", (turn_id,))
         return turn(row) if row else None
 
-    async def latest_turn(self, conversation_id: int) -> TurnRow | None:
+    async def latest_turn(self, conversation_id: int, before: int | None = None) -> TurnRow | None:
         row = await self.db.one(
-            f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND status = 'done' ORDER BY id DESC LIMIT 1",
-            (conversation_id,))
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND status = 'done' AND id < ? "
+            "ORDER BY id DESC LIMIT 1", (conversation_id, before if before is not None else 2**63 - 1))
         return turn(row) if row else None
 
     async def last_receipt(self, conversation_id: int, person_id: int) -> TurnRow | None:

@@ -56,3 +56,22 @@ async def test_an_edit_or_deletion_on_the_platform_changes_the_stored_message(st
     assert await store.conversations.delete_platform_message(chat, "m1")
     assert await store.conversations.recent_messages(chat, 1) == []
     assert not await store.conversations.edit_platform_message(chat, "gone", "x", 1)
+
+
+async def test_a_reply_split_in_parts_shows_as_its_platform_ids_in_the_order_sent(store: Store, ann, chat):
+    asked = await store.conversations.add_user_message(chat, ann, "Ann", "a long story please", 4, "p1")
+    turn = await store.turns.begin_turn(chat, ann, asked.id)
+    reply = await store.turns.finish_turn(turn, asked, "Mira", "a very long story", 4, {})
+    await store.conversations.set_platform_message_ids(chat, reply.id, ["98", "99", "100", "101"])
+    assert await store.conversations.platform_message_ids(reply.id) == ["98", "99", "100", "101"]
+    assert (await store.turns.latest_turn(chat)).id == turn
+    assert await store.turns.latest_turn(chat, before=turn) is None
+
+
+async def test_a_private_answers_buttons_act_where_it_was_asked_in_every_process(open_backend):
+    first, second = await open_backend(), await open_backend()
+    mira = await first.characters.ensure_character("Mira")
+    group = await first.conversations.conversation("telegram", "-100", None, mira, True)
+    await first.conversations.set_answer_origin("telegram", "501", ["7001", "7002"], group.id)
+    assert (await second.conversations.answer_origin("telegram", "501", "7002")).id == group.id
+    assert await second.conversations.answer_origin("telegram", "502", "7002") is None  # another DM
