@@ -8,10 +8,10 @@ import contextlib
 import json
 import os
 import platform
-import re
 import tempfile
 import time
 import uuid
+import zlib
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -24,7 +24,7 @@ from bot.tokens import TokenCounter
 
 API_KEY_ENV = "KEEPSAKE_BENCH_API_KEY"
 SUMMARY_OPENINGS = ("You keep the memory of a conversation", "You keep the long-term memory")
-_NAMED = re.compile(r"\d|(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
+SUMMARY_SHARE = 0.5  # the share of lines the benchmark's summarizer keeps
 
 
 def kind_of(body: dict) -> str:
@@ -32,18 +32,27 @@ def kind_of(body: dict) -> str:
     return "summary" if system.startswith(SUMMARY_OPENINGS) else "reply"
 
 
-def extractive_summary(source: str) -> str:
-    """Deterministic and extractive: keep the lines that carry a name or a number (what the
-    summary prompt asks to keep exactly), plus [verbatim] lines; drop small talk."""
+def lossy_summary(source: str, max_tokens: int, counter: TokenCounter) -> str:
+    """A summarizer that does not know what matters: it keeps a fixed share of the lines it is
+    given, chosen by a hash of their text (not by what they say), then cuts what it kept to the
+    tier's token budget (the request's `max_tokens`), as a model must. [verbatim] lines are
+    kept, as the summary prompts require. So facts are lost as they would be with a model that
+    summarizes blindly: at random, and more with every tier."""
     kept: list[str] = []
+    used = 0
     for line in source.splitlines():
         line = line.strip()
         if not line or line == "---":
             continue
-        body = line.split(": ", 1)[-1] if not line.startswith("- ") else line[2:]
-        if (line.startswith("[verbatim]") or _NAMED.search(body)) and line not in kept:
-            kept.append(line if line.startswith(("- ", "[verbatim]")) else f"- {line}")
-    return "\n".join(kept) or "- (small talk)"
+        if not line.startswith("[verbatim]") and zlib.crc32(line.encode()) % 100 >= 100 * SUMMARY_SHARE:
+            continue
+        entry = line if line.startswith(("- ", "[verbatim]")) else f"- {line}"
+        cost = counter.count(entry) + 1
+        if used + cost > max_tokens:
+            break
+        kept.append(entry)
+        used += cost
+    return "\n".join(kept) or "- (nothing kept)"
 
 
 class InstantLLM:
@@ -52,6 +61,7 @@ class InstantLLM:
     def __init__(self, reply: str = "Okay, noted.", count_tokens: bool = False):
         self.reply = reply
         self.counter = TokenCounter("gpt-4o-mini") if count_tokens else None
+        self.summary_counter = self.counter or TokenCounter("gpt-4o-mini")
         self.tokens = {"reply": 0, "summary": 0}
         self.calls = {"reply": 0, "summary": 0}
         self.last_reply_prompt: list[dict] = []
@@ -89,7 +99,8 @@ class InstantLLM:
             return httpx2.Response(200, content=self._canned, headers={"content-type": "application/json"})
         body = json.loads(request.content)
         kind = kind_of(body)
-        content = extractive_summary(body["messages"][-1]["content"]) if kind == "summary" else self.reply
+        content = (lossy_summary(body["messages"][-1]["content"], body.get("max_tokens") or 500, self.summary_counter)
+                   if kind == "summary" else self.reply)
         if kind == "reply":
             self.last_reply_prompt = body["messages"]
         prompt_tokens = completion_tokens = 0
@@ -112,7 +123,7 @@ async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float
     os.environ.setdefault(API_KEY_ENV, "sk-bench")
     raw = {
         "llm": {"base_url": "http://llm.invalid/v1", "api_key_env": API_KEY_ENV, "model": "gpt-4o-mini",
-                "context_window": 128_000, "max_retries": 0, "tools": "off", **llm_options},
+                "context_window": 128_000, "max_retries": 0, "tools": "auto", **llm_options},
         "storage": {"url": storage_url} if storage_url else {"path": str(folder / "bench.sqlite3")},
         "characters": [{"name": "Mira", "persona": "You are Mira, a kind lighthouse keeper on a northern island."}],
     }

@@ -2,7 +2,7 @@
 
 Starts the core (store, characters, LLM client, scheduler), measures resident memory, then gives
 each of 1,000 conversations (1,000 different people) a history of 60 messages and runs 3 turns in
-each, so every conversation's live window is full and held in memory, and measures again.
+each (every conversation's live window is full), and measures again.
 Target: ≤ 100 MB over start-up.
 
     python -m bench.footprint [--conversations 1000]
