@@ -22,6 +22,7 @@ from bot.saved_memories import CAPS
 from bot.scheduler import BackgroundJobs
 from bot.summaries import Summarizer
 from bot.tokens import TokenCounter
+from bot.recall import recall_budget
 from bot.turn import TurnHandler
 from storage.factory import open_store
 from storage.ports import Store
@@ -104,7 +105,9 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     llm = LLMClient(config.llm, http_client=llm_http_client)
     window = config.llm.context_window
     summarizer = Summarizer(store, llm, counter, {rt.id: rt for rt in characters.values()}, window, clock=clock)
-    turns = TurnHandler(store, llm, counter, characters, window, after_delivery=summarizer.schedule, clock=clock)
+    recall_tokens = recall_budget(config.recall.budget_tokens, window) if config.recall.enabled else 0
+    turns = TurnHandler(store, llm, counter, characters, window, after_delivery=summarizer.schedule, clock=clock,
+                        recall_tokens=recall_tokens)
     notifications = Notifications(store)
     rebuilds = Rebuilds(store, summarizer, notifications.notify)
     commands = MemoryCommands(turns, rebuilds, clock=clock)

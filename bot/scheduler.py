@@ -2,6 +2,8 @@
 
 - every minute: retry failed summaries whose backoff is over; resume rebuilds a stop left
   running (also once at start-up);
+- every minute until it is done: the recall index backfill — messages stored before the index
+  existed are indexed in batches, with progress in the log (it carries on after a restart);
 - daily: maintenance — the store's own upkeep (SQLite: WAL checkpoint and an online backup into
   the backup folder keeping the last 7) and the optional retention purge. A maintenance missed
   while the bot was stopped runs once at start-up.
@@ -31,6 +33,8 @@ CHECK_EVERY_S = 60
 MAINTENANCE_EVERY_S = 24 * 3_600
 MAINTENANCE_META = "maintenance_at"
 MAINTENANCE_LEASE_S = 3_600.0
+BACKFILL_BATCH = 2_000
+BACKFILL_LEASE_S = 600.0
 
 
 class BackgroundJobs:
@@ -43,6 +47,7 @@ class BackgroundJobs:
         self.clock = clock
         self.scheduler = AsyncIOScheduler(timezone=timezone.utc)
         self._running: set[asyncio.Task] = set()
+        self._indexed_all = False
 
     def start(self) -> None:
         """Add the jobs (ids fixed, replaced on restart) and start; call inside the event loop."""
@@ -50,6 +55,7 @@ class BackgroundJobs:
             ("summary-retry", self.summarizer.retry_due, {"seconds": CHECK_EVERY_S}),
             ("rebuild-resume", self.rebuilds.resume_interrupted, {"seconds": CHECK_EVERY_S}),
             ("maintenance", self.maintenance_if_due, {"seconds": CHECK_EVERY_S * 10}),
+            ("recall-backfill", self.index_older_messages, {"seconds": CHECK_EVERY_S}),
         )
         for job_id, func, every in jobs:
             self.scheduler.add_job(self._stoppable(func), "interval", id=job_id, replace_existing=True,
@@ -93,6 +99,22 @@ class BackgroundJobs:
                 return False
             await self.maintenance()
             return True
+
+    async def index_older_messages(self) -> None:
+        """Backfill the recall index in batches (one process at a time), logging the progress."""
+        if self._indexed_all:
+            return
+        async with self.store.coordination.claim("recall-backfill", BACKFILL_LEASE_S) as mine:
+            if not mine:
+                return
+            indexed = 0
+            while waiting := await self.store.recall.index_older_messages(BACKFILL_BATCH):
+                indexed += BACKFILL_BATCH
+                log.info("recall: indexed older messages, %d to go", waiting)
+                await asyncio.sleep(0)  # turns go first
+            if indexed:
+                log.info("recall: every older message is indexed")
+            self._indexed_all = True
 
     async def maintenance(self) -> None:
         done = await self.store.maintain(self.clock(), self.storage.retention_days, self.storage.backup_dir)

@@ -37,6 +37,7 @@ from bot.llm import Completion, LLMClient, LLMError
 from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
 from bot.contract import Button, ConversationKey, Identity, IncomingMessage, Reply, ReplySink
 from bot.prompt import build_prompt
+from bot.recall import Passage, recall
 from bot.saved_memories import memories_for_prompt
 from bot.text import clean_text, parse_number
 from bot.tokens import TokenCounter
@@ -128,8 +129,10 @@ class TurnHandler:
         context_window: int,
         after_delivery: AfterTurn | None = None,
         clock: Callable[[], float] = time.time,
+        recall_tokens: int = 0,
     ):
         self.store = store
+        self.recall_tokens = recall_tokens  # the recall budget (0: recall is off)
         self.llm = llm
         self.counter = counter
         self.characters = {name.casefold(): rt for name, rt in characters.items()}
@@ -304,6 +307,8 @@ class TurnHandler:
             memories = await memories_for_prompt(self.store, person_id, runtime.id) if learning else None
             summary = await self.store.summaries.summaries(conversation.id)
             newest_first = await self.store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=user_row.pos)
+            window = live_window(newest_first, self.context_window)
+            recalled = await self._recall(conversation.id, user_row, newest_first, window)
             tools_on = learning and self.llm.tools_supported is not False
             prompt = build_prompt(
                 character=runtime.character,
@@ -312,7 +317,8 @@ class TurnHandler:
                 shared=conversation.is_shared,
                 memories=memories,
                 summary=summary,
-                window=live_window(newest_first, self.context_window),
+                window=window,
+                recalled=recalled,
                 tools=tools_on,
                 now=self.clock(),
                 unseen=unseen,
@@ -341,6 +347,13 @@ class TurnHandler:
             buttons = [[Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))]]
         return Reply(text, turn_id=turn_id, conversation_id=conversation.id, message_id=stored.id,
                      buttons=buttons)
+
+    async def _recall(self, conversation_id: int, user_row: MessageRow, newest_first: list[MessageRow],
+                      window: list[MessageRow]) -> list[Passage]:
+        """Older words the message calls back (none when the window holds the whole conversation)."""
+        if not self.recall_tokens or (len(window) == len(newest_first) < WINDOW_MAX_MESSAGES):
+            return []
+        return await recall(self.store, conversation_id, user_row.content, window[0].pos, self.recall_tokens)
 
     def _recording(self, turn_id: int, on_text: ReplySink) -> Callable[[str], Awaitable[None]]:
         """The adapter's sink, noting where the partial reply first shows (for crash recovery)."""

@@ -474,6 +474,27 @@ class Drafts(abc.ABC):
     async def set_selection(self, person_id: int, conversation_id: int, message_ids: list[int]) -> None: ...
 
 
+class Recall(abc.ABC):
+    """Full-text search of a conversation's stored messages (SPEC section 11). The index is kept
+    in step with the messages by the very transactions that write, edit and delete them."""
+
+    @abc.abstractmethod
+    async def search(self, conversation_id: int, terms: list[str], before_pos: int, limit: int,
+                     common_above: int) -> list[MessageRow]:
+        """The conversation's messages before `before_pos` holding any of the terms (matched as
+        words, stemmed), best match first. A term found in more than `common_above` of the
+        conversation's messages points at nothing in particular and is left out."""
+
+    @abc.abstractmethod
+    async def messages_at(self, conversation_id: int, positions: list[int]) -> list[MessageRow]:
+        """The conversation's messages at these places, oldest first."""
+
+    @abc.abstractmethod
+    async def index_older_messages(self, batch: int) -> int:
+        """Index up to `batch` messages stored before the index existed (a resumable backfill);
+        how many are still waiting afterwards."""
+
+
 class Coordination(abc.ABC):
     """What several processes sharing one database agree on (SPEC sections 9 and 12) besides
     who answers a conversation now (a running turn, see Turns.begin_turn): who runs a piece of
@@ -501,6 +522,7 @@ class Store(abc.ABC):
     memories: Memories
     summaries: Summaries
     drafts: Drafts
+    recall: Recall
     coordination: Coordination
 
     @abc.abstractmethod

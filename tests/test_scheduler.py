@@ -15,7 +15,7 @@ async def test_three_restarts_leave_the_job_count_unchanged(make_config, clock, 
         runtime.start()
         seen.append(runtime.jobs.job_ids())
         await runtime.close()
-    assert seen == [["maintenance", "rebuild-resume", "summary-retry"]] * 3
+    assert seen == [["maintenance", "rebuild-resume", "recall-backfill", "summary-retry"]] * 3
 
 
 def backups(folder) -> list:

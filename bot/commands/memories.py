@@ -245,6 +245,11 @@ class SavedMemoryCommands:
         tiers = r["summary"]
         lines.append(f"• Summary: long-term {tiers['long_term']}, merged {tiers['merged']}, "
                      f"recent {tiers['recent']} — {tokens['summary']:,} tokens")
+        recalled = r.get("recall", [])
+        lines.append(f"• Recalled passages: {len(recalled)} — {tokens.get('recall', 0):,} tokens")
+        for passage in recalled:
+            lines.append(f"  – {passage['date']}, {plural(passage['messages'], 'message', 'messages')}, "
+                         f"{passage['tokens']:,} tokens: “{passage['opening']}…”")
         lines.append(f"• Live window: {plural(r['window_messages'], 'message', 'messages')} — "
                      f"{tokens['window']:,} tokens")
         lines.append(f"• Character and instructions: {tokens['system']:,} tokens")

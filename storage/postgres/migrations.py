@@ -220,4 +220,20 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (platform, chat_id, platform_message_id)
     );
     """,
+    # 2 — recall: every message's words as a tsvector (English stemming), set by a trigger in the
+    # transaction that writes or edits the message, with a GIN index. Messages stored before this
+    # migration get theirs from a resumable backfill (Recall.index_older_messages): the ones
+    # still without, found through a partial index.
+    """
+    ALTER TABLE messages ADD COLUMN search tsvector;
+    CREATE FUNCTION keepsake_message_words() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.search := to_tsvector('english', NEW.content);
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER messages_words BEFORE INSERT OR UPDATE OF content ON messages
+        FOR EACH ROW EXECUTE FUNCTION keepsake_message_words();
+    CREATE INDEX messages_search ON messages USING gin (search);
+    CREATE INDEX messages_unindexed ON messages (id) WHERE search IS NULL;
+    """,
 ]

@@ -13,6 +13,7 @@ from storage.postgres.database import Database
 from storage.postgres.drafts import PostgresDrafts
 from storage.postgres.memories import PostgresMemories
 from storage.postgres.people import PostgresCharacters, PostgresPeople
+from storage.postgres.recall import PostgresRecall
 from storage.postgres.summaries import PostgresSummaries
 from storage.postgres.turns import PostgresTurns
 from storage.sqlite.store import ANSWER_ORIGINS_KEPT_S
@@ -29,6 +30,7 @@ class PostgresStore(Store):
         self.memories = PostgresMemories(db, caps)
         self.summaries = PostgresSummaries(db)
         self.drafts = PostgresDrafts(db)
+        self.recall = PostgresRecall(db)
         self.coordination = PostgresCoordination(db, holder)
 
     @classmethod

@@ -9,6 +9,7 @@ write (of any process) and never waits for a writer.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -127,7 +128,13 @@ async def fetch_all(db: aiosqlite.Connection, sql: str, params: tuple = ()) -> l
 
 
 def _statements(script: str) -> list[str]:
-    """A migration script's statements: comment lines out, then split at `;` (no statement of
-    ours holds one inside)."""
-    code = "\n".join(line for line in script.splitlines() if not line.strip().startswith("--"))
-    return [statement.strip() for statement in code.split(";") if statement.strip()]
+    """A migration script's statements, split where SQLite says a statement is complete (so a
+    trigger's body, whose statements end in `;` too, stays whole)."""
+    statements, current = [], ""
+    for piece in script.split(";"):
+        current += piece + ";"
+        if sqlite3.complete_statement(current):
+            if current.strip(" \n;"):
+                statements.append(current.strip())
+            current = ""
+    return statements

@@ -244,4 +244,36 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (platform, chat_id, platform_message_id)
     ) WITHOUT ROWID;
     """,
+    # 9 — recall: a full-text index of every message (FTS5, Porter stemming over unicode61),
+    # whose content is the messages table itself, kept in step by triggers in the transactions
+    # that write. conversation_id is indexed too, so a search stays inside one conversation.
+    # Messages stored before this migration are indexed by a resumable backfill
+    # (Recall.index_older_messages): `recall_backfill` says how far it got; until a message is
+    # indexed, its edits and deletions leave the index alone.
+    """
+    CREATE VIRTUAL TABLE messages_fts USING fts5(
+        conversation_id, content, content='messages', content_rowid='id', tokenize='porter unicode61'
+    );
+    CREATE TABLE recall_backfill (
+        older_than_id  INTEGER NOT NULL,  -- messages with a smaller id predate the index
+        done_up_to_id  INTEGER NOT NULL   -- those up to this id are indexed
+    );
+    INSERT INTO recall_backfill SELECT COALESCE(MAX(id), 0) + 1, 0 FROM messages;
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts (rowid, conversation_id, content) VALUES (new.id, new.conversation_id, new.content);
+    END;
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages
+    WHEN old.id >= (SELECT older_than_id FROM recall_backfill) OR old.id <= (SELECT done_up_to_id FROM recall_backfill)
+    BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, conversation_id, content)
+        VALUES ('delete', old.id, old.conversation_id, old.content);
+    END;
+    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages
+    WHEN old.id >= (SELECT older_than_id FROM recall_backfill) OR old.id <= (SELECT done_up_to_id FROM recall_backfill)
+    BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, conversation_id, content)
+        VALUES ('delete', old.id, old.conversation_id, old.content);
+        INSERT INTO messages_fts (rowid, conversation_id, content) VALUES (new.id, new.conversation_id, new.content);
+    END;
+    """,
 ]

@@ -16,6 +16,7 @@ from storage.sqlite.database import Database
 from storage.sqlite.drafts import SQLiteDrafts
 from storage.sqlite.memories import SQLiteMemories
 from storage.sqlite.people import SQLiteCharacters, SQLitePeople
+from storage.sqlite.recall import SQLiteRecall
 from storage.sqlite.summaries import SQLiteSummaries
 from storage.sqlite.turns import SQLiteTurns
 
@@ -34,6 +35,7 @@ class SQLiteStore(Store):
         self.memories = SQLiteMemories(db, caps)
         self.summaries = SQLiteSummaries(db)
         self.drafts = SQLiteDrafts(db)
+        self.recall = SQLiteRecall(db)
         self.coordination = SQLiteCoordination(db, holder)
 
     @classmethod

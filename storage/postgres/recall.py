@@ -1,0 +1,44 @@
+"""Recall in PostgreSQL (the Recall port): each message's tsvector (migration 2), searched
+inside one conversation, ranked by ts_rank."""
+
+from __future__ import annotations
+
+from storage.ports import MessageRow, Recall
+from storage.postgres.database import Database
+from storage.rows import MESSAGE_COLUMNS, message
+
+WORDS = "to_tsquery('english', $2)"  # the terms are words only (see bot/recall.py): no query syntax
+
+
+class PostgresRecall(Recall):
+    def __init__(self, db: Database):
+        self.db = db
+
+    async def search(self, conversation_id: int, terms: list[str], before_pos: int, limit: int,
+                     common_above: int) -> list[MessageRow]:
+        telling = []
+        for term in terms:
+            found = await self.db.value(
+                f"SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE conversation_id = $1 AND search @@ {WORDS} "
+                "LIMIT $3) AS hits", conversation_id, term, common_above + 1)
+            if 0 < found <= common_above:
+                telling.append(term)
+        if not telling:
+            return []
+        rows = await self.db.all(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 AND search @@ {WORDS} AND pos < $3 "
+            f"ORDER BY ts_rank(search, {WORDS}) DESC, pos DESC LIMIT $4",
+            conversation_id, " | ".join(telling), before_pos, limit)
+        return [message(r) for r in rows]
+
+    async def messages_at(self, conversation_id: int, positions: list[int]) -> list[MessageRow]:
+        rows = await self.db.all(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 AND pos = ANY($2::bigint[]) "
+            "ORDER BY pos", conversation_id, positions)
+        return [message(r) for r in rows]
+
+    async def index_older_messages(self, batch: int) -> int:
+        await self.db.execute(
+            "UPDATE messages SET search = to_tsvector('english', content) WHERE id IN "
+            "(SELECT id FROM messages WHERE search IS NULL ORDER BY id LIMIT $1)", batch)
+        return await self.db.value("SELECT COUNT(*) FROM messages WHERE search IS NULL")

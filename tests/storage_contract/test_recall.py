@@ -1,0 +1,47 @@
+"""The Recall port: words of older messages found inside one conversation, the index kept in
+step with edits and deletions, and messages stored before the index came backfilled."""
+
+from storage.ports import Store
+
+
+async def say(store: Store, chat: int, person: int, *texts: str):
+    return [await store.conversations.add_user_message(chat, person, "Ann", t, 5, f"p{i}-{t[:8]}")
+            for i, t in enumerate(texts)]
+
+
+async def test_a_search_finds_stemmed_words_of_older_messages_of_this_conversation_only(store: Store, ann, chat, mira):
+    other = (await store.conversations.conversation("telegram", "502", None, mira, False)).id
+    await say(store, other, ann, "my cousin Ola was born in Bergen")
+    born, _, window = await say(store, chat, ann, "my cousin Ola was born in Bergen", "the ferries were late",
+                                "tell me about cousins")
+    found = await store.recall.search(chat, ["cousins", "bergen"], window.pos, 5, common_above=100)
+    assert [m.id for m in found] == [born.id]  # "cousins" finds "cousin"; the other conversation stays out
+    assert await store.recall.search(chat, ["cousins"], born.pos, 5, common_above=100) == []  # older only
+
+
+async def test_quotes_and_query_syntax_in_peoples_words_are_only_words(store: Store, ann, chat):
+    said, window = await say(store, chat, ann, 'she said "NEAR(lighthouse keeper)" OR* twice', "hi")
+    found = await store.recall.search(chat, ['"NEAR', "OR*", "lighthouse"], window.pos, 5, common_above=100)
+    assert [m.id for m in found] == [said.id]
+
+
+async def test_a_word_in_more_messages_than_common_above_points_at_nothing(store: Store, ann, chat):
+    *_, window = await say(store, chat, ann, *[f"the lamp burned on night {n}" for n in range(6)], "now")
+    assert await store.recall.search(chat, ["lamp"], window.pos, 5, common_above=5) == []
+    assert len(await store.recall.search(chat, ["lamp"], window.pos, 5, common_above=6)) == 5
+
+
+async def test_edited_and_deleted_messages_are_searched_as_they_are_now(store: Store, ann, chat):
+    edited, deleted, window = await say(store, chat, ann, "I live in Oslo", "I work at the bakery", "ok")
+    await store.conversations.edit_platform_message(chat, edited.platform_message_id, "I live in Tromsø", 5)
+    await store.conversations.delete_platform_message(chat, deleted.platform_message_id)
+    assert await store.recall.search(chat, ["oslo"], window.pos, 5, common_above=100) == []
+    assert [m.content for m in await store.recall.search(chat, ["tromsø"], window.pos, 5, common_above=100)] == \
+        ["I live in Tromsø"]
+    assert await store.recall.search(chat, ["bakery"], window.pos, 5, common_above=100) == []
+
+
+async def test_messages_at_places_come_oldest_first(store: Store, ann, chat):
+    one, two, three = await say(store, chat, ann, "one", "two", "three")
+    assert [m.content for m in await store.recall.messages_at(chat, [three.pos, one.pos, 999])] == ["one", "three"]
+    assert await store.recall.index_older_messages(100) == 0  # a new database has nothing to backfill
