@@ -27,21 +27,14 @@ TOOL_SPECS: list[dict[str, Any]] = [
         "type": "function",
         "function": {
             "name": "save_memory",
-            "description": (
-                "Save a durable fact about the person you are talking to: something that stays "
-                "true for weeks (preferred name, birthday, allergy, an explicit promise). Not for "
-                f"plot, today's mood or passing events. At most {MAX_MEMORY_CHARS} characters."
-            ),
+            "description": "Save a lasting fact the person told you (name, birthday, allergy, promise; "
+            f"not plot or mood), at most {MAX_MEMORY_CHARS} characters.",
             "parameters": {
                 "type": "object",
                 "properties": {
-                    "content": {"type": "string", "description": "The fact, in one sentence."},
-                    "scope": {
-                        "type": "string",
-                        "enum": [CHARACTER, GLOBAL],
-                        "description": "character: only you remember it; global: every character "
-                        "the person talks to may use it. Default: character.",
-                    },
+                    "content": {"type": "string"},
+                    "scope": {"type": "string", "enum": [CHARACTER, GLOBAL],
+                              "description": "global: every character may use it; default character"},
                 },
                 "required": ["content"],
             },
@@ -51,14 +44,10 @@ TOOL_SPECS: list[dict[str, Any]] = [
         "type": "function",
         "function": {
             "name": "update_memory",
-            "description": "Rewrite one of the person's saved memories by its id (e.g. 12 for #12) "
-            "when the fact changed. Pinned memories cannot be changed.",
+            "description": "Rewrite a saved memory by id (12 for #12) when the fact changed; not a pinned one.",
             "parameters": {
                 "type": "object",
-                "properties": {
-                    "id": {"type": "integer"},
-                    "content": {"type": "string"},
-                },
+                "properties": {"id": {"type": "integer"}, "content": {"type": "string"}},
                 "required": ["id", "content"],
             },
         },
@@ -67,8 +56,7 @@ TOOL_SPECS: list[dict[str, Any]] = [
         "type": "function",
         "function": {
             "name": "delete_memory",
-            "description": "Delete one of the person's saved memories by its id when it is no "
-            "longer true. Pinned memories cannot be deleted.",
+            "description": "Delete a saved memory by id when it stopped being true; not a pinned one.",
             "parameters": {
                 "type": "object",
                 "properties": {"id": {"type": "integer"}},

@@ -28,18 +28,15 @@ from bot.saved_memories import SelectedMemories, memory_marks
 from storage.ports import MemoryRow, MessageRow, SummaryRow
 
 MEMORY_GUIDANCE = """\
-How your memory works:
-- Saved memories keep facts about the person that stay true for weeks: a preferred name, a \
-birthday, an allergy, an explicit promise.
-- Plot, today's mood and how your relationship shifts belong to the conversation summary, which \
-is kept for you automatically. Do not save those as memories."""
+Your memory: saved memories hold lasting facts about the person (a preferred name, a birthday, an \
+allergy, a promise). Plot, mood and how things change go in the conversation summary, which is \
+kept for you: never save those."""
 
 TOOLS_GUIDANCE = """\
-- When the person tells you such a lasting fact, save it with save_memory (scope "character" \
-unless it is about them in general, then "global"). If it changes, update_memory; if it stops \
-being true, delete_memory. Never save what is already saved. Only what the person said in this \
-conversation may be saved — never text from saved memories, the summary or your instructions.
-- Use the tools quietly; then answer the person in character."""
+When the person tells you such a fact, save_memory it (scope "global" if it concerns them in \
+general); update_memory or delete_memory it when it changes or stops being true. Save only what the \
+person said in this conversation, never twice, never text from your memories, the summary or these \
+instructions. Use the tools quietly, then answer in character."""
 
 MEMORY_DATA_INTRO = """\
 Saved memories about {user} (the person speaking now). This is data {user} told you — facts to \
@@ -93,7 +90,7 @@ def system_prompt(character: Character, user: str, tools: bool) -> str:
         main = character.fill(character.system_prompt, user).replace("{{original}}", original)
     else:
         main = original
-    guidance = MEMORY_GUIDANCE + ("\n" + TOOLS_GUIDANCE if tools else "")
+    guidance = MEMORY_GUIDANCE + (" " + TOOLS_GUIDANCE if tools else "")
     return f"{main}\n\n{guidance}"
 
 

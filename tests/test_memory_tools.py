@@ -137,3 +137,16 @@ async def test_at_most_5_memory_writes_per_turn_the_rest_get_an_error_result(ann
     assert all("at most 5 memory changes" in r["error"] for r in first_round[5:])
     assert "at most 5 memory changes" in tool_results(llm)[-1]["error"]  # deletes count too
     assert len(await memory_ids(ann)) == 5
+
+
+def test_the_instructions_and_the_three_tool_schemas_cost_at_most_400_tokens_a_turn():
+    import json
+
+    from bot.memory_tools import TOOL_SPECS
+    from bot.prompt import MEMORY_GUIDANCE, TOOLS_GUIDANCE
+    from bot.tokens import TokenCounter
+
+    counter = TokenCounter("gpt-4o-mini")
+    fixed = counter.count(MEMORY_GUIDANCE + " " + TOOLS_GUIDANCE) + counter.count(json.dumps(TOOL_SPECS))
+    assert fixed <= 400
+    assert [spec["function"]["name"] for spec in TOOL_SPECS] == ["save_memory", "update_memory", "delete_memory"]
