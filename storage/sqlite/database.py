@@ -35,9 +35,23 @@ class Database:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = await self._connect()
         if self.options.get("mode") != "ro":
-            await self._writer.execute("PRAGMA journal_mode = WAL")
+            await self._use_wal()
             await self._migrate()
         self._reader = await self._connect()
+
+    async def _use_wal(self) -> None:
+        """Switch a new file to WAL. The switch takes the file for itself and does not wait
+        behind the busy timeout: a process starting at the same moment retries until it is done."""
+        assert self._writer is not None
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                await self._writer.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as busy:
+                if "locked" not in str(busy) or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.02)
 
     async def _connect(self) -> aiosqlite.Connection:
         query = "&".join(f"{k}={v}" for k, v in self.options.items())
