@@ -7,7 +7,7 @@ holds 1k, 10k and 100k stored messages and the person has 240 saved memories (10
 scopes). Prints p50 and p99 per turn. Target: p50 ≤ 3 ms, p99 ≤ 15 ms, and flat: the 100k
 figure within 1.5× of the 1k figure.
 
-    python -m bench.turn_overhead [--turns 300] [--streamed CHUNKS] [--postgres URL]
+    python -m bench.turn_overhead [--turns 300] [--streamed CHUNKS] [--postgres URL] [--no-recall]
 
 On PostgreSQL (a local server) the targets are p50 ≤ 10 ms and p99 ≤ 30 ms at 100k messages.
 """
@@ -58,25 +58,29 @@ async def _turns(
 
 
 async def measure(
-    turns: int, streamed_chunks: int = 0, sizes: tuple[int, ...] = SIZES, postgres: str | None = None
+    turns: int, streamed_chunks: int = 0, sizes: tuple[int, ...] = SIZES, postgres: str | None = None,
+    recall: bool = True,
 ) -> dict[int, tuple[float, float, float, float]]:
     """p50 and p99 of the overhead, then of the whole turn, at each size. With `streamed_chunks`,
     every reply is streamed in that many chunks, as Discord and Telegram get it. With `postgres`
-    (a server URL), the store is a new schema on that server instead of an SQLite file."""
+    (a server URL), the store is a new schema on that server instead of an SQLite file. Without
+    `recall`, turns leave recall out (to measure what it adds)."""
     if postgres:
         async with throwaway_schema(postgres) as url:
-            return await _measure(turns, streamed_chunks, sizes, url)
-    return await _measure(turns, streamed_chunks, sizes, None)
+            return await _measure(turns, streamed_chunks, sizes, url, recall)
+    return await _measure(turns, streamed_chunks, sizes, None, recall)
 
 
-async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], storage_url: str | None
-                   ) -> dict[int, tuple[float, float, float, float]]:
+async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], storage_url: str | None,
+                   recall: bool) -> dict[int, tuple[float, float, float, float]]:
     results: dict[int, tuple[float, float, float, float]] = {}
     with temp_folder() as folder:
         llm = InstantLLM()
         if streamed_chunks:
             llm.streamed(streamed_chunks)
         runtime = await bench_runtime(Path(folder), llm, storage_url=storage_url)
+        if not recall:
+            runtime.turns.recall_tokens = 0
         try:
             person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
             await fill_memories(runtime, person)
@@ -108,11 +112,13 @@ def main() -> None:
     parser.add_argument("--streamed", type=int, default=0, metavar="CHUNKS",
                         help="stream every reply in this many chunks, as Discord and Telegram get it")
     parser.add_argument("--postgres", metavar="URL", help="measure on this PostgreSQL server (a throwaway schema)")
+    parser.add_argument("--no-recall", action="store_true", help="turns leave recall out")
     args = parser.parse_args()
-    results = asyncio.run(measure(args.turns, args.streamed, postgres=args.postgres))
+    results = asyncio.run(measure(args.turns, args.streamed, postgres=args.postgres, recall=not args.no_recall))
     streamed = f", replies streamed in {args.streamed} chunks" if args.streamed else ""
     backend = "PostgreSQL" if args.postgres else "SQLite"
-    print(f"Turn overhead on {backend} ({args.turns} turns each{streamed}; {machine()})")
+    recall = ", recall off" if args.no_recall else ""
+    print(f"Turn overhead on {backend} ({args.turns} turns each{streamed}{recall}; {machine()})")
     print("stored messages | p50 ms | p99 ms | with the fake model's own work: p50 ms | p99 ms")
     for size, (p50, p99, whole50, whole99) in results.items():
         print(f"{size:>15,} | {p50:6.2f} | {p99:6.2f} | {whole50:6.2f} | {whole99:6.2f}")

@@ -16,13 +16,11 @@ class PostgresRecall(Recall):
 
     async def search(self, conversation_id: int, terms: list[str], before_pos: int, limit: int,
                      common_above: int) -> list[MessageRow]:
-        telling = []
-        for term in terms:
-            found = await self.db.value(
-                f"SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE conversation_id = $1 AND search @@ {WORDS} "
-                "LIMIT $3) AS hits", conversation_id, term, common_above + 1)
-            if 0 < found <= common_above:
-                telling.append(term)
+        counts = ", ".join(
+            f"(SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE conversation_id = $1 "
+            f"AND search @@ to_tsquery('english', ${i + 3}) LIMIT $2) AS hits)" for i in range(len(terms)))
+        found = await self.db.one(f"SELECT {counts}", conversation_id, common_above + 1, *terms)
+        telling = [term for term, hits in zip(terms, found) if 0 < hits <= common_above]
         if not telling:
             return []
         rows = await self.db.all(

@@ -21,13 +21,10 @@ class SQLiteRecall(Recall):
                      common_above: int) -> list[MessageRow]:
         # conversation_id is an indexed column of the FTS table: the match stays in the conversation.
         inside = f'conversation_id : "{int(conversation_id)}"'
-        telling = []
-        for term in terms:
-            (found,) = await self.db.one(
-                "SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
-                (f"{inside} AND content : {phrase(term)}", common_above + 1))
-            if 0 < found <= common_above:
-                telling.append(term)
+        count = "(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?))"
+        found = await self.db.one(f"SELECT {', '.join([count] * len(terms))}", tuple(
+            value for term in terms for value in (f"{inside} AND content : {phrase(term)}", common_above + 1)))
+        telling = [term for term, hits in zip(terms, found) if 0 < hits <= common_above]
         if not telling:
             return []
         rows = await self.db.all(
