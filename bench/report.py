@@ -15,7 +15,7 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import footprint, throughput, token_economy, turn_overhead
+from bench import footprint, recall, throughput, token_economy, turn_overhead
 from bench.common import SUMMARY_SHARE, machine
 
 DOCS = Path("docs")
@@ -36,15 +36,20 @@ def main() -> None:
     parser.add_argument("--postgres", metavar="URL", default=os.environ.get("KEEPSAKE_TEST_POSTGRES_URL"))
     args = parser.parse_args()
 
-    overheads = [asyncio.run(turn_overhead.measure(300)) for _ in range(RUNS)]
+    overheads, without_recall = [], []
+    for _ in range(RUNS):  # interleaved, so the machine's mood hits both alike
+        overheads.append(asyncio.run(turn_overhead.measure(300)))
+        without_recall.append(asyncio.run(turn_overhead.measure(300, recall=False)))
     streamed = asyncio.run(turn_overhead.measure(300, STREAMED_CHUNKS, (1_000,)))[1_000]
     rates = [asyncio.run(throughput.measure(200, 20)) for _ in range(RUNS)]
     economy = asyncio.run(token_economy.run(DOCS / "token_economy.png"))
+    recalled = asyncio.run(recall.run(DOCS / "recall.png"))
     start, end = asyncio.run(footprint.measure(1_000))
     postgres = None
     if args.postgres:
         postgres = {
             "overhead": asyncio.run(turn_overhead.measure(300, postgres=args.postgres)),
+            "without_recall": asyncio.run(turn_overhead.measure(300, postgres=args.postgres, recall=False)),
             "one": asyncio.run(throughput.measure_processes(args.postgres, 1, 200, 20)),
             "two": asyncio.run(throughput.measure_processes(args.postgres, 2, 200, 20)),
         }
@@ -61,6 +66,10 @@ def main() -> None:
     peak = max(r["keepsake_tokens"] for r in economy["rows"])
     share = economy["summary_tokens"] / economy["reply_tokens"]
     all_p50s = [run[size][0] for run in overheads for size in turn_overhead.SIZES]
+    p50_100k_without = statistics.median(run[100_000][0] for run in without_recall)
+    recall_adds = p50_100k - p50_100k_without
+    with_recall, without, last50, full = recalled
+    recall_share = with_recall.tokens / full.tokens
 
     lines = [
         "# Benchmarks",
@@ -82,6 +91,9 @@ def main() -> None:
         f"| 3 | Keepsake prompt at 2,000 messages (peak) | {peak:,} tokens | < 25k | {verdict(peak < 25_000)} |",
         f"| 3 | planted facts in the prompt at 2,000 messages | {last['keepsake_facts']}/{last['planted']} (last-40: {last['last40_facts']}/{last['planted']}) | ≥ 90 % | {verdict(last['keepsake_facts'] >= 0.9 * last['planted'])} |",
         f"| 4 | summary tokens ÷ reply tokens | {100 * share:.1f} % | ≤ 15 % | {verdict(share <= 0.15)} |",
+        f"| 1 | what recall adds to the turn at 100k messages (p50 with − p50 without, medians of {RUNS} interleaved runs) | {recall_adds:+.2f} ms | ≤ 5 ms | {verdict(recall_adds <= 5)} |",
+        f"| 7 | facts in the prompt when asked about later in other words, with recall | {with_recall.found}/{with_recall.asked} (without recall {without.found}, last 50 messages {last50.found}) | ≥ 90 % | {verdict(with_recall.found >= 0.9 * with_recall.asked)} |",
+        f"| 7 | prompt tokens a turn with recall ÷ full history | {100 * recall_share:.0f} % ({with_recall.tokens:,.0f} ÷ {full.tokens:,.0f}) | ≤ 15 % | {verdict(recall_share <= 0.15)} |",
         f"| 5 | resident memory, 1,000 active conversations | +{end - start:.1f} MB ({start:.0f} → {end:.0f} MB) | ≤ 100 MB over start-up | {verdict(end - start <= 100)} |",
     ]
     if postgres:
@@ -89,6 +101,7 @@ def main() -> None:
         one, two = postgres["one"], postgres["two"]
         lines += [
             f"| 6 | PostgreSQL turn overhead at 100k messages: p50, p99 | {pg[0]:.2f} ms, {pg[1]:.2f} ms | ≤ 10 ms, ≤ 30 ms | {verdict(pg[0] <= 10 and pg[1] <= 30)} |",
+            f"| 6 | what recall adds to the turn on PostgreSQL at 100k messages (p50 with − without, one run each) | {pg[0] - postgres['without_recall'][100_000][0]:+.2f} ms | ≤ 10 ms | {verdict(pg[0] - postgres['without_recall'][100_000][0] <= 10)} |",
             f"| 6 | PostgreSQL throughput, 2 processes ÷ 1 process | {two.rate / one.rate:.2f}× ({one.rate:.0f} → {two.rate:.0f} turns/s) | ≥ 1.5× (aim) | {verdict(two.rate / one.rate >= 1.5)} |",
             f"| 6 | nothing lost, duplicated or reordered (1 and 2 processes) | {'yes' if one.whole and two.whole else '**no**'} | yes | {verdict(one.whole and two.whole)} |",
         ]
@@ -116,6 +129,19 @@ def main() -> None:
         f"(`python -m bench.turn_overhead --streamed {STREAMED_CHUNKS}`, 1k messages only) a turn costs",
         f"p50 {streamed[0]:.2f} ms, p99 {streamed[1]:.2f} ms: about "
         f"{1000 * (streamed[0] - overheads[0][1_000][0]) / STREAMED_CHUNKS:.0f} µs a chunk over the first run's plain answer.",
+        "",
+        "The same turns with recall left out (`python -m bench.turn_overhead --no-recall`), run by run",
+        "between the runs above:",
+        "",
+        "| stored messages | " + " | ".join(f"run {i} p50 ms | p99 ms" for i in range(1, RUNS + 1)) + " |",
+        "|---|" + "---|---|" * RUNS,
+        *[f"| {size:,} | " + " | ".join(f"{run[size][0]:.2f} | {run[size][1]:.2f}" for run in without_recall) + " |"
+          for size in turn_overhead.SIZES],
+        "",
+        "Each turn's message (\"turn N: how was the night at the lamp?\") shares its words with the",
+        "whole history (\"history message N: … the lamp turned all night\"); those words are too common",
+        "in the conversation to point at anything, and its number finds the one history message",
+        "that carries it, recalled with its neighbours.",
         "",
         "## 2. Throughput — `python -m bench.throughput`",
         "",
@@ -148,6 +174,22 @@ def main() -> None:
         f"Summary upkeep over the run: {economy['summary_tokens']:,} tokens in {economy['summary_calls']} calls,",
         f"{100 * share:.1f} % of the {economy['reply_tokens']:,} tokens spent on replies.",
         "",
+        "## 7. Recall — `python -m bench.recall`",
+        "",
+        f"A {recall.MESSAGES:,}-message conversation: 30 facts planted in its first {recall.PLANTED_IN} messages",
+        "(birthdays, places, debts, plans, opinions, allergies) among small talk that names the same",
+        "people, then one question about each fact in other words (\"how much is Lars in debt to me",
+        "since the trip on the boat?\" for \"Lars still owes me 183 kroner from the boat trip\"). Both",
+        "Keepsake bots use the blind summarizer of section 3; a fact counts when a line of the",
+        "prompt holds its name and its value.",
+        "",
+        "![facts in the prompt and its tokens](recall.png)",
+        "",
+        "| prompt | facts present when asked | prompt tokens a turn | ÷ full history |",
+        "|---|---|---|---|",
+        *[f"| {r.name} | {r.found}/{r.asked} ({100 * r.found / r.asked:.0f} %) | {r.tokens:,.0f} | "
+          f"{100 * r.tokens / full.tokens:.0f} % |" for r in recalled],
+        "",
         "## 5. Footprint — `python -m bench.footprint`",
         "",
         f"Resident memory {start:.1f} MB after start-up and {end:.1f} MB after a history of",
@@ -160,11 +202,12 @@ def main() -> None:
             "## 6. PostgreSQL and several processes — `python -m bench.turn_overhead --postgres URL`,"
             " `python -m bench.throughput --postgres URL`",
             "",
-            "The same turn on a local PostgreSQL server (one run, 300 turns a size):",
+            "The same turn on a local PostgreSQL server (one run each, 300 turns a size):",
             "",
-            "| stored messages | p50 ms | p99 ms |",
-            "|---|---|---|",
-            *[f"| {size:,} | {p50:.2f} | {p99:.2f} |" for size, (p50, p99, _, _) in postgres["overhead"].items()],
+            "| stored messages | p50 ms | p99 ms | recall left out: p50 ms | p99 ms |",
+            "|---|---|---|---|---|",
+            *[f"| {size:,} | {p50:.2f} | {p99:.2f} | {postgres['without_recall'][size][0]:.2f} | "
+              f"{postgres['without_recall'][size][1]:.2f} |" for size, (p50, p99, _, _) in postgres["overhead"].items()],
             "",
             "Throughput with 200 conversations × 20 turns on one PostgreSQL database, first in one bot",
             "process, then split over two processes released at the same moment; afterwards every",

@@ -106,6 +106,9 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     window = config.llm.context_window
     summarizer = Summarizer(store, llm, counter, {rt.id: rt for rt in characters.values()}, window, clock=clock)
     recall_tokens = recall_budget(config.recall.budget_tokens, window) if config.recall.enabled else 0
+    if config.recall.enabled and config.recall.embedding_model:
+        log.warning("[recall] embedding_model is set, but this version recalls by full text only; "
+                    "the embedding model is not used")
     turns = TurnHandler(store, llm, counter, characters, window, after_delivery=summarizer.schedule, clock=clock,
                         recall_tokens=recall_tokens)
     notifications = Notifications(store)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,19 @@ from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 
 API_KEY_ENV = "KEEPSAKE_TEST_API_KEY"
 DAY = 86_400.0
+
+
+async def eventually(check, timeout: float = 10.0) -> None:
+    """Wait for a positive signal: until `check()` (a function, or a coroutine function such as
+    a store query) comes back true."""
+    for _ in range(int(timeout / 0.02)):
+        found = check()
+        if hasattr(found, "__await__"):
+            found = await found
+        if found:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("what the test waited for never happened")
 
 
 class FakeClock:

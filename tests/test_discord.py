@@ -11,7 +11,7 @@ from adapters.splitting import open_fence
 from bot.contract import ConversationKey
 from bot.runtime import build_runtime
 from bot.config import parse_config
-from tests.conftest import config_dict
+from tests.conftest import config_dict, eventually
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text, tool_calls
 
@@ -339,7 +339,8 @@ async def test_bot_and_webhook_authors_are_not_answered_and_nothing_is_stored_fo
 async def test_an_edit_in_a_server_channel_before_any_turn_leaves_the_conversation_shared(bot, discord_fake, llm):
     original = discord_fake.message_payload(discord_fake.channel_id, ANN, "a message from before the bot came")
     await discord_fake.edit(original, "edited before any turn here")
-    await asyncio.sleep(0.3)
+    await eventually(lambda: bot.store.conversations.conversation_by_id(1))  # the edit looked it up
+    assert (await bot.store.conversations.conversation_by_id(1)).is_shared
     await discord_fake.say(discord_fake.channel_id, ANN, "hello there", mention_bot=True)
     await bot_reply(discord_fake, discord_fake.channel_id)
     assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "Ann: hello there"}  # group framing

@@ -128,7 +128,6 @@ async def test_a_fact_pinned_on_discord_is_used_in_telegram_after_link(tmp_path,
         await asyncio.wait_for(discord_fake.identified.wait(), 30)
         await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
         await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
-        await asyncio.sleep(0.3)  # the guild reaches the client's cache
 
         ann_discord = FakeDiscord.user("900000000000000001", "Ann")
 

@@ -8,16 +8,6 @@ from bot.scheduler import MAINTENANCE_META
 from tests.conftest import DAY, Chat
 
 
-async def test_three_restarts_leave_the_job_count_unchanged(make_config, clock, llm):
-    seen = []
-    for _ in range(3):
-        runtime = await build_runtime(make_config(), clock=clock)
-        runtime.start()
-        seen.append(runtime.jobs.job_ids())
-        await runtime.close()
-    assert seen == [["maintenance", "rebuild-resume", "recall-backfill", "summary-retry"]] * 3
-
-
 def backups(folder) -> list:
     """The SQLite backups maintenance wrote beside the database (its default backup folder)."""
     return list((folder / "backups").glob("keepsake-*.sqlite3"))
@@ -34,33 +24,47 @@ async def test_a_maintenance_missed_for_10_days_runs_once_not_once_a_day(runtime
     check.close()
 
 
+async def start_and_stop(make_config, clock) -> tuple[list[bool], list[str]]:
+    """Start the bot, let its jobs make their start-up run, stop it: did maintenance run, and
+    which jobs were scheduled?"""
+    runtime = await build_runtime(make_config(), clock=clock)
+    ran: list[bool] = []
+    checked = asyncio.Event()
+    check = runtime.jobs.maintenance_if_due
+
+    async def check_and_tell() -> bool:  # the job as scheduled, telling the test what it did
+        ran.append(await check())
+        checked.set()
+        return ran[-1]
+
+    runtime.jobs.maintenance_if_due = check_and_tell
+    runtime.start()
+    try:
+        jobs = runtime.jobs.job_ids()
+        await asyncio.wait_for(checked.wait(), 10)
+    finally:
+        await runtime.close()
+    return ran, jobs
+
+
+async def test_three_restarts_in_a_day_keep_one_of_each_job_and_run_the_daily_maintenance_once(
+        make_config, clock, llm, tmp_path):
+    runs = []
+    for _ in range(3):
+        runs.append(await start_and_stop(make_config, clock))
+        clock.now += 3_600  # an hour later, the next start
+    assert [ran for ran, _ in runs] == [[True], [False], [False]]
+    assert [jobs for _, jobs in runs] == [["maintenance", "rebuild-resume", "recall-backfill", "summary-retry"]] * 3
+    assert len(backups(tmp_path)) == 1
+
+
 async def test_a_job_that_came_due_during_a_10_minute_stop_runs_once_after_the_restart(make_config, clock, llm,
                                                                                       tmp_path):
-    async def start_and_stop() -> list[bool]:
-        """Start the bot, let its jobs make their start-up run, stop it: did maintenance run?"""
-        runtime = await build_runtime(make_config(), clock=clock)
-        ran: list[bool] = []
-        checked = asyncio.Event()
-        check = runtime.jobs.maintenance_if_due
-
-        async def check_and_tell() -> bool:  # the job as scheduled, telling the test what it did
-            ran.append(await check())
-            checked.set()
-            return ran[-1]
-
-        runtime.jobs.maintenance_if_due = check_and_tell
-        runtime.start()
-        try:
-            await asyncio.wait_for(checked.wait(), 10)
-        finally:
-            await runtime.close()
-        return ran
-
-    assert await start_and_stop() == [True]  # a first start: the daily maintenance runs
+    assert (await start_and_stop(make_config, clock))[0] == [True]  # a first start: the daily maintenance runs
     clock.now += DAY - 5 * 60  # the bot ran for a day less 5 minutes, then stopped for 10
     clock.now += 10 * 60
-    assert await start_and_stop() == [True]  # due 5 minutes into the stop: it runs at the restart
-    assert await start_and_stop() == [False]  # once: not again at the next restart
+    assert (await start_and_stop(make_config, clock))[0] == [True]  # due 5 minutes into the stop: it runs now
+    assert (await start_and_stop(make_config, clock))[0] == [False]  # once: not again at the next restart
     assert len(backups(tmp_path)) == 2
 
 

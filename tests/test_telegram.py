@@ -10,7 +10,8 @@ from adapters.streaming import ThrottledStream
 from adapters.telegram import TelegramAdapter
 from bot.runtime import build_runtime
 from bot.config import parse_config
-from tests.conftest import config_dict
+from bot.contract import ConversationKey
+from tests.conftest import config_dict, eventually
 from tests.fakes.llm_server import text, tool_calls
 from tests.fakes.telegram_server import FakeTelegram, parse_html
 
@@ -67,10 +68,6 @@ class Person:
         button = next(b for b in message.buttons() if b["text"] == label)
         self.tg.press(self.tg.chat(message.chat_id, "private" if message.chat_id > 0 else "supergroup"),
                       self.user, message.message_id, button["callback_data"])
-
-
-async def settle(telegram: FakeTelegram, seconds: float = 0.3) -> None:
-    await asyncio.sleep(seconds)
 
 
 async def quiet(telegram: FakeTelegram, for_s: float = 0.15) -> None:
@@ -211,9 +208,9 @@ async def test_a_10000_character_reply_arrives_as_three_messages_of_at_most_4096
     paragraph = ("The sea was calm that evening, and the lamp turned slowly. " * 8).strip()
     long_reply = "\n\n".join([paragraph] * 21)[:10_000]
     llm.add(text(long_reply))
-    messages = await ann.reply_to(ann.say("tell me a long story"), count=3)
-    await settle(telegram)
-    messages = [m for m in telegram.bot_messages(ANN)]
+    await ann.reply_to(ann.say("tell me a long story"), count=3)
+    await telegram.wait_for(lambda: telegram.bot_messages(ANN)[-1].buttons())  # delivered whole
+    messages = telegram.bot_messages(ANN)
     assert len(messages) == 3
     assert all(len(parse_html(m.text)[1]) <= 4_096 for m in messages)
     assert [b["text"] for b in messages[-1].buttons()] == ["🔄 Regenerate"]
@@ -244,7 +241,12 @@ async def test_an_edited_message_updates_the_stored_text(bot, telegram, llm):
     asked = ann.say("I live in Bergen")
     await ann.reply_to(asked)
     telegram.edit(ann.chat, ann.user, asked, "I live in Oslo")
-    await settle(telegram)
+
+    async def stored_edit() -> bool:
+        conversation = await bot.turns.conversation_for(ConversationKey("telegram", str(ANN), None, "Mira"))
+        return (await bot.store.conversations.message_by_platform_id(conversation.id, str(asked))).content == \
+            "I live in Oslo"
+    await eventually(stored_edit)
     llm.add(text("Oslo, then."))
     await ann.reply_to(ann.say("where do I live?"))
     prompt = llm.prompt_text()
@@ -375,7 +377,7 @@ async def test_an_edited_command_is_never_run_again(bot, telegram, llm):
     asked = ann.say("/memory add x")
     await ann.reply_to(asked)
     telegram.edit(ann.dm, ann.user, asked, "/memory add y")
-    await settle(telegram)
+    await quiet(telegram)  # an edited command that ran would answer: the bot has said nothing since
     view, = await ann.reply_to(ann.say("/memory view"))
     assert "#1 · character · recent — x" in view.text
     assert "— y" not in view.text and "#2" not in view.text
