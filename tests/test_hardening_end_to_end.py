@@ -234,7 +234,6 @@ async def test_a_discord_reply_cut_off_by_sigkill_is_answered_again_in_place(tmp
             sys.executable, "-m", "bot", "--config", str(config), cwd=tmp_path, env=env,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         await asyncio.wait_for(discord_fake.identified.wait(), 30)
-        await asyncio.sleep(0.3)
         return process
 
     ann, dm = FakeDiscord.user("900000000000000001", "Ann"), "910000000000000001"
@@ -243,6 +242,12 @@ async def test_a_discord_reply_cut_off_by_sigkill_is_answered_again_in_place(tmp
         llm.add(stall("Once upon a time, far out at sea, there stood a lighthouse that " * 3, at=0.5))
         await discord_fake.say(dm, ann, "tell me a story", guild=False)
         partial = await discord_fake.wait_for(lambda: discord_fake.in_channel(dm), timeout=30)
+
+        def recorded() -> bool:  # the bot noted where the partial reply shows (right after sending it)
+            with closing(sqlite3.connect(tmp_path / "k.sqlite3")) as db:
+                return db.execute("SELECT COUNT(*) FROM turns WHERE status = 'running' "
+                                  "AND partial_message_id IS NOT NULL").fetchone()[0] == 1
+        await discord_fake.wait_for(recorded, timeout=30)
         bot.kill()
         await bot.wait()
         assert partial[0].content.startswith("Once upon a time")
