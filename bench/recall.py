@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import InstantLLM, bench_runtime, machine, temp_folder
-from bench.token_economy import NAMES, Fact, holds, small_talk
+from bench.token_economy import NAMES, Fact, cut_at_window, holds, small_talk
 from bot.contract import ConversationKey, Identity, IncomingMessage
 from bot.runtime import Runtime
 from bot.tokens import TokenCounter
@@ -122,7 +122,7 @@ async def run(plot: Path | None = None) -> list[Result]:
                 await runtime.close()
         results.append(Result(name, sum(f for f, _ in seen), len(asks), statistics.mean(t for _, t in seen)))
     for name, keep in ((f"last {LAST} messages", lambda upto: _last(upto, LAST)),
-                       ("full history", lambda upto: _cut(upto, CONTEXT_WINDOW))):
+                       ("full history", lambda upto: cut_at_window(upto, CONTEXT_WINDOW))):
         found, tokens = 0, []
         for i, question in enumerate(asks):
             kept = keep(transcript[:2 * (len(script) + i) + 1])
@@ -136,16 +136,6 @@ async def run(plot: Path | None = None) -> list[Result]:
 
 def _last(transcript: list[tuple[str, int]], count: int) -> list[tuple[str, int]]:
     return transcript[-count:]
-
-
-def _cut(transcript: list[tuple[str, int]], window: int) -> list[tuple[str, int]]:
-    kept, used = [], 0
-    for message in reversed(transcript):
-        if used + message[1] > window:
-            break
-        kept.append(message)
-        used += message[1]
-    return kept[::-1]
 
 
 def _plot(results: list[Result], path: Path) -> None:

@@ -106,7 +106,7 @@ async def run(plot: Path | None) -> dict:
                     planted = [f for t, f in enumerate(facts) if t * every + every // 2 <= turn]
                     prompt = "\n".join(str(m.get("content") or "") for m in llm.last_reply_prompt)
                     keepsake_tokens = sum(counter.count(str(m.get("content") or "")) + 4 for m in llm.last_reply_prompt)
-                    full = _cut(transcript, CONTEXT_WINDOW)
+                    full = cut_at_window(transcript, CONTEXT_WINDOW)
                     last40 = transcript[-40:]
                     rows.append({
                         "messages": messages,
@@ -129,7 +129,7 @@ async def run(plot: Path | None) -> dict:
             "summary_calls": llm.calls["summary"]}
 
 
-def _cut(transcript: list[tuple[str, int]], window: int) -> list[tuple[str, int]]:
+def cut_at_window(transcript: list[tuple[str, int]], window: int) -> list[tuple[str, int]]:
     kept, used = [], 0
     for message in reversed(transcript):
         if used + message[1] > window:

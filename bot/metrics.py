@@ -13,7 +13,8 @@ server is optional. With several processes, scrape each one (Prometheus adds the
 
 from __future__ import annotations
 
-from typing import Callable
+import functools
+from typing import Any, Awaitable, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -31,6 +32,17 @@ MODEL_SECONDS = Histogram("keepsake_model_seconds", "One call to the model serve
 MODEL_ERRORS = Counter("keepsake_model_errors", "Model calls that failed after their retries.", registry=REGISTRY)
 SUMMARY_JOBS_PENDING = Gauge("keepsake_summary_jobs_pending",
                              "Conversations this process is summarizing or about to.", registry=REGISTRY)
+
+
+def timed_turn(answer: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Times a turn and counts its outcome (a reply marked as an error counts as failed)."""
+    @functools.wraps(answer)
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        with TURN_SECONDS.time():
+            reply = await answer(*args, **kwargs)
+        TURNS.labels("failed" if reply.is_error else "answered").inc()
+        return reply
+    return timed
 
 
 def count_pending_summaries(pending: Callable[[], int]) -> None:

@@ -275,6 +275,7 @@ class TurnHandler:
         new_turn = await self.store.turns.begin_turn(conversation.id, user_row.person_id, user_row.id)
         return await self._answer(runtime, conversation, user_row.person_id, user_row, new_turn, None)
 
+    @metrics.timed_turn
     async def _answer(
         self,
         runtime: CharacterRuntime,
@@ -286,21 +287,6 @@ class TurnHandler:
         unseen: str | None = None,
     ) -> Reply:
         """Answer `user_row` as turn `turn_id` (a running turn row)."""
-        with metrics.TURN_SECONDS.time():
-            reply = await self._reply(runtime, conversation, person_id, user_row, turn_id, on_text, unseen)
-        metrics.TURNS.labels("failed" if reply.is_error else "answered").inc()
-        return reply
-
-    async def _reply(
-        self,
-        runtime: CharacterRuntime,
-        conversation: ConversationRow,
-        person_id: int | None,
-        user_row: MessageRow,
-        turn_id: int,
-        on_text: ReplySink | None,
-        unseen: str | None,
-    ) -> Reply:
         sink = self._recording(turn_id, on_text) if on_text else None
         try:
             learning = person_id is not None and await self.store.memories.learning_enabled(person_id, runtime.id)

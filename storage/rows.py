@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storage.ports import GLOBAL, ConversationRow, MemoryRow, MessageRow, SummaryRow, TurnRow
+from storage.ports import CHARACTER, GLOBAL, ConversationRow, MemoriesInPlay, MemoryRow, MessageRow, SummaryRow, TurnRow
 
 MEMORY_COLUMNS = "id, person_id, character_id, content, tokens, pinned, source, created_at, updated_at"
 MESSAGE_COLUMNS = (
@@ -61,3 +61,25 @@ def in_sent_order(first: list[str], parts: list[str]) -> list[str]:
     """A reply's platform ids: its first message, then the later parts in the order they were
     sent (platform ids grow with time: Telegram message ids, Discord snowflakes)."""
     return first + sorted(parts, key=lambda part: (len(part), part))
+
+
+def in_play(memories: list[MemoryRow]) -> MemoriesInPlay:
+    """Memories read for a turn, sorted: pinned ones of both scopes newest first, and the
+    unpinned ones of each scope as read (newest first)."""
+    pinned = sorted((m for m in memories if m.pinned), key=lambda m: (m.updated_at, m.id), reverse=True)
+    unpinned = {scope: [m for m in memories if not m.pinned and m.scope == scope] for scope in (CHARACTER, GLOBAL)}
+    return MemoriesInPlay(pinned=pinned, unpinned=unpinned)
+
+
+def person_export(identities: list[Any], memories: list[Any], settings: list[Any]) -> dict[str, Any]:
+    """What /memory export hands a person: identities (platform, user), memory rows (the memory
+    columns, then the character's name) and Learn-from-chat settings (name, on)."""
+    return {
+        "identities": [f"{p}:{u}" for p, u in identities],
+        "memories": [
+            {"id": r[0], "scope": GLOBAL if r[2] is None else CHARACTER, "character": r[9], "content": r[3],
+             "pinned": bool(r[5]), "source": r[6], "created_at": r[7], "updated_at": r[8]}
+            for r in memories
+        ],
+        "learn_from_chat": {name: bool(learn) for name, learn in settings},
+    }

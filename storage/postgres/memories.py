@@ -21,7 +21,7 @@ from storage.ports import (
     PinnedMemory,
 )
 from storage.postgres.database import Database
-from storage.rows import MEMORY_COLUMNS, memory, prefixed, scope_character
+from storage.rows import MEMORY_COLUMNS, in_play, memory, person_export, prefixed, scope_character
 
 FIELDS = [c.strip() for c in MEMORY_COLUMNS.split(",")]
 
@@ -95,10 +95,7 @@ class PostgresMemories(Memories):
             f"UNION ALL (SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 AND character_id IS NULL "
             "AND NOT pinned ORDER BY updated_at DESC, id DESC LIMIT $3)",
             person_id, character_id, unpinned_limit)
-        memories = [memory(r) for r in rows]
-        pinned = sorted((m for m in memories if m.pinned), key=lambda m: (m.updated_at, m.id), reverse=True)
-        unpinned = {scope: [m for m in memories if not m.pinned and m.scope == scope] for scope in (CHARACTER, GLOBAL)}
-        return MemoriesInPlay(pinned=pinned, unpinned=unpinned)
+        return in_play([memory(r) for r in rows])
 
     async def list_memories(
         self, person_id: int, character_id: int, scope: str | None, offset: int, limit: int
@@ -202,15 +199,7 @@ class PostgresMemories(Memories):
         settings = await self.db.all(
             "SELECT c.name, s.learn FROM person_settings s JOIN characters c ON c.id = s.character_id "
             "WHERE s.person_id = $1 ORDER BY c.name", person_id)
-        return {
-            "identities": [f"{p}:{u}" for p, u in identities],
-            "memories": [
-                {"id": r[0], "scope": GLOBAL if r[2] is None else CHARACTER, "character": r[9], "content": r[3],
-                 "pinned": bool(r[5]), "source": r[6], "created_at": r[7], "updated_at": r[8]}
-                for r in rows
-            ],
-            "learn_from_chat": {name: bool(learn) for name, learn in settings},
-        }
+        return person_export(identities, rows, settings)
 
     async def learning_enabled(self, person_id: int, character_id: int) -> bool:
         learn = await self.db.value("SELECT learn FROM person_settings WHERE person_id = $1 AND character_id = $2",

@@ -20,7 +20,7 @@ from storage.ports import (
     PinnedMemory,
 )
 from storage.sqlite.database import Database, fetch_all, fetch_one
-from storage.rows import MEMORY_COLUMNS, memory, prefixed, scope_character
+from storage.rows import MEMORY_COLUMNS, in_play, memory, person_export, prefixed, scope_character
 
 FIELDS = [c.strip() for c in MEMORY_COLUMNS.split(",")]
 
@@ -90,10 +90,7 @@ class SQLiteMemories(Memories):
             (person_id, character_id, 1, -1, person_id, None, 1, -1,
              person_id, character_id, 0, unpinned_limit, person_id, None, 0, unpinned_limit),
         )
-        memories = [memory(r) for r in rows]
-        pinned = sorted((m for m in memories if m.pinned), key=lambda m: (m.updated_at, m.id), reverse=True)
-        unpinned = {scope: [m for m in memories if not m.pinned and m.scope == scope] for scope in (CHARACTER, GLOBAL)}
-        return MemoriesInPlay(pinned=pinned, unpinned=unpinned)
+        return in_play([memory(r) for r in rows])
 
     async def list_memories(
         self, person_id: int, character_id: int, scope: str | None, offset: int, limit: int
@@ -197,15 +194,7 @@ class SQLiteMemories(Memories):
         settings = await self.db.all(
             "SELECT c.name, s.learn FROM person_settings s JOIN characters c ON c.id = s.character_id "
             "WHERE s.person_id = ? ORDER BY c.name", (person_id,))
-        return {
-            "identities": [f"{p}:{u}" for p, u in identities],
-            "memories": [
-                {"id": r[0], "scope": GLOBAL if r[2] is None else CHARACTER, "character": r[9], "content": r[3],
-                 "pinned": bool(r[5]), "source": r[6], "created_at": r[7], "updated_at": r[8]}
-                for r in rows
-            ],
-            "learn_from_chat": {name: bool(learn) for name, learn in settings},
-        }
+        return person_export(identities, rows, settings)
 
     async def learning_enabled(self, person_id: int, character_id: int) -> bool:
         row = await self.db.one("SELECT learn FROM person_settings WHERE person_id = ? AND character_id = ?",
