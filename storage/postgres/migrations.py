@@ -223,7 +223,8 @@ MIGRATIONS: list[str] = [
     # 2 — recall: every message's words as a tsvector (English stemming), set by a trigger in the
     # transaction that writes or edits the message, with a GIN index. Messages stored before this
     # migration get theirs from a resumable backfill (Recall.index_older_messages): the ones
-    # still without, found through a partial index.
+    # still without, found through a partial index. The GIN index takes new entries at once
+    # (fastupdate off): every turn searches it, and a pending list would be read on each search.
     """
     ALTER TABLE messages ADD COLUMN search tsvector;
     CREATE FUNCTION keepsake_message_words() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -233,7 +234,7 @@ MIGRATIONS: list[str] = [
     END $$;
     CREATE TRIGGER messages_words BEFORE INSERT OR UPDATE OF content ON messages
         FOR EACH ROW EXECUTE FUNCTION keepsake_message_words();
-    CREATE INDEX messages_search ON messages USING gin (search);
+    CREATE INDEX messages_search ON messages USING gin (search) WITH (fastupdate = off);
     CREATE INDEX messages_unindexed ON messages (id) WHERE search IS NULL;
     """,
 ]
