@@ -83,6 +83,7 @@ async def copy_store(source_url: str, target_url: str, base: Path, allow_non_emp
             for table, key in TABLES:
                 await _copy_table(source, db, table, key, progress)
             await _advance_counters(db)
+            await db.execute("ANALYZE")  # the planner's statistics for the tables just filled
             counts = await _check_counts(source, db)
     finally:
         await target.close()
