@@ -74,6 +74,11 @@ class TelegramConfig:
 
 
 @dataclass(frozen=True)
+class LimitsConfig:
+    turns_per_minute: int | None = None  # per person, across platforms and processes; None: no limit
+
+
+@dataclass(frozen=True)
 class DiscordConfig:
     shard_count: int | None = None  # None: discord.py decides (one process runs every shard)
     shard_ids: tuple[int, ...] | None = None  # the shards this process runs
@@ -107,6 +112,7 @@ class Config:
     recall: RecallConfig = RecallConfig()
     discord: DiscordConfig = DiscordConfig()
     metrics: MetricsConfig = MetricsConfig()
+    limits: LimitsConfig = LimitsConfig()
 
     def character(self, name: str) -> CharacterConfig:
         for character in self.characters:
@@ -237,6 +243,7 @@ def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> 
     recall = _parse_recall(_Section("recall", top._get("recall", {})))
     discord = _parse_discord(_Section("discord", top._get("discord", {})))
     metrics = _parse_metrics(_Section("metrics", top._get("metrics", {})))
+    limits = _parse_limits(_Section("limits", top._get("limits", {})))
 
     characters_raw = top._get("characters", None)
     if not isinstance(characters_raw, list) or not characters_raw:
@@ -251,7 +258,7 @@ def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> 
             raise ConfigError(f"characters[{i}].name: {characters[i].name!r} is used twice")
     top.reject_unknown()
     return Config(llm=llm, storage=storage, telegram=telegram, characters=characters, recall=recall,
-                  discord=discord, metrics=metrics)
+                  discord=discord, metrics=metrics, limits=limits)
 
 
 def _parse_llm(s: _Section, needs_llm: bool) -> LLMConfig:
@@ -353,6 +360,12 @@ def _parse_recall(s: _Section) -> RecallConfig:
         budget_tokens=s.integer("budget_tokens", d.budget_tokens, minimum=1) or d.budget_tokens,
         embedding_model=s.text("embedding_model"),
     )
+    s.reject_unknown()
+    return config
+
+
+def _parse_limits(s: _Section) -> LimitsConfig:
+    config = LimitsConfig(turns_per_minute=s.integer("turns_per_minute", None, minimum=1))
     s.reject_unknown()
     return config
 

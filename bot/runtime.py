@@ -110,7 +110,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         log.warning("[recall] embedding_model is set, but this version recalls by full text only; "
                     "the embedding model is not used")
     turns = TurnHandler(store, llm, counter, characters, window, after_delivery=summarizer.schedule, clock=clock,
-                        recall_tokens=recall_tokens)
+                        recall_tokens=recall_tokens, turns_per_minute=config.limits.turns_per_minute)
     notifications = Notifications(store)
     rebuilds = Rebuilds(store, summarizer, notifications.notify)
     commands = MemoryCommands(turns, rebuilds, clock=clock)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept a
              "Please send it again later.")
 INTERRUPTED = "(This reply was cut off when I restarted. Send your message again if you still want an answer.)"
 NOT_LATEST = "Only the latest reply can be regenerated."
+TOO_FAST = ("You're writing faster than I can answer: at most {limit} replies a minute. I've kept your "
+            "message; write again in {seconds} seconds and I'll answer.")
+LIMIT_WINDOW_S = 60.0
 REGENERATE_LABEL = "🔄 Regenerate"
 RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again at restart
 
@@ -130,9 +134,11 @@ class TurnHandler:
         after_delivery: AfterTurn | None = None,
         clock: Callable[[], float] = time.time,
         recall_tokens: int = 0,
+        turns_per_minute: int | None = None,
     ):
         self.store = store
         self.recall_tokens = recall_tokens  # the recall budget (0: recall is off)
+        self.turns_per_minute = turns_per_minute  # [limits], per person; None: no limit
         self.llm = llm
         self.counter = counter
         self.characters = {name.casefold(): rt for name, rt in characters.items()}
@@ -211,10 +217,16 @@ class TurnHandler:
                 conversation.id, person_id, clean_text(message.speaker_name), text, tokens,
                 message.platform_message_id,
             )
+        except Exception:
+            log.exception("a message to %s could not be stored", message.conversation)
+            return Reply(NOT_SAVED, is_error=True)
+        if (wait := await self._too_fast(person_id)) is not None:
+            return Reply(TOO_FAST.format(limit=self.turns_per_minute, seconds=wait), is_error=True)
+        try:
             # Still in arrival order: the conversation's line in the database (every process).
             ticket = await self.store.turns.queue_turn(conversation.id, person_id, user_row.id)
         except Exception:
-            log.exception("a message to %s could not be stored", message.conversation)
+            log.exception("a turn in %s could not be queued", message.conversation)
             return Reply(NOT_SAVED, is_error=True)
         return runtime, conversation, person_id, user_row, ticket
 
@@ -333,6 +345,18 @@ class TurnHandler:
             buttons = [[Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))]]
         return Reply(text, turn_id=turn_id, conversation_id=conversation.id, message_id=stored.id,
                      buttons=buttons)
+
+    async def _too_fast(self, person_id: int | None) -> int | None:
+        """Seconds until the person may have a turn again, when [limits] turns_per_minute is
+        reached (counted in the database: every conversation, platform and process); else None."""
+        if self.turns_per_minute is None or person_id is None:
+            return None
+        now = self.clock()
+        started = await self.store.turns.turn_times_since(person_id, now - LIMIT_WINDOW_S)
+        if len(started) < self.turns_per_minute:
+            return None
+        frees_up = started[len(started) - self.turns_per_minute] + LIMIT_WINDOW_S
+        return max(1, math.ceil(frees_up - now))
 
     async def _recall(self, conversation_id: int, user_row: MessageRow, newest_first: list[MessageRow],
                       window: list[MessageRow]) -> list[Passage]:

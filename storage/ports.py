@@ -302,6 +302,11 @@ class Turns(abc.ABC):
         return await self.start_turn(await self.queue_turn(conversation_id, person_id, user_message_id))
 
     @abc.abstractmethod
+    async def turn_times_since(self, person_id: int, since: float) -> list[float]:
+        """When the person's turns since `since` started or were queued (every conversation,
+        every process), oldest first."""
+
+    @abc.abstractmethod
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
         """Where the running turn's reply shows while it streams (for crash recovery)."""
 

@@ -151,6 +151,7 @@ def test_a_config_in_exactly_the_format_of_spec_section_10_loads(monkeypatch, tm
     ({"storage": {"url": "mysql://x/y"}}, "storage.url: 'mysql://x/y': expected a URL starting with"),
     ({"metrics": {"port": 70000}}, "metrics.port: expected a port from 1 to 65535"),
     ({"metrics": {"prot": 9108}}, "metrics.prot: unknown key"),
+    ({"limits": {"turns_per_minute": 0}}, "limits.turns_per_minute: expected a whole number ≥ 1"),
 ])
 def test_section_12_and_11_settings_are_checked_naming_the_key(tmp_path, section, message):
     raw = config_dict("http://x/v1", tmp_path / "db") | section

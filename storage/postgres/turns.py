@@ -104,6 +104,12 @@ class PostgresTurns(TurnLine):
     async def _withdraw(self, ticket: int) -> None:
         await self.db.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
 
+    async def turn_times_since(self, person_id: int, since: float) -> list[float]:
+        rows = await self.db.all(
+            "SELECT created_at FROM turns WHERE person_id = $1 AND created_at >= $2 UNION ALL "
+            "SELECT queued_at FROM turn_queue WHERE person_id = $1 AND queued_at >= $2 ORDER BY 1", person_id, since)
+        return [r[0] for r in rows]
+
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
         await self.db.execute("UPDATE turns SET partial_message_id = $1 WHERE id = $2", platform_message_id, turn_id)
 

@@ -104,6 +104,13 @@ class SQLiteTurns(TurnLine):
     async def _withdraw(self, ticket: int) -> None:
         await self.db.execute("DELETE FROM turn_queue WHERE id = ?", (ticket,))
 
+    async def turn_times_since(self, person_id: int, since: float) -> list[float]:
+        rows = await self.db.all(
+            "SELECT created_at FROM turns WHERE person_id = ? AND created_at >= ? UNION ALL "
+            "SELECT queued_at FROM turn_queue WHERE person_id = ? AND queued_at >= ? ORDER BY 1",
+            (person_id, since, person_id, since))
+        return [r[0] for r in rows]
+
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
         await self.db.execute("UPDATE turns SET partial_message_id = ? WHERE id = ?", (platform_message_id, turn_id))
 

@@ -100,3 +100,17 @@ async def test_the_unpinned_cap_of_100_holds_for_two_processes_writing_at_once(o
 
     assert sum(await asyncio.gather(*(add(n) for n in range(120)))) == 100
     assert await second.memories.count_memories(ann, mira, "character", False) == 100
+
+
+async def test_a_persons_turns_of_the_last_minute_are_counted_in_every_process(open_backend, clock):
+    first, second = await open_backend(), await open_backend()
+    mira = await first.characters.ensure_character("Mira")
+    ann = await first.people.person_for_identity("telegram", "501")
+    chat = (await first.conversations.conversation("telegram", "501", None, mira, False)).id
+    one = await first.conversations.add_user_message(chat, ann, "Ann", "one", 1, None)
+    await first.turns.begin_turn(chat, ann, one.id)
+    clock.now += 30
+    two = await second.conversations.add_user_message(chat, ann, "Ann", "two", 1, None)
+    await second.turns.queue_turn(chat, ann, two.id)  # queued, not started: it counts too
+    assert len(await second.turns.turn_times_since(ann, clock.now - 60)) == 2
+    assert len(await first.turns.turn_times_since(ann, clock.now - 10)) == 1
