@@ -96,8 +96,10 @@ class Console:
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
-    async def greet(self) -> None:
-        self.say(f"{self.character.name}: {plain(await self.runtime.turns.greet(self.key, self.user_name))}")
+    async def greet(self, choice: str = "") -> None:
+        self.say(f"{self.character.name}: {plain(await self.runtime.turns.greet(self.key, self.user_name, choice))}")
+        if hint := self.runtime.turns.other_greetings(self.key, choice):
+            self.say(f"{PROGRAM} {hint}")
 
     async def run(self, lines: asyncio.Queue) -> None:
         with self.runtime.listening(self.notified):
@@ -130,7 +132,7 @@ class Console:
         if head == "help":
             self.show(CommandResult(CONSOLE_HELP))
         elif head == "start":
-            await self.greet()
+            await self.greet(text[len("/start"):].strip())
         elif head in ("regenerate", "regen"):
             await self.regenerate()
         elif head == "press":

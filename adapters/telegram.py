@@ -474,8 +474,11 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.effective_message
         place = self.place(message)
-        greeting = await self.runtime.turns.greet(self.key(place), speaker_name_of(message))
+        choice = " ".join(context.args or [])
+        greeting = await self.runtime.turns.greet(self.key(place), speaker_name_of(message), choice)
         await message.reply_text(greeting)
+        if hint := self.runtime.turns.other_greetings(self.key(place), choice):
+            await message.reply_text(hint)
 
     async def on_help(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         intro = (f"I'm {self.character.name}. Talk to me here; in a group, mention me or reply to me. "

@@ -48,6 +48,7 @@ class Character:
     mes_example: str = ""
     system_prompt: str = ""
     post_history_instructions: str = ""
+    alternate_greetings: tuple[str, ...] = ()
 
     def fill(self, text: str, user: str) -> str:
         """Replace {{char}} (the card's nickname, else the name) and {{user}} (the speaker's
@@ -56,7 +57,15 @@ class Character:
             lambda m: (self.nickname or self.name) if m.group(1).lower() == "char" else user, text
         )
 
-    def greeting(self, user: str) -> str:
+    @property
+    def greetings(self) -> int:
+        """How many greetings the character has: first_mes, then the card's alternate ones."""
+        return 1 + len(self.alternate_greetings)
+
+    def greeting(self, user: str, number: int = 1) -> str:
+        """Greeting `number` (1: first_mes; 2 on: the alternate greetings, in the card's order)."""
+        if number > 1:
+            return self.fill(self.alternate_greetings[number - 2], user)
         return self.fill(self.first_mes, user) if self.first_mes else f"Hi {user}, I'm {self.name}."
 
 
@@ -67,6 +76,7 @@ def load_character(config: CharacterConfig) -> Character:
     assert config.card is not None
     data = read_card(config.card)
     fields = {key: _text_field(data, key, config.card) for key in CARD_FIELDS}
+    fields["alternate_greetings"] = _alternate_greetings(data, config.card)
     # The config's name is what people and /commands use; the card's name is the fallback.
     return Character(name=config.name, **fields)
 
@@ -94,6 +104,13 @@ def read_card(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"character card {path}: its 'data' is not an object")
     return data
+
+
+def _alternate_greetings(data: dict, path: Path) -> tuple[str, ...]:
+    value = data.get("alternate_greetings") or []
+    if not isinstance(value, list) or not all(isinstance(g, str) for g in value):
+        raise ConfigError(f"character card {path}: field 'alternate_greetings' should be a list of texts")
+    return tuple(g.strip() for g in value if g.strip())
 
 
 def _text_field(data: dict, key: str, path: Path) -> str:

@@ -166,16 +166,30 @@ class TurnHandler:
             return None
         return await self.store.people.person_for_identity(identity.platform, identity.user_id)
 
-    async def greet(self, key: ConversationKey, speaker_name: str) -> str:
-        """The character's greeting (a card's first_mes). In a one-to-one conversation with no
-        messages yet it is stored as the character's first message, so the model knows what it
-        said. (Not in a shared one: it names the person, and would outlive their /forgetme.)"""
-        runtime = self.character(key.character)
-        text = runtime.character.greeting(speaker_name)
+    async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> str:
+        """The character's greeting: a card's first_mes, or with `choice` ("2", "3", …) one of its
+        alternate greetings (`other_greetings` says how to see them). In a one-to-one
+        conversation with no messages yet the greeting is stored as the character's first
+        message, so the model knows what it said. (Not in a shared one: it names the person, and
+        would outlive their /forgetme.)"""
+        character = self.character(key.character).character
+        number = parse_number(choice) if choice.strip() else 1
+        if number is None or not 1 <= number <= character.greetings:
+            return f"{character.name} has greetings 1 to {character.greetings}: /start 1 … /start {character.greetings}."
+        text = character.greeting(speaker_name, number)
         if not key.is_shared:
             conversation = await self.conversation_for(key)
-            await self.store.conversations.add_greeting(conversation.id, runtime.character.name, text, self.counter.count(text))
+            await self.store.conversations.add_greeting(conversation.id, character.name, text, self.counter.count(text))
         return text
+
+    def other_greetings(self, key: ConversationKey, choice: str = "") -> str | None:
+        """The program's line telling how to see the character's other greetings, if it has any."""
+        character = self.character(key.character).character
+        if character.greetings == 1:
+            return None
+        shown = parse_number(choice) if choice.strip() else 1
+        others = ", ".join(f"/start {n}" for n in range(1, character.greetings + 1) if n != shown)
+        return f"{character.name} has other greetings too: {others}."
 
     # -- a turn ----------------------------------------------------------------------------
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:

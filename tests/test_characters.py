@@ -165,3 +165,20 @@ def test_a_v3_nickname_is_what_char_becomes(tmp_path):
     character = load_character(CharacterConfig(name="Nox", card=path))
     assert character.greeting("Ann") == "Nox-7 here. Hello, Ann."
     assert "Nox-7 is the ship's AI, talking to Ann." in system_prompt(character, "Ann", tools=True)
+
+
+def test_alternate_greetings_are_offered_after_first_mes(tmp_path):
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps({**CARD, "data": {**CARD["data"], "alternate_greetings": [
+        "Oh. It's {{user}} again.", "  ", "Welcome aboard, {{user}}. I am {{char}}."]}}))
+    character = load_character(CharacterConfig(name="Nox", card=path))
+    assert character.greetings == 3  # first_mes and the two alternate greetings with text
+    assert [character.greeting("Ann", n) for n in (1, 2, 3)] == [
+        "Hello, Ann.", "Oh. It's Ann again.", "Welcome aboard, Ann. I am Nox."]
+
+
+def test_alternate_greetings_that_are_not_a_list_of_texts_are_a_clear_start_up_error(tmp_path):
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps({**CARD, "data": {**CARD["data"], "alternate_greetings": "hi"}}))
+    with pytest.raises(ConfigError, match="field 'alternate_greetings' should be a list of texts"):
+        load_character(CharacterConfig(name="Nox", card=path))

@@ -8,7 +8,7 @@ from tests.conftest import API_KEY_ENV, ROOT
 from tests.fakes.llm_server import text, tool_calls
 
 
-async def run_console(tmp_path, llm, lines: list[str]) -> tuple[int, str, str]:
+async def run_console(tmp_path, llm, lines: list[str], card=ROOT / "characters" / "mira.json") -> tuple[int, str, str]:
     config = tmp_path / "config.toml"
     config.write_text(f"""
 [llm]
@@ -22,7 +22,7 @@ path = "data/keepsake.sqlite3"
 
 [[characters]]
 name = "Mira"
-card = "{ROOT / 'characters' / 'mira.json'}"
+card = "{card}"
 """)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "console", "--character", "Mira", "--name", "Ann",
@@ -184,3 +184,21 @@ async def test_without_user_the_console_name_defaults_to_guest(tmp_path, llm):
     await asyncio.wait_for(process.communicate(b"hello\n"), 60)
     assert "you greet Guest by name" in llm.prompt_text()
     assert " you " not in llm.requests[-1]["messages"][-1]["content"]
+
+
+async def test_a_new_conversation_starts_with_first_mes_and_start_shows_the_other_greetings(tmp_path, llm):
+    import json
+
+    card = json.loads((ROOT / "characters" / "mira.json").read_text())
+    card["data"]["alternate_greetings"] = ["The fog is thick tonight, {{user}}. Come in."]
+    (tmp_path / "mira.json").write_text(json.dumps(card))
+    llm.add(text("Sit by the fire."))
+    code, out, err = await run_console(tmp_path, llm, ["/start 2", "hello", "/start 7", "/quit"],
+                                       card=tmp_path / "mira.json")
+    assert code == 0, err
+    assert "Mira: The fog is thick tonight, Ann. Come in." in out
+    assert "(Keepsake) Mira has other greetings too: /start 1." in out
+    assert "Mira has greetings 1 to 2" in out  # /start 7
+    greeting = json.loads((ROOT / "characters" / "mira.json").read_text())["data"]["first_mes"].replace("{{user}}", "Ann")
+    assert llm.requests[0]["messages"][-2] == {"role": "assistant", "content": greeting}  # first_mes was kept
+
