@@ -175,6 +175,9 @@ class SQLiteTurns(TurnLine):
         return None
 
     async def recover_interrupted_turns(self) -> int:
+        if not await self.db.one("SELECT 1 FROM turns WHERE status = 'running' UNION ALL "
+                                 "SELECT 1 FROM turn_queue LIMIT 1"):
+            return 0  # the usual case: a read, no write transaction
         async with self.db.write() as db:
             running = await fetch_all(db, "SELECT id, holder FROM turns WHERE status = 'running'")
             queued = await fetch_all(db, "SELECT id, holder FROM turn_queue")
