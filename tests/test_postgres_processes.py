@@ -69,3 +69,14 @@ async def test_a_claim_of_a_process_that_is_gone_is_free_at_once_not_after_its_l
             assert mine
     finally:
         await alive.close()
+
+
+async def test_the_daily_maintenance_forgets_processes_that_are_gone_and_keeps_the_live_ones(url, tmp_path):
+    gone, alive = await open_store(url, CAPS, tmp_path), await open_store(url, CAPS, tmp_path)
+    try:
+        await gone.close()
+        report = await alive.maintain(0.0, None, None)
+        assert "1 gone processes forgotten" in report
+        assert await alive.db.value("SELECT COUNT(*) FROM processes") == 1
+    finally:
+        await alive.close()

@@ -47,6 +47,9 @@ class PostgresStore(Store):
         """The retention purge. Backups of a PostgreSQL database are its operator's (pg_dump or
         the server's own), so none is made here."""
         await self.db.execute("DELETE FROM answer_origins WHERE created_at < $1", now - ANSWER_ORIGINS_KEPT_S)
+        gone = [pid for (pid,) in await self.db.all("SELECT id FROM processes WHERE id <> $1", self.db.process_id)
+                if not await self.db.process_alive(str(pid))]
+        await self.db.execute("DELETE FROM processes WHERE id = ANY($1::bigint[])", gone)
         purged = 0
         if retention_days:
             purged = await self.db.execute(
@@ -55,4 +58,4 @@ class PostgresStore(Store):
                 "AND m.id NOT IN (SELECT user_message_id FROM turns WHERE status = 'running') "
                 "AND m.id NOT IN (SELECT user_message_id FROM turn_queue)",
                 now - retention_days * 86_400)
-        return f"{purged} old messages purged (back up PostgreSQL with pg_dump)"
+        return f"{purged} old messages purged, {len(gone)} gone processes forgotten (back up PostgreSQL with pg_dump)"
