@@ -32,20 +32,67 @@ class TurnLine(Turns):
         turn it into a running turn and return the turn id; else None."""
 
     @abc.abstractmethod
-    async def _clear_the_way(self, ticket: int) -> None:
-        """Interrupt what holds the ticket's line up (the running turn, or the first ticket)
-        when `left_behind` says nobody will see to it."""
-
-    @abc.abstractmethod
     async def _withdraw(self, ticket: int) -> None:
         """Take a ticket nobody waits for any more out of its line."""
 
-    def left_behind(self, holder: str | None, turn_id: int | None, holder_alive: bool) -> bool:
-        """Nobody will finish this running turn (turn_id None: this queued ticket) of `holder`,
-        whose liveness the backend checked."""
-        if holder == self.holder:  # (one starting right now may not be in `answering` yet)
-            return turn_id is not None and turn_id not in self.answering and not self._starting
-        return not holder or not holder_alive
+    @abc.abstractmethod
+    async def _running_in_line(self, ticket: int) -> tuple[int, str | None] | None:
+        """(turn id, holder) of the running turn of the ticket's conversation, if one runs."""
+
+    @abc.abstractmethod
+    async def _first_in_line(self, ticket: int) -> tuple[int, str] | None:
+        """(ticket, holder) of the first ticket of the ticket's conversation."""
+
+    @abc.abstractmethod
+    async def _stranded(self) -> tuple[list[tuple[int, str | None]], list[tuple[int, str]]]:
+        """Every running turn and every queued ticket, with their holders."""
+
+    @abc.abstractmethod
+    async def _alive(self, holder: str) -> bool:
+        """Whether the process a holder names is still there."""
+
+    @abc.abstractmethod
+    async def _interrupt(self, turn_id: int) -> bool:
+        """In one transaction, if the turn still runs: mark it failed, undo its memory writes and
+        leave it for its adapter to answer again or mark (interrupted_turns). Whether it did."""
+
+    @abc.abstractmethod
+    async def _abandon(self, ticket: int) -> bool:
+        """In one transaction, if the ticket is still queued: turn it into a failed turn left for
+        its adapter to answer again, like a turn cut off mid-reply. Whether it did."""
+
+    async def _gone(self, holder: str | None) -> bool:
+        return not holder or not await self._alive(holder)
+
+    async def _clear_the_way(self, ticket: int) -> None:
+        """Interrupt what holds the ticket's line up when nobody will see to it: the running turn
+        of a process that is gone, or of this one when no caller answers it (left behind by a
+        failure; one starting right now may not be in `answering` yet); or the first ticket, of
+        a process that is gone (this process's own tickets all have a waiter)."""
+        running = await self._running_in_line(ticket)
+        if running is not None:
+            turn_id, holder = running
+            if holder == self.holder:
+                left_behind = turn_id not in self.answering and not self._starting
+            else:
+                left_behind = await self._gone(holder)
+            if left_behind:
+                await self._interrupt(turn_id)
+            return
+        first = await self._first_in_line(ticket)
+        if first is not None and first[0] != ticket and first[1] != self.holder and await self._gone(first[1]):
+            await self._abandon(first[0])
+
+    async def recover_interrupted_turns(self) -> int:
+        running, queued = await self._stranded()
+        recovered = 0
+        for turn_id, holder in running:
+            if holder != self.holder and await self._gone(holder) and await self._interrupt(turn_id):
+                recovered += 1
+        for ticket, holder in queued:
+            if holder != self.holder and await self._gone(holder) and await self._abandon(ticket):
+                recovered += 1
+        return recovered
 
     async def start_turn(self, ticket: int) -> int:
         try:

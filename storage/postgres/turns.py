@@ -1,11 +1,10 @@
-"""Turns in PostgreSQL (the Turns port): the same rules as the SQLite store's, with the
-conversation's row locked while a turn starts, so two processes never start two.
+"""Turns in PostgreSQL (the Turns port): the same rules as the SQLite store's.
 
 A conversation's running turn is its lock: a unique index allows one, so of two processes
 starting a turn of one conversation at once, one gets it and the other waits its turn. Its
-waiting turns are a line (`turn_queue`, see storage/turn_line.py). No transaction stays open while the model
-answers: the lock is the running row. A turn or ticket whose process is gone (its presence lock
-is free, see database.py) holds no one up.
+waiting turns are a line (`turn_queue`, see storage/turn_line.py). No transaction stays open
+while the model answers: the lock is the running row. A turn or ticket whose process is gone
+(its presence lock is free, see database.py) holds no one up.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Any
 import asyncpg
 
 from storage.ports import InterruptedTurn, MessageRow, TurnRow
-from storage.postgres.database import Database
+from storage.postgres.database import Database, changed
 from storage.postgres.memories import undo_journal
 from storage.rows import (
     CONVERSATION_COLUMNS,
@@ -29,29 +28,6 @@ from storage.rows import (
     width,
 )
 from storage.turn_line import TurnLine
-
-
-async def interrupt(db: asyncpg.Connection, turn_id: int) -> None:
-    """A running turn whose process is gone: marked failed, its memory writes undone, and left
-    for its adapter to answer again or mark (interrupted_turns). A turn that ended since it was
-    seen running is left as it is."""
-    if await db.execute("UPDATE turns SET status = 'failed' WHERE id = $1 AND status = 'running'", turn_id) == \
-            "UPDATE 0":
-        return
-    await undo_journal(db, turn_id)
-    await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
-
-
-async def abandon(db: asyncpg.Connection, ticket: int, at: float) -> None:
-    """A queued ticket whose process is gone: it becomes a failed turn left for its adapter to
-    answer again, like a turn cut off mid-reply."""
-    turn_id = await db.fetchval(
-        "WITH gone AS (DELETE FROM turn_queue WHERE id = $1 RETURNING conversation_id, person_id, user_message_id, "
-        "holder) INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
-        "SELECT conversation_id, person_id, user_message_id, 'failed', $2, holder FROM gone RETURNING id",
-        ticket, at)
-    if turn_id is not None:  # another waiter may have been first
-        await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
 
 
 class PostgresTurns(TurnLine):
@@ -83,26 +59,46 @@ class PostgresTurns(TurnLine):
             raise LookupError(f"turn ticket {ticket} was taken out of its line")
         return None
 
-    async def _clear_the_way(self, ticket: int) -> None:
-        running = await self.db.one(
-            "SELECT t.id, t.holder FROM turns t JOIN turn_queue q ON q.conversation_id = t.conversation_id "
-            "WHERE q.id = $1 AND t.status = 'running'", ticket)
-        if running is not None:
-            turn_id, holder = running
-            if self.left_behind(holder, turn_id, await self.db.process_alive(holder)):
-                async with self.db.transaction() as db:
-                    await interrupt(db, turn_id)
-            return
-        first = await self.db.one(
-            "SELECT id, holder FROM turn_queue WHERE conversation_id = (SELECT conversation_id FROM turn_queue "
-            "WHERE id = $1) ORDER BY id LIMIT 1", ticket)
-        if first is not None and first[0] != ticket and self.left_behind(
-                first[1], None, await self.db.process_alive(first[1])):
-            async with self.db.transaction() as db:
-                await abandon(db, first[0], self.db.clock())
-
     async def _withdraw(self, ticket: int) -> None:
         await self.db.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
+
+    async def _running_in_line(self, ticket: int) -> tuple[int, str | None] | None:
+        return await self.db.one(
+            "SELECT t.id, t.holder FROM turns t JOIN turn_queue q ON q.conversation_id = t.conversation_id "
+            "WHERE q.id = $1 AND t.status = 'running'", ticket)
+
+    async def _first_in_line(self, ticket: int) -> tuple[int, str] | None:
+        return await self.db.one(
+            "SELECT id, holder FROM turn_queue WHERE conversation_id = (SELECT conversation_id FROM turn_queue "
+            "WHERE id = $1) ORDER BY id LIMIT 1", ticket)
+
+    async def _stranded(self) -> tuple[list[tuple[int, str | None]], list[tuple[int, str]]]:
+        return (await self.db.all("SELECT id, holder FROM turns WHERE status = 'running'"),
+                await self.db.all("SELECT id, holder FROM turn_queue"))
+
+    async def _alive(self, holder: str) -> bool:
+        return await self.db.process_alive(holder)
+
+    async def _interrupt(self, turn_id: int) -> bool:
+        async with self.db.transaction() as db:
+            if changed(await db.execute("UPDATE turns SET status = 'failed' WHERE id = $1 AND status = 'running'",
+                                        turn_id)) == 0:
+                return False
+            await undo_journal(db, turn_id)
+            await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
+        return True
+
+    async def _abandon(self, ticket: int) -> bool:
+        async with self.db.transaction() as db:
+            turn_id = await db.fetchval(
+                "WITH gone AS (DELETE FROM turn_queue WHERE id = $1 RETURNING conversation_id, person_id, "
+                "user_message_id, holder) INSERT INTO turns (conversation_id, person_id, user_message_id, status, "
+                "created_at, holder) SELECT conversation_id, person_id, user_message_id, 'failed', $2, holder FROM gone "
+                "RETURNING id", ticket, self.db.clock())
+            if turn_id is None:
+                return False
+            await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
+        return True
 
     async def turn_times_since(self, person_id: int, since: float) -> list[float]:
         rows = await self.db.all(
@@ -172,22 +168,6 @@ class PostgresTurns(TurnLine):
             await db.execute("DELETE FROM turns WHERE id = $1", new_turn)  # a newer reply came first
         self.ended(new_turn)
         return None
-
-    async def recover_interrupted_turns(self) -> int:
-        running = await self.db.all("SELECT id, holder FROM turns WHERE status = 'running'")
-        queued = await self.db.all("SELECT id, holder FROM turn_queue")
-        recovered = 0
-        for turn_id, holder in running:
-            if holder != self.holder and not await self.db.process_alive(holder):
-                async with self.db.transaction() as db:
-                    await interrupt(db, turn_id)
-                recovered += 1
-        for ticket, holder in queued:
-            if holder != self.holder and not await self.db.process_alive(holder):
-                async with self.db.transaction() as db:
-                    await abandon(db, ticket, self.db.clock())
-                recovered += 1
-        return recovered
 
     async def interrupted_turns(self, platform: str, character_id: int) -> list[InterruptedTurn]:
         rows = await self.db.all(

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aiosqlite
-
 from storage.ports import InterruptedTurn, MessageRow, TurnRow
 from storage.sqlite.coordination import holder_alive
 from storage.sqlite.database import Database, fetch_all, fetch_one
@@ -29,30 +27,6 @@ from storage.rows import (
     width,
 )
 from storage.turn_line import TurnLine
-
-
-async def interrupt(db: aiosqlite.Connection, turn_id: int) -> None:
-    """A running turn whose process is gone: marked failed, its memory writes undone, and left
-    for its adapter to answer again or mark (interrupted_turns). A turn that ended since it was
-    seen running is left as it is."""
-    cursor = await db.execute("UPDATE turns SET status = 'failed' WHERE id = ? AND status = 'running'", (turn_id,))
-    if cursor.rowcount == 0:
-        return
-    await undo_journal(db, turn_id)
-    await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES (?)", (turn_id,))
-
-
-async def abandon(db: aiosqlite.Connection, ticket: int, at: float) -> None:
-    """A queued ticket whose process is gone: it becomes a failed turn left for its adapter to
-    answer again, like a turn cut off mid-reply."""
-    row = await fetch_one(
-        db, "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
-        "SELECT conversation_id, person_id, user_message_id, 'failed', ?, holder FROM turn_queue WHERE id = ? "
-        "RETURNING id", (at, ticket))
-    if row is None:  # started or withdrawn since it was seen
-        return
-    await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES (?)", (row[0],))
-    await db.execute("DELETE FROM turn_queue WHERE id = ?", (ticket,))
 
 
 class SQLiteTurns(TurnLine):
@@ -86,23 +60,47 @@ class SQLiteTurns(TurnLine):
                 (conversation_id, person_id, user_message_id, self.db.clock(), self.holder))
             return turn_id
 
-    async def _clear_the_way(self, ticket: int) -> None:
-        running = await self.db.one(
-            "SELECT t.id, t.holder FROM turns t JOIN turn_queue q ON q.conversation_id = t.conversation_id "
-            "WHERE q.id = ? AND t.status = 'running'", (ticket,))
-        if running is not None and self.left_behind(running[1], running[0], running[1] and holder_alive(running[1])):
-            async with self.db.write() as db:
-                await interrupt(db, running[0])
-            return
-        first = await self.db.one(
-            "SELECT id, holder FROM turn_queue WHERE conversation_id = (SELECT conversation_id FROM turn_queue "
-            "WHERE id = ?) ORDER BY id LIMIT 1", (ticket,))
-        if first is not None and first[0] != ticket and self.left_behind(first[1], None, holder_alive(first[1])):
-            async with self.db.write() as db:
-                await abandon(db, first[0], self.db.clock())
-
     async def _withdraw(self, ticket: int) -> None:
         await self.db.execute("DELETE FROM turn_queue WHERE id = ?", (ticket,))
+
+    async def _running_in_line(self, ticket: int) -> tuple[int, str | None] | None:
+        return await self.db.one(
+            "SELECT t.id, t.holder FROM turns t JOIN turn_queue q ON q.conversation_id = t.conversation_id "
+            "WHERE q.id = ? AND t.status = 'running'", (ticket,))
+
+    async def _first_in_line(self, ticket: int) -> tuple[int, str] | None:
+        return await self.db.one(
+            "SELECT id, holder FROM turn_queue WHERE conversation_id = (SELECT conversation_id FROM turn_queue "
+            "WHERE id = ?) ORDER BY id LIMIT 1", (ticket,))
+
+    async def _stranded(self) -> tuple[list[tuple[int, str | None]], list[tuple[int, str]]]:
+        return (await self.db.all("SELECT id, holder FROM turns WHERE status = 'running'"),
+                await self.db.all("SELECT id, holder FROM turn_queue"))
+
+    async def _alive(self, holder: str) -> bool:
+        return holder_alive(holder)
+
+    async def _interrupt(self, turn_id: int) -> bool:
+        async with self.db.write() as db:
+            cursor = await db.execute("UPDATE turns SET status = 'failed' WHERE id = ? AND status = 'running'",
+                                      (turn_id,))
+            if cursor.rowcount == 0:
+                return False
+            await undo_journal(db, turn_id)
+            await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES (?)", (turn_id,))
+        return True
+
+    async def _abandon(self, ticket: int) -> bool:
+        async with self.db.write() as db:
+            row = await fetch_one(
+                db, "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
+                "SELECT conversation_id, person_id, user_message_id, 'failed', ?, holder FROM turn_queue WHERE id = ? "
+                "RETURNING id", (self.db.clock(), ticket))
+            if row is None:
+                return False
+            await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES (?)", (row[0],))
+            await db.execute("DELETE FROM turn_queue WHERE id = ?", (ticket,))
+        return True
 
     async def turn_times_since(self, person_id: int, since: float) -> list[float]:
         rows = await self.db.all(
@@ -173,21 +171,6 @@ class SQLiteTurns(TurnLine):
             await db.execute("DELETE FROM turns WHERE id = ?", (new_turn,))  # a newer reply came first
         self.ended(new_turn)
         return None
-
-    async def recover_interrupted_turns(self) -> int:
-        if not await self.db.one("SELECT 1 FROM turns WHERE status = 'running' UNION ALL "
-                                 "SELECT 1 FROM turn_queue LIMIT 1"):
-            return 0  # the usual case: a read, no write transaction
-        async with self.db.write() as db:
-            running = await fetch_all(db, "SELECT id, holder FROM turns WHERE status = 'running'")
-            queued = await fetch_all(db, "SELECT id, holder FROM turn_queue")
-            gone_turns = [turn_id for turn_id, holder in running if not holder or not holder_alive(holder)]
-            gone_tickets = [ticket for ticket, holder in queued if not holder_alive(holder)]
-            for turn_id in gone_turns:
-                await interrupt(db, turn_id)
-            for ticket in gone_tickets:
-                await abandon(db, ticket, self.db.clock())
-            return len(gone_turns) + len(gone_tickets)
 
     async def interrupted_turns(self, platform: str, character_id: int) -> list[InterruptedTurn]:
         rows = await self.db.all(
