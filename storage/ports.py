@@ -39,6 +39,12 @@ class MemoryCaps:
     unpinned: int
     pinned: int
 
+    def check(self, pinned: bool, scope: str, count: int) -> None:
+        """One more memory in a budget already holding `count`: CapReached when it is full."""
+        limit = self.pinned if pinned else self.unpinned
+        if count >= limit:
+            raise CapReached("pinned" if pinned else "unpinned", limit, scope, count)
+
 
 # -- rows ---------------------------------------------------------------------------------
 @dataclass(frozen=True)

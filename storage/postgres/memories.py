@@ -13,7 +13,6 @@ import asyncpg
 from storage.ports import (
     CHARACTER,
     GLOBAL,
-    CapReached,
     Memories,
     MemoriesInPlay,
     MemoryCaps,
@@ -122,9 +121,6 @@ class PostgresMemories(Memories):
             raise PinnedMemory(memory_id)
         return found
 
-    def _limit(self, pinned: bool) -> int:
-        return self.caps.pinned if pinned else self.caps.unpinned
-
     async def add_memory(
         self, person_id: int, character_id: int, scope: str, content: str, tokens: int,
         pinned: bool, source: str, turn_id: int | None = None,
@@ -134,8 +130,7 @@ class PostgresMemories(Memories):
         async with self.db.transaction() as db:
             await lock_people(db, person_id)
             count = await count_memories(db, person_id, character, pinned)
-            if count >= self._limit(pinned):
-                raise CapReached("pinned" if pinned else "unpinned", self._limit(pinned), scope, count)
+            self.caps.check(pinned, scope, count)
             row = await db.fetchrow(
                 "INSERT INTO memories (person_id, character_id, content, tokens, pinned, source, created_at, "
                 f"updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING {MEMORY_COLUMNS}",
@@ -174,8 +169,7 @@ class PostgresMemories(Memories):
             if row is None or row.pinned == pinned:
                 return row
             count = await count_memories(db, person_id, row.character_id, pinned)
-            if count >= self._limit(pinned):
-                raise CapReached("pinned" if pinned else "unpinned", self._limit(pinned), row.scope, count)
+            self.caps.check(pinned, row.scope, count)
             changed_row = await db.fetchrow(
                 f"UPDATE memories SET pinned = $1 WHERE id = $2 RETURNING {MEMORY_COLUMNS}", pinned, memory_id)
         return memory(changed_row)

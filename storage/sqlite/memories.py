@@ -12,7 +12,6 @@ import aiosqlite
 from storage.ports import (
     CHARACTER,
     GLOBAL,
-    CapReached,
     Memories,
     MemoriesInPlay,
     MemoryCaps,
@@ -115,9 +114,6 @@ class SQLiteMemories(Memories):
             raise PinnedMemory(memory_id)
         return found
 
-    def _limit(self, pinned: bool) -> int:
-        return self.caps.pinned if pinned else self.caps.unpinned
-
     async def add_memory(
         self, person_id: int, character_id: int, scope: str, content: str, tokens: int,
         pinned: bool, source: str, turn_id: int | None = None,
@@ -126,8 +122,7 @@ class SQLiteMemories(Memories):
         now = self.db.clock()
         async with self.db.write() as db:
             count = await count_memories(db, person_id, character, pinned)
-            if count >= self._limit(pinned):
-                raise CapReached("pinned" if pinned else "unpinned", self._limit(pinned), scope, count)
+            self.caps.check(pinned, scope, count)
             row = await fetch_one(
                 db, "INSERT INTO memories (person_id, character_id, content, tokens, pinned, source, created_at, "
                 f"updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING {MEMORY_COLUMNS}",
@@ -167,8 +162,7 @@ class SQLiteMemories(Memories):
             if row is None or row.pinned == pinned:
                 return row
             count = await count_memories(db, person_id, row.character_id, pinned)
-            if count >= self._limit(pinned):
-                raise CapReached("pinned" if pinned else "unpinned", self._limit(pinned), row.scope, count)
+            self.caps.check(pinned, row.scope, count)
             changed = await fetch_one(db, f"UPDATE memories SET pinned = ? WHERE id = ? RETURNING {MEMORY_COLUMNS}",
                                       (int(pinned), memory_id))
         return memory(changed)
