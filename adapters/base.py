@@ -43,8 +43,6 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         self.runtime = runtime
         self.character = runtime.turns.character(character_name).character
         self.character_id = runtime.turns.character(character_name).id
-        # The latest reply's messages per place: its Regenerate button is removed when a newer
-        # reply arrives, and a regenerate replaces all of them.
 
     # -- what a platform supplies -------------------------------------------------------------
     @abc.abstractmethod

@@ -18,8 +18,9 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
 - A photo, sticker or file is never silently ignored: its caption is answered and the character
   says it cannot see it; without a caption, one line says what the character can read.
 - An edited message changes the stored one; an edited command is never run again.
-- Updates arrive by our own long-polling loop or, with `mode = "webhook"`, at our own webhook
-  server (secret token checked): both only feed PTB's update queue, so every handler is shared.
+- Updates arrive by our own long-polling loop (into PTB's update queue) or, with `mode =
+  "webhook"`, at our own webhook server (secret token checked), which hands each update to PTB
+  itself so it can acknowledge it once its message is kept: every handler is shared.
   A token Telegram refuses (HTTP 401) stops this adapter with one clear error.
 """
 

@@ -27,6 +27,16 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "**not met**"
 
 
+def runs_table(runs: list[dict]) -> list[str]:
+    """p50 and p99 of each turn-overhead run, a row per size."""
+    return [
+        "| stored messages | " + " | ".join(f"run {i} p50 ms | p99 ms" for i in range(1, len(runs) + 1)) + " |",
+        "|---|" + "---|---|" * len(runs),
+        *[f"| {size:,} | " + " | ".join(f"{run[size][0]:.2f} | {run[size][1]:.2f}" for run in runs) + " |"
+          for size in turn_overhead.SIZES],
+    ]
+
+
 def spread(values: list[float]) -> str:
     return f"{min(values):.2f}–{max(values):.2f}"
 
@@ -114,16 +124,14 @@ def main() -> None:
         f"before each size is measured); 300 turns each, {RUNS} runs. The p50s of all runs and sizes",
         f"lie between {spread(all_p50s)} ms.",
         "",
-        "| stored messages | " + " | ".join(f"run {i} p50 ms | p99 ms" for i in range(1, RUNS + 1)) + " |",
-        "|---|" + "---|---|" * RUNS,
-        *[f"| {size:,} | " + " | ".join(f"{run[size][0]:.2f} | {run[size][1]:.2f}" for run in overheads) + " |"
-          for size in turn_overhead.SIZES],
+        *runs_table(overheads),
         "",
-        "A turn reads only what it needs, each with one indexed query: the person and the",
-        "conversation, Learn from chat, the speaker's memories in play, the summary and the newest",
-        "messages of the window. It writes the person's message and its place in the conversation's",
-        "line, starts the turn, and stores the reply with its receipt in one transaction. The rest is",
-        "the openai client, building the prompt and the summary queue's check after the reply.",
+        "A turn reads only what it needs, each with indexed queries: the person and the",
+        "conversation, Learn from chat, the speaker's memories in play, the summary, the newest",
+        "messages of the window and the older passages recall finds. It writes the person's message",
+        "and its place in the conversation's line, starts the turn, and stores the reply with its",
+        "receipt in one transaction. The rest is the openai client, building the prompt and the",
+        "summary queue's check after the reply.",
         "",
         f"Replies on Discord and Telegram stream. With each reply streamed in {STREAMED_CHUNKS} chunks",
         f"(`python -m bench.turn_overhead --streamed {STREAMED_CHUNKS}`, 1k messages only) a turn costs",
@@ -133,10 +141,7 @@ def main() -> None:
         "The same turns with recall left out (`python -m bench.turn_overhead --no-recall`), run by run",
         "between the runs above:",
         "",
-        "| stored messages | " + " | ".join(f"run {i} p50 ms | p99 ms" for i in range(1, RUNS + 1)) + " |",
-        "|---|" + "---|---|" * RUNS,
-        *[f"| {size:,} | " + " | ".join(f"{run[size][0]:.2f} | {run[size][1]:.2f}" for run in without_recall) + " |"
-          for size in turn_overhead.SIZES],
+        *runs_table(without_recall),
         "",
         "Each turn's message (\"turn N: how was the night at the lamp?\") shares its words with the",
         "whole history (\"history message N: … the lamp turned all night\"); those words are too common",
