@@ -93,8 +93,8 @@ async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], sto
                     stored += 1
                 runtime.summarizer.schedule(conversation.id)  # a live conversation's summary keeps up
                 await runtime.summarizer.idle()
-                if storage_url:  # PostgreSQL's planner statistics, as autovacuum keeps them in a live database
-                    await runtime.store.db.execute("ANALYZE")
+                if storage_url:  # the daily upkeep (with PostgreSQL's planner statistics), as in a live database
+                    await runtime.store.maintain(time.time(), None, None)
                 overheads, timings = await _turns(runtime, llm, turns, _ignore if streamed_chunks else None)
                 stored += 2 * (turns + WARM_UP)
                 results[size] = (percentile(overheads, 50), percentile(overheads, 99),

@@ -107,12 +107,12 @@ class BackgroundJobs:
         async with self.store.coordination.claim("recall-backfill", BACKFILL_LEASE_S) as mine:
             if not mine:
                 return
-            indexed = 0
+            backfilled = False
             while waiting := await self.store.recall.index_older_messages(BACKFILL_BATCH):
-                indexed += BACKFILL_BATCH
+                backfilled = True
                 log.info("recall: indexed older messages, %d to go", waiting)
                 await asyncio.sleep(0)  # turns go first
-            if indexed:
+            if backfilled:
                 log.info("recall: every older message is indexed")
             self._indexed_all = True
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+ANSWER_ORIGINS_KEPT_S = 30 * 86_400  # a private answer's buttons act in its group for 30 days (maintain)
 GLOBAL = "global"
 CHARACTER = "character"
 SCOPES = (CHARACTER, GLOBAL)

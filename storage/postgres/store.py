@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from storage.ports import MemoryCaps, Store
+from storage.ports import ANSWER_ORIGINS_KEPT_S, MemoryCaps, Store
 from storage.postgres.conversations import PostgresConversations
 from storage.postgres.coordination import PostgresCoordination
 from storage.postgres.database import Database
@@ -16,7 +16,6 @@ from storage.postgres.people import PostgresCharacters, PostgresPeople
 from storage.postgres.recall import PostgresRecall
 from storage.postgres.summaries import PostgresSummaries
 from storage.postgres.turns import PostgresTurns
-from storage.sqlite.store import ANSWER_ORIGINS_KEPT_S
 
 
 class PostgresStore(Store):
@@ -44,9 +43,10 @@ class PostgresStore(Store):
         await self.db.close()
 
     async def maintain(self, now: float, retention_days: int | None, backup_dir: Path | None) -> str:
-        """The retention purge. Backups of a PostgreSQL database are its operator's (pg_dump or
-        the server's own), so none is made here."""
+        """The retention purge, forgetting gone processes and fresh planner statistics. Backups of
+        a PostgreSQL database are its operator's (pg_dump or the server's own), so none is made."""
         await self.db.execute("DELETE FROM answer_origins WHERE created_at < $1", now - ANSWER_ORIGINS_KEPT_S)
+        await self.db.execute("ANALYZE")  # fresh planner statistics (autovacuum's too, but not timed)
         gone = [pid for (pid,) in await self.db.all("SELECT id FROM processes WHERE id <> $1", self.db.process_id)
                 if not await self.db.process_alive(str(pid))]
         await self.db.execute("DELETE FROM processes WHERE id = ANY($1::bigint[])", gone)

@@ -9,7 +9,7 @@ from typing import Callable
 
 import aiosqlite
 
-from storage.ports import MemoryCaps, Store
+from storage.ports import ANSWER_ORIGINS_KEPT_S, MemoryCaps, Store
 from storage.sqlite.coordination import SQLiteCoordination, new_holder
 from storage.sqlite.conversations import SQLiteConversations
 from storage.sqlite.database import Database
@@ -21,7 +21,6 @@ from storage.sqlite.summaries import SQLiteSummaries
 from storage.sqlite.turns import SQLiteTurns
 
 BACKUPS_KEPT = 7
-ANSWER_ORIGINS_KEPT_S = 30 * 86_400  # a private answer's buttons act in its group for 30 days
 
 
 class SQLiteStore(Store):
