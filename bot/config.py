@@ -164,6 +164,12 @@ class _Section:
             raise self._fail(key, f"a whole number ≥ {minimum}", value)
         return value
 
+    def port(self, key: str, default: int | None) -> int | None:
+        value = self.integer(key, default, minimum=1)
+        if value is not None and value > 65_535:
+            raise self._fail(key, "a port from 1 to 65535", value)
+        return value
+
     def number(self, key: str, default: float, *, low: float, high: float) -> float:
         value = self._get(key, None)
         if value is None:
@@ -335,11 +341,9 @@ def _parse_telegram(s: _Section) -> TelegramConfig:
         mode=s.choice("mode", d.mode, TELEGRAM_MODES),
         webhook_url=s.text("webhook_url"),
         listen=s.text("listen", d.listen) or d.listen,
-        port=s.integer("port", d.port, minimum=1) or d.port,
+        port=s.port("port", d.port) or d.port,
         secret_token_env=s.text("secret_token_env"),
     )
-    if config.port > 65_535:
-        raise ConfigError(f"telegram.port: expected a port from 1 to 65535, got {config.port}")
     if config.mode == "webhook":
         if not config.webhook_url or not config.webhook_url.startswith("https://"):
             raise ConfigError("telegram.webhook_url: mode = \"webhook\" needs the public https:// address "
@@ -371,10 +375,7 @@ def _parse_limits(s: _Section) -> LimitsConfig:
 
 
 def _parse_metrics(s: _Section) -> MetricsConfig:
-    port = s.integer("port", None, minimum=1)
-    if port is not None and port > 65_535:
-        raise ConfigError(f"metrics.port: expected a port from 1 to 65535, got {port}")
-    config = MetricsConfig(port=port, listen=s.text("listen", MetricsConfig.listen))
+    config = MetricsConfig(port=s.port("port", None), listen=s.text("listen", MetricsConfig.listen))
     s.reject_unknown()
     return config
 
