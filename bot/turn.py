@@ -54,6 +54,7 @@ TOO_LONG_MESSAGE = (
     "Please send it in shorter parts."
 )
 LLM_FAILED = "Sorry, I couldn't answer just now ({reason}). Your message is saved; {hint}."
+NOT_QUEUED = "Sorry, I couldn't start answering just now. Your message is saved; please ask again in a moment."
 NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept and I can't answer it. "
              "Please send it again later.")
 INTERRUPTED = "(This reply was cut off when I restarted. Send your message again if you still want an answer.)"
@@ -241,7 +242,7 @@ class TurnHandler:
             ticket = await self.store.turns.queue_turn(conversation.id, person_id, user_row.id)
         except Exception:
             log.exception("a turn in %s could not be queued", message.conversation)
-            return Reply(NOT_SAVED, is_error=True)
+            return Reply(NOT_QUEUED, is_error=True)  # the message itself is stored: say so
         return runtime, conversation, person_id, user_row, ticket
 
     async def regenerate(
