@@ -115,7 +115,8 @@ async def run(plot: Path | None = None) -> list[Result]:
         with temp_folder() as folder:
             llm = InstantLLM(count_tokens=True)
             runtime = await bench_runtime(Path(folder), llm, context_window=CONTEXT_WINDOW)
-            runtime.turns.recall_tokens = runtime.turns.recall_tokens if recall_on else 0
+            if not recall_on:
+                runtime.turns.recall_tokens = 0
             try:
                 seen, transcript = await _feed(runtime, llm, counter, script, asks)
             finally:
