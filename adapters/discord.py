@@ -38,6 +38,7 @@ from discord import app_commands
 
 from adapters.base import ChatAdapter
 from adapters.splitting import split_message
+from bot.access import NOT_ALLOWED, Asker
 from bot.actions import decode_action
 from bot.config import CharacterConfig
 from bot.contract import (
@@ -101,6 +102,15 @@ def place_of(channel) -> tuple[str, str | None, bool]:
     return str(channel.id), None, in_guild
 
 
+def asker_of(user: discord.abc.User, channel) -> Asker:
+    """Who writes and where, for [access]: the user, their roles in the guild, the channel (and a
+    thread's parent channel)."""
+    chat_id, thread_id, _ = place_of(channel)
+    places = (chat_id,) if thread_id is None else (thread_id, chat_id)
+    roles = tuple(str(role.id) for role in getattr(user, "roles", ()))  # a Member's; a DM has none
+    return Asker(PLATFORM, str(user.id), places, roles)
+
+
 class SummaryModal(discord.ui.Modal):
     def __init__(self, adapter: "DiscordAdapter", form: Form):
         super().__init__(title=form.title[:45], timeout=600)
@@ -139,6 +149,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                 shard_ids=list(shards.shard_ids) if shards.shard_ids is not None else None)
         self.tree = app_commands.CommandTree(self.client)
         self.tree.on_error = self.on_command_error
+        self.tree.interaction_check = self.interaction_check
         self._register_commands()
         self.client.setup_hook = self.setup_hook
         self.client.event(self.on_message)
@@ -251,6 +262,10 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     # -- conversation ----------------------------------------------------------------------
     async def on_message(self, message: discord.Message) -> None:
         if message.author.bot or message.webhook_id is not None or not self.addressed(message):
+            return
+        if not self.runtime.lets_in(self.character.name, asker_of(message.author, message.channel)):
+            if message.guild is None:  # a DM gets one line; a server channel, silence
+                await self.quietly(message.channel.send(NOT_ALLOWED))
             return
         incoming = IncomingMessage(self.key(message.channel), Identity(PLATFORM, str(message.author.id)),
                                    message.author.display_name, self.text_of(message), str(message.id),
@@ -390,6 +405,13 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                 kwargs["file"] = discord.File(io.BytesIO(result.attachment.data), filename=result.attachment.filename)
             await interaction.followup.send(chunk, ephemeral=True, **kwargs)
 
+    async def interaction_check(self, interaction: discord.Interaction) -> bool:
+        """[access] for commands and buttons: someone not let in is told so, privately."""
+        if self.runtime.lets_in(self.character.name, asker_of(interaction.user, interaction.channel)):
+            return True
+        await self.quietly(interaction.response.send_message(NOT_ALLOWED, ephemeral=True))
+        return False
+
     async def on_command_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
         log.error("Discord command failed: %s", error, exc_info=error)
         text = "Sorry, something went wrong on my side. Nothing was changed; try again."
@@ -403,6 +425,8 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         if interaction.type != discord.InteractionType.component or not interaction.data:
             return
         custom_id = interaction.data.get("custom_id", "")
+        if not await self.interaction_check(interaction):
+            return
         try:
             action = decode_action(custom_id)
             if action is not None and action.verb == "regen":

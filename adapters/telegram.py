@@ -52,13 +52,16 @@ from telegram.ext import (
     CallbackQueryHandler,
     CommandHandler,
     ContextTypes,
+    ApplicationHandlerStop,
     MessageHandler,
+    TypeHandler,
     filters,
 )
 
 from adapters.base import ChatAdapter
 from adapters.splitting import split_message
 from adapters.streaming import typing
+from bot.access import NOT_ALLOWED, Asker
 from bot.actions import STALE_BUTTON, decode_action
 from bot.commands import HELP
 from bot.config import CharacterConfig
@@ -207,6 +210,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             .updater(None)  # we fetch updates ourselves: see poll()
             .build()
         )
+        application.add_handler(TypeHandler(Update, self.gatekeeper), group=-1)  # before every handler
         new = filters.UpdateType.MESSAGE  # commands run from new messages only, never from edits
         application.add_handler(CommandHandler("start", self.on_start, filters=new))
         application.add_handler(CommandHandler("help", self.on_help, filters=new))
@@ -426,6 +430,24 @@ class TelegramAdapter(ChatAdapter[Place]):
         return CommandContext(self.key(place), speaker_of(message), speaker_name_of(message))
 
     # -- conversation ----------------------------------------------------------------------
+    async def gatekeeper(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """[access]: an update from someone not let in goes no further — nothing of theirs is
+        stored. A DM gets one short line, a pressed button a notice; a group, silence."""
+        query, message, chat = update.callback_query, update.effective_message, update.effective_chat
+        if query is not None:
+            user_id: str | None = str(query.from_user.id)
+        else:
+            speaker = speaker_of(message) if message is not None else None
+            user_id = speaker.user_id if speaker is not None else None
+        asker = Asker(PLATFORM, user_id, (str(chat.id),) if chat is not None else ())
+        if self.runtime.lets_in(self.character.name, asker):
+            return
+        if query is not None:
+            await self.quietly(query.answer(NOT_ALLOWED, show_alert=True))
+        elif update.message is not None and chat is not None and chat.type == ChatType.PRIVATE:
+            await self.quietly(update.message.reply_text(NOT_ALLOWED))
+        raise ApplicationHandlerStop
+
     async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
         bot = context.bot

@@ -4,7 +4,8 @@ A card is `.json` (V1, V2 or V3; a UTF-8 byte-order mark is fine), a `.png` whos
 (preferred) or else `chara` text chunk (`tEXt`, `zTXt` or `iTXt`) holds base64 JSON, or a CCv3
 `.charx` (a zip holding `card.json`). A bad card is one line naming the file and the problem.
 Fields used: name, description, personality, scenario, first_mes, mes_example,
-system_prompt, post_history_instructions. `{{char}}` and `{{user}}` are replaced when a prompt is
+system_prompt, post_history_instructions, alternate_greetings, and the lorebook
+(`character_book`: bot/lorebook.py). `{{char}}` and `{{user}}` are replaced when a prompt is
 built; `creator_notes` are never read into a prompt.
 """
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.config import CharacterConfig, ConfigError
+from bot.lorebook import Lorebook, LorebookError, read_lorebook
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CARD_FIELDS = (
@@ -49,6 +51,7 @@ class Character:
     system_prompt: str = ""
     post_history_instructions: str = ""
     alternate_greetings: tuple[str, ...] = ()
+    lorebook: Lorebook = Lorebook()
 
     def fill(self, text: str, user: str) -> str:
         """Replace {{char}} (the card's nickname, else the name) and {{user}} (the speaker's
@@ -77,6 +80,10 @@ def load_character(config: CharacterConfig) -> Character:
     data = read_card(config.card)
     fields = {key: _text_field(data, key, config.card) for key in CARD_FIELDS}
     fields["alternate_greetings"] = _alternate_greetings(data, config.card)
+    try:
+        fields["lorebook"] = read_lorebook(data.get("character_book"))
+    except LorebookError as problem:
+        raise ConfigError(f"character card {config.card}: {problem}") from None
     # The config's name is what people and /commands use; the card's name is the fallback.
     return Character(name=config.name, **fields)
 

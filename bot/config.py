@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from bot.access import AccessRules, rule_problem
 from storage.factory import StorageURLError, check_url
 
 TOOLS_MODES = ("auto", "on", "off")
@@ -93,6 +94,7 @@ class CharacterConfig:
     telegram_token_env: str | None = None
     discord_always_on_channels: tuple[int, ...] = ()
     discord_dev_guild: int | None = None
+    access: AccessRules = AccessRules()  # this character's own allow and deny lists
 
     @property
     def discord_token(self) -> str | None:
@@ -113,6 +115,7 @@ class Config:
     discord: DiscordConfig = DiscordConfig()
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
+    access: AccessRules = AccessRules()
 
     def character(self, name: str) -> CharacterConfig:
         for character in self.characters:
@@ -207,6 +210,15 @@ class _Section:
             ids.append(item)
         return tuple(ids)
 
+    def rules(self, key: str) -> frozenset[str]:
+        value = self._get(key, [])
+        if not isinstance(value, list):
+            raise self._fail(key, "a list like [\"telegram:1001\", \"discord-role:456\"]", value)
+        for rule in value:
+            if problem := rule_problem(rule):
+                raise ConfigError(f"{self.where}.{key}: {problem}")
+        return frozenset(value)
+
     def url(self, key: str, default: str) -> str:
         value = self.text(key, default) or default
         if not value.lower().startswith(("http://", "https://")):
@@ -250,6 +262,7 @@ def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> 
     discord = _parse_discord(_Section("discord", top._get("discord", {})))
     metrics = _parse_metrics(_Section("metrics", top._get("metrics", {})))
     limits = _parse_limits(_Section("limits", top._get("limits", {})))
+    access = _parse_access(_Section("access", top._get("access", {})))
 
     characters_raw = top._get("characters", None)
     if not isinstance(characters_raw, list) or not characters_raw:
@@ -264,7 +277,7 @@ def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> 
             raise ConfigError(f"characters[{i}].name: {characters[i].name!r} is used twice")
     top.reject_unknown()
     return Config(llm=llm, storage=storage, telegram=telegram, characters=characters, recall=recall,
-                  discord=discord, metrics=metrics, limits=limits)
+                  discord=discord, metrics=metrics, limits=limits, access=access)
 
 
 def _parse_llm(s: _Section, needs_llm: bool) -> LLMConfig:
@@ -329,6 +342,7 @@ def _parse_character(s: _Section, base: Path) -> CharacterConfig:
         telegram_token_env=s.text("telegram_token_env"),
         discord_always_on_channels=s.id_list("discord_always_on_channels"),
         discord_dev_guild=s.integer("discord_dev_guild", None, minimum=1),
+        access=_parse_access(_Section(f"{s.where}.access", s._get("access", {}))),
     )
     s.reject_unknown()
     return config
@@ -370,6 +384,12 @@ def _parse_recall(s: _Section) -> RecallConfig:
 
 def _parse_limits(s: _Section) -> LimitsConfig:
     config = LimitsConfig(turns_per_minute=s.integer("turns_per_minute", None, minimum=1))
+    s.reject_unknown()
+    return config
+
+
+def _parse_access(s: _Section) -> AccessRules:
+    config = AccessRules(allow=s.rules("allow"), deny=s.rules("deny"))
     s.reject_unknown()
     return config
 

@@ -3,14 +3,16 @@
 Order of the messages sent each turn:
 1. system — the character (a card's system_prompt wraps ours through `{{original}}`) and the
    guidance on what belongs in memory and what in the summary;
-2. system — the speaker's saved memories, as data the person told the character, never as
+2. system — the lorebook entries the recent messages call up (the card author's text, like the
+   description; bot/lorebook.py), when any do;
+3. system — the speaker's saved memories, as data the person told the character, never as
    instructions (each entry JSON-quoted so it cannot break out of its line);
-3. system — the conversation summary: long-term, then merged, then recent, oldest first;
-4. system — recalled passages: older words of this conversation the new message calls back
+4. system — the conversation summary: long-term, then merged, then recent, oldest first;
+5. system — recalled passages: older words of this conversation the new message calls back
    (bot/recall.py), oldest first, quoted as data;
-5. the live window, oldest first, the current message last;
-6. system — a note when the current message came with something the character cannot see (a photo);
-7. system — the card's post_history_instructions, if any.
+6. the live window, oldest first, the current message last;
+7. system — a note when the current message came with something the character cannot see (a photo);
+8. system — the card's post_history_instructions, if any.
 
 Every count in the receipt comes from token counts stored on write: nothing is re-tokenized.
 """
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from bot.characters import Character
+from bot.lorebook import LoreEntry
 from bot.recall import Passage, day_of, recalled_line
 from bot.saved_memories import SelectedMemories, memory_marks
 from storage.ports import MemoryRow, MessageRow, SummaryRow
@@ -50,6 +53,8 @@ are about {user}, who is speaking now; do not tell others what they hold."""
 UNSEEN_NOTE = """\
 {user}'s last message came with {what}, which you cannot see: you can only read text. Answer what \
 they wrote, and say briefly that you cannot see it."""
+
+LORE_INTRO = "World info from {char}'s card, for this part of the conversation:"
 
 SUMMARY_INTRO = """\
 What happened earlier in this conversation (summary, oldest first):"""
@@ -118,12 +123,19 @@ def build_prompt(
     now: float,
     unseen: str | None = None,
     recalled: Sequence[Passage] = (),
+    lore: Sequence[LoreEntry] = (),
 ) -> Prompt:
     system = system_prompt(character, speaker_name, tools)
     if shared:
         system += "\n\n" + SHARED_NOTE.format(user=speaker_name)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    tokens = {"system": character_tokens, "memories": 0, "summary": 0, "recall": 0, "window": 0}
+    tokens = {"system": character_tokens, "lore": 0, "memories": 0, "summary": 0, "recall": 0, "window": 0}
+
+    if lore:
+        texts = [LORE_INTRO.format(char=character.nickname or character.name)]
+        texts += [character.fill(entry.content, speaker_name) for entry in lore]
+        messages.append({"role": "system", "content": "\n\n".join(texts)})
+        tokens["lore"] = sum(entry.tokens for entry in lore) + MESSAGE_OVERHEAD_TOKENS
 
     chosen = memories.all if memories else []
     if chosen:
@@ -165,6 +177,7 @@ def build_prompt(
         "summary": {tier: sum(1 for s in ordered if s.tier == tier) for tier in TIER_ORDER},
         "recall": [{"date": day_of(p.messages[0]), "messages": len(p.messages),
                     "tokens": p.tokens, "opening": p.messages[0].content[:60]} for p in recalled],
+        "lore": [{"name": entry.name, "tokens": entry.tokens} for entry in lore],
         "window_messages": len(window),
         "tokens": tokens,
         "learning": memories is not None,

@@ -8,9 +8,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
+from bot.access import Asker
 from bot.characters import CharacterRuntime, load_character
 from bot.commands import MemoryCommands
 from bot.config import Config
@@ -75,6 +76,14 @@ class Runtime:
     def listening(self, notifier: Notifier) -> contextlib.AbstractContextManager[None]:
         return self.notifications.listening(notifier)
 
+    def lets_in(self, character: str, asker: Asker) -> bool:
+        """[access]: whether both the global rules and the character's own let `asker` in."""
+        allowed = self.config.access.lets_in(asker) and self.config.character(character).access.lets_in(asker)
+        if not allowed:
+            log.info("%s: %s:%s in %s is not let in by [access]; nothing of theirs is stored",
+                     character, asker.platform, asker.user_id or "(a chat)", ", ".join(asker.places) or "-")
+        return allowed
+
     def start(self) -> None:
         """Start the background jobs (inside the running event loop)."""
         self.jobs.start()
@@ -99,6 +108,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     counter = TokenCounter(config.llm.model)
     characters = {}
     for name, character in loaded:
+        character = replace(character, lorebook=character.lorebook.counted(counter.count))
         character_id = await store.characters.ensure_character(name)
         prompt_tokens = counter.count(system_prompt(character, "someone", tools=True))
         characters[name] = CharacterRuntime(character, character_id, prompt_tokens)

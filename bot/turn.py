@@ -322,6 +322,7 @@ class TurnHandler:
             newest_first = await self.store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=user_row.pos)
             window = live_window(newest_first, self.context_window)
             recalled = await self._recall(conversation.id, user_row, newest_first, window)
+            lore = runtime.character.lorebook.entries_for((m.content for m in reversed(window)), self.context_window)
             tools_on = learning and self.llm.tools_supported is not False
             prompt = build_prompt(
                 character=runtime.character,
@@ -332,6 +333,7 @@ class TurnHandler:
                 summary=summary,
                 window=window,
                 recalled=recalled,
+                lore=lore,
                 tools=tools_on,
                 now=self.clock(),
                 unseen=unseen,

@@ -250,6 +250,10 @@ class SavedMemoryCommands:
         for passage in recalled:
             lines.append(f"  – {passage['date']}, {plural(passage['messages'], 'message', 'messages')}, "
                          f"{passage['tokens']:,} tokens: “{passage['opening']}…”")
+        lore = r.get("lore", [])
+        if lore:
+            listed = ", ".join(f"{entry['name']} ({entry['tokens']:,})" for entry in lore)
+            lines.append(f"• Lorebook entries: {len(lore)} ({listed}) — {tokens.get('lore', 0):,} tokens")
         lines.append(f"• Live window: {plural(r['window_messages'], 'message', 'messages')} — "
                      f"{tokens['window']:,} tokens")
         lines.append(f"• Character and instructions: {tokens['system']:,} tokens")
