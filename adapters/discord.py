@@ -18,8 +18,11 @@ message content; `allowed_mentions` none on the client, so no reply, edit or fol
   `on_interaction`, so buttons keep working after a restart.
 - Messages by bots and webhooks are not from a person (SPEC section 2); they are not answered,
   so two bots can never talk to each other in a loop, and nothing is stored for them.
-- An image, sticker or file is never silently ignored: the text with it is answered and the
-  character says it cannot see it; alone, it gets one line saying what the character can read.
+- An image, sticker or file is never silently ignored: an image attachment reaches a vision
+  model, a text file is read as text; for anything else, or without vision, the text with it is
+  answered and the character says it cannot see the rest.
+- [access]: someone not let in gets one line in a DM (privately, for a command) and silence in
+  a server channel; nothing of theirs is stored.
 - A token Discord refuses (HTTP 401 at login) stops this adapter with one clear error.
 """
 
@@ -48,6 +51,7 @@ from bot.contract import (
     ConversationKey,
     Form,
     Identity,
+    IncomingFile,
     IncomingMessage,
     PlatformRefused,
 )
@@ -62,15 +66,17 @@ Messageable = discord.abc.Messageable  # where a conversation lives: a channel, 
 
 
 def unseen_in(message: discord.Message) -> str | None:
-    """What the message carries besides text, in words ("an image"); None for plain text."""
-    if message.stickers:
-        return "a sticker"
-    types = [(a.content_type or "").split("/")[0] for a in message.attachments]
-    if not types:
-        return None
-    if all(t == "image" for t in types):
-        return "an image" if len(types) == 1 else "images"
-    return "a file" if len(types) == 1 else "files"
+    """What the message carries besides text and attachments, in words; None if nothing."""
+    return "a sticker" if message.stickers else None
+
+
+def files_of(message: discord.Message) -> tuple[IncomingFile, ...]:
+    """The message's attachments; their bytes are fetched only when the core reads them."""
+    return tuple(
+        IncomingFile(a.filename, a.content_type, a.size,
+                     "an image" if (a.content_type or "").startswith("image/") else "a file", a.read)
+        for a in message.attachments
+    )
 
 
 def view_of(rows: list[list[Button]]) -> discord.ui.View | None:
@@ -269,7 +275,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             return
         incoming = IncomingMessage(self.key(message.channel), Identity(PLATFORM, str(message.author.id)),
                                    message.author.display_name, self.text_of(message), str(message.id),
-                                   unseen=unseen_in(message))
+                                   unseen=unseen_in(message), files=files_of(message))
         try:
             await self.answer(message.channel, incoming)
         except Exception:

@@ -15,8 +15,9 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
 - A message sent on behalf of a chat (`sender_chat`: anonymous admins, "send as channel",
   channel posts) or by a bot is from nobody in particular (SPEC section 2): it may be answered,
   but no memories are read or written for it, and /memory tells it to write as the person.
-- A photo, sticker or file is never silently ignored: its caption is answered and the character
-  says it cannot see it; without a caption, one line says what the character can read.
+- A photo, sticker or file is never silently ignored. A photo (or an image sent as a file)
+  reaches a vision model through getFile; a text file is read as text; for anything else, or
+  without vision, the caption is answered and the character says it cannot see the rest.
 - An edited message changes the stored one; an edited command is never run again.
 - Updates arrive by our own long-polling loop (into PTB's update queue) or, with `mode =
   "webhook"`, at our own webhook server (secret token checked), which hands each update to PTB
@@ -62,6 +63,7 @@ from adapters.base import ChatAdapter
 from adapters.splitting import split_message
 from adapters.streaming import typing
 from bot.access import NOT_ALLOWED, Asker
+from bot.attachments import IMAGE_MAX_SIDE
 from bot.actions import STALE_BUTTON, decode_action
 from bot.commands import HELP
 from bot.config import CharacterConfig
@@ -71,6 +73,7 @@ from bot.contract import (
     CommandResult,
     ConversationKey,
     Identity,
+    IncomingFile,
     IncomingMessage,
     PlatformRefused,
 )
@@ -95,18 +98,19 @@ OPEN_DM_FIRST = ("{name}, I answer /memory privately, but I can't write to you y
                  "me (tap my name, then Start) and send the command again.")
 SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side handling that. Try again."
 UNSEEN_KINDS = (  # what a message carries that the character cannot read, in the order checked
-    ("photo", "a photo"), ("sticker", "a sticker"), ("animation", "a GIF"), ("video", "a video"),
+    ("sticker", "a sticker"), ("animation", "a GIF"), ("video", "a video"),
     ("video_note", "a video message"), ("voice", "a voice message"), ("audio", "an audio file"),
-    ("document", "a file"),
 )
 
 
 def unseen_in(message: Message) -> str | None:
-    """What the message carries besides text, in words ("a photo"); None for plain text."""
+    """What the message carries besides text and files, in words ("a sticker"); None if nothing."""
     for attribute, words in UNSEEN_KINDS:
         if getattr(message, attribute, None):
             return words
-    return "an attachment" if message.effective_attachment else None
+    if message.effective_attachment and not (message.photo or message.document):
+        return "an attachment"
+    return None
 
 
 def speaker_of(message: Message) -> Identity | None:
@@ -417,6 +421,25 @@ class TelegramAdapter(ChatAdapter[Place]):
             e.user is not None and e.user.id == bot_id for e in entities if e.type == "text_mention"
         )
 
+    def files_of(self, message: Message) -> tuple[IncomingFile, ...]:
+        """A photo (its smallest size that is still big enough for the model) or a document;
+        their bytes come through getFile only when the core reads them."""
+        if message.photo:
+            big = [p for p in message.photo if max(p.width, p.height) >= IMAGE_MAX_SIDE]
+            photo = min(big, key=lambda p: p.width * p.height) if big else message.photo[-1]
+            return (IncomingFile("photo.jpg", "image/jpeg", photo.file_size, "a photo",
+                                 lambda: self.download(photo.file_id)),)
+        if message.document:
+            document = message.document
+            image = (document.mime_type or "").startswith("image/")
+            return (IncomingFile(document.file_name or "file", document.mime_type, document.file_size,
+                                 "an image" if image else "a file", lambda: self.download(document.file_id)),)
+        return ()
+
+    async def download(self, file_id: str) -> bytes:
+        file = await self.bot.get_file(file_id)
+        return bytes(await file.download_as_bytearray())
+
     def strip_mention(self, text: str, username: str) -> str:
         return re.sub(rf"@{re.escape(username)}\b", "", text, flags=re.IGNORECASE).strip()
 
@@ -461,6 +484,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             text=self.strip_mention(message.text or message.caption or "", bot.username),
             platform_message_id=str(message.message_id),
             unseen=unseen_in(message),
+            files=self.files_of(message),
             kept=self.kept_signal(update),
         )
         await self.answer(place, incoming)

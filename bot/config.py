@@ -17,6 +17,7 @@ from bot.access import AccessRules, rule_problem
 from storage.factory import StorageURLError, check_url
 
 TOOLS_MODES = ("auto", "on", "off")
+VISION_MODES = ("auto", "on", "off")
 TELEGRAM_MODES = ("polling", "webhook")
 
 
@@ -34,6 +35,7 @@ class LLMConfig:
     max_reply_tokens: int = 800
     temperature: float = 0.8
     tools: str = "auto"
+    vision: str = "auto"  # images to the model: auto tries, and stops when the server refuses them
     timeout_s: float = 60.0
     max_retries: int = 3
     summary_model: str | None = None
@@ -298,6 +300,7 @@ def _parse_llm(s: _Section, needs_llm: bool) -> LLMConfig:
         max_reply_tokens=s.integer("max_reply_tokens", d.max_reply_tokens, minimum=1),
         temperature=s.number("temperature", d.temperature, low=0.0, high=2.0),
         tools=s.choice("tools", d.tools, TOOLS_MODES),
+        vision=s.choice("vision", d.vision, VISION_MODES),
         timeout_s=s.number("timeout_s", d.timeout_s, low=0.1, high=3600),
         max_retries=s.integer("max_retries", d.max_retries, minimum=0),
         summary_model=s.text("summary_model"),

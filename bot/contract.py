@@ -40,13 +40,27 @@ class ConversationKey:
 
 
 @dataclass(frozen=True)
+class IncomingFile:
+    """A file that came with a message: a photo, an image, a text file, anything. `read` fetches
+    its bytes from the platform, only when the core uses them; `what` names it in words ("a
+    photo", "a file") for when the character cannot read it."""
+
+    name: str
+    content_type: str | None
+    size: int | None
+    what: str
+    read: Callable[[], Awaitable[bytes]] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class IncomingMessage:
     """What the core needs to know about a message addressed to the character.
 
     `speaker` is None for *nobody in particular* (SPEC section 2): a message sent on behalf of a
     chat (an anonymous group admin, "send as channel", a channel post) or by a bot or webhook.
     The character may answer it, but no saved memories are read or written for it.
-    `unseen` names what came with the text that the character cannot read ("a photo").
+    `files` are what came with it to read or look at (bot/attachments.py); `unseen` names
+    anything else that came with the text which the character cannot read ("a sticker").
     `kept` is called once the message is stored and queued for its turn, or refused: a webhook
     acknowledges the update then, so the platform delivers again what a crash lost, and updates
     posted one after another to different processes keep their order."""
@@ -57,6 +71,7 @@ class IncomingMessage:
     text: str
     platform_message_id: str | None = None
     unseen: str | None = None
+    files: tuple[IncomingFile, ...] = ()
     kept: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
 

@@ -10,6 +10,8 @@ read as JSON, not built into pydantic models. On top of that this module:
   start its text over;
 - with `tools = "auto"`, detects a server that refuses tools, answers without them and
   remembers that for the rest of the process;
+- with `vision = "auto"`, detects a server that refuses images, remembers that for the rest of
+  the process and raises `ImagesRefused`, so the turn asks again without them;
 - turns every final failure into `LLMError`, whose text is safe to show a person.
 """
 
@@ -43,6 +45,13 @@ class LLMError(Exception):
         self.hint = hint
 
 
+class ImagesRefused(LLMError):
+    """The model server refused a request for its images (`vision = "auto"`): ask again without."""
+
+    def __init__(self) -> None:
+        super().__init__("the model server cannot take images")
+
+
 class _StreamBroken(Exception):
     pass
 
@@ -64,6 +73,17 @@ class Completion:
 
 def _refuses_tools(exc: openai.APIStatusError) -> bool:
     return exc.status_code in (400, 404, 422, 500, 501) and "tool" in str(exc).lower()
+
+
+def _refuses_images(exc: openai.APIStatusError) -> bool:
+    text = str(exc).lower()
+    return exc.status_code in (400, 404, 415, 422, 500, 501) and any(
+        word in text for word in ("image", "vision", "multimodal", "multi-modal", "content type"))
+
+
+def has_images(messages: list[dict[str, Any]]) -> bool:
+    return any(isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
+               for m in messages)
 
 
 def _encode(request: dict[str, Any]) -> bytes:
@@ -101,6 +121,7 @@ class LLMClient:
         )
         # None: not known yet (auto); False: off by config or refused by the server.
         self.tools_supported: bool | None = {"on": True, "off": False}.get(config.tools)
+        self.vision_supported: bool | None = {"on": True, "off": False}.get(config.vision)
 
     @property
     def summary_model(self) -> str:
@@ -144,6 +165,11 @@ class LLMClient:
                     return await self._plain(request)
                 return await self._streamed(request, on_text)
             except openai.APIStatusError as exc:
+                if self.config.vision == "auto" and has_images(request["messages"]) and _refuses_images(exc):
+                    log.warning("the model server refuses images (HTTP %d); answering without them from now on "
+                                "(set [llm] vision = \"off\" to stop trying)", exc.status_code)
+                    self.vision_supported = False
+                    raise ImagesRefused() from exc
                 if tools and self.config.tools == "auto" and _refuses_tools(exc):
                     log.warning("the model server refuses tools; answering without them from now on")
                     self.tools_supported = False

@@ -10,7 +10,8 @@ Order of the messages sent each turn:
 4. system — the conversation summary: long-term, then merged, then recent, oldest first;
 5. system — recalled passages: older words of this conversation the new message calls back
    (bot/recall.py), oldest first, quoted as data;
-6. the live window, oldest first, the current message last;
+6. the live window, oldest first, the current message last (with its images, as image parts,
+   when the model can look at them);
 7. system — a note when the current message came with something the character cannot see (a photo);
 8. system — the card's post_history_instructions, if any.
 
@@ -124,6 +125,7 @@ def build_prompt(
     unseen: str | None = None,
     recalled: Sequence[Passage] = (),
     lore: Sequence[LoreEntry] = (),
+    images: Sequence[str] = (),
 ) -> Prompt:
     system = system_prompt(character, speaker_name, tools)
     if shared:
@@ -161,6 +163,9 @@ def build_prompt(
             content = row.content
         messages.append({"role": row.role, "content": content})
         tokens["window"] += row.tokens + MESSAGE_OVERHEAD_TOKENS
+    if images:  # the current message's images, to look at (they are not stored)
+        messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}] + [
+            {"type": "image_url", "image_url": {"url": url}} for url in images]
 
     if unseen:
         messages.append({"role": "system", "content": UNSEEN_NOTE.format(user=speaker_name, what=unseen)})
@@ -177,6 +182,7 @@ def build_prompt(
         "summary": {tier: sum(1 for s in ordered if s.tier == tier) for tier in TIER_ORDER},
         "recall": [{"date": day_of(p.messages[0]), "messages": len(p.messages),
                     "tokens": p.tokens, "opening": p.messages[0].content[:60]} for p in recalled],
+        "images": len(images),
         "lore": [{"name": entry.name, "tokens": entry.tokens} for entry in lore],
         "window_messages": len(window),
         "tokens": tokens,

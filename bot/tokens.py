@@ -37,3 +37,8 @@ class TokenCounter:
         if not text:
             return 0
         return len(self.encoding.encode(text, disallowed_special=()))
+
+    def truncate(self, text: str, tokens: int) -> str:
+        """The first `tokens` tokens of `text`."""
+        encoded = self.encoding.encode(text, disallowed_special=())
+        return text if len(encoded) <= tokens else self.encoding.decode(encoded[:tokens])

@@ -34,10 +34,11 @@ from typing import Awaitable, Callable, Hashable, Sequence
 from bot import metrics
 from bot.actions import STALE_BUTTON, encode_action
 from bot.characters import CharacterRuntime
-from bot.llm import Completion, LLMClient, LLMError
+from bot.attachments import PreparedImages, in_words, kind_of, prepare_images, read_text_files
+from bot.llm import Completion, ImagesRefused, LLMClient, LLMError
 from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
-from bot.contract import Button, ConversationKey, Identity, IncomingMessage, Reply, ReplySink
-from bot.prompt import build_prompt
+from bot.contract import Button, ConversationKey, Identity, IncomingFile, IncomingMessage, Reply, ReplySink
+from bot.prompt import Prompt, build_prompt
 from bot.recall import Passage, recall
 from bot.saved_memories import memories_for_prompt
 from bot.text import clean_text, parse_number
@@ -62,6 +63,7 @@ NOT_LATEST = "Only the latest reply can be regenerated."
 TOO_FAST = ("You're writing faster than I can answer: at most {limit} replies a minute. I've kept your "
             "message; write again in {seconds} seconds and I'll answer.")
 LIMIT_WINDOW_S = 60.0
+FILE_MARGIN_TOKENS = 32  # room kept for the file headings when text files are cut to fit
 REGENERATE_LABEL = "🔄 Regenerate"
 RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again at restart
 
@@ -118,6 +120,19 @@ class Interrupted:
     user_message: MessageRow
     partial_message_id: str | None  # where the cut-off reply shows, if it showed
     fresh: bool  # young enough to be answered again
+
+
+@dataclass(frozen=True)
+class _Queued:
+    """A stored message whose turn waits in its conversation's line."""
+
+    runtime: CharacterRuntime
+    conversation: ConversationRow
+    person_id: int | None
+    user_row: MessageRow
+    ticket: int
+    unseen: list[str]  # words for what came with it that the character cannot read
+    images: list[IncomingFile]  # to look at, when the model can
 
 
 def _arrival_key(key: ConversationKey) -> tuple:
@@ -204,24 +219,33 @@ class TurnHandler:
                 message.kept()
         if isinstance(queued, Reply):
             return queued
-        runtime, conversation, person_id, user_row, ticket = queued
+        # The images are fetched while the turn waits for its place (they are never stored).
+        seen = await prepare_images(queued.images) if queued.images else PreparedImages([], [])
         with metrics.TURN_WAIT_SECONDS.time():
-            new_turn = await self.store.turns.start_turn(ticket)
-        return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text,
-                                  unseen=message.unseen)
+            new_turn = await self.store.turns.start_turn(queued.ticket)
+        return await self._answer(queued.runtime, queued.conversation, queued.person_id, queued.user_row, new_turn,
+                                  on_text, unseen=queued.unseen + seen.unreadable, images=seen.looked_at)
 
-    async def _store_and_queue(
-        self, message: IncomingMessage
-    ) -> Reply | tuple[CharacterRuntime, ConversationRow, int | None, MessageRow, int]:
-        """Store the message and queue its turn; or the answer when it cannot be kept."""
+    async def _store_and_queue(self, message: IncomingMessage) -> Reply | _Queued:
+        """Store the message (its text files read into it; its images and anything else the
+        character cannot read named in a placeholder) and queue its turn; or the answer when it
+        cannot be kept."""
         text = clean_text(message.text).strip()
-        if not text:
-            what = message.unseen
-            return Reply(CANNOT_SEE.format(what=what) if what else EMPTY_MESSAGE, is_error=True)
-        if message.unseen:
-            text = f"[{message.unseen}] {text}"
-        tokens = self.counter.count(text)
+        kinds = [(kind_of(file), file) for file in message.files]
+        images = [file for kind, file in kinds if kind == "image"]
+        text_files = [file for kind, file in kinds if kind == "text"]
+        unseen = ([message.unseen] if message.unseen else []) + [file.what for kind, file in kinds if kind == "other"]
+        if self.llm.vision_supported is False:
+            unseen, images = unseen + [file.what for file in images], []
+        if not (text or text_files or images):
+            return Reply(CANNOT_SEE.format(what=in_words(unseen)) if unseen else EMPTY_MESSAGE, is_error=True)
+        if images or unseen:
+            text = f"[{in_words([file.what for file in images] + unseen)}] {text}".strip()
         budget = window_token_budget(self.context_window)
+        if text_files:
+            room = budget - self.counter.count(text) - FILE_MARGIN_TOKENS
+            text = f"{text}\n\n{await read_text_files(text_files, self.counter, room)}".strip()
+        tokens = self.counter.count(text)
         if tokens > budget:
             return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
         runtime = self.character(message.conversation.character)
@@ -243,7 +267,7 @@ class TurnHandler:
         except Exception:
             log.exception("a turn in %s could not be queued", message.conversation)
             return Reply(NOT_QUEUED, is_error=True)  # the message itself is stored: say so
-        return runtime, conversation, person_id, user_row, ticket
+        return _Queued(runtime, conversation, person_id, user_row, ticket, unseen, images)
 
     async def regenerate(
         self, key: ConversationKey, presser: Identity, turn_id: int, on_text: ReplySink | None = None
@@ -311,9 +335,11 @@ class TurnHandler:
         user_row: MessageRow,
         turn_id: int,
         on_text: ReplySink | None,
-        unseen: str | None = None,
+        unseen: Sequence[str] = (),
+        images: Sequence[tuple[str, str]] = (),
     ) -> Reply:
-        """Answer `user_row` as turn `turn_id` (a running turn row)."""
+        """Answer `user_row` as turn `turn_id` (a running turn row). `images` are (words, data
+        URL) pairs for the model to look at; `unseen`, words for what it cannot."""
         sink = self._recording(turn_id, on_text) if on_text else None
         try:
             learning = person_id is not None and await self.store.memories.learning_enabled(person_id, runtime.id)
@@ -324,22 +350,32 @@ class TurnHandler:
             recalled = await self._recall(conversation.id, user_row, newest_first, window)
             lore = runtime.character.lorebook.entries_for((m.content for m in reversed(window)), self.context_window)
             tools_on = learning and self.llm.tools_supported is not False
-            prompt = build_prompt(
-                character=runtime.character,
-                character_tokens=runtime.prompt_tokens,
-                speaker_name=user_row.speaker_name,
-                shared=conversation.is_shared,
-                memories=memories,
-                summary=summary,
-                window=window,
-                recalled=recalled,
-                lore=lore,
-                tools=tools_on,
-                now=self.clock(),
-                unseen=unseen,
-            )
+
+            def prompt_with(images: Sequence[tuple[str, str]], unseen: Sequence[str]) -> Prompt:
+                return build_prompt(
+                    character=runtime.character,
+                    character_tokens=runtime.prompt_tokens,
+                    speaker_name=user_row.speaker_name,
+                    shared=conversation.is_shared,
+                    memories=memories,
+                    summary=summary,
+                    window=window,
+                    recalled=recalled,
+                    lore=lore,
+                    tools=tools_on,
+                    now=self.clock(),
+                    unseen=in_words(unseen) if unseen else None,
+                    images=[url for _, url in images],
+                )
+
+            prompt = prompt_with(images, unseen)
             tools = MemoryTools(self.store, self.counter, person_id, runtime.id, turn_id) if tools_on else None
-            completion = await self._complete_with_tools(prompt.messages, tools, sink)
+            try:
+                completion = await self._complete_with_tools(prompt.messages, tools, sink)
+            except ImagesRefused:  # vision "auto", and the server cannot take images: without them
+                unseen, images = [*unseen, *(what for what, _ in images)], []
+                prompt = prompt_with(images, unseen)
+                completion = await self._complete_with_tools(prompt.messages, tools, sink)
             text = completion.text.strip()
             if not text:
                 raise LLMError("the model sent an empty answer")

@@ -67,6 +67,8 @@ class FakeDiscord:
         self.guild_id = snowflake()
         self.channel_id = snowflake()  # a channel people must mention the bot in
         self.always_on_id = snowflake()  # a channel configured always-on
+        self.role_id = snowflake()  # a role of the guild ("Regulars"), given with say(..., roles=…)
+        self.files: dict[str, bytes] = {}  # attachment id → bytes, served at the attachment's URL
         self.messages: list[Sent] = []
         self.requests: list[tuple[str, str, Any]] = []
         self.callbacks: list[dict] = []
@@ -86,6 +88,7 @@ class FakeDiscord:
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
+        app.router.add_get("/attachments/{id}/{filename}", self._attachment)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -116,8 +119,8 @@ class FakeDiscord:
         return {"id": user_id, "username": name.lower(), "discriminator": "0", "global_name": name,
                 "avatar": None, "bot": False}
 
-    def member(self, user: dict) -> dict:
-        return {"user": user, "roles": [], "joined_at": now(), "deaf": False, "mute": False, "flags": 0,
+    def member(self, user: dict, roles: tuple[str, ...] = ()) -> dict:
+        return {"user": user, "roles": list(roles), "joined_at": now(), "deaf": False, "mute": False, "flags": 0,
                 "nick": None, "permissions": "2251799813685247"}
 
     def _channel(self, channel_id: str, name: str) -> dict:
@@ -129,7 +132,9 @@ class FakeDiscord:
             "id": self.guild_id, "name": "Harbour", "icon": None, "owner_id": snowflake(),
             "roles": [{"id": self.guild_id, "name": "@everyone", "permissions": "2251799813685247",
                        "position": 0, "color": 0, "hoist": False, "managed": False, "mentionable": False,
-                       "flags": 0}],
+                       "flags": 0},
+                      {"id": self.role_id, "name": "Regulars", "permissions": "0", "position": 1, "color": 0,
+                       "hoist": False, "managed": False, "mentionable": False, "flags": 0}],
             "channels": [self._channel(self.channel_id, "tavern"), self._channel(self.always_on_id, "lounge")],
             "threads": [], "members": [self.member(self.bot)], "member_count": 3, "large": False,
             "unavailable": False, "features": [], "emojis": [], "stickers": [], "stage_instances": [],
@@ -148,16 +153,18 @@ class FakeDiscord:
 
     def message_payload(self, channel_id: str, author: dict, content: str, *, guild: bool = True,
                         message_id: str | None = None, reference: dict | None = None,
-                        mentions: list[dict] | None = None) -> dict:
+                        mentions: list[dict] | None = None, roles: tuple[str, ...] = (),
+                        attachments: tuple[tuple[str, str, bytes], ...] = ()) -> dict:
         payload: dict[str, Any] = {
             "id": message_id or snowflake(), "channel_id": channel_id, "author": author, "content": content,
             "timestamp": now(), "edited_timestamp": None, "tts": False, "mention_everyone": False,
-            "mentions": mentions or [], "mention_roles": [], "attachments": [], "embeds": [], "pinned": False,
+            "mentions": mentions or [], "mention_roles": [], "attachments": [self._attached(*a) for a in attachments],
+            "embeds": [], "pinned": False,
             "type": 19 if reference else 0, "flags": 0, "components": [],
         }
         if guild:
             payload["guild_id"] = self.guild_id
-            payload["member"] = {k: v for k, v in self.member(author).items() if k != "user"}
+            payload["member"] = {k: v for k, v in self.member(author, roles).items() if k != "user"}
         if reference:
             payload["message_reference"] = {"message_id": reference["id"], "channel_id": channel_id,
                                              **({"guild_id": self.guild_id} if guild else {})}
@@ -169,9 +176,18 @@ class FakeDiscord:
         for ws in self._sockets:
             await ws.send_str(json.dumps({"op": 0, "t": event, "s": next(self._seq), "d": data}))
 
+    def _attached(self, filename: str, content_type: str, data: bytes) -> dict:
+        attachment_id = snowflake()
+        self.files[attachment_id] = data
+        url = f"{self.base}/attachments/{attachment_id}/{filename}"
+        return {"id": attachment_id, "filename": filename, "size": len(data), "url": url, "proxy_url": url,
+                "content_type": content_type}
+
     async def say(self, channel_id: str, author: dict, content: str, *, guild: bool = True,
-                  reply_to: Sent | None = None, mention_bot: bool = False) -> dict:
-        """A person posts a message; returns its payload."""
+                  reply_to: Sent | None = None, mention_bot: bool = False, roles: tuple[str, ...] = (),
+                  attachments: tuple[tuple[str, str, bytes], ...] = ()) -> dict:
+        """A person posts a message (with `roles` in the guild; `attachments` as (file name, MIME
+        type, bytes)); returns its payload."""
         reference = None
         if reply_to is not None:
             reference = self.message_payload(reply_to.channel_id, self.bot, reply_to.content, guild=guild,
@@ -179,7 +195,8 @@ class FakeDiscord:
         if mention_bot:
             content = f"<@{self.app_id}> {content}"
         payload = self.message_payload(channel_id, author, content, guild=guild, reference=reference,
-                                       mentions=[self.bot] if mention_bot else [])
+                                       mentions=[self.bot] if mention_bot else [], roles=roles,
+                                       attachments=attachments)
         if not guild:
             self.dm_channels.add(channel_id)
         await self.dispatch("MESSAGE_CREATE", payload)
@@ -281,6 +298,10 @@ class FakeDiscord:
         raise AssertionError("the fake Discord never saw what the test waited for")
 
     # -- gateway ---------------------------------------------------------------------------
+    async def _attachment(self, request: web.Request) -> web.Response:
+        data = self.files.get(request.match_info["id"])
+        return web.Response(body=data) if data is not None else web.Response(status=404)
+
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
         await ws.prepare(request)

@@ -78,6 +78,7 @@ class ScriptedLLM:
         self.default = default
         self.responder: Callable[[dict[str, Any]], Step | None] | None = None
         self.model = "gpt-4o-mini"
+        self.sees_images = True  # False: a text-only model, refusing any request with an image part
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
@@ -104,10 +105,19 @@ class ScriptedLLM:
         """Every message content of one recorded request, joined."""
         return "\n".join(str(m.get("content") or "") for m in self.requests[index]["messages"])
 
+    def image_parts(self, index: int = -1) -> list[str]:
+        """The image URLs one recorded request carried (as OpenAI's image_url content parts)."""
+        return [part["image_url"]["url"] for m in self.requests[index]["messages"]
+                if isinstance(m.get("content"), list) for part in m["content"] if part.get("type") == "image_url"]
+
     # -- serving ---------------------------------------------------------------------------
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
+        if not self.sees_images and self.image_parts(len(self.requests) - 1):
+            return web.json_response({"error": {"message": "Invalid content type. image_url is only supported "
+                                                           "by certain models.", "type": "invalid_request_error"}},
+                                     status=400)
         step = self.script.popleft() if self.script else None
         if step is None and self.responder is not None:
             step = self.responder(body)

@@ -105,6 +105,7 @@ class FakeTelegram:
         self._new_update = asyncio.Event()
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
+        self.files: dict[str, bytes] = {}  # file_id → bytes, served through getFile
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
@@ -112,6 +113,7 @@ class FakeTelegram:
     async def start(self) -> str:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.*}", self._file)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -149,31 +151,40 @@ class FakeTelegram:
         return {"id": chat_id, "type": kind, **({"title": title, "is_forum": False} if kind != "private" else {})}
 
     def send(self, chat: dict, user: dict | None, text: str, *, reply_to: int | None = None,
-             thread_id: int | None = None, sender_chat: dict | None = None, photo: bool = False,
-             sticker: bool = False) -> int:
+             thread_id: int | None = None, sender_chat: dict | None = None, photo: bool | bytes = False,
+             sticker: bool = False, document: tuple[str, str, bytes] | None = None) -> int:
         """A person sends a message; returns its message id. `sender_chat`: sent on behalf of a
-        chat (an anonymous admin, "send as channel"); `photo`: `text` is the photo's caption;
-        `user` None: a message with no `from` at all."""
+        chat (an anonymous admin, "send as channel"); `photo` (True, or the image's bytes):
+        `text` is the photo's caption; `document`: (file name, MIME type, bytes), `text` its
+        caption; `user` None: a message with no `from` at all."""
         message_id = next(self._message_ids)
         message: dict[str, Any] = {"message_id": message_id, "date": int(time.time()), "chat": chat}
         if user is not None:
             message["from"] = user
         if sender_chat is not None:
             message["sender_chat"] = sender_chat
-        text_key, entities_key = ("caption", "caption_entities") if photo or sticker else ("text", "entities")
+        attached = bool(photo or sticker or document)
+        text_key, entities_key = ("caption", "caption_entities") if attached else ("text", "entities")
         if photo:
+            data = photo if isinstance(photo, bytes) else b"not really a photo"
+            self.files[f"photo{message_id}"] = data
             message["photo"] = [{"file_id": f"photo{message_id}", "file_unique_id": f"p{message_id}",
-                                 "width": 90, "height": 90}]
+                                 "width": 1280, "height": 960, "file_size": len(data)}]
+        if document:
+            name, mime_type, data = document
+            self.files[f"doc{message_id}"] = data
+            message["document"] = {"file_id": f"doc{message_id}", "file_unique_id": f"d{message_id}",
+                                   "file_name": name, "mime_type": mime_type, "file_size": len(data)}
         if sticker:
             message["sticker"] = {"file_id": f"sticker{message_id}", "file_unique_id": f"s{message_id}",
                                   "type": "regular", "width": 512, "height": 512, "is_animated": False,
                                   "is_video": False}
-        if text or not (photo or sticker):
+        if text or not attached:
             message[text_key] = text
         entities = []
         for match in re.finditer(r"@\w+", text):
             entities.append({"type": "mention", "offset": match.start(), "length": match.end() - match.start()})
-        if text.startswith("/") and not (photo or sticker):
+        if text.startswith("/") and not attached:
             entities.append({"type": "bot_command", "offset": 0, "length": len(text.split()[0])})
         if entities:
             message[entities_key] = entities
@@ -274,6 +285,19 @@ class FakeTelegram:
     @staticmethod
     def _error(status: int, description: str) -> web.Response:
         return web.json_response({"ok": False, "error_code": status, "description": description}, status=status)
+
+    async def _m_getFile(self, params: dict):
+        file_id = str(params.get("file_id"))
+        if file_id not in self.files:
+            return self._error(400, "Bad Request: invalid file_id")
+        return {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": len(self.files[file_id]),
+                "file_path": f"files/{file_id}"}
+
+    async def _file(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["path"].removeprefix("files/")
+        if request.match_info["token"] != self.token or file_id not in self.files:
+            return web.Response(status=404)
+        return web.Response(body=self.files[file_id])
 
     async def _m_getMe(self, params: dict) -> dict:
         return {**self._bot_user(), "can_join_groups": True, "can_read_all_group_messages": False,

@@ -1,0 +1,124 @@
+"""Files that come with a message (SPEC section 13): images for a vision model, text files read
+as text, and words for whatever the character cannot read.
+
+- An image (at most MAX_IMAGES a turn) is fetched from its platform while the turn waits its
+  place, downscaled so its longer side is at most IMAGE_MAX_SIDE pixels, and sent to the model
+  as a JPEG data URL. It is not stored: the stored message keeps a short placeholder ("[a
+  photo] caption"), so later turns know an image was there.
+- A text file (`.txt`, `.md`, code, `text/*`) is read into the stored message, below the
+  person's words, cut to what the live window can hold.
+- Anything else (a sticker, a voice message, a PDF) is named, and the character says it cannot
+  see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Sequence
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from bot.contract import IncomingFile
+from bot.text import clean_text
+from bot.tokens import TokenCounter
+
+log = logging.getLogger(__name__)
+
+MAX_IMAGES = 4
+IMAGE_MAX_SIDE = 1_024
+IMAGE_MAX_BYTES = 20 * 1024 * 1024  # bigger images are not fetched
+TEXT_MAX_BYTES = 512 * 1024  # a text file is read up to this much
+FETCH_TIMEOUT_S = 20.0
+TEXT_SUFFIXES = frozenset(
+    ".txt .md .markdown .rst .log .csv .tsv .json .jsonl .yaml .yml .toml .ini .cfg .conf .xml .html .htm "
+    ".css .js .mjs .ts .tsx .jsx .py .rb .go .rs .java .kt .swift .c .h .cc .cpp .hpp .cs .php .sh .bash "
+    ".zsh .ps1 .sql .lua .r .m .scala .hs .ex .exs .erl .dart .vue .svelte .tex .srt .vtt".split()
+)
+
+
+def kind_of(file: IncomingFile) -> str:
+    """"image", "text" or "other"."""
+    content_type = (file.content_type or "").split(";")[0].strip().lower()
+    if content_type.startswith("image/") and content_type not in ("image/svg+xml",):
+        return "image"
+    if content_type.startswith("text/") or PurePath(file.name.lower()).suffix in TEXT_SUFFIXES:
+        return "text"
+    return "other"
+
+
+def in_words(whats: Sequence[str]) -> str:
+    """["a photo", "a photo", "a file"] → "2 photos and a file"."""
+    counted = Counter(whats)  # keeps the order in which each first came
+    named = [what if n == 1 else f"{n} {what.split(' ', 1)[-1]}s" for what, n in counted.items()]
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+async def _fetch(file: IncomingFile) -> bytes:
+    return await asyncio.wait_for(file.read(), FETCH_TIMEOUT_S)
+
+
+async def read_text_files(files: Sequence[IncomingFile], counter: TokenCounter, room_tokens: int) -> str:
+    """The text files, each under a `[file: name]` line, within `room_tokens` in all (a file cut
+    short says so); "" when there are none. A file that cannot be fetched is named as such."""
+    parts = []
+    for file in files:
+        try:
+            data = (await _fetch(file))[:TEXT_MAX_BYTES]
+        except Exception as failure:  # the platform's error, or a timeout: the words still count
+            log.warning("a text file (%s) could not be fetched: %s", file.name, failure or type(failure).__name__)
+            parts.append(f"[file: {file.name} — it could not be read]")
+            continue
+        text = clean_text(data.decode("utf-8", errors="replace")).strip()
+        tokens = counter.count(text)
+        heading = f"[file: {file.name}]"
+        if tokens > room_tokens:
+            text = counter.truncate(text, max(room_tokens, 0))
+            heading = f"[file: {file.name} — only its first {max(room_tokens, 0):,} of {tokens:,} tokens]"
+            tokens = room_tokens
+        room_tokens -= tokens + counter.count(heading)
+        parts.append(f"{heading}\n{text}" if text else heading)
+    return "\n\n".join(parts)
+
+
+@dataclass(frozen=True)
+class PreparedImages:
+    looked_at: list[tuple[str, str]]  # (words, data URL) of each image the model is sent
+    unreadable: list[str]  # words for the images that could not be fetched or read
+
+
+async def prepare_images(files: Sequence[IncomingFile]) -> PreparedImages:
+    """Fetch and downscale the images (at most MAX_IMAGES; the rest are named unreadable)."""
+    looked_at, unreadable = [], []
+    for number, file in enumerate(files):
+        if number >= MAX_IMAGES or (file.size or 0) > IMAGE_MAX_BYTES:
+            unreadable.append(file.what)
+            continue
+        try:
+            data = await _fetch(file)
+            looked_at.append((file.what, await asyncio.to_thread(image_data_url, data)))
+        except Exception as failure:  # the platform's error, a timeout, or not an image after all
+            log.warning("an image (%s) could not be read: %s", file.name, failure or type(failure).__name__)
+            unreadable.append(file.what)
+    return PreparedImages(looked_at, unreadable)
+
+
+def image_data_url(data: bytes) -> str:
+    """The image, its longer side at most IMAGE_MAX_SIDE, as a JPEG data URL. Raises ValueError
+    when the bytes are no image Pillow can read."""
+    try:
+        with Image.open(io.BytesIO(data)) as opened:
+            image = ImageOps.exif_transpose(opened)
+            image.thumbnail((IMAGE_MAX_SIDE, IMAGE_MAX_SIDE))
+            if image.mode != "RGB":
+                image = image.convert("RGB")
+            out = io.BytesIO()
+            image.save(out, "JPEG", quality=85)
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as problem:
+        raise ValueError(f"not a readable image ({problem})") from None
+    return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode("ascii")

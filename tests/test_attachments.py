@@ -1,0 +1,158 @@
+"""SPEC section 13 — images and files: `[llm] vision = "auto" | "on" | "off"`, at most 4 images a
+turn, downscaled, never stored; text files read within the window budget. The platform's
+download is stood in for by each file's `read`; the model is the scripted OpenAI-compatible
+server. (Through the real process, Telegram and Discord: tests/test_ecosystem_end_to_end.py.)"""
+
+import base64
+import io
+
+import pytest
+from PIL import Image
+
+from bot.attachments import IMAGE_MAX_SIDE, MAX_IMAGES, image_data_url
+from bot.contract import IncomingFile, IncomingMessage
+from bot.runtime import build_runtime
+from bot.window import window_token_budget
+from tests.conftest import Chat
+from tests.fakes.llm_server import text
+
+
+def png(width: int = 64, height: int = 48) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (10, 120, 200)).save(out, "PNG")
+    return out.getvalue()
+
+
+def file_of(data: bytes, name: str = "photo.jpg", content_type: str = "image/jpeg", what: str = "a photo",
+            fetched: list | None = None) -> IncomingFile:
+    async def read() -> bytes:
+        if fetched is not None:
+            fetched.append(name)
+        if isinstance(data, Exception):
+            raise data
+        return data
+    return IncomingFile(name, content_type, len(data) if isinstance(data, bytes) else None, what, read)
+
+
+async def send(chat: Chat, words: str, *files: IncomingFile):
+    return await chat.runtime.turns.handle(IncomingMessage(chat.key, chat.identity, chat.name, words, files=files))
+
+
+async def stored_user_texts(chat: Chat) -> list[str]:
+    conversation = await chat.runtime.turns.conversation_for(chat.key)
+    rows = await chat.runtime.store.conversations.recent_messages(conversation.id, 50)
+    return [r.content for r in reversed(rows) if r.role == "user"]
+
+
+@pytest.fixture
+async def chat_with(make_config, clock):
+    opened = []
+
+    async def make(**llm_options) -> Chat:
+        runtime = await build_runtime(make_config(**llm_options), clock=clock)
+        opened.append(runtime)
+        return Chat(runtime)
+    yield make
+    for runtime in opened:
+        await runtime.close()
+
+
+def test_an_image_is_downscaled_to_1024_pixels_on_its_longer_side_as_jpeg():
+    url = image_data_url(png(3000, 1000))
+    with Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))) as image:
+        assert image.format == "JPEG" and image.size == (IMAGE_MAX_SIDE, 341)
+
+
+async def test_with_vision_a_photo_goes_to_the_model_as_an_image_part_and_is_not_stored(chat_with, llm):
+    ann = await chat_with(vision="auto")
+    reply = await send(ann, "what do you see?", file_of(png()))
+    assert not reply.is_error
+    assert len(llm.image_parts()) == 1 and llm.image_parts()[0].startswith("data:image/jpeg;base64,")
+    assert await stored_user_texts(ann) == ["[a photo] what do you see?"]
+
+
+async def test_a_photo_without_a_caption_is_looked_at_not_refused(chat_with, llm):
+    ann = await chat_with(vision="on")
+    reply = await send(ann, "", file_of(png()))
+    assert not reply.is_error and len(llm.image_parts()) == 1
+    assert await stored_user_texts(ann) == ["[a photo]"]
+
+
+async def test_at_most_4_images_a_turn_reach_the_model_and_the_rest_are_named(chat_with, llm):
+    ann = await chat_with(vision="on")
+    await send(ann, "look", *[file_of(png(), f"p{n}.png", "image/png", "an image") for n in range(MAX_IMAGES + 2)])
+    assert len(llm.image_parts()) == 4
+    assert "came with 2 images, which you cannot see" in llm.prompt_text()
+    assert await stored_user_texts(ann) == ["[6 images] look"]
+
+
+async def test_with_vision_off_images_are_never_fetched_and_the_caption_is_answered(chat_with, llm):
+    ann = await chat_with(vision="off")
+    fetched = []
+    reply = await send(ann, "what is in this picture?", file_of(png(), fetched=fetched))
+    assert not reply.is_error and fetched == [] and llm.image_parts() == []
+    assert "came with a photo, which you cannot see" in llm.prompt_text()
+    bare = await send(ann, "", file_of(png(), fetched=fetched))
+    assert bare.is_error and bare.text.startswith("I can't see a photo — I can only read text.")
+
+
+async def test_auto_falls_back_to_text_only_when_the_server_refuses_images_and_remembers(chat_with, llm):
+    ann = await chat_with(vision="auto")
+    llm.sees_images = False
+    llm.add(text("It sounds like a lovely sunset."))
+    reply = await send(ann, "my sunset photo!", file_of(png()))
+    assert reply.text == "It sounds like a lovely sunset."
+    assert llm.image_parts(-2) and not llm.image_parts(-1)
+    assert "came with a photo, which you cannot see" in llm.prompt_text()
+    fetched = []
+    await send(ann, "another one", file_of(png(), fetched=fetched))
+    assert fetched == [] and len(llm.requests) == 3  # not fetched, not tried again
+
+
+async def test_with_vision_on_a_refusal_is_an_error_and_the_message_is_kept(chat_with, llm):
+    ann = await chat_with(vision="on", max_retries=0)
+    llm.sees_images = False
+    reply = await send(ann, "look at this", file_of(png()))
+    assert reply.is_error and "Your message is saved" in reply.text
+    assert await stored_user_texts(ann) == ["[a photo] look at this"]
+
+
+async def test_an_image_that_cannot_be_fetched_or_read_is_named_as_unseen(chat_with, llm):
+    ann = await chat_with(vision="on")
+    await send(ann, "two pictures", file_of(b"not an image at all"), file_of(ConnectionError("gone"), "b.jpg"))
+    assert llm.image_parts() == []
+    assert "came with 2 photos, which you cannot see" in llm.prompt_text()
+
+
+async def test_a_text_file_is_read_into_the_message_and_kept(chat_with, llm):
+    ann = await chat_with()
+    code = b"def greet(name):\n    return f'hello {name}'\n"
+    await send(ann, "what does this do?", file_of(code, "greet.py", None, "a file"))
+    expected = "what does this do?\n\n[file: greet.py]\ndef greet(name):\n    return f'hello {name}'"
+    assert await stored_user_texts(ann) == [expected]
+    assert llm.requests[-1]["messages"][-1]["content"] == expected
+
+
+async def test_a_text_file_longer_than_the_window_budget_is_cut_to_fit_and_says_so(chat_with, llm):
+    ann = await chat_with(context_window=8_192)  # window budget: 25 % of it, 2,048 tokens
+    budget = window_token_budget(8_192)
+    long_text = ("The keeper trims the wick at dusk. " * 2_000).encode()
+    reply = await send(ann, "summarise this", file_of(long_text, "log.txt", "text/plain", "a file"))
+    assert not reply.is_error
+    stored, = await stored_user_texts(ann)
+    assert "[file: log.txt — only its first" in stored
+    assert ann.runtime.counter.count(stored) <= budget
+
+
+async def test_a_text_file_that_cannot_be_fetched_is_named_and_the_words_still_answered(chat_with, llm):
+    ann = await chat_with()
+    reply = await send(ann, "here are my notes", file_of(TimeoutError(), "notes.md", "text/markdown", "a file"))
+    assert not reply.is_error
+    assert await stored_user_texts(ann) == ["here are my notes\n\n[file: notes.md — it could not be read]"]
+
+
+async def test_a_file_that_is_neither_image_nor_text_is_named_and_the_caption_answered(chat_with, llm):
+    ann = await chat_with()
+    await send(ann, "my report", file_of(b"%PDF-1.7", "report.pdf", "application/pdf", "a file"))
+    assert "came with a file, which you cannot see" in llm.prompt_text()
+    assert await stored_user_texts(ann) == ["[a file] my report"]
