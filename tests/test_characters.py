@@ -182,3 +182,20 @@ def test_alternate_greetings_that_are_not_a_list_of_texts_are_a_clear_start_up_e
     path.write_text(json.dumps({**CARD, "data": {**CARD["data"], "alternate_greetings": "hi"}}))
     with pytest.raises(ConfigError, match="field 'alternate_greetings' should be a list of texts"):
         load_character(CharacterConfig(name="Nox", card=path))
+
+
+def test_a_png_card_in_a_ztxt_chunk_written_by_pillow_loads_with_its_lorebook(tmp_path):
+    """Pillow's `add_text(..., zip=True)` writes a zTXt chunk, as some card editors do."""
+    from PIL import Image, PngImagePlugin
+
+    card = {"spec": "chara_card_v2", "data": {**CARD["data"], "character_book": {
+        "entries": [{"keys": ["reactor"], "content": "The reactor is failing.", "enabled": True,
+                     "insertion_order": 1}]}}}
+    info = PngImagePlugin.PngInfo()
+    info.add_text("chara", base64.b64encode(json.dumps(card).encode()).decode(), zip=True)
+    path = tmp_path / "nox.png"
+    Image.new("RGB", (4, 4)).save(path, pnginfo=info)
+    assert b"zTXt" in path.read_bytes()
+    character = load_character(CharacterConfig(name="Nox", card=path))
+    assert character.greeting("Ann") == "Hello, Ann."
+    assert [e.content for e in character.lorebook.entries] == ["The reactor is failing."]

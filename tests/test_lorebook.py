@@ -1,0 +1,140 @@
+"""SPEC section 13 — a card's lorebook (`character_book`), as SillyTavern users expect it."""
+
+import json
+
+import pytest
+
+from bot.characters import load_character
+from bot.config import CharacterConfig, ConfigError, parse_config
+from bot.lorebook import Lorebook, read_lorebook
+from bot.runtime import build_runtime
+from tests.conftest import Chat, config_dict
+
+
+def entry(name: str, keys: list[str], content: str = "", **fields) -> dict:
+    return {"name": name, "keys": keys, "content": content or f"{name} lore.", "enabled": True,
+            "insertion_order": 100, **fields}
+
+
+def book(*entries: dict, **fields) -> Lorebook:
+    return read_lorebook({"entries": list(entries), **fields}).counted(lambda text: len(text.split()))
+
+
+def fired(lorebook: Lorebook, *newest_first: str, context_window: int = 128_000) -> list[str]:
+    return [e.name for e in lorebook.entries_for(newest_first, context_window)]
+
+
+def test_an_entry_fires_when_a_key_is_said_case_insensitive_and_not_otherwise():
+    lore = book(entry("Glade", ["Eldoria"]))
+    assert fired(lore, "tell me about ELDORIA") == ["Glade"]
+    assert fired(lore, "tell me about the forest") == []
+
+
+def test_keys_match_whole_words_only():
+    lore = book(entry("Cat", ["cat"]))
+    assert fired(lore, "a concatenation of things") == []
+    assert fired(lore, "the cat, asleep") == ["Cat"]
+
+
+def test_a_case_sensitive_entry_needs_the_exact_case():
+    lore = book(entry("Rose", ["Rose"], case_sensitive=True))
+    assert fired(lore, "a rose in bloom") == []
+    assert fired(lore, "Rose is here") == ["Rose"]
+
+
+def test_a_selective_entry_also_needs_a_secondary_key():
+    lore = book(entry("Blade", ["sword"], selective=True, secondary_keys=["cursed", "black"]))
+    assert fired(lore, "a sword") == []
+    assert fired(lore, "the black sword") == ["Blade"]
+
+
+def test_a_constant_entry_is_always_in_and_a_disabled_one_never():
+    lore = book(entry("Always", [], constant=True), entry("Off", ["forest"], enabled=False))
+    assert fired(lore, "the forest") == ["Always"]
+
+
+def test_the_recent_messages_are_scanned_up_to_the_books_scan_depth():
+    lore = book(entry("Glade", ["Eldoria"]), scan_depth=2)
+    assert fired(lore, "new message", "one before: Eldoria") == ["Glade"]
+    assert fired(lore, "new message", "one before", "two before: Eldoria") == []
+    assert read_lorebook({"entries": []}).scan_depth == 4  # the default: the new message and 3 before
+
+
+def test_entries_go_in_by_insertion_order_lowest_first():
+    lore = book(entry("Late", ["sea"], insertion_order=50), entry("Early", ["sea"], insertion_order=5))
+    assert fired(lore, "the sea") == ["Early", "Late"]
+
+
+def test_over_the_token_budget_lower_priority_entries_are_dropped_first():
+    words = " ".join(["word"] * 40)  # 40 "tokens" each with the counting used here
+    lore = book(entry("Low", ["sea"], words, priority=1, insertion_order=1),
+                entry("High", ["sea"], words, priority=9, insertion_order=2),
+                entry("Mid", ["sea"], words, priority=5, insertion_order=3), token_budget=100)
+    assert fired(lore, "the sea") == ["High", "Mid"]
+
+
+def test_the_lorebook_budget_is_1000_tokens_by_default_and_never_over_10_percent_of_the_context():
+    lore = read_lorebook({"entries": []})
+    assert lore.budget(128_000) == 1_000
+    assert lore.budget(4_096) == 409
+    assert read_lorebook({"entries": [], "token_budget": 300}).budget(128_000) == 300
+
+
+def test_regex_keys_match_as_regular_expressions():
+    lore = book(entry("Year", [r"\b1[0-9]{3}\b"], use_regex=True))
+    assert fired(lore, "back in 1642") == ["Year"]
+    assert fired(lore, "back in 42") == []
+
+
+@pytest.mark.parametrize("character_book, message", [
+    ({"entries": {"a": 1}}, "'character_book.entries' should be a list"),
+    ({"entries": [{"keys": "x", "content": 5}]}, "'character_book.entries[0].content' should be text"),
+    ({"entries": [{"keys": [1], "content": "x"}]}, "'character_book.entries[0].keys' should be a list of texts"),
+    ({"entries": [{"keys": ["("], "content": "x", "use_regex": True}]}, "not a valid regular expression"),
+])
+def test_a_malformed_lorebook_is_one_clear_start_up_line_naming_the_card(tmp_path, character_book, message):
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Nox", "character_book": character_book}}))
+    with pytest.raises(ConfigError) as error:
+        load_character(CharacterConfig(name="Nox", card=path))
+    assert str(path) in str(error.value) and message in str(error.value)
+
+
+LORE_CARD = {
+    "spec": "chara_card_v3", "spec_version": "3.0",
+    "data": {
+        "name": "Mira", "description": "{{char}} keeps the lighthouse.", "first_mes": "Hello.",
+        "character_book": {"entries": [
+            entry("Eldoria", ["Eldoria"], "Eldoria is the drowned city {{char}} grew up in; {{user}} has never seen it."),
+            entry("Lamp", ["lamp"], "The lamp is lit with whale oil."),
+        ]},
+    },
+}
+
+
+@pytest.fixture
+async def lore_runtime(llm, tmp_path, clock):
+    card = tmp_path / "mira.json"
+    card.write_text(json.dumps(LORE_CARD))
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["characters"][0] = {"name": "Mira", "card": str(card)}
+    runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)
+    yield runtime
+    await runtime.close()
+
+
+async def test_a_fired_entry_goes_in_after_the_character_as_the_card_authors_text(lore_runtime, llm):
+    ann = Chat(lore_runtime)
+    await ann.say("What was Eldoria like?")
+    messages = llm.requests[-1]["messages"]
+    lore = messages[1]
+    assert lore["role"] == "system" and lore["content"].startswith("World info from Mira's card")
+    assert "Eldoria is the drowned city Mira grew up in; Ann has never seen it." in lore["content"]
+    assert "whale oil" not in llm.prompt_text()
+
+
+async def test_memory_why_names_the_entries_that_fired(lore_runtime, llm):
+    ann = Chat(lore_runtime)
+    await ann.say("Is the lamp still lit?")
+    why = await ann.memory("/memory why")
+    assert "• Lorebook entries: 1 (Lamp (" in why.text
