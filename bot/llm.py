@@ -34,6 +34,7 @@ TextSink = Callable[[str], Awaitable[None]]  # receives the whole text so far
 TRY_AGAIN = "send another or try again in a moment"
 STREAM_RETRY_BASE_S = 0.5
 CHAT_PATH = "/chat/completions"
+EMBEDDING_DIMENSIONS = 256  # asked of models that can shorten their vectors (text-embedding-3-*)
 
 
 class LLMError(Exception):
@@ -192,6 +193,24 @@ class LLMClient:
                 await asyncio.sleep(STREAM_RETRY_BASE_S * 2 ** (broken - 1))
             except openai.OpenAIError as exc:
                 raise LLMError("the model server sent an answer we could not read") from exc
+
+    async def embed(self, model: str, texts: list[str], *, timeout_s: float, retries: int) -> list[list[float]]:
+        """Vectors for `texts` from the server's /v1/embeddings, in order (SPEC section 11);
+        `text-embedding-3` models are asked for EMBEDDING_DIMENSIONS. Raises LLMError."""
+        client = self.client.with_options(timeout=timeout_s, max_retries=retries)
+        sized = {"dimensions": EMBEDDING_DIMENSIONS} if model.startswith("text-embedding-3") else {}
+        try:
+            answer = await client.embeddings.create(model=model, input=texts, encoding_format="float", **sized)
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc.status_code) from exc
+        except openai.APITimeoutError as exc:
+            raise LLMError("the embedding server did not answer in time") from exc
+        except openai.OpenAIError as exc:
+            raise LLMError(f"the embedding server could not be used ({type(exc).__name__})") from exc
+        vectors = [item.embedding for item in sorted(answer.data, key=lambda item: item.index)]
+        if len(vectors) != len(texts) or not all(vectors):
+            raise LLMError("the embedding server sent a wrong number of vectors")
+        return vectors
 
     def _status_error(self, status: int) -> LLMError:
         """A final HTTP error, explained to the person and, where the owner must act, in the log."""

@@ -3,7 +3,8 @@ that needs them.
 
 Each turn searches this conversation's messages older than the live window for the words of the
 person's new message (common words left out, and words that fill much of the conversation:
-they point at nothing in particular). The best hits come with a neighbour on each side; hits
+they point at nothing in particular); with semantic recall on (bot/semantic.py), that ranking
+and the one by meaning are fused by reciprocal rank. The best hits come with a neighbour on each side; hits
 next to each other merge into one passage. The passages are taken best first while they fit the
 recall budget — `[recall] budget_tokens`, never more than 10 % of the context window — and shown
 oldest first, with date and speaker, in a labelled block after the summary: data the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Sequence
 from datetime import datetime, timezone
 
 from storage.ports import MessageRow, Store
@@ -23,6 +25,7 @@ COMMON_ABOVE = 200  # a word in more messages of the conversation than this poin
 MAX_TERMS = 12
 CONTEXT_SHARE = 0.10  # recall never takes more than this share of the context window
 TOKENS_PER_LINE = 6  # the date and speaker a recalled line carries, roughly
+RRF_K = 60  # reciprocal-rank fusion: a message scores the sum of 1 / (RRF_K + its rank) in each ranking
 
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being below
@@ -56,19 +59,31 @@ def query_terms(text: str) -> list[str]:
     return terms[:MAX_TERMS]
 
 
-async def recall(store: Store, conversation_id: int, text: str, before_pos: int, budget: int) -> list[Passage]:
+def fuse(*rankings: Sequence[int]) -> list[int]:
+    """Reciprocal-rank fusion of rankings of places, best first (ties: the first ranking's order)."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, pos in enumerate(ranking, start=1):
+            scores[pos] = scores.get(pos, 0.0) + 1 / (RRF_K + rank)
+    return sorted(scores, key=lambda pos: -scores[pos])
+
+
+async def recall(store: Store, conversation_id: int, text: str, before_pos: int, budget: int,
+                 nearest: Sequence[int] = ()) -> list[Passage]:
     """Passages of this conversation before `before_pos` (the live window's first message) that
-    the message `text` calls back, within `budget` tokens, oldest first."""
+    the message `text` calls back — by its words, fused with `nearest` (places ranked by meaning)
+    when given — within `budget` tokens, oldest first."""
     terms = query_terms(text)
-    if not terms or budget <= 0:
+    if budget <= 0 or not (terms or nearest):
         return []
-    hits = await store.recall.search(conversation_id, terms, before_pos, HITS, COMMON_ABOVE)
-    if not hits:
+    hits = await store.recall.search(conversation_id, terms, before_pos, HITS, COMMON_ABOVE) if terms else []
+    ranked = fuse([hit.pos for hit in hits], nearest)[:HITS]
+    if not ranked:
         return []
-    around = {p for hit in hits for p in (hit.pos - 1, hit.pos, hit.pos + 1) if p < before_pos}
+    around = {p for pos in ranked for p in (pos - 1, pos, pos + 1) if p < before_pos}
     by_pos = {m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(around))}
     passages = _merge(by_pos)
-    rank = {hit.pos: i for i, hit in enumerate(hits)}
+    rank = {pos: i for i, pos in enumerate(ranked)}
     best_first = sorted(passages, key=lambda p: min(rank.get(m.pos, len(rank)) for m in p.messages))
     chosen, used = [], 0
     for passage in best_first:

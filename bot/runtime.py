@@ -21,6 +21,7 @@ from bot.prompt import system_prompt
 from bot.rebuild import Rebuilds
 from bot.saved_memories import CAPS
 from bot.scheduler import BackgroundJobs
+from bot.semantic import SemanticRecall
 from bot.summaries import Summarizer
 from bot.tokens import TokenCounter
 from bot.recall import recall_budget
@@ -90,6 +91,8 @@ class Runtime:
 
     async def close(self) -> None:
         await self.jobs.stop()
+        if self.turns.semantic is not None:
+            await self.turns.semantic.stop()
         await self.rebuilds.stop()
         await self.summarizer.stop()
         await self.llm.close()
@@ -116,13 +119,16 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     window = config.llm.context_window
     summarizer = Summarizer(store, llm, counter, {rt.id: rt for rt in characters.values()}, window, clock=clock)
     recall_tokens = recall_budget(config.recall.budget_tokens, window) if config.recall.enabled else 0
+    semantic = None
     if config.recall.enabled and config.recall.embedding_model:
-        log.warning("[recall] embedding_model is set, but this version recalls by full text only; "
-                    "the embedding model is not used")
+        semantic = SemanticRecall(store, llm, counter, config.recall.embedding_model)
+        if not await semantic.start():
+            semantic = None
     turns = TurnHandler(store, llm, counter, characters, window, after_delivery=summarizer.schedule, clock=clock,
-                        recall_tokens=recall_tokens, turns_per_minute=config.limits.turns_per_minute)
+                        recall_tokens=recall_tokens, turns_per_minute=config.limits.turns_per_minute,
+                        semantic=semantic)
     notifications = Notifications(store)
     rebuilds = Rebuilds(store, summarizer, notifications.notify)
     commands = MemoryCommands(turns, rebuilds, clock=clock)
-    jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock)
+    jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic)
     return Runtime(config, store, llm, counter, turns, summarizer, rebuilds, commands, jobs, notifications)

@@ -4,6 +4,8 @@
   running (also once at start-up);
 - every minute until it is done: the recall index backfill — messages stored before the index
   existed are indexed in batches, with progress in the log (it carries on after a restart);
+- every 10 seconds, with semantic recall on: messages waiting for their vectors are embedded
+  (new ones, and older ones in a backfill, newest first), with progress in the log;
 - daily: maintenance — the store's own upkeep (SQLite: WAL checkpoint and an online backup into
   the backup folder keeping the last 7) and the optional retention purge. A maintenance missed
   while the bot was stopped runs once at start-up.
@@ -24,6 +26,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.config import StorageConfig
 from bot.rebuild import Rebuilds
+from bot.semantic import SemanticRecall
 from bot.summaries import Summarizer
 from storage.ports import Store
 
@@ -35,12 +38,15 @@ MAINTENANCE_META = "maintenance_at"
 MAINTENANCE_LEASE_S = 3_600.0
 BACKFILL_BATCH = 2_000
 BACKFILL_LEASE_S = 600.0
+EMBED_EVERY_S = 10
+EMBED_LEASE_S = 300.0
 
 
 class BackgroundJobs:
     def __init__(self, store: Store, summarizer: Summarizer, rebuilds: Rebuilds, storage: StorageConfig,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, semantic: SemanticRecall | None = None):
         self.store = store
+        self.semantic = semantic
         self.summarizer = summarizer
         self.rebuilds = rebuilds
         self.storage = storage
@@ -56,7 +62,7 @@ class BackgroundJobs:
             ("rebuild-resume", self.rebuilds.resume_interrupted, {"seconds": CHECK_EVERY_S}),
             ("maintenance", self.maintenance_if_due, {"seconds": CHECK_EVERY_S * 10}),
             ("recall-backfill", self.index_older_messages, {"seconds": CHECK_EVERY_S}),
-        )
+        ) + ((("recall-embeddings", self.embed_waiting, {"seconds": EMBED_EVERY_S}),) if self.semantic else ())
         for job_id, func, every in jobs:
             self.scheduler.add_job(self._stoppable(func), "interval", id=job_id, replace_existing=True,
                                    coalesce=True, max_instances=1, next_run_time=datetime.now(timezone.utc),
@@ -115,6 +121,17 @@ class BackgroundJobs:
             if backfilled:
                 log.info("recall: every older message is indexed")
             self._indexed_all = True
+
+    async def embed_waiting(self) -> None:
+        """Embed the messages waiting for their vectors (one process at a time), logging progress."""
+        assert self.semantic is not None
+        async with self.store.coordination.claim("recall-embeddings", EMBED_LEASE_S) as mine:
+            if not mine:
+                return
+            embedded = await self.semantic.embed_waiting()
+            if embedded:
+                log.info("semantic recall: embedded %d messages, %d still waiting", embedded,
+                         await self.store.vectors.count_waiting())
 
     async def maintenance(self) -> None:
         done = await self.store.maintain(self.clock(), self.storage.retention_days, self.storage.backup_dir)

@@ -39,7 +39,9 @@ from bot.llm import Completion, ImagesRefused, LLMClient, LLMError
 from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
 from bot.contract import Button, ConversationKey, Identity, IncomingFile, IncomingMessage, Reply, ReplySink
 from bot.prompt import Prompt, build_prompt
+from bot.recall import HITS as RECALL_HITS
 from bot.recall import Passage, recall
+from bot.semantic import SemanticRecall
 from bot.saved_memories import memories_for_prompt
 from bot.text import clean_text, parse_number
 from bot.tokens import TokenCounter
@@ -151,9 +153,11 @@ class TurnHandler:
         clock: Callable[[], float] = time.time,
         recall_tokens: int = 0,
         turns_per_minute: int | None = None,
+        semantic: SemanticRecall | None = None,
     ):
         self.store = store
         self.recall_tokens = recall_tokens  # the recall budget (0: recall is off)
+        self.semantic = semantic  # recall by meaning too ([recall] embedding_model); None: by words only
         self.turns_per_minute = turns_per_minute  # [limits], per person; None: no limit
         self.llm = llm
         self.counter = counter
@@ -219,12 +223,15 @@ class TurnHandler:
                 message.kept()
         if isinstance(queued, Reply):
             return queued
-        # The images are fetched while the turn waits for its place (they are never stored).
+        # While the turn waits for its place: its message's vector is asked for, and its images
+        # are fetched (they are never stored).
+        embedding = self._embedding(queued.user_row)
         seen = await prepare_images(queued.images) if queued.images else PreparedImages([], [])
         with metrics.TURN_WAIT_SECONDS.time():
             new_turn = await self.store.turns.start_turn(queued.ticket)
         return await self._answer(queued.runtime, queued.conversation, queued.person_id, queued.user_row, new_turn,
-                                  on_text, unseen=queued.unseen + seen.unreadable, images=seen.looked_at)
+                                  on_text, unseen=queued.unseen + seen.unreadable, images=seen.looked_at,
+                                  embedding=embedding)
 
     async def _store_and_queue(self, message: IncomingMessage) -> Reply | _Queued:
         """Store the message (its text files read into it; its images and anything else the
@@ -337,9 +344,11 @@ class TurnHandler:
         on_text: ReplySink | None,
         unseen: Sequence[str] = (),
         images: Sequence[tuple[str, str]] = (),
+        embedding: asyncio.Task | None = None,
     ) -> Reply:
         """Answer `user_row` as turn `turn_id` (a running turn row). `images` are (words, data
-        URL) pairs for the model to look at; `unseen`, words for what it cannot."""
+        URL) pairs for the model to look at; `unseen`, words for what it cannot; `embedding`,
+        the message's vector on its way (semantic recall), when it was asked for already."""
         sink = self._recording(turn_id, on_text) if on_text else None
         try:
             learning = person_id is not None and await self.store.memories.learning_enabled(person_id, runtime.id)
@@ -347,7 +356,7 @@ class TurnHandler:
             summary = await self.store.summaries.summaries(conversation.id)
             newest_first = await self.store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=user_row.pos)
             window = live_window(newest_first, self.context_window)
-            recalled = await self._recall(conversation.id, user_row, newest_first, window)
+            recalled = await self._recall(conversation.id, user_row, newest_first, window, embedding)
             lore = runtime.character.lorebook.entries_for((m.content for m in reversed(window)), self.context_window)
             tools_on = learning and self.llm.tools_supported is not False
 
@@ -412,11 +421,22 @@ class TurnHandler:
         return max(1, math.ceil(frees_up - now))
 
     async def _recall(self, conversation_id: int, user_row: MessageRow, newest_first: list[MessageRow],
-                      window: list[MessageRow]) -> list[Passage]:
+                      window: list[MessageRow], embedding: asyncio.Task | None) -> list[Passage]:
         """Older words the message calls back (none when the window holds the whole conversation)."""
         if not self.recall_tokens or (len(window) == len(newest_first) < WINDOW_MAX_MESSAGES):
             return []
-        return await recall(self.store, conversation_id, user_row.content, window[0].pos, self.recall_tokens)
+        nearest: list[int] = []
+        if self.semantic is not None:
+            embedding = embedding or self._embedding(user_row)
+            nearest = await self.semantic.nearest(embedding, conversation_id, window[0].pos, RECALL_HITS)
+        return await recall(self.store, conversation_id, user_row.content, window[0].pos, self.recall_tokens,
+                            nearest)
+
+    def _embedding(self, user_row: MessageRow) -> asyncio.Task | None:
+        """Ask for the message's vector (semantic recall on), without waiting for it."""
+        if self.semantic is None or not self.recall_tokens:
+            return None
+        return self.semantic.embed_message(user_row)
 
     def _recording(self, turn_id: int, on_text: ReplySink) -> Callable[[str], Awaitable[None]]:
         """The adapter's sink, noting where the partial reply first shows (for crash recovery)."""

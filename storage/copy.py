@@ -10,7 +10,8 @@ resumed (recorded in its meta), or the caller says it holds this deployment alre
 was moved since an earlier copy): rows with the same ids are then taken to be the same rows, so
 never merge two deployments this way. At the end every table is counted on both
 sides; a difference is an error. Wrong-attempt counters and leases are not copied: they are
-minutes long and belong to the processes of the old deployment.
+minutes long and belong to the processes of the old deployment. Nor are semantic recall's
+vectors: PostgreSQL keeps them only with pgvector, and there the embedding job makes them again.
 """
 
 from __future__ import annotations

@@ -507,6 +507,40 @@ class Recall(abc.ABC):
         how many are still waiting afterwards."""
 
 
+class Vectors(abc.ABC):
+    """Message vectors for semantic recall (SPEC section 11), from one embedding model at a time.
+    Once a model is in use, every new or edited message waits to be embedded (the database keeps
+    that list, so a restart or another process carries on); a message's vector goes when its text
+    changes or it is deleted."""
+
+    @abc.abstractmethod
+    async def use_model(self, model: str) -> bool:
+        """Keep vectors from `model`: the first time (or after a change of model) every stored
+        message waits to be embedded, and vectors of another model are dropped. False when this
+        database cannot keep vectors (PostgreSQL without the pgvector extension)."""
+
+    @abc.abstractmethod
+    async def waiting(self, limit: int) -> list[tuple[int, str]]:
+        """Up to `limit` messages waiting to be embedded, newest first: (message id, text)."""
+
+    @abc.abstractmethod
+    async def count_waiting(self) -> int: ...
+
+    @abc.abstractmethod
+    async def save(self, model: str, vectors: list[tuple[int, str, list[float]]]) -> None:
+        """Keep these vectors (message id, the text embedded, its unit-length vector) and take
+        their messages off the waiting list — unless the message was deleted or edited since
+        (an edited one waits again), or `model` is no longer the one in use."""
+
+    @abc.abstractmethod
+    async def nearest(self, conversation_id: int, vector: list[float], before_pos: int, limit: int) -> list[int]:
+        """Places of the conversation's messages before `before_pos` closest to `vector` in
+        meaning (cosine), best first (SQLite scores the newest NEAREST_SCAN_LIMIT of them)."""
+
+
+NEAREST_SCAN_LIMIT = 20_000  # SQLite scores at most this many of a conversation's vectors a turn
+
+
 class Coordination(abc.ABC):
     """What several processes sharing one database agree on (SPEC sections 9 and 12) besides
     who answers a conversation now (a running turn, see Turns.begin_turn): who runs a piece of
@@ -535,6 +569,7 @@ class Store(abc.ABC):
     summaries: Summaries
     drafts: Drafts
     recall: Recall
+    vectors: Vectors
     coordination: Coordination
 
     @abc.abstractmethod

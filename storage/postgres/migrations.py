@@ -237,4 +237,26 @@ MIGRATIONS: list[str] = [
     CREATE INDEX messages_search ON messages USING gin (search) WITH (fastupdate = off);
     CREATE INDEX messages_unindexed ON messages (id) WHERE search IS NULL;
     """,
+    # 3 — semantic recall: the embedding model in use (`vector_model`: one row, once a model is
+    # set) and the messages waiting to be embedded, filled by a trigger while a model is in use
+    # (a new message; an edited one, which loses its vector). The vectors themselves need the
+    # pgvector extension: their table is made when a model is first used (PostgresVectors).
+    """
+    CREATE TABLE vector_model (model TEXT NOT NULL);
+    CREATE TABLE vectors_waiting (
+        message_id  BIGINT PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE
+    );
+    CREATE FUNCTION keepsake_vectors_waiting() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF EXISTS (SELECT 1 FROM vector_model) THEN
+            IF TG_OP = 'UPDATE' AND to_regclass('message_vectors') IS NOT NULL THEN
+                EXECUTE 'DELETE FROM message_vectors WHERE message_id = $1' USING NEW.id;
+            END IF;
+            INSERT INTO vectors_waiting (message_id) VALUES (NEW.id) ON CONFLICT DO NOTHING;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER messages_vectors AFTER INSERT OR UPDATE OF content ON messages
+        FOR EACH ROW EXECUTE FUNCTION keepsake_vectors_waiting();
+    """,
 ]

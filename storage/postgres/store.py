@@ -16,6 +16,7 @@ from storage.postgres.people import PostgresCharacters, PostgresPeople
 from storage.postgres.recall import PostgresRecall
 from storage.postgres.summaries import PostgresSummaries
 from storage.postgres.turns import PostgresTurns
+from storage.postgres.vectors import PostgresVectors
 
 
 class PostgresStore(Store):
@@ -30,6 +31,7 @@ class PostgresStore(Store):
         self.summaries = PostgresSummaries(db)
         self.drafts = PostgresDrafts(db)
         self.recall = PostgresRecall(db)
+        self.vectors = PostgresVectors(db)
         self.coordination = PostgresCoordination(db, holder)
 
     @classmethod

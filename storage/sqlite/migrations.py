@@ -276,4 +276,28 @@ MIGRATIONS: list[str] = [
         INSERT INTO messages_fts (rowid, conversation_id, content) VALUES (new.id, new.conversation_id, new.content);
     END;
     """,
+    # 10 — semantic recall: the embedding model in use (`vector_model`: one row, once a model is
+    # set), message vectors from it, and the messages waiting to be embedded, filled by
+    # triggers while a model is in use (a new message; an edited one, which loses its vector).
+    """
+    CREATE TABLE vector_model (model TEXT NOT NULL);
+    CREATE TABLE message_vectors (
+        message_id       INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+        conversation_id  INTEGER NOT NULL,
+        pos              INTEGER NOT NULL,
+        vector           BLOB NOT NULL     -- float32, unit length
+    );
+    CREATE INDEX message_vectors_place ON message_vectors(conversation_id, pos);
+    CREATE TABLE vectors_waiting (
+        message_id  INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE
+    );
+    CREATE TRIGGER vectors_new AFTER INSERT ON messages WHEN EXISTS (SELECT 1 FROM vector_model) BEGIN
+        INSERT OR IGNORE INTO vectors_waiting (message_id) VALUES (new.id);
+    END;
+    CREATE TRIGGER vectors_edited AFTER UPDATE OF content ON messages WHEN EXISTS (SELECT 1 FROM vector_model)
+    BEGIN
+        DELETE FROM message_vectors WHERE message_id = new.id;
+        INSERT OR IGNORE INTO vectors_waiting (message_id) VALUES (new.id);
+    END;
+    """,
 ]

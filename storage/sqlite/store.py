@@ -19,6 +19,7 @@ from storage.sqlite.people import SQLiteCharacters, SQLitePeople
 from storage.sqlite.recall import SQLiteRecall
 from storage.sqlite.summaries import SQLiteSummaries
 from storage.sqlite.turns import SQLiteTurns
+from storage.sqlite.vectors import SQLiteVectors
 
 BACKUPS_KEPT = 7
 
@@ -35,6 +36,7 @@ class SQLiteStore(Store):
         self.summaries = SQLiteSummaries(db)
         self.drafts = SQLiteDrafts(db)
         self.recall = SQLiteRecall(db)
+        self.vectors = SQLiteVectors(db)
         self.coordination = SQLiteCoordination(db, holder)
 
     @classmethod

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import time
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -79,6 +81,9 @@ class ScriptedLLM:
         self.responder: Callable[[dict[str, Any]], Step | None] | None = None
         self.model = "gpt-4o-mini"
         self.sees_images = True  # False: a text-only model, refusing any request with an image part
+        self.embedding_requests: list[dict[str, Any]] = []
+        self.embeddings_status: int | None = None  # answer /v1/embeddings with this HTTP error
+        self.embeddings_delay_s = 0.0
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
@@ -88,6 +93,7 @@ class ScriptedLLM:
     async def start(self) -> str:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._completions)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -110,7 +116,23 @@ class ScriptedLLM:
         return [part["image_url"]["url"] for m in self.requests[index]["messages"]
                 if isinstance(m.get("content"), list) for part in m["content"] if part.get("type") == "image_url"]
 
-    # -- serving ---------------------------------------------------------------------------
+    # -- serving ------------------------------------------------------------------------------
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        """Vectors of hashed letter trigrams: texts sharing spellings point the same way (a crude,
+        generic embedding; it knows nothing of what a test asks)."""
+        body = await request.json()
+        self.embedding_requests.append(body)
+        await asyncio.sleep(self.embeddings_delay_s)
+        if self.embeddings_status:
+            return web.json_response({"error": {"message": "scripted embedding failure"}},
+                                     status=self.embeddings_status)
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        size = body.get("dimensions") or 64
+        data = [{"object": "embedding", "index": i, "embedding": trigram_vector(text, size)}
+                for i, text in enumerate(inputs)]
+        return web.json_response({"object": "list", "data": data, "model": body["model"],
+                                  "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
@@ -198,6 +220,15 @@ class ScriptedLLM:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def trigram_vector(text: str, size: int) -> list[float]:
+    vector = [0.0] * size
+    for word in re.findall(r"\w+", text.lower()):
+        padded = f" {word} "
+        for i in range(len(padded) - 2):
+            vector[zlib.crc32(padded[i:i + 3].encode()) % size] += 1.0
+    return vector
 
 
 def _approx_tokens(body: dict) -> int:

@@ -1,0 +1,132 @@
+"""Semantic recall (SPEC section 11): with `[recall] embedding_model` set, stored messages are
+embedded in the background through the model server's `/v1/embeddings`, in batches, newest
+first (a backfill of older ones included; a change of model embeds them all again), and each
+new message is embedded for its own turn, whose recall then fuses the full-text and the vector
+rankings (bot/recall.py).
+
+An embedding server that is slow or failing never fails a turn, and delays it at most
+QUERY_WAIT_S: the turn recalls by full text alone (a vector that comes later is still kept), and
+after a failure no turn asks the server for PAUSE_AFTER_FAILURE_S. A database that cannot keep
+vectors (PostgreSQL without pgvector) is named once at start-up; recall stays full-text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from typing import Callable
+
+from bot.llm import LLMClient, LLMError
+from bot.tokens import TokenCounter
+from storage.ports import MessageRow, Store
+
+log = logging.getLogger(__name__)
+
+BATCH = 64  # messages a request
+RUN_LIMIT = 1_024  # messages embedded in one run of the background job
+EMBED_MAX_TOKENS = 2_000  # a longer message is embedded by its beginning (models take ~8k at most)
+QUERY_WAIT_S = 1.0  # the longest a turn waits for its message's vector
+QUERY_TIMEOUT_S = 10.0
+BATCH_TIMEOUT_S = 60.0
+PAUSE_AFTER_FAILURE_S = 60.0
+
+
+def unit(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector] if norm else vector
+
+
+class SemanticRecall:
+    def __init__(self, store: Store, llm: LLMClient, counter: TokenCounter, model: str,
+                 clock: Callable[[], float] = time.monotonic):
+        self.store = store
+        self.llm = llm
+        self.counter = counter
+        self.model = model
+        self.clock = clock
+        self.enabled = False  # set by start(): the database keeps vectors
+        self._paused_until = 0.0
+        self._asking: set[asyncio.Task] = set()  # turns' messages being embedded now
+
+    async def start(self) -> bool:
+        self.enabled = await self.store.vectors.use_model(self.model)
+        if not self.enabled:
+            log.warning("[recall] embedding_model = %s, but this database cannot keep vectors: on PostgreSQL "
+                        "that needs the pgvector extension (CREATE EXTENSION vector). Recall stays full-text.",
+                        self.model)
+        return self.enabled
+
+    def embed_message(self, message: MessageRow) -> asyncio.Task | None:
+        """Start embedding a just-stored message for its turn (its vector is kept, too)."""
+        if not self.enabled or self.clock() < self._paused_until:
+            return None
+        task = asyncio.create_task(self._embed_one(message.id, message.content))
+        self._asking.add(task)
+        task.add_done_callback(self._asking.discard)
+        return task
+
+    async def stop(self) -> None:
+        for task in list(self._asking):
+            task.cancel()
+        await asyncio.gather(*self._asking, return_exceptions=True)
+
+    async def _embed_one(self, message_id: int, text: str) -> list[float] | None:
+        try:
+            vector, = await self.llm.embed(self.model, [self._cut(text)], timeout_s=QUERY_TIMEOUT_S, retries=0)
+        except LLMError as failure:
+            self._failed(failure)
+            return None
+        vector = unit(vector)
+        try:
+            await self.store.vectors.save(self.model, [(message_id, text, vector)])
+        except Exception:  # the turn can still use it; the background job embeds the message again
+            log.exception("semantic recall: a message's vector could not be kept")
+        return vector
+
+    async def nearest(self, embedding: asyncio.Task | None, conversation_id: int, before_pos: int,
+                      limit: int) -> list[int]:
+        """Places of the conversation's messages before `before_pos` closest in meaning to the
+        turn's message, best first, once its vector is ready (within QUERY_WAIT_S); else none."""
+        if embedding is None:
+            return []
+        done, _ = await asyncio.wait({embedding}, timeout=QUERY_WAIT_S)
+        if not done:
+            log.info("semantic recall: the message's vector was not ready in %.1f s; full text alone", QUERY_WAIT_S)
+            return []
+        vector = embedding.result()
+        if vector is None:
+            return []
+        try:
+            return await self.store.vectors.nearest(conversation_id, vector, before_pos, limit)
+        except Exception:
+            log.exception("semantic recall failed for a turn; full text alone")
+            return []
+
+    async def embed_waiting(self) -> int:
+        """The background job: embed waiting messages, newest first, in batches; how many."""
+        embedded = 0
+        while embedded < RUN_LIMIT and self.enabled and self.clock() >= self._paused_until:
+            batch = await self.store.vectors.waiting(BATCH)
+            if not batch:
+                break
+            try:
+                vectors = await self.llm.embed(self.model, [self._cut(text) for _, text in batch],
+                                               timeout_s=BATCH_TIMEOUT_S, retries=2)
+            except LLMError as failure:
+                self._failed(failure)
+                break
+            await self.store.vectors.save(self.model, [(message_id, text, unit(vector))
+                                                       for (message_id, text), vector in zip(batch, vectors)])
+            embedded += len(batch)
+        return embedded
+
+    def _cut(self, text: str) -> str:
+        return self.counter.truncate(text, EMBED_MAX_TOKENS)
+
+    def _failed(self, failure: LLMError) -> None:
+        if self.clock() >= self._paused_until:
+            log.warning("semantic recall: the embedding server failed (%s); full text alone for %d s",
+                        failure, PAUSE_AFTER_FAILURE_S)
+        self._paused_until = self.clock() + PAUSE_AFTER_FAILURE_S

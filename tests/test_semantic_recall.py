@@ -1,0 +1,135 @@
+"""Semantic recall (SPEC section 11): with `[recall] embedding_model` set, messages are embedded
+in the background through the model server's /v1/embeddings (batched, newest first), each turn
+fuses the full-text and the vector rankings, and a slow or failing embedding server never fails
+a turn or holds it up for long. The embeddings come from the scripted server's crude trigram
+embedder, which knows nothing of what the tests ask."""
+
+import logging
+import time
+
+import pytest
+
+from bot.config import parse_config
+from bot.runtime import build_runtime
+from bot.semantic import BATCH, PAUSE_AFTER_FAILURE_S, QUERY_WAIT_S
+from tests.conftest import Chat, config_dict
+from tests.postgres import fresh_schema_url
+from tests.test_recall import history, recall_block
+
+PLANTED = "we buried the old tin box under the oak by the pier"
+ASKED = "where did we hide that tinbox?"  # no word in common with PLANTED that full text can use
+
+
+def lines(count: int) -> list[str]:
+    return [f"gulls over the harbour again, day {n}" for n in range(count)]
+
+
+@pytest.fixture
+async def closing(llm, tmp_path, clock):
+    """Builds runtimes on one database (SQLite, or `url`), with `model` as [recall]
+    embedding_model; closes them after the test."""
+    runtimes = []
+
+    async def make(model: str | None = "text-embedding-3-small", url: str | None = None):
+        raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+        raw["recall"] = {"embedding_model": model} if model else {}
+        if url:
+            raw["storage"] = {"url": url}
+        runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)
+        runtimes.append(runtime)
+        return runtime
+    yield make
+    for runtime in runtimes:
+        await runtime.close()
+
+
+async def test_a_message_is_recalled_by_meaning_where_full_text_finds_nothing(closing, llm, clock):
+    runtime = await closing()
+    ann = Chat(runtime)
+    await history(ann, clock, [PLANTED] + lines(70))
+    await runtime.jobs.embed_waiting()
+    await ann.say(ASKED)
+    assert f"Ann: {PLANTED}" in recall_block(llm)
+
+    plain = await closing(model=None)  # the same database, recall by words only
+    await Chat(plain).say(ASKED)
+    assert PLANTED not in llm.prompt_text()
+
+
+async def test_messages_are_embedded_in_the_background_in_batches_newest_first(closing, llm, clock):
+    runtime = await closing()
+    ann = Chat(runtime)
+    await history(ann, clock, [f"line {n}" for n in range(150)])
+    assert await runtime.store.vectors.count_waiting() == 150
+    await runtime.jobs.embed_waiting()
+    assert await runtime.store.vectors.count_waiting() == 0
+    sizes = [len(r["input"]) for r in llm.embedding_requests]
+    assert sizes == [BATCH, BATCH, 150 - 2 * BATCH]
+    assert llm.embedding_requests[0]["input"][0] == "line 149"
+    assert {r["dimensions"] for r in llm.embedding_requests} == {256}  # text-embedding-3 vectors, shortened
+
+
+async def test_a_turns_own_message_is_embedded_for_it_and_kept(closing, llm, clock):
+    runtime = await closing()
+    await Chat(runtime).say("hello there")
+    assert [r["input"] for r in llm.embedding_requests] == [["hello there"]]
+    assert [text for _, text in await runtime.store.vectors.waiting(10)] == ["Okay."]  # the reply waits for the job
+
+
+async def test_a_failing_embedding_server_never_fails_a_turn_and_is_left_alone_for_a_minute(closing, llm, clock,
+                                                                                          caplog):
+    runtime = await closing()
+    ann = Chat(runtime)
+    await history(ann, clock, ["my cousin Ingrid keeps three goats"] + lines(70))
+    llm.embeddings_status = 500
+    with caplog.at_level(logging.WARNING):
+        reply = await ann.say("how are Ingrid's goats?")
+    assert not reply.is_error
+    assert "Ann: my cousin Ingrid keeps three goats" in recall_block(llm)  # full text alone
+    assert "semantic recall: the embedding server failed" in caplog.text
+    asked = len(llm.embedding_requests)
+    await ann.say("and the goats' names?")
+    await runtime.jobs.embed_waiting()
+    assert len(llm.embedding_requests) == asked  # paused for PAUSE_AFTER_FAILURE_S
+    assert PAUSE_AFTER_FAILURE_S == 60
+
+
+async def test_a_slow_embedding_server_holds_a_turn_up_at_most_a_second(closing, llm, clock):
+    runtime = await closing()
+    ann = Chat(runtime)
+    await history(ann, clock, ["my cousin Ingrid keeps three goats"] + lines(70))
+    llm.embeddings_delay_s = 5.0
+    started = time.monotonic()
+    reply = await ann.say("how are Ingrid's goats?")
+    assert not reply.is_error and time.monotonic() - started < QUERY_WAIT_S + 1.0
+    assert "Ann: my cousin Ingrid keeps three goats" in recall_block(llm)
+
+
+async def test_changing_the_embedding_model_embeds_every_message_again(closing, llm, clock):
+    first = await closing(model="text-embedding-3-small")
+    await history(Chat(first), clock, lines(20))
+    await first.jobs.embed_waiting()
+    assert await first.store.vectors.count_waiting() == 0
+    await first.close()
+    second = await closing(model="nomic-embed-text")
+    assert await second.store.vectors.count_waiting() == 20
+    await second.jobs.embed_waiting()
+    assert "dimensions" not in llm.embedding_requests[-1]  # only text-embedding-3 models take it
+
+
+async def test_on_postgresql_without_pgvector_recall_stays_full_text_and_says_so_once(closing, llm, clock, caplog):
+    schemas = fresh_schema_url()
+    url = await anext(schemas)
+    try:
+        with caplog.at_level(logging.WARNING):
+            runtime = await closing(url=url)
+        if runtime.turns.semantic is not None:
+            pytest.skip("this PostgreSQL server has pgvector: semantic recall is on")
+        assert caplog.text.count("cannot keep vectors") == 1
+        ann = Chat(runtime)
+        await history(ann, clock, ["my cousin Ingrid keeps three goats"] + lines(70))
+        reply = await ann.say("how are Ingrid's goats?")
+        assert not reply.is_error and "Ann: my cousin Ingrid keeps three goats" in recall_block(llm)
+        assert llm.embedding_requests == []
+    finally:
+        await anext(schemas, None)
