@@ -285,7 +285,7 @@ MIGRATIONS: list[str] = [
         message_id       INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
         conversation_id  INTEGER NOT NULL,
         pos              INTEGER NOT NULL,
-        vector           BLOB NOT NULL     -- float32, unit length
+        vector           BLOB NOT NULL     -- float16, unit length
     );
     CREATE INDEX message_vectors_place ON message_vectors(conversation_id, pos);
     CREATE TABLE vectors_waiting (
