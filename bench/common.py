@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import tempfile
 import time
 import uuid
@@ -93,6 +94,8 @@ class InstantLLM:
             self.own_time_s += time.perf_counter() - started
 
     def _answer(self, request: httpx2.Request) -> httpx2.Response:
+        if request.url.path.endswith("/embeddings"):
+            return self._embeddings(json.loads(request.content))
         if self._canned_stream and b'"stream":true' in request.content:
             return httpx2.Response(200, content=self._canned_stream, headers={"content-type": "text/event-stream"})
         if self.counter is None and not any(o.encode() in request.content for o in SUMMARY_OPENINGS):
@@ -117,14 +120,32 @@ class InstantLLM:
         }, headers={"content-type": "application/json"})
 
 
+    @staticmethod
+    def _embeddings(body: dict) -> httpx2.Response:
+        """Vectors that say nothing of meaning (seeded by each text), with the size a real
+        server sends: what is measured is the bot's work with them, not their quality."""
+        size = body.get("dimensions") or 256
+        data = [{"object": "embedding", "index": i,
+                 "embedding": random.Random(zlib.crc32(text.encode())).choices(UNIT_STEPS, k=size)}
+                for i, text in enumerate(body["input"])]
+        return httpx2.Response(200, json={"object": "list", "data": data, "model": body["model"],
+                                          "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+
+
+UNIT_STEPS = [x / 100 for x in range(-100, 101)]
+
+
 async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float] = time.time,
-                        storage_url: str | None = None, **llm_options: Any) -> Runtime:
-    """A runtime on an SQLite file in `folder`, or on the database `storage_url` names."""
+                        storage_url: str | None = None, embedding_model: str | None = None,
+                        **llm_options: Any) -> Runtime:
+    """A runtime on an SQLite file in `folder`, or on the database `storage_url` names; with
+    `embedding_model`, semantic recall on."""
     os.environ.setdefault(API_KEY_ENV, "sk-bench")
     raw = {
         "llm": {"base_url": "http://llm.invalid/v1", "api_key_env": API_KEY_ENV, "model": "gpt-4o-mini",
                 "context_window": 128_000, "max_retries": 0, "tools": "auto", **llm_options},
         "storage": {"url": storage_url} if storage_url else {"path": str(folder / "bench.sqlite3")},
+        "recall": {"embedding_model": embedding_model} if embedding_model else {},
         "characters": [{"name": "Mira", "persona": "You are Mira, a kind lighthouse keeper on a northern island."}],
     }
     return await build_runtime(parse_config(raw, folder), clock=clock, llm_http_client=llm.http_client())

@@ -8,8 +8,11 @@ scopes). Prints p50 and p99 per turn. Target: p50 ≤ 3 ms, p99 ≤ 15 ms, and f
 figure within 1.5× of the 1k figure.
 
     python -m bench.turn_overhead [--turns 300] [--streamed CHUNKS] [--postgres URL] [--no-recall]
+                                  [--semantic]
 
 On PostgreSQL (a local server) the targets are p50 ≤ 10 ms and p99 ≤ 30 ms at 100k messages.
+With `--semantic`, recall by meaning is on too (every stored message embedded first; the
+vectors come from the in-process fake, at once, so what is measured is the bot's own work).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from bot.llm import TextSink
 from bot.contract import ConversationKey, Identity, IncomingMessage
 
 SIZES = (1_000, 10_000, 100_000)
+EMBEDDING_MODEL = "text-embedding-3-small"
 WARM_UP = 100  # turns not measured at each size: a bot process is long-lived
 KEY = ConversationKey("console", "bench", None, "Mira")
 ANN = Identity("console", "ann")
@@ -59,26 +63,28 @@ async def _turns(
 
 async def measure(
     turns: int, streamed_chunks: int = 0, sizes: tuple[int, ...] = SIZES, postgres: str | None = None,
-    recall: bool = True,
+    recall: bool = True, semantic: bool = False,
 ) -> dict[int, tuple[float, float, float, float]]:
     """p50 and p99 of the overhead, then of the whole turn, at each size. With `streamed_chunks`,
     every reply is streamed in that many chunks, as Discord and Telegram get it. With `postgres`
     (a server URL), the store is a new schema on that server instead of an SQLite file. Without
-    `recall`, turns leave recall out (to measure what it adds)."""
+    `recall`, turns leave recall out (to measure what it adds); with `semantic`, they recall by
+    meaning too."""
     if postgres:
         async with throwaway_schema(postgres) as url:
-            return await _measure(turns, streamed_chunks, sizes, url, recall)
-    return await _measure(turns, streamed_chunks, sizes, None, recall)
+            return await _measure(turns, streamed_chunks, sizes, url, recall, semantic)
+    return await _measure(turns, streamed_chunks, sizes, None, recall, semantic)
 
 
 async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], storage_url: str | None,
-                   recall: bool) -> dict[int, tuple[float, float, float, float]]:
+                   recall: bool, semantic: bool) -> dict[int, tuple[float, float, float, float]]:
     results: dict[int, tuple[float, float, float, float]] = {}
     with temp_folder() as folder:
         llm = InstantLLM()
         if streamed_chunks:
             llm.streamed(streamed_chunks)
-        runtime = await bench_runtime(Path(folder), llm, storage_url=storage_url)
+        runtime = await bench_runtime(Path(folder), llm, storage_url=storage_url,
+                                      embedding_model=EMBEDDING_MODEL if semantic else None)
         if not recall:
             runtime.turns.recall_tokens = 0
         try:
@@ -91,6 +97,9 @@ async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], sto
                     line = f"history message {stored}: the sea was calm and the lamp turned all night"
                     await runtime.store.conversations.add_user_message(conversation.id, person, "Ann", line, 16, None)
                     stored += 1
+                if semantic:  # a live database's vectors keep up, as the background job sees to
+                    while await runtime.turns.semantic.embed_waiting():
+                        pass
                 runtime.summarizer.schedule(conversation.id)  # a live conversation's summary keeps up
                 await runtime.summarizer.idle()
                 if storage_url:  # the daily upkeep (with PostgreSQL's planner statistics), as in a live database
@@ -115,11 +124,13 @@ def main() -> None:
                         help="stream every reply in this many chunks, as Discord and Telegram get it")
     parser.add_argument("--postgres", metavar="URL", help="measure on this PostgreSQL server (a throwaway schema)")
     parser.add_argument("--no-recall", action="store_true", help="turns leave recall out")
+    parser.add_argument("--semantic", action="store_true", help="turns recall by meaning too")
     args = parser.parse_args()
-    results = asyncio.run(measure(args.turns, args.streamed, postgres=args.postgres, recall=not args.no_recall))
+    results = asyncio.run(measure(args.turns, args.streamed, postgres=args.postgres, recall=not args.no_recall,
+                                  semantic=args.semantic))
     streamed = f", replies streamed in {args.streamed} chunks" if args.streamed else ""
     backend = "PostgreSQL" if args.postgres else "SQLite"
-    recall = ", recall off" if args.no_recall else ""
+    recall = ", recall off" if args.no_recall else (", recall by meaning too" if args.semantic else "")
     print(f"Turn overhead on {backend} ({args.turns} turns each{streamed}{recall}; {machine()})")
     print("stored messages | p50 ms | p99 ms | with the fake model's own work: p50 ms | p99 ms")
     for size, (p50, p99, whole50, whole99) in results.items():

@@ -79,7 +79,7 @@ def _refuses_tools(exc: openai.APIStatusError) -> bool:
 def _refuses_images(exc: openai.APIStatusError) -> bool:
     text = str(exc).lower()
     return exc.status_code in (400, 404, 415, 422, 500, 501) and any(
-        word in text for word in ("image", "vision", "multimodal", "multi-modal", "content type"))
+        word in text for word in ("image", "vision", "multimodal", "multi-modal"))
 
 
 def has_images(messages: list[dict[str, Any]]) -> bool:

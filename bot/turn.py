@@ -1,17 +1,23 @@
 """The turn handler: one IncomingMessage in, one Reply out.
 
-1. Check the text (empty, or longer than the live window can ever hold: a clear answer); text
-   that cannot be stored as UTF-8 (a lone surrogate) is cleaned first.
+1. Check the message: its text files are read into it (bot/attachments.py), its images and
+   anything else the character cannot read are named in a placeholder ("[a photo] caption");
+   with nothing to read at all, or longer than the live window can ever hold, a clear answer.
+   Text that cannot be stored as UTF-8 (a lone surrogate) is cleaned first.
 2. Store the person's message first — whatever happens next, it is kept. Messages of one
    conversation are stored in the order they arrived, a new person's very first ones included;
-   when storing fails, the person is told plainly that the message was not saved.
+   when storing fails, the person is told plainly that the message was not saved. Past
+   `[limits] turns_per_minute` the person is told when to write again (the message is kept).
 3. Wait for this conversation's previous turns, in arrival order: the message is queued in the
    conversation's line in the database as it is stored, so turns of one conversation start in
    order and one at a time in every process sharing it; different conversations run
-   concurrently.
-4. Read only what the turn needs: the speaker's saved memories in play, the summary, the window.
-   A message from nobody in particular (a chat, a bot: SPEC section 2) reads and writes none.
-5. Ask the model, running its memory tools (at most 3 rounds, at most 5 memory writes),
+   concurrently. Meanwhile its images are fetched and, with semantic recall, its vector asked for.
+4. Read only what the turn needs: the speaker's saved memories in play, the summary, the window,
+   the older passages the message calls back (by its words, and by meaning when on), and the
+   lorebook entries the recent messages call up. A message from nobody in particular (a chat, a
+   bot: SPEC section 2) reads and writes no saved memories.
+5. Ask the model — with the images when it can look at them (a server that refuses them is asked
+   again without) — running its memory tools (at most 3 rounds, at most 5 memory writes),
    streaming text to the adapter, which tells us where the partial reply shows.
 6. Store the reply and the turn's receipt in one transaction; or, when the model failed after its
    retries, undo the turn's memory writes and answer with a short plain error.

@@ -69,6 +69,7 @@ async def test_with_vision_a_photo_goes_to_the_model_as_an_image_part_and_is_not
     assert not reply.is_error
     assert len(llm.image_parts()) == 1 and llm.image_parts()[0].startswith("data:image/jpeg;base64,")
     assert await stored_user_texts(ann) == ["[a photo] what do you see?"]
+    assert "• Images looked at: 1" in (await ann.memory("/memory why")).text
 
 
 async def test_a_photo_without_a_caption_is_looked_at_not_refused(chat_with, llm):

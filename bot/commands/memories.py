@@ -254,6 +254,8 @@ class SavedMemoryCommands:
         if lore:
             listed = ", ".join(f"{entry['name']} ({entry['tokens']:,})" for entry in lore)
             lines.append(f"• Lorebook entries: {len(lore)} ({listed}) — {tokens.get('lore', 0):,} tokens")
+        if r.get("images"):
+            lines.append(f"• Images looked at: {r['images']}")
         lines.append(f"• Live window: {plural(r['window_messages'], 'message', 'messages')} — "
                      f"{tokens['window']:,} tokens")
         lines.append(f"• Character and instructions: {tokens['system']:,} tokens")
