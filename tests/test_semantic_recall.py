@@ -13,7 +13,7 @@ from bot.config import parse_config
 from bot.runtime import build_runtime
 from bot.semantic import BATCH, PAUSE_AFTER_FAILURE_S, QUERY_WAIT_S
 from tests.conftest import Chat, config_dict
-from tests.postgres import fresh_schema_url
+from tests.postgres import PGVECTOR_ENV, fresh_schema_url
 from tests.test_recall import history, recall_block
 
 PLANTED = "we buried the old tin box under the oak by the pier"
@@ -54,6 +54,22 @@ async def test_a_message_is_recalled_by_meaning_where_full_text_finds_nothing(cl
     plain = await closing(model=None)  # the same database, recall by words only
     await Chat(plain).say(ASKED)
     assert PLANTED not in llm.prompt_text()
+
+
+async def test_on_postgresql_with_pgvector_a_message_is_recalled_by_meaning(closing, llm, clock):
+    schemas = fresh_schema_url(PGVECTOR_ENV)
+    url = await anext(schemas)
+    try:
+        runtime = await closing(url=url)
+        assert runtime.turns.semantic is not None
+        ann = Chat(runtime)
+        await history(ann, clock, [PLANTED] + lines(70))
+        await runtime.jobs.embed_waiting()
+        assert await runtime.store.vectors.count_waiting() == 0
+        await ann.say(ASKED)
+        assert f"Ann: {PLANTED}" in recall_block(llm)
+    finally:
+        await anext(schemas, None)
 
 
 async def test_messages_are_embedded_in_the_background_in_batches_newest_first(closing, llm, clock):
@@ -124,7 +140,7 @@ async def test_on_postgresql_without_pgvector_recall_stays_full_text_and_says_so
         with caplog.at_level(logging.WARNING):
             runtime = await closing(url=url)
         if runtime.turns.semantic is not None:
-            pytest.skip("this PostgreSQL server has pgvector: semantic recall is on")
+            pytest.skip("this PostgreSQL server has pgvector (the test wants one without)")
         assert caplog.text.count("cannot keep vectors") == 1
         ann = Chat(runtime)
         await history(ann, clock, ["my cousin Ingrid keeps three goats"] + lines(70))

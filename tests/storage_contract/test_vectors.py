@@ -1,14 +1,33 @@
 """The Vectors port (semantic recall, SPEC section 11): which messages wait to be embedded, vectors
 kept per model, searched by meaning inside one conversation, and dropped when their message's
-text changes or it goes. PostgreSQL keeps vectors only with pgvector: without it (as on this
-project's CI server) `use_model` says so, and recall stays full-text."""
+text changes or it goes. Run on SQLite, on the test PostgreSQL server (which has no pgvector:
+there `use_model` must say so, and recall stays full-text) and on a PostgreSQL server with
+pgvector (KEEPSAKE_TEST_PGVECTOR_URL; `.ci/run` starts one where it can)."""
 
 import math
+from pathlib import Path
 
 import pytest
 
+from bot.saved_memories import CAPS
+from storage.factory import open_store
 from storage.ports import Store
+from tests.conftest import FakeClock
+from tests.postgres import ENV, PGVECTOR_ENV, fresh_schema_url
 from tests.storage_contract.test_recall import say
+
+SERVERS = {"postgresql": ENV, "pgvector": PGVECTOR_ENV}
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "pgvector"])
+async def store(request, tmp_path: Path, clock: FakeClock):
+    schemas = fresh_schema_url(SERVERS[request.param]) if request.param in SERVERS else None
+    url = await anext(schemas) if schemas else "sqlite:///keepsake.sqlite3"
+    opened = await open_store(url, CAPS, tmp_path, clock)
+    yield opened
+    await opened.close()
+    if schemas:
+        await anext(schemas, None)
 
 
 def direction(*weights: float) -> list[float]:
@@ -31,7 +50,7 @@ async def vectors_kept(store: Store) -> bool:
 @pytest.fixture
 async def keeps_vectors(vectors_kept: bool) -> None:
     if not vectors_kept:
-        pytest.skip("this PostgreSQL server has no pgvector extension: it keeps no vectors")
+        pytest.skip("no pgvector on the test PostgreSQL server (tested on the pgvector one)")
 
 
 async def test_without_pgvector_postgresql_says_it_cannot_keep_vectors_and_queues_nothing(store: Store, vectors_kept,
@@ -46,7 +65,7 @@ async def test_without_pgvector_postgresql_says_it_cannot_keep_vectors_and_queue
 async def test_the_first_model_queues_every_message_newest_first_and_new_ones_join(store: Store, ann, chat):
     old = await say(store, chat, ann, "one", "two")
     if not await store.vectors.use_model("embedder-1"):
-        pytest.skip("this PostgreSQL server has no pgvector extension: it keeps no vectors")
+        pytest.skip("no pgvector on the test PostgreSQL server (tested on the pgvector one)")
     (new,) = await say(store, chat, ann, "three")
     assert [text for _, text in await store.vectors.waiting(10)] == ["three", "two", "one"]
     assert await store.vectors.count_waiting() == 3
