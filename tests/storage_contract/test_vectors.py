@@ -1,8 +1,8 @@
 """The Vectors port (semantic recall, SPEC section 11): which messages wait to be embedded, vectors
 kept per model, searched by meaning inside one conversation, and dropped when their message's
-text changes or it goes. Run on SQLite, on the test PostgreSQL server (which has no pgvector:
-there `use_model` must say so, and recall stays full-text) and on a PostgreSQL server with
-pgvector (KEEPSAKE_TEST_PGVECTOR_URL; `.ci/run` starts one where it can)."""
+text changes or it goes. Run on SQLite and on a PostgreSQL server with pgvector
+(KEEPSAKE_TEST_PGVECTOR_URL; `.ci/run` starts one where it can); on the test PostgreSQL server,
+which has no pgvector, `use_model` must say so (recall stays full-text there)."""
 
 import math
 from pathlib import Path
@@ -19,15 +19,26 @@ from tests.storage_contract.test_recall import say
 SERVERS = {"postgresql": ENV, "pgvector": PGVECTOR_ENV}
 
 
-@pytest.fixture(params=["sqlite", "postgresql", "pgvector"])
-async def store(request, tmp_path: Path, clock: FakeClock):
-    schemas = fresh_schema_url(SERVERS[request.param]) if request.param in SERVERS else None
+async def opened(kind: str, tmp_path: Path, clock: FakeClock):
+    schemas = fresh_schema_url(SERVERS[kind]) if kind in SERVERS else None
     url = await anext(schemas) if schemas else "sqlite:///keepsake.sqlite3"
-    opened = await open_store(url, CAPS, tmp_path, clock)
-    yield opened
-    await opened.close()
+    store = await open_store(url, CAPS, tmp_path, clock)
+    yield store
+    await store.close()
     if schemas:
         await anext(schemas, None)
+
+
+@pytest.fixture(params=["sqlite", "pgvector"])  # the databases that keep vectors
+async def store(request, tmp_path: Path, clock: FakeClock):
+    async for each in opened(request.param, tmp_path, clock):
+        yield each
+
+
+@pytest.fixture
+async def postgres_store(tmp_path: Path, clock: FakeClock):
+    async for each in opened("postgresql", tmp_path, clock):
+        yield each
 
 
 def direction(*weights: float) -> list[float]:
@@ -39,33 +50,23 @@ NORTH, EAST, NORTHEAST = direction(1, 0, 0), direction(0, 1, 0), direction(1, 1,
 
 
 @pytest.fixture
-async def vectors_kept(store: Store) -> bool:
-    """Whether this database keeps vectors; only PostgreSQL without pgvector may say no."""
-    kept = await store.vectors.use_model("embedder-1")
-    if not kept:
-        assert type(store).__name__ == "PostgresStore"
-    return kept
+async def keeps_vectors(store: Store) -> None:
+    assert await store.vectors.use_model("embedder-1")
 
 
-@pytest.fixture
-async def keeps_vectors(vectors_kept: bool) -> None:
-    if not vectors_kept:
-        pytest.skip("no pgvector on the test PostgreSQL server (tested on the pgvector one)")
-
-
-async def test_without_pgvector_postgresql_says_it_cannot_keep_vectors_and_queues_nothing(store: Store, vectors_kept,
-                                                                                          ann, chat):
-    await say(store, chat, ann, "hello")
-    if vectors_kept:
-        assert await store.vectors.count_waiting() == 1
-    else:
-        assert await store.vectors.count_waiting() == 0  # no model in use: nothing piles up
+async def test_without_pgvector_postgresql_says_it_cannot_keep_vectors_and_queues_nothing(postgres_store: Store):
+    store = postgres_store
+    assert not await store.vectors.use_model("embedder-1")
+    character = await store.characters.ensure_character("Mira")
+    person = await store.people.person_for_identity("telegram", "501")
+    chat = (await store.conversations.conversation("telegram", "501", None, character, False)).id
+    await say(store, chat, person, "hello")
+    assert await store.vectors.count_waiting() == 0  # no model in use: nothing piles up
 
 
 async def test_the_first_model_queues_every_message_newest_first_and_new_ones_join(store: Store, ann, chat):
     old = await say(store, chat, ann, "one", "two")
-    if not await store.vectors.use_model("embedder-1"):
-        pytest.skip("no pgvector on the test PostgreSQL server (tested on the pgvector one)")
+    assert await store.vectors.use_model("embedder-1")
     (new,) = await say(store, chat, ann, "three")
     assert [text for _, text in await store.vectors.waiting(10)] == ["three", "two", "one"]
     assert await store.vectors.count_waiting() == 3
