@@ -111,8 +111,10 @@ def place_of(channel) -> tuple[str, str | None, bool]:
 def asker_of(user: discord.abc.User, channel) -> Asker:
     """Who writes and where, for [access]: the user, their roles in the guild, the channel (and a
     thread's parent channel)."""
-    chat_id, thread_id, _ = place_of(channel)
-    places = (chat_id,) if thread_id is None else (thread_id, chat_id)
+    places: tuple[str, ...] = ()
+    if channel is not None:  # an interaction may come without its channel
+        chat_id, thread_id, _ = place_of(channel)
+        places = (chat_id,) if thread_id is None else (thread_id, chat_id)
     roles = tuple(str(role.id) for role in getattr(user, "roles", ()))  # a Member's; a DM has none
     return Asker(PLATFORM, str(user.id), places, roles)
 
