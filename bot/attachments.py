@@ -64,8 +64,9 @@ async def _fetch(file: IncomingFile) -> bytes:
 
 
 async def read_text_files(files: Sequence[IncomingFile], counter: TokenCounter, room_tokens: int) -> str:
-    """The text files, each under a `[file: name]` line, within `room_tokens` in all (a file cut
-    short says so); "" when there are none. A file that cannot be fetched is named as such."""
+    """The text files, each under a `[file: name]` heading, their texts within `room_tokens` in
+    all (a file cut short says so; the headings are not counted); "" when there are none. A file
+    that cannot be fetched is named as such."""
     parts = []
     for file in files:
         try:
@@ -78,10 +79,11 @@ async def read_text_files(files: Sequence[IncomingFile], counter: TokenCounter, 
         tokens = counter.count(text)
         heading = f"[file: {file.name}]"
         if tokens > room_tokens:
-            text = counter.truncate(text, max(room_tokens, 0))
-            heading = f"[file: {file.name} — only its first {max(room_tokens, 0):,} of {tokens:,} tokens]"
-            tokens = room_tokens
-        room_tokens -= tokens + counter.count(heading)
+            kept = max(room_tokens, 0)
+            text = counter.truncate(text, kept)
+            heading = f"[file: {file.name} — only its first {kept:,} of {tokens:,} tokens]"
+            tokens = kept
+        room_tokens -= tokens
         parts.append(f"{heading}\n{text}" if text else heading)
     return "\n\n".join(parts)
 

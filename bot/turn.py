@@ -71,7 +71,7 @@ NOT_LATEST = "Only the latest reply can be regenerated."
 TOO_FAST = ("You're writing faster than I can answer: at most {limit} replies a minute. I've kept your "
             "message; write again in {seconds} seconds and I'll answer.")
 LIMIT_WINDOW_S = 60.0
-FILE_MARGIN_TOKENS = 32  # room kept for the file headings when text files are cut to fit
+FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files are cut to fit
 REGENERATE_LABEL = "🔄 Regenerate"
 RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again at restart
 
@@ -256,7 +256,7 @@ class TurnHandler:
             text = f"[{in_words([file.what for file in images] + unseen)}] {text}".strip()
         budget = window_token_budget(self.context_window)
         if text_files:
-            room = budget - self.counter.count(text) - FILE_MARGIN_TOKENS
+            room = budget - self.counter.count(text) - FILE_HEADING_TOKENS * len(text_files)
             text = f"{text}\n\n{await read_text_files(text_files, self.counter, room)}".strip()
         tokens = self.counter.count(text)
         if tokens > budget:

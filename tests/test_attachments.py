@@ -157,3 +157,13 @@ async def test_a_file_that_is_neither_image_nor_text_is_named_and_the_caption_an
     await send(ann, "my report", file_of(b"%PDF-1.7", "report.pdf", "application/pdf", "a file"))
     assert "came with a file, which you cannot see" in llm.prompt_text()
     assert await stored_user_texts(ann) == ["[a file] my report"]
+
+
+async def test_several_long_text_files_are_cut_to_fit_the_window_together(chat_with, llm):
+    ann = await chat_with(context_window=8_192)
+    long_text = ("The keeper trims the wick at dusk. " * 2_000).encode()
+    files = [file_of(long_text, f"log{n}.txt", "text/plain", "a file") for n in range(5)]
+    reply = await send(ann, "summarise these", *files)
+    assert not reply.is_error
+    stored, = await stored_user_texts(ann)
+    assert stored.count("[file: log") == 5 and ann.runtime.counter.count(stored) <= window_token_budget(8_192)
