@@ -43,9 +43,9 @@ TEXT_SUFFIXES = frozenset(
 
 
 def kind_of(file: IncomingFile) -> str:
-    """"image", "text" or "other"."""
+    """What the core does with a file: "image" (to look at), "text" (to read) or "other"."""
     content_type = (file.content_type or "").split(";")[0].strip().lower()
-    if content_type.startswith("image/") and content_type not in ("image/svg+xml",):
+    if content_type.startswith("image/") and content_type != "image/svg+xml":  # SVG is no picture to a model
         return "image"
     if content_type.startswith("text/") or PurePath(file.name.lower()).suffix in TEXT_SUFFIXES:
         return "text"
