@@ -4,11 +4,11 @@ that needs them.
 Each turn searches this conversation's messages older than the live window for the words of the
 person's new message (common words left out, and words that fill much of the conversation:
 they point at nothing in particular); with semantic recall on (bot/semantic.py), that ranking
-and the one by meaning are fused by reciprocal rank. The best hits come with a neighbour on each side; hits
-next to each other merge into one passage. The passages are taken best first while they fit the
-recall budget — `[recall] budget_tokens`, never more than 10 % of the context window — and shown
-oldest first, with date and speaker, in a labelled block after the summary: data the
-conversation held, never instructions.
+and the one by meaning are fused by reciprocal rank. The best hits come with a neighbour on each
+side; hits next to each other merge into one passage. The passages are taken best first while
+they fit the recall budget — `[recall] budget_tokens`, never more than 10 % of the context
+window — and shown oldest first, with date and speaker, in a labelled block after the summary:
+data the conversation held, never instructions.
 """
 
 from __future__ import annotations

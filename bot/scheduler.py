@@ -57,12 +57,14 @@ class BackgroundJobs:
 
     def start(self) -> None:
         """Add the jobs (ids fixed, replaced on restart) and start; call inside the event loop."""
-        jobs = (
+        jobs = [
             ("summary-retry", self.summarizer.retry_due, {"seconds": CHECK_EVERY_S}),
             ("rebuild-resume", self.rebuilds.resume_interrupted, {"seconds": CHECK_EVERY_S}),
             ("maintenance", self.maintenance_if_due, {"seconds": CHECK_EVERY_S * 10}),
             ("recall-backfill", self.index_older_messages, {"seconds": CHECK_EVERY_S}),
-        ) + ((("recall-embeddings", self.embed_waiting, {"seconds": EMBED_EVERY_S}),) if self.semantic else ())
+        ]
+        if self.semantic is not None:
+            jobs.append(("recall-embeddings", self.embed_waiting, {"seconds": EMBED_EVERY_S}))
         for job_id, func, every in jobs:
             self.scheduler.add_job(self._stoppable(func), "interval", id=job_id, replace_existing=True,
                                    coalesce=True, max_instances=1, next_run_time=datetime.now(timezone.utc),

@@ -40,7 +40,7 @@ from typing import Awaitable, Callable, Hashable, Sequence
 from bot import metrics
 from bot.actions import STALE_BUTTON, encode_action
 from bot.characters import CharacterRuntime
-from bot.attachments import PreparedImages, in_words, kind_of, prepare_images, read_text_files
+from bot.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.llm import Completion, ImagesRefused, LLMClient, LLMError
 from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
 from bot.contract import Button, ConversationKey, Identity, IncomingFile, IncomingMessage, Reply, ReplySink
@@ -232,7 +232,7 @@ class TurnHandler:
         # While the turn waits for its place: its message's vector is asked for, and its images
         # are fetched (they are never stored).
         embedding = self._embedding(queued.user_row)
-        seen = await prepare_images(queued.images) if queued.images else PreparedImages([], [])
+        seen = await prepare_images(queued.images)
         with metrics.TURN_WAIT_SECONDS.time():
             new_turn = await self.store.turns.start_turn(queued.ticket)
         return await self._answer(queued.runtime, queued.conversation, queued.person_id, queued.user_row, new_turn,
@@ -440,9 +440,7 @@ class TurnHandler:
 
     def _embedding(self, user_row: MessageRow) -> asyncio.Task | None:
         """Ask for the message's vector (semantic recall on), without waiting for it."""
-        if self.semantic is None or not self.recall_tokens:
-            return None
-        return self.semantic.embed_message(user_row)
+        return self.semantic.embed_message(user_row) if self.semantic is not None else None
 
     def _recording(self, turn_id: int, on_text: ReplySink) -> Callable[[str], Awaitable[None]]:
         """The adapter's sink, noting where the partial reply first shows (for crash recovery)."""
