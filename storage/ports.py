@@ -494,8 +494,9 @@ class Recall(abc.ABC):
     async def search(self, conversation_id: int, terms: list[str], before_pos: int, limit: int,
                      common_above: int) -> list[MessageRow]:
         """The conversation's messages before `before_pos` holding any of the terms (matched as
-        words, stemmed), best match first. A term found in more than `common_above` of the
-        conversation's messages points at nothing in particular and is left out."""
+        words, stemmed), best match first (of equal matches, the older first). A term found in
+        more than `common_above` of the conversation's messages points at nothing in particular
+        and is left out."""
 
     @abc.abstractmethod
     async def messages_at(self, conversation_id: int, positions: list[int]) -> list[MessageRow]:

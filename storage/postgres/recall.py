@@ -25,7 +25,7 @@ class PostgresRecall(Recall):
             return []
         rows = await self.db.all(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 AND search @@ {WORDS} AND pos < $3 "
-            f"ORDER BY ts_rank(search, {WORDS}) DESC, pos DESC LIMIT $4",
+            f"ORDER BY ts_rank(search, {WORDS}) DESC, pos LIMIT $4",  # ties: the older, less summarized, first
             conversation_id, " | ".join(telling), before_pos, limit)
         return [message(r) for r in rows]
 

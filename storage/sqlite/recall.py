@@ -1,16 +1,40 @@
 """Recall in SQLite (the Recall port): the FTS5 index of messages (migration 9), searched
-inside one conversation, ranked by BM25."""
+inside one conversation and ranked by BM25 over that conversation.
+
+FTS5's own `bm25()` is not used: it weighs every phrase of the query by its rarity in the whole
+index, and the phrase that keeps a search inside one conversation matches every message of it,
+so ranking would read the conversation's whole list of messages on every turn (3 ms at 100k
+messages). Each word's hits in the conversation are few (at most `common_above`, or the word
+is left out), and they are all ranking needs: BM25 with each word counted once (a chat message
+seldom repeats one), its rarity taken in this conversation, and the message's length in
+tokens against the hits' average."""
 
 from __future__ import annotations
 
+import math
+
 from storage.ports import MessageRow, Recall
-from storage.rows import MESSAGE_COLUMNS, message, prefixed
+from storage.rows import MESSAGE_COLUMNS, message
 from storage.sqlite.database import Database, fetch_one
+
+K1 = 1.2  # BM25's usual constants: how soon a word's weight saturates …
+B = 0.75  # … and how much a long message is discounted
 
 
 def phrase(term: str) -> str:
     """A term as an FTS5 string: quoted, so nothing in people's text is read as query syntax."""
     return '"' + term.replace('"', '""') + '"'
+
+
+def rarity(hits: int, searched: int) -> float:
+    """BM25's inverse document frequency (the form that never goes below zero)."""
+    return math.log(1 + (searched - hits + 0.5) / (hits + 0.5))
+
+
+def bm25(rarities: float, tokens: int, average_tokens: float) -> float:
+    """A message's BM25 score, each of its words counted once: the sum of their rarities,
+    discounted for a message longer than average."""
+    return rarities * (K1 + 1) / (1 + K1 * (1 - B + B * tokens / average_tokens))
 
 
 class SQLiteRecall(Recall):
@@ -21,17 +45,31 @@ class SQLiteRecall(Recall):
                      common_above: int) -> list[MessageRow]:
         # conversation_id is an indexed column of the FTS table: the match stays in the conversation.
         inside = f'conversation_id : "{int(conversation_id)}"'
+        queries = [f"{inside} AND content : {phrase(term)}" for term in terms]
         count = "(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?))"
-        found = await self.db.one(f"SELECT {', '.join([count] * len(terms))}", tuple(
-            value for term in terms for value in (f"{inside} AND content : {phrase(term)}", common_above + 1)))
-        telling = [term for term, hits in zip(terms, found) if 0 < hits <= common_above]
+        found = await self.db.one(f"SELECT {', '.join([count] * len(terms))}",
+                                  tuple(v for query in queries for v in (query, common_above + 1)))
+        telling = [(query, hits) for query, hits in zip(queries, found) if 0 < hits <= common_above]
         if not telling:
             return []
+        # Every place before before_pos holds at most one message: the number searched, near enough.
+        searched = max(before_pos, max(hits for _, hits in telling))
+        hits_of = " UNION ALL ".join(["SELECT rowid AS id, ? AS weight FROM messages_fts WHERE messages_fts MATCH ?"]
+                                     * len(telling))
+        candidates = await self.db.all(
+            f"SELECT m.id, m.tokens, SUM(h.weight) FROM ({hits_of}) h JOIN messages m ON m.id = h.id "
+            "WHERE m.pos < ? GROUP BY m.id",
+            (*(v for query, hits in telling for v in (rarity(hits, searched), query)), before_pos))
+        if not candidates:
+            return []
+        average = sum(tokens for _, tokens, _ in candidates) / len(candidates) or 1
+        score = {message_id: bm25(rarities, tokens, average) for message_id, tokens, rarities in candidates}
+        # Among equal matches the older goes first: the summary kept less of it than of a newer one.
+        ids = sorted(score, key=lambda message_id: (-score[message_id], message_id))[:limit]
         rows = await self.db.all(
-            f"SELECT {prefixed(MESSAGE_COLUMNS, 'm')} FROM messages_fts f JOIN messages m ON m.id = f.rowid "
-            "WHERE messages_fts MATCH ? AND m.pos < ? ORDER BY f.rank LIMIT ?",
-            (f"{inside} AND content : ({' OR '.join(phrase(t) for t in telling)})", before_pos, limit))
-        return [message(r) for r in rows]
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({', '.join('?' * len(ids))})", ids)
+        by_id = {row[0]: message(row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
 
     async def messages_at(self, conversation_id: int, positions: list[int]) -> list[MessageRow]:
         if not positions:

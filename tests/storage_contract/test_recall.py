@@ -19,6 +19,21 @@ async def test_a_search_finds_stemmed_words_of_older_messages_of_this_conversati
     assert await store.recall.search(chat, ["cousins"], born.pos, 5, common_above=100) == []  # older only
 
 
+async def test_a_message_holding_more_of_the_words_ranks_first(store: Store, ann, chat):
+    one_word, *_, both_words, window = await say(
+        store, chat, ann, "Lars came by", *[f"small talk {n}" for n in range(20)],
+        "Lars owes me for the boat", "anyway")
+    found = await store.recall.search(chat, ["lars", "boat"], window.pos, 5, common_above=100)
+    assert [m.id for m in found] == [both_words.id, one_word.id]
+
+
+async def test_among_equal_matches_the_older_message_comes_first(store: Store, ann, chat):
+    # The summary kept less of an older message than of a newer one.
+    older, newer, window = await say(store, chat, ann, "Lars came by", "Lars came by", "anyway")
+    found = await store.recall.search(chat, ["lars"], window.pos, 5, common_above=100)
+    assert [m.id for m in found] == [older.id, newer.id]
+
+
 async def test_quotes_and_query_syntax_in_peoples_words_are_only_words(store: Store, ann, chat):
     said, window = await say(store, chat, ann, 'she said "NEAR(lighthouse keeper)" OR* twice', "hi")
     found = await store.recall.search(chat, ['"NEAR', "OR*", "lighthouse"], window.pos, 5, common_above=100)
