@@ -33,9 +33,9 @@ def kind_of(body: dict) -> str:
     return "summary" if system.startswith(SUMMARY_OPENINGS) else "reply"
 
 
-def lossy_summary(source: str, max_tokens: int, counter: TokenCounter) -> str:
+def lossy_summary(source: str, max_tokens: int, counter: TokenCounter, share: float = SUMMARY_SHARE) -> str:
     """A summarizer that does not know what matters: it keeps a fixed share of the lines it is
-    given, chosen by a hash of their text (not by what they say), then cuts what it kept to the
+    given (`share`), chosen by a hash of their text (not by what they say), then cuts what it kept to the
     tier's token budget (the request's `max_tokens`), as a model must. [verbatim] lines are
     kept, as the summary prompts require. So facts are lost as they would be with a model that
     summarizes blindly: at random, and more with every tier."""
@@ -45,7 +45,7 @@ def lossy_summary(source: str, max_tokens: int, counter: TokenCounter) -> str:
         line = line.strip()
         if not line or line == "---":
             continue
-        if not line.startswith("[verbatim]") and zlib.crc32(line.encode()) % 100 >= 100 * SUMMARY_SHARE:
+        if not line.startswith("[verbatim]") and zlib.crc32(line.encode()) % 100 >= 100 * share:
             continue
         entry = line if line.startswith(("- ", "[verbatim]")) else f"- {line}"
         cost = counter.count(entry) + 1
@@ -57,10 +57,12 @@ def lossy_summary(source: str, max_tokens: int, counter: TokenCounter) -> str:
 
 
 class InstantLLM:
-    """Answers at once. Counts the tokens of every call, by kind (reply or summary)."""
+    """Answers at once. Counts the tokens of every call, by kind (reply or summary). Summaries
+    keep `summary_share` of the lines they are given (`lossy_summary`)."""
 
-    def __init__(self, reply: str = "Okay, noted.", count_tokens: bool = False):
+    def __init__(self, reply: str = "Okay, noted.", count_tokens: bool = False, summary_share: float = SUMMARY_SHARE):
         self.reply = reply
+        self.summary_share = summary_share
         self.counter = TokenCounter("gpt-4o-mini") if count_tokens else None
         self.summary_counter = self.counter or TokenCounter("gpt-4o-mini")
         self.tokens = {"reply": 0, "summary": 0}
@@ -102,8 +104,8 @@ class InstantLLM:
             return httpx2.Response(200, content=self._canned, headers={"content-type": "application/json"})
         body = json.loads(request.content)
         kind = kind_of(body)
-        content = (lossy_summary(body["messages"][-1]["content"], body.get("max_tokens") or 500, self.summary_counter)
-                   if kind == "summary" else self.reply)
+        content = (lossy_summary(body["messages"][-1]["content"], body.get("max_tokens") or 500, self.summary_counter,
+                                 self.summary_share) if kind == "summary" else self.reply)
         if kind == "reply":
             self.last_reply_prompt = body["messages"]
         prompt_tokens = completion_tokens = 0

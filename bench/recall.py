@@ -4,7 +4,9 @@ A long synthetic conversation (1,500 messages): 30 facts planted early — birth
 debts, plans, opinions, allergies — among small talk that also names people and numbers, then,
 much later, one question about each fact in other words (a paraphrase, never the planted
 sentence). The same conversation is fed to two Keepsake bots, with recall and without, both with
-the benchmark's blind summarizer (`bench.common.lossy_summary`). At each question the benchmark
+the benchmark's blind summarizer (`bench.common.lossy_summary`), and to a third with recall whose
+summarizer keeps a quarter of the lines at each tier instead of half (the summary's share of the
+prompt is the summarizer's, not recall's: this row shows recall beside a terser summary). At each question the benchmark
 checks whether the prompt holds the fact (one line with its name and its value) and counts the
 prompt's tokens; two baselines are computed from the same transcript: the last 50 messages only,
 and the full history cut at the context window.
@@ -20,7 +22,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import InstantLLM, bench_runtime, machine, temp_folder
+from bench.common import SUMMARY_SHARE, InstantLLM, bench_runtime, machine, temp_folder
 from bench.token_economy import NAMES, Fact, cut_at_window, holds, small_talk
 from bot.contract import ConversationKey, Identity, IncomingMessage
 from bot.runtime import Runtime
@@ -30,6 +32,7 @@ CONTEXT_WINDOW = 128_000
 MESSAGES = 1_500  # before the questions
 PLANTED_IN = 500  # facts are planted in the first messages
 LAST = 50
+TERSER_SHARE = SUMMARY_SHARE / 2
 CITIES = ["Bergen", "Tromsø", "Bodø", "Ålesund", "Narvik", "Molde"]
 ISLANDS = ["Lofoten", "Senja", "Vega", "Træna", "Røst", "Smøla"]
 FOODS = ["shellfish", "peanuts", "strawberries", "sesame", "kiwi", "celery"]
@@ -111,9 +114,11 @@ async def run(plot: Path | None = None) -> list[Result]:
               for t in range(MESSAGES // 2)]
     results = []
     transcript: list[tuple[str, int]] = []
-    for name, recall_on in (("Keepsake with recall", True), ("Keepsake without recall", False)):
+    bots = (("Keepsake with recall", True, SUMMARY_SHARE), ("Keepsake without recall", False, SUMMARY_SHARE),
+            (f"Keepsake with recall, summarizer keeping {100 * TERSER_SHARE:.0f} %", True, TERSER_SHARE))
+    for name, recall_on, summary_share in bots:
         with temp_folder() as folder:
-            llm = InstantLLM(count_tokens=True)
+            llm = InstantLLM(count_tokens=True, summary_share=summary_share)
             runtime = await bench_runtime(Path(folder), llm, context_window=CONTEXT_WINDOW)
             if not recall_on:
                 runtime.turns.recall_tokens = 0
@@ -166,7 +171,7 @@ def main() -> None:
     print(f"Recall: {MESSAGES:,} messages, 30 facts asked about in other words at the end ({machine()})")
     full = results[-1].tokens
     for r in results:
-        print(f"{r.name:<26} {r.found:>2}/{r.asked} facts ({100 * r.found / r.asked:3.0f} %) "
+        print(f"{r.name:<48} {r.found:>2}/{r.asked} facts ({100 * r.found / r.asked:3.0f} %) "
               f"at {r.tokens:8,.0f} tokens a turn ({100 * r.tokens / full:3.0f} % of the full history)")
 
 

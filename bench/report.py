@@ -79,7 +79,7 @@ def main() -> None:
     all_p50s = [run[size][0] for run in overheads for size in turn_overhead.SIZES]
     p50_100k_without = statistics.median(run[100_000][0] for run in without_recall)
     recall_adds = p50_100k - p50_100k_without
-    with_recall, without, last50, full = recalled
+    with_recall, without, _, last50, full = recalled
     recall_share = with_recall.tokens / full.tokens
 
     lines = [
@@ -105,7 +105,7 @@ def main() -> None:
         f"| 1 | what recall adds to the turn at 100k messages (p50 with − p50 without, medians of {RUNS} interleaved runs) | {recall_adds:+.2f} ms | ≤ 5 ms | {verdict(recall_adds <= 5)} |",
         f"| 1 | what recall by meaning adds to the turn at 100k messages (p50 with − the median p50 by words alone, one run) | {semantic[100_000][0] - p50_100k:+.2f} ms | (no target) | |",
         f"| 7 | facts in the prompt when asked about later in other words, with recall | {with_recall.found}/{with_recall.asked} (without recall {without.found}, last 50 messages {last50.found}) | ≥ 90 % | {verdict(with_recall.found >= 0.9 * with_recall.asked)} |",
-        f"| 7 | prompt tokens a turn with recall ÷ full history | {100 * recall_share:.0f} % ({with_recall.tokens:,.0f} ÷ {full.tokens:,.0f}) | ≤ 15 % | {verdict(recall_share <= 0.15)} |",
+        f"| 7 | prompt tokens a turn with recall ÷ full history | {100 * recall_share:.0f} % ({with_recall.tokens:,.0f} ÷ {full.tokens:,.0f}; without recall {100 * without.tokens / full.tokens:.0f} %) | ≤ 15 % | {verdict(recall_share <= 0.15)} |",
         f"| 5 | resident memory, 1,000 active conversations | +{end - start:.1f} MB ({start:.0f} → {end:.0f} MB) | ≤ 100 MB over start-up | {verdict(end - start <= 100)} |",
     ]
     if postgres:
@@ -195,9 +195,12 @@ def main() -> None:
         f"A {recall.MESSAGES:,}-message conversation: 30 facts planted in its first {recall.PLANTED_IN} messages",
         "(birthdays, places, debts, plans, opinions, allergies) among small talk that names the same",
         "people, then one question about each fact in other words (\"how much is Lars in debt to me",
-        "since the trip on the boat?\" for \"Lars still owes me 183 kroner from the boat trip\"). Both",
-        "Keepsake bots use the blind summarizer of section 3; a fact counts when a line of the",
-        "prompt holds its name and its value.",
+        "since the trip on the boat?\" for \"Lars still owes me 183 kroner from the boat trip\"). The",
+        "first two Keepsake bots use the blind summarizer of section 3; a fact counts when a line of the",
+        "prompt holds its name and its value. Most of their prompt is that summary: the summarizer's",
+        "share, not recall's (recall adds the difference between the first two rows). The third bot",
+        f"recalls beside a terser summarizer, one that keeps {100 * recall.TERSER_SHARE:.0f} % of the lines at each tier,",
+        "to show the same recall where the summary is smaller; the targets are judged on the first.",
         "",
         "![facts in the prompt and its tokens](recall.png)",
         "",
