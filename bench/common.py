@@ -35,8 +35,8 @@ def kind_of(body: dict) -> str:
 
 def lossy_summary(source: str, max_tokens: int, counter: TokenCounter, share: float = SUMMARY_SHARE) -> str:
     """A summarizer that does not know what matters: it keeps a fixed share of the lines it is
-    given (`share`), chosen by a hash of their text (not by what they say), then cuts what it kept to the
-    tier's token budget (the request's `max_tokens`), as a model must. [verbatim] lines are
+    given (`share`), chosen by a hash of their text (not by what they say), then cuts what it
+    kept to the tier's token budget (the request's `max_tokens`), as a model must. [verbatim] lines are
     kept, as the summary prompts require. So facts are lost as they would be with a model that
     summarizes blindly: at random, and more with every tier."""
     kept: list[str] = []

@@ -6,10 +6,10 @@ much later, one question about each fact in other words (a paraphrase, never the
 sentence). The same conversation is fed to two Keepsake bots, with recall and without, both with
 the benchmark's blind summarizer (`bench.common.lossy_summary`), and to a third with recall whose
 summarizer keeps a quarter of the lines at each tier instead of half (the summary's share of the
-prompt is the summarizer's, not recall's: this row shows recall beside a terser summary). At each question the benchmark
-checks whether the prompt holds the fact (one line with its name and its value) and counts the
-prompt's tokens; two baselines are computed from the same transcript: the last 50 messages only,
-and the full history cut at the context window.
+prompt is the summarizer's, not recall's: this row shows recall beside a terser summary). At
+each question the benchmark checks whether the prompt holds the fact (one line with its name and
+its value) and counts the prompt's tokens; two baselines are computed from the same transcript:
+the last 50 messages only, and the full history cut at the context window.
 
     python -m bench.recall [--plot docs/recall.png]
 """
