@@ -4,9 +4,10 @@ first (a backfill of older ones included; a change of model embeds them all agai
 new message is embedded for its own turn, whose recall then fuses the full-text and the vector
 rankings (bot/recall.py).
 
-An embedding server that is slow or failing never fails a turn, and delays it at most
-QUERY_WAIT_S: the turn recalls by full text alone (a vector that comes later is still kept), and
-after a failure no turn asks the server for PAUSE_AFTER_FAILURE_S. A database that cannot keep
+An embedding server that is slow or failing never fails a turn, and delays at most one turn a
+minute, by at most QUERY_WAIT_S: that turn recalls by full text alone (a vector that comes later
+is still kept); after it, turns use their vectors only if already there, for
+PAUSE_AFTER_FAILURE_S; after a failure, no turn asks the server for that long. A database that cannot keep
 vectors (PostgreSQL without pgvector) is named once at start-up; recall stays full-text.
 """
 
@@ -47,7 +48,8 @@ class SemanticRecall:
         self.model = model
         self.clock = clock
         self.enabled = False  # set by start(): the database keeps vectors
-        self._paused_until = 0.0
+        self._paused_until = 0.0  # after a failure: nothing is asked of the server until then
+        self._impatient_until = 0.0  # after a turn waited in vain: turns do not wait until then
         self._asking: set[asyncio.Task] = set()  # turns' messages being embedded now
 
     async def start(self) -> bool:
@@ -88,12 +90,18 @@ class SemanticRecall:
     async def nearest(self, embedding: asyncio.Task | None, conversation_id: int, before_pos: int,
                       limit: int) -> list[int]:
         """Places of the conversation's messages before `before_pos` closest in meaning to the
-        turn's message, best first, once its vector is ready (within QUERY_WAIT_S); else none."""
+        turn's message, best first, once its vector is ready (within QUERY_WAIT_S, or at once
+        for a minute after a turn waited in vain); else none."""
         if embedding is None:
             return []
-        done, _ = await asyncio.wait({embedding}, timeout=QUERY_WAIT_S)
+        patient = self.clock() >= self._impatient_until
+        done, _ = await asyncio.wait({embedding}, timeout=QUERY_WAIT_S if patient else 0)
         if not done:
-            log.info("semantic recall: the message's vector was not ready in %.1f s; full text alone", QUERY_WAIT_S)
+            if patient:
+                log.warning("semantic recall: the message's vector was not ready in %.1f s; turns recall by full "
+                            "text alone unless their vector is already there, for %d s",
+                            QUERY_WAIT_S, PAUSE_AFTER_FAILURE_S)
+                self._impatient_until = self.clock() + PAUSE_AFTER_FAILURE_S
             return []
         vector = embedding.result()
         if vector is None:

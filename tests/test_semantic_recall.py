@@ -110,7 +110,8 @@ async def test_a_failing_embedding_server_never_fails_a_turn_and_is_left_alone_f
     assert PAUSE_AFTER_FAILURE_S == 60
 
 
-async def test_a_slow_embedding_server_holds_a_turn_up_at_most_a_second(closing, llm, clock):
+async def test_a_slow_embedding_server_holds_one_turn_up_at_most_a_second_and_the_next_not_at_all(
+        closing, llm, clock):
     runtime = await closing()
     ann = Chat(runtime)
     await history(ann, clock, ["my cousin Ingrid keeps three goats"] + lines(70))
@@ -118,6 +119,10 @@ async def test_a_slow_embedding_server_holds_a_turn_up_at_most_a_second(closing,
     started = time.monotonic()
     reply = await ann.say("how are Ingrid's goats?")
     assert not reply.is_error and time.monotonic() - started < QUERY_WAIT_S + 1.0
+    assert "Ann: my cousin Ingrid keeps three goats" in recall_block(llm)
+    started = time.monotonic()
+    reply = await ann.say("and Ingrid's goats' names?")  # within PAUSE_AFTER_FAILURE_S of the slow one
+    assert not reply.is_error and time.monotonic() - started < 0.5
     assert "Ann: my cousin Ingrid keeps three goats" in recall_block(llm)
 
 
