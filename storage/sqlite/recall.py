@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from storage.ports import MessageRow, Recall
-from storage.rows import MESSAGE_COLUMNS, message
+from storage.rows import MESSAGE_COLUMNS, message, prefixed
 from storage.sqlite.database import Database, fetch_one
 
 K1 = 1.2  # BM25's usual constants: how soon a word's weight saturates …
@@ -56,20 +56,17 @@ class SQLiteRecall(Recall):
         searched = max(before_pos, max(hits for _, hits in telling))
         hits_of = " UNION ALL ".join(["SELECT rowid AS id, ? AS weight FROM messages_fts WHERE messages_fts MATCH ?"]
                                      * len(telling))
-        candidates = await self.db.all(
-            f"SELECT m.id, m.tokens, SUM(h.weight) FROM ({hits_of}) h JOIN messages m ON m.id = h.id "
+        rows = await self.db.all(
+            f"SELECT {prefixed(MESSAGE_COLUMNS, 'm')}, SUM(h.weight) FROM ({hits_of}) h JOIN messages m ON m.id = h.id "
             "WHERE m.pos < ? GROUP BY m.id",
             (*(v for query, hits in telling for v in (rarity(hits, searched), query)), before_pos))
-        if not candidates:
+        if not rows:
             return []
-        average = sum(tokens for _, tokens, _ in candidates) / len(candidates) or 1
-        score = {message_id: bm25(rarities, tokens, average) for message_id, tokens, rarities in candidates}
+        matches = [(message(row[:-1]), row[-1]) for row in rows]  # each message, with its words' rarities summed
+        average = sum(m.tokens for m, _ in matches) / len(matches) or 1
         # Among equal matches the older goes first: the summary kept less of it than of a newer one.
-        ids = sorted(score, key=lambda message_id: (-score[message_id], message_id))[:limit]
-        rows = await self.db.all(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({', '.join('?' * len(ids))})", ids)
-        by_id = {row[0]: message(row) for row in rows}
-        return [by_id[i] for i in ids if i in by_id]
+        best = sorted(matches, key=lambda match: (-bm25(match[1], match[0].tokens, average), match[0].id))
+        return [m for m, _ in best[:limit]]
 
     async def messages_at(self, conversation_id: int, positions: list[int]) -> list[MessageRow]:
         if not positions:
