@@ -42,14 +42,9 @@ class LoreEntry:
 
     def _matches(self, keys: tuple[str, ...], text: str) -> bool:
         flags = 0 if self.case_sensitive else re.IGNORECASE
-        for key in keys:
-            pattern = key if self.use_regex else rf"(?<!\w){re.escape(key)}(?!\w)"
-            try:
-                if re.search(pattern, text, flags):
-                    return True
-            except re.error:
-                continue  # a broken regex key fires never (it was reported when the card loaded)
-        return False
+        # (a regex key was checked when the card loaded: a broken one stops the card there)
+        return any(re.search(key if self.use_regex else rf"(?<!\w){re.escape(key)}(?!\w)", text, flags)
+                   for key in keys)
 
     def fires(self, text: str) -> bool:
         if self.constant:
