@@ -26,6 +26,8 @@ from bot.config import CharacterConfig, ConfigError
 from bot.lorebook import Lorebook, LorebookError, read_lorebook
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+CARD_CHUNKS = ("ccv3", "chara")  # the PNG text chunks that hold a card, preferred first
+MAX_DECOMPRESSED_BYTES = 16 * 1024 * 1024  # a card's compressed data is read up to this (SPEC 9)
 CARD_FIELDS = (
     "nickname",  # V3: what {{char}} becomes, when the card gives one
     "description",
@@ -138,27 +140,24 @@ def _card_json_from_png(raw: bytes, path: Path) -> str:
         length, kind = struct.unpack(">I4s", raw[offset : offset + 8])
         body = raw[offset + 8 : offset + 8 + length]
         offset += 12 + length
-        if kind == b"tEXt" and b"\x00" in body:
-            keyword, _, value = body.partition(b"\x00")
-            chunks[keyword.decode("latin-1").lower()] = value
-        elif kind == b"zTXt" and b"\x00" in body:
-            keyword, _, value = body.partition(b"\x00")
-            try:
-                chunks[keyword.decode("latin-1").lower()] = zlib.decompress(value[1:])
-            except zlib.error:
-                continue
-        elif kind == b"iTXt" and b"\x00" in body:
-            # keyword \0 compressed? method language \0 translated keyword \0 text
-            keyword, _, rest = body.partition(b"\x00")
-            compressed, rest = rest[:1] == b"\x01", rest[2:]
-            value = rest.split(b"\x00", 2)[-1]
-            try:
-                chunks[keyword.decode("latin-1").lower()] = zlib.decompress(value) if compressed else value
-            except zlib.error:
-                continue
-        elif kind == b"IEND":
+        if kind == b"IEND":
             break
-    payload = chunks.get("ccv3") or chunks.get("chara")
+        if kind not in (b"tEXt", b"zTXt", b"iTXt") or b"\x00" not in body:
+            continue
+        keyword, _, value = body.partition(b"\x00")
+        keyword = keyword.decode("latin-1").lower()
+        if keyword not in CARD_CHUNKS:
+            continue  # other text chunks (a comment, a prompt) are never unpacked
+        if kind == b"zTXt":  # keyword \0 method text
+            value = _inflate(value[1:], path)
+        elif kind == b"iTXt":  # keyword \0 compressed? method language \0 translated keyword \0 text
+            compressed, rest = value[:1] == b"\x01", value[2:]
+            value = rest.split(b"\x00", 2)[-1]
+            if compressed:
+                value = _inflate(value, path)
+        if value is not None:
+            chunks[keyword] = value
+    payload = next((chunks[name] for name in CARD_CHUNKS if name in chunks), None)
     if payload is None:
         raise ConfigError(f"character card {path}: the PNG has no 'chara' or 'ccv3' text chunk")
     try:
@@ -167,11 +166,32 @@ def _card_json_from_png(raw: bytes, path: Path) -> str:
         raise ConfigError(f"character card {path}: the PNG's card chunk is not base64 JSON") from None
 
 
+def _inflate(data: bytes, path: Path) -> bytes | None:
+    """A zlib stream unpacked up to MAX_DECOMPRESSED_BYTES (a bigger one is refused, never
+    unpacked whole); None when it is not zlib data."""
+    unpacker = zlib.decompressobj()
+    try:
+        out = unpacker.decompress(data, MAX_DECOMPRESSED_BYTES)
+    except zlib.error:
+        return None
+    if unpacker.unconsumed_tail:
+        raise _too_big(path)
+    return out
+
+
+def _too_big(path: Path) -> ConfigError:
+    return ConfigError(f"character card {path}: its card data unpacks to more than "
+                       f"{MAX_DECOMPRESSED_BYTES // (1024 * 1024)} MB, which no card needs")
+
+
 def _card_json_from_charx(raw: bytes, path: Path) -> str:
     """A CCv3 .charx: a zip whose card.json is the card (its assets are not needed here)."""
     try:
-        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
-            return archive.read("card.json").decode("utf-8-sig")
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive, archive.open("card.json") as member:
+            data = member.read(MAX_DECOMPRESSED_BYTES + 1)  # the size in the zip's header may lie
+        if len(data) > MAX_DECOMPRESSED_BYTES:
+            raise _too_big(path)
+        return data.decode("utf-8-sig")
     except KeyError:
         raise ConfigError(f"character card {path}: the .charx holds no card.json") from None
     except (zipfile.BadZipFile, UnicodeDecodeError):

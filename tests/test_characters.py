@@ -199,3 +199,69 @@ def test_a_png_card_in_a_ztxt_chunk_written_by_pillow_loads_with_its_lorebook(tm
     character = load_character(CharacterConfig(name="Nox", card=path))
     assert character.greeting("Ann") == "Hello, Ann."
     assert [e.content for e in character.lorebook.entries] == ["The reactor is failing."]
+
+
+def _peak_rss_mb_loading(path) -> float:
+    """Load the card in a fresh process and return how far its peak RSS rose, in MB."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from bot.characters import load_character\n"
+        "from bot.config import CharacterConfig, ConfigError\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "try:\n"
+        "    load_character(CharacterConfig(name='Bomb', card=Path(sys.argv[1])))\n"
+        "except ConfigError as problem:\n"
+        "    print(problem, file=sys.stderr)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return float(done.stdout.strip()), done.stderr.strip()
+
+
+def test_a_charx_whose_card_unpacks_past_16_mb_is_refused_without_unpacking_it(tmp_path):
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("card.json", b'{"name": "' + b"a" * (400 * 1024 * 1024) + b'"}')
+    path = tmp_path / "bomb.charx"
+    path.write_bytes(buffer.getvalue())
+    assert path.stat().st_size < 1024 * 1024  # under a megabyte on disk, 400 MB unpacked
+    risen, said = _peak_rss_mb_loading(path)
+    assert "bomb.charx: its card data unpacks to more than 16 MB" in said
+    assert risen < 100
+
+
+def test_a_png_whose_ztxt_card_unpacks_past_16_mb_is_refused_without_unpacking_it(tmp_path):
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    bomb = zlib.compress(b"A" * (400 * 1024 * 1024), 9)
+    png = (PNG_SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+           + chunk(b"zTXt", b"chara\x00\x00" + bomb)
+           + chunk(b"IDAT", zlib.compress(b"\x00\xff\xff\xff")) + chunk(b"IEND", b""))
+    path = tmp_path / "bomb.png"
+    path.write_bytes(png)
+    risen, said = _peak_rss_mb_loading(path)
+    assert "bomb.png: its card data unpacks to more than 16 MB" in said
+    assert risen < 100
+
+
+def test_other_compressed_text_chunks_of_a_png_card_are_never_unpacked(tmp_path):
+    """A comment chunk that would unpack to 400 MB is skipped: only `ccv3` and `chara` are read."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    card = png_with_card(CARD)
+    iend = card.index(b"IEND") - 4
+    path = tmp_path / "nox.png"
+    path.write_bytes(card[:iend] + chunk(b"zTXt", b"Comment\x00\x00" + zlib.compress(b"B" * (400 * 1024 * 1024), 9))
+                     + card[iend:])
+    risen, said = _peak_rss_mb_loading(path)
+    assert said == "" and risen < 100
