@@ -83,7 +83,7 @@ def load_character(config: CharacterConfig) -> Character:
     fields = {key: _text_field(data, key, config.card) for key in CARD_FIELDS}
     fields["alternate_greetings"] = _alternate_greetings(data, config.card)
     try:
-        fields["lorebook"] = read_lorebook(data.get("character_book"))
+        fields["lorebook"] = read_lorebook(data.get("character_book"), card=str(config.card))
     except LorebookError as problem:
         raise ConfigError(f"character card {config.card}: {problem}") from None
     # The config's name is what people and /commands use; the card's name is the fallback.

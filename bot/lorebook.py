@@ -1,25 +1,44 @@
 """Lorebooks: a card's `character_book` (SPEC section 13), as SillyTavern users expect it.
 
 An entry goes into the prompt when one of its `keys` appears in the recent messages — the new
-message and the ones just before it, `scan_depth` in all (the book's, else 4) — as a whole word,
-case-insensitive unless the entry is `case_sensitive` (`use_regex` entries match their keys as
-regular expressions). A `selective` entry also needs one of its `secondary_keys`; a `constant`
-entry is always in; a disabled one never. The entries that fire are kept by `priority` (lower
+message and the ones just before it, `scan_depth` in all (the book's, else 4). Keys are read the
+way SillyTavern reads them: a key written `/pattern/flags` is a regular expression (flags `i`,
+`s`, `m`; others ignored); any other key is plain text, matched as a whole word,
+case-insensitive unless the entry is `case_sensitive` — even when the exporter set `use_regex`
+on every entry. A `selective` entry also needs one of its `secondary_keys`; a `constant` entry
+is always in; a disabled one never. The entries that fire are kept by `priority` (lower
 priority dropped first) within the lorebook budget — the book's `token_budget`, else 1,000
 tokens, never more than 10 % of the context window — and placed by `insertion_order`, lowest
 first. Entry text is the card author's, like the description: it goes in with the character's
 instructions, not as anything a person said.
+
+Untrusted input has a budget (SPEC 9): keys are compiled once, when the card loads (a broken
+regex is skipped with a WARNING; the card still loads); a plain key is first looked for as a
+plain substring, so most keys cost no regex at all; matching runs off the event loop (the
+caller's `asyncio.to_thread`) with the `regex` module, which lets go of the interpreter while it
+matches and stops after KEY_TIME_LIMIT_S. A key that runs out of time is skipped from then on,
+with one WARNING naming the card and the entry; a turn's matching stops after MATCH_BUDGET_S.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
+
+import regex
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SCAN_DEPTH = 4
 DEFAULT_BUDGET_TOKENS = 1_000
 MAX_CONTEXT_SHARE = 0.10
+KEY_TIME_LIMIT_S = 0.1  # one key against the scanned text
+MATCH_BUDGET_S = 1.0  # all of a turn's keys
+_WRITTEN_AS_REGEX = re.compile(r"^/(.+)/([a-z]*)$", re.DOTALL)  # SillyTavern's `/pattern/flags`
+_FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
 
 
 class LorebookError(ValueError):
@@ -27,31 +46,77 @@ class LorebookError(ValueError):
 
 
 @dataclass(frozen=True)
+class Key:
+    """One key, compiled once. `literal` is a plain key's text (lowercased unless the entry is
+    case-sensitive), looked for as a substring before its whole-word pattern runs; None for a
+    regular expression."""
+
+    written: str
+    pattern: regex.Pattern
+    literal: str | None
+
+
+def compile_key(written: str, case_sensitive: bool) -> Key:
+    """A key as SillyTavern reads it. Raises regex.error for a broken `/pattern/`."""
+    if found := _WRITTEN_AS_REGEX.match(written):
+        flags = 0
+        for letter in found.group(2):
+            flags |= _FLAGS.get(letter, 0)
+        return Key(written, regex.compile(found.group(1), flags), None)
+    flags = 0 if case_sensitive else regex.IGNORECASE
+    literal = written if case_sensitive else written.lower()
+    return Key(written, regex.compile(rf"(?<!\w){regex.escape(written)}(?!\w)", flags), literal)
+
+
+@dataclass(frozen=True)
 class LoreEntry:
     name: str
     content: str
-    keys: tuple[str, ...] = ()
-    secondary_keys: tuple[str, ...] = ()
+    keys: tuple[Key, ...] = ()
+    secondary_keys: tuple[Key, ...] = ()
     selective: bool = False
     constant: bool = False
     case_sensitive: bool = False
-    use_regex: bool = False
     insertion_order: int = 100
     priority: int = 10
     tokens: int = 0  # counted once, when the character is loaded
 
-    def _matches(self, keys: tuple[str, ...], text: str) -> bool:
-        flags = 0 if self.case_sensitive else re.IGNORECASE
-        # (a regex key was checked when the card loaded: a broken one stops the card there)
-        return any(re.search(key if self.use_regex else rf"(?<!\w){re.escape(key)}(?!\w)", text, flags)
-                   for key in keys)
 
-    def fires(self, text: str) -> bool:
-        if self.constant:
+class _Matcher:
+    """One turn's matching of keys against the scanned text, within MATCH_BUDGET_S."""
+
+    def __init__(self, book: "Lorebook", text: str):
+        self.book, self.text, self.lowered = book, text, text.lower()
+        self.deadline = time.monotonic() + MATCH_BUDGET_S
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def any_of(self, entry: LoreEntry, keys: tuple[Key, ...]) -> bool:
+        for key in keys:
+            if key.literal is not None and key.literal not in (self.text if entry.case_sensitive else self.lowered):
+                continue  # the words are not there at all: no pattern needs to run
+            if (entry.name, key.written) in self.book.too_slow:
+                continue
+            limit = min(KEY_TIME_LIMIT_S, self.deadline - time.monotonic())
+            if limit <= 0:
+                return False
+            try:
+                if key.pattern.search(self.text, timeout=limit, concurrent=True):
+                    return True
+            except TimeoutError:
+                if limit == KEY_TIME_LIMIT_S:  # the key's own fault, not the turn's budget
+                    self.book.too_slow.add((entry.name, key.written))
+                    log.warning("lorebook of %s: entry %r key %r took over %.1f s to match and is skipped from now on",
+                                self.book.card, entry.name, key.written, KEY_TIME_LIMIT_S)
+        return False
+
+    def fires(self, entry: LoreEntry) -> bool:
+        if entry.constant:
             return True
-        if not self._matches(self.keys, text):
+        if not self.any_of(entry, entry.keys):
             return False
-        return not (self.selective and self.secondary_keys) or self._matches(self.secondary_keys, text)
+        return not (entry.selective and entry.secondary_keys) or self.any_of(entry, entry.secondary_keys)
 
 
 @dataclass(frozen=True)
@@ -59,6 +124,8 @@ class Lorebook:
     entries: tuple[LoreEntry, ...] = ()
     scan_depth: int = DEFAULT_SCAN_DEPTH
     token_budget: int = DEFAULT_BUDGET_TOKENS
+    card: str = "the card"  # named in warnings
+    too_slow: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)  # (entry, key)
 
     def counted(self, count: Callable[[str], int]) -> "Lorebook":
         """The book with each entry's tokens counted (once, at load)."""
@@ -69,9 +136,16 @@ class Lorebook:
 
     def entries_for(self, recent_texts: Iterable[str], context_window: int) -> list[LoreEntry]:
         """The entries the recent messages (newest first) call up, within the budget, in
-        insertion order."""
-        scanned = "\n".join(list(recent_texts)[: self.scan_depth])
-        fired = [e for e in self.entries if e.fires(scanned)]
+        insertion order. It may take up to MATCH_BUDGET_S: call it off the event loop."""
+        matcher = _Matcher(self, "\n".join(list(recent_texts)[: self.scan_depth]))
+        fired = []
+        for entry in self.entries:
+            if matcher.out_of_time():
+                log.warning("lorebook of %s: matching stopped after %.1f s; entries from %r on were not checked",
+                            self.card, MATCH_BUDGET_S, entry.name)
+                break
+            if matcher.fires(entry):
+                fired.append(entry)
         kept, used, budget = [], 0, self.budget(context_window)
         for entry in sorted(fired, key=lambda e: (-e.priority, e.insertion_order)):
             if used + entry.tokens <= budget:
@@ -80,24 +154,25 @@ class Lorebook:
         return sorted(kept, key=lambda e: e.insertion_order)
 
 
-def read_lorebook(book: Any) -> Lorebook:
+def read_lorebook(book: Any, card: str = "the card") -> Lorebook:
     """A card's `character_book` (V2 or V3), or an empty book when the card has none."""
     if book is None:
-        return Lorebook()
+        return Lorebook(card=card)
     if not isinstance(book, dict):
         raise LorebookError("'character_book' should be an object")
     entries = book.get("entries") or []
     if not isinstance(entries, list):
         raise LorebookError("'character_book.entries' should be a list")
-    read = [_entry(raw, i) for i, raw in enumerate(entries)]
+    read = [_entry(raw, i, card) for i, raw in enumerate(entries)]
     return Lorebook(
+        card=card,
         entries=tuple(e for e in read if e is not None),
         scan_depth=_whole(book, "scan_depth", DEFAULT_SCAN_DEPTH, "character_book", minimum=1),
         token_budget=_whole(book, "token_budget", DEFAULT_BUDGET_TOKENS, "character_book", minimum=1),
     )
 
 
-def _entry(raw: Any, index: int) -> LoreEntry | None:
+def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
     where = f"character_book.entries[{index}]"
     if not isinstance(raw, dict):
         raise LorebookError(f"'{where}' should be an object")
@@ -108,23 +183,28 @@ def _entry(raw: Any, index: int) -> LoreEntry | None:
         raise LorebookError(f"'{where}.content' should be text")
     if not content.strip():
         return None
-    use_regex = bool(raw.get("use_regex") or (raw.get("extensions") or {}).get("use_regex"))
-    keys, secondary = _keys(raw, "keys", where), _keys(raw, "secondary_keys", where)
-    if use_regex:
-        for key in keys + secondary:
+    case_sensitive = bool(raw.get("case_sensitive"))
+    written = _keys(raw, "keys", where)
+    name = str(raw.get("name") or raw.get("comment") or (written[0] if written else f"entry {index + 1}"))
+
+    def compiled(field: str) -> tuple[Key, ...]:
+        keys = []
+        for text in _keys(raw, field, where):
             try:
-                re.compile(key)
-            except re.error as problem:
-                raise LorebookError(f"'{where}' key {key!r} is not a valid regular expression ({problem})") from None
+                keys.append(compile_key(text, case_sensitive))
+            except regex.error as problem:
+                log.warning("lorebook of %s: entry %r key %r is not a valid regular expression (%s); it is skipped",
+                            card, name, text, problem)
+        return tuple(keys)
+
     return LoreEntry(
-        name=str(raw.get("name") or raw.get("comment") or (keys[0] if keys else f"entry {index + 1}")),
+        name=name,
         content=content.strip(),
-        keys=keys,
-        secondary_keys=secondary,
+        keys=compiled("keys"),
+        secondary_keys=compiled("secondary_keys"),
         selective=bool(raw.get("selective")),
         constant=bool(raw.get("constant")),
-        case_sensitive=bool(raw.get("case_sensitive")),
-        use_regex=use_regex,
+        case_sensitive=case_sensitive,
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
     )

@@ -363,7 +363,8 @@ class TurnHandler:
             newest_first = await self.store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=user_row.pos)
             window = live_window(newest_first, self.context_window)
             recalled = await self._recall(conversation.id, user_row, newest_first, window, embedding)
-            lore = runtime.character.lorebook.entries_for((m.content for m in reversed(window)), self.context_window)
+            lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
+                runtime.character.lorebook.entries_for, [m.content for m in reversed(window)], self.context_window)
             tools_on = learning and self.llm.tools_supported is not False
 
             def prompt_with(images: Sequence[tuple[str, str]], unseen: Sequence[str]) -> Prompt:

@@ -80,17 +80,78 @@ def test_the_lorebook_budget_is_1000_tokens_by_default_and_never_over_10_percent
     assert read_lorebook({"entries": [], "token_budget": 300}).budget(128_000) == 300
 
 
-def test_regex_keys_match_as_regular_expressions():
-    lore = book(entry("Year", [r"\b1[0-9]{3}\b"], use_regex=True))
+def test_a_key_written_as_slash_pattern_slash_flags_is_a_regular_expression():
+    lore = book(entry("Year", [r"/\b1[0-9]{3}\b/"]), entry("Bay", [r"/cargo\s*bay\s*\d+/i"], use_regex=True))
     assert fired(lore, "back in 1642") == ["Year"]
     assert fired(lore, "back in 42") == []
+    assert fired(lore, "meet me in Cargo Bay 7") == ["Bay"]
+    assert fired(lore, "meet me in cargo bay") == []
+
+
+def test_any_other_key_is_plain_text_even_when_use_regex_is_set():
+    """Exporters set `use_regex` on every entry; SillyTavern still reads `*wink*` as words."""
+    lore = book(entry("Wink", ["*wink*"], use_regex=True), entry("Dot", ["a.b"], use_regex=True))
+    assert fired(lore, "she gives a *wink* and leaves") == ["Wink"]
+    assert fired(lore, "axb") == []
+    assert fired(lore, "see a.b here") == ["Dot"]
+
+
+def test_a_broken_regex_key_is_skipped_with_a_warning_and_the_card_still_loads(tmp_path, caplog):
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Nox", "character_book": {"entries": [
+        entry("Broken", ["/(/", "reactor"]), entry("Fine", ["lamp"])]}}}))
+    with caplog.at_level("WARNING", logger="bot.lorebook"):
+        lore = load_character(CharacterConfig(name="Nox", card=path)).lorebook.counted(len)
+    assert fired(lore, "the reactor and the lamp") == ["Broken", "Fine"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"lorebook of {path}: entry 'Broken' key '/(/' is not a valid regular expression "
+        "(missing ) at position 1); it is skipped"]
+
+
+def test_a_catastrophic_key_is_given_up_after_its_time_limit_and_skipped_with_one_warning(caplog):
+    import time
+
+    lore = book(entry("Trap", ["/(a|aa)+$/"]), entry("Lamp", ["lamp"]))
+    message = "lamp " + "a" * 40 + "!"  # (a|aa)+$ would backtrack for hours on this
+    with caplog.at_level("WARNING", logger="bot.lorebook"):
+        started = time.monotonic()
+        assert fired(lore, message) == ["Lamp"]
+        assert time.monotonic() - started < 1.0
+        started = time.monotonic()
+        assert fired(lore, message) == ["Lamp"]  # skipped from now on: no time spent on it again
+        assert time.monotonic() - started < 0.05
+    assert len(caplog.records) == 1
+    assert "entry 'Trap' key '/(a|aa)+$/' took over 0.1 s to match and is skipped" in caplog.records[0].getMessage()
+
+
+def test_a_turns_lorebook_matching_stops_after_its_budget_of_1_second(caplog):
+    import time
+
+    traps = [entry(f"Trap {n}", [f"/(a|aa)+{n}$/"]) for n in range(30)]  # 30 × 0.1 s if nothing stopped it
+    lore = book(*traps, entry("Lamp", ["lamp"]))
+    with caplog.at_level("WARNING", logger="bot.lorebook"):
+        started = time.monotonic()
+        assert fired(lore, "lamp " + "a" * 40 + "!") == []
+        assert time.monotonic() - started < 1.5
+    assert "matching stopped after 1.0 s" in caplog.records[-1].getMessage()
+
+
+def test_a_large_plain_lorebook_against_a_40_kb_message_takes_well_under_a_second():
+    import random
+    import time
+
+    words = [f"word{n}" for n in range(5_000)]
+    lore = book(*(entry(f"E{n}", random.Random(n).sample(words, 3)) for n in range(1_000)))
+    message = " ".join(random.Random(0).choices(words, k=4_000))[:40_000]
+    started = time.monotonic()
+    assert fired(lore, message)
+    assert time.monotonic() - started < 0.5
 
 
 @pytest.mark.parametrize("character_book, message", [
     ({"entries": {"a": 1}}, "'character_book.entries' should be a list"),
     ({"entries": [{"keys": "x", "content": 5}]}, "'character_book.entries[0].content' should be text"),
     ({"entries": [{"keys": [1], "content": "x"}]}, "'character_book.entries[0].keys' should be a list of texts"),
-    ({"entries": [{"keys": ["("], "content": "x", "use_regex": True}]}, "not a valid regular expression"),
 ])
 def test_a_malformed_lorebook_is_one_clear_start_up_line_naming_the_card(tmp_path, character_book, message):
     path = tmp_path / "nox.json"
@@ -138,3 +199,40 @@ async def test_memory_why_names_the_entries_that_fired(lore_runtime, llm):
     await ann.say("Is the lamp still lit?")
     why = await ann.memory("/memory why")
     assert "• Lorebook entries: 1 (Lamp (" in why.text
+
+
+async def test_a_catastrophic_key_never_holds_up_another_persons_reply(llm, tmp_path, clock):
+    """Matching runs off the event loop: while Ann's turn spends its whole lorebook budget on
+    30 catastrophic keys, Bob's turn in another chat is answered, and the loop never stalls."""
+    import asyncio
+    import time
+
+    card = tmp_path / "trap.json"
+    card.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Mira", "character_book": {
+        "entries": [entry(f"Trap {n}", [f"/(a|aa)+{n}$/"]) for n in range(30)]}}}))
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["characters"][0] = {"name": "Mira", "card": str(card)}
+    runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)
+    try:
+        llm.default = "ok"
+        stalls, ticking = [], True
+
+        async def tick():
+            while ticking:
+                before = time.monotonic()
+                await asyncio.sleep(0.01)
+                stalls.append(time.monotonic() - before)
+
+        ticker = asyncio.create_task(tick())
+        ann_turn = asyncio.create_task(Chat(runtime).say("a" * 40 + "!"))
+        await asyncio.sleep(0.1)  # Ann's turn is matching keys by now
+        started = time.monotonic()
+        await Chat(runtime, user="bob", name="Bob", chat_id="dm-bob").say("hello")
+        bob_waited = time.monotonic() - started
+        await ann_turn
+        ticking = False
+        await ticker
+        assert bob_waited < 0.5
+        assert max(stalls) < 0.3
+    finally:
+        await runtime.close()
