@@ -34,12 +34,14 @@ import io
 import json
 import logging
 import re
+from functools import partial
 from typing import Literal, Optional
 
 import discord
 from discord import app_commands
 
 from adapters.base import ChatAdapter
+from adapters.downloads import read_capped
 from adapters.splitting import split_message
 from bot.access import NOT_ALLOWED, Asker
 from bot.actions import decode_action
@@ -74,7 +76,8 @@ def files_of(message: discord.Message) -> tuple[IncomingFile, ...]:
     """The message's attachments; their bytes are fetched only when the core reads them."""
     return tuple(
         IncomingFile(a.filename, a.content_type, a.size,
-                     "an image" if (a.content_type or "").startswith("image/") else "a file", a.read)
+                     "an image" if (a.content_type or "").startswith("image/") else "a file",
+                     partial(read_capped, a.url))
         for a in message.attachments
     )
 

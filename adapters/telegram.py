@@ -60,6 +60,7 @@ from telegram.ext import (
 )
 
 from adapters.base import ChatAdapter
+from adapters.downloads import read_capped
 from adapters.splitting import split_message
 from adapters.streaming import typing
 from bot.access import NOT_ALLOWED, Asker
@@ -428,17 +429,19 @@ class TelegramAdapter(ChatAdapter[Place]):
             big = [p for p in message.photo if max(p.width, p.height) >= IMAGE_MAX_SIDE]
             photo = min(big, key=lambda p: p.width * p.height) if big else message.photo[-1]
             return (IncomingFile("photo.jpg", "image/jpeg", photo.file_size, "a photo",
-                                 lambda: self.download(photo.file_id)),)
+                                 lambda limit: self.download(photo.file_id, limit)),)
         if message.document:
             document = message.document
             image = (document.mime_type or "").startswith("image/")
             return (IncomingFile(document.file_name or "file", document.mime_type, document.file_size,
-                                 "an image" if image else "a file", lambda: self.download(document.file_id)),)
+                                 "an image" if image else "a file",
+                                 lambda limit: self.download(document.file_id, limit)),)
         return ()
 
-    async def download(self, file_id: str) -> bytes:
+    async def download(self, file_id: str, limit: int) -> bytes:
+        """The file's first `limit` bytes, streamed (never downloaded whole)."""
         file = await self.bot.get_file(file_id)
-        return bytes(await file.download_as_bytearray())
+        return await read_capped(file.file_path or "", limit)
 
     def strip_mention(self, text: str, username: str) -> str:
         return re.sub(rf"@{re.escape(username)}\b", "", text, flags=re.IGNORECASE).strip()

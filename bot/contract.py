@@ -41,15 +41,16 @@ class ConversationKey:
 
 @dataclass(frozen=True)
 class IncomingFile:
-    """A file that came with a message: a photo, an image, a text file, anything. `read` fetches
-    its bytes from the platform, only when the core uses them; `what` names it in words ("a
-    photo", "a file") for when the character cannot read it."""
+    """A file that came with a message: a photo, an image, a text file, anything. `read(limit)`
+    fetches its first `limit` bytes from the platform as a stream (never the whole file), only
+    when the core uses them; `what` names it in words ("a photo", "a file") for when the
+    character cannot read it."""
 
     name: str
     content_type: str | None
     size: int | None
     what: str
-    read: Callable[[], Awaitable[bytes]] = field(compare=False, repr=False)
+    read: Callable[[int], Awaitable[bytes]] = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)

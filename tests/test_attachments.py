@@ -25,12 +25,12 @@ def png(width: int = 64, height: int = 48) -> bytes:
 
 def file_of(data: bytes, name: str = "photo.jpg", content_type: str = "image/jpeg", what: str = "a photo",
             fetched: list | None = None) -> IncomingFile:
-    async def read() -> bytes:
+    async def read(limit: int) -> bytes:
         if fetched is not None:
             fetched.append(name)
         if isinstance(data, Exception):
             raise data
-        return data
+        return data[:limit]
     return IncomingFile(name, content_type, len(data) if isinstance(data, bytes) else None, what, read)
 
 
@@ -167,3 +167,49 @@ async def test_several_long_text_files_are_cut_to_fit_the_window_together(chat_w
     assert not reply.is_error
     stored, = await stored_user_texts(ann)
     assert stored.count("[file: log") == 5 and ann.runtime.counter.count(stored) <= window_token_budget(8_192)
+
+
+def test_an_image_over_40_million_pixels_is_refused_from_its_header_before_decoding():
+    from tests.test_untrusted_input_end_to_end import png_of_side
+    from bot.attachments import ImageTooLarge
+
+    with pytest.raises(ImageTooLarge, match="6,400×6,400 pixels is over the limit of 40,000,000"):
+        image_data_url(png_of_side(6_400))  # 40.96 million pixels
+
+
+def _peak_rss_rise_mb(script: str) -> float:
+    import subprocess
+    import sys
+
+    probe = ("import resource\nbefore = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n" + script
+             + "\nprint((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return float(done.stdout.strip())
+
+
+def test_at_most_2_images_decode_at_once_and_none_is_copied_full_size():
+    """Four images of 36 million pixels (108 MB decoded each) shrunk at once: two decode at a
+    time, each shrunk in place, so the process grows by what two decodes need, not four."""
+    rise = _peak_rss_rise_mb(
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from bot.attachments import image_data_url\n"
+        "from tests.test_untrusted_input_end_to_end import png_of_side\n"
+        "image = png_of_side(6_000)\n"
+        "with ThreadPoolExecutor(4) as pool:\n"
+        "    assert all(pool.map(image_data_url, [image] * 4))\n")
+    assert rise < 500  # measured: two at a time about 355 MB, four at once about 725 MB
+
+
+async def test_a_text_file_is_fetched_only_up_to_512_kb_and_a_binary_one_is_named_not_read(chat_with, llm):
+    chat = await chat_with()
+    asked = []
+
+    async def read(limit: int) -> bytes:
+        asked.append(limit)
+        return b"x" * limit
+    llm.add(text("Long."), text("Can't read it."))
+    await send(chat, "a", IncomingFile("big.txt", "text/plain", 150 * 1024 * 1024, "a file", read))
+    assert asked == [512 * 1024]
+    await send(chat, "b", file_of(b"\x89PNG\x00\x01" * 100, "notes.txt", "text/plain", "a file"))
+    assert (await stored_user_texts(chat))[-1] == "b\n\n[file: notes.txt — not a text file, so it was not read]"
