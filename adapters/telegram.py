@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hmac
 import html
 import logging
+import math
 import re
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
@@ -177,6 +180,31 @@ async def with_flood_retry(call: Callable[[], Awaitable[Any]]) -> Any:
             await asyncio.sleep(wait)
 
 
+def _update_from(data: Any, bot) -> Update:
+    """A webhook body as an Update; raises for anything else ([], {}, null, {"message": 7})."""
+    if not isinstance(data, dict) or isinstance(data.get("update_id"), bool) or not isinstance(data.get("update_id"), int):
+        raise ValueError("no update_id")
+    return Update.de_json(data, bot)
+
+
+class OncePerMinute:
+    """A WARNING at most once a minute (SPEC 9: a flood of bad requests is no flood of log
+    lines); the next one says how many were held back."""
+
+    def __init__(self) -> None:
+        self.last, self.held = -math.inf, 0
+
+    def warn(self, message: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self.last < 60:
+            self.held += 1
+            return
+        if self.held:
+            message += f" ({self.held} more in the minute before)"
+        log.warning(message, *args)
+        self.last, self.held = now, 0
+
+
 @dataclass(frozen=True)
 class Place:
     """Where a conversation lives on Telegram."""
@@ -202,6 +230,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         self.base_url = base_url
         self.application: Application | None = None
         self._keeping: dict[int, asyncio.Future] = {}  # webhook updates waiting for their message to be kept
+        self._malformed = OncePerMinute()  # webhook bodies that are no update
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self) -> Application:
@@ -301,11 +330,15 @@ class TelegramAdapter(ChatAdapter[Place]):
         secret = settings.secret_token
 
         async def receive(request: web.Request) -> web.Response:
-            if request.headers.get("X-Telegram-Bot-Api-Secret-Token") != secret:
+            given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
+            if not hmac.compare_digest(given.encode(), secret.encode()):  # constant time
                 return web.Response(status=403, text="wrong secret token")
             try:
-                update = Update.de_json(await request.json(), application.bot)
-            except ValueError:
+                update = _update_from(await request.json(), application.bot)
+            except Exception as problem:  # anything a caller can post that is no update
+                self._malformed.warn("Telegram webhook of %s: a body that is not an update was refused with 400 "
+                                     "(%s); further ones are counted quietly for a minute",
+                                     self.character.name, type(problem).__name__)
                 return web.Response(status=400, text="not an update")
             kept = asyncio.get_running_loop().create_future()
             self._keeping[update.update_id] = kept

@@ -24,7 +24,7 @@ from bot.contract import PlatformRefused
 from bot.logs import config_secrets, log_to_file, redact, setup_logging
 from bot.runtime import Runtime, build_runtime
 from bot.saved_memories import CAPS
-from storage.factory import open_store
+from storage.factory import StorageURLError, masked, open_store
 
 if TYPE_CHECKING:
     from adapters.registry import AdapterStarter
@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(run_bot(config))
     except ConfigError as problem:
         print(f"config error: {problem}", file=sys.stderr)
+        return 2
+    except StorageURLError as problem:
+        print(f"storage error: {problem}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -172,7 +175,6 @@ async def copy_storage(source: str, target: str, allow_non_empty: bool) -> int:
     """Copy a deployment between databases with a progress bar; relative SQLite paths are from
     the current directory."""
     from storage.copy import CopyError, copy_store
-    from storage.factory import StorageURLError
 
     try:
         report = await copy_store(source, target, Path("."), allow_non_empty, progress=_progress_bar)
@@ -197,7 +199,7 @@ def _progress_bar(table: str, done: int, total: int, width: int = 30) -> None:
 # -- characters ---------------------------------------------------------------------------
 async def list_characters(config: Config) -> int:
     """The characters of the config and of the database, with their character memories."""
-    store = await open_store(config.storage.url, CAPS, config.storage.base)
+    store = await open_store(config.storage.url, CAPS, config.storage.base, password=config.storage.password)
     try:
         stored = await store.characters.character_memory_counts()
     finally:
@@ -214,13 +216,13 @@ async def list_characters(config: Config) -> int:
 
 async def remove_character(config: Config, name: str) -> int:
     """Delete a character's conversations; its character-scoped memories become global."""
-    store = await open_store(config.storage.url, CAPS, config.storage.base)
+    store = await open_store(config.storage.url, CAPS, config.storage.base, password=config.storage.password)
     try:
         moved = await store.characters.remove_character(name)
     finally:
         await store.close()
     if moved is None:
-        print(f"There is no character named {name!r} in {config.storage.url}.")
+        print(f"There is no character named {name!r} in {masked(config.storage.url)}.")
         return 1
     print(f"Removed {name}. {moved} character memories became global memories.")
     if any(c.name.casefold() == name.casefold() for c in config.characters):

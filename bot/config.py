@@ -45,8 +45,13 @@ class LLMConfig:
 class StorageConfig:
     url: str = "sqlite:///data/keepsake.sqlite3"
     base: Path = Path(".")  # the config file's folder: relative SQLite paths start there
+    password_env: str | None = None  # the PostgreSQL password, kept out of the file
     backup_dir: Path | None = None
     retention_days: int | None = None
+
+    @property
+    def password(self) -> str | None:
+        return _env_secret(self.password_env)
 
 
 @dataclass(frozen=True)
@@ -321,9 +326,13 @@ def _parse_storage(s: _Section, base: Path) -> StorageConfig:
         check_url(url)
     except StorageURLError as problem:
         raise ConfigError(f"storage.url: {problem}") from None
+    password_env = s.text("password_env")
+    if password_env and _env_secret(password_env) is None:
+        raise ConfigError(f"storage.password_env: environment variable {password_env} is not set")
     config = StorageConfig(
         url=url,
         base=base,
+        password_env=password_env,
         backup_dir=s.path("backup_dir", base),
         retention_days=s.integer("retention_days", None, minimum=1),
     )

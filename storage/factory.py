@@ -4,15 +4,19 @@
   Query parameters are SQLite URI parameters (`?mode=ro` opens the file read-only).
 - `postgresql://user:password@host:5432/database` — one database for any number of processes.
   `?schema=name` keeps Keepsake's tables in that schema (created if missing); other query
-  parameters are asyncpg's.
+  parameters are asyncpg's. The password may come apart from the URL (`[storage] password_env`).
+
+A URL is printed only through `masked` (SPEC 9: secrets never appear in output), and a database
+that cannot be reached is one line naming it, never a traceback.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Callable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from storage.ports import MemoryCaps, Store
 
@@ -21,6 +25,27 @@ SCHEMES = ("sqlite", "postgresql", "postgres")
 
 class StorageURLError(ValueError):
     """A storage URL this program cannot open."""
+
+
+def masked(url: str) -> str:
+    """The URL with its password shown as `***`: the only way a storage URL is printed."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    user_info, host = parts.netloc.rsplit("@", 1)
+    if ":" not in user_info:
+        return url
+    return urlunsplit(parts._replace(netloc=f"{user_info.split(':', 1)[0]}:***@{host}"))
+
+
+def with_password(url: str, password: str | None) -> str:
+    """The URL with `password` in it (from `[storage] password_env`); unchanged without one."""
+    if not password:
+        return url
+    parts = urlsplit(url)
+    user_info, _, host = parts.netloc.rpartition("@")
+    user = user_info.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host}"))
 
 
 def sqlite_path(url: str, base: Path) -> tuple[Path, dict[str, str]]:
@@ -43,18 +68,25 @@ def postgres_dsn(url: str) -> tuple[str, str | None]:
 def check_url(url: str) -> None:
     scheme = urlsplit(url).scheme
     if scheme not in SCHEMES:
-        raise StorageURLError(f"{url!r}: expected a URL starting with {' or '.join(s + '://' for s in SCHEMES)}")
+        raise StorageURLError(f"{masked(url)!r}: expected a URL starting with {' or '.join(s + '://' for s in SCHEMES)}")
 
 
 async def open_store(url: str, caps: MemoryCaps, base: Path = Path("."),
-                     clock: Callable[[], float] = time.time) -> Store:
-    """Open (and migrate) the store the URL names; relative SQLite paths are from `base`."""
+                     clock: Callable[[], float] = time.time, password: str | None = None) -> Store:
+    """Open (and migrate) the store the URL names; relative SQLite paths are from `base`. A
+    PostgreSQL server that cannot be reached or refuses raises StorageURLError (one line)."""
     check_url(url)
     if urlsplit(url).scheme != "sqlite":
+        import asyncpg
+
         from storage.postgres import PostgresStore
 
-        dsn, schema = postgres_dsn(url)
-        return await PostgresStore.open(dsn, schema, caps, clock)
+        dsn, schema = postgres_dsn(with_password(url, password))
+        try:
+            return await PostgresStore.open(dsn, schema, caps, clock)
+        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as problem:
+            reason = str(problem).strip().splitlines()[0] if str(problem).strip() else type(problem).__name__
+            raise StorageURLError(f"cannot open the database at {masked(url)}: {reason}") from None
     from storage.sqlite import SQLiteStore
 
     path, options = sqlite_path(url, base)

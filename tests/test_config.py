@@ -167,3 +167,77 @@ def test_a_postgresql_url_and_a_metrics_port_are_taken_as_given(tmp_path):
     config = parse_config(raw, tmp_path)
     assert config.storage.url == "postgresql://keepsake@db.example.com:5432/keepsake?schema=bots"
     assert (config.metrics.port, config.metrics.listen) == (9108, "127.0.0.1")
+
+
+def _characters(config_text: str, tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    config = tmp_path / "config.toml"
+    config.write_text(config_text)
+    return subprocess.run([sys.executable, "-m", "bot", "characters", *args, "--config", str(config)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", **env})
+
+
+PERSONA = '\n[[characters]]\nname = "Mira"\npersona = "You are Mira."\n'
+
+
+def test_a_database_url_is_printed_with_its_password_masked(tmp_path):
+    from tests.postgres import server_url
+
+    parts = server_url().split("://", 1)[1].split("@", 1)[-1]  # host:port/database
+    done = _characters(f'[storage]\nurl = "postgresql://postgres:hunter2@{parts}"\n{PERSONA}', tmp_path,
+                       "remove", "Nobody")
+    assert done.returncode == 1, done.stderr
+    assert f"There is no character named 'Nobody' in postgresql://postgres:***@{parts}." in done.stdout
+    assert "hunter2" not in done.stdout + done.stderr
+
+
+def test_a_mistyped_storage_url_is_one_line_with_its_password_masked(tmp_path):
+    done = _characters('[storage]\nurl = "postgres-ql://keepsake:hunter2@db.example.com/keepsake"\n' + PERSONA,
+                       tmp_path, "list")
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("config error: storage.url: 'postgres-ql://keepsake:***@db.example.com/keepsake': "
+                                   "expected a URL starting with sqlite:// or postgresql:// or postgres://")
+
+
+def test_a_database_that_cannot_be_reached_is_one_line_naming_it_masked(tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = _characters(f'[storage]\nurl = "postgresql://keepsake:hunter2@127.0.0.1:{port}/keepsake"\n{PERSONA}',
+                       tmp_path, "list")
+    assert done.returncode == 2
+    line, = done.stderr.strip().splitlines()
+    assert line.startswith(f"storage error: cannot open the database at postgresql://keepsake:***@127.0.0.1:{port}/keepsake: ")
+    assert "hunter2" not in done.stderr
+
+
+def test_the_postgresql_password_may_come_from_password_env_and_is_redacted(monkeypatch, tmp_path):
+    from bot.logs import config_secrets
+    from storage.factory import with_password
+
+    raw = config_dict("http://x/v1", tmp_path / "db")
+    raw["storage"] = {"url": "postgresql://keepsake@db.example.com:5432/keepsake", "password_env": "KEEPSAKE_DB_PASSWORD"}
+    with pytest.raises(ConfigError, match="storage.password_env: environment variable KEEPSAKE_DB_PASSWORD is not set"):
+        parse_config(raw, tmp_path)
+    monkeypatch.setenv("KEEPSAKE_DB_PASSWORD", "p@ss:word/1")
+    config = parse_config(raw, tmp_path)
+    assert config.storage.password == "p@ss:word/1"
+    assert "p@ss:word/1" in config_secrets(config)
+    assert with_password(config.storage.url, config.storage.password) == \
+        "postgresql://keepsake:p%40ss%3Aword%2F1@db.example.com:5432/keepsake"
+
+
+async def test_a_password_from_password_env_opens_the_database(tmp_path):
+    """On the test server (trust auth ignores the password; the URL it builds must still be valid)."""
+    from bot.saved_memories import CAPS
+    from storage.factory import open_store
+    from tests.postgres import fresh_schema_url
+
+    schemas = fresh_schema_url()
+    url = await anext(schemas)
+    try:
+        store = await open_store(url, CAPS, password="p@ss:word/1")
+        await store.close()
+    finally:
+        await anext(schemas, None)

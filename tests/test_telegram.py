@@ -426,11 +426,10 @@ async def test_a_token_revoked_while_running_stops_the_adapter_for_good(telegram
         await runtime.close()
 
 
-async def test_webhook_mode_takes_updates_with_the_secret_token_and_refuses_the_rest(telegram, llm, tmp_path,
-                                                                                     monkeypatch, clock):
+@pytest.fixture
+async def webhook(telegram, llm, tmp_path, monkeypatch, clock):
+    """A Telegram adapter in webhook mode; yields the URL it serves."""
     import socket
-
-    import aiohttp
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -446,26 +445,49 @@ async def test_webhook_mode_takes_updates_with_the_secret_token_and_refuses_the_
     stop = asyncio.Event()
     task = asyncio.create_task(adapter.run(stop))
     try:
-        registered = (await telegram.wait_for(lambda: telegram.calls_to("setWebhook")))[0]
-        assert registered["url"] == "https://bot.example.com/telegram"
-        assert registered["secret_token"] == "s3cret-token"
-        ann, bob = Person(telegram, ANN, "Ann"), Person(telegram, BOB, "Bob")
-        llm.add(text("Hello by webhook."))
-        ann.say("hello over the webhook")
-        forged = bob.say("a forged update")
-        genuine, fake = telegram.updates_waiting()
-        async with aiohttp.ClientSession() as http:
-            url = f"http://127.0.0.1:{port}/telegram"
-            refused = await http.post(url, json=fake, headers={"X-Telegram-Bot-Api-Secret-Token": "guess"})
-            missing = await http.post(url, json=fake)
-            taken = await http.post(url, json=genuine, headers={"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"})
-        assert (refused.status, missing.status, taken.status) == (403, 403, 200)
-        reply, = await ann.reply_to(genuine["message"]["message_id"])
-        assert reply.text == "Hello by webhook."
-        assert telegram.bot_messages(BOB) == [] and "forged" not in str(llm.requests)
-        assert not telegram.calls_to("getUpdates")  # no polling beside the webhook
-        assert forged
+        await telegram.wait_for(lambda: telegram.calls_to("setWebhook"))
+        yield f"http://127.0.0.1:{port}/telegram"
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
         await runtime.close()
+
+
+async def test_webhook_mode_takes_updates_with_the_secret_token_and_refuses_the_rest(telegram, llm, webhook):
+    import aiohttp
+
+    registered = telegram.calls_to("setWebhook")[0]
+    assert registered["url"] == "https://bot.example.com/telegram"
+    assert registered["secret_token"] == "s3cret-token"
+    ann, bob = Person(telegram, ANN, "Ann"), Person(telegram, BOB, "Bob")
+    llm.add(text("Hello by webhook."))
+    ann.say("hello over the webhook")
+    bob.say("a forged update")
+    genuine, fake = telegram.updates_waiting()
+    async with aiohttp.ClientSession() as http:
+        refused = await http.post(webhook, json=fake, headers={"X-Telegram-Bot-Api-Secret-Token": "guess"})
+        missing = await http.post(webhook, json=fake)
+        taken = await http.post(webhook, json=genuine, headers={"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"})
+    assert (refused.status, missing.status, taken.status) == (403, 403, 200)
+    reply, = await ann.reply_to(genuine["message"]["message_id"])
+    assert reply.text == "Hello by webhook."
+    assert telegram.bot_messages(BOB) == [] and "forged" not in str(llm.requests)
+    assert not telegram.calls_to("getUpdates")  # no polling beside the webhook
+
+
+async def test_a_malformed_webhook_body_gets_400_and_at_most_one_warning_a_minute(telegram, llm, webhook, caplog):
+    import aiohttp
+
+    secret = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"}
+    bodies = ["[]", "{}", "null", '{"message": 7}', '{"update_id": 9, "message": 7}', '{"update_id": "9"}', "not json"]
+    with caplog.at_level("WARNING"):
+        async with aiohttp.ClientSession() as http:
+            statuses = []
+            for _ in range(10):
+                for body in bodies:
+                    async with http.post(webhook, data=body, headers={**secret, "Content-Type": "application/json"}) as answer:
+                        statuses.append(answer.status)
+    assert set(statuses) == {400}
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "a body that is not an update was refused with 400" in caplog.records[0].getMessage()
+    assert not any(r.exc_info for r in caplog.records)
