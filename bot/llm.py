@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -207,10 +208,7 @@ class LLMClient:
             raise LLMError("the embedding server did not answer in time") from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"the embedding server could not be used ({type(exc).__name__})") from exc
-        vectors = [item.embedding for item in sorted(answer.data, key=lambda item: item.index)]
-        if len(vectors) != len(texts) or not all(vectors):
-            raise LLMError("the embedding server sent a wrong number of vectors")
-        return vectors
+        return _vectors_of(answer, len(texts))
 
     def _status_error(self, status: int) -> LLMError:
         """A final HTTP error, explained to the person and, where the owner must act, in the log."""
@@ -274,3 +272,21 @@ class LLMClient:
             prompt_tokens=usage.get("prompt_tokens") or 0,
             completion_tokens=usage.get("completion_tokens") or 0,
         )
+
+
+def _vectors_of(answer: Any, count: int) -> list[list[float]]:
+    """The `count` vectors of an embeddings answer, in order. Whatever a server sends instead
+    (no `data`, vectors as text or nested lists, an HTML page with status 200, vectors of
+    different lengths) raises LLMError, like any failed call: it never fails a turn."""
+    try:
+        items = sorted(answer.data, key=lambda item: item.index)
+        vectors = [list(item.embedding) for item in items]
+    except (AttributeError, TypeError) as exc:
+        raise LLMError("the embedding server's answer holds no vectors") from exc
+    if len(vectors) != count:
+        raise LLMError(f"the embedding server sent {len(vectors)} vectors for {count} texts")
+    sizes = {len(vector) for vector in vectors}
+    numbers = all(type(x) in (int, float) and math.isfinite(x) for vector in vectors for x in vector)
+    if not numbers or len(sizes) != 1 or 0 in sizes:
+        raise LLMError("the embedding server's vectors are not lists of numbers of one length")
+    return [[float(x) for x in vector] for vector in vectors]

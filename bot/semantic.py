@@ -103,13 +103,12 @@ class SemanticRecall:
                             QUERY_WAIT_S, PAUSE_AFTER_FAILURE_S)
                 self._impatient_until = self.clock() + PAUSE_AFTER_FAILURE_S
             return []
-        vector = embedding.result()
-        if vector is None:
-            return []
         try:
-            return await self.store.vectors.nearest(conversation_id, vector, before_pos, limit)
-        except Exception:
-            log.exception("semantic recall failed for a turn; full text alone")
+            vector = embedding.result()  # None when the server failed (said once, in _failed)
+            return [] if vector is None else await self.store.vectors.nearest(conversation_id, vector, before_pos, limit)
+        except Exception as failure:  # a bug or a database error: this turn recalls by full text alone
+            log.warning("semantic recall failed for a turn (%s: %s); full text alone",
+                        type(failure).__name__, failure)
             return []
 
     async def embed_waiting(self) -> int:

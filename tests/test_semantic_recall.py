@@ -110,6 +110,32 @@ async def test_a_failing_embedding_server_never_fails_a_turn_and_is_left_alone_f
     assert PAUSE_AFTER_FAILURE_S == 60
 
 
+@pytest.mark.parametrize("body, content_type", [
+    ('{"object": "list", "data": [{"index": 0, "embedding": "0.1,0.2,0.3"}]}', "application/json"),
+    ('{"object": "list", "data": [{"index": 0, "embedding": [[0.1, 0.2], [0.3, 0.4]]}]}', "application/json"),
+    ('{"object": "list", "model": "x"}', "application/json"),
+    ('{"object": "list", "data": null}', "application/json"),
+    ("<html><body>Welcome to nginx!</body></html>", "text/html"),
+], ids=["vectors as text", "nested lists", "no data", "data null", "an HTML page"])
+async def test_a_malformed_embedding_answer_means_full_text_alone_and_one_warning(closing, llm, clock, caplog,
+                                                                                  body, content_type):
+    from aiohttp import web
+
+    runtime = await closing()
+    ann = Chat(runtime)
+    await history(ann, clock, ["my cousin Ingrid keeps three goats"] + lines(70))
+    llm.embeddings_answer = web.Response(text=body, content_type=content_type)
+    with caplog.at_level(logging.WARNING):
+        reply = await ann.say("how are Ingrid's goats?")
+        assert not reply.is_error
+        assert "Ann: my cousin Ingrid keeps three goats" in recall_block(llm)  # full text alone
+        await ann.say("and the goats' names?")
+        await runtime.jobs.embed_waiting()
+    warnings = [r for r in caplog.records if r.name == "bot.semantic"]
+    assert len(warnings) == 1 and "semantic recall" in warnings[0].getMessage()
+    assert not any(r.levelname == "ERROR" for r in caplog.records)
+
+
 async def test_a_slow_embedding_server_holds_one_turn_up_at_most_a_second_and_the_next_not_at_all(
         closing, llm, clock):
     runtime = await closing()

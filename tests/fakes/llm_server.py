@@ -84,6 +84,7 @@ class ScriptedLLM:
         self.embedding_requests: list[dict[str, Any]] = []
         self.embeddings_status: int | None = None  # answer /v1/embeddings with this HTTP error
         self.embeddings_delay_s = 0.0
+        self.embeddings_answer: web.Response | None = None  # answer /v1/embeddings with this, as it is
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
@@ -126,6 +127,8 @@ class ScriptedLLM:
         if self.embeddings_status:
             return web.json_response({"error": {"message": "scripted embedding failure"}},
                                      status=self.embeddings_status)
+        if self.embeddings_answer is not None:
+            return self.embeddings_answer
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         size = body.get("dimensions") or 64
         data = [{"object": "embedding", "index": i, "embedding": trigram_vector(text, size)}
