@@ -83,6 +83,8 @@ class ChatAdapter(abc.ABC, Generic[Place]):
 
         async with self.typing(place):
             reply = await self.runtime.turns.handle(incoming, on_text=ThrottledStream(show))
+        if reply.duplicate:  # delivered before: it was answered then
+            return
         await self.deliver(place, reply_to, reply, live)
 
     async def deliver(self, place: Place, reply_to: str | None, reply: Reply, existing: list[str]) -> list[str]:

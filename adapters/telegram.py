@@ -500,12 +500,26 @@ class TelegramAdapter(ChatAdapter[Place]):
             user_id = speaker.user_id if speaker is not None else None
         asker = Asker(PLATFORM, user_id, (str(chat.id),) if chat is not None else ())
         if self.runtime.lets_in(self.character.name, asker):
+            if not await self.first_delivery(update, context.bot.id):
+                log.info("Telegram update %d reached %s again; it was taken the first time", update.update_id,
+                         self.character.name)
+                raise ApplicationHandlerStop
             return
         if query is not None:
             await self.quietly(query.answer(NOT_ALLOWED, show_alert=True))
         elif update.message is not None and chat is not None and chat.type == ChatType.PRIVATE:
             await self.quietly(update.message.reply_text(NOT_ALLOWED))
         raise ApplicationHandlerStop
+
+    async def first_delivery(self, update: Update, bot_id: int) -> bool:
+        """Whether no process took this update before (Telegram delivers again whenever an
+        acknowledgement is lost). A new chat message is answered once by being stored once (its
+        message id, in its conversation), which also survives a crash before it was stored;
+        anything else — a command, a button, an edit — is taken once by its update id."""
+        message = update.message
+        if message is not None and not (message.text or message.caption or "").startswith("/"):
+            return True
+        return await self.runtime.first_delivery(f"{PLATFORM}:{bot_id}:{update.update_id}")
 
     async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message

@@ -91,10 +91,12 @@ class Attachment:
 
 @dataclass
 class Reply:
-    """The character's answer to one message (or a plain error)."""
+    """The character's answer to one message (or a plain error). `duplicate`: the message was
+    delivered before (a redelivered update) and is answered there: send nothing."""
 
     text: str
     is_error: bool = False
+    duplicate: bool = False
     turn_id: int | None = None
     conversation_id: int | None = None
     message_id: int | None = None  # the stored reply

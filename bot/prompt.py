@@ -180,8 +180,10 @@ def build_prompt(
             "unpinned": [m.id for m in memories.unpinned] if memories else [],
         },
         "summary": {tier: sum(1 for s in ordered if s.tier == tier) for tier in TIER_ORDER},
-        "recall": [{"date": day_of(p.messages[0]), "messages": len(p.messages),
-                    "tokens": p.tokens, "opening": p.messages[0].content[:60]} for p in recalled],
+        # passages by message id, never a copy of their words: /memory why shows today's text,
+        # and nothing once the message is gone (edited, deleted, its author's /forgetme)
+        "recall": [{"date": day_of(p.messages[0]), "message_ids": [m.id for m in p.messages],
+                    "tokens": p.tokens} for p in recalled],
         "images": len(images),
         "lore": [{"name": entry.name, "tokens": entry.tokens} for entry in lore],
         "window_messages": len(window),

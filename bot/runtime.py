@@ -16,6 +16,7 @@ from bot.characters import CharacterRuntime, load_character
 from bot.commands import MemoryCommands
 from bot.config import Config
 from bot.contract import Notifier
+from bot.limits import CallLimits
 from bot.llm import LLMClient
 from bot.prompt import system_prompt
 from bot.rebuild import Rebuilds
@@ -85,6 +86,11 @@ class Runtime:
                      character, asker.platform, asker.user_id or "(a chat)", ", ".join(asker.places) or "-")
         return allowed
 
+    async def first_delivery(self, update_key: str) -> bool:
+        """True the first time any process sees this platform update (SPEC 9: an update
+        delivered twice is answered once)."""
+        return await self.store.coordination.first_delivery(update_key)
+
     def start(self) -> None:
         """Start the background jobs (inside the running event loop)."""
         self.jobs.start()
@@ -125,7 +131,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         if not await semantic.start():
             semantic = None
     turns = TurnHandler(store, llm, counter, characters, window, after_delivery=summarizer.schedule, clock=clock,
-                        recall_tokens=recall_tokens, turns_per_minute=config.limits.turns_per_minute,
+                        recall_tokens=recall_tokens, limits=CallLimits(store, config.limits.turns_per_minute),
                         semantic=semantic)
     notifications = Notifications(store)
     rebuilds = Rebuilds(store, summarizer, notifications.notify)

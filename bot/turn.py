@@ -41,6 +41,7 @@ from bot import metrics
 from bot.actions import STALE_BUTTON, encode_action
 from bot.characters import CharacterRuntime
 from bot.attachments import in_words, kind_of, prepare_images, read_text_files
+from bot.limits import TOO_FAST, TOO_FAST_FOR_CALLS, CallLimits
 from bot.llm import Completion, ImagesRefused, LLMClient, LLMError
 from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
 from bot.contract import Button, ConversationKey, Identity, IncomingFile, IncomingMessage, Reply, ReplySink
@@ -63,14 +64,10 @@ TOO_LONG_MESSAGE = (
     "Please send it in shorter parts."
 )
 LLM_FAILED = "Sorry, I couldn't answer just now ({reason}). Your message is saved; {hint}."
-NOT_QUEUED = "Sorry, I couldn't start answering just now. Your message is saved; please ask again in a moment."
 NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept and I can't answer it. "
              "Please send it again later.")
 INTERRUPTED = "(This reply was cut off when I restarted. Send your message again if you still want an answer.)"
 NOT_LATEST = "Only the latest reply can be regenerated."
-TOO_FAST = ("You're writing faster than I can answer: at most {limit} replies a minute. I've kept your "
-            "message; write again in {seconds} seconds and I'll answer.")
-LIMIT_WINDOW_S = 60.0
 FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files are cut to fit
 REGENERATE_LABEL = "🔄 Regenerate"
 RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again at restart
@@ -158,13 +155,13 @@ class TurnHandler:
         after_delivery: AfterTurn | None = None,
         clock: Callable[[], float] = time.time,
         recall_tokens: int = 0,
-        turns_per_minute: int | None = None,
+        limits: CallLimits | None = None,
         semantic: SemanticRecall | None = None,
     ):
         self.store = store
         self.recall_tokens = recall_tokens  # the recall budget (0: recall is off)
         self.semantic = semantic  # recall by meaning too ([recall] embedding_model); None: by words only
-        self.turns_per_minute = turns_per_minute  # [limits], per person; None: no limit
+        self.limits = limits or CallLimits(store, None)  # [limits] turns_per_minute
         self.llm = llm
         self.counter = counter
         self.characters = {name.casefold(): rt for name, rt in characters.items()}
@@ -265,22 +262,20 @@ class TurnHandler:
         try:
             person_id = await self.person_for(message.speaker)
             conversation = await self.conversation_for(message.conversation)
-            user_row = await self.store.conversations.add_user_message(
+            # One transaction: stored (once per platform id), a model call taken under [limits],
+            # and queued in the conversation's line in the database (every process), in arrival order.
+            arrival = await self.store.turns.store_and_queue(
                 conversation.id, person_id, clean_text(message.speaker_name), text, tokens,
-                message.platform_message_id,
-            )
+                message.platform_message_id, self.limits.limit_for(person_id, message.conversation))
         except Exception:
             log.exception("a message to %s could not be stored", message.conversation)
             return Reply(NOT_SAVED, is_error=True)
-        if (wait := await self._too_fast(person_id)) is not None:
-            return Reply(TOO_FAST.format(limit=self.turns_per_minute, seconds=wait), is_error=True)
-        try:
-            # Still in arrival order: the conversation's line in the database (every process).
-            ticket = await self.store.turns.queue_turn(conversation.id, person_id, user_row.id)
-        except Exception:
-            log.exception("a turn in %s could not be queued", message.conversation)
-            return Reply(NOT_QUEUED, is_error=True)  # the message itself is stored: say so
-        return _Queued(runtime, conversation, person_id, user_row, ticket, unseen, images)
+        if arrival.message is None:
+            log.info("a message delivered again to %s was already stored; it is answered once", message.conversation)
+            return Reply("", duplicate=True)
+        if arrival.ticket is None:
+            return Reply(TOO_FAST.format(limit=self.limits.per_minute, seconds=arrival.wait_s), is_error=True)
+        return _Queued(runtime, conversation, person_id, arrival.message, arrival.ticket, unseen, images)
 
     async def regenerate(
         self, key: ConversationKey, presser: Identity, turn_id: int, on_text: ReplySink | None = None
@@ -292,6 +287,8 @@ class TurnHandler:
         conversation = await self.conversation_for(key)
         if refusal := await self.regenerate_refusal(key, presser, turn_id):
             return Reply(refusal, is_error=True)
+        if (wait := await self.limits.take(person_id, key)) is not None:
+            return Reply(TOO_FAST_FOR_CALLS.format(limit=self.limits.per_minute, seconds=wait), is_error=True)
         old = await self.store.turns.turn(turn_id)
         new_turn = await self.store.turns.begin_regenerate(turn_id)  # checks "latest" again, as it starts
         if new_turn is None:
@@ -414,18 +411,6 @@ class TurnHandler:
             buttons = [[Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))]]
         return Reply(text, turn_id=turn_id, conversation_id=conversation.id, message_id=stored.id,
                      buttons=buttons)
-
-    async def _too_fast(self, person_id: int | None) -> int | None:
-        """Seconds until the person may have a turn again, when [limits] turns_per_minute is
-        reached (counted in the database: every conversation, platform and process); else None."""
-        if self.turns_per_minute is None or person_id is None:
-            return None
-        now = self.clock()
-        started = await self.store.turns.turn_times_since(person_id, now - LIMIT_WINDOW_S)
-        if len(started) < self.turns_per_minute:
-            return None
-        frees_up = started[len(started) - self.turns_per_minute] + LIMIT_WINDOW_S
-        return max(1, math.ceil(frees_up - now))
 
     async def _recall(self, conversation_id: int, user_row: MessageRow, newest_first: list[MessageRow],
                       window: list[MessageRow], embedding: asyncio.Task | None) -> list[Passage]:

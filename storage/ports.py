@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 ANSWER_ORIGINS_KEPT_S = 30 * 86_400  # a private answer's buttons act in its group for 30 days (maintain)
+DELIVERIES_KEPT_S = 2 * 86_400  # Telegram gives up redelivering an update within a day
 GLOBAL = "global"
 CHARACTER = "character"
 SCOPES = (CHARACTER, GLOBAL)
@@ -287,8 +288,38 @@ class Conversations(abc.ABC):
     async def answer_origin(self, platform: str, chat_id: str, platform_message_id: str) -> ConversationRow | None: ...
 
 
+@dataclass(frozen=True)
+class CallLimit:
+    """[limits] turns_per_minute (SPEC 13): at most `calls` model calls on behalf of `who` in
+    any `window_s` seconds. `who` is `person:<id>`, or `chat:<platform>:<chat id>` for nobody
+    in particular, limited per chat."""
+
+    who: str
+    calls: int
+    window_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """What became of a person's message: `message` None when its platform id was stored in
+    the conversation already (a redelivered update: answered once, there); `ticket` its place
+    in the conversation's line, or None past the limit, with `wait_s` seconds until a call is
+    free again."""
+
+    message: MessageRow | None
+    ticket: int | None = None
+    wait_s: int | None = None
+
+
 class Turns(abc.ABC):
     """A turn: the reply to one message, its receipt, and the undo of its memory writes."""
+
+    @abc.abstractmethod
+    async def store_and_queue(self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
+                              tokens: int, platform_message_id: str | None, limit: CallLimit | None) -> Arrival:
+        """In one transaction: store a person's message (once per platform id in its
+        conversation), take a model call under `limit` (checked and counted atomically, in
+        every process), and queue its turn — or, past the limit, keep the message unqueued."""
 
     @abc.abstractmethod
     async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
@@ -307,11 +338,6 @@ class Turns(abc.ABC):
     async def begin_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
         """Queue a turn for the message and start it when its turn comes."""
         return await self.start_turn(await self.queue_turn(conversation_id, person_id, user_message_id))
-
-    @abc.abstractmethod
-    async def turn_times_since(self, person_id: int, since: float) -> list[float]:
-        """When the person's turns since `since` started or were queued (every conversation,
-        every process), oldest first."""
 
     @abc.abstractmethod
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
@@ -551,6 +577,16 @@ class Coordination(abc.ABC):
     def claim(self, job: str, lease_s: float) -> AbstractAsyncContextManager[bool]:
         """Yields True when this process got the job (the others get False and skip it); the
         claim is kept while the block runs, and lapses after `lease_s` if the process dies."""
+
+    @abc.abstractmethod
+    async def take_call(self, limit: CallLimit) -> int | None:
+        """Take a model call under `limit`, atomically in every process: None when taken, else
+        the seconds until one is free (nothing is counted then)."""
+
+    @abc.abstractmethod
+    async def first_delivery(self, key: str) -> bool:
+        """True the first time any process asks about this platform update (`key` names the
+        platform, the bot and the update id); False for a redelivery."""
 
     @abc.abstractmethod
     async def get_meta(self, key: str) -> str | None: ...

@@ -53,3 +53,54 @@ async def test_no_limit_is_set_unless_the_config_sets_one(runtime, llm):
     ann = Chat(runtime)
     for n in range(12):
         assert not (await ann.say(f"message {n}")).is_error
+
+
+async def test_12_messages_at_once_in_12_groups_make_3_model_calls(make_config, clock, llm):
+    """The count is taken with the message, atomically: messages arriving together cannot all
+    pass a check made before any of them was counted."""
+    import asyncio
+
+    runtime = await limited_runtime(make_config, clock, 3)
+    try:
+        replies = await asyncio.gather(*(Chat(runtime, chat_id=f"group-{n}", shared=True).say("hi") for n in range(12)))
+        assert sum(not r.is_error for r in replies) == 3
+        assert len(llm.requests) == 3
+    finally:
+        await runtime.close()
+
+
+async def test_regenerate_and_drafting_count_as_model_calls(make_config, clock, llm):
+    runtime = await limited_runtime(make_config, clock, 3)
+    try:
+        ann = Chat(runtime)
+        reply = await ann.say("hello")
+        regenerated = await runtime.turns.regenerate(ann.key, ann.identity, reply.turn_id)
+        assert not regenerated.is_error
+        generated = await ann.memory("/memory generate I am a nurse who works nights")
+        assert "Drafts" in generated.text or "nothing lasting" in generated.text
+        calls = len(llm.requests)
+        assert calls == 3
+        refused = await runtime.turns.regenerate(ann.key, ann.identity, regenerated.turn_id)
+        assert refused.is_error and "at most 3" in refused.text
+        refused = await ann.memory("/memory generate I keep bees")
+        assert "at most 3" in refused.text
+        assert (await ann.say("and now?")).is_error
+        assert len(llm.requests) == calls  # nothing more reached the model
+    finally:
+        await runtime.close()
+
+
+async def test_nobody_in_particular_is_limited_per_chat(make_config, clock, llm):
+    from bot.contract import IncomingMessage
+
+    runtime = await limited_runtime(make_config, clock, 2)
+    try:
+        group_a, group_b = Chat(runtime, chat_id="group-a", shared=True), Chat(runtime, chat_id="group-b", shared=True)
+
+        async def anonymous(chat: Chat):
+            return await runtime.turns.handle(IncomingMessage(chat.key, None, "Group", "hello"))
+        assert [(await anonymous(group_a)).is_error for _ in range(3)] == [False, False, True]
+        assert not (await anonymous(group_b)).is_error  # another chat, its own count
+        assert not (await group_a.say("I am a person")).is_error  # people are counted as people
+    finally:
+        await runtime.close()

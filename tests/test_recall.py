@@ -116,3 +116,33 @@ async def test_fts_syntax_in_a_persons_message_is_searched_as_plain_words(runtim
     reply = await ann.say(words)
     assert not reply.is_error and "three goats" in recall_block(llm)
     assert kind_of(llm.requests[-1]) == "chat"
+
+
+async def test_memory_why_shows_a_recalled_passage_as_it_is_today_and_nothing_after_its_authors_forgetme(
+        runtime, llm, clock):
+    """Receipts name passages by message id: no copy of a person's words outlives them (SPEC 9)."""
+    bob = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True)
+    ann = Chat(runtime, user="ann", name="Ann", chat_id="group", shared=True)
+    await history(bob, clock, ["my cousin Ingrid lives in Tromsø and keeps three goats"] + small_talk(70))
+    await ann.say("tell me about the goats in Tromsø")
+    assert "“my cousin Ingrid lives in Tromsø and keeps three goats…”" in (await ann.memory("/memory why")).text
+    question = await bob.memory("/forgetme")
+    await bob.press(question.buttons[0][0].action)
+    await runtime.rebuilds.idle()
+    why = (await ann.memory("/memory why")).text
+    assert "Recalled passages: 1 —" in why and "(no longer stored)" in why
+    assert "Ingrid" not in why and "goats" not in why
+
+
+async def test_memory_why_shows_an_edited_recalled_message_as_it_reads_now(runtime, llm, clock):
+    ann = Chat(runtime)
+    store = runtime.store
+    conversation = (await runtime.turns.conversation_for(ann.key)).id
+    person = await ann.person_id()
+    for n, line in enumerate(["my cousin Ingrid lives in Tromsø and keeps three goats"] + small_talk(70)):
+        await store.conversations.add_user_message(conversation, person, "Ann", line, 12, f"p{n}")
+        clock.now += DAY
+    await ann.say("tell me about the goats in Tromsø")
+    await store.conversations.edit_platform_message(conversation, "p0", "my cousin Ingrid sold her goats", 8)
+    why = (await ann.memory("/memory why")).text
+    assert "“my cousin Ingrid sold her goats…”" in why and "Tromsø" not in why

@@ -491,3 +491,30 @@ async def test_a_malformed_webhook_body_gets_400_and_at_most_one_warning_a_minut
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "a body that is not an update was refused with 400" in caplog.records[0].getMessage()
     assert not any(r.exc_info for r in caplog.records)
+
+
+async def test_the_same_update_posted_again_is_stored_and_answered_once(telegram, llm, webhook):
+    """Telegram posts an update again whenever an acknowledgement is lost: a message is stored,
+    answered and counted once, even when the copies arrive at the same time; a command runs once."""
+    import aiohttp
+
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("Hello once."))
+    ann.say("hello")
+    ann.say("/memory add I keep bees")
+    message, command = telegram.updates_waiting()
+    secret = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"}
+    async with aiohttp.ClientSession() as http:
+        async def post(update):
+            async with http.post(webhook, json=update, headers=secret) as answer:
+                return answer.status
+        assert await asyncio.gather(*(post(message) for _ in range(3))) == [200, 200, 200]
+        assert await post(message) == 200
+        assert await asyncio.gather(post(command), post(command)) == [200, 200]
+        assert await post(command) == 200
+    await ann.reply_to(message["message"]["message_id"])
+    await ann.reply_to(command["message"]["message_id"])
+    await quiet(telegram, 0.3)
+    texts = [m.text for m in telegram.bot_messages(ANN)]
+    assert len(texts) == 2 and texts.count("Hello once.") == 1 and sum("I keep bees" in t for t in texts) == 1
+    assert len(llm.requests) == 1

@@ -182,6 +182,27 @@ async def test_regenerate_leaves_pinned_entries_alone(ann, llm):
     assert "I love sailing" in (await ann.memory("/memory view")).text
 
 
+async def test_regenerate_never_reverts_what_the_person_changed_since(ann, llm):
+    """A person's own write outranks the undo: an entry the AI added then the person edited
+    stays as the person wrote it; one the AI updated then the person pinned and unpinned
+    again keeps the AI's text, which the person chose to keep (SPEC 5)."""
+    first = await ann.memory("/memory add my dog is Rex")
+    dog = int(first.text.split("#")[1].split()[0].rstrip(":"))
+    llm.add(tool_calls(("save_memory", {"content": "I have a cat"}),
+                       ("update_memory", {"id": dog, "content": "my dog is Max"})),
+            text("Noted."))
+    reply = await ann.say("I got a cat, and the dog is Max now")
+    cat = int((await ann.memory("/memory view")).text.split("I have a cat")[0].rsplit("#", 1)[1].split()[0])
+    await ann.memory(f"/memory edit {cat} I have a cat called Tom")
+    await ann.memory(f"/memory pin {dog}")
+    await ann.memory(f"/memory unpin {dog}")
+    llm.add(text("Another take."))
+    await ann.runtime.turns.regenerate(ann.key, ann.identity, reply.turn_id)
+    view = (await ann.memory("/memory view")).text
+    assert "I have a cat called Tom" in view  # not deleted, not reverted
+    assert "my dog is Max" in view and "Rex" not in view
+
+
 async def test_only_the_latest_reply_can_be_regenerated_and_only_by_its_person(runtime, llm):
     ann = Chat(runtime, chat_id="group", shared=True)
     bob = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True)

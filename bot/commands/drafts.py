@@ -27,6 +27,7 @@ from bot.drafting import (
     draft_from_description,
     draft_from_messages,
 )
+from bot.limits import TOO_FAST_FOR_CALLS
 from bot.llm import LLMError
 from bot.contract import CommandContext, CommandResult
 from bot.saved_memories import MAX_MEMORY_CHARS, cap_text
@@ -62,10 +63,16 @@ class DraftCommands:
             "sclear": Press(self._press_clear_selection),
         }
 
+    async def _take_call(self, ctx: CommandContext, person: Person) -> None:
+        """[limits]: a draft is a model call on the person's behalf (bot/limits.py)."""
+        if (wait := await self.turns.limits.take(person.id, ctx.conversation)) is not None:
+            raise UsageError(TOO_FAST_FOR_CALLS.format(limit=self.turns.limits.per_minute, seconds=wait))
+
     # -- /memory generate ------------------------------------------------------------------
     async def generate(self, ctx: CommandContext, person: Person, description: str | None = None) -> CommandResult:
         if error := description_error(description):
             raise UsageError(error)
+        await self._take_call(ctx, person)
         try:
             drafts = await draft_from_description(self.llm, person.character_name, ctx.display_name, description)
         except LLMError as failure:
@@ -170,6 +177,7 @@ class DraftCommands:
         messages = await self._selected(person, conversation.id)
         if not messages:
             return CommandResult(no_selection(ctx), ok=False)
+        await self._take_call(ctx, person)
         try:
             drafts = await draft_from_messages(self.llm, person.character_name, messages)
         except LLMError as failure:

@@ -248,8 +248,11 @@ class SavedMemoryCommands:
         recalled = r.get("recall", [])
         lines.append(f"• Recalled passages: {len(recalled)} — {tokens.get('recall', 0):,} tokens")
         for passage in recalled:
-            lines.append(f"  – {passage['date']}, {plural(passage['messages'], 'message', 'messages')}, "
-                         f"{passage['tokens']:,} tokens: “{passage['opening']}…”")
+            ids = passage.get("message_ids", [])
+            first = await self.store.conversations.messages_by_id(conversation.id, ids[:1])
+            opening = f": “{first[0].content[:60]}…”" if first else " (no longer stored)"
+            lines.append(f"  – {passage['date']}, {plural(len(ids), 'message', 'messages')}, "
+                         f"{passage['tokens']:,} tokens{opening}")
         lore = r.get("lore", [])
         if lore:
             listed = ", ".join(f"{entry['name']} ({entry['tokens']:,})" for entry in lore)

@@ -7,8 +7,27 @@ presence lock, see database.py), so a killed process's claims are free at once, 
 
 from __future__ import annotations
 
+import math
+
+import asyncpg
+
 from storage.leases import Leases
+from storage.ports import CallLimit
 from storage.postgres.database import Database
+
+
+async def take_call(db: asyncpg.Connection, limit: CallLimit, now: float) -> int | None:
+    """Inside a transaction, holding a lock on `limit.who` until it ends (so processes count
+    one at a time): take a model call for `limit.who`, or the seconds until one is free."""
+    # a one-key lock: never the same as the two-key (schema, number) locks of database.py
+    await db.execute("SELECT pg_advisory_xact_lock(hashtextextended('model_calls ' || current_schema() || ' ' || $1, 0))",
+                     limit.who)
+    taken = await db.fetch("SELECT at FROM model_calls WHERE who = $1 AND at > $2 ORDER BY at",
+                           limit.who, now - limit.window_s)
+    if len(taken) >= limit.calls:
+        return max(1, math.ceil(taken[len(taken) - limit.calls][0] + limit.window_s - now))
+    await db.execute("INSERT INTO model_calls (who, at) VALUES ($1, $2)", limit.who, now)
+    return None
 
 
 class PostgresCoordination(Leases):
@@ -37,6 +56,14 @@ class PostgresCoordination(Leases):
 
     async def _release(self, name: str) -> None:
         await self.db.execute("DELETE FROM leases WHERE name = $1 AND holder = $2", name, self.holder)
+
+    async def take_call(self, limit: CallLimit) -> int | None:
+        async with self.db.transaction() as db:
+            return await take_call(db, limit, self.db.clock())
+
+    async def first_delivery(self, key: str) -> bool:
+        return bool(await self.db.value("INSERT INTO deliveries (key, seen_at) VALUES ($1, $2) ON CONFLICT DO NOTHING "
+                                        "RETURNING true", key, self.db.clock()))
 
     async def get_meta(self, key: str) -> str | None:
         return await self.db.value("SELECT value FROM meta WHERE key = $1", key)

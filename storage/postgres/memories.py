@@ -38,8 +38,11 @@ async def count_memories(db: asyncpg.Connection, person_id: int, character: int 
 
 async def journal(db: asyncpg.Connection, turn_id: int | None, memory_id: int, action: str,
                   before: MemoryRow | None) -> None:
-    """Note what a turn's tool wrote, so it can be undone."""
+    """Note what a turn's tool wrote, so it can be undone. A person's own write (no turn: an
+    edit, a pin, an unpin, a delete) outranks every undo still pending for that memory: they
+    are marked done, so Regenerate never reverts what the person did since (SPEC 5)."""
     if turn_id is None:
+        await db.execute("UPDATE memory_journal SET undone = true WHERE memory_id = $1 AND NOT undone", memory_id)
         return
     snapshot = json.dumps({f: getattr(before, f) for f in FIELDS}) if before is not None else None
     await db.execute("INSERT INTO memory_journal (turn_id, memory_id, action, before) VALUES ($1, $2, $3, $4)",
@@ -172,6 +175,7 @@ class PostgresMemories(Memories):
             self.caps.check(pinned, row.scope, count)
             changed_row = await db.fetchrow(
                 f"UPDATE memories SET pinned = $1 WHERE id = $2 RETURNING {MEMORY_COLUMNS}", pinned, memory_id)
+            await journal(db, None, memory_id, "pin" if pinned else "unpin", row)
         return memory(changed_row)
 
     async def count_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int:

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from storage.ports import ANSWER_ORIGINS_KEPT_S, MemoryCaps, Store
+from storage.ports import ANSWER_ORIGINS_KEPT_S, DELIVERIES_KEPT_S, MemoryCaps, Store
 from storage.postgres.conversations import PostgresConversations
 from storage.postgres.coordination import PostgresCoordination
 from storage.postgres.database import Database
@@ -48,6 +48,8 @@ class PostgresStore(Store):
         """The retention purge, forgetting gone processes and fresh planner statistics. Backups of
         a PostgreSQL database are its operator's (pg_dump or the server's own), so none is made."""
         await self.db.execute("DELETE FROM answer_origins WHERE created_at < $1", now - ANSWER_ORIGINS_KEPT_S)
+        await self.db.execute("DELETE FROM deliveries WHERE seen_at < $1", now - DELIVERIES_KEPT_S)
+        await self.db.execute("DELETE FROM model_calls WHERE at < $1", now - 86_400)
         await self.db.execute("ANALYZE")  # fresh planner statistics (autovacuum's too, but not timed)
         gone = [pid for (pid,) in await self.db.all("SELECT id FROM processes WHERE id <> $1", self.db.process_id)
                 if not await self.db.process_alive(str(pid))]

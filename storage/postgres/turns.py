@@ -14,7 +14,9 @@ from typing import Any
 
 import asyncpg
 
-from storage.ports import InterruptedTurn, MessageRow, TurnRow
+from storage.ports import Arrival, CallLimit, InterruptedTurn, MessageRow, TurnRow
+from storage.postgres.conversations import NEW_MESSAGE, NEXT_PLACE
+from storage.postgres.coordination import take_call
 from storage.postgres.database import Database, changed
 from storage.postgres.memories import undo_journal
 from storage.rows import (
@@ -34,6 +36,24 @@ class PostgresTurns(TurnLine):
     def __init__(self, db: Database, holder: str):
         super().__init__(holder)
         self.db = db
+
+    async def store_and_queue(self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
+                              tokens: int, platform_message_id: str | None, limit: CallLimit | None) -> Arrival:
+        now = self.db.clock()
+        async with self.db.transaction() as db:
+            row = await db.fetchrow(
+                NEXT_PLACE + NEW_MESSAGE + "SELECT $1, last_pos, 'user', $2, $3, $4, $5, $6, $7 FROM place "
+                f"ON CONFLICT DO NOTHING RETURNING {MESSAGE_COLUMNS}",
+                conversation_id, person_id, speaker_name, content, tokens, platform_message_id, now)
+            if row is None:
+                return Arrival(None)
+            stored = message(row)
+            if limit is not None and (wait := await take_call(db, limit, now)) is not None:
+                return Arrival(stored, wait_s=wait)
+            ticket = await db.fetchval(
+                "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at) "
+                "VALUES ($1, $2, $3, $4, $5) RETURNING id", conversation_id, person_id, stored.id, self.holder, now)
+        return Arrival(stored, ticket)
 
     async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
         return await self.db.value(
@@ -100,11 +120,6 @@ class PostgresTurns(TurnLine):
             await db.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
         return True
 
-    async def turn_times_since(self, person_id: int, since: float) -> list[float]:
-        rows = await self.db.all(
-            "SELECT created_at FROM turns WHERE person_id = $1 AND created_at >= $2 UNION ALL "
-            "SELECT queued_at FROM turn_queue WHERE person_id = $1 AND queued_at >= $2 ORDER BY 1", person_id, since)
-        return [r[0] for r in rows]
 
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
         await self.db.execute("UPDATE turns SET partial_message_id = $1 WHERE id = $2", platform_message_id, turn_id)

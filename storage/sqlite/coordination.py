@@ -7,12 +7,16 @@ runs on one machine, so whether a holder is gone is asked of the operating syste
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import uuid
 
+import aiosqlite
+
 from storage.leases import Leases
-from storage.sqlite.database import Database
+from storage.ports import CallLimit
+from storage.sqlite.database import Database, fetch_all
 
 
 def new_holder() -> str:
@@ -34,6 +38,17 @@ def holder_alive(holder: str) -> bool:
     except PermissionError:  # alive, another user's
         return True
     return True
+
+
+async def take_call(db: aiosqlite.Connection, limit: CallLimit, now: float) -> int | None:
+    """Inside a write transaction (SQLite has one writer at a time, so count and insert are
+    atomic): take a model call for `limit.who`, or the seconds until one is free."""
+    taken = await fetch_all(db, "SELECT at FROM model_calls WHERE who = ? AND at > ? ORDER BY at",
+                            (limit.who, now - limit.window_s))
+    if len(taken) >= limit.calls:
+        return max(1, math.ceil(taken[len(taken) - limit.calls][0] + limit.window_s - now))
+    await db.execute("INSERT INTO model_calls (who, at) VALUES (?, ?)", (limit.who, now))
+    return None
 
 
 class SQLiteCoordination(Leases):
@@ -64,6 +79,14 @@ class SQLiteCoordination(Leases):
 
     async def _release(self, name: str) -> None:
         await self.db.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, self.holder))
+
+    async def take_call(self, limit: CallLimit) -> int | None:
+        async with self.db.write() as db:
+            return await take_call(db, limit, self.db.clock())
+
+    async def first_delivery(self, key: str) -> bool:
+        return await self.db.returning("INSERT INTO deliveries (key, seen_at) VALUES (?, ?) ON CONFLICT DO NOTHING "
+                                       "RETURNING 1", (key, self.db.clock())) is not None
 
     async def get_meta(self, key: str) -> str | None:
         row = await self.db.one("SELECT value FROM meta WHERE key = ?", (key,))

@@ -34,8 +34,11 @@ async def count_memories(db: aiosqlite.Connection, person_id: int, character: in
 
 async def journal(db: aiosqlite.Connection, turn_id: int | None, memory_id: int, action: str,
                   before: MemoryRow | None) -> None:
-    """Note what a turn's tool wrote, so it can be undone."""
+    """Note what a turn's tool wrote, so it can be undone. A person's own write (no turn: an
+    edit, a pin, an unpin, a delete) outranks every undo still pending for that memory: they
+    are marked done, so Regenerate never reverts what the person did since (SPEC 5)."""
     if turn_id is None:
+        await db.execute("UPDATE memory_journal SET undone = 1 WHERE memory_id = ? AND undone = 0", (memory_id,))
         return
     snapshot = json.dumps({f: getattr(before, f) for f in FIELDS}) if before is not None else None
     await db.execute("INSERT INTO memory_journal (turn_id, memory_id, action, before) VALUES (?, ?, ?, ?)",
@@ -165,6 +168,7 @@ class SQLiteMemories(Memories):
             self.caps.check(pinned, row.scope, count)
             changed = await fetch_one(db, f"UPDATE memories SET pinned = ? WHERE id = ? RETURNING {MEMORY_COLUMNS}",
                                       (int(pinned), memory_id))
+            await journal(db, None, memory_id, "pin" if pinned else "unpin", row)
         return memory(changed)
 
     async def count_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int:

@@ -300,4 +300,30 @@ MIGRATIONS: list[str] = [
         INSERT OR IGNORE INTO vectors_waiting (message_id) VALUES (new.id);
     END;
     """,
+    # 11 — hardening II (SPEC 9, 13). A person's platform message is stored once per
+    # conversation (a redelivered update finds it there; older duplicates keep their text but
+    # lose the platform id). `deliveries`: platform updates already taken, by any process.
+    # `model_calls`: the model calls made on someone's behalf ([limits] turns_per_minute), by
+    # who (a person, or a chat for nobody in particular). The undo journal is found by memory,
+    # for a person's own write to overtake it. Receipts name recalled passages by message id
+    # only: the openings older receipts copied are dropped.
+    """
+    UPDATE messages SET platform_message_id = NULL
+    WHERE role = 'user' AND platform_message_id IS NOT NULL AND id NOT IN (
+        SELECT MIN(id) FROM messages WHERE role = 'user' AND platform_message_id IS NOT NULL
+        GROUP BY conversation_id, platform_message_id);
+    CREATE UNIQUE INDEX messages_user_platform ON messages(conversation_id, platform_message_id)
+        WHERE role = 'user' AND platform_message_id IS NOT NULL;
+    CREATE TABLE deliveries (
+        key      TEXT PRIMARY KEY,   -- platform:bot:update id
+        seen_at  REAL NOT NULL
+    );
+    CREATE TABLE model_calls (
+        who  TEXT NOT NULL,          -- person:<id> or chat:<platform>:<chat id>
+        at   REAL NOT NULL
+    );
+    CREATE INDEX model_calls_who ON model_calls(who, at);
+    CREATE INDEX memory_journal_memory ON memory_journal(memory_id) WHERE undone = 0;
+    UPDATE turns SET receipt = json_set(receipt, '$.recall', json('[]')) WHERE receipt LIKE '%"opening"%';
+    """,
 ]

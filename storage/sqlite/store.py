@@ -9,7 +9,7 @@ from typing import Callable
 
 import aiosqlite
 
-from storage.ports import ANSWER_ORIGINS_KEPT_S, MemoryCaps, Store
+from storage.ports import ANSWER_ORIGINS_KEPT_S, DELIVERIES_KEPT_S, MemoryCaps, Store
 from storage.sqlite.coordination import SQLiteCoordination, new_holder
 from storage.sqlite.conversations import SQLiteConversations
 from storage.sqlite.database import Database
@@ -60,6 +60,8 @@ class SQLiteStore(Store):
         for old in sorted(folder.glob("keepsake-*.sqlite3"))[:-BACKUPS_KEPT]:
             old.unlink(missing_ok=True)
         await self.db.execute("DELETE FROM answer_origins WHERE created_at < ?", (now - ANSWER_ORIGINS_KEPT_S,))
+        await self.db.execute("DELETE FROM deliveries WHERE seen_at < ?", (now - DELIVERIES_KEPT_S,))
+        await self.db.execute("DELETE FROM model_calls WHERE at < ?", (now - 86_400,))
         purged = 0
         if retention_days:
             cursor = await self.db.execute(

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storage.ports import InterruptedTurn, MessageRow, TurnRow
-from storage.sqlite.coordination import holder_alive
+from storage.ports import Arrival, CallLimit, InterruptedTurn, MessageRow, TurnRow
+from storage.sqlite.conversations import NEW_MESSAGE, NEXT_POS
+from storage.sqlite.coordination import holder_alive, take_call
 from storage.sqlite.database import Database, fetch_all, fetch_one
 from storage.sqlite.memories import undo_journal
 from storage.rows import (
@@ -33,6 +34,24 @@ class SQLiteTurns(TurnLine):
     def __init__(self, db: Database, holder: str):
         super().__init__(holder)
         self.db = db
+
+    async def store_and_queue(self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
+                              tokens: int, platform_message_id: str | None, limit: CallLimit | None) -> Arrival:
+        now = self.db.clock()
+        async with self.db.write() as db:
+            row = await fetch_one(
+                db, NEW_MESSAGE + f"VALUES (?, {NEXT_POS}, 'user', ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING "
+                f"RETURNING {MESSAGE_COLUMNS}",
+                (conversation_id, conversation_id, person_id, speaker_name, content, tokens, platform_message_id, now))
+            if row is None:
+                return Arrival(None)
+            stored = message(row)
+            if limit is not None and (wait := await take_call(db, limit, now)) is not None:
+                return Arrival(stored, wait_s=wait)
+            (ticket,) = await fetch_one(
+                db, "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at) "
+                "VALUES (?, ?, ?, ?, ?) RETURNING id", (conversation_id, person_id, stored.id, self.holder, now))
+        return Arrival(stored, ticket)
 
     async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
         (ticket,) = await self.db.returning(
@@ -102,12 +121,6 @@ class SQLiteTurns(TurnLine):
             await db.execute("DELETE FROM turn_queue WHERE id = ?", (ticket,))
         return True
 
-    async def turn_times_since(self, person_id: int, since: float) -> list[float]:
-        rows = await self.db.all(
-            "SELECT created_at FROM turns WHERE person_id = ? AND created_at >= ? UNION ALL "
-            "SELECT queued_at FROM turn_queue WHERE person_id = ? AND queued_at >= ? ORDER BY 1",
-            (person_id, since, person_id, since))
-        return [r[0] for r in rows]
 
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
         await self.db.execute("UPDATE turns SET partial_message_id = ? WHERE id = ?", (platform_message_id, turn_id))

@@ -3,7 +3,7 @@ answered by one at a time, a job is claimed by one, meta is shared."""
 
 import asyncio
 
-from storage.ports import CapReached
+from storage.ports import CallLimit, CapReached
 
 
 
@@ -102,15 +102,50 @@ async def test_the_unpinned_cap_of_100_holds_for_two_processes_writing_at_once(o
     assert await second.memories.count_memories(ann, mira, "character", False) == 100
 
 
-async def test_a_persons_turns_of_the_last_minute_are_counted_in_every_process(open_backend, clock):
+async def test_model_calls_are_taken_atomically_in_every_process_and_free_up_after_60_seconds(open_backend, clock):
+    """[limits] turns_per_minute = 3, with 12 calls asked at once by two processes: 3 are taken."""
+    first, second = await open_backend(), await open_backend()
+    limit = CallLimit("person:1", 3, 60.0)
+    waits = await asyncio.gather(*((first if n % 2 else second).coordination.take_call(limit) for n in range(12)))
+    assert waits.count(None) == 3
+    assert {w for w in waits if w is not None} == {60}
+    clock.now += 30
+    assert await first.coordination.take_call(limit) == 30  # nothing counted for a refusal
+    assert await first.coordination.take_call(CallLimit("chat:telegram:-100", 3, 60.0)) is None  # its own count
+    clock.now += 31
+    assert await second.coordination.take_call(limit) is None
+
+
+async def test_a_message_and_its_call_and_its_place_in_line_are_stored_together(open_backend, clock):
+    store = await open_backend()
+    mira = await store.characters.ensure_character("Mira")
+    ann = await store.people.person_for_identity("telegram", "501")
+    chat = (await store.conversations.conversation("telegram", "501", None, mira, False)).id
+    limit = CallLimit(f"person:{ann}", 2, 60.0)
+    arrivals = [await store.turns.store_and_queue(chat, ann, "Ann", f"m{n}", 1, str(n), limit) for n in range(3)]
+    assert [a.ticket is not None for a in arrivals] == [True, True, False]
+    assert arrivals[2].wait_s == 60 and arrivals[2].message.content == "m2"  # kept, not queued
+    assert [m.content for m in await store.conversations.recent_messages(chat, 10)] == ["m2", "m1", "m0"]
+
+
+async def test_a_platform_message_delivered_twice_is_stored_once_in_its_conversation(open_backend, clock):
     first, second = await open_backend(), await open_backend()
     mira = await first.characters.ensure_character("Mira")
     ann = await first.people.person_for_identity("telegram", "501")
     chat = (await first.conversations.conversation("telegram", "501", None, mira, False)).id
-    one = await first.conversations.add_user_message(chat, ann, "Ann", "one", 1, None)
-    await first.turns.begin_turn(chat, ann, one.id)
-    clock.now += 30
-    two = await second.conversations.add_user_message(chat, ann, "Ann", "two", 1, None)
-    await second.turns.queue_turn(chat, ann, two.id)  # queued, not started: it counts too
-    assert len(await second.turns.turn_times_since(ann, clock.now - 60)) == 2
-    assert len(await first.turns.turn_times_since(ann, clock.now - 10)) == 1
+    other = (await first.conversations.conversation("telegram", "502", None, mira, False)).id
+    arrivals = await asyncio.gather(*((first if n % 2 else second).turns.store_and_queue(
+        chat, ann, "Ann", "hello", 1, "77", None) for n in range(3)))
+    assert sum(a.message is not None for a in arrivals) == 1
+    assert sum(a.message is None and a.ticket is None for a in arrivals) == 2
+    assert (await first.turns.store_and_queue(other, ann, "Ann", "hello", 1, "77", None)).message is not None
+    assert (await first.turns.store_and_queue(chat, ann, "Ann", "no id", 1, None, None)).message is not None
+    assert (await first.turns.store_and_queue(chat, ann, "Ann", "no id", 1, None, None)).message is not None
+
+
+async def test_a_platform_update_is_taken_once_by_all_processes(open_backend):
+    first, second = await open_backend(), await open_backend()
+    seen = await asyncio.gather(*((first if n % 2 else second).coordination.first_delivery("telegram:1:500")
+                                  for n in range(4)))
+    assert sorted(seen) == [False, False, False, True]
+    assert await second.coordination.first_delivery("telegram:1:501")

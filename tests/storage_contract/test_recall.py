@@ -60,3 +60,14 @@ async def test_messages_at_places_come_oldest_first(store: Store, ann, chat):
     one, two, three = await say(store, chat, ann, "one", "two", "three")
     assert [m.content for m in await store.recall.messages_at(chat, [three.pos, one.pos, 999])] == ["one", "three"]
     assert await store.recall.index_older_messages(100) == 0  # a new database has nothing to backfill
+
+
+async def test_a_deleted_message_leaves_the_index_so_its_words_never_find_a_later_message(store: Store, ann, chat):
+    """SQLite reuses the id of the newest row once it is deleted: an index entry the deletion
+    left behind would make the deleted words find whatever message takes the id next."""
+    (gone,) = await say(store, chat, ann, "my secret quokka plan")
+    await store.conversations.delete_platform_message(chat, gone.platform_message_id)
+    later, window = await say(store, chat, ann, "hello there", "ok")
+    assert later.id == gone.id or later.id > gone.id  # (PostgreSQL never reuses an id: nothing to find either)
+    assert await store.recall.search(chat, ["quokka"], window.pos, 5, common_above=100) == []
+    assert await store.recall.search(chat, ["secret", "plan"], window.pos, 5, common_above=100) == []
