@@ -34,6 +34,7 @@ import io
 import json
 import logging
 import re
+from dataclasses import replace
 from functools import partial
 from typing import Literal, Optional
 
@@ -274,7 +275,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     async def on_message(self, message: discord.Message) -> None:
         if message.author.bot or message.webhook_id is not None or not self.addressed(message):
             return
-        if not self.runtime.lets_in(self.character.name, asker_of(message.author, message.channel)):
+        if not await self.lets_in(message.author, message.channel):
             if message.guild is None:  # a DM gets one line; a server channel, silence
                 await self.quietly(message.channel.send(NOT_ALLOWED))
             return
@@ -416,9 +417,35 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                 kwargs["file"] = discord.File(io.BytesIO(result.attachment.data), filename=result.attachment.filename)
             await interaction.followup.send(chunk, ephemeral=True, **kwargs)
 
+    async def lets_in(self, user: discord.abc.User, channel) -> bool:
+        """[access] for whoever writes, runs a command or presses a button. A DM's author carries
+        no roles: when a rule names a role, their roles in every server the bot shares with them
+        are asked of Discord; if that fails, they are not let in (a deny must not be skipped)."""
+        asker = asker_of(user, channel)
+        if not isinstance(user, discord.Member) and self.runtime.rules_name_roles(self.character.name):
+            try:
+                asker = replace(asker, roles=await self.roles_everywhere(user))
+            except discord.HTTPException as failure:
+                log.warning("Discord: the roles of %s could not be looked up (%s); not let in for now", user.id, failure)
+                return False
+        return self.runtime.lets_in(self.character.name, asker)
+
+    async def roles_everywhere(self, user: discord.abc.User) -> tuple[str, ...]:
+        """The user's roles in every server the bot shares with them."""
+        roles: list[str] = []
+        for guild in self.client.guilds:
+            member = guild.get_member(user.id)
+            if member is None:
+                try:
+                    member = await guild.fetch_member(user.id)
+                except discord.NotFound:
+                    continue  # not in this server
+            roles.extend(str(role.id) for role in member.roles)
+        return tuple(roles)
+
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         """[access] for commands and buttons: someone not let in is told so, privately."""
-        if self.runtime.lets_in(self.character.name, asker_of(interaction.user, interaction.channel)):
+        if await self.lets_in(interaction.user, interaction.channel):
             return True
         await self.quietly(interaction.response.send_message(NOT_ALLOWED, ephemeral=True))
         return False

@@ -498,7 +498,11 @@ class TelegramAdapter(ChatAdapter[Place]):
         else:
             speaker = speaker_of(message) if message is not None else None
             user_id = speaker.user_id if speaker is not None else None
-        asker = Asker(PLATFORM, user_id, (str(chat.id),) if chat is not None else ())
+        places = (str(chat.id),) if chat is not None else ()
+        sent_as = message.sender_chat if message is not None and query is None else None
+        if sent_as is not None and sent_as.id != (chat.id if chat is not None else None):
+            places += (str(sent_as.id),)  # a channel posting into a group is judged by its own rules too
+        asker = Asker(PLATFORM, user_id, places)
         if self.runtime.lets_in(self.character.name, asker):
             if not await self.first_delivery(update, context.bot.id):
                 log.info("Telegram update %d reached %s again; it was taken the first time", update.update_id,

@@ -6,8 +6,11 @@ An empty allow list lets everyone in; a deny rule always wins. `[access]` applie
 character and a character's own `access` table to that character: someone must pass both.
 
 The adapter describes who writes and where (`Asker`, from the platform event) before anything
-of theirs is stored; someone not let in gets one short line in a DM (`NOT_ALLOWED`) and silence
-in a shared chat.
+of theirs is stored — for messages, commands, buttons and "Remember this" alike; someone not
+let in gets one short line in a DM (`NOT_ALLOWED`) and silence in a shared chat. A
+`discord-role:` rule also applies in DMs, through the person's roles in the servers the bot
+shares with them; a `telegram-chat:` rule also matches the chat a message is sent as
+(`sender_chat`: a channel posting into a group).
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ class Asker:
 
     platform: str  # "telegram" or "discord" (the console is its owner's: always let in)
     user_id: str | None
-    places: tuple[str, ...] = ()  # the chat; or the channel, and a thread's parent channel
-    roles: tuple[str, ...] = ()  # Discord roles in the guild
+    places: tuple[str, ...] = ()  # the chat (and the chat a message is sent as); or the channel, and a thread's parent
+    roles: tuple[str, ...] = ()  # Discord roles: in the guild; in a DM, in every server the bot shares
 
     def marks(self) -> frozenset[str]:
         """The rules that name this asker."""
@@ -42,6 +45,11 @@ class Asker:
 class AccessRules:
     allow: frozenset[str] = frozenset()
     deny: frozenset[str] = frozenset()
+
+    @property
+    def names_roles(self) -> bool:
+        """Whether a rule names a Discord role (then a DM's author's roles must be looked up)."""
+        return any(rule.startswith("discord-role:") for rule in self.allow | self.deny)
 
     def lets_in(self, asker: Asker) -> bool:
         marks = asker.marks()

@@ -86,6 +86,10 @@ class Runtime:
                      character, asker.platform, asker.user_id or "(a chat)", ", ".join(asker.places) or "-")
         return allowed
 
+    def rules_name_roles(self, character: str) -> bool:
+        """Whether an [access] rule for this character names a Discord role."""
+        return self.config.access.names_roles or self.config.character(character).access.names_roles
+
     async def first_delivery(self, update_key: str) -> bool:
         """True the first time any process sees this platform update (SPEC 9: an update
         delivered twice is answered once)."""

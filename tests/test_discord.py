@@ -30,23 +30,35 @@ async def discord_fake():
 
 
 @pytest.fixture
-async def bot(discord_fake, llm, tmp_path, monkeypatch, clock):
-    monkeypatch.setenv("MIRA_DISCORD_TOKEN", "discord-test-token-123")
-    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
-    raw["characters"][0]["discord_token_env"] = "MIRA_DISCORD_TOKEN"
-    raw["characters"][0]["discord_always_on_channels"] = [int(discord_fake.always_on_id)]
-    config = parse_config(raw, tmp_path)
-    runtime = await build_runtime(config, clock=clock)
-    adapter = DiscordAdapter(runtime, config.characters[0], "discord-test-token-123")
-    stop = asyncio.Event()
-    task = asyncio.create_task(adapter.run(stop))
-    await asyncio.wait_for(discord_fake.identified.wait(), 10)
-    # discord.py reports "ready" 2 s after the last guild arrives; events flow as soon as it is cached.
-    await discord_fake.wait_for(lambda: adapter.client.get_guild(int(discord_fake.guild_id)))
-    yield runtime
-    stop.set()
-    await asyncio.wait_for(task, 10)
-    await runtime.close()
+async def start(discord_fake, llm, tmp_path, monkeypatch, clock):
+    """Starts the Discord adapter on a config (changed by `adjust`); stops it after the test."""
+    running = []
+
+    async def start_with(adjust=lambda raw: None):
+        monkeypatch.setenv("MIRA_DISCORD_TOKEN", "discord-test-token-123")
+        raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+        raw["characters"][0]["discord_token_env"] = "MIRA_DISCORD_TOKEN"
+        raw["characters"][0]["discord_always_on_channels"] = [int(discord_fake.always_on_id)]
+        adjust(raw)
+        config = parse_config(raw, tmp_path)
+        runtime = await build_runtime(config, clock=clock)
+        adapter = DiscordAdapter(runtime, config.characters[0], "discord-test-token-123")
+        stop = asyncio.Event()
+        running.append((runtime, stop, asyncio.create_task(adapter.run(stop))))
+        await asyncio.wait_for(discord_fake.identified.wait(), 10)
+        # discord.py reports "ready" 2 s after the last guild arrives; events flow as soon as it is cached.
+        await discord_fake.wait_for(lambda: adapter.client.get_guild(int(discord_fake.guild_id)))
+        return runtime
+    yield start_with
+    for runtime, stop, task in running:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await runtime.close()
+
+
+@pytest.fixture
+async def bot(start):
+    return await start()
 
 
 async def quiet(fake: FakeDiscord, for_s: float = 0.15) -> None:
@@ -388,3 +400,45 @@ async def test_slash_commands_are_synced_by_one_process_and_not_again_while_unch
         await runtime.close()
     assert discord_fake.command_syncs == 1
     assert "memory" in {c["name"] for c in discord_fake.commands}
+
+
+async def test_access_is_checked_for_slash_commands_buttons_and_remember_this(start, discord_fake, llm):
+    """Bob is denied: his slash command, his press of Ann's button and his "Remember this" get
+    the private "not able to talk" line and change nothing."""
+    from bot.access import NOT_ALLOWED
+
+    runtime = await start(lambda raw: raw.update({"access": {"deny": [f"discord:{BOB['id']}"]}}))
+    channel = discord_fake.channel_id
+    refused = await answer(discord_fake, await discord_fake.slash(BOB, channel, "memory", "add", text="I am Bob"))
+    assert refused.ephemeral and refused.content == NOT_ALLOWED
+    view = await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "add", text="Ann's fact"))
+    listing = await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "view"))
+    pressed = await discord_fake.click(BOB, listing, "Delete #1")
+    await discord_fake.wait_for(lambda: any(m.content == NOT_ALLOWED for m in discord_fake.for_interaction(pressed)))
+    llm.add(text("Hello Ann."))
+    await discord_fake.say(channel, ANN, "hello", mention_bot=True)
+    reply, = await discord_fake.wait_for(lambda: [m for m in discord_fake.in_channel(channel) if m.content == "Hello Ann."])
+    target = discord_fake.message_payload(reply.channel_id, discord_fake.bot, reply.content, message_id=reply.id)
+    remembered = await answer(discord_fake, await discord_fake.context_menu(BOB, target))
+    assert remembered.content == NOT_ALLOWED
+    assert "Ann's fact" in (await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "view"))).content
+    bob = await runtime.store.people.person_for_identity("discord", BOB["id"])
+    assert await runtime.store.memories.count_memories(bob, 1, "character", False) == 0
+    assert view.content.startswith("Saved #1")
+
+
+async def test_a_role_denied_in_a_server_is_denied_in_dms_too(start, discord_fake, llm):
+    from bot.access import NOT_ALLOWED
+
+    await start(lambda raw: raw.update({"access": {"deny": [f"discord-role:{discord_fake.role_id}"]}}))
+    discord_fake.member_roles[BOB["id"]] = (discord_fake.role_id,)  # Bob has the role in the shared server
+    discord_fake.member_roles[ANN["id"]] = ()
+    await discord_fake.say("920000000000000002", BOB, "hello in private", guild=False)
+    refused, = await bot_reply(discord_fake, "920000000000000002")
+    assert refused.content == NOT_ALLOWED
+    llm.add(text("Hello Ann."))
+    await discord_fake.say(ANN_DM, ANN, "hello in private", guild=False)
+    answered, = await bot_reply(discord_fake, ANN_DM)
+    assert answered.content == "Hello Ann."
+    slash = await answer(discord_fake, await discord_fake.slash(BOB, "920000000000000002", "memory", "view", guild=False))
+    assert slash.content == NOT_ALLOWED

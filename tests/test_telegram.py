@@ -20,21 +20,33 @@ GROUP = -100777
 
 
 @pytest.fixture
-async def bot(telegram, llm, tmp_path, monkeypatch, clock):
-    monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
-    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
-    raw["telegram"] = {"base_url": telegram.base_url}
-    raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
-    config = parse_config(raw, tmp_path)
-    runtime = await build_runtime(config, clock=clock)
-    adapter = TelegramAdapter(runtime, config.characters[0], telegram.token, telegram.base_url)
-    stop = asyncio.Event()
-    task = asyncio.create_task(adapter.run(stop))
-    await telegram.wait_for(lambda: telegram.calls_to("getUpdates"))
-    yield runtime
-    stop.set()
-    await asyncio.wait_for(task, 10)
-    await runtime.close()
+async def start(telegram, llm, tmp_path, monkeypatch, clock):
+    """Starts the Telegram adapter (polling) on a config changed by `adjust`; stops it after."""
+    running = []
+
+    async def start_with(adjust=lambda raw: None):
+        monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
+        raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+        raw["telegram"] = {"base_url": telegram.base_url}
+        raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
+        adjust(raw)
+        config = parse_config(raw, tmp_path)
+        runtime = await build_runtime(config, clock=clock)
+        adapter = TelegramAdapter(runtime, config.characters[0], telegram.token, telegram.base_url)
+        stop = asyncio.Event()
+        running.append((runtime, stop, asyncio.create_task(adapter.run(stop))))
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"))
+        return runtime
+    yield start_with
+    for runtime, stop, task in running:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await runtime.close()
+
+
+@pytest.fixture
+async def bot(start):
+    return await start()
 
 
 class Person:
@@ -518,3 +530,31 @@ async def test_the_same_update_posted_again_is_stored_and_answered_once(telegram
     texts = [m.text for m in telegram.bot_messages(ANN)]
     assert len(texts) == 2 and texts.count("Hello once.") == 1 and sum("I keep bees" in t for t in texts) == 1
     assert len(llm.requests) == 1
+
+
+async def test_access_is_checked_for_buttons_and_for_the_chat_a_message_is_sent_as(start, telegram, llm):
+    """Bob is denied: his press of a button gets the notice and changes nothing. A channel
+    denied by `telegram-chat:` cannot post into an allowed group as `sender_chat` either."""
+    from bot.access import NOT_ALLOWED
+
+    channel = telegram.chat(-100_999, "channel", "Loud Channel")
+    runtime = await start(lambda raw: raw.update({"access": {"deny": [f"telegram:{BOB}", "telegram-chat:-100999"]}}))
+    ann = Person(telegram, ANN, "Ann")
+    listing_asked = ann.say("/memory add I keep bees")
+    await ann.reply_to(listing_asked)
+    view, = await ann.reply_to(ann.say("/memory view"))
+    pressed = len(telegram.calls_to("answerCallbackQuery"))
+    telegram.press(ann.dm, telegram.user(BOB, "Bob"), view.message_id,
+                   next(b for b in view.buttons() if b["text"].startswith("Delete"))["callback_data"])
+    await telegram.wait_for(lambda: len(telegram.calls_to("answerCallbackQuery")) > pressed)
+    assert telegram.calls_to("answerCallbackQuery")[-1].get("text") == NOT_ALLOWED
+    assert "I keep bees" in (await ann.reply_to(ann.say("/memory view")))[0].text
+
+    group = telegram.chat(-100_500, "supergroup", "Allowed Group")
+    said = telegram.send(group, telegram.user(136817688, "Channel_Bot"), "@mira_bot hello from the channel",
+                         sender_chat=channel)
+    llm.add(text("Hello group."))
+    later = telegram.send(group, telegram.user(ANN, "Ann"), "@mira_bot hello from Ann")
+    await telegram.wait_for(lambda: [m for m in telegram.bot_messages(group["id"]) if m.message_id > later])
+    assert "hello from the channel" not in str(llm.requests)
+    assert said

@@ -68,6 +68,7 @@ class FakeDiscord:
         self.channel_id = snowflake()  # a channel people must mention the bot in
         self.always_on_id = snowflake()  # a channel configured always-on
         self.role_id = snowflake()  # a role of the guild ("Regulars"), given with say(..., roles=…)
+        self.member_roles: dict[str, tuple[str, ...]] = {}  # user id → roles, for GET guilds/…/members/…
         self.files: dict[str, bytes] = {}  # attachment id → bytes, served at the attachment's URL
         self.messages: list[Sent] = []
         self.requests: list[tuple[str, str, Any]] = []
@@ -409,6 +410,10 @@ class FakeDiscord:
                 if method == "DELETE":
                     self.messages = [m for m in self.messages if m.id != parts[3]]
                     return self._json(None)
+        if parts[0] == "guilds" and len(parts) == 4 and parts[2] == "members" and method == "GET":
+            if parts[3] not in self.member_roles:
+                return self._json({"message": "Unknown Member", "code": 10007}, status=404)
+            return self._json(self.member(self.user(parts[3], "member"), self.member_roles[parts[3]]))
         if parts[0] == "interactions" and parts[-1] == "callback":
             return self._json(self._callback(parts[1], parts[2], body, files))
         if parts[0] == "webhooks":
