@@ -147,7 +147,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
                 await self.recover()
             except Exception:
                 log.exception("%s: recovering interrupted replies failed; trying again later", self.platform)
-            await asyncio.sleep(RECOVER_EVERY_S)
+            await self.runtime.turns.stray_found(RECOVER_EVERY_S)  # at once when a waiting turn found one
 
     async def notified(self, conversation: ConversationRow, person_id: int | None, text: str) -> None:
         if conversation.platform != self.platform or conversation.character_id != self.character_id:

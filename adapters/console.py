@@ -107,6 +107,7 @@ class Console:
 
     async def _chat(self, lines: asyncio.Queue) -> None:
         await self.greet()
+        await self.recover()
         self.say("(type /help for commands, /quit to leave)")
         while True:
             line = await lines.get()
@@ -141,6 +142,15 @@ class Console:
             self.show(await self.runtime.commands.run_text(self.context, text))
         else:
             self.say(f"{PROGRAM} Unknown command {text.split()[0][:40]}. Type /help for the list.")
+
+    async def recover(self) -> None:
+        """A reply a stop cut off (SPEC 9): answered again, before anything new, when it is under
+        5 minutes old; an older one stays unanswered (the terminal shows no partial message)."""
+        for item in await self.runtime.turns.interrupted(PLATFORM, self.character.name):
+            if item.fresh:
+                self.say(f"{PROGRAM} My answer to “{item.user_message.content[:60]}” was cut off; here it is again.")
+                stream = _Stream(self.out, self.character.name)
+                await self.deliver(await self.runtime.turns.answer_again(item, on_text=stream), stream)
 
     async def chat(self, text: str) -> None:
         message = IncomingMessage(self.key, self.identity, self.user_name, text)

@@ -53,7 +53,7 @@ from bot.saved_memories import memories_for_prompt
 from bot.text import clean_text, parse_number
 from bot.tokens import TokenCounter
 from bot.window import WINDOW_MAX_MESSAGES, live_window, window_token_budget
-from storage.ports import ConversationRow, MessageRow, Store
+from storage.ports import RECOVER_WITHIN_S, ConversationRow, MessageRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,6 @@ INTERRUPTED = "(This reply was cut off when I restarted. Send your message again
 NOT_LATEST = "Only the latest reply can be regenerated."
 FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files are cut to fit
 REGENERATE_LABEL = "🔄 Regenerate"
-RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again at restart
 
 AfterTurn = Callable[[int], None]  # runs after a reply was delivered (summarizing, in the background)
 
@@ -124,7 +123,11 @@ class Interrupted:
     conversation: ConversationKey
     user_message: MessageRow
     partial_message_id: str | None  # where the cut-off reply shows, if it showed
-    fresh: bool  # young enough to be answered again
+    ticket: int | None  # young enough to be answered again: its place in line, kept; else None
+
+    @property
+    def fresh(self) -> bool:
+        return self.ticket is not None
 
 
 @dataclass(frozen=True)
@@ -320,21 +323,30 @@ class TurnHandler:
         runtime = self.character(character)
         await self.store.turns.recover_interrupted_turns()
         claimed = []
-        for row in await self.store.turns.interrupted_turns(platform, runtime.id):
-            if not await self.store.turns.claim_interrupted_turn(row.turn.id):
+        for row in await self.store.turns.interrupted_turns(platform, runtime.id):  # in message order
+            ticket = None
+            if self.clock() - row.turn.created_at < RECOVER_WITHIN_S:
+                if (ticket := await self.store.turns.requeue_interrupted_turn(row.turn.id)) is None:
+                    continue
+            elif not await self.store.turns.claim_interrupted_turn(row.turn.id):
                 continue
             key = self.key_of(row.conversation, character)
-            fresh = self.clock() - row.turn.created_at < RECOVER_WITHIN_S
-            claimed.append(Interrupted(row.turn.id, key, row.user_message, row.turn.partial_message_id, fresh))
+            claimed.append(Interrupted(row.turn.id, key, row.user_message, row.turn.partial_message_id, ticket))
         return claimed
 
-    async def answer_again(self, interrupted: Interrupted) -> Reply:
+    async def stray_found(self, timeout_s: float) -> None:
+        """Return when this process found a gone process's turn holding a line up (recover
+        now), or after `timeout_s`."""
+        await self.store.turns.stray_found(timeout_s)
+
+    async def answer_again(self, interrupted: Interrupted, on_text: ReplySink | None = None) -> Reply:
         """Answer a message whose reply a crash cut off (its memory writes were undone)."""
         runtime = self.character(interrupted.conversation.character)
         conversation = await self.conversation_for(interrupted.conversation)
         user_row = interrupted.user_message
-        new_turn = await self.store.turns.begin_turn(conversation.id, user_row.person_id, user_row.id)
-        return await self._answer(runtime, conversation, user_row.person_id, user_row, new_turn, None)
+        assert interrupted.ticket is not None, "only a fresh interrupted turn is answered again"
+        new_turn = await self.store.turns.start_turn(interrupted.ticket)  # at its message's place in line
+        return await self._answer(runtime, conversation, user_row.person_id, user_row, new_turn, on_text)
 
     @metrics.timed_turn
     async def _answer(

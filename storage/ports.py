@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 ANSWER_ORIGINS_KEPT_S = 30 * 86_400  # a private answer's buttons act in its group for 30 days (maintain)
+RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again (SPEC 9)
 DELIVERIES_KEPT_S = 2 * 86_400  # Telegram gives up redelivering an update within a day
 GLOBAL = "global"
 CHARACTER = "character"
@@ -329,8 +330,9 @@ class Turns(abc.ABC):
 
     @abc.abstractmethod
     async def start_turn(self, ticket: int) -> int:
-        """Wait until the ticket is first in its conversation's line and no turn of the
-        conversation runs, then start a running turn for it: a running turn is its
+        """Wait until the ticket is first in its conversation's line (by message position) and no
+        turn of the conversation runs, nor waits to be answered again for an earlier message
+        (interrupted less than RECOVER_WITHIN_S ago), then start a running turn for it: a running turn is its
         conversation's lock, held until the turn is finished or failed. A turn or a ticket
         whose process is gone holds no one up: it is interrupted (see
         `recover_interrupted_turns`). Returns the turn id."""
@@ -384,6 +386,17 @@ class Turns(abc.ABC):
     @abc.abstractmethod
     async def claim_interrupted_turn(self, turn_id: int) -> bool:
         """Take an interrupted turn off the waiting list; True for the one caller that did."""
+
+    @abc.abstractmethod
+    async def requeue_interrupted_turn(self, turn_id: int) -> int | None:
+        """Take an interrupted turn off the waiting list and queue its message again, in one
+        transaction: it keeps its place in the line (which goes by message position), ahead
+        of the messages that came after it. The ticket; None when another caller took it."""
+
+    @abc.abstractmethod
+    async def stray_found(self, timeout_s: float) -> None:
+        """Return once this process has interrupted a turn or ticket of a process that is gone
+        (it waits to be answered again: recover now), or after `timeout_s`."""
 
 
 class Memories(abc.ABC):

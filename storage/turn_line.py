@@ -4,9 +4,11 @@ ticket is first in line and no turn of the conversation runs, in any process sha
 database. The backend supplies the two steps that touch the database.
 
 A waiting ticket looks again every POLL_S, or at once when a turn of this process ends. A turn
-or a ticket that holds the line but whose process is gone is interrupted by the waiter (it is
-answered again by its adapter, see `Turns.recover_interrupted_turns`); so is a running turn of
-this very process that no caller is answering any more (left behind by a failure).
+or a ticket that holds the line but whose process is gone is interrupted by the waiter, which
+then wakes this process's recovery (`stray_found`): the interrupted turn is queued again at its
+message's place, so it is answered first, in order, at once — not at the next recovery pass.
+A running turn of this very process that no caller is answering any more (left behind by a
+failure) is interrupted too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class TurnLine(Turns):
         self.answering: set[int] = set()  # running turns this process is answering now
         self._starting = 0  # turns of this process between their start in the database and `answering`
         self._ended = asyncio.Event()
+        self._strays = asyncio.Event()  # set when this process interrupted a gone process's turn
 
     @abc.abstractmethod
     async def _try_start(self, ticket: int) -> int | None:
@@ -76,12 +79,22 @@ class TurnLine(Turns):
                 left_behind = turn_id not in self.answering and not self._starting
             else:
                 left_behind = await self._gone(holder)
-            if left_behind:
-                await self._interrupt(turn_id)
+            if left_behind and await self._interrupt(turn_id):
+                self._strays.set()
             return
         first = await self._first_in_line(ticket)
         if first is not None and first[0] != ticket and first[1] != self.holder and await self._gone(first[1]):
-            await self._abandon(first[0])
+            if await self._abandon(first[0]):
+                self._strays.set()
+
+    async def stray_found(self, timeout_s: float) -> None:
+        strays = self._strays
+        try:
+            await asyncio.wait_for(strays.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return
+        if strays is self._strays:
+            self._strays = asyncio.Event()
 
     async def recover_interrupted_turns(self) -> int:
         running, queued = await self._stranded()

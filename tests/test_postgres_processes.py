@@ -26,21 +26,37 @@ async def conversation(store):
     return mira, ann, chat
 
 
-async def test_the_running_turn_of_a_process_that_is_gone_is_undone_and_the_next_turn_starts(url, tmp_path):
+async def test_a_gone_processes_turns_are_answered_again_at_once_and_before_the_later_message(url, tmp_path):
+    """Process A dies with one turn running and one queued; B holds a later message of the same
+    conversation. B's waiter finds A gone at once, undoes A's running turn, and wakes B's
+    recovery; A's two messages are answered again first, in order, and only then B's."""
     gone, alive = await open_store(url, CAPS, tmp_path), await open_store(url, CAPS, tmp_path)
     try:
         mira, ann, chat = await conversation(gone)
-        first = await gone.conversations.add_user_message(chat, ann, "Ann", "one", 1, None)
-        second = await alive.conversations.add_user_message(chat, ann, "Ann", "two", 1, None)
-        cut_off = await gone.turns.begin_turn(chat, ann, first.id)
+        one, two = [(await gone.turns.store_and_queue(chat, ann, "Ann", text, 1, None, None))
+                    for text in ("one", "two")]
+        cut_off = await gone.turns.start_turn(one.ticket)
         await gone.memories.add_memory(ann, mira, "character", "written mid-reply", 3, False, "ai", turn_id=cut_off)
+        three = await alive.turns.store_and_queue(chat, ann, "Ann", "three", 1, None, None)
         await gone.close()
-        started = await asyncio.wait_for(alive.turns.begin_turn(chat, ann, second.id), 5)
-        assert (await alive.turns.turn(started)).status == "running"
+
+        waiting = asyncio.create_task(alive.turns.start_turn(three.ticket))
+        await asyncio.wait_for(alive.turns.stray_found(10), 2)  # found at once, not at a 15 s pass
         assert (await alive.turns.turn(cut_off)).status == "failed"
         assert await alive.memories.count_memories(ann, mira, "character", False) == 0  # its write undone
-        [interrupted] = await alive.turns.interrupted_turns("telegram", mira)
-        assert interrupted.user_message.content == "one"  # waiting to be answered again
+        answered = []
+        for round in range(2):  # what the adapter's recovery does, woken by stray_found
+            if round:
+                await asyncio.wait_for(alive.turns.stray_found(10), 2)  # A's queued "two", found at once
+            for stray in await alive.turns.interrupted_turns("telegram", mira):
+                ticket = await alive.turns.requeue_interrupted_turn(stray.turn.id)
+                turn_id = await asyncio.wait_for(alive.turns.start_turn(ticket), 5)
+                answered.append(stray.user_message.content)
+                assert not waiting.done()  # "three" waits behind what came before it
+                await alive.turns.fail_turn(turn_id)
+        assert answered == ["one", "two"]
+        started = await asyncio.wait_for(waiting, 5)
+        assert (await alive.turns.turn(started)).user_message_id == three.message.id
     finally:
         await alive.close()
 

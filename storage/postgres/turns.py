@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from storage.ports import Arrival, CallLimit, InterruptedTurn, MessageRow, TurnRow
+from storage.ports import RECOVER_WITHIN_S, Arrival, CallLimit, InterruptedTurn, MessageRow, TurnRow
 from storage.postgres.conversations import NEW_MESSAGE, NEXT_PLACE
 from storage.postgres.coordination import take_call
 from storage.postgres.database import Database, changed
@@ -30,6 +30,11 @@ from storage.rows import (
     width,
 )
 from storage.turn_line import TurnLine
+
+
+# The ticket first in a conversation's line: the one of the earliest message.
+FIRST_IN_LINE = ("SELECT {columns} FROM turn_queue q2 JOIN messages m2 ON m2.id = q2.user_message_id "
+                 "WHERE q2.conversation_id = {conversation} ORDER BY m2.pos, q2.id LIMIT 1")
 
 
 class PostgresTurns(TurnLine):
@@ -65,12 +70,15 @@ class PostgresTurns(TurnLine):
         try:
             turn_id = await self.db.value(
                 "WITH first AS (DELETE FROM turn_queue q WHERE q.id = $1 "
-                "AND q.id = (SELECT MIN(id) FROM turn_queue WHERE conversation_id = q.conversation_id) "
+                f"AND q.id = ({FIRST_IN_LINE.format(conversation='q.conversation_id', columns='q2.id')}) "
                 "AND NOT EXISTS (SELECT 1 FROM turns WHERE conversation_id = q.conversation_id AND status = 'running') "
+                "AND NOT EXISTS (SELECT 1 FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
+                "JOIN messages m ON m.id = t.user_message_id WHERE t.conversation_id = q.conversation_id "
+                "AND t.created_at >= $4 AND m.pos < (SELECT pos FROM messages WHERE id = q.user_message_id)) "
                 "RETURNING conversation_id, person_id, user_message_id) "
                 "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
                 "SELECT conversation_id, person_id, user_message_id, 'running', $2, $3 FROM first RETURNING id",
-                ticket, self.db.clock(), self.holder)
+                ticket, self.db.clock(), self.holder, self.db.clock() - RECOVER_WITHIN_S)
         except asyncpg.UniqueViolationError:  # another process started one of this conversation just now
             return None
         if turn_id is not None:
@@ -88,9 +96,8 @@ class PostgresTurns(TurnLine):
             "WHERE q.id = $1 AND t.status = 'running'", ticket)
 
     async def _first_in_line(self, ticket: int) -> tuple[int, str] | None:
-        return await self.db.one(
-            "SELECT id, holder FROM turn_queue WHERE conversation_id = (SELECT conversation_id FROM turn_queue "
-            "WHERE id = $1) ORDER BY id LIMIT 1", ticket)
+        return await self.db.one(FIRST_IN_LINE.format(
+            conversation="(SELECT conversation_id FROM turn_queue WHERE id = $1)", columns="q2.id, q2.holder"), ticket)
 
     async def _stranded(self) -> tuple[list[tuple[int, str | None]], list[tuple[int, str]]]:
         return (await self.db.all("SELECT id, holder FROM turns WHERE status = 'running'"),
@@ -189,9 +196,18 @@ class PostgresTurns(TurnLine):
             f"SELECT {prefixed(TURN_COLUMNS, 't')}, {prefixed(CONVERSATION_COLUMNS, 'c')}, "
             f"{prefixed(MESSAGE_COLUMNS, 'm')} FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
             "JOIN conversations c ON c.id = t.conversation_id JOIN messages m ON m.id = t.user_message_id "
-            "WHERE c.platform = $1 AND c.character_id = $2 ORDER BY t.id", platform, character_id)
+            "WHERE c.platform = $1 AND c.character_id = $2 ORDER BY t.conversation_id, m.pos", platform, character_id)
         t, c = width(TURN_COLUMNS), width(CONVERSATION_COLUMNS)
         return [InterruptedTurn(turn(r[:t]), conversation(r[t:t + c]), message(r[t + c:])) for r in map(tuple, rows)]
 
     async def claim_interrupted_turn(self, turn_id: int) -> bool:
         return await self.db.execute("DELETE FROM interrupted_turns WHERE turn_id = $1", turn_id) == 1
+
+    async def requeue_interrupted_turn(self, turn_id: int) -> int | None:
+        async with self.db.transaction() as db:
+            if changed(await db.execute("DELETE FROM interrupted_turns WHERE turn_id = $1", turn_id)) != 1:
+                return None
+            return await db.fetchval(
+                "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at) "
+                "SELECT conversation_id, person_id, user_message_id, $1, $2 FROM turns WHERE id = $3 RETURNING id",
+                self.holder, self.db.clock(), turn_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storage.ports import Arrival, CallLimit, InterruptedTurn, MessageRow, TurnRow
+from storage.ports import RECOVER_WITHIN_S, Arrival, CallLimit, InterruptedTurn, MessageRow, TurnRow
 from storage.sqlite.conversations import NEW_MESSAGE, NEXT_POS
 from storage.sqlite.coordination import holder_alive, take_call
 from storage.sqlite.database import Database, fetch_all, fetch_one
@@ -28,6 +28,11 @@ from storage.rows import (
     width,
 )
 from storage.turn_line import TurnLine
+
+
+# The ticket first in a conversation's line: the one of the earliest message.
+FIRST_IN_LINE = ("SELECT q.id, q.holder FROM turn_queue q JOIN messages m ON m.id = q.user_message_id "
+                 "WHERE q.conversation_id = ? ORDER BY m.pos, q.id LIMIT 1")
 
 
 class SQLiteTurns(TurnLine):
@@ -63,14 +68,17 @@ class SQLiteTurns(TurnLine):
     async def _try_start(self, ticket: int) -> int | None:
         async with self.db.write() as db:
             queued = await fetch_one(
-                db, "SELECT conversation_id, person_id, user_message_id FROM turn_queue WHERE id = ?", (ticket,))
+                db, "SELECT q.conversation_id, q.person_id, q.user_message_id, m.pos FROM turn_queue q "
+                "JOIN messages m ON m.id = q.user_message_id WHERE q.id = ?", (ticket,))
             if queued is None:
                 raise LookupError(f"turn ticket {ticket} was taken out of its line")
-            conversation_id, person_id, user_message_id = queued
-            (first,) = await fetch_one(db, "SELECT MIN(id) FROM turn_queue WHERE conversation_id = ?",
-                                       (conversation_id,))
-            if first != ticket or await fetch_one(
-                    db, "SELECT 1 FROM turns WHERE conversation_id = ? AND status = 'running'", (conversation_id,)):
+            conversation_id, person_id, user_message_id, pos = queued
+            first = await fetch_one(db, FIRST_IN_LINE, (conversation_id,))
+            if first[0] != ticket or await fetch_one(
+                    db, "SELECT 1 FROM turns WHERE conversation_id = ? AND status = 'running' UNION ALL "
+                    "SELECT 1 FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id JOIN messages m "
+                    "ON m.id = t.user_message_id WHERE t.conversation_id = ? AND m.pos < ? AND t.created_at >= ?",
+                    (conversation_id, conversation_id, pos, self.db.clock() - RECOVER_WITHIN_S)):
                 return None
             await db.execute("DELETE FROM turn_queue WHERE id = ?", (ticket,))
             (turn_id,) = await fetch_one(
@@ -88,9 +96,8 @@ class SQLiteTurns(TurnLine):
             "WHERE q.id = ? AND t.status = 'running'", (ticket,))
 
     async def _first_in_line(self, ticket: int) -> tuple[int, str] | None:
-        return await self.db.one(
-            "SELECT id, holder FROM turn_queue WHERE conversation_id = (SELECT conversation_id FROM turn_queue "
-            "WHERE id = ?) ORDER BY id LIMIT 1", (ticket,))
+        queued = await self.db.one("SELECT conversation_id FROM turn_queue WHERE id = ?", (ticket,))
+        return None if queued is None else await self.db.one(FIRST_IN_LINE, (queued[0],))
 
     async def _stranded(self) -> tuple[list[tuple[int, str | None]], list[tuple[int, str]]]:
         return (await self.db.all("SELECT id, holder FROM turns WHERE status = 'running'"),
@@ -190,10 +197,20 @@ class SQLiteTurns(TurnLine):
             f"SELECT {prefixed(TURN_COLUMNS, 't')}, {prefixed(CONVERSATION_COLUMNS, 'c')}, "
             f"{prefixed(MESSAGE_COLUMNS, 'm')} FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
             "JOIN conversations c ON c.id = t.conversation_id JOIN messages m ON m.id = t.user_message_id "
-            "WHERE c.platform = ? AND c.character_id = ? ORDER BY t.id", (platform, character_id))
+            "WHERE c.platform = ? AND c.character_id = ? ORDER BY t.conversation_id, m.pos", (platform, character_id))
         t, c = width(TURN_COLUMNS), width(CONVERSATION_COLUMNS)
         return [InterruptedTurn(turn(r[:t]), conversation(r[t:t + c]), message(r[t + c:])) for r in rows]
 
     async def claim_interrupted_turn(self, turn_id: int) -> bool:
         cursor = await self.db.execute("DELETE FROM interrupted_turns WHERE turn_id = ?", (turn_id,))
         return cursor.rowcount == 1
+
+    async def requeue_interrupted_turn(self, turn_id: int) -> int | None:
+        async with self.db.write() as db:
+            if await fetch_one(db, "DELETE FROM interrupted_turns WHERE turn_id = ? RETURNING 1", (turn_id,)) is None:
+                return None
+            (ticket,) = await fetch_one(
+                db, "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at) "
+                "SELECT conversation_id, person_id, user_message_id, ?, ? FROM turns WHERE id = ? RETURNING id",
+                (self.holder, self.db.clock(), turn_id))
+        return ticket
