@@ -88,3 +88,32 @@ async def test_a_binary_file_named_txt_is_named_as_unreadable_not_sent_to_the_mo
     prompt = llm.prompt_text()
     assert "[file: notes.txt — not a text file, so it was not read]" in prompt
     assert "\ufffd" not in prompt
+
+
+@pytest.mark.timeout(120)
+async def test_a_catastrophic_lorebook_key_delays_another_chats_reply_by_under_2_seconds(tmp_path, llm, telegram):
+    """A card whose keys backtrack for hours on "aaa…!" (one WARNING each, then skipped): Bob's
+    reply in another chat, asked while Ann's message is matched, comes within 2 s."""
+    import json
+    import time
+
+    traps = [{"name": f"Trap {n}", "keys": [f"/(a|aa)+{n}$/"], "content": "never", "enabled": True}
+             for n in range(30)]
+    (tmp_path / "trap.json").write_text(json.dumps({"spec": "chara_card_v2", "data": {
+        "name": "Mira", "first_mes": "Hello.", "character_book": {"entries": traps}}}))
+    config = Path(write_config(tmp_path, llm, telegram))
+    written = config.read_text()
+    card_line = next(line for line in written.splitlines() if line.startswith("card = "))
+    config.write_text(written.replace(card_line, f'card = "{tmp_path / "trap.json"}"'))
+    process = await start_bot(str(config), telegram, tmp_path, log_level="INFO")
+    try:
+        llm.default = "ok"
+        telegram.send(telegram.chat(ANN), telegram.user(ANN, "Ann"), "a" * 40 + "!")
+        await asyncio.sleep(0.2)  # Ann's message is being matched against the 30 keys
+        asked = time.monotonic()
+        said = telegram.send(telegram.chat(BOB), telegram.user(BOB, "Bob"), "hello")
+        await final_reply_to(telegram, BOB, said)
+        assert time.monotonic() - asked < 2.0
+    finally:
+        log = await stop_bot(process)
+    assert "took over 0.1 s to match and is skipped from now on" in log
