@@ -134,7 +134,7 @@ async def _copy_table(source: aiosqlite.Connection, db, table: str, key: tuple[s
         progress(table, done, total)
     cursor = await source.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {', '.join(key)}")
     while batch := await cursor.fetchmany(BATCH):
-        async with db.transaction() as connection:
+        async with db.pool.acquire() as connection, connection.transaction():  # asyncpg's own batch insert
             await connection.executemany(insert, [[f(v) for f, v in zip(convert, row)] for row in batch])
         done += len(batch)
         if progress:
@@ -143,14 +143,12 @@ async def _copy_table(source: aiosqlite.Connection, db, table: str, key: tuple[s
 
 
 async def _advance_counters(db) -> None:
-    """New rows in PostgreSQL take ids after the copied ones, and new messages places after
-    the copied ones (SQLite has no place counter: it reads the latest place)."""
+    """New rows in PostgreSQL take ids after the copied ones (a message's place counter,
+    `conversations.last_pos`, is copied with its conversation)."""
     for table, key in TABLES:
         if key == ("id",):
             await db.value(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                            f"GREATEST((SELECT MAX(id) FROM {table}), 1))")
-    await db.execute("UPDATE conversations c SET last_pos = GREATEST(c.last_pos, "
-                     "(SELECT COALESCE(MAX(pos), 0) FROM messages m WHERE m.conversation_id = c.id))")
 
 
 async def _check_counts(source: aiosqlite.Connection, db) -> dict[str, int]:

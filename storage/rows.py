@@ -1,12 +1,23 @@
-"""Column lists and the rows built from them, shared by every backend (a row comes back from
-SQLite or PostgreSQL as a sequence in the order of these lists)."""
+"""Column lists and the rows built from them, read by column name (an SQLite row and an asyncpg
+record both answer `row["name"]`). Where one query reads several tables, `columns(…, "t")`
+names each column `t_<name>`, and the builders take that prefix."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from storage.ports import CHARACTER, GLOBAL, ConversationRow, MemoriesInPlay, MemoryRow, MessageRow, SummaryRow, TurnRow
+from storage.ports import (
+    CHARACTER,
+    GLOBAL,
+    ConversationRow,
+    MemoriesInPlay,
+    MemoryRow,
+    MessageRow,
+    RebuildRow,
+    SummaryRow,
+    TurnRow,
+)
 
 MEMORY_COLUMNS = "id, person_id, character_id, content, tokens, pinned, source, created_at, updated_at"
 MESSAGE_COLUMNS = (
@@ -22,34 +33,45 @@ REBUILD_COLUMNS = "conversation_id, person_id, generation, progress_pos, status,
 TIER_RANK = "CASE tier WHEN 'long_term' THEN 0 WHEN 'merged' THEN 1 ELSE 2 END"
 
 
-def prefixed(columns: str, alias: str) -> str:
-    """`a, b` → `m.a, m.b`."""
-    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+def names(columns: str) -> list[str]:
+    return [c.strip() for c in columns.split(",")]
 
 
-def width(columns: str) -> int:
-    return len(columns.split(","))
+def columns(listed: str, alias: str) -> str:
+    """`a, b` of table alias `m` → `m.a AS m_a, m.b AS m_b` (read back with prefix "m_")."""
+    return ", ".join(f"{alias}.{c} AS {alias}_{c}" for c in names(listed))
 
 
-def memory(row: Any) -> MemoryRow:
-    return MemoryRow(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7], row[8])
+def _fields(row: Any, listed: str, prefix: str) -> dict[str, Any]:
+    return {c: row[prefix + c] for c in names(listed)}
 
 
-def message(row: Any) -> MessageRow:
-    return MessageRow(*row)
+def memory(row: Any, prefix: str = "") -> MemoryRow:
+    fields = _fields(row, MEMORY_COLUMNS, prefix)
+    return MemoryRow(**(fields | {"pinned": bool(fields["pinned"])}))
 
 
-def turn(row: Any) -> TurnRow:
-    receipt = json.loads(row[6]) if row[6] else None
-    return TurnRow(row[0], row[1], row[2], row[3], row[4], row[5], receipt, row[7], row[8])
+def message(row: Any, prefix: str = "") -> MessageRow:
+    return MessageRow(**_fields(row, MESSAGE_COLUMNS, prefix))
 
 
-def conversation(row: Any) -> ConversationRow:
-    return ConversationRow(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+def turn(row: Any, prefix: str = "") -> TurnRow:
+    fields = _fields(row, TURN_COLUMNS, prefix)
+    return TurnRow(**(fields | {"receipt": json.loads(fields["receipt"]) if fields["receipt"] else None}))
+
+
+def conversation(row: Any, prefix: str = "") -> ConversationRow:
+    fields = _fields(row, CONVERSATION_COLUMNS, prefix)
+    return ConversationRow(**(fields | {"is_shared": bool(fields["is_shared"])}))
 
 
 def summary(row: Any) -> SummaryRow:
-    return SummaryRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]))
+    fields = _fields(row, SUMMARY_COLUMNS, "")
+    return SummaryRow(**(fields | {"edited": bool(fields["edited"])}))
+
+
+def rebuild(row: Any) -> RebuildRow:
+    return RebuildRow(**_fields(row, REBUILD_COLUMNS, ""))
 
 
 def scope_character(scope: str, character_id: int) -> int | None:
@@ -72,14 +94,15 @@ def in_play(memories: list[MemoryRow]) -> MemoriesInPlay:
 
 
 def person_export(identities: list[Any], memories: list[Any], settings: list[Any]) -> dict[str, Any]:
-    """What /memory export hands a person: identities (platform, user), memory rows (the memory
-    columns, then the character's name) and Learn-from-chat settings (name, on)."""
+    """What /memory export hands a person: identities (platform, user_id), memories (the memory
+    columns and the character's `name`) and Learn-from-chat settings (name, learn)."""
     return {
-        "identities": [f"{p}:{u}" for p, u in identities],
+        "identities": [f"{r['platform']}:{r['user_id']}" for r in identities],
         "memories": [
-            {"id": r[0], "scope": GLOBAL if r[2] is None else CHARACTER, "character": r[9], "content": r[3],
-             "pinned": bool(r[5]), "source": r[6], "created_at": r[7], "updated_at": r[8]}
+            {"id": r["id"], "scope": GLOBAL if r["character_id"] is None else CHARACTER, "character": r["name"],
+             "content": r["content"], "pinned": bool(r["pinned"]), "source": r["source"],
+             "created_at": r["created_at"], "updated_at": r["updated_at"]}
             for r in memories
         ],
-        "learn_from_chat": {name: bool(learn) for name, learn in settings},
+        "learn_from_chat": {r["name"]: bool(r["learn"]) for r in settings},
     }

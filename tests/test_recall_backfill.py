@@ -23,9 +23,17 @@ async def an_old_conversation(store, count: int):
 
 async def test_an_sqlite_file_from_before_recall_is_indexed_in_batches_and_stays_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(sqlite_database, "MIGRATIONS", MIGRATIONS[:8])  # the version before recall
-    old = await open_store("sqlite:///keepsake.sqlite3", CAPS, tmp_path)
-    chat, rows = await an_old_conversation(old, 5_000)
-    await old.close()
+    await (await open_store("sqlite:///keepsake.sqlite3", CAPS, tmp_path)).close()
+    with closing(sqlite3.connect(tmp_path / "keepsake.sqlite3")) as old:  # written as that version wrote
+        old.execute("INSERT INTO persons (id, created_at) VALUES (1, 0)")
+        old.execute("INSERT INTO characters (id, name, created_at) VALUES (1, 'Mira', 0)")
+        old.execute("INSERT INTO conversations (id, platform, chat_id, thread_id, character_id, is_shared, "
+                    "created_at) VALUES (1, 'telegram', '501', '', 1, 0, 0)")
+        old.executemany("INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
+                        "platform_message_id, created_at) VALUES (1, ?, 'user', 1, 'Ann', ?, 6, ?, 0)",
+                        [(2 * n + 2, f"the goat number {n} escaped", f"m{n}") for n in range(5_000)])
+        old.commit()
+    chat = 1
     monkeypatch.setattr(sqlite_database, "MIGRATIONS", MIGRATIONS)
 
     store = await open_store("sqlite:///keepsake.sqlite3", CAPS, tmp_path)
@@ -51,9 +59,9 @@ async def test_the_backfill_job_logs_its_progress_and_runs_once_everything_is_in
     monkeypatch.setattr("bot.scheduler.BACKFILL_BATCH", 2)
     store = runtime.store
     chat, rows = await an_old_conversation(store, 5)
-    async with store.db.write() as db:  # as if they predated the index
-        await db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('delete-all')")
-        await db.execute("UPDATE recall_backfill SET older_than_id = ?, done_up_to_id = 0", (rows[-1].id + 1,))
+    async with store.db.transaction() as tx:  # as if they predated the index
+        await tx.execute("INSERT INTO messages_fts (messages_fts) VALUES ('delete-all')")
+        await tx.execute("UPDATE recall_backfill SET older_than_id = $1, done_up_to_id = 0", rows[-1].id + 1)
     with caplog.at_level(logging.INFO, logger="bot.scheduler"):
         await runtime.jobs.index_older_messages()
     assert "recall: indexed older messages, 3 to go" in caplog.text

@@ -11,9 +11,9 @@ connection of its own: another process finds out that it is gone when that lock 
 
 from __future__ import annotations
 
+import os
 import re
 import socket
-import os
 import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
@@ -21,6 +21,7 @@ from typing import Any, AsyncIterator, Callable
 import asyncpg
 
 from storage.postgres.migrations import MIGRATIONS
+from storage.sql.database import Connection, Dialect
 
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # Advisory lock keys are (namespace, number), the namespace a hash of the schema's name, so
@@ -29,7 +30,10 @@ MIGRATION_LOCK = 0  # number 0: migrating; process rows (ids from 1) are their p
 
 
 class Database:
+    """The store's database (storage/sql/database.py) on PostgreSQL."""
+
     def __init__(self, dsn: str, schema: str | None, clock: Callable[[], float] = time.time):
+        self.dialect = PostgresDialect()
         if schema is not None and not SCHEMA_NAME.match(schema):
             raise ValueError(f"schema {schema!r}: use lower-case letters, digits and _")
         self.dsn = dsn
@@ -39,7 +43,6 @@ class Database:
         self._presence: asyncpg.Connection | None = None
         self.process_id: int | None = None
         self.namespace = 0  # of this schema's advisory locks
-
 
     async def open(self, pool_size: int = 10) -> None:
         settings = {"search_path": self.schema} if self.schema else {}
@@ -87,34 +90,68 @@ class Database:
         process id, e.g. copied from an SQLite file, is gone)."""
         if not holder or not holder.isdigit():
             return False
-        async with self.transaction() as db:
-            free = await db.fetchval("SELECT pg_try_advisory_xact_lock($1, $2)", self.namespace, int(holder))
+        async with self.transaction() as tx:
+            free = await tx.value("SELECT pg_try_advisory_xact_lock($1, $2)", self.namespace, int(holder))
         return not free
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+    async def transaction(self) -> AsyncIterator[Connection]:
         """One transaction on a pooled connection; rolled back on any error."""
         assert self.pool is not None, "store is not open"
-        async with self.pool.acquire() as db:
-            async with db.transaction():
-                yield db
+        async with self.pool.acquire() as connection:
+            async with connection.transaction():
+                yield _On(connection)
 
     async def execute(self, sql: str, *params: Any) -> int:
         """One statement, atomic on its own: how many rows it changed."""
-        assert self.pool is not None, "store is not open"
-        return changed(await self.pool.execute(sql, *params))
+        return await _On(self._pool()).execute(sql, *params)
 
     async def one(self, sql: str, *params: Any) -> asyncpg.Record | None:
-        assert self.pool is not None, "store is not open"
-        return await self.pool.fetchrow(sql, *params)
+        return await self._pool().fetchrow(sql, *params)
 
     async def value(self, sql: str, *params: Any) -> Any:
-        assert self.pool is not None, "store is not open"
-        return await self.pool.fetchval(sql, *params)
+        return await self._pool().fetchval(sql, *params)
 
     async def all(self, sql: str, *params: Any) -> list[asyncpg.Record]:
+        return await self._pool().fetch(sql, *params)
+
+    def _pool(self) -> asyncpg.Pool:
         assert self.pool is not None, "store is not open"
-        return await self.pool.fetch(sql, *params)
+        return self.pool
+
+
+class _On:
+    """Statements on one connection (or the pool), in the store's interface."""
+
+    def __init__(self, connection: asyncpg.Connection | asyncpg.Pool):
+        self.connection = connection
+
+    async def execute(self, sql: str, *params: Any) -> int:
+        return changed(await self.connection.execute(sql, *params))
+
+    async def one(self, sql: str, *params: Any) -> asyncpg.Record | None:
+        return await self.connection.fetchrow(sql, *params)
+
+    async def all(self, sql: str, *params: Any) -> list[asyncpg.Record]:
+        return await self.connection.fetch(sql, *params)
+
+    async def value(self, sql: str, *params: Any) -> Any:
+        return await self.connection.fetchval(sql, *params)
+
+
+class PostgresDialect(Dialect):
+    for_update = " FOR UPDATE"
+    unique_violation = (asyncpg.UniqueViolationError,)
+
+    def in_ids(self, number: int) -> str:
+        return f"= ANY(${number}::bigint[])"
+
+    def ids(self, values) -> list[int]:
+        return list(values)
+
+    async def serialize(self, tx: Connection, key: str) -> None:
+        # A one-key advisory lock: never the same as the two-key (schema, number) locks above.
+        await tx.execute("SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ' ' || $1, 0))", key)
 
 
 async def _nothing_to_reset(connection: asyncpg.Connection) -> None:

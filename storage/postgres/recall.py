@@ -6,6 +6,7 @@ from __future__ import annotations
 from storage.ports import MessageRow, Recall
 from storage.postgres.database import Database
 from storage.rows import MESSAGE_COLUMNS, message
+from storage.sql.conversations import messages_at
 
 WORDS = "to_tsquery('english', $2)"  # the terms are words only (see bot/recall.py): no query syntax
 
@@ -30,10 +31,7 @@ class PostgresRecall(Recall):
         return [message(r) for r in rows]
 
     async def messages_at(self, conversation_id: int, positions: list[int]) -> list[MessageRow]:
-        rows = await self.db.all(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 AND pos = ANY($2::bigint[]) "
-            "ORDER BY pos", conversation_id, positions)
-        return [message(r) for r in rows]
+        return await messages_at(self.db, conversation_id, positions)
 
     async def index_older_messages(self, batch: int) -> int:
         await self.db.execute(

@@ -11,7 +11,7 @@ import logging
 
 import asyncpg
 
-from storage.ports import Vectors
+from storage.sql.vectors import WaitingVectors
 from storage.postgres.database import MIGRATION_LOCK, Database
 
 log = logging.getLogger(__name__)
@@ -22,22 +22,22 @@ def _literal(vector: list[float]) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
-class PostgresVectors(Vectors):
+class PostgresVectors(WaitingVectors):
     def __init__(self, db: Database):
-        self.db = db
+        super().__init__(db)
         self.extension_schema: str | None = None  # where pgvector lives, once it is in use
 
     async def use_model(self, model: str) -> bool:
         if not await self._ready():
             return False
-        async with self.db.transaction() as db:
-            await db.execute("LOCK TABLE vector_model IN EXCLUSIVE MODE")
-            if await db.fetchval("SELECT model FROM vector_model") == model:
+        async with self.db.transaction() as tx:
+            await tx.execute("LOCK TABLE vector_model IN EXCLUSIVE MODE")
+            if await tx.value("SELECT model FROM vector_model") == model:
                 return True
-            await db.execute("DELETE FROM vector_model")
-            await db.execute("INSERT INTO vector_model (model) VALUES ($1)", model)
-            await db.execute("DELETE FROM message_vectors")
-            await db.execute("INSERT INTO vectors_waiting (message_id) SELECT id FROM messages ON CONFLICT DO NOTHING")
+            await tx.execute("DELETE FROM vector_model")
+            await tx.execute("INSERT INTO vector_model (model) VALUES ($1)", model)
+            await tx.execute("DELETE FROM message_vectors")
+            await tx.execute("INSERT INTO vectors_waiting (message_id) SELECT id FROM messages ON CONFLICT DO NOTHING")
         return True
 
     async def _ready(self) -> bool:
@@ -67,27 +67,19 @@ class PostgresVectors(Vectors):
         self.extension_schema = schema
         return True
 
-    async def waiting(self, limit: int) -> list[tuple[int, str]]:
-        rows = await self.db.all("SELECT m.id, m.content FROM vectors_waiting w JOIN messages m ON m.id = w.message_id "
-                                 "ORDER BY w.message_id DESC LIMIT $1", limit)
-        return [(row["id"], row["content"]) for row in rows]
-
-    async def count_waiting(self) -> int:
-        return await self.db.value("SELECT COUNT(*) FROM vectors_waiting")
-
     async def save(self, model: str, vectors: list[tuple[int, str, list[float]]]) -> None:
         schema = self.extension_schema
-        async with self.db.transaction() as db:
-            if not await db.fetchval("SELECT 1 FROM vector_model WHERE model = $1", model):
+        async with self.db.transaction() as tx:
+            if not await tx.value("SELECT 1 FROM vector_model WHERE model = $1", model):
                 return
             for message_id, text, vector in vectors:
-                saved = await db.execute(
+                saved = await tx.execute(
                     "INSERT INTO message_vectors (message_id, conversation_id, pos, embedding) "
                     f'SELECT id, conversation_id, pos, $3::"{schema}".vector FROM messages WHERE id = $1 AND content = $2 '
                     "ON CONFLICT (message_id) DO UPDATE SET embedding = excluded.embedding",
                     message_id, text, _literal(vector))
-                if saved != "INSERT 0 0":
-                    await db.execute("DELETE FROM vectors_waiting WHERE message_id = $1", message_id)
+                if saved:
+                    await tx.execute("DELETE FROM vectors_waiting WHERE message_id = $1", message_id)
 
     async def nearest(self, conversation_id: int, vector: list[float], before_pos: int, limit: int) -> list[int]:
         schema = self.extension_schema

@@ -9,21 +9,29 @@ write (of any process) and never waits for a writer.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import socket
 import sqlite3
 import time
+import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 import aiosqlite
 
+from storage.sql.database import Connection, Dialect
 from storage.sqlite.migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 10_000
 
 
 class Database:
+    """The store's database (storage/sql/database.py) on one SQLite file."""
+
     def __init__(self, path: Path, options: dict[str, str] | None = None, clock: Callable[[], float] = time.time):
+        self.dialect = SQLiteDialect()
         self.path = path
         self.options = options or {}  # SQLite URI parameters, e.g. mode=ro
         self.clock = clock
@@ -60,6 +68,7 @@ class Database:
         await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         await db.execute("PRAGMA foreign_keys = ON")
         await db.execute("PRAGMA synchronous = NORMAL")
+        db.row_factory = sqlite3.Row  # rows read by column name
         return db
 
     async def _migrate(self) -> None:
@@ -84,40 +93,36 @@ class Database:
         self._reader = self._writer = None
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction; rolled back on any error."""
+    async def transaction(self) -> AsyncIterator[Connection]:
+        """One write transaction (`BEGIN IMMEDIATE`: one at a time, in every process); rolled
+        back on any error."""
         assert self._writer is not None, "store is not open"
         async with self._write_lock:
-            db = self._writer
-            await db.execute("BEGIN IMMEDIATE")
+            await self._writer.execute("BEGIN IMMEDIATE")
             try:
-                yield db
+                yield _On(self._writer)
             except BaseException:
-                await db.execute("ROLLBACK")
+                await self._writer.execute("ROLLBACK")
                 raise
-            await db.execute("COMMIT")
+            await self._writer.execute("COMMIT")
 
-    async def execute(self, sql: str, params: tuple = ()) -> aiosqlite.Cursor:
-        """One write statement, atomic on its own."""
+    async def execute(self, sql: str, *params: Any) -> int:
+        """One write statement, atomic on its own: how many rows it changed."""
         assert self._writer is not None, "store is not open"
         async with self._write_lock:
-            return await self._writer.execute(sql, params)
+            return await _On(self._writer).execute(sql, *params)
 
-    async def returning(self, sql: str, params: tuple = ()) -> Any:
-        """One write statement with a RETURNING clause: its first row (None if it wrote none)."""
-        assert self._writer is not None, "store is not open"
-        async with self._write_lock:
-            rows = await self._writer.execute_fetchall(sql, params)
-        return rows[0] if rows else None
+    async def one(self, sql: str, *params: Any) -> Any | None:
+        return await _On(self.reader).one(sql, *params)
 
-    async def one(self, sql: str, params: tuple = ()) -> Any:
-        assert self._reader is not None, "store is not open"
-        rows = await self._reader.execute_fetchall(sql, params)
-        return rows[0] if rows else None
+    async def all(self, sql: str, *params: Any) -> list[Any]:
+        return await _On(self.reader).all(sql, *params)
 
-    async def all(self, sql: str, params: tuple = ()) -> list[Any]:
-        assert self._reader is not None, "store is not open"
-        return list(await self._reader.execute_fetchall(sql, params))
+    async def value(self, sql: str, *params: Any) -> Any:
+        return await _On(self.reader).value(sql, *params)
+
+    async def process_alive(self, holder: str | None) -> bool:
+        return holder_alive(holder)
 
     @property
     def reader(self) -> aiosqlite.Connection:
@@ -132,13 +137,67 @@ class Database:
             yield self._writer
 
 
-async def fetch_one(db: aiosqlite.Connection, sql: str, params: tuple = ()) -> Any:
-    rows = await db.execute_fetchall(sql, params)
-    return rows[0] if rows else None
+class _On:
+    """Statements on one connection, `$1, $2, …` bound by number (SQLite reads `$1` as a named
+    parameter called "1")."""
+
+    def __init__(self, connection: aiosqlite.Connection):
+        self.connection = connection
+
+    async def execute(self, sql: str, *params: Any) -> int:
+        return (await self.connection.execute(sql, _numbered(params))).rowcount
+
+    async def all(self, sql: str, *params: Any) -> list[Any]:
+        return list(await self.connection.execute_fetchall(sql, _numbered(params)))
+
+    async def one(self, sql: str, *params: Any) -> Any | None:
+        rows = await self.all(sql, *params)
+        return rows[0] if rows else None
+
+    async def value(self, sql: str, *params: Any) -> Any:
+        row = await self.one(sql, *params)
+        return row[0] if row is not None else None
 
 
-async def fetch_all(db: aiosqlite.Connection, sql: str, params: tuple = ()) -> list[Any]:
-    return list(await db.execute_fetchall(sql, params))
+def _numbered(params: tuple) -> dict[str, Any]:
+    return {str(number): value for number, value in enumerate(params, start=1)}
+
+
+class SQLiteDialect(Dialect):
+    for_update = ""  # a write transaction holds the whole file
+    unique_violation = (sqlite3.IntegrityError,)
+
+    def in_ids(self, number: int) -> str:
+        return f"IN (SELECT value FROM json_each(${number}))"
+
+    def ids(self, values) -> str:
+        return json.dumps(list(values))
+
+    async def serialize(self, tx: Connection, key: str) -> None:
+        """Nothing to do: SQLite has one writer at a time, in every process."""
+
+
+def new_holder() -> str:
+    """This process, as the database knows it: `host:pid:nonce`."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def holder_alive(holder: str | None) -> bool:
+    """False only when the holder is a process of this machine that is gone (or no process of
+    this backend's making: a holder copied from another database). Every process sharing an
+    SQLite file runs on one machine, so this is asked of the operating system."""
+    host, pid, _ = ((holder or "").split(":", 2) + ["", ""])[:3]
+    if not pid.isdigit():
+        return False
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def _statements(script: str) -> list[str]:

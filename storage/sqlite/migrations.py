@@ -326,4 +326,10 @@ MIGRATIONS: list[str] = [
     CREATE INDEX memory_journal_memory ON memory_journal(memory_id) WHERE undone = 0;
     UPDATE turns SET receipt = json_set(receipt, '$.recall', json('[]')) WHERE receipt LIKE '%"opening"%';
     """,
+    # 12 — a message's place comes from a counter on its conversation's row, as on PostgreSQL
+    # (every port's SQL is written once, storage/sql/): the counter starts at the last place used.
+    """
+    ALTER TABLE conversations ADD COLUMN last_pos INTEGER NOT NULL DEFAULT 0;
+    UPDATE conversations SET last_pos = COALESCE((SELECT MAX(pos) FROM messages WHERE conversation_id = conversations.id), 0);
+    """,
 ]

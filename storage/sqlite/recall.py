@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 
 from storage.ports import MessageRow, Recall
-from storage.rows import MESSAGE_COLUMNS, message, prefixed
-from storage.sqlite.database import Database, fetch_one
+from storage.rows import MESSAGE_COLUMNS, columns, message
+from storage.sql.conversations import messages_at
+from storage.sqlite.database import Database
 
 K1 = 1.2  # BM25's usual constants: how soon a word's weight saturates …
 B = 0.75  # … and how much a long message is discounted
@@ -46,51 +47,41 @@ class SQLiteRecall(Recall):
         # conversation_id is an indexed column of the FTS table: the match stays in the conversation.
         inside = f'conversation_id : "{int(conversation_id)}"'
         queries = [f"{inside} AND content : {phrase(term)}" for term in terms]
-        count = "(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?))"
-        found = await self.db.one(f"SELECT {', '.join([count] * len(terms))}",
-                                  tuple(v for query in queries for v in (query, common_above + 1)))
+        count = "(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ${} LIMIT $1))"
+        found = await self.db.one(f"SELECT {', '.join(count.format(n) for n in range(2, len(terms) + 2))}",
+                                  common_above + 1, *queries)
         telling = [(query, hits) for query, hits in zip(queries, found) if 0 < hits <= common_above]
         if not telling:
             return []
         # Every place before before_pos holds at most one message: the number searched, near enough.
         searched = max(before_pos, max(hits for _, hits in telling))
-        hits_of = " UNION ALL ".join(["SELECT rowid AS id, ? AS weight FROM messages_fts WHERE messages_fts MATCH ?"]
-                                     * len(telling))
+        hits_of = " UNION ALL ".join(f"SELECT rowid AS id, ${n} AS weight FROM messages_fts WHERE messages_fts MATCH ${n + 1}"
+                                     for n in range(2, 2 * len(telling) + 2, 2))
         rows = await self.db.all(
-            f"SELECT {prefixed(MESSAGE_COLUMNS, 'm')}, SUM(h.weight) FROM ({hits_of}) h JOIN messages m ON m.id = h.id "
-            "WHERE m.pos < ? GROUP BY m.id",
-            (*(v for query, hits in telling for v in (rarity(hits, searched), query)), before_pos))
+            f"SELECT {columns(MESSAGE_COLUMNS, 'm')}, SUM(h.weight) AS weight FROM ({hits_of}) h "
+            "JOIN messages m ON m.id = h.id WHERE m.pos < $1 GROUP BY m.id",
+            before_pos, *(v for query, hits in telling for v in (rarity(hits, searched), query)))
         if not rows:
             return []
-        matches = [(message(row[:-1]), row[-1]) for row in rows]  # each message, with its words' rarities summed
+        matches = [(message(row, "m_"), row["weight"]) for row in rows]  # each message, its words' rarities summed
         average = sum(m.tokens for m, _ in matches) / len(matches) or 1
         # Among equal matches the older goes first: the summary kept less of it than of a newer one.
         best = sorted(matches, key=lambda match: (-bm25(match[1], match[0].tokens, average), match[0].id))
         return [m for m, _ in best[:limit]]
 
     async def messages_at(self, conversation_id: int, positions: list[int]) -> list[MessageRow]:
-        if not positions:
-            return []
-        marks = ", ".join("?" * len(positions))
-        rows = await self.db.all(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND pos IN ({marks}) ORDER BY pos",
-            (conversation_id, *positions))
-        return [message(r) for r in rows]
+        return await messages_at(self.db, conversation_id, positions)
 
     async def index_older_messages(self, batch: int) -> int:
-        async with self.db.write() as db:
-            older_than, done = await fetch_one(db, "SELECT older_than_id, done_up_to_id FROM recall_backfill")
-            last = await fetch_one(
-                db, "SELECT MAX(id) FROM (SELECT id FROM messages WHERE id > ? AND id < ? ORDER BY id LIMIT ?)",
-                (done, older_than, batch))
-            if last[0] is not None:
-                await db.execute(
-                    "INSERT INTO messages_fts (rowid, conversation_id, content) "
-                    "SELECT id, conversation_id, content FROM messages WHERE id > ? AND id <= ?", (done, last[0]))
-                done = last[0]
+        async with self.db.transaction() as tx:
+            older_than, done = await tx.one("SELECT older_than_id, done_up_to_id FROM recall_backfill")
+            last = await tx.value("SELECT MAX(id) FROM (SELECT id FROM messages WHERE id > $1 AND id < $2 "
+                                  "ORDER BY id LIMIT $3)", done, older_than, batch)
+            if last is not None:
+                await tx.execute("INSERT INTO messages_fts (rowid, conversation_id, content) "
+                                 "SELECT id, conversation_id, content FROM messages WHERE id > $1 AND id <= $2", done, last)
+                done = last
             else:
                 done = older_than - 1  # nothing older is left (the rest was deleted)
-            await db.execute("UPDATE recall_backfill SET done_up_to_id = ?", (done,))
-            (waiting,) = await fetch_one(db, "SELECT COUNT(*) FROM messages WHERE id > ? AND id < ?",
-                                         (done, older_than))
-        return waiting
+            await tx.execute("UPDATE recall_backfill SET done_up_to_id = $1", done)
+            return await tx.value("SELECT COUNT(*) FROM messages WHERE id > $1 AND id < $2", done, older_than)

@@ -1,4 +1,5 @@
-"""The SQLite store: one file, every port on it, and SQLite's own upkeep."""
+"""The SQLite store: one file, every port on it (storage/sql/), FTS5 recall, numpy vectors, and
+SQLite's own upkeep."""
 
 from __future__ import annotations
 
@@ -9,45 +10,24 @@ from typing import Callable
 
 import aiosqlite
 
-from storage.ports import ANSWER_ORIGINS_KEPT_S, DELIVERIES_KEPT_S, MemoryCaps, Store
-from storage.sqlite.coordination import SQLiteCoordination, new_holder
-from storage.sqlite.conversations import SQLiteConversations
-from storage.sqlite.database import Database
-from storage.sqlite.drafts import SQLiteDrafts
-from storage.sqlite.memories import SQLiteMemories
-from storage.sqlite.people import SQLiteCharacters, SQLitePeople
+from storage.ports import MemoryCaps
+from storage.sql.store import SQLStore
+from storage.sqlite.database import Database, new_holder
 from storage.sqlite.recall import SQLiteRecall
-from storage.sqlite.summaries import SQLiteSummaries
-from storage.sqlite.turns import SQLiteTurns
 from storage.sqlite.vectors import SQLiteVectors
 
 BACKUPS_KEPT = 7
 
 
-class SQLiteStore(Store):
-    def __init__(self, db: Database, caps: MemoryCaps):
-        self.db = db
-        holder = new_holder()
-        self.people = SQLitePeople(db, caps)
-        self.characters = SQLiteCharacters(db, caps)
-        self.conversations = SQLiteConversations(db)
-        self.turns = SQLiteTurns(db, holder)
-        self.memories = SQLiteMemories(db, caps)
-        self.summaries = SQLiteSummaries(db)
-        self.drafts = SQLiteDrafts(db)
-        self.recall = SQLiteRecall(db)
-        self.vectors = SQLiteVectors(db)
-        self.coordination = SQLiteCoordination(db, holder)
+class SQLiteStore(SQLStore):
+    db: Database
 
     @classmethod
     async def open(cls, path: Path, caps: MemoryCaps, options: dict[str, str] | None = None,
                    clock: Callable[[], float] = time.time) -> "SQLiteStore":
         db = Database(path, options, clock)
         await db.open()
-        return cls(db, caps)
-
-    async def close(self) -> None:
-        await self.db.close()
+        return cls(db, caps, new_holder(), SQLiteRecall(db), SQLiteVectors(db))
 
     async def maintain(self, now: float, retention_days: int | None, backup_dir: Path | None) -> str:
         async with self.db.locked_writer() as writer:
@@ -59,16 +39,5 @@ class SQLiteStore(Store):
             await self.db.reader.backup(destination)
         for old in sorted(folder.glob("keepsake-*.sqlite3"))[:-BACKUPS_KEPT]:
             old.unlink(missing_ok=True)
-        await self.db.execute("DELETE FROM answer_origins WHERE created_at < ?", (now - ANSWER_ORIGINS_KEPT_S,))
-        await self.db.execute("DELETE FROM deliveries WHERE seen_at < ?", (now - DELIVERIES_KEPT_S,))
-        await self.db.execute("DELETE FROM model_calls WHERE at < ?", (now - 86_400,))
-        purged = 0
-        if retention_days:
-            cursor = await self.db.execute(
-                "DELETE FROM messages WHERE created_at < ? AND pos <= "
-                "(SELECT summarized_pos FROM conversations c WHERE c.id = messages.conversation_id) "
-                "AND id NOT IN (SELECT user_message_id FROM turns WHERE status = 'running') "
-                "AND id NOT IN (SELECT user_message_id FROM turn_queue)",
-                (now - retention_days * 86_400,))
-            purged = cursor.rowcount
+        purged = await self.purge(now, retention_days)
         return f"backup {target.name}, {purged} old messages purged"

@@ -1,30 +1,31 @@
-"""The conversation summary in PostgreSQL (the Summaries port): tiers by generation, and the
-rebuild that writes the next generation and swaps it in at once."""
+"""The conversation summary (the Summaries port): tiers by generation, and the rebuild that
+writes the next generation and swaps it in at once."""
 
 from __future__ import annotations
 
 from storage.ports import RebuildRow, Summaries, SummaryRow, SummaryState
-from storage.postgres.database import Database
-from storage.rows import REBUILD_COLUMNS, SUMMARY_COLUMNS, TIER_RANK, summary
+from storage.rows import REBUILD_COLUMNS, SUMMARY_COLUMNS, TIER_RANK, rebuild, summary
+from storage.sql.database import Database
 
 REBUILD_GENERATION = "(SELECT generation FROM rebuilds WHERE conversation_id = $1)"
 
 
-class PostgresSummaries(Summaries):
+class SQLSummaries(Summaries):
     def __init__(self, db: Database):
         self.db = db
 
     async def summary_state(self, conversation_id: int) -> SummaryState:
         row = await self.db.one(
             "SELECT summarized_pos, summary_generation, summary_failures, summary_retry_at, "
-            "EXISTS (SELECT 1 FROM rebuilds WHERE conversation_id = c.id) FROM conversations c WHERE id = $1",
-            conversation_id)
-        return SummaryState(*row)
+            "EXISTS (SELECT 1 FROM rebuilds WHERE conversation_id = c.id) AS rebuilding FROM conversations c "
+            "WHERE id = $1", conversation_id)
+        return SummaryState(row["summarized_pos"], row["summary_generation"], row["summary_failures"],
+                            row["summary_retry_at"], bool(row["rebuilding"]))
 
     async def summaries(self, conversation_id: int, generation: int | None = None) -> list[SummaryRow]:
         rows = await self.db.all(
             f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = $1 AND generation = "
-            "COALESCE($2::integer, (SELECT summary_generation FROM conversations WHERE id = $1)) "
+            "COALESCE(CAST($2 AS INTEGER), (SELECT summary_generation FROM conversations WHERE id = $1)) "
             f"ORDER BY {TIER_RANK}, first_pos", conversation_id, generation)
         return [summary(r) for r in rows]
 
@@ -33,21 +34,21 @@ class PostgresSummaries(Summaries):
         first_pos: int, last_pos: int, replaces: list[int], covered_pos: int | None = None,
         edited: bool = False,
     ) -> SummaryRow:
-        async with self.db.transaction() as db:
-            row = await db.fetchrow(
+        async with self.db.transaction() as tx:
+            row = await tx.one(
                 "INSERT INTO summaries (conversation_id, generation, tier, content, tokens, first_pos, last_pos, "
                 f"edited, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {SUMMARY_COLUMNS}",
                 conversation_id, generation, tier, content, tokens, first_pos, last_pos, edited, self.db.clock())
-            await db.execute("DELETE FROM summaries WHERE id = ANY($1::bigint[]) AND conversation_id = $2",
-                             replaces, conversation_id)
+            await tx.execute(f"DELETE FROM summaries WHERE id {self.db.dialect.in_ids(1)} AND conversation_id = $2",
+                             self.db.dialect.ids(replaces), conversation_id)
             if covered_pos is not None:
-                await db.execute(
-                    "UPDATE conversations SET summarized_pos = GREATEST(summarized_pos, $1), summary_failures = 0, "
-                    "summary_retry_at = NULL WHERE id = $2 AND summary_generation = $3",
-                    covered_pos, conversation_id, generation)
-                await db.execute(
-                    "UPDATE rebuilds SET progress_pos = GREATEST(progress_pos, $1) WHERE conversation_id = $2 "
-                    "AND generation = $3", covered_pos, conversation_id, generation)
+                await tx.execute(
+                    "UPDATE conversations SET summarized_pos = CASE WHEN summarized_pos > $1 THEN summarized_pos "
+                    "ELSE $1 END, summary_failures = 0, summary_retry_at = NULL WHERE id = $2 "
+                    "AND summary_generation = $3", covered_pos, conversation_id, generation)
+                await tx.execute(
+                    "UPDATE rebuilds SET progress_pos = CASE WHEN progress_pos > $1 THEN progress_pos ELSE $1 END "
+                    "WHERE conversation_id = $2 AND generation = $3", covered_pos, conversation_id, generation)
         return summary(row)
 
     async def edit_summary(self, conversation_id: int, summary_id: int, content: str, tokens: int) -> bool:
@@ -63,54 +64,53 @@ class PostgresSummaries(Summaries):
     async def due_summary_retries(self, now: float) -> list[int]:
         rows = await self.db.all(
             "SELECT id FROM conversations WHERE summary_retry_at IS NOT NULL AND summary_retry_at <= $1", now)
-        return [r[0] for r in rows]
+        return [r["id"] for r in rows]
 
     async def start_rebuild(self, conversation_id: int, person_id: int | None) -> RebuildRow | None:
-        async with self.db.transaction() as db:
-            generation = await db.fetchval(
+        async with self.db.transaction() as tx:
+            generation = await tx.value(
                 "INSERT INTO rebuilds (conversation_id, person_id, generation, progress_pos, status, started_at) "
-                "SELECT id, $2, summary_generation + 1, 0, 'running', $3 FROM conversations WHERE id = $1 "
-                "ON CONFLICT (conversation_id) DO NOTHING RETURNING generation",
-                conversation_id, person_id, self.db.clock())
+                "SELECT $1, $2, summary_generation + 1, 0, 'running', $3 FROM conversations WHERE id = $1 "
+                "ON CONFLICT DO NOTHING RETURNING generation", conversation_id, person_id, self.db.clock())
             if generation is None:
-                return None
+                return None  # one runs already
             # Anything a crashed earlier attempt wrote for that generation goes.
-            await db.execute("DELETE FROM summaries WHERE conversation_id = $1 AND generation = $2",
+            await tx.execute("DELETE FROM summaries WHERE conversation_id = $1 AND generation = $2",
                              conversation_id, generation)
         return RebuildRow(conversation_id, person_id, generation, 0, "running", None)
 
     async def rebuild(self, conversation_id: int) -> RebuildRow | None:
-        row = await self.db.one(f"SELECT {REBUILD_COLUMNS} FROM rebuilds WHERE conversation_id = $1",
-                                conversation_id)
-        return RebuildRow(*row) if row else None
+        row = await self.db.one(f"SELECT {REBUILD_COLUMNS} FROM rebuilds WHERE conversation_id = $1", conversation_id)
+        return rebuild(row) if row else None
 
     async def rebuilds(self, status: str) -> list[RebuildRow]:
-        rows = await self.db.all(f"SELECT {REBUILD_COLUMNS} FROM rebuilds WHERE status = $1", status)
-        return [RebuildRow(*r) for r in rows]
+        return [rebuild(r) for r in await self.db.all(f"SELECT {REBUILD_COLUMNS} FROM rebuilds WHERE status = $1",
+                                                      status)]
 
     async def set_rebuild_status(self, conversation_id: int, status: str, error: str | None = None) -> None:
         await self.db.execute("UPDATE rebuilds SET status = $1, error = $2 WHERE conversation_id = $3",
                               status, error, conversation_id)
 
     async def restart_rebuild(self, conversation_id: int) -> None:
-        async with self.db.transaction() as db:
-            await db.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND generation = {REBUILD_GENERATION}",
+        async with self.db.transaction() as tx:
+            await tx.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND generation = {REBUILD_GENERATION}",
                              conversation_id)
-            await db.execute("UPDATE rebuilds SET progress_pos = 0, status = 'running', error = NULL "
+            await tx.execute("UPDATE rebuilds SET progress_pos = 0, status = 'running', error = NULL "
                              "WHERE conversation_id = $1", conversation_id)
 
     async def cancel_rebuild(self, conversation_id: int) -> None:
-        async with self.db.transaction() as db:
-            await db.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND generation = {REBUILD_GENERATION}",
+        async with self.db.transaction() as tx:
+            await tx.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND generation = {REBUILD_GENERATION}",
                              conversation_id)
-            await db.execute("DELETE FROM rebuilds WHERE conversation_id = $1", conversation_id)
+            await tx.execute("DELETE FROM rebuilds WHERE conversation_id = $1", conversation_id)
 
     async def finish_rebuild(self, conversation_id: int) -> None:
-        async with self.db.transaction() as db:
-            generation, progress = await db.fetchrow(
-                "DELETE FROM rebuilds WHERE conversation_id = $1 RETURNING generation, progress_pos", conversation_id)
-            await db.execute("DELETE FROM summaries WHERE conversation_id = $1 AND generation <> $2",
-                             conversation_id, generation)
-            await db.execute(
+        async with self.db.transaction() as tx:
+            row = await tx.one("SELECT generation, progress_pos FROM rebuilds WHERE conversation_id = $1",
+                               conversation_id)
+            await tx.execute("DELETE FROM summaries WHERE conversation_id = $1 AND generation <> $2",
+                             conversation_id, row["generation"])
+            await tx.execute(
                 "UPDATE conversations SET summary_generation = $1, summarized_pos = $2, summary_failures = 0, "
-                "summary_retry_at = NULL WHERE id = $3", generation, progress, conversation_id)
+                "summary_retry_at = NULL WHERE id = $3", row["generation"], row["progress_pos"], conversation_id)
+            await tx.execute("DELETE FROM rebuilds WHERE conversation_id = $1", conversation_id)

@@ -1,28 +1,28 @@
-"""AI drafts and message selections waiting for a person, in PostgreSQL (the Drafts port)."""
+"""AI drafts and message selections waiting for a person (the Drafts port)."""
 
 from __future__ import annotations
 
 import json
 
 from storage.ports import Drafts
-from storage.postgres.database import Database
+from storage.sql.database import Database
 
 
-class PostgresDrafts(Drafts):
+class SQLDrafts(Drafts):
     def __init__(self, db: Database):
         self.db = db
 
     async def save_drafts(self, person_id: int, kind: str, items: list[str]) -> int:
-        async with self.db.transaction() as db:
+        async with self.db.transaction() as tx:
             # Older drafts of the same kind are superseded.
-            await db.execute("DELETE FROM drafts WHERE person_id = $1 AND kind = $2", person_id, kind)
-            return await db.fetchval(
+            await tx.execute("DELETE FROM drafts WHERE person_id = $1 AND kind = $2", person_id, kind)
+            return await tx.value(
                 "INSERT INTO drafts (person_id, kind, items, created_at) VALUES ($1, $2, $3, $4) RETURNING id",
                 person_id, kind, json.dumps(items), self.db.clock())
 
     async def drafts(self, person_id: int, draft_id: int) -> tuple[str, list[str]] | None:
         row = await self.db.one("SELECT kind, items FROM drafts WHERE id = $1 AND person_id = $2", draft_id, person_id)
-        return (row[0], json.loads(row[1])) if row else None
+        return (row["kind"], json.loads(row["items"])) if row else None
 
     async def delete_drafts(self, person_id: int, draft_id: int) -> None:
         await self.db.execute("DELETE FROM drafts WHERE id = $1 AND person_id = $2", draft_id, person_id)

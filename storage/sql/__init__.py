@@ -1,0 +1,1 @@
+"""Every port written once, in SQL both backends run (storage/sql/database.py says how)."""

@@ -1,0 +1,166 @@
+"""Conversations and their messages (the Conversations port).
+
+A message's place in its conversation (`pos`) comes from a counter on the conversation's row,
+advanced in the transaction that stores the message: the database serializes writes to one
+row, so messages stored at once by several processes each take their own place. A person's
+message takes the next even place, the reply to it the odd place right after it, so a reply
+written after a later message arrived still follows the message it answers.
+"""
+
+from __future__ import annotations
+
+from storage.ports import ConversationRow, Conversations, MessageRow
+from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_sent_order, message
+from storage.sql.database import Connection, Database
+
+
+async def next_place(tx: Connection, conversation_id: int) -> int:
+    """Take the conversation's next even place (the row stays held until the transaction ends)."""
+    return await tx.value("UPDATE conversations SET last_pos = last_pos / 2 * 2 + 2 WHERE id = $1 RETURNING last_pos",
+                          conversation_id)
+
+
+async def insert_message(tx: Connection, conversation_id: int, pos: int, role: str, person_id: int | None,
+                         speaker_name: str, content: str, tokens: int, platform_message_id: str | None,
+                         now: float) -> MessageRow | None:
+    """Store one message; None when its platform id is in the conversation already."""
+    row = await tx.one(
+        "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
+        "platform_message_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING "
+        f"RETURNING {MESSAGE_COLUMNS}",
+        conversation_id, pos, role, person_id, speaker_name, content, tokens, platform_message_id, now)
+    return message(row) if row else None
+
+
+async def messages_at(db: Database, conversation_id: int, positions: list[int]) -> list[MessageRow]:
+    """The conversation's messages at these places, oldest first (for recall's passages)."""
+    rows = await db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
+                        f"AND pos {db.dialect.in_ids(2)} ORDER BY pos", conversation_id, db.dialect.ids(positions))
+    return [message(r) for r in rows]
+
+
+class SQLConversations(Conversations):
+    def __init__(self, db: Database):
+        self.db = db
+
+    async def conversation(
+        self, platform: str, chat_id: str, thread_id: str | None, character_id: int, is_shared: bool
+    ) -> ConversationRow:
+        key = (platform, chat_id, thread_id or "", character_id)
+        row = await self.db.one(f"SELECT {CONVERSATION_COLUMNS} FROM conversations "
+                                "WHERE platform = $1 AND chat_id = $2 AND thread_id = $3 AND character_id = $4", *key)
+        if row is None or bool(row["is_shared"]) != is_shared:
+            async with self.db.transaction() as tx:
+                row = await tx.one(
+                    "INSERT INTO conversations (platform, chat_id, thread_id, character_id, is_shared, created_at) "
+                    "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (platform, chat_id, thread_id, character_id) "
+                    f"DO UPDATE SET is_shared = excluded.is_shared RETURNING {CONVERSATION_COLUMNS}",
+                    *key, is_shared, self.db.clock())
+        return conversation(row)
+
+    async def conversation_by_id(self, conversation_id: int) -> ConversationRow | None:
+        row = await self.db.one(f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1", conversation_id)
+        return conversation(row) if row else None
+
+    async def add_greeting(self, conversation_id: int, character_name: str, content: str, tokens: int) -> bool:
+        async with self.db.transaction() as tx:
+            # the conversation's row held: "no message yet" stays true until the greeting is in
+            await tx.execute(f"SELECT 1 FROM conversations WHERE id = $1{self.db.dialect.for_update}", conversation_id)
+            if await tx.value("SELECT COUNT(*) FROM messages WHERE conversation_id = $1", conversation_id):
+                return False
+            await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "assistant", None,
+                                 character_name, content, tokens, None, self.db.clock())
+        return True
+
+    async def add_user_message(
+        self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
+        tokens: int, platform_message_id: str | None,
+    ) -> MessageRow:
+        async with self.db.transaction() as tx:
+            stored = await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "user",
+                                          person_id, speaker_name, content, tokens, platform_message_id,
+                                          self.db.clock())
+        assert stored is not None, "a platform id stored twice goes through Turns.store_and_queue"
+        return stored
+
+    async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None
+                              ) -> list[MessageRow]:
+        rows = await self.db.all(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
+            "AND (CAST($2 AS BIGINT) IS NULL OR pos <= $2) ORDER BY pos DESC LIMIT $3", conversation_id, up_to_pos, limit)
+        return [message(r) for r in rows]
+
+    async def messages_between(self, conversation_id: int, after_pos: int, before_pos: int | None,
+                               limit: int) -> list[MessageRow]:
+        rows = await self.db.all(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 AND pos > $2 "
+            "AND (CAST($3 AS BIGINT) IS NULL OR pos < $3) ORDER BY pos LIMIT $4",
+            conversation_id, after_pos, before_pos, limit)
+        return [message(r) for r in rows]
+
+    async def count_messages(self, conversation_id: int, after_pos: int, up_to_pos: int | None = None) -> int:
+        return await self.db.value("SELECT COUNT(*) FROM messages WHERE conversation_id = $1 AND pos > $2 "
+                                   "AND (CAST($3 AS BIGINT) IS NULL OR pos <= $3)", conversation_id, after_pos, up_to_pos)
+
+    async def message(self, message_id: int) -> MessageRow | None:
+        row = await self.db.one(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = $1", message_id)
+        return message(row) if row else None
+
+    async def message_by_platform_id(self, conversation_id: int, platform_message_id: str) -> MessageRow | None:
+        row = await self.db.one(  # the message itself, or a reply one of whose later parts it is
+            f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
+            f"AND platform_message_id = $2) AS own UNION ALL SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM messages "
+            "WHERE id = (SELECT message_id FROM message_parts WHERE conversation_id = $1 AND platform_message_id = $2)) "
+            "AS part LIMIT 1", conversation_id, platform_message_id)
+        return message(row) if row else None
+
+    async def messages_by_id(self, conversation_id: int, message_ids: list[int]) -> list[MessageRow]:
+        rows = await self.db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
+                                 f"AND id {self.db.dialect.in_ids(2)} ORDER BY pos",
+                                 conversation_id, self.db.dialect.ids(message_ids))
+        return [message(r) for r in rows]
+
+    async def edit_platform_message(
+        self, conversation_id: int, platform_message_id: str, content: str, tokens: int
+    ) -> bool:
+        return await self.db.execute(
+            "UPDATE messages SET content = $1, tokens = $2 WHERE conversation_id = $3 "
+            "AND platform_message_id = $4 AND role = 'user'", content, tokens, conversation_id, platform_message_id) > 0
+
+    async def delete_platform_message(self, conversation_id: int, platform_message_id: str) -> bool:
+        return await self.db.execute("DELETE FROM messages WHERE conversation_id = $1 AND platform_message_id = $2",
+                                     conversation_id, platform_message_id) > 0
+
+    async def set_platform_message_ids(
+        self, conversation_id: int, message_id: int, platform_message_ids: list[str]
+    ) -> None:
+        first, *parts = platform_message_ids
+        async with self.db.transaction() as tx:
+            await tx.execute("UPDATE messages SET platform_message_id = $1 WHERE id = $2", first, message_id)
+            for part in parts:
+                await tx.execute(
+                    "INSERT INTO message_parts (conversation_id, platform_message_id, message_id) VALUES ($1, $2, $3) "
+                    "ON CONFLICT (conversation_id, platform_message_id) DO UPDATE SET message_id = excluded.message_id",
+                    conversation_id, part, message_id)
+
+    async def platform_message_ids(self, message_id: int) -> list[str]:
+        first = await self.db.value("SELECT platform_message_id FROM messages WHERE id = $1", message_id)
+        parts = await self.db.all("SELECT platform_message_id FROM message_parts WHERE message_id = $1", message_id)
+        return in_sent_order([first] if first else [], [r["platform_message_id"] for r in parts])
+
+    async def set_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
+                                conversation_id: int) -> None:
+        async with self.db.transaction() as tx:
+            for sent in platform_message_ids:
+                await tx.execute(
+                    "INSERT INTO answer_origins (platform, chat_id, platform_message_id, conversation_id, created_at) "
+                    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (platform, chat_id, platform_message_id) "
+                    "DO UPDATE SET conversation_id = excluded.conversation_id",
+                    platform, chat_id, sent, conversation_id, self.db.clock())
+
+    async def answer_origin(self, platform: str, chat_id: str, platform_message_id: str) -> ConversationRow | None:
+        row = await self.db.one(
+            f"SELECT {columns(CONVERSATION_COLUMNS, 'c')} FROM answer_origins o JOIN conversations c "
+            "ON c.id = o.conversation_id WHERE o.platform = $1 AND o.chat_id = $2 AND o.platform_message_id = $3",
+            platform, chat_id, platform_message_id)
+        return conversation(row, "c_") if row else None

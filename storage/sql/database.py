@@ -1,0 +1,58 @@
+"""The small database interface every port is written against, once for both backends.
+
+SQL uses one placeholder style, `$1, $2, …` (PostgreSQL's; SQLite reads `$1` as a named
+parameter, bound by number), and the SQL both backends run: `IS NOT DISTINCT FROM`, `true` and
+`false`, `RETURNING`, `ON CONFLICT`, `CAST(… AS BIGINT)`. Rows are read by column name.
+
+What truly differs lives in a `Dialect`: how rows are held until a transaction ends (PostgreSQL
+locks them; SQLite's write transaction already holds the whole file), how a list of ids is one
+parameter, how writers are serialized on a key, and which error a unique key raises.
+
+Outside a transaction `one`, `all` and `value` read and `execute` writes one statement; a
+write that returns rows, or several writes that go together, run in `transaction()`.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, AsyncContextManager, Callable, Protocol, Sequence
+
+
+class Connection(Protocol):
+    async def execute(self, sql: str, *params: Any) -> int:
+        """Run one statement; how many rows it changed."""
+
+    async def one(self, sql: str, *params: Any) -> Any | None: ...
+
+    async def all(self, sql: str, *params: Any) -> Sequence[Any]: ...
+
+    async def value(self, sql: str, *params: Any) -> Any: ...
+
+
+class Dialect(abc.ABC):
+    for_update: str  # appended to a SELECT whose rows must stay as read until the transaction ends
+    unique_violation: tuple[type[Exception], ...]  # what a unique key refusing a row raises
+
+    @abc.abstractmethod
+    def in_ids(self, number: int) -> str:
+        """`IN …` for the list of ids bound as parameter `$number` (see `ids`)."""
+
+    @abc.abstractmethod
+    def ids(self, values: Sequence[int]) -> Any:
+        """A list of ids as one parameter."""
+
+    @abc.abstractmethod
+    async def serialize(self, tx: Connection, key: str) -> None:
+        """Make the transaction's writers on `key` take turns, in every process."""
+
+
+class Database(Connection, Protocol):
+    clock: Callable[[], float]
+    dialect: Dialect
+
+    def transaction(self) -> AsyncContextManager[Connection]:
+        """One transaction; rolled back on any error."""
+
+    async def process_alive(self, holder: str | None) -> bool:
+        """Whether the process a holder names is still there (asked of the database, or of the
+        operating system for SQLite, which one machine shares)."""

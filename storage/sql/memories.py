@@ -1,0 +1,193 @@
+"""Saved memories (the Memories port): a write that checks a budget holds the person's row
+first, so concurrent writers in any process see each other's counts; the journal of what each
+turn's tools wrote (so Regenerate, a failed turn or a crash can undo it), which a person's own
+write overtakes; and the Learn-from-chat switch."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from storage.ports import CHARACTER, GLOBAL, Memories, MemoriesInPlay, MemoryCaps, MemoryRow, PinnedMemory
+from storage.rows import MEMORY_COLUMNS, in_play, memory, names, person_export, scope_character
+from storage.sql.database import Connection, Database
+
+FIELDS = names(MEMORY_COLUMNS)
+NEWEST_FIRST = "ORDER BY updated_at DESC, id DESC"
+
+
+async def hold_people(db: Database, tx: Connection, *person_ids: int) -> None:
+    """Hold the people's rows until the transaction ends (in id order: no deadlock)."""
+    await tx.execute(f"SELECT 1 FROM persons WHERE id {db.dialect.in_ids(1)} ORDER BY id{db.dialect.for_update}",
+                     db.dialect.ids(person_ids))
+
+
+async def count_memories(tx: Connection, person_id: int, character: int | None, pinned: bool) -> int:
+    return await tx.value("SELECT COUNT(*) FROM memories WHERE person_id = $1 AND character_id IS NOT DISTINCT FROM $2 "
+                          "AND pinned = $3", person_id, character, pinned)
+
+
+async def journal(tx: Connection, turn_id: int | None, memory_id: int, action: str, before: MemoryRow | None) -> None:
+    """Note what a turn's tool wrote, so it can be undone. A person's own write (no turn: an
+    edit, a pin, an unpin, a delete) outranks every undo still pending for that memory: they
+    are marked done, so Regenerate never reverts what the person did since (SPEC 5)."""
+    if turn_id is None:
+        await tx.execute("UPDATE memory_journal SET undone = true WHERE memory_id = $1 AND NOT undone", memory_id)
+        return
+    snapshot = json.dumps({f: getattr(before, f) for f in FIELDS}) if before is not None else None
+    await tx.execute("INSERT INTO memory_journal (turn_id, memory_id, action, before) VALUES ($1, $2, $3, $4)",
+                     turn_id, memory_id, action, snapshot)
+
+
+async def undo_journal(tx: Connection, turn_id: int) -> None:
+    """Undo what a turn's tools wrote, newest first. Entries pinned since are left alone: only
+    the person changes pinned memories."""
+    entries = await tx.all("SELECT id, memory_id, action, before FROM memory_journal WHERE turn_id = $1 "
+                           "AND NOT undone ORDER BY id DESC", turn_id)
+    for entry in entries:
+        memory_id, action = entry["memory_id"], entry["action"]
+        current = await tx.one("SELECT pinned FROM memories WHERE id = $1", memory_id)
+        old = json.loads(entry["before"]) if entry["before"] else None
+        if current is not None and current["pinned"]:
+            pass  # pinned by the person since: left alone
+        elif action == "add" and current is not None:
+            await tx.execute("DELETE FROM memories WHERE id = $1", memory_id)
+        elif action == "update" and current is not None:
+            await tx.execute("UPDATE memories SET content = $1, tokens = $2, updated_at = $3 WHERE id = $4",
+                             old["content"], old["tokens"], old["updated_at"], memory_id)
+        elif action == "delete" and current is None:
+            marks = ", ".join(f"${i}" for i in range(1, len(FIELDS) + 1))
+            await tx.execute(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({marks})",
+                             *(old[f] if f != "pinned" else bool(old[f]) for f in FIELDS))
+        await tx.execute("UPDATE memory_journal SET undone = true WHERE id = $1", entry["id"])
+
+
+def visible(person_id: int, character_id: int, scope: str | None = None) -> tuple[str, tuple]:
+    """WHERE clause (parameters from $1) and its parameters: the person's memories this
+    character can see (both scopes, or only `scope`)."""
+    if scope == GLOBAL:
+        return "person_id = $1 AND character_id IS NULL", (person_id,)
+    if scope == CHARACTER:
+        return "person_id = $1 AND character_id = $2", (person_id, character_id)
+    return "person_id = $1 AND (character_id = $2 OR character_id IS NULL)", (person_id, character_id)
+
+
+class SQLMemories(Memories):
+    def __init__(self, db: Database, caps: MemoryCaps):
+        self.db = db
+        self.caps = caps
+
+    async def memories_in_play(self, person_id: int, character_id: int, unpinned_limit: int) -> MemoriesInPlay:
+        rows = await self.db.all(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 AND pinned "
+            "AND (character_id = $2 OR character_id IS NULL) "
+            f"UNION ALL SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 "
+            f"AND character_id = $2 AND NOT pinned {NEWEST_FIRST} LIMIT $3) AS own "
+            f"UNION ALL SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 "
+            f"AND character_id IS NULL AND NOT pinned {NEWEST_FIRST} LIMIT $3) AS everyones",
+            person_id, character_id, unpinned_limit)
+        return in_play([memory(r) for r in rows])
+
+    async def list_memories(
+        self, person_id: int, character_id: int, scope: str | None, offset: int, limit: int
+    ) -> tuple[list[MemoryRow], int]:
+        where, params = visible(person_id, character_id, scope)
+        total = await self.db.value(f"SELECT COUNT(*) FROM memories WHERE {where}", *params)
+        n = len(params)
+        rows = await self.db.all(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} ORDER BY pinned DESC, "
+                                 f"updated_at DESC, id DESC LIMIT ${n + 1} OFFSET ${n + 2}", *params, limit, offset)
+        return [memory(r) for r in rows], total
+
+    async def _changeable(self, tx: Connection, person_id: int, character_id: int, memory_id: int,
+                          by_ai: bool) -> MemoryRow | None:
+        """The memory if it is the person's and in play (the person's row held); the AI (a
+        turn's tool) may not change a pinned one: PinnedMemory."""
+        await hold_people(self.db, tx, person_id)
+        where, params = visible(person_id, character_id)
+        row = await tx.one(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} AND id = ${len(params) + 1}",
+                           *params, memory_id)
+        found = memory(row) if row else None
+        if found is not None and by_ai and found.pinned:
+            raise PinnedMemory(memory_id)
+        return found
+
+    async def add_memory(
+        self, person_id: int, character_id: int, scope: str, content: str, tokens: int,
+        pinned: bool, source: str, turn_id: int | None = None,
+    ) -> MemoryRow:
+        character = scope_character(scope, character_id)
+        now = self.db.clock()
+        async with self.db.transaction() as tx:
+            await hold_people(self.db, tx, person_id)
+            self.caps.check(pinned, scope, await count_memories(tx, person_id, character, pinned))
+            row = await tx.one(
+                "INSERT INTO memories (person_id, character_id, content, tokens, pinned, source, created_at, "
+                f"updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING {MEMORY_COLUMNS}",
+                person_id, character, content, tokens, pinned, source, now)
+            await journal(tx, turn_id, row["id"], "add", None)
+        return memory(row)
+
+    async def update_memory(
+        self, person_id: int, character_id: int, memory_id: int, content: str, tokens: int,
+        turn_id: int | None = None,
+    ) -> MemoryRow | None:
+        async with self.db.transaction() as tx:
+            before = await self._changeable(tx, person_id, character_id, memory_id, by_ai=turn_id is not None)
+            if before is None:
+                return None
+            row = await tx.one(f"UPDATE memories SET content = $1, tokens = $2, updated_at = $3 WHERE id = $4 "
+                               f"RETURNING {MEMORY_COLUMNS}", content, tokens, self.db.clock(), memory_id)
+            await journal(tx, turn_id, memory_id, "update", before)
+        return memory(row)
+
+    async def delete_memory(
+        self, person_id: int, character_id: int, memory_id: int, turn_id: int | None = None
+    ) -> MemoryRow | None:
+        async with self.db.transaction() as tx:
+            before = await self._changeable(tx, person_id, character_id, memory_id, by_ai=turn_id is not None)
+            if before is None:
+                return None
+            await tx.execute("DELETE FROM memories WHERE id = $1", memory_id)
+            await journal(tx, turn_id, memory_id, "delete", before)
+        return before
+
+    async def set_pinned(self, person_id: int, character_id: int, memory_id: int, pinned: bool) -> MemoryRow | None:
+        async with self.db.transaction() as tx:
+            row = await self._changeable(tx, person_id, character_id, memory_id, by_ai=False)
+            if row is None or row.pinned == pinned:
+                return row
+            self.caps.check(pinned, row.scope, await count_memories(tx, person_id, row.character_id, pinned))
+            changed = await tx.one(f"UPDATE memories SET pinned = $1 WHERE id = $2 RETURNING {MEMORY_COLUMNS}",
+                                   pinned, memory_id)
+            await journal(tx, None, memory_id, "pin" if pinned else "unpin", row)
+        return memory(changed)
+
+    async def count_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int:
+        return await count_memories(self.db, person_id, scope_character(scope, character_id), pinned)
+
+    async def clear_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int:
+        return await self.db.execute(
+            "DELETE FROM memories WHERE person_id = $1 AND character_id IS NOT DISTINCT FROM $2 AND pinned = $3",
+            person_id, scope_character(scope, character_id), pinned)
+
+    async def export_person(self, person_id: int) -> dict[str, Any]:
+        identities = await self.db.all(
+            "SELECT platform, user_id FROM identities WHERE person_id = $1 ORDER BY platform, user_id", person_id)
+        rows = await self.db.all(
+            f"SELECT {', '.join('m.' + f for f in FIELDS)}, c.name FROM memories m "
+            "LEFT JOIN characters c ON c.id = m.character_id WHERE m.person_id = $1 ORDER BY m.id", person_id)
+        settings = await self.db.all(
+            "SELECT c.name, s.learn FROM person_settings s JOIN characters c ON c.id = s.character_id "
+            "WHERE s.person_id = $1 ORDER BY c.name", person_id)
+        return person_export(identities, rows, settings)
+
+    async def learning_enabled(self, person_id: int, character_id: int) -> bool:
+        learn = await self.db.value("SELECT learn FROM person_settings WHERE person_id = $1 AND character_id = $2",
+                                    person_id, character_id)
+        return True if learn is None else bool(learn)
+
+    async def set_learning(self, person_id: int, character_id: int, enabled: bool) -> None:
+        await self.db.execute(
+            "INSERT INTO person_settings (person_id, character_id, learn) VALUES ($1, $2, $3) "
+            "ON CONFLICT (person_id, character_id) DO UPDATE SET learn = excluded.learn",
+            person_id, character_id, enabled)

@@ -1,0 +1,141 @@
+"""People, identities, linking, forgetting and characters (the People and Characters ports).
+Rules that count a person's memories hold the person's row first."""
+
+from __future__ import annotations
+
+from storage.ports import CHARACTER, GLOBAL, CapReached, Characters, MemoryCaps, MergeReport, People
+from storage.sql.database import Database
+from storage.sql.memories import count_memories, hold_people
+
+
+class _Taken(Exception):
+    """Another process stored the same thing first: roll back and read theirs."""
+
+
+class SQLPeople(People):
+    def __init__(self, db: Database, caps: MemoryCaps):
+        self.db = db
+        self.caps = caps
+
+    async def person_for_identity(self, platform: str, user_id: str) -> int:
+        select = "SELECT person_id FROM identities WHERE platform = $1 AND user_id = $2"
+        found = await self.db.value(select, platform, user_id)
+        if found is not None:
+            return found
+        try:
+            async with self.db.transaction() as tx:
+                person_id = await tx.value("INSERT INTO persons (created_at) VALUES ($1) RETURNING id", self.db.clock())
+                if await tx.value("INSERT INTO identities (platform, user_id, person_id) VALUES ($1, $2, $3) "
+                                  "ON CONFLICT DO NOTHING RETURNING person_id", platform, user_id, person_id) is None:
+                    raise _Taken
+                return person_id
+        except _Taken:
+            return await self.db.value(select, platform, user_id)
+
+    async def identities_of(self, person_id: int) -> list[tuple[str, str]]:
+        rows = await self.db.all(
+            "SELECT platform, user_id FROM identities WHERE person_id = $1 ORDER BY platform, user_id", person_id)
+        return [(r["platform"], r["user_id"]) for r in rows]
+
+    async def create_link_code(self, person_id: int, platform: str, code: str, expires_at: float) -> None:
+        async with self.db.transaction() as tx:
+            await tx.execute("DELETE FROM link_codes WHERE person_id = $1 OR expires_at < $2", person_id, self.db.clock())
+            await tx.execute("INSERT INTO link_codes (code, person_id, platform, expires_at) VALUES ($1, $2, $3, $4)",
+                             code, person_id, platform, expires_at)
+
+    async def link_code(self, code: str, now: float) -> tuple[int, str] | None:
+        row = await self.db.one("SELECT person_id, platform FROM link_codes WHERE code = $1 AND expires_at >= $2",
+                                code, now)
+        return (row["person_id"], row["platform"]) if row else None
+
+    async def add_link_failure(self, person_id: int, at: float) -> None:
+        await self.db.execute("INSERT INTO link_failures (person_id, at) VALUES ($1, $2)", person_id, at)
+
+    async def link_failures_since(self, person_id: int, since: float) -> int:
+        return await self.db.value("SELECT COUNT(*) FROM link_failures WHERE person_id = $1 AND at >= $2",
+                                   person_id, since)
+
+    async def merge_persons(self, keep: int, absorb: int) -> MergeReport:
+        async with self.db.transaction() as tx:
+            await hold_people(self.db, tx, keep, absorb)
+            scopes = await tx.all("SELECT DISTINCT character_id FROM memories WHERE person_id IN ($1, $2)", keep, absorb)
+            to_unpin: list[int] = []
+            for row in scopes:
+                character = row["character_id"]
+                scope = GLOBAL if character is None else CHARACTER
+                pins = await tx.all(
+                    "SELECT id FROM memories WHERE person_id IN ($1, $2) AND character_id IS NOT DISTINCT FROM $3 "
+                    "AND pinned ORDER BY person_id = $1 DESC, updated_at DESC, id DESC", keep, absorb, character)
+                over = [pin["id"] for pin in pins[self.caps.pinned:]]
+                unpinned = sum([await count_memories(tx, p, character, False) for p in (keep, absorb)])
+                if unpinned + len(over) > self.caps.unpinned:
+                    raise CapReached("unpinned", self.caps.unpinned, scope, unpinned + len(over))
+                to_unpin += over
+            await tx.execute(f"UPDATE memories SET pinned = false WHERE id {self.db.dialect.in_ids(1)}",
+                             self.db.dialect.ids(to_unpin))
+            for table in ("memories", "identities", "messages", "turns", "turn_queue", "link_failures"):
+                await tx.execute(f"UPDATE {table} SET person_id = $1 WHERE person_id = $2", keep, absorb)
+            # Learn from chat: where the two differ, off wins (the more private choice).
+            await tx.execute(
+                "INSERT INTO person_settings (person_id, character_id, learn) "
+                "SELECT $1, character_id, learn FROM person_settings WHERE person_id = $2 "
+                "ON CONFLICT (person_id, character_id) DO UPDATE SET learn = person_settings.learn AND excluded.learn",
+                keep, absorb)
+            await tx.execute("DELETE FROM persons WHERE id = $1", absorb)
+            await tx.execute("DELETE FROM link_codes WHERE person_id = $1", keep)  # a code works once
+            return MergeReport(unpinned_pins=len(to_unpin))
+
+    async def forget_person(self, person_id: int) -> list[int]:
+        async with self.db.transaction() as tx:
+            shared = [row["conversation_id"] for row in await tx.all(
+                "SELECT DISTINCT m.conversation_id FROM messages m JOIN conversations c "
+                "ON c.id = m.conversation_id WHERE m.person_id = $1 AND c.is_shared", person_id)]
+            # One-to-one conversations are all about the person: they go whole.
+            await tx.execute("DELETE FROM conversations WHERE NOT is_shared AND id IN "
+                             "(SELECT conversation_id FROM messages WHERE person_id = $1)", person_id)
+            # In shared ones, their messages and the character's replies to them.
+            await tx.execute("DELETE FROM messages WHERE id IN (SELECT reply_message_id FROM turns "
+                             "WHERE person_id = $1 AND reply_message_id IS NOT NULL)", person_id)
+            await tx.execute("DELETE FROM messages WHERE person_id = $1", person_id)
+            await tx.execute("DELETE FROM persons WHERE id = $1", person_id)
+        return shared
+
+
+class SQLCharacters(Characters):
+    def __init__(self, db: Database, caps: MemoryCaps):
+        self.db = db
+        self.caps = caps
+
+    async def ensure_character(self, name: str) -> int:
+        select = "SELECT id FROM characters WHERE lower(name) = lower($1)"
+        found = await self.db.value(select, name)
+        if found is not None:
+            return found
+        await self.db.execute("INSERT INTO characters (name, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                              name, self.db.clock())
+        return await self.db.value(select, name)
+
+    async def character_memory_counts(self) -> dict[str, int]:
+        rows = await self.db.all("SELECT c.name, COUNT(m.id) AS memories FROM characters c LEFT JOIN memories m "
+                                 "ON m.character_id = c.id GROUP BY c.id, c.name ORDER BY c.name")
+        return {row["name"]: row["memories"] for row in rows}
+
+    async def remove_character(self, name: str) -> int | None:
+        async with self.db.transaction() as tx:
+            character_id = await tx.value(
+                f"SELECT id FROM characters WHERE lower(name) = lower($1){self.db.dialect.for_update}", name)
+            if character_id is None:
+                return None
+            people = [row["person_id"] for row in await tx.all(
+                "SELECT DISTINCT person_id FROM memories WHERE character_id = $1", character_id)]
+            await hold_people(self.db, tx, *people)
+            # Pins that would exceed a person's global pin budget become unpinned, newest kept.
+            for person_id in people:
+                room = max(0, self.caps.pinned - await count_memories(tx, person_id, None, True))
+                moving = await tx.all("SELECT id FROM memories WHERE person_id = $1 AND character_id = $2 AND pinned "
+                                      "ORDER BY updated_at DESC, id DESC", person_id, character_id)
+                await tx.execute(f"UPDATE memories SET pinned = false WHERE id {self.db.dialect.in_ids(1)}",
+                                 self.db.dialect.ids([row["id"] for row in moving[room:]]))
+            moved = await tx.execute("UPDATE memories SET character_id = NULL WHERE character_id = $1", character_id)
+            await tx.execute("DELETE FROM characters WHERE id = $1", character_id)
+            return moved

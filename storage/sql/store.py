@@ -1,0 +1,49 @@
+"""A store on one database: every port written once (storage/sql/), the backend's own recall and
+vectors, and the upkeep every backend shares."""
+
+from __future__ import annotations
+
+from storage.ports import ANSWER_ORIGINS_KEPT_S, DELIVERIES_KEPT_S, MemoryCaps, Recall, Store, Vectors
+from storage.sql.conversations import SQLConversations
+from storage.sql.coordination import SQLCoordination
+from storage.sql.database import Database
+from storage.sql.drafts import SQLDrafts
+from storage.sql.memories import SQLMemories
+from storage.sql.people import SQLCharacters, SQLPeople
+from storage.sql.summaries import SQLSummaries
+from storage.sql.turns import SQLTurns
+
+MODEL_CALLS_KEPT_S = 86_400  # far past any [limits] window
+
+
+class SQLStore(Store):
+    def __init__(self, db: Database, caps: MemoryCaps, holder: str, recall: Recall, vectors: Vectors):
+        self.db = db
+        self.people = SQLPeople(db, caps)
+        self.characters = SQLCharacters(db, caps)
+        self.conversations = SQLConversations(db)
+        self.turns = SQLTurns(db, holder)
+        self.memories = SQLMemories(db, caps)
+        self.summaries = SQLSummaries(db)
+        self.drafts = SQLDrafts(db)
+        self.recall = recall
+        self.vectors = vectors
+        self.coordination = SQLCoordination(db, holder)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def purge(self, now: float, retention_days: int | None) -> int:
+        """What every backend's daily upkeep forgets: old answer origins, update ids and model
+        calls; with a retention period, old summarized messages (never one a turn still needs).
+        How many messages went."""
+        await self.db.execute("DELETE FROM answer_origins WHERE created_at < $1", now - ANSWER_ORIGINS_KEPT_S)
+        await self.db.execute("DELETE FROM deliveries WHERE seen_at < $1", now - DELIVERIES_KEPT_S)
+        await self.db.execute("DELETE FROM model_calls WHERE at < $1", now - MODEL_CALLS_KEPT_S)
+        if not retention_days:
+            return 0
+        return await self.db.execute(
+            "DELETE FROM messages WHERE created_at < $1 AND pos <= "
+            "(SELECT summarized_pos FROM conversations c WHERE c.id = messages.conversation_id) "
+            "AND id NOT IN (SELECT user_message_id FROM turns WHERE status = 'running') "
+            "AND id NOT IN (SELECT user_message_id FROM turn_queue)", now - retention_days * 86_400)

@@ -1,0 +1,265 @@
+"""Turns (the Turns port): a message stored, its model call taken and its turn queued in one
+transaction; the conversation's line of waiting turns; a running turn row from the start of
+every turn; its reply and receipt in one transaction; the undo of its memory writes; recovery.
+
+The line: a ticket is queued when a message is stored, and `start_turn` waits until the
+ticket is the first of its conversation's line (by message position) and no turn of the
+conversation runs, nor waits to be answered again for an earlier message — in every process
+sharing the database. A running turn is its conversation's lock (on PostgreSQL a unique index
+allows one); no transaction stays open while the model answers. A waiting ticket looks again
+every POLL_S, or at once when a turn of this process ends.
+
+A turn or a ticket that holds the line but whose process is gone is interrupted by the waiter,
+which then wakes this process's recovery (`stray_found`): the interrupted turn is queued again
+at its message's place, so it is answered first, in order, at once. A running turn of this
+very process that no caller is answering any more (left behind by a failure) is interrupted too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from storage.ports import RECOVER_WITHIN_S, Arrival, CallLimit, InterruptedTurn, MessageRow, Turns, TurnRow
+from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
+from storage.sql.conversations import insert_message, next_place
+from storage.sql.coordination import take_call
+from storage.sql.database import Database
+from storage.sql.memories import undo_journal
+
+POLL_S = 0.02
+QUEUE = "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at) "
+FIRST_IN_LINE = ("SELECT q.id, q.holder FROM turn_queue q JOIN messages m ON m.id = q.user_message_id "
+                 "WHERE q.conversation_id = $1 ORDER BY m.pos, q.id LIMIT 1")
+
+
+class SQLTurns(Turns):
+    def __init__(self, db: Database, holder: str):
+        self.db = db
+        self.holder = holder  # this process, as the database knows it
+        self.answering: set[int] = set()  # running turns this process is answering now
+        self._starting = 0  # turns of this process between their start in the database and `answering`
+        self._ended = asyncio.Event()
+        self._strays = asyncio.Event()  # set when this process interrupted a gone process's turn
+
+    # -- arriving and waiting --------------------------------------------------------------
+    async def store_and_queue(self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
+                              tokens: int, platform_message_id: str | None, limit: CallLimit | None) -> Arrival:
+        now = self.db.clock()
+        async with self.db.transaction() as tx:
+            stored = await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "user",
+                                          person_id, speaker_name, content, tokens, platform_message_id, now)
+            if stored is None:
+                return Arrival(None)
+            if limit is not None and (wait := await take_call(self.db, tx, limit, now)) is not None:
+                return Arrival(stored, wait_s=wait)
+            ticket = await tx.value(QUEUE + "VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                                    conversation_id, person_id, stored.id, self.holder, now)
+        return Arrival(stored, ticket)
+
+    async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
+        async with self.db.transaction() as tx:
+            return await tx.value(QUEUE + "VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                                  conversation_id, person_id, user_message_id, self.holder, self.db.clock())
+
+    async def start_turn(self, ticket: int) -> int:
+        try:
+            while True:
+                ended = self._ended
+                self._starting += 1
+                try:
+                    turn_id = await self._try_start(ticket)
+                finally:
+                    self._starting -= 1
+                if turn_id is not None:
+                    self.answering.add(turn_id)
+                    return turn_id
+                await self._clear_the_way(ticket)
+                try:
+                    await asyncio.wait_for(ended.wait(), POLL_S)
+                except asyncio.TimeoutError:
+                    pass
+        except BaseException:
+            await asyncio.shield(self.db.execute("DELETE FROM turn_queue WHERE id = $1", ticket))
+            raise
+
+    async def _try_start(self, ticket: int) -> int | None:
+        """In one transaction: if the ticket is first in its line and nothing of its
+        conversation runs or waits to be answered again before it, turn it into a running turn."""
+        try:
+            async with self.db.transaction() as tx:
+                queued = await tx.one("SELECT q.conversation_id, q.person_id, q.user_message_id, m.pos FROM turn_queue q "
+                                      f"JOIN messages m ON m.id = q.user_message_id WHERE q.id = $1{self.db.dialect.for_update}",
+                                      ticket)
+                if queued is None:
+                    raise LookupError(f"turn ticket {ticket} was taken out of its line")
+                conversation_id = queued["conversation_id"]
+                first = await tx.one(FIRST_IN_LINE, conversation_id)
+                if first["id"] != ticket or await tx.value(
+                        "SELECT COUNT(*) FROM turns WHERE conversation_id = $1 AND status = 'running'", conversation_id):
+                    return None
+                if await tx.value(  # an earlier message cut off lately, waiting to be answered again
+                        "SELECT COUNT(*) FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id JOIN messages m "
+                        "ON m.id = t.user_message_id WHERE t.conversation_id = $1 AND m.pos < $2 AND t.created_at >= $3",
+                        conversation_id, queued["pos"], self.db.clock() - RECOVER_WITHIN_S):
+                    return None
+                await tx.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
+                return await tx.value(
+                    "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
+                    "VALUES ($1, $2, $3, 'running', $4, $5) RETURNING id",
+                    conversation_id, queued["person_id"], queued["user_message_id"], self.db.clock(), self.holder)
+        except self.db.dialect.unique_violation:  # another process started one of this conversation just now
+            return None
+
+    async def _gone(self, holder: str | None) -> bool:
+        return not holder or not await self.db.process_alive(holder)
+
+    async def _clear_the_way(self, ticket: int) -> None:
+        """Interrupt what holds the ticket's line up when nobody will see to it: the running turn
+        of a process that is gone, or of this one when no caller answers it (left behind by a
+        failure; one starting right now may not be in `answering` yet); or the first ticket, of
+        a process that is gone (this process's own tickets all have a waiter)."""
+        conversation_id = await self.db.value("SELECT conversation_id FROM turn_queue WHERE id = $1", ticket)
+        if conversation_id is None:
+            return
+        running = await self.db.one("SELECT id, holder FROM turns WHERE conversation_id = $1 AND status = 'running'",
+                                    conversation_id)
+        if running is not None:
+            if running["holder"] == self.holder:
+                left_behind = running["id"] not in self.answering and not self._starting
+            else:
+                left_behind = await self._gone(running["holder"])
+            if left_behind and await self._interrupt(running["id"]):
+                self._strays.set()
+            return
+        first = await self.db.one(FIRST_IN_LINE, conversation_id)
+        if (first is not None and first["id"] != ticket and first["holder"] != self.holder
+                and await self._gone(first["holder"]) and await self._abandon(first["id"])):
+            self._strays.set()
+
+    async def _interrupt(self, turn_id: int) -> bool:
+        """In one transaction, if the turn still runs: mark it failed, undo its memory writes and
+        leave it for its adapter to answer again or mark (interrupted_turns). Whether it did."""
+        async with self.db.transaction() as tx:
+            if not await tx.execute("UPDATE turns SET status = 'failed' WHERE id = $1 AND status = 'running'", turn_id):
+                return False
+            await undo_journal(tx, turn_id)
+            await tx.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
+        return True
+
+    async def _abandon(self, ticket: int) -> bool:
+        """In one transaction, if the ticket is still queued: turn it into a failed turn left for
+        its adapter to answer again, like a turn cut off mid-reply. Whether it did."""
+        async with self.db.transaction() as tx:
+            turn_id = await tx.value(
+                "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
+                "SELECT conversation_id, person_id, user_message_id, 'failed', $1, holder FROM turn_queue "
+                "WHERE id = $2 RETURNING id", self.db.clock(), ticket)
+            if turn_id is None:
+                return False
+            await tx.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
+            await tx.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
+        return True
+
+    async def stray_found(self, timeout_s: float) -> None:
+        strays = self._strays
+        try:
+            await asyncio.wait_for(strays.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return
+        if strays is self._strays:
+            self._strays = asyncio.Event()
+
+    def ended(self, turn_id: int) -> None:
+        """A turn of this process was finished or failed: wake this process's waiters."""
+        self.answering.discard(turn_id)
+        self._ended.set()
+        self._ended = asyncio.Event()
+
+    # -- a running turn ----------------------------------------------------------------------
+    async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
+        await self.db.execute("UPDATE turns SET partial_message_id = $1 WHERE id = $2", platform_message_id, turn_id)
+
+    async def finish_turn(
+        self, turn_id: int, user_message: MessageRow, speaker_name: str,
+        content: str, tokens: int, receipt: dict[str, Any],
+    ) -> MessageRow:
+        async with self.db.transaction() as tx:
+            reply = await insert_message(tx, user_message.conversation_id, user_message.pos + 1, "assistant", None,
+                                         speaker_name, content, tokens, None, self.db.clock())
+            assert reply is not None  # a reply has no platform id yet: nothing to conflict with
+            # This turn becomes 'done' with its reply; a turn it regenerates (the same message's
+            # earlier 'done' turn) becomes 'replaced' in the same statement, and its reply goes.
+            old_replies = await tx.all(
+                "UPDATE turns SET status = CASE WHEN id = $1 THEN 'done' ELSE 'replaced' END, "
+                "reply_message_id = CASE WHEN id = $1 THEN $2 ELSE reply_message_id END, "
+                "receipt = CASE WHEN id = $1 THEN $3 ELSE receipt END "
+                "WHERE id = $1 OR (user_message_id = $4 AND status = 'done') RETURNING id, reply_message_id",
+                turn_id, reply.id, json.dumps(receipt), user_message.id)
+            replaced = [r["reply_message_id"] for r in old_replies if r["id"] != turn_id and r["reply_message_id"]]
+            await tx.execute(f"DELETE FROM messages WHERE id {self.db.dialect.in_ids(1)}", self.db.dialect.ids(replaced))
+        self.ended(turn_id)
+        return reply
+
+    async def fail_turn(self, turn_id: int) -> None:
+        async with self.db.transaction() as tx:
+            await undo_journal(tx, turn_id)
+            await tx.execute("UPDATE turns SET status = 'failed' WHERE id = $1", turn_id)
+        self.ended(turn_id)
+
+    async def turn(self, turn_id: int) -> TurnRow | None:
+        row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE id = $1", turn_id)
+        return turn(row) if row else None
+
+    async def latest_turn(self, conversation_id: int, before: int | None = None) -> TurnRow | None:
+        row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 AND status = 'done' "
+                                "AND (CAST($2 AS BIGINT) IS NULL OR id < $2) ORDER BY id DESC LIMIT 1",
+                                conversation_id, before)
+        return turn(row) if row else None
+
+    async def last_receipt(self, conversation_id: int, person_id: int) -> TurnRow | None:
+        row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 AND person_id = $2 "
+                                "AND status = 'done' ORDER BY id DESC LIMIT 1", conversation_id, person_id)
+        return turn(row) if row else None
+
+    async def begin_regenerate(self, turn_id: int) -> int | None:
+        old = await self.db.one("SELECT conversation_id, person_id, user_message_id FROM turns WHERE id = $1", turn_id)
+        new_turn = await self.begin_turn(old["conversation_id"], old["person_id"], old["user_message_id"])
+        async with self.db.transaction() as tx:  # running now: no other turn can end meanwhile
+            if await tx.value("SELECT MAX(id) FROM turns WHERE conversation_id = $1 AND status = 'done'",
+                              old["conversation_id"]) == turn_id:
+                await undo_journal(tx, turn_id)
+                return new_turn
+            await tx.execute("DELETE FROM turns WHERE id = $1", new_turn)  # a newer reply came first
+        self.ended(new_turn)
+        return None
+
+    # -- after a crash -----------------------------------------------------------------------
+    async def recover_interrupted_turns(self) -> int:
+        recovered = 0
+        for row in await self.db.all("SELECT id, holder FROM turns WHERE status = 'running'"):
+            if row["holder"] != self.holder and await self._gone(row["holder"]) and await self._interrupt(row["id"]):
+                recovered += 1
+        for row in await self.db.all("SELECT id, holder FROM turn_queue"):
+            if row["holder"] != self.holder and await self._gone(row["holder"]) and await self._abandon(row["id"]):
+                recovered += 1
+        return recovered
+
+    async def interrupted_turns(self, platform: str, character_id: int) -> list[InterruptedTurn]:
+        rows = await self.db.all(
+            f"SELECT {columns(TURN_COLUMNS, 't')}, {columns(CONVERSATION_COLUMNS, 'c')}, "
+            f"{columns(MESSAGE_COLUMNS, 'm')} FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
+            "JOIN conversations c ON c.id = t.conversation_id JOIN messages m ON m.id = t.user_message_id "
+            "WHERE c.platform = $1 AND c.character_id = $2 ORDER BY t.conversation_id, m.pos", platform, character_id)
+        return [InterruptedTurn(turn(r, "t_"), conversation(r, "c_"), message(r, "m_")) for r in rows]
+
+    async def claim_interrupted_turn(self, turn_id: int) -> bool:
+        return await self.db.execute("DELETE FROM interrupted_turns WHERE turn_id = $1", turn_id) == 1
+
+    async def requeue_interrupted_turn(self, turn_id: int) -> int | None:
+        async with self.db.transaction() as tx:
+            if await tx.execute("DELETE FROM interrupted_turns WHERE turn_id = $1", turn_id) != 1:
+                return None
+            return await tx.value(QUEUE + "SELECT conversation_id, person_id, user_message_id, $1, $2 FROM turns "
+                                  "WHERE id = $3 RETURNING id", self.holder, self.db.clock(), turn_id)
