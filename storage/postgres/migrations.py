@@ -8,6 +8,8 @@ seconds since the epoch, as there. Ids are identities BY DEFAULT so `storage cop
 
 from __future__ import annotations
 
+from storage.sql.migrations import HARDENING_II
+
 MIGRATIONS: list[str] = [
     # 1 — everything the SQLite store has after its migration 8, and the processes sharing the
     # database (each holds an advisory lock on its row while it lives).
@@ -266,23 +268,7 @@ MIGRATIONS: list[str] = [
     # who (a person, or a chat for nobody in particular). The undo journal is found by memory,
     # for a person's own write to overtake it. Receipts name recalled passages by message id
     # only: the openings older receipts copied are dropped.
-    """
-    UPDATE messages SET platform_message_id = NULL
-    WHERE role = 'user' AND platform_message_id IS NOT NULL AND id NOT IN (
-        SELECT MIN(id) FROM messages WHERE role = 'user' AND platform_message_id IS NOT NULL
-        GROUP BY conversation_id, platform_message_id);
-    CREATE UNIQUE INDEX messages_user_platform ON messages(conversation_id, platform_message_id)
-        WHERE role = 'user' AND platform_message_id IS NOT NULL;
-    CREATE TABLE deliveries (
-        key      TEXT PRIMARY KEY,
-        seen_at  DOUBLE PRECISION NOT NULL
-    );
-    CREATE TABLE model_calls (
-        who  TEXT NOT NULL,
-        at   DOUBLE PRECISION NOT NULL
-    );
-    CREATE INDEX model_calls_who ON model_calls(who, at);
-    CREATE INDEX memory_journal_memory ON memory_journal(memory_id) WHERE NOT undone;
+    HARDENING_II + """
     UPDATE turns SET receipt = jsonb_set(receipt::jsonb, '{recall}', '[]'::jsonb)::text WHERE receipt LIKE '%"opening"%';
     """,
 ]

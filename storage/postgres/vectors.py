@@ -27,19 +27,6 @@ class PostgresVectors(WaitingVectors):
         super().__init__(db)
         self.extension_schema: str | None = None  # where pgvector lives, once it is in use
 
-    async def use_model(self, model: str) -> bool:
-        if not await self._ready():
-            return False
-        async with self.db.transaction() as tx:
-            await tx.execute("LOCK TABLE vector_model IN EXCLUSIVE MODE")
-            if await tx.value("SELECT model FROM vector_model") == model:
-                return True
-            await tx.execute("DELETE FROM vector_model")
-            await tx.execute("INSERT INTO vector_model (model) VALUES ($1)", model)
-            await tx.execute("DELETE FROM message_vectors")
-            await tx.execute("INSERT INTO vectors_waiting (message_id) SELECT id FROM messages ON CONFLICT DO NOTHING")
-        return True
-
     async def _ready(self) -> bool:
         """Create pgvector and the vectors' table if they are missing; False when it cannot."""
         if self.extension_schema is not None:

@@ -7,6 +7,8 @@ released: a change to the schema is a new entry at the end of MIGRATIONS.
 
 from __future__ import annotations
 
+from storage.sql.migrations import HARDENING_II
+
 MIGRATIONS: list[str] = [
     # 1 — people, characters, conversations, messages, turns, saved memories and their journal.
     """
@@ -307,23 +309,7 @@ MIGRATIONS: list[str] = [
     # who (a person, or a chat for nobody in particular). The undo journal is found by memory,
     # for a person's own write to overtake it. Receipts name recalled passages by message id
     # only: the openings older receipts copied are dropped.
-    """
-    UPDATE messages SET platform_message_id = NULL
-    WHERE role = 'user' AND platform_message_id IS NOT NULL AND id NOT IN (
-        SELECT MIN(id) FROM messages WHERE role = 'user' AND platform_message_id IS NOT NULL
-        GROUP BY conversation_id, platform_message_id);
-    CREATE UNIQUE INDEX messages_user_platform ON messages(conversation_id, platform_message_id)
-        WHERE role = 'user' AND platform_message_id IS NOT NULL;
-    CREATE TABLE deliveries (
-        key      TEXT PRIMARY KEY,   -- platform:bot:update id
-        seen_at  REAL NOT NULL
-    );
-    CREATE TABLE model_calls (
-        who  TEXT NOT NULL,          -- person:<id> or chat:<platform>:<chat id>
-        at   REAL NOT NULL
-    );
-    CREATE INDEX model_calls_who ON model_calls(who, at);
-    CREATE INDEX memory_journal_memory ON memory_journal(memory_id) WHERE undone = 0;
+    HARDENING_II + """
     UPDATE turns SET receipt = json_set(receipt, '$.recall', json('[]')) WHERE receipt LIKE '%"opening"%';
     """,
     # 12 — a message's place comes from a counter on its conversation's row, as on PostgreSQL

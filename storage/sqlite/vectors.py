@@ -11,16 +11,6 @@ from storage.sql.vectors import WaitingVectors
 
 
 class SQLiteVectors(WaitingVectors):
-    async def use_model(self, model: str) -> bool:
-        async with self.db.transaction() as tx:
-            if await tx.value("SELECT model FROM vector_model") == model:
-                return True
-            await tx.execute("DELETE FROM vector_model")
-            await tx.execute("INSERT INTO vector_model (model) VALUES ($1)", model)
-            await tx.execute("DELETE FROM message_vectors")
-            await tx.execute("INSERT OR IGNORE INTO vectors_waiting (message_id) SELECT id FROM messages")
-        return True
-
     async def save(self, model: str, vectors: list[tuple[int, str, list[float]]]) -> None:
         async with self.db.transaction() as tx:
             if await tx.value("SELECT 1 FROM vector_model WHERE model = $1", model) is None:
