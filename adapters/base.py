@@ -18,16 +18,12 @@ platform id as text.
 from __future__ import annotations
 
 import abc
-import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Generic, TypeVar
 
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream
-from bot.contract import Button, ConversationKey, Identity, IncomingMessage, Reply
-from bot.runtime import Runtime
-from bot.turn import INTERRUPTED
-from storage.ports import ConversationRow
+from bot.contract import INTERRUPTED, Button, ConversationKey, Core, Identity, IncomingMessage, Reply
 
 log = logging.getLogger(__name__)
 RECOVER_EVERY_S = 15.0
@@ -39,10 +35,9 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     limit: int  # characters a message may hold
     failures: tuple[type[BaseException], ...] = ()  # the platform library's errors (logged and ignored)
 
-    def __init__(self, runtime: Runtime, character_name: str):
-        self.runtime = runtime
-        self.character = runtime.turns.character(character_name).character
-        self.character_id = runtime.turns.character(character_name).id
+    def __init__(self, core: Core, character_name: str):
+        self.core = core
+        self.character_name = core.character_name(character_name)
 
     # -- what a platform supplies -------------------------------------------------------------
     @abc.abstractmethod
@@ -82,7 +77,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             return live[0]
 
         async with self.typing(place):
-            reply = await self.runtime.turns.handle(incoming, on_text=ThrottledStream(show))
+            reply = await self.core.handle(incoming, on_text=ThrottledStream(show))
         if reply.duplicate:  # delivered before: it was answered then
             return
         await self.deliver(place, reply_to, reply, live)
@@ -101,11 +96,10 @@ class ChatAdapter(abc.ABC, Generic[Place]):
                 ids.append(await self.send(place, chunk, buttons, reply_to if not ids else None))
         for extra in existing[len(chunks):]:
             await self.quietly(self.delete(place, extra))
-        if reply.turn_id is not None:
-            previous = await self.runtime.turns.shown_before(reply)
+        if reply.turn is not None:
+            previous = await self.core.delivered(reply, ids)
             if previous and previous[-1] not in ids:
                 await self.quietly(self.drop_buttons(place, previous[-1]))
-            await self.runtime.turns.delivered(reply, ids)
         return ids
 
     async def regenerate(self, place: Place, conversation: ConversationKey, presser: Identity, turn: str,
@@ -113,13 +107,13 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         """Regenerate the reply whose button was pressed (message `pressed`). The press is
         acknowledged at once, with the reason when it is refused. Returns what went wrong after
         that (the model failed: the old reply stays, intact), for the presser; else None."""
-        refusal = await self.runtime.turns.regenerate_refusal(conversation, presser, turn)
+        refusal = await self.core.regenerate_refusal(conversation, presser, turn)
         await acknowledge(refusal)
         if refusal:
             return None
-        existing = await self.runtime.turns.shown_as(int(turn)) or [pressed]
+        existing = await self.core.shown_as(turn) or [pressed]
         async with self.typing(place):  # no live edits: a failure must leave the old reply whole
-            reply = await self.runtime.turns.regenerate(conversation, presser, int(turn))
+            reply = await self.core.regenerate(conversation, presser, turn)
         if reply.is_error:
             return reply.text
         await self.deliver(place, None, reply, existing)
@@ -128,14 +122,13 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     async def recover(self) -> None:
         """Replies a crash cut off: answered again when under 5 minutes old (replacing the
         partial message), otherwise the partial message says it was interrupted."""
-        for item in await self.runtime.turns.interrupted(self.platform, self.character.name):
+        for item in await self.core.cut_off(self.platform, self.character_name):
             place = self.place_of(item.conversation)
             partial = [item.partial_message_id] if item.partial_message_id else []
             try:
                 if item.fresh:
-                    asked = item.user_message.platform_message_id
-                    reply = await self.runtime.turns.answer_again(item)
-                    await self.deliver(place, asked if item.conversation.is_shared else None, reply, partial)
+                    reply = await self.core.answer_again(item)
+                    await self.deliver(place, item.asked if item.conversation.is_shared else None, reply, partial)
                 elif partial:
                     await self.edit(place, partial[0], INTERRUPTED, [], formatted=False)
             except self.failures as failure:
@@ -147,13 +140,12 @@ class ChatAdapter(abc.ABC, Generic[Place]):
                 await self.recover()
             except Exception:
                 log.exception("%s: recovering interrupted replies failed; trying again later", self.platform)
-            await self.runtime.turns.stray_found(RECOVER_EVERY_S)  # at once when a waiting turn found one
+            await self.core.stray_found(RECOVER_EVERY_S)  # at once when a waiting turn found one
 
-    async def notified(self, conversation: ConversationRow, person_id: int | None, text: str) -> None:
-        if conversation.platform != self.platform or conversation.character_id != self.character_id:
+    async def notified(self, conversation: ConversationKey, text: str) -> None:
+        if conversation.platform != self.platform or conversation.character != self.character_name:
             return
-        place = self.place_of(self.runtime.turns.key_of(conversation, self.character.name))
-        await self.quietly(self.send(place, text, [], None))
+        await self.quietly(self.send(self.place_of(conversation), text, [], None))
 
     async def quietly(self, call: Awaitable[Any]) -> None:
         try:

@@ -17,13 +17,19 @@ import threading
 from pathlib import Path
 from typing import TextIO
 
-from bot.commands import HELP
-from bot.contract import Button, CommandContext, CommandResult, ConversationKey, Identity, IncomingMessage, Reply
-from bot.runtime import Runtime
-from bot.text import parse_number
+from bot.contract import (
+    Button,
+    CommandContext,
+    CommandResult,
+    ConversationKey,
+    Core,
+    Identity,
+    IncomingMessage,
+    Reply,
+)
 
 PLATFORM = "console"
-CONSOLE_HELP = HELP + """
+CONSOLE_COMMANDS = """
 /regenerate — replace the character's last reply
 /press <n> — press button n of the last answer
 /quit — leave"""
@@ -78,18 +84,18 @@ def _read_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, stream: T
 
 
 class Console:
-    def __init__(self, runtime: Runtime, character: str, user_name: str, out: TextIO = sys.stdout):
-        self.runtime = runtime
-        self.character = runtime.turns.character(character).character
+    def __init__(self, core: Core, character: str, user_name: str, out: TextIO = sys.stdout):
+        self.core = core
+        self.character_name = core.character_name(character)
         self.user_name = user_name
         self.out = out
         self.identity = Identity(PLATFORM, user_name)
-        self.key = ConversationKey(PLATFORM, "local", None, self.character.name, is_shared=False)
+        self.key = ConversationKey(PLATFORM, "local", None, self.character_name, is_shared=False)
         self.context = CommandContext(self.key, self.identity, user_name)
         self.buttons: list[Button] = []
-        self.last_turn: int | None = None
+        self.last_turn: str | None = None
 
-    async def notified(self, conversation, person_id, text: str) -> None:
+    async def notified(self, conversation: ConversationKey, text: str) -> None:
         if conversation.platform == PLATFORM:
             self.say(f"{PROGRAM} {text}")
 
@@ -97,12 +103,12 @@ class Console:
         print(text, file=self.out, flush=True)
 
     async def greet(self, choice: str = "") -> None:
-        self.say(f"{self.character.name}: {plain(await self.runtime.turns.greet(self.key, self.user_name, choice))}")
-        if hint := self.runtime.turns.other_greetings(self.key, choice):
+        self.say(f"{self.character_name}: {plain(await self.core.greet(self.key, self.user_name, choice))}")
+        if hint := self.core.other_greetings(self.key, choice):
             self.say(f"{PROGRAM} {hint}")
 
     async def run(self, lines: asyncio.Queue) -> None:
-        with self.runtime.listening(self.notified):
+        with self.core.listening(self.notified):
             await self._chat(lines)
 
     async def _chat(self, lines: asyncio.Queue) -> None:
@@ -131,7 +137,7 @@ class Console:
             return
         head = text.split()[0][1:].lower()
         if head == "help":
-            self.show(CommandResult(CONSOLE_HELP))
+            self.show(CommandResult(self.core.help_text() + CONSOLE_COMMANDS))
         elif head == "start":
             await self.greet(text[len("/start"):].strip())
         elif head in ("regenerate", "regen"):
@@ -139,30 +145,30 @@ class Console:
         elif head == "press":
             await self.press(text.split()[1:])
         elif head in ("memory", "link", "forgetme"):
-            self.show(await self.runtime.commands.run_text(self.context, text))
+            self.show(await self.core.command(self.context, text))
         else:
             self.say(f"{PROGRAM} Unknown command {text.split()[0][:40]}. Type /help for the list.")
 
     async def recover(self) -> None:
         """A reply a stop cut off (SPEC 9): answered again, before anything new, when it is under
         5 minutes old; an older one stays unanswered (the terminal shows no partial message)."""
-        for item in await self.runtime.turns.interrupted(PLATFORM, self.character.name):
+        for item in await self.core.cut_off(PLATFORM, self.character_name):
             if item.fresh:
-                self.say(f"{PROGRAM} My answer to “{item.user_message.content[:60]}” was cut off; here it is again.")
-                stream = _Stream(self.out, self.character.name)
-                await self.deliver(await self.runtime.turns.answer_again(item, on_text=stream), stream)
+                self.say(f"{PROGRAM} My answer to “{item.asked_text[:60]}” was cut off; here it is again.")
+                stream = _Stream(self.out, self.character_name)
+                await self.deliver(await self.core.answer_again(item, on_text=stream), stream)
 
     async def chat(self, text: str) -> None:
         message = IncomingMessage(self.key, self.identity, self.user_name, text)
-        stream = _Stream(self.out, self.character.name)
-        await self.deliver(await self.runtime.turns.handle(message, on_text=stream), stream)
+        stream = _Stream(self.out, self.character_name)
+        await self.deliver(await self.core.handle(message, on_text=stream), stream)
 
     async def regenerate(self) -> None:
         if self.last_turn is None:
             self.say(f"{PROGRAM} There is no reply to regenerate yet.")
             return
-        stream = _Stream(self.out, self.character.name)
-        reply = await self.runtime.turns.regenerate(self.key, self.identity, self.last_turn, on_text=stream)
+        stream = _Stream(self.out, self.character_name)
+        reply = await self.core.regenerate(self.key, self.identity, self.last_turn, on_text=stream)
         await self.deliver(reply, stream)
 
     async def deliver(self, reply: Reply, stream: "_Stream") -> None:
@@ -172,18 +178,22 @@ class Console:
             if stream.started:
                 self.say()
             # An error is the program speaking, not the character.
-            self.say(f"{PROGRAM} {reply.text}\n" if reply.is_error else f"{self.character.name}: {plain(reply.text)}\n")
-        if reply.turn_id is not None:
-            self.last_turn = reply.turn_id
-            await self.runtime.turns.delivered(reply)
+            self.say(f"{PROGRAM} {reply.text}\n" if reply.is_error else f"{self.character_name}: {plain(reply.text)}\n")
+        if reply.turn is not None:
+            self.last_turn = reply.turn
+            await self.core.delivered(reply, [])
 
     async def press(self, args: list[str]) -> None:
-        if not args or parse_number(args[0], 1, len(self.buttons)) is None:
+        if not args or not (args[0].isascii() and args[0].isdigit() and 1 <= int(args[0]) <= len(self.buttons)):
             self.say(f"Press which button? Give a number from 1 to {len(self.buttons)}."
                      if self.buttons else "There are no buttons to press.")
             return
         button = self.buttons[int(args[0]) - 1]
-        self.show(await self.runtime.commands.press(self.context, button.action))
+        result = await self.core.press(self.context, button.action)
+        if result.regenerate is not None:
+            await self.regenerate()
+            return
+        self.show(result)
 
     def show(self, result: CommandResult) -> None:
         self.say(result.text)

@@ -43,22 +43,22 @@ from discord import app_commands
 
 from adapters.base import ChatAdapter
 from adapters.downloads import read_capped
+from adapters.settings import DiscordSettings
 from adapters.splitting import split_message
-from bot.access import NOT_ALLOWED, Asker
-from bot.actions import decode_action
-from bot.config import CharacterConfig
 from bot.contract import (
+    NOT_ALLOWED,
+    Asker,
     Button,
     CommandContext,
     CommandResult,
     ConversationKey,
+    Core,
     Form,
     Identity,
     IncomingFile,
     IncomingMessage,
     PlatformRefused,
 )
-from bot.runtime import Runtime
 
 log = logging.getLogger(__name__)
 PLATFORM = "discord"
@@ -133,7 +133,7 @@ class SummaryModal(discord.ui.Modal):
 
     async def on_submit(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        result = await self.adapter.runtime.commands.submit(self.adapter.context(interaction), self.form.action,
+        result = await self.adapter.core.submit(self.adapter.context(interaction), self.form.action,
                                                             self.text.value)
         await self.adapter.followup(interaction, result)
 
@@ -143,16 +143,16 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     limit = LIMIT
     failures = (discord.HTTPException,)
 
-    def __init__(self, runtime: Runtime, character: CharacterConfig, token: str):
-        super().__init__(runtime, character.name)
-        self.config = character
-        self.token = token
-        self.always_on = {str(c) for c in character.discord_always_on_channels}
+    def __init__(self, core: Core, character: str, settings: DiscordSettings):
+        super().__init__(core, character)
+        self.settings = settings
+        self.token = settings.token
+        self.always_on = {str(c) for c in settings.always_on_channels}
         intents = discord.Intents.default()
         intents.message_content = True
         intents.guild_messages = True
         intents.dm_messages = True
-        shards = runtime.config.discord
+        shards = settings
         if shards.shard_count is None:  # one process runs every shard discord.py decides on
             self.client = discord.Client(intents=intents, allowed_mentions=discord.AllowedMentions.none())
         else:  # this process runs its own shards ([discord] shard_count, shard_ids)
@@ -174,21 +174,20 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         """Sync the slash commands, from one process only: the one that claims the sync, and
         only when the commands changed since the last sync (their fingerprint is kept in the
         database), so shards and processes starting together do not each sync them."""
-        guild = discord.Object(self.config.discord_dev_guild) if self.config.discord_dev_guild else None
+        guild = discord.Object(self.settings.dev_guild) if self.settings.dev_guild else None
         if guild is not None:
             self.tree.copy_global_to(guild=guild)
         commands = [command.to_dict(self.tree) for command in self.tree.get_commands(guild=guild)]
         fingerprint = hashlib.sha256(json.dumps(commands, sort_keys=True).encode()).hexdigest()
-        key = f"discord_commands:{self.character.name}:{guild.id if guild else 'global'}"
-        coordination = self.runtime.store.coordination
-        async with coordination.claim(key, 60) as mine:
-            if mine and await coordination.get_meta(key) != fingerprint:
-                await self.tree.sync(guild=guild)
-                await coordination.set_meta(key, fingerprint)
+        key = f"discord_commands:{self.character_name}:{guild.id if guild else 'global'}"
+
+        async def sync() -> None:
+            await self.tree.sync(guild=guild)
+        await self.core.once_per_change(key, fingerprint, sync)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, sharing the event loop with the other adapters."""
-        with self.runtime.listening(self.notified):
+        with self.core.listening(self.notified):
             await self._serve(stop)
 
     async def _serve(self, stop: asyncio.Event) -> None:
@@ -196,7 +195,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             try:
                 await self.client.login(self.token)
             except discord.LoginFailure as refused:
-                raise PlatformRefused(f"Discord refused the bot token of {self.character.name}: {refused}") from None
+                raise PlatformRefused(f"Discord refused the bot token of {self.character_name}: {refused}") from None
             connection = asyncio.create_task(self.client.connect(reconnect=True))
             stopping = asyncio.create_task(stop.wait())
             recovery = asyncio.create_task(self.recover_when_ready())
@@ -209,7 +208,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                     connection.result()  # a failed connection is raised to the supervisor
                 except discord.ConnectionClosed as closed:
                     if closed.code == 4004:  # "Authentication failed": the token was revoked
-                        raise PlatformRefused(f"Discord refused the bot token of {self.character.name} "
+                        raise PlatformRefused(f"Discord refused the bot token of {self.character_name} "
                                               "(gateway close 4004)") from None
                     raise
             else:
@@ -248,7 +247,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     # -- normalizing -----------------------------------------------------------------------
     def key(self, channel) -> ConversationKey:
         chat_id, thread_id, shared = place_of(channel)
-        return ConversationKey(PLATFORM, chat_id, thread_id, self.character.name, shared)
+        return ConversationKey(PLATFORM, chat_id, thread_id, self.character_name, shared)
 
     def context(self, interaction: discord.Interaction) -> CommandContext:
         user = interaction.user
@@ -294,12 +293,11 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         if content is None or author.get("bot"):
             return
         key = self.key(self.channel(payload.channel_id, payload.guild_id))
-        await self.runtime.turns.message_edited(key, str(payload.message_id),
-                                                re.sub(rf"<@!?{self.client.user.id}>", "", content))
+        await self.core.edited(key, str(payload.message_id), re.sub(rf"<@!?{self.client.user.id}>", "", content))
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         key = self.key(self.channel(payload.channel_id, payload.guild_id))
-        await self.runtime.turns.message_deleted(key, str(payload.message_id))
+        await self.core.deleted(key, str(payload.message_id))
 
     def channel(self, channel_id: int, guild_id: int | None):
         """The cached channel (threads included), or a partial one: uncached and guildless is a DM."""
@@ -309,12 +307,12 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     # -- /memory, /link, /forgetme, Remember this -------------------------------------------------
     def _register_commands(self) -> None:
         adapter = self
-        name = self.character.name
+        name = self.character_name
         memory = app_commands.Group(name="memory", description=f"What {name} remembers about you")
 
         async def run(interaction: discord.Interaction, command: str, **options) -> None:
             await interaction.response.defer(ephemeral=True, thinking=True)
-            result = await adapter.runtime.commands.run(adapter.context(interaction), command, options)
+            result = await adapter.core.run(adapter.context(interaction), command, options)
             await adapter.followup(interaction, result)
 
         @memory.command(description="List your saved memories: pinned first, then newest")
@@ -397,7 +395,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
 
         async def remember_this(interaction: discord.Interaction, message: discord.Message):
             await interaction.response.defer(ephemeral=True, thinking=True)
-            result = await adapter.runtime.commands.remember(adapter.context(interaction), str(message.id))
+            result = await adapter.core.remember(adapter.context(interaction), str(message.id))
             await adapter.followup(interaction, result)
 
         self.tree.add_command(memory)
@@ -422,13 +420,13 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         no roles: when a rule names a role, their roles in every server the bot shares with them
         are asked of Discord; if that fails, they are not let in (a deny must not be skipped)."""
         asker = asker_of(user, channel)
-        if not isinstance(user, discord.Member) and self.runtime.rules_name_roles(self.character.name):
+        if not isinstance(user, discord.Member) and self.core.rules_name_roles(self.character_name):
             try:
                 asker = replace(asker, roles=await self.roles_everywhere(user))
             except discord.HTTPException as failure:
                 log.warning("Discord: the roles of %s could not be looked up (%s); not let in for now", user.id, failure)
                 return False
-        return self.runtime.lets_in(self.character.name, asker)
+        return self.core.lets_in(self.character_name, asker)
 
     async def roles_everywhere(self, user: discord.abc.User) -> tuple[str, ...]:
         """The user's roles in every server the bot shares with them."""
@@ -466,11 +464,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         if not await self.interaction_check(interaction):
             return
         try:
-            action = decode_action(custom_id)
-            if action is not None and action.verb == "regen":
-                await self.on_regenerate(interaction, action.args[0] if action.args else "")
-            else:
-                await self.press(interaction, custom_id)
+            await self.press(interaction, custom_id)
         except Exception:
             log.exception("Discord: a button press failed")
             text = SOMETHING_WENT_WRONG
@@ -480,7 +474,10 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                 await self.quietly(interaction.response.send_message(text, ephemeral=True))
 
     async def press(self, interaction: discord.Interaction, custom_id: str) -> None:
-        result = await self.runtime.commands.press(self.context(interaction), custom_id)
+        result = await self.core.press(self.context(interaction), custom_id)
+        if result.regenerate is not None:
+            await self.on_regenerate(interaction, result.regenerate)
+            return
         if result.form is not None:
             await interaction.response.send_modal(SummaryModal(self, result.form))
             return

@@ -1,40 +1,27 @@
-"""Platform → adapter: which adapters a config runs. Only the entry point (`bot/cli.py`) imports
-this, so the core never depends on a platform library."""
+"""Platform → adapter: the adapter that runs a character on a platform, given its settings.
+Only the entry point (`bot/cli.py`) imports this, so the core never depends on a platform
+library; each platform's library loads only when a character uses it."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Awaitable, Callable
 
-from bot.config import CharacterConfig, Config
-from bot.runtime import Runtime
+from adapters.settings import DiscordSettings, TelegramSettings
+from bot.contract import Core
 
-# An adapter starter gets the runtime and a stop event, and returns when the event is set.
-AdapterStarter = Callable[[Runtime, asyncio.Event], Awaitable[None]]
-
-
-def platform_adapters(config: Config) -> list[tuple[str, AdapterStarter]]:
-    """The Discord and Telegram adapters of every character that has a token set."""
-    adapters: list[tuple[str, AdapterStarter]] = []
-    for character in config.characters:
-        if character.discord_token:
-            adapters.append((f"discord:{character.name}", _discord(character)))
-        if character.telegram_token:
-            adapters.append((f"telegram:{character.name}", _telegram(config, character)))
-    return adapters
+# An adapter starter gets the core and a stop event, and returns when the event is set.
+AdapterStarter = Callable[[Core, asyncio.Event], Awaitable[None]]
 
 
-def _discord(character: CharacterConfig) -> AdapterStarter:
-    async def start(runtime: Runtime, stop: asyncio.Event) -> None:
-        from adapters.discord import DiscordAdapter  # discord.py loads only when a character uses it
+def adapter_for(character: str, settings: DiscordSettings | TelegramSettings) -> AdapterStarter:
+    async def start(core: Core, stop: asyncio.Event) -> None:
+        if isinstance(settings, DiscordSettings):
+            from adapters.discord import DiscordAdapter
 
-        await DiscordAdapter(runtime, character, character.discord_token).run(stop)
-    return start
+            await DiscordAdapter(core, character, settings).run(stop)
+        else:
+            from adapters.telegram import TelegramAdapter
 
-
-def _telegram(config: Config, character: CharacterConfig) -> AdapterStarter:
-    async def start(runtime: Runtime, stop: asyncio.Event) -> None:
-        from adapters.telegram import TelegramAdapter
-
-        await TelegramAdapter(runtime, character, character.telegram_token, config.telegram.base_url).run(stop)
+            await TelegramAdapter(core, character, settings).run(stop)
     return start

@@ -64,14 +64,15 @@ from telegram.ext import (
 
 from adapters.base import ChatAdapter
 from adapters.downloads import read_capped
+from adapters.settings import TelegramSettings
 from adapters.splitting import split_message
 from adapters.streaming import typing
-from bot.access import NOT_ALLOWED, Asker
-from bot.attachments import IMAGE_MAX_SIDE
-from bot.actions import STALE_BUTTON, decode_action
-from bot.commands import HELP
-from bot.config import CharacterConfig
 from bot.contract import (
+    IMAGE_MAX_SIDE,
+    NOT_ALLOWED,
+    STALE_BUTTON,
+    Asker,
+    Core,
     Button,
     CommandContext,
     CommandResult,
@@ -81,7 +82,6 @@ from bot.contract import (
     IncomingMessage,
     PlatformRefused,
 )
-from bot.runtime import Runtime
 
 log = logging.getLogger(__name__)
 PLATFORM = "telegram"
@@ -90,14 +90,6 @@ POLL_TIMEOUT_S = 10
 KEEP_WAIT_S = 10.0  # a webhook update is acknowledged by then at the latest
 POLL_RETRY_MAX_S = 60.0
 MAX_FLOOD_RETRIES = 3
-COMMANDS = [
-    BotCommand("start", "Say hello"),
-    BotCommand("memory", "What I remember about you: /memory view, add, pin, clear, …"),
-    BotCommand("remember", "Reply to a message with this to keep it as a memory"),
-    BotCommand("link", "Link your Telegram and Discord accounts"),
-    BotCommand("forgetme", "Delete everything stored about you"),
-    BotCommand("help", "How I work"),
-]
 OPEN_DM_FIRST = ("{name}, I answer /memory privately, but I can't write to you yet: open a chat with "
                  "me (tap my name, then Start) and send the command again.")
 SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side handling that. Try again."
@@ -224,10 +216,11 @@ class TelegramAdapter(ChatAdapter[Place]):
     limit = LIMIT
     failures = (TelegramError,)
 
-    def __init__(self, runtime: Runtime, character: CharacterConfig, token: str, base_url: str):
-        super().__init__(runtime, character.name)
-        self.token = token
-        self.base_url = base_url
+    def __init__(self, core: Core, character: str, settings: TelegramSettings):
+        super().__init__(core, character)
+        self.settings = settings
+        self.token = settings.token
+        self.base_url = settings.base_url
         self.application: Application | None = None
         self._keeping: dict[int, asyncio.Future] = {}  # webhook updates waiting for their message to be kept
         self._malformed = OncePerMinute()  # webhook bodies that are no update
@@ -261,18 +254,19 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set: the manual lifecycle, sharing the event loop."""
         application = self.application or self.build()
-        with self.runtime.listening(self.notified):
+        with self.core.listening(self.notified):
             await self._serve(application, stop)
 
     async def _serve(self, application: Application, stop: asyncio.Event) -> None:
         await self._refusable(application.initialize())
         try:
-            await application.bot.set_my_commands(COMMANDS)
+            await application.bot.set_my_commands(
+                [BotCommand(spec.name, spec.description) for spec in self.core.published_commands()])
             await application.start()
-            log.info("Telegram: %s is online as @%s", self.character.name, application.bot.username)
+            log.info("Telegram: %s is online as @%s", self.character_name, application.bot.username)
             recovery = asyncio.create_task(self.keep_recovering())
             try:
-                if self.runtime.config.telegram.mode == "webhook":
+                if self.settings.mode == "webhook":
                     await self.serve_webhook(application, stop)
                 else:
                     await self.poll(application, stop)
@@ -326,7 +320,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         (or its handler is done, or KEEP_WAIT_S passed): a crash before that makes Telegram
         deliver it again, and updates posted one after another to several processes behind a
         load balancer keep their order. GET /healthz answers 200 while the adapter runs."""
-        settings = self.runtime.config.telegram
+        settings = self.settings
         secret = settings.secret_token
 
         async def receive(request: web.Request) -> web.Response:
@@ -338,7 +332,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             except Exception as problem:  # anything a caller can post that is no update
                 self._malformed.warn("Telegram webhook of %s: a body that is not an update was refused with 400 "
                                      "(%s); further ones are counted quietly for a minute",
-                                     self.character.name, type(problem).__name__)
+                                     self.character_name, type(problem).__name__)
                 return web.Response(status=400, text="not an update")
             kept = asyncio.get_running_loop().create_future()
             self._keeping[update.update_id] = kept
@@ -350,7 +344,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             return web.Response(text="ok")
 
         async def healthz(request: web.Request) -> web.Response:
-            return web.json_response({"ok": True, "character": self.character.name})
+            return web.json_response({"ok": True, "character": self.character_name})
 
         server = web.Application()
         server.router.add_post(urlsplit(settings.webhook_url).path or "/", receive)
@@ -361,7 +355,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             await web.TCPSite(runner, settings.listen, settings.port).start()
             await self._refusable(application.bot.set_webhook(
                 settings.webhook_url, secret_token=secret, allowed_updates=Update.ALL_TYPES))
-            log.info("Telegram: %s takes updates at %s (serving %s:%d)", self.character.name,
+            log.info("Telegram: %s takes updates at %s (serving %s:%d)", self.character_name,
                      settings.webhook_url, settings.listen, settings.port)
             await stop.wait()
         finally:
@@ -379,7 +373,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         try:
             return await call
         except InvalidToken as refused:
-            raise PlatformRefused(f"Telegram refused the bot token of {self.character.name}: {refused}") from None
+            raise PlatformRefused(f"Telegram refused the bot token of {self.character_name}: {refused}") from None
 
     @staticmethod
     async def _pause(stop: asyncio.Event, seconds: float) -> None:
@@ -439,7 +433,7 @@ class TelegramAdapter(ChatAdapter[Place]):
 
     def key(self, place: Place) -> ConversationKey:
         thread = str(place.thread_id) if place.thread_id is not None else None
-        return ConversationKey(PLATFORM, str(place.chat_id), thread, self.character.name, place.shared)
+        return ConversationKey(PLATFORM, str(place.chat_id), thread, self.character_name, place.shared)
 
     def addressed(self, message: Message, bot_id: int, username: str) -> bool:
         """DMs always; in groups a mention of the bot (in the text or a caption) or a reply to it."""
@@ -503,10 +497,10 @@ class TelegramAdapter(ChatAdapter[Place]):
         if sent_as is not None and sent_as.id != (chat.id if chat is not None else None):
             places += (str(sent_as.id),)  # a channel posting into a group is judged by its own rules too
         asker = Asker(PLATFORM, user_id, places)
-        if self.runtime.lets_in(self.character.name, asker):
+        if self.core.lets_in(self.character_name, asker):
             if not await self.first_delivery(update, context.bot.id):
                 log.info("Telegram update %d reached %s again; it was taken the first time", update.update_id,
-                         self.character.name)
+                         self.character_name)
                 raise ApplicationHandlerStop
             return
         if query is not None:
@@ -523,7 +517,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         message = update.message
         if message is not None and not (message.text or message.caption or "").startswith("/"):
             return True
-        return await self.runtime.first_delivery(f"{PLATFORM}:{bot_id}:{update.update_id}")
+        return await self.core.first_delivery(f"{PLATFORM}:{bot_id}:{update.update_id}")
 
     async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
@@ -569,27 +563,27 @@ class TelegramAdapter(ChatAdapter[Place]):
         if message is None or not message.text:
             return
         text = self.strip_mention(message.text, context.bot.username)
-        await self.runtime.turns.message_edited(self.key(self.place(message)), str(message.message_id), text)
+        await self.core.edited(self.key(self.place(message)), str(message.message_id), text)
 
     # -- commands --------------------------------------------------------------------------
     async def on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.effective_message
         place = self.place(message)
         choice = " ".join(context.args or [])
-        greeting = await self.runtime.turns.greet(self.key(place), speaker_name_of(message), choice)
+        greeting = await self.core.greet(self.key(place), speaker_name_of(message), choice)
         await message.reply_text(greeting)
-        if hint := self.runtime.turns.other_greetings(self.key(place), choice):
+        if hint := self.core.other_greetings(self.key(place), choice):
             await message.reply_text(hint)
 
     async def on_help(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        intro = (f"I'm {self.character.name}. Talk to me here; in a group, mention me or reply to me. "
+        intro = (f"I'm {self.character_name}. Talk to me here; in a group, mention me or reply to me. "
                  "I remember what matters to you — see and change it with /memory:\n\n")
-        await update.effective_message.reply_text(intro + HELP + "\n/remember — reply to a message with this to save it")
+        await update.effective_message.reply_text(intro + self.core.help_text() + "\n/remember — reply to a message with this to save it")
 
     async def on_memory_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         ctx = self.context(update)
         text = update.effective_message.text or ""
-        result = await self.runtime.commands.run_text(ctx, text)
+        result = await self.core.command(ctx, text)
         await self.answer_privately(update, context, ctx, result)
 
     async def on_remember(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -598,7 +592,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         if original is None:
             result = CommandResult("Reply to the message you want me to remember with /remember.", ok=False)
         else:
-            result = await self.runtime.commands.remember(ctx, str(original.message_id))
+            result = await self.core.remember(ctx, str(original.message_id))
         await self.answer_privately(update, context, ctx, result)
 
     async def answer_privately(self, update: Update, context: ContextTypes.DEFAULT_TYPE,
@@ -617,7 +611,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             note = OPEN_DM_FIRST.format(name=user.first_name)
             await with_flood_retry(lambda: message.reply_text(note))
             return
-        await self.runtime.turns.remember_answer_origin(  # its buttons act in the group
+        await self.core.answered_in(  # its buttons act in the group
             PLATFORM, str(user.id), [str(m.message_id) for m in sent], ctx.conversation)
 
     async def show_result(self, bot, place: Place, result: CommandResult) -> list[Message]:
@@ -648,17 +642,15 @@ class TelegramAdapter(ChatAdapter[Place]):
         if not isinstance(query.message, Message):  # too old for Telegram to send it along
             await query.answer(STALE_BUTTON, show_alert=True)
             return
-        action = decode_action(query.data or "")
-        if action is not None and action.verb == "regen":
-            await self.on_regenerate(update, action.args[0] if action.args else "")
-            return
         message = query.message
         ctx = self.context(update)  # who presses: always the person behind this callback
-        origin = await self.runtime.turns.answer_origin(PLATFORM, str(message.chat_id), str(message.message_id),
-                                                        self.character.name)
+        origin = await self.core.asked_in(PLATFORM, str(message.chat_id), str(message.message_id), self.character_name)
         if origin is not None:  # an answer sent to the DM acts in the group it was asked in
             ctx = CommandContext(origin, ctx.identity, ctx.display_name)
-        result = await self.runtime.commands.press(ctx, query.data or "")
+        result = await self.core.press(ctx, query.data or "")
+        if result.regenerate is not None:
+            await self.on_regenerate(update, result.regenerate)
+            return
         if result.refused:
             await query.answer(result.text, show_alert=True)
             return
@@ -669,7 +661,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         if len(chunks) > 1 or result.attachment is not None:  # the rest, below the edited message
             rest = CommandResult("\n".join(chunks[1:]), result.buttons if len(chunks) > 1 else [], result.attachment)
             sent = await self.show_result(context.bot, Place(message.chat_id, None, False), rest)
-            await self.runtime.turns.remember_answer_origin(
+            await self.core.answered_in(
                 PLATFORM, str(message.chat_id), [str(m.message_id) for m in sent], ctx.conversation)
 
     async def on_regenerate(self, update: Update, turn: str) -> None:

@@ -17,28 +17,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.contract import Asker
+
 RULE_KINDS = ("telegram", "discord", "discord-role", "discord-channel", "telegram-chat")
-NOT_ALLOWED = "Sorry, I'm not able to talk with you here."
 
 
-@dataclass(frozen=True)
-class Asker:
-    """Who writes, and where, as the platform event says. `user_id` is None for nobody in
-    particular (a chat or channel writing, a bot)."""
-
-    platform: str  # "telegram" or "discord" (the console is its owner's: always let in)
-    user_id: str | None
-    places: tuple[str, ...] = ()  # the chat (and the chat a message is sent as); or the channel, and a thread's parent
-    roles: tuple[str, ...] = ()  # Discord roles: in the guild; in a DM, in every server the bot shares
-
-    def marks(self) -> frozenset[str]:
-        """The rules that name this asker."""
-        place_kind = {"telegram": "telegram-chat", "discord": "discord-channel"}.get(self.platform, "")
-        marks = {f"{place_kind}:{place}" for place in self.places}
-        marks |= {f"discord-role:{role}" for role in self.roles}
-        if self.user_id is not None:
-            marks.add(f"{self.platform}:{self.user_id}")
-        return frozenset(marks)
+def marks_of(asker: Asker) -> frozenset[str]:
+    """The rules that name this asker."""
+    place_kind = {"telegram": "telegram-chat", "discord": "discord-channel"}.get(asker.platform, "")
+    marks = {f"{place_kind}:{place}" for place in asker.places}
+    marks |= {f"discord-role:{role}" for role in asker.roles}
+    if asker.user_id is not None:
+        marks.add(f"{asker.platform}:{asker.user_id}")
+    return frozenset(marks)
 
 
 @dataclass(frozen=True)
@@ -52,7 +43,7 @@ class AccessRules:
         return any(rule.startswith("discord-role:") for rule in self.allow | self.deny)
 
     def lets_in(self, asker: Asker) -> bool:
-        marks = asker.marks()
+        marks = marks_of(asker)
         if marks & self.deny:
             return False
         return not self.allow or bool(marks & self.allow)

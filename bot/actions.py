@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 from bot.text import parse_number
 
-
-STALE_BUTTON = "This button no longer works."
 NOT_YOUR_BUTTON = "That button belongs to someone else."
 
 

@@ -30,14 +30,13 @@ from typing import Sequence
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from bot.contract import IncomingFile
+from bot.contract import IMAGE_MAX_SIDE, IncomingFile
 from bot.text import clean_text
 from bot.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 
 MAX_IMAGES = 4
-IMAGE_MAX_SIDE = 1_024
 IMAGE_MAX_BYTES = 20 * 1024 * 1024  # bigger images are not fetched
 MAX_PIXELS = 40_000_000  # an image with more pixels is not decoded at all
 MAX_DECODING = 2  # images decoding at once, in the whole process

@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING
 
 from bot import metrics
 from bot.config import Config, ConfigError, load_config
-from bot.contract import PlatformRefused
+from bot.contract import Core, PlatformRefused
 from bot.logs import config_secrets, log_to_file, redact, setup_logging
-from bot.runtime import Runtime, build_runtime
+from bot.runtime import build_runtime
 from bot.saved_memories import CAPS
 from storage.factory import StorageURLError, masked, open_store
 
 if TYPE_CHECKING:
     from adapters.registry import AdapterStarter
+    from adapters.settings import DiscordSettings, TelegramSettings
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,6 @@ def main(argv: list[str] | None = None) -> int:
 async def run_bot(config: Config) -> int:
     """Run every adapter that has a token until SIGINT/SIGTERM (exit 0), or until every adapter
     has stopped for good because its platform refused it (exit 1, so a supervisor notices)."""
-    from adapters.registry import platform_adapters
-
     adapters = platform_adapters(config)
     if not adapters:
         names = ", ".join(
@@ -116,7 +115,7 @@ async def run_bot(config: Config) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
-    tasks = [asyncio.create_task(_supervised(name, start, runtime, stop)) for name, start in adapters]
+    tasks = [asyncio.create_task(_supervised(name, start, runtime.core, stop)) for name, start in adapters]
     stopping = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({stopping, asyncio.gather(*tasks)}, return_when=asyncio.FIRST_COMPLETED)
@@ -132,13 +131,39 @@ async def run_bot(config: Config) -> int:
     return 0
 
 
-async def _supervised(name: str, start: "AdapterStarter", runtime: Runtime, stop: asyncio.Event) -> bool:
+def platform_settings(config: Config) -> list[tuple[str, "DiscordSettings | TelegramSettings"]]:
+    """(character, settings) of every platform adapter the config runs: each character's
+    Discord and Telegram accounts that have a token set."""
+    from adapters.settings import DiscordSettings, TelegramSettings
+
+    found: list[tuple[str, DiscordSettings | TelegramSettings]] = []
+    for character in config.characters:
+        if token := character.discord_token:
+            found.append((character.name, DiscordSettings(
+                token, frozenset(str(c) for c in character.discord_always_on_channels), character.discord_dev_guild,
+                config.discord.shard_count, config.discord.shard_ids)))
+        if token := character.telegram_token:
+            telegram = config.telegram
+            found.append((character.name, TelegramSettings(token, telegram.base_url, telegram.mode, telegram.webhook_url,
+                                                           telegram.listen, telegram.port, telegram.secret_token)))
+    return found
+
+
+def platform_adapters(config: Config) -> list[tuple[str, "AdapterStarter"]]:
+    """The adapters the config runs, named `platform:character`."""
+    from adapters.registry import adapter_for
+
+    return [(f"{type(settings).__name__.removesuffix('Settings').lower()}:{name}", adapter_for(name, settings))
+            for name, settings in platform_settings(config)]
+
+
+async def _supervised(name: str, start: "AdapterStarter", core: Core, stop: asyncio.Event) -> bool:
     """Run one adapter; if it fails, say so and try again after a pause, until the bot stops.
     False when its platform refused it for good (a revoked token): that is not retried."""
     delay = 5.0
     while not stop.is_set():
         try:
-            await start(runtime, stop)
+            await start(core, stop)
             return True
         except asyncio.CancelledError:
             raise
@@ -164,7 +189,7 @@ async def run_console(config: Config, character: str, user_name: str) -> int:
     runtime = await build_runtime(config)
     runtime.start()
     try:
-        await Console(runtime, character, user_name).run(stdin_lines())
+        await Console(runtime.core, character, user_name).run(stdin_lines())
     finally:
         await runtime.close()
     return 0

@@ -1,19 +1,25 @@
-"""What adapters may use of the core: the platform-neutral types that pass between them.
+"""All an adapter may know of the core: the platform-neutral types that pass between them and
+the `Core` protocol the core implements. Adapters import this module and nothing else of bot/
+or storage/.
 
 An adapter turns a platform event into an `IncomingMessage` (or a `CommandContext` for a
-command), hands it to the turn handler (or the /memory service) and renders the `Reply` (or
+command), hands it to `Core.handle` (or `Core.command`) and renders the `Reply` (or
 `CommandResult`) it gets back. It streams a reply through a `ReplySink`, hears about background
 results (a finished rebuild) through a `Notifier`, and raises `PlatformRefused` when its
-platform refuses it for good.
+platform refuses it for good. A reply names its turn with an opaque handle, never a storage id.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
-if TYPE_CHECKING:
-    from storage.ports import ConversationRow
+# Words the core owns that an adapter shows as they are.
+NOT_ALLOWED = "Sorry, I'm not able to talk with you here."  # [access] said no (SPEC 13)
+STALE_BUTTON = "This button no longer works."
+INTERRUPTED = "(This reply was cut off when I restarted. Send your message again if you still want an answer.)"
+IMAGE_MAX_SIDE = 1_024  # images reach the model at most this many pixels on their longer side
 
 @dataclass(frozen=True)
 class Identity:
@@ -91,15 +97,14 @@ class Attachment:
 
 @dataclass
 class Reply:
-    """The character's answer to one message (or a plain error). `duplicate`: the message was
-    delivered before (a redelivered update) and is answered there: send nothing."""
+    """The character's answer to one message (or a plain error). `turn` is the opaque handle of
+    the turn that made it (None for an error). `duplicate`: the message was delivered before (a
+    redelivered update) and is answered there: send nothing."""
 
     text: str
     is_error: bool = False
     duplicate: bool = False
-    turn_id: int | None = None
-    conversation_id: int | None = None
-    message_id: int | None = None  # the stored reply
+    turn: str | None = None
     buttons: list[list[Button]] = field(default_factory=list)
 
 
@@ -125,6 +130,7 @@ class CommandResult:
     form: Form | None = None
     ok: bool = True
     refused: bool = False  # a button or form that is not the presser's, or no longer valid
+    regenerate: str | None = None  # a Regenerate button: the turn whose reply to replace (Core.regenerate)
 
 
 class PlatformRefused(Exception):
@@ -142,10 +148,132 @@ class CommandContext:
     display_name: str
 
 
+@dataclass(frozen=True)
+class Asker:
+    """Who writes, and where, as the platform event says, for `[access]` (SPEC 13). `user_id` is
+    None for nobody in particular (a chat or channel writing, a bot)."""
+
+    platform: str  # "telegram" or "discord" (the console is its owner's: always let in)
+    user_id: str | None
+    places: tuple[str, ...] = ()  # the chat (and the chat a message is sent as); or the channel, and a thread's parent
+    roles: tuple[str, ...] = ()  # Discord roles: in the guild; in a DM, in every server the bot shares
+
+
+@dataclass(frozen=True)
+class CutOff:
+    """A reply a crash cut off, claimed by the adapter of its platform (SPEC 9): answered again
+    when `fresh` (Core.answer_again), else its partial message says it was interrupted."""
+
+    handle: str
+    conversation: ConversationKey
+    asked: str | None  # the platform id of the message it answers
+    asked_text: str
+    partial_message_id: str | None  # where the cut-off reply shows, if it showed
+    fresh: bool
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """One command as platforms publish it (Telegram's setMyCommands, a help line)."""
+
+    name: str
+    description: str
+
+
 # Receives the whole reply text so far; returns the platform id of the message that now shows it
 # when it created one (so a reply a crash cuts off can be recovered), else None.
 ReplySink = Callable[[str], Awaitable["str | None"]]
 
-# An adapter's way to tell a person something unprompted (a rebuild finished):
-# (conversation, person id, text); it ignores conversations of other platforms.
-Notifier = Callable[["ConversationRow", "int | None", str], Awaitable[None]]
+# An adapter's way to tell a person something unprompted (a rebuild finished): (the
+# conversation, text); it ignores conversations of other platforms and characters.
+Notifier = Callable[[ConversationKey, str], Awaitable[None]]
+
+
+class Core(Protocol):
+    """What an adapter may ask of the core."""
+
+    # -- conversations ---------------------------------------------------------------------
+    def character_name(self, name: str) -> str:
+        """The configured name of a character (as the config spells it)."""
+
+    async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
+        """Store the message and answer it (SPEC 3-5, 9, 11, 13)."""
+
+    async def delivered(self, reply: Reply, platform_message_ids: list[str]) -> list[str]:
+        """The adapter delivered `reply` as these platform messages. Returns the messages of the
+        conversation's reply before it, whose Regenerate button should go."""
+
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: str) -> str | None:
+        """Why this person may not regenerate that reply now; None if they may."""
+
+    async def shown_as(self, turn: str) -> list[str]:
+        """The platform messages a turn's reply shows as."""
+
+    async def regenerate(self, key: ConversationKey, presser: Identity, turn: str,
+                         on_text: ReplySink | None = None) -> Reply:
+        """Replace the latest reply, undoing its memory writes (SPEC 5)."""
+
+    async def edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:
+        """A person edited a message: the stored one changes (a command is never run again)."""
+
+    async def deleted(self, key: ConversationKey, platform_message_id: str) -> bool: ...
+
+    async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> str:
+        """The character's greeting (`choice`: "2", "3" … for its alternate greetings)."""
+
+    def other_greetings(self, key: ConversationKey, choice: str = "") -> str | None:
+        """The line telling how to see the character's other greetings, if it has any."""
+
+    async def cut_off(self, platform: str, character: str) -> list[CutOff]:
+        """Claim the replies a crash cut off on this platform for this character."""
+
+    async def answer_again(self, cut_off: CutOff, on_text: ReplySink | None = None) -> Reply: ...
+
+    async def stray_found(self, timeout_s: float) -> None:
+        """Return when this process found a gone process's turn holding a line up (recover now),
+        or after `timeout_s`."""
+
+    # -- commands and buttons ---------------------------------------------------------------
+    async def command(self, ctx: CommandContext, text: str) -> CommandResult:
+        """A command typed as text (`/memory add …`, `/link CODE`, `/help`)."""
+
+    async def run(self, ctx: CommandContext, name: str, options: dict[str, Any]) -> CommandResult:
+        """A command with typed options (a Discord slash command)."""
+
+    async def press(self, ctx: CommandContext, action: str) -> CommandResult:
+        """A button was pressed (its action, as the core made it)."""
+
+    async def submit(self, ctx: CommandContext, action: str, text: str) -> CommandResult:
+        """A form came back with the person's text."""
+
+    async def remember(self, ctx: CommandContext, platform_message_id: str) -> CommandResult:
+        """Remember this (Discord) / /remember in reply to a message (Telegram)."""
+
+    def help_text(self) -> str: ...
+
+    def published_commands(self) -> list[CommandSpec]:
+        """The commands a platform's menu shows (Telegram's setMyCommands)."""
+
+    async def answered_in(self, platform: str, chat_id: str, platform_message_ids: list[str],
+                          key: ConversationKey) -> None:
+        """These private messages answer a command asked in `key` (their buttons act there)."""
+
+    async def asked_in(self, platform: str, chat_id: str, platform_message_id: str,
+                       character: str) -> ConversationKey | None: ...
+
+    # -- who, and how often ------------------------------------------------------------------
+    def lets_in(self, character: str, asker: Asker) -> bool:
+        """[access]: whether both the global rules and the character's own let `asker` in."""
+
+    def rules_name_roles(self, character: str) -> bool:
+        """Whether an [access] rule for this character names a Discord role."""
+
+    async def first_delivery(self, update_key: str) -> bool:
+        """True the first time any process sees this platform update (SPEC 9)."""
+
+    async def once_per_change(self, key: str, fingerprint: str, action: Callable[[], Awaitable[None]]) -> None:
+        """Run `action` in one process when `fingerprint` differs from the one the last run left
+        (Discord's slash-command sync)."""
+
+    def listening(self, notifier: Notifier) -> AbstractContextManager[None]:
+        """Deliver background notifications to `notifier` while the block runs."""

@@ -5,17 +5,15 @@ handler, rebuilds, the /memory service, background jobs and notifications.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from bot.access import Asker
 from bot.characters import CharacterRuntime, load_character
 from bot.commands import MemoryCommands
 from bot.config import Config
-from bot.contract import Notifier
+from bot.core import Keepsake, Notifications
 from bot.limits import CallLimits
 from bot.llm import LLMClient
 from bot.prompt import system_prompt
@@ -33,35 +31,6 @@ from storage.ports import Store
 log = logging.getLogger(__name__)
 
 
-class Notifications:
-    """Tells people about background results (a rebuild finished) through the adapters that are
-    running; each adapter ignores conversations of other platforms."""
-
-    def __init__(self, store: Store):
-        self.store = store
-        self._notifiers: list[Notifier] = []
-
-    async def notify(self, conversation_id: int, person_id: int | None, text: str) -> None:
-        conversation = await self.store.conversations.conversation_by_id(conversation_id)
-        if conversation is None:
-            return
-        for notifier in list(self._notifiers):
-            await notifier(conversation, person_id, text)
-
-    def __len__(self) -> int:
-        """How many adapters listen now."""
-        return len(self._notifiers)
-
-    @contextlib.contextmanager
-    def listening(self, notifier: Notifier) -> Iterator[None]:
-        """Deliver notifications to `notifier` while the block runs (an adapter's lifetime)."""
-        self._notifiers.append(notifier)
-        try:
-            yield
-        finally:
-            self._notifiers.remove(notifier)
-
-
 @dataclass
 class Runtime:
     config: Config
@@ -74,26 +43,7 @@ class Runtime:
     commands: MemoryCommands
     jobs: BackgroundJobs
     notifications: Notifications
-
-    def listening(self, notifier: Notifier) -> contextlib.AbstractContextManager[None]:
-        return self.notifications.listening(notifier)
-
-    def lets_in(self, character: str, asker: Asker) -> bool:
-        """[access]: whether both the global rules and the character's own let `asker` in."""
-        allowed = self.config.access.lets_in(asker) and self.config.character(character).access.lets_in(asker)
-        if not allowed:
-            log.info("%s: %s:%s in %s is not let in by [access]; nothing of theirs is stored",
-                     character, asker.platform, asker.user_id or "(a chat)", ", ".join(asker.places) or "-")
-        return allowed
-
-    def rules_name_roles(self, character: str) -> bool:
-        """Whether an [access] rule for this character names a Discord role."""
-        return self.config.access.names_roles or self.config.character(character).access.names_roles
-
-    async def first_delivery(self, update_key: str) -> bool:
-        """True the first time any process sees this platform update (SPEC 9: an update
-        delivered twice is answered once)."""
-        return await self.store.coordination.first_delivery(update_key)
+    core: Keepsake  # what adapters get (the Core protocol of bot/contract.py)
 
     def start(self) -> None:
         """Start the background jobs (inside the running event loop)."""
@@ -134,11 +84,11 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         semantic = SemanticRecall(store, llm, counter, config.recall.embedding_model)
         if not await semantic.start():
             semantic = None
-    turns = TurnHandler(store, llm, counter, characters, window, after_delivery=summarizer.schedule, clock=clock,
-                        recall_tokens=recall_tokens, limits=CallLimits(store, config.limits.turns_per_minute),
-                        semantic=semantic)
-    notifications = Notifications(store)
+    turns = TurnHandler(store, llm, counter, characters, window, clock=clock, recall_tokens=recall_tokens,
+                        limits=CallLimits(store, config.limits.turns_per_minute), semantic=semantic)
+    notifications = Notifications(store, turns)
     rebuilds = Rebuilds(store, summarizer, notifications.notify)
     commands = MemoryCommands(turns, rebuilds, clock=clock)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic)
-    return Runtime(config, store, llm, counter, turns, summarizer, rebuilds, commands, jobs, notifications)
+    core = Keepsake(config, store, turns, commands, notifications, after_delivery=summarizer.schedule)
+    return Runtime(config, store, llm, counter, turns, summarizer, rebuilds, commands, jobs, notifications, core)

@@ -21,24 +21,23 @@
    streaming text to the adapter, which tells us where the partial reply shows.
 6. Store the reply and the turn's receipt in one transaction; or, when the model failed after its
    retries, undo the turn's memory writes and answer with a short plain error.
-After the adapter delivered the reply it calls `delivered()`, which starts background work.
-A turn a crash cut off mid-reply is answered again by its adapter at start-up if it is less than
-5 minutes old (replacing the partial message), otherwise its partial message is marked as
-interrupted (`interrupted_turns`).
+After the adapter delivered the reply it calls `Core.delivered` (bot/core.py), which starts
+background work. A turn a crash cut off mid-reply is answered again (`answer_again`) when it is
+less than 5 minutes old, replacing the partial message; see `Keepsake.cut_off`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Hashable, Sequence
 
 from bot import metrics
-from bot.actions import STALE_BUTTON, encode_action
+from bot.actions import encode_action
+from bot.contract import STALE_BUTTON
 from bot.characters import CharacterRuntime
 from bot.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.limits import TOO_FAST, TOO_FAST_FOR_CALLS, CallLimits
@@ -53,7 +52,7 @@ from bot.saved_memories import memories_for_prompt
 from bot.text import clean_text, parse_number
 from bot.tokens import TokenCounter
 from bot.window import WINDOW_MAX_MESSAGES, live_window, window_token_budget
-from storage.ports import RECOVER_WITHIN_S, ConversationRow, MessageRow, Store
+from storage.ports import ConversationRow, MessageRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +65,10 @@ TOO_LONG_MESSAGE = (
 LLM_FAILED = "Sorry, I couldn't answer just now ({reason}). Your message is saved; {hint}."
 NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept and I can't answer it. "
              "Please send it again later.")
-INTERRUPTED = "(This reply was cut off when I restarted. Send your message again if you still want an answer.)"
 NOT_LATEST = "Only the latest reply can be regenerated."
 FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files are cut to fit
 REGENERATE_LABEL = "🔄 Regenerate"
 
-AfterTurn = Callable[[int], None]  # runs after a reply was delivered (summarizing, in the background)
 
 
 class ArrivalOrder:
@@ -116,21 +113,6 @@ class _Place:
 
 
 @dataclass(frozen=True)
-class Interrupted:
-    """A turn a crash cut off mid-reply, claimed by the adapter of its platform at start-up."""
-
-    turn_id: int
-    conversation: ConversationKey
-    user_message: MessageRow
-    partial_message_id: str | None  # where the cut-off reply shows, if it showed
-    ticket: int | None  # young enough to be answered again: its place in line, kept; else None
-
-    @property
-    def fresh(self) -> bool:
-        return self.ticket is not None
-
-
-@dataclass(frozen=True)
 class _Queued:
     """A stored message whose turn waits in its conversation's line."""
 
@@ -155,7 +137,6 @@ class TurnHandler:
         counter: TokenCounter,
         characters: dict[str, CharacterRuntime],
         context_window: int,
-        after_delivery: AfterTurn | None = None,
         clock: Callable[[], float] = time.time,
         recall_tokens: int = 0,
         limits: CallLimits | None = None,
@@ -170,7 +151,6 @@ class TurnHandler:
         self.characters = {name.casefold(): rt for name, rt in characters.items()}
         self.context_window = context_window
         self.clock = clock
-        self.after_delivery = after_delivery
         self.arrivals = ArrivalOrder()  # storing and queueing, per conversation key
 
     def character(self, name: str) -> CharacterRuntime:
@@ -181,41 +161,17 @@ class TurnHandler:
             key.platform, key.chat_id, key.thread_id, self.character(key.character).id, key.is_shared
         )
 
-    def key_of(self, conversation: ConversationRow, character: str) -> ConversationKey:
-        """The key of a stored conversation of `character` (to reach it again on its platform)."""
+    def key_of(self, conversation: ConversationRow) -> ConversationKey:
+        """The key of a stored conversation (to reach it again on its platform)."""
+        character = next(rt.character.name for rt in self.characters.values() if rt.id == conversation.character_id)
         return ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
-                               self.character(character).character.name, conversation.is_shared)
+                               character, conversation.is_shared)
 
     async def person_for(self, identity: Identity | None) -> int | None:
         """The person behind a platform identity; None for nobody in particular."""
         if identity is None:
             return None
         return await self.store.people.person_for_identity(identity.platform, identity.user_id)
-
-    async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> str:
-        """The character's greeting: a card's first_mes, or with `choice` ("2", "3", …) one of its
-        alternate greetings (`other_greetings` says how to see them). In a one-to-one
-        conversation with no messages yet the greeting is stored as the character's first
-        message, so the model knows what it said. (Not in a shared one: it names the person, and
-        would outlive their /forgetme.)"""
-        character = self.character(key.character).character
-        number = parse_number(choice) if choice.strip() else 1
-        if number is None or not 1 <= number <= character.greetings:
-            return f"{character.name} has greetings 1 to {character.greetings}: /start 1 … /start {character.greetings}."
-        text = character.greeting(speaker_name, number)
-        if not key.is_shared:
-            conversation = await self.conversation_for(key)
-            await self.store.conversations.add_greeting(conversation.id, character.name, text, self.counter.count(text))
-        return text
-
-    def other_greetings(self, key: ConversationKey, choice: str = "") -> str | None:
-        """The program's line telling how to see the character's other greetings, if it has any."""
-        character = self.character(key.character).character
-        if character.greetings == 1:
-            return None
-        shown = parse_number(choice) if choice.strip() else 1
-        others = ", ".join(f"/start {n}" for n in range(1, character.greetings + 1) if n != shown)
-        return f"{character.name} has other greetings too: {others}."
 
     # -- a turn ----------------------------------------------------------------------------
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
@@ -281,15 +237,16 @@ class TurnHandler:
         return _Queued(runtime, conversation, person_id, arrival.message, arrival.ticket, unseen, images)
 
     async def regenerate(
-        self, key: ConversationKey, presser: Identity, turn_id: int, on_text: ReplySink | None = None
+        self, key: ConversationKey, presser: Identity, turn: str, on_text: ReplySink | None = None
     ) -> Reply:
         """Replace the latest reply, undoing the memory writes its turn made (pinned entries
         are left alone). Only the person it answered may do this."""
         runtime = self.character(key.character)
         person_id = await self.person_for(presser)
         conversation = await self.conversation_for(key)
-        if refusal := await self.regenerate_refusal(key, presser, turn_id):
+        if refusal := await self.regenerate_refusal(key, presser, turn):
             return Reply(refusal, is_error=True)
+        turn_id = int(turn)  # a number: checked by regenerate_refusal
         if (wait := await self.limits.take(person_id, key)) is not None:
             return Reply(TOO_FAST_FOR_CALLS.format(limit=self.limits.per_minute, seconds=wait), is_error=True)
         old = await self.store.turns.turn(turn_id)
@@ -300,7 +257,7 @@ class TurnHandler:
         assert user_row is not None  # a turn's message goes only with the turn
         return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text)
 
-    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn_id: int | str) -> str | None:
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn_id: str) -> str | None:
         """Why this person may not regenerate this reply now, or None if they may. `turn_id`
         may come straight from a button."""
         number = parse_number(turn_id)
@@ -315,37 +272,15 @@ class TurnHandler:
             return "Only the person this reply answered can regenerate it."
         return None
 
-    # -- after a crash ---------------------------------------------------------------------
-    async def interrupted(self, platform: str, character: str) -> list[Interrupted]:
-        """Claim the turns a crash cut off on this platform for this character (each is
-        claimed once, by whichever adapter asks first), after interrupting those of processes
-        sharing the database that are gone since."""
-        runtime = self.character(character)
-        await self.store.turns.recover_interrupted_turns()
-        claimed = []
-        for row in await self.store.turns.interrupted_turns(platform, runtime.id):  # in message order
-            ticket = None
-            if self.clock() - row.turn.created_at < RECOVER_WITHIN_S:
-                if (ticket := await self.store.turns.requeue_interrupted_turn(row.turn.id)) is None:
-                    continue
-            elif not await self.store.turns.claim_interrupted_turn(row.turn.id):
-                continue
-            key = self.key_of(row.conversation, character)
-            claimed.append(Interrupted(row.turn.id, key, row.user_message, row.turn.partial_message_id, ticket))
-        return claimed
-
-    async def stray_found(self, timeout_s: float) -> None:
-        """Return when this process found a gone process's turn holding a line up (recover
-        now), or after `timeout_s`."""
-        await self.store.turns.stray_found(timeout_s)
-
-    async def answer_again(self, interrupted: Interrupted, on_text: ReplySink | None = None) -> Reply:
-        """Answer a message whose reply a crash cut off (its memory writes were undone)."""
-        runtime = self.character(interrupted.conversation.character)
-        conversation = await self.conversation_for(interrupted.conversation)
-        user_row = interrupted.user_message
-        assert interrupted.ticket is not None, "only a fresh interrupted turn is answered again"
-        new_turn = await self.store.turns.start_turn(interrupted.ticket)  # at its message's place in line
+    async def answer_again(self, key: ConversationKey, message_id: int, ticket: int,
+                           on_text: ReplySink | None = None) -> Reply:
+        """Answer a message a crash cut off (its memory writes were undone), its turn queued
+        again at the message's place in line (bot/core.py, `Keepsake.cut_off`)."""
+        runtime = self.character(key.character)
+        conversation = await self.conversation_for(key)
+        user_row = await self.store.conversations.message(message_id)
+        assert user_row is not None  # a message waiting to be answered again is not deleted
+        new_turn = await self.store.turns.start_turn(ticket)
         return await self._answer(runtime, conversation, user_row.person_id, user_row, new_turn, on_text)
 
     @metrics.timed_turn
@@ -407,8 +342,7 @@ class TurnHandler:
         except LLMError as failure:
             log.warning("a turn in conversation %d failed: %s", conversation.id, failure)
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
-            return Reply(LLM_FAILED.format(reason=failure, hint=failure.hint), is_error=True,
-                         conversation_id=conversation.id)
+            return Reply(LLM_FAILED.format(reason=failure, hint=failure.hint), is_error=True)
         except BaseException:
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
             raise
@@ -416,13 +350,12 @@ class TurnHandler:
             "at": self.clock(),
             "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
         }
-        stored = await self.store.turns.finish_turn(turn_id, user_row, runtime.character.name,
-                                              text, self.counter.count(text), receipt)
+        await self.store.turns.finish_turn(turn_id, user_row, runtime.character.name, text, self.counter.count(text),
+                                           receipt)
         buttons = []
         if person_id is not None:  # nobody in particular cannot press a button
             buttons = [[Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))]]
-        return Reply(text, turn_id=turn_id, conversation_id=conversation.id, message_id=stored.id,
-                     buttons=buttons)
+        return Reply(text, turn=str(turn_id), buttons=buttons)
 
     async def _recall(self, conversation_id: int, user_row: MessageRow, newest_first: list[MessageRow],
                       window: list[MessageRow], embedding: asyncio.Task | None) -> list[Passage]:
@@ -476,53 +409,3 @@ class TurnHandler:
                 result = await tools.run(call.name, call.arguments)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
         return completion  # not reached: the last round offers no tools
-
-    # -- after delivery, and platform edits ------------------------------------------------------
-    async def delivered(self, reply: Reply, platform_message_ids: Sequence[str] = ()) -> None:
-        """The adapter delivered `reply` (as these platform messages, when it was split): remember
-        their ids and start background work."""
-        if reply.turn_id is None or reply.conversation_id is None or reply.message_id is None:
-            return
-        if platform_message_ids:
-            await self.store.conversations.set_platform_message_ids(reply.conversation_id, reply.message_id,
-                                                      list(platform_message_ids))
-        if self.after_delivery:
-            self.after_delivery(reply.conversation_id)
-
-    async def shown_as(self, turn_id: int) -> list[str]:
-        """The platform messages a turn's reply shows as (empty before it was delivered)."""
-        turn = await self.store.turns.turn(turn_id)
-        if turn is None or turn.reply_message_id is None:
-            return []
-        return await self.store.conversations.platform_message_ids(turn.reply_message_id)
-
-    async def shown_before(self, reply: Reply) -> list[str]:
-        """The platform messages of the conversation's latest reply before `reply` (its
-        Regenerate button goes when `reply` is delivered), whichever process delivered it."""
-        if reply.conversation_id is None or reply.turn_id is None:
-            return []
-        previous = await self.store.turns.latest_turn(reply.conversation_id, before=reply.turn_id)
-        return await self.shown_as(previous.id) if previous is not None else []
-
-    async def remember_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
-                                     key: ConversationKey) -> None:
-        """Buttons of these private messages act in `key`'s conversation (where it was asked)."""
-        conversation = await self.conversation_for(key)
-        await self.store.conversations.set_answer_origin(platform, chat_id, platform_message_ids, conversation.id)
-
-    async def answer_origin(self, platform: str, chat_id: str, platform_message_id: str,
-                            character: str) -> ConversationKey | None:
-        conversation = await self.store.conversations.answer_origin(platform, chat_id, platform_message_id)
-        return self.key_of(conversation, character) if conversation is not None else None
-
-    async def message_edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:
-        """A person edited a message: the stored one changes (a command is never run again)."""
-        text = clean_text(text).strip()
-        conversation = await self.conversation_for(key)
-        return await self.store.conversations.edit_platform_message(
-            conversation.id, platform_message_id, text, self.counter.count(text)
-        )
-
-    async def message_deleted(self, key: ConversationKey, platform_message_id: str) -> bool:
-        conversation = await self.conversation_for(key)
-        return await self.store.conversations.delete_platform_message(conversation.id, platform_message_id)

@@ -133,3 +133,10 @@ def ann(runtime: Runtime) -> Chat:
 @pytest.fixture
 def bob(runtime: Runtime) -> Chat:
     return Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")
+
+
+def adapter_settings(config, kind):
+    """The settings the entry point gives the first adapter of this kind (adapters/settings.py)."""
+    from bot.cli import platform_settings
+
+    return next(settings for _, settings in platform_settings(config) if isinstance(settings, kind))

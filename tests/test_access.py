@@ -3,7 +3,8 @@
 
 import pytest
 
-from bot.access import AccessRules, Asker
+from bot.access import AccessRules
+from bot.contract import Asker
 from bot.config import ConfigError, parse_config
 from tests.conftest import config_dict
 

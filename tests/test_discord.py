@@ -11,7 +11,8 @@ from adapters.splitting import open_fence
 from bot.contract import ConversationKey
 from bot.runtime import build_runtime
 from bot.config import parse_config
-from tests.conftest import config_dict, eventually
+from adapters.settings import DiscordSettings
+from tests.conftest import adapter_settings, config_dict, eventually
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text, tool_calls
 
@@ -42,7 +43,7 @@ async def start(discord_fake, llm, tmp_path, monkeypatch, clock):
         adjust(raw)
         config = parse_config(raw, tmp_path)
         runtime = await build_runtime(config, clock=clock)
-        adapter = DiscordAdapter(runtime, config.characters[0], "discord-test-token-123")
+        adapter = DiscordAdapter(runtime.core, "Mira", adapter_settings(config, DiscordSettings))
         stop = asyncio.Event()
         running.append((runtime, stop, asyncio.create_task(adapter.run(stop))))
         await asyncio.wait_for(discord_fake.identified.wait(), 10)
@@ -363,9 +364,11 @@ async def test_an_edit_in_a_server_channel_before_any_turn_leaves_the_conversati
 async def test_a_process_runs_the_shards_the_config_gives_it(discord_fake, llm, tmp_path, monkeypatch, clock):
     raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
     raw["discord"] = {"shard_count": 2, "shard_ids": [1]}
+    raw["characters"][0]["discord_token_env"] = "MIRA_DISCORD_TOKEN"
+    monkeypatch.setenv("MIRA_DISCORD_TOKEN", "discord-test-token-123")
     config = parse_config(raw, tmp_path)
     runtime = await build_runtime(config, clock=clock)
-    adapter = DiscordAdapter(runtime, config.characters[0], "discord-test-token-123")
+    adapter = DiscordAdapter(runtime.core, "Mira", adapter_settings(config, DiscordSettings))
     stop = asyncio.Event()
     task = asyncio.create_task(adapter.run(stop))
     try:
@@ -390,7 +393,7 @@ async def test_slash_commands_are_synced_by_one_process_and_not_again_while_unch
     config = parse_config(raw, tmp_path)
     for start in range(2):  # a second process (or a restart) on the same database
         runtime = await build_runtime(config, clock=clock)
-        adapter = DiscordAdapter(runtime, config.characters[0], "discord-test-token-123")
+        adapter = DiscordAdapter(runtime.core, "Mira", adapter_settings(config, DiscordSettings))
         discord_fake.identified.clear()
         stop = asyncio.Event()
         task = asyncio.create_task(adapter.run(stop))
@@ -405,7 +408,7 @@ async def test_slash_commands_are_synced_by_one_process_and_not_again_while_unch
 async def test_access_is_checked_for_slash_commands_buttons_and_remember_this(start, discord_fake, llm):
     """Bob is denied: his slash command, his press of Ann's button and his "Remember this" get
     the private "not able to talk" line and change nothing."""
-    from bot.access import NOT_ALLOWED
+    from bot.contract import NOT_ALLOWED
 
     runtime = await start(lambda raw: raw.update({"access": {"deny": [f"discord:{BOB['id']}"]}}))
     channel = discord_fake.channel_id
@@ -428,7 +431,7 @@ async def test_access_is_checked_for_slash_commands_buttons_and_remember_this(st
 
 
 async def test_a_role_denied_in_a_server_is_denied_in_dms_too(start, discord_fake, llm):
-    from bot.access import NOT_ALLOWED
+    from bot.contract import NOT_ALLOWED
 
     await start(lambda raw: raw.update({"access": {"deny": [f"discord-role:{discord_fake.role_id}"]}}))
     discord_fake.member_roles[BOB["id"]] = (discord_fake.role_id,)  # Bob has the role in the shared server

@@ -16,7 +16,7 @@ from contextlib import closing
 import pytest
 from PIL import Image
 
-from bot.access import NOT_ALLOWED
+from bot.contract import NOT_ALLOWED
 from bot.attachments import IMAGE_MAX_SIDE
 from tests.conftest import API_KEY_ENV, ROOT
 from tests.fakes.discord_server import FakeDiscord

@@ -70,12 +70,12 @@ async def test_a_rebuild_killed_half_way_resumes_after_restart_and_swaps_at_once
     told: list[str] = []
     restarted = await build_runtime(make_config(), clock=clock)
 
-    async def notifier(conversation_row, person_id, message):
+    async def notifier(conversation, message):
         told.append(message)
 
     llm.responder = resumed = Script("NEW")
     try:
-        with restarted.listening(notifier):  # as an adapter would
+        with restarted.core.listening(notifier):  # as an adapter would
             restarted.start()
             await wait_for(lambda: asyncio.sleep(0, bool(told)))
         assert told == [DONE]
@@ -92,10 +92,10 @@ async def test_a_failed_rebuild_tells_the_person_who_can_resume_it(runtime, llm)
     ann = Chat(runtime)
     told: list[str] = []
 
-    async def notifier(conversation_row, person_id, message):
+    async def notifier(conversation, message):
         told.append(message)
 
-    with runtime.listening(notifier):  # as an adapter would
+    with runtime.core.listening(notifier):  # as an adapter would
         conversation = await history(ann, 50 + 40)
         llm.responder = Script("NEW", fail=True)
         await ann.memory("/memory rebuild")
@@ -156,10 +156,10 @@ async def test_rebuilding_a_short_conversation_says_there_was_nothing_to_rebuild
     ann = Chat(runtime)
     told: list[str] = []
 
-    async def notifier(conversation_row, person_id, message):
+    async def notifier(conversation, message):
         told.append(message)
 
-    with runtime.listening(notifier):
+    with runtime.core.listening(notifier):
         await ann.say("hello")
         await ann.memory("/memory rebuild")
         await runtime.rebuilds.idle()

@@ -11,7 +11,8 @@ from adapters.telegram import TelegramAdapter
 from bot.runtime import build_runtime
 from bot.config import parse_config
 from bot.contract import ConversationKey
-from tests.conftest import config_dict, eventually
+from adapters.settings import TelegramSettings
+from tests.conftest import adapter_settings, config_dict, eventually
 from tests.fakes.llm_server import text, tool_calls
 from tests.fakes.telegram_server import FakeTelegram, parse_html
 
@@ -32,7 +33,7 @@ async def start(telegram, llm, tmp_path, monkeypatch, clock):
         adjust(raw)
         config = parse_config(raw, tmp_path)
         runtime = await build_runtime(config, clock=clock)
-        adapter = TelegramAdapter(runtime, config.characters[0], telegram.token, telegram.base_url)
+        adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
         stop = asyncio.Event()
         running.append((runtime, stop, asyncio.create_task(adapter.run(stop))))
         await telegram.wait_for(lambda: telegram.calls_to("getUpdates"))
@@ -339,7 +340,7 @@ async def test_a_reply_telegram_still_refuses_to_parse_is_resent_as_plain_text(b
 async def test_an_adapter_run_again_by_its_supervisor_adds_no_second_listener(bot, telegram):
     runtime = bot
     assert len(runtime.notifications) == 1
-    again = TelegramAdapter(runtime, runtime.config.characters[0], telegram.token, telegram.base_url)
+    again = TelegramAdapter(runtime.core, "Mira", adapter_settings(runtime.config, TelegramSettings))
     stop = asyncio.Event()
     task = asyncio.create_task(again.run(stop))
     await telegram.wait_for(lambda: len(runtime.notifications) == 2)
@@ -425,9 +426,10 @@ async def test_a_token_revoked_while_running_stops_the_adapter_for_good(telegram
     monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
     raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
     raw["telegram"] = {"base_url": telegram.base_url}
+    raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
     config = parse_config(raw, tmp_path)
     runtime = await build_runtime(config, clock=clock)
-    adapter = TelegramAdapter(runtime, config.characters[0], telegram.token, telegram.base_url)
+    adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
     try:
         task = asyncio.create_task(adapter.run(asyncio.Event()))
         await telegram.wait_for(lambda: telegram.calls_to("getUpdates"))
@@ -451,9 +453,10 @@ async def webhook(telegram, llm, tmp_path, monkeypatch, clock):
     raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
     raw["telegram"] = {"base_url": telegram.base_url, "mode": "webhook", "listen": "127.0.0.1", "port": port,
                        "webhook_url": "https://bot.example.com/telegram", "secret_token_env": "KEEPSAKE_WEBHOOK_SECRET"}
+    raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
     config = parse_config(raw, tmp_path)
     runtime = await build_runtime(config, clock=clock)
-    adapter = TelegramAdapter(runtime, config.characters[0], telegram.token, telegram.base_url)
+    adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
     stop = asyncio.Event()
     task = asyncio.create_task(adapter.run(stop))
     try:
@@ -535,7 +538,7 @@ async def test_the_same_update_posted_again_is_stored_and_answered_once(telegram
 async def test_access_is_checked_for_buttons_and_for_the_chat_a_message_is_sent_as(start, telegram, llm):
     """Bob is denied: his press of a button gets the notice and changes nothing. A channel
     denied by `telegram-chat:` cannot post into an allowed group as `sender_chat` either."""
-    from bot.access import NOT_ALLOWED
+    from bot.contract import NOT_ALLOWED
 
     channel = telegram.chat(-100_999, "channel", "Loud Channel")
     runtime = await start(lambda raw: raw.update({"access": {"deny": [f"telegram:{BOB}", "telegram-chat:-100999"]}}))

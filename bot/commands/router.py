@@ -13,13 +13,13 @@ import inspect
 import time
 from typing import Any, Awaitable, Callable
 
-from bot.actions import NOT_YOUR_BUTTON, STALE_BUTTON, decode_action
+from bot.actions import NOT_YOUR_BUTTON, decode_action
 from bot.commands.account import AccountCommands
 from bot.commands.base import Person, Press, UsageError
 from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands
 from bot.commands.summary import SummaryCommands
-from bot.contract import CommandContext, CommandResult
+from bot.contract import STALE_BUTTON, CommandContext, CommandResult, CommandSpec
 from bot.rebuild import Rebuilds
 from bot.text import parse_number
 from bot.turn import TurnHandler
@@ -46,6 +46,14 @@ HELP = """\
 /memory export — all your memories as a JSON file
 /link [code] — link your Discord and Telegram accounts
 /forgetme — delete everything stored about you"""
+PUBLISHED = [  # what a platform's command menu shows
+    CommandSpec("start", "Say hello"),
+    CommandSpec("memory", "What I remember about you: /memory view, add, pin, clear, …"),
+    CommandSpec("remember", "Reply to a message with this to keep it as a memory"),
+    CommandSpec("link", "Link your Telegram and Discord accounts"),
+    CommandSpec("forgetme", "Delete everything stored about you"),
+    CommandSpec("help", "How I work"),
+]
 
 
 def _fits(handler: Callable[..., Any], *args: Any, **options: Any) -> bool:
@@ -159,10 +167,19 @@ class MemoryCommands:
             raise UsageError(f"/memory {sub} takes no arguments.")
         return {}
 
+    def help_text(self) -> str:
+        return HELP
+
+    def published(self) -> list[CommandSpec]:
+        return list(PUBLISHED)
+
     async def press(self, ctx: CommandContext, data: str) -> CommandResult:
-        """A button was pressed. It acts only for the person it was made for."""
+        """A button was pressed. It acts only for the person it was made for. A Regenerate button
+        comes back as the turn to regenerate (who may is the turn handler's question)."""
         stale = CommandResult(STALE_BUTTON, ok=False, refused=True)
         action = decode_action(data)
+        if action is not None and action.verb == "regen":
+            return CommandResult("", regenerate=action.args[0]) if len(action.args) == 1 else stale
         press = self.presses.get(action.verb) if action else None
         args = press.parse(action.args) if press else None
         if action is None or press is None or args is None:

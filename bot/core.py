@@ -1,0 +1,235 @@
+"""The core as adapters see it: `Keepsake` implements the `Core` protocol of bot/contract.py on
+top of the turn handler, the /memory service and the store. Besides passing a turn on, it
+keeps what is about platform messages rather than about answering: which platform messages a
+reply shows as, where a private answer's buttons act, edits and deletions of stored messages,
+greetings, the replies a crash cut off, `[access]` and update deduplication."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Awaitable, Callable, Iterator
+
+from bot.commands import MemoryCommands
+from bot.config import Config
+from bot.access import AccessRules
+from bot.contract import (
+    Asker,
+    CommandContext,
+    CommandResult,
+    CommandSpec,
+    ConversationKey,
+    CutOff,
+    Identity,
+    IncomingMessage,
+    Notifier,
+    Reply,
+    ReplySink,
+)
+from bot.text import clean_text, parse_number
+from bot.turn import TurnHandler
+from storage.ports import RECOVER_WITHIN_S, Store
+
+log = logging.getLogger(__name__)
+
+
+class Notifications:
+    """Tells people about background results (a rebuild finished) through the adapters that are
+    running; each adapter ignores conversations of other platforms and characters."""
+
+    def __init__(self, store: Store, turns: TurnHandler):
+        self.store = store
+        self.turns = turns
+        self._notifiers: list[Notifier] = []
+
+    async def notify(self, conversation_id: int, person_id: int | None, text: str) -> None:
+        conversation = await self.store.conversations.conversation_by_id(conversation_id)
+        if conversation is None:
+            return
+        key = self.turns.key_of(conversation)
+        for notifier in list(self._notifiers):
+            await notifier(key, text)
+
+    def __len__(self) -> int:
+        """How many adapters listen now."""
+        return len(self._notifiers)
+
+    @contextlib.contextmanager
+    def listening(self, notifier: Notifier) -> Iterator[None]:
+        self._notifiers.append(notifier)
+        try:
+            yield
+        finally:
+            self._notifiers.remove(notifier)
+
+
+class Keepsake:
+    """The Core protocol (bot/contract.py), for every adapter of this process."""
+
+    def __init__(self, config: Config, store: Store, turns: TurnHandler, commands: MemoryCommands,
+                 notifications: Notifications, after_delivery: Callable[[int], None]):
+        self.config = config
+        self.store = store
+        self.turns = turns
+        self.commands = commands
+        self.notifications = notifications
+        self.after_delivery = after_delivery  # background work once a reply is out (summaries)
+
+    # -- conversations -----------------------------------------------------------------------
+    def character_name(self, name: str) -> str:
+        return self.turns.character(name).character.name
+
+    async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
+        return await self.turns.handle(message, on_text)
+
+    async def delivered(self, reply: Reply, platform_message_ids: list[str]) -> list[str]:
+        turn = await self.store.turns.turn(int(reply.turn)) if reply.turn is not None else None
+        if turn is None or turn.reply_message_id is None:
+            return []
+        if platform_message_ids:
+            await self.store.conversations.set_platform_message_ids(turn.conversation_id, turn.reply_message_id,
+                                                                    list(platform_message_ids))
+        self.after_delivery(turn.conversation_id)
+        previous = await self.store.turns.latest_turn(turn.conversation_id, before=turn.id)
+        return await self._shown_as(previous.id) if previous is not None else []
+
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: str) -> str | None:
+        return await self.turns.regenerate_refusal(key, presser, turn)
+
+    async def shown_as(self, turn: str) -> list[str]:
+        number = parse_number(turn)
+        return await self._shown_as(number) if number is not None else []
+
+    async def _shown_as(self, turn_id: int) -> list[str]:
+        turn = await self.store.turns.turn(turn_id)
+        if turn is None or turn.reply_message_id is None:
+            return []
+        return await self.store.conversations.platform_message_ids(turn.reply_message_id)
+
+    async def regenerate(self, key: ConversationKey, presser: Identity, turn: str,
+                         on_text: ReplySink | None = None) -> Reply:
+        return await self.turns.regenerate(key, presser, turn, on_text)
+
+    async def edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:
+        text = clean_text(text).strip()
+        conversation = await self.turns.conversation_for(key)
+        return await self.store.conversations.edit_platform_message(
+            conversation.id, platform_message_id, text, self.turns.counter.count(text))
+
+    async def deleted(self, key: ConversationKey, platform_message_id: str) -> bool:
+        conversation = await self.turns.conversation_for(key)
+        return await self.store.conversations.delete_platform_message(conversation.id, platform_message_id)
+
+    async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> str:
+        """The character's greeting: a card's first_mes, or with `choice` ("2", "3", …) one of its
+        alternate greetings (`other_greetings` says how to see them). In a one-to-one
+        conversation with no messages yet the greeting is stored as the character's first
+        message, so the model knows what it said. (Not in a shared one: it names the person, and
+        would outlive their /forgetme.)"""
+        character = self.turns.character(key.character).character
+        number = parse_number(choice) if choice.strip() else 1
+        if number is None or not 1 <= number <= character.greetings:
+            return f"{character.name} has greetings 1 to {character.greetings}: /start 1 … /start {character.greetings}."
+        text = character.greeting(speaker_name, number)
+        if not key.is_shared:
+            conversation = await self.turns.conversation_for(key)
+            await self.store.conversations.add_greeting(conversation.id, character.name, text,
+                                                        self.turns.counter.count(text))
+        return text
+
+    def other_greetings(self, key: ConversationKey, choice: str = "") -> str | None:
+        character = self.turns.character(key.character).character
+        if character.greetings == 1:
+            return None
+        shown = parse_number(choice) if choice.strip() else 1
+        others = ", ".join(f"/start {n}" for n in range(1, character.greetings + 1) if n != shown)
+        return f"{character.name} has other greetings too: {others}."
+
+    # -- after a crash -------------------------------------------------------------------------
+    async def cut_off(self, platform: str, character: str) -> list[CutOff]:
+        """Claim the turns a crash cut off on this platform for this character (each once, by
+        whichever adapter asks first, in message order), after interrupting those of processes
+        sharing the database that are gone since. A fresh one is queued again at once, at its
+        message's place in line."""
+        runtime = self.turns.character(character)
+        await self.store.turns.recover_interrupted_turns()
+        claimed = []
+        for row in await self.store.turns.interrupted_turns(platform, runtime.id):
+            fresh = self.turns.clock() - row.turn.created_at < RECOVER_WITHIN_S
+            if fresh:
+                if (ticket := await self.store.turns.requeue_interrupted_turn(row.turn.id)) is None:
+                    continue
+                handle = f"{row.user_message.id}:{ticket}"
+            elif await self.store.turns.claim_interrupted_turn(row.turn.id):
+                handle = ""
+            else:
+                continue
+            claimed.append(CutOff(handle, self.turns.key_of(row.conversation), row.user_message.platform_message_id,
+                                  row.user_message.content, row.turn.partial_message_id, fresh))
+        return claimed
+
+    async def answer_again(self, cut_off: CutOff, on_text: ReplySink | None = None) -> Reply:
+        message_id, ticket = (int(part) for part in cut_off.handle.split(":"))
+        return await self.turns.answer_again(cut_off.conversation, message_id, ticket, on_text)
+
+    async def stray_found(self, timeout_s: float) -> None:
+        await self.store.turns.stray_found(timeout_s)
+
+    # -- commands and buttons -------------------------------------------------------------------
+    async def command(self, ctx: CommandContext, text: str) -> CommandResult:
+        return await self.commands.run_text(ctx, text)
+
+    async def run(self, ctx: CommandContext, name: str, options: dict[str, Any]) -> CommandResult:
+        return await self.commands.run(ctx, name, options)
+
+    async def press(self, ctx: CommandContext, action: str) -> CommandResult:
+        return await self.commands.press(ctx, action)
+
+    async def submit(self, ctx: CommandContext, action: str, text: str) -> CommandResult:
+        return await self.commands.submit(ctx, action, text)
+
+    async def remember(self, ctx: CommandContext, platform_message_id: str) -> CommandResult:
+        return await self.commands.remember(ctx, platform_message_id)
+
+    def help_text(self) -> str:
+        return self.commands.help_text()
+
+    def published_commands(self) -> list[CommandSpec]:
+        return self.commands.published()
+
+    async def answered_in(self, platform: str, chat_id: str, platform_message_ids: list[str],
+                          key: ConversationKey) -> None:
+        conversation = await self.turns.conversation_for(key)
+        await self.store.conversations.set_answer_origin(platform, chat_id, platform_message_ids, conversation.id)
+
+    async def asked_in(self, platform: str, chat_id: str, platform_message_id: str,
+                       character: str) -> ConversationKey | None:
+        conversation = await self.store.conversations.answer_origin(platform, chat_id, platform_message_id)
+        return self.turns.key_of(conversation) if conversation is not None else None
+
+    # -- who, and how often ---------------------------------------------------------------------
+    def _rules(self, character: str) -> tuple[AccessRules, AccessRules]:
+        return self.config.access, self.config.character(character).access
+
+    def lets_in(self, character: str, asker: Asker) -> bool:
+        allowed = all(rules.lets_in(asker) for rules in self._rules(character))
+        if not allowed:
+            log.info("%s: %s:%s in %s is not let in by [access]; nothing of theirs is stored",
+                     character, asker.platform, asker.user_id or "(a chat)", ", ".join(asker.places) or "-")
+        return allowed
+
+    def rules_name_roles(self, character: str) -> bool:
+        return any(rules.names_roles for rules in self._rules(character))
+
+    async def first_delivery(self, update_key: str) -> bool:
+        return await self.store.coordination.first_delivery(update_key)
+
+    async def once_per_change(self, key: str, fingerprint: str, action: Callable[[], Awaitable[None]]) -> None:
+        coordination = self.store.coordination
+        async with coordination.claim(key, 60) as mine:
+            if mine and await coordination.get_meta(key) != fingerprint:
+                await action()
+                await coordination.set_meta(key, fingerprint)
+
+    def listening(self, notifier: Notifier) -> contextlib.AbstractContextManager[None]:
+        return self.notifications.listening(notifier)
