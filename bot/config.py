@@ -87,6 +87,15 @@ class LimitsConfig:
 
 
 @dataclass(frozen=True)
+class ScenesConfig:
+    """[scenes] (SPEC 15): character messages in a row without a person. Read and checked now, so
+    a config in the format of SPEC 10 loads; several characters sharing a channel's scene are
+    not built yet, so with one character a channel it changes nothing."""
+
+    max_chain: int = 3
+
+
+@dataclass(frozen=True)
 class DiscordConfig:
     shard_count: int | None = None  # None: discord.py decides (one process runs every shard)
     shard_ids: tuple[int, ...] | None = None  # the shards this process runs
@@ -122,6 +131,7 @@ class Config:
     discord: DiscordConfig = DiscordConfig()
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
+    scenes: ScenesConfig = ScenesConfig()
     access: AccessRules = AccessRules()
 
     def character(self, name: str) -> CharacterConfig:
@@ -269,6 +279,9 @@ def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> 
     discord = _parse_discord(_Section("discord", top._get("discord", {})))
     metrics = _parse_metrics(_Section("metrics", top._get("metrics", {})))
     limits = _parse_limits(_Section("limits", top._get("limits", {})))
+    scenes_section = _Section("scenes", top._get("scenes", {}))
+    scenes = ScenesConfig(max_chain=scenes_section.integer("max_chain", ScenesConfig.max_chain, minimum=0))
+    scenes_section.reject_unknown()
     access = _parse_access(_Section("access", top._get("access", {})))
 
     characters_raw = top._get("characters", None)
@@ -284,7 +297,7 @@ def parse_config(raw: Mapping[str, Any], base: Path, needs_llm: bool = True) -> 
             raise ConfigError(f"characters[{i}].name: {characters[i].name!r} is used twice")
     top.reject_unknown()
     return Config(llm=llm, storage=storage, telegram=telegram, characters=characters, recall=recall,
-                  discord=discord, metrics=metrics, limits=limits, access=access)
+                  discord=discord, metrics=metrics, limits=limits, access=access, scenes=scenes)
 
 
 def _parse_llm(s: _Section, needs_llm: bool) -> LLMConfig:

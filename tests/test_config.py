@@ -102,6 +102,7 @@ max_retries = 3
 [storage]
 url = "sqlite:///data/keepsake.sqlite3"     # or "postgresql://user@host:5432/keepsake"
                                             # (`path = "data/keepsake.sqlite3"` still works)
+# password_env = "KEEPSAKE_DB_PASSWORD"     # the PostgreSQL password, never in the file
 
 [recall]                                    # section 11
 enabled = true
@@ -119,6 +120,10 @@ mode = "polling"                            # or "webhook" (section 12)
 [discord]
 # shard_count = 4                           # section 12; default: discord.py decides
 # shard_ids = [0, 1]                        # the shards this process runs
+# host_token_env = "KEEPSAKE_DISCORD_HOST"  # section 15: one bot voices characters by webhook
+
+[scenes]                                    # section 15
+max_chain = 3                               # character messages in a row without a person
 
 [[characters]]
 name = "Mira"
