@@ -106,6 +106,7 @@ async def run_bot(config: Config) -> int:
         return 1
     runtime = await build_runtime(config)
     runtime.start()
+    await runtime.llm.probe()
     if config.metrics.port is not None:
         metrics.count_pending_summaries(runtime.summarizer.pending)
         metrics.serve(config.metrics.port, config.metrics.listen)
@@ -188,6 +189,7 @@ async def run_console(config: Config, character: str, user_name: str) -> int:
     config.character(character)  # a clear error for an unknown name
     runtime = await build_runtime(config)
     runtime.start()
+    await runtime.llm.probe()
     try:
         await Console(runtime.core, character, user_name).run(stdin_lines())
     finally:

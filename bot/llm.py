@@ -179,11 +179,13 @@ class LLMClient:
                     request.pop("tool_choice", None)
                     tools = None
                     continue
-                raise self._status_error(exc.status_code) from exc
+                raise self._status_error(exc) from exc
             except openai.APITimeoutError as exc:
                 raise LLMError("the model server did not answer in time") from exc
             except openai.APIConnectionError as exc:
-                raise LLMError("the model server could not be reached") from exc
+                log.warning("the model server at %s ([llm] base_url) could not be reached: %s",
+                            self.config.base_url, exc.__cause__ or exc)
+                raise LLMError(f"the model server at {self.config.base_url} could not be reached") from exc
             except _StreamBroken as exc:
                 broken += 1
                 if broken > self.config.max_retries:
@@ -203,15 +205,17 @@ class LLMClient:
         try:
             answer = await client.embeddings.create(model=model, input=texts, encoding_format="float", **sized)
         except openai.APIStatusError as exc:
-            raise self._status_error(exc.status_code) from exc
+            raise self._status_error(exc) from exc
         except openai.APITimeoutError as exc:
             raise LLMError("the embedding server did not answer in time") from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"the embedding server could not be used ({type(exc).__name__})") from exc
         return _vectors_of(answer, len(texts))
 
-    def _status_error(self, status: int) -> LLMError:
-        """A final HTTP error, explained to the person and, where the owner must act, in the log."""
+    def _status_error(self, exc: openai.APIStatusError) -> LLMError:
+        """A final HTTP error, explained to the person with the server's own words (Ollama's
+        "model … not found, try pulling it first") and, where the owner must act, in the log."""
+        status, said = exc.status_code, server_message(exc)
         if status in (401, 403):
             log.error("the model server refused the API key (HTTP %d): check the key in the environment "
                       "variable named by [llm] api_key_env (%s)", status, self.config.api_key_env)
@@ -221,7 +225,29 @@ class LLMClient:
             log.error("the model server answered HTTP 404 at %s: OpenAI-compatible servers usually serve "
                       "under /v1 — try [llm] base_url = \"%s/v1\"", self.config.base_url,
                       self.config.base_url.rstrip("/"))
-        return LLMError(f"the model server answered HTTP {status}")
+        elif status in (400, 404):
+            log.error("the model server at %s ([llm] base_url) refused model %r ([llm] model) with HTTP %d: %s",
+                      self.config.base_url, self.config.model, status, said or "(no message)")
+        return LLMError(f"the model server answered HTTP {status}" + (f": {said}" if said else ""))
+
+    async def probe(self) -> None:
+        """At start-up: ask the server which models it has (GET /v1/models) and say so when the
+        configured one is not among them. Never fatal: some servers lack the route."""
+        try:
+            listed = [model.id async for model in self.client.with_options(timeout=5.0, max_retries=0).models.list()]
+        except openai.APIConnectionError:
+            log.warning("the model server at %s ([llm] base_url) cannot be reached yet; replies will fail "
+                        "until it can", self.config.base_url)
+            return
+        except Exception as failure:  # no /v1/models here, or an answer of another shape: nothing to check
+            log.info("the model server at %s did not list its models (%s)", self.config.base_url,
+                     type(failure).__name__)
+            return
+        wanted = {self.config.model, self.summary_model}
+        for model in sorted(wanted - set(listed)):
+            log.warning("the model server at %s has no model %r (it lists: %s); check [llm] model, or pull it "
+                        "(Ollama: ollama pull %s)", self.config.base_url, model, ", ".join(listed[:10]) or "none",
+                        model)
 
     async def _plain(self, request: dict[str, Any]) -> Completion:
         body = await self.client.post(CHAT_PATH, content=_encode(request), cast_to=bytes)
@@ -290,3 +316,15 @@ def _vectors_of(answer: Any, count: int) -> list[list[float]]:
     if not numbers or len(sizes) != 1 or 0 in sizes:
         raise LLMError("the embedding server's vectors are not lists of numbers of one length")
     return [[float(x) for x in vector] for vector in vectors]
+
+
+def server_message(exc: openai.APIStatusError) -> str:
+    """What the server said of an error, in a line (OpenAI's {"error": {"message"}}, Ollama's
+    {"error": "…"}, or the body's text)."""
+    body = exc.body
+    if isinstance(body, dict):
+        body = body.get("message") or body.get("error") or body
+    if isinstance(body, dict):
+        body = body.get("message") or ""
+    text = " ".join(str(body or "").split())
+    return text[:200]

@@ -100,7 +100,7 @@ async def test_a_failed_rebuild_tells_the_person_who_can_resume_it(runtime, llm)
         llm.responder = Script("NEW", fail=True)
         await ann.memory("/memory rebuild")
         await runtime.rebuilds.idle()
-        assert told and told[0].startswith("The summary rebuild stopped: the model server answered HTTP 500.")
+        assert told and told[0].startswith("The summary rebuild stopped: the model server answered HTTP 500")
         assert "The old summary is still in use" in told[0]
         choice = await ann.memory("/memory rebuild")
         assert [b.label for b in choice.buttons[0]] == ["Resume", "Start over", "Cancel the rebuild"]

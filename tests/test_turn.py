@@ -363,3 +363,46 @@ async def test_a_base_url_missing_v1_gets_a_hint_in_the_log(tmp_path, clock, llm
         assert f'try [llm] base_url = "{llm.base_url}"' in caplog.text
     finally:
         await runtime.close()
+
+
+async def test_a_model_the_server_lacks_is_answered_with_the_servers_own_words(runtime, llm, caplog):
+    """Ollama answers an unknown model with HTTP 404 "model … not found, try pulling it first":
+    the person reads that, and the log names [llm] base_url and model."""
+    llm.add(status(404, 'model "llama3.2" not found, try pulling it first'),
+            status(404, 'model "llama3.2" not found, try pulling it first'))
+    with caplog.at_level(logging.ERROR):
+        reply = await Chat(runtime).say("hello?")
+    assert reply.is_error
+    assert 'HTTP 404: model "llama3.2" not found, try pulling it first' in reply.text
+    assert f"the model server at {llm.base_url} ([llm] base_url) refused model 'gpt-4o-mini' ([llm] model)" \
+        in caplog.text
+
+
+async def test_a_model_server_that_is_down_is_named_by_its_address(tmp_path, clock, llm):
+    import socket
+
+    from bot.config import parse_config
+    from tests.conftest import config_dict
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    raw = config_dict(closed, tmp_path / "keepsake.sqlite3")
+    raw["llm"]["max_retries"] = 0
+    runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)
+    try:
+        reply = await Chat(runtime).say("hello?")
+        assert reply.is_error and f"the model server at {closed} could not be reached" in reply.text
+    finally:
+        await runtime.close()
+
+
+async def test_start_up_warns_when_the_server_does_not_list_the_configured_model(runtime, llm, caplog):
+    llm.model = "llama3.2"  # what the server has; the config asks for gpt-4o-mini
+    with caplog.at_level(logging.WARNING):
+        await runtime.llm.probe()
+    assert f"the model server at {llm.base_url} has no model 'gpt-4o-mini' (it lists: llama3.2)" in caplog.text
+    caplog.clear()
+    llm.model = "gpt-4o-mini"
+    await runtime.llm.probe()
+    assert "has no model" not in caplog.text

@@ -95,6 +95,7 @@ class ScriptedLLM:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -118,6 +119,11 @@ class ScriptedLLM:
                 if isinstance(m.get("content"), list) for part in m["content"] if part.get("type") == "image_url"]
 
     # -- serving ------------------------------------------------------------------------------
+    async def _models(self, request: web.Request) -> web.Response:
+        """The models this server has: `self.model`, as an OpenAI-compatible server lists them."""
+        return web.json_response({"object": "list", "data": [
+            {"id": self.model, "object": "model", "created": 0, "owned_by": "fake"}]})
+
     async def _embeddings(self, request: web.Request) -> web.Response:
         """Vectors of hashed letter trigrams: texts sharing spellings point the same way (a crude,
         generic embedding; it knows nothing of what a test asks)."""
