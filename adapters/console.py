@@ -90,7 +90,8 @@ class Console:
         self.user_name = user_name
         self.out = out
         self.identity = Identity(PLATFORM, user_name)
-        self.key = ConversationKey(PLATFORM, "local", None, self.character_name, is_shared=False)
+        # each name is a person of its own, with a conversation of its own (SPEC 2: never another's words)
+        self.key = ConversationKey(PLATFORM, f"local:{user_name}", None, self.character_name, is_shared=False)
         self.context = CommandContext(self.key, self.identity, user_name)
         self.buttons: list[Button] = []
         self.last_turn: str | None = None

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from bot import metrics
 from bot.config import Config, ConfigError, load_config
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"(Keepsake) Log lines go to {log_file}; --verbose shows them here.")
         redact(config_secrets(config))
         if args.command == "console":
-            return asyncio.run(run_console(config, args.character, args.name))
+            with terminal_kept():
+                return asyncio.run(run_console(config, args.character, args.name))
         if args.command == "characters":
             if args.action == "list":
                 return asyncio.run(list_characters(config))
@@ -183,6 +185,22 @@ async def _supervised(name: str, start: "AdapterStarter", core: Core, stop: asyn
 
 
 # -- the console --------------------------------------------------------------------------
+@contextlib.contextmanager
+def terminal_kept() -> Iterator[None]:
+    """Give the terminal back as it was, whichever way the console ends (/quit, Ctrl-C, Ctrl-D,
+    an error): the line-reading thread may still be inside readline, which turns echo off."""
+    if not sys.stdin.isatty():
+        yield
+        return
+    import termios
+
+    saved = termios.tcgetattr(sys.stdin.fileno())
+    try:
+        yield
+    finally:
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+
+
 async def run_console(config: Config, character: str, user_name: str) -> int:
     from adapters.console import Console, stdin_lines
 

@@ -8,7 +8,8 @@ from tests.conftest import API_KEY_ENV, ROOT
 from tests.fakes.llm_server import text, tool_calls
 
 
-async def run_console(tmp_path, llm, lines: list[str], card=ROOT / "characters" / "mira.json") -> tuple[int, str, str]:
+async def run_console(tmp_path, llm, lines: list[str], card=ROOT / "characters" / "mira.json",
+                      name: str = "Ann") -> tuple[int, str, str]:
     config = tmp_path / "config.toml"
     config.write_text(f"""
 [llm]
@@ -25,7 +26,7 @@ name = "Mira"
 card = "{card}"
 """)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "console", "--character", "Mira", "--name", "Ann",
+        sys.executable, "-m", "bot", "console", "--character", "Mira", "--name", name,
         "--config", str(config), cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
@@ -96,8 +97,9 @@ async def test_quitting_right_after_start_prints_no_traceback(tmp_path, llm):
     assert code == 0 and "Traceback" not in err and err.strip() == ""
 
 
-async def test_at_a_terminal_arrow_keys_edit_the_line_instead_of_reaching_the_model(tmp_path, llm):
+async def test_at_a_terminal_arrow_keys_edit_the_line_and_the_terminal_is_given_back_as_it_was(tmp_path, llm):
     import pty
+    import termios
 
     config = tmp_path / "config.toml"
     config.write_text(f'[llm]\nbase_url = "{llm.base_url}"\napi_key_env = "{API_KEY_ENV}"\nmax_retries = 0\n\n'
@@ -107,6 +109,8 @@ async def test_at_a_terminal_arrow_keys_edit_the_line_instead_of_reaching_the_mo
         sys.executable, "-m", "bot", "console", "--character", "Mira", "--name", "Ann", "--config", str(config),
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm"},
         stdin=follower, stdout=follower, stderr=follower)
+    before = termios.tcgetattr(follower)
+    terminal = os.dup(follower)  # to read its settings once the console has left
     os.close(follower)
     loop = asyncio.get_running_loop()
 
@@ -126,11 +130,15 @@ async def test_at_a_terminal_arrow_keys_edit_the_line_instead_of_reaching_the_mo
         await read_until(b"Okay.")
         os.write(leader, b"/quit\r")
         await asyncio.wait_for(process.wait(), 20)
+        after = termios.tcgetattr(terminal)
     finally:
         if process.returncode is None:
             process.kill()
         os.close(leader)
+        os.close(terminal)
     assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "hello"}
+    assert after[3] & termios.ECHO and after[3] & termios.ICANON  # typing shows again in the shell
+    assert after == before
 
 
 async def test_the_programs_words_are_marked_as_the_programs_not_the_characters(tmp_path, llm):
@@ -202,3 +210,13 @@ async def test_a_new_conversation_starts_with_first_mes_and_start_shows_the_othe
     greeting = json.loads((ROOT / "characters" / "mira.json").read_text())["data"]["first_mes"].replace("{{user}}", "Ann")
     assert llm.requests[0]["messages"][-2] == {"role": "assistant", "content": greeting}  # first_mes was kept
 
+
+
+async def test_each_console_name_is_a_person_with_a_conversation_of_its_own(tmp_path, llm):
+    """SPEC 2: Sam's prompt never holds Guest's chat, and /memory save as Quinn saves Quinn's words."""
+    await run_console(tmp_path, llm, ["my locker code is 4471", "/quit"], name="Guest")
+    await run_console(tmp_path, llm, ["hello, who am I?", "/quit"], name="Sam")
+    assert "4471" not in llm.prompt_text()
+    code, out, _ = await run_console(tmp_path, llm, ["/memory save 2", "/press 2", "/memory view", "/quit"],
+                                     name="Quinn")
+    assert code == 0 and "4471" not in out and "who am I" not in out
