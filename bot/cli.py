@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="your name — also who you are to Keepsake: memories saved as --name Sam "
                               "are Sam's, and seen again only with --name Sam (default: $USER, else Guest)")
     console.add_argument("--verbose", action="store_true", help="show log lines in the terminal, not in a file")
+    console.add_argument("--model", help="use this model instead of [llm] model (e.g. one you pulled into Ollama)")
     storage = sub.add_parser("storage", help="move a deployment to another database")
     storage.add_argument("action", choices=["copy"])
     storage.add_argument("--from", dest="source", required=True, help="sqlite:///data/keepsake.sqlite3")
@@ -71,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging("WARNING" if quiet else args.log_level)
     try:
         config = load_config(args.config, needs_llm=args.command != "characters")
+        if args.command == "console" and args.model:
+            config = dataclasses.replace(config, llm=dataclasses.replace(config.llm, model=args.model))
         if args.command == "console" and not args.verbose:  # log lines would land in the chat
             log_file = config.storage.base / "keepsake-console.log"
             log_to_file(log_file)

@@ -142,6 +142,12 @@ class Config:
         raise ConfigError(f"no character named {name!r} in the config (known: {known})")
 
 
+def _on_this_machine(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    return (urlsplit(url).hostname or "") in ("localhost", "127.0.0.1", "::1")
+
+
 def _env_secret(env_name: str | None) -> str | None:
     if not env_name:
         return None
@@ -304,13 +310,16 @@ def _parse_llm(s: _Section, needs_llm: bool) -> LLMConfig:
     d = LLMConfig()
     api_key_env = s.text("api_key_env", d.api_key_env)
     api_key = os.environ.get(api_key_env or "", "").strip()
+    base_url = s.url("base_url", d.base_url)
+    if not api_key and _on_this_machine(base_url):
+        api_key = "none"  # a model server on this machine (Ollama, llama.cpp) needs no key
     if not api_key and needs_llm:
         raise ConfigError(
             f"llm.api_key_env: environment variable {api_key_env} is not set "
             "(set it to your API key, or to any text for a local server that needs none)"
         )
     config = LLMConfig(
-        base_url=s.url("base_url", d.base_url),
+        base_url=base_url,
         api_key_env=api_key_env,
         api_key=api_key,
         model=s.text("model", d.model),
