@@ -11,12 +11,13 @@ from bot.characters import PNG_SIGNATURE, load_character
 from bot.config import CharacterConfig, ConfigError
 from bot.prompt import system_prompt
 
+def chunk(kind: bytes, body: bytes) -> bytes:
+    """One PNG chunk: length, kind, body, CRC."""
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+
 def png_with_card(card: dict, keyword: str = "chara") -> bytes:
     """A minimal 1×1 PNG carrying `card` in a tEXt chunk (as card sites export them)."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
 
     header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
     pixels = zlib.compress(b"\x00\xff\xff\xff")
@@ -239,9 +240,6 @@ def test_a_charx_whose_card_unpacks_past_16_mb_is_refused_without_unpacking_it(t
 
 
 def test_a_png_whose_ztxt_card_unpacks_past_16_mb_is_refused_without_unpacking_it(tmp_path):
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
     bomb = zlib.compress(b"A" * (400 * 1024 * 1024), 9)
     png = (PNG_SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
            + chunk(b"zTXt", b"chara\x00\x00" + bomb)
@@ -255,9 +253,6 @@ def test_a_png_whose_ztxt_card_unpacks_past_16_mb_is_refused_without_unpacking_i
 
 def test_other_compressed_text_chunks_of_a_png_card_are_never_unpacked(tmp_path):
     """A comment chunk that would unpack to 400 MB is skipped: only `ccv3` and `chara` are read."""
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
     card = png_with_card(CARD)
     iend = card.index(b"IEND") - 4
     path = tmp_path / "nox.png"

@@ -116,7 +116,7 @@ async def test_a_turn_interrupted_by_a_crash_is_undone_at_start_up(make_config, 
     try:
         assert "no saved memories" in (await Chat(restarted).memory("/memory view")).text
         assert (await restarted.store.turns.turn(1)).status == "failed"
-        assert ("user", "remember this") in await stored_texts(Chat(restarted, chat_id="local"))
+        assert ("user", "remember this") in await stored_texts(Chat(restarted, chat_id="local:ann"))
     finally:
         await restarted.close()
 
