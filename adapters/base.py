@@ -71,9 +71,9 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         async def show(text: str) -> str | None:
             preview = split_message(text, self.limit)[0]
             if live:
-                await self.edit(place, live[0], preview, [], formatted=False)
+                await self.edit(place, live[0], preview, [])
                 return None
-            live.append(await self.send(place, preview, [], reply_to, formatted=False))
+            live.append(await self.send(place, preview, [], reply_to))
             return live[0]
 
         async with self.typing(place):

@@ -124,18 +124,26 @@ def speaker_name_of(message: Message) -> str:
     return message.from_user.full_name if message.from_user else "someone"
 
 
+ITALIC = re.compile(r"(?<![*\w])\*(?![\s*])([^*\n]+?)(?<!\s)\*(?![*\w])|(?<!\w)_(?![\s_])([^_\n]+?)(?<!\s)_(?!\w)")
+
+
 def to_html(chunk: str) -> str:
-    """Escape everything; then render ``` fences as <pre>, `code` as <code>, **bold** as <b>."""
+    """Escape everything; then render ``` fences as <pre>, `code` as <code>, **bold** as <b>, and
+    a card's *actions* (or _actions_) as <i>. A marker left open (a reply still streaming) stays
+    as it is."""
     out = []
     for i, part in enumerate(re.split(r"(```[^\n]*\n.*?```)", chunk, flags=re.DOTALL)):
         if i % 2:
             body = part.split("\n", 1)[1].removesuffix("```").rstrip("\n")
             out.append(f"<pre>{html.escape(body, quote=False)}</pre>")
             continue
-        text = html.escape(part, quote=False)
-        text = re.sub(r"`([^`\n]+)`", r"<code>\1</code>", text)
-        text = re.sub(r"\*\*([^*\n]+)\*\*", r"<b>\1</b>", text)
-        out.append(text)
+        for j, piece in enumerate(re.split(r"(`[^`\n]+`)", part)):
+            if j % 2:
+                out.append(f"<code>{html.escape(piece[1:-1], quote=False)}</code>")
+                continue
+            text = html.escape(piece, quote=False)
+            text = re.sub(r"\*\*([^*\n]+)\*\*", r"<b>\1</b>", text)
+            out.append(ITALIC.sub(lambda m: f"<i>{m.group(1) or m.group(2)}</i>", text))
     return "".join(out)
 
 

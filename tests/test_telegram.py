@@ -329,12 +329,12 @@ async def test_a_forum_topic_is_its_own_conversation(bot, telegram, llm):
 async def test_a_reply_telegram_still_refuses_to_parse_is_resent_as_plain_text(bot, telegram, llm):
     ann = Person(telegram, ANN, "Ann")
     llm.add(text("**Bold** claims & <odd> things."))
-    for _ in range(2):  # the streamed preview is refused first, then the formatted final reply
+    for _ in range(3):  # the streamed preview is refused, formatted and plain; then the formatted final reply
         telegram.fail_next("sendMessage", status=400, description="Bad Request: can't parse entities: unknown")
     reply, = await ann.reply_to(ann.say("say something odd"))
     assert reply.text == "**Bold** claims & <odd> things." and reply.parse_mode is None
     attempts = [c for c in telegram.calls_to("sendMessage") if "claims" in str(c.get("text"))]
-    assert [a.get("parse_mode") for a in attempts] == [None, "HTML", None]
+    assert [a.get("parse_mode") for a in attempts] == ["HTML", None, "HTML", None]
 
 
 async def test_an_adapter_run_again_by_its_supervisor_adds_no_second_listener(bot, telegram):
@@ -561,3 +561,15 @@ async def test_access_is_checked_for_buttons_and_for_the_chat_a_message_is_sent_
     await telegram.wait_for(lambda: [m for m in telegram.bot_messages(group["id"]) if m.message_id > later])
     assert "hello from the channel" not in str(llm.requests)
     assert said
+
+
+async def test_a_cards_actions_show_in_italics_not_as_asterisks(bot, telegram, llm):
+    """Cards are full of *actions*: Telegram shows them as italics (previews while streaming go
+    through the same rendering), never as literal asterisks."""
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("*smiles and sets down the lamp* Hello, _traveller_. Tea?"))
+    reply, = await ann.reply_to(ann.say("hi"))
+    sent = [c for c in telegram.calls if c[0] in ("sendMessage", "editMessageText") and "Tea?" in str(c[1].get("text"))]
+    assert sent[-1][1].get("parse_mode") == "HTML"
+    assert "<i>smiles and sets down the lamp</i> Hello, <i>traveller</i>. Tea?" in sent[-1][1]["text"]
+    assert "*" not in reply.text and "_" not in reply.text
