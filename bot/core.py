@@ -44,9 +44,9 @@ class Notifications:
 
     async def notify(self, conversation_id: int, person_id: int | None, text: str) -> None:
         conversation = await self.store.conversations.conversation_by_id(conversation_id)
-        if conversation is None:
+        key = self.turns.key_of(conversation) if conversation is not None else None
+        if key is None:
             return
-        key = self.turns.key_of(conversation)
         for notifier in list(self._notifiers):
             await notifier(key, text)
 
@@ -164,8 +164,10 @@ class Keepsake:
                 handle = ""
             else:
                 continue
-            claimed.append(CutOff(handle, self.turns.key_of(row.conversation), row.user_message.platform_message_id,
-                                  row.user_message.content, row.turn.partial_message_id, fresh))
+            key = self.turns.key_of(row.conversation)
+            assert key is not None  # the character asked for is configured
+            claimed.append(CutOff(handle, key, row.user_message.platform_message_id, row.user_message.content,
+                                  row.turn.partial_message_id, fresh))
         return claimed
 
     async def answer_again(self, cut_off: CutOff, on_text: ReplySink | None = None) -> Reply:

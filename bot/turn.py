@@ -161,9 +161,13 @@ class TurnHandler:
             key.platform, key.chat_id, key.thread_id, self.character(key.character).id, key.is_shared
         )
 
-    def key_of(self, conversation: ConversationRow) -> ConversationKey:
-        """The key of a stored conversation (to reach it again on its platform)."""
-        character = next(rt.character.name for rt in self.characters.values() if rt.id == conversation.character_id)
+    def key_of(self, conversation: ConversationRow) -> ConversationKey | None:
+        """The key of a stored conversation (to reach it again on its platform); None when its
+        character is no longer in the config."""
+        character = next((rt.character.name for rt in self.characters.values()
+                          if rt.id == conversation.character_id), None)
+        if character is None:
+            return None
         return ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
                                character, conversation.is_shared)
 
