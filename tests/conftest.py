@@ -140,3 +140,20 @@ def adapter_settings(config, kind):
     from bot.cli import platform_settings
 
     return next(settings for _, settings in platform_settings(config) if isinstance(settings, kind))
+
+
+class RunningAdapters:
+    """Platform adapters a test started; `stop_all` stops them and closes their runtimes."""
+
+    def __init__(self) -> None:
+        self.running: list[tuple[Any, asyncio.Event, asyncio.Task]] = []
+
+    def start(self, runtime, adapter) -> None:
+        stop = asyncio.Event()
+        self.running.append((runtime, stop, asyncio.create_task(adapter.run(stop))))
+
+    async def stop_all(self) -> None:
+        for runtime, stop, task in self.running:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+            await runtime.close()

@@ -12,7 +12,7 @@ from bot.contract import ConversationKey
 from bot.runtime import build_runtime
 from bot.config import parse_config
 from adapters.settings import DiscordSettings
-from tests.conftest import adapter_settings, config_dict, eventually
+from tests.conftest import RunningAdapters, adapter_settings, config_dict, eventually
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text, tool_calls
 
@@ -33,7 +33,7 @@ async def discord_fake():
 @pytest.fixture
 async def start(discord_fake, llm, tmp_path, monkeypatch, clock):
     """Starts the Discord adapter on a config (changed by `adjust`); stops it after the test."""
-    running = []
+    running = RunningAdapters()
 
     async def start_with(adjust=lambda raw: None):
         monkeypatch.setenv("MIRA_DISCORD_TOKEN", "discord-test-token-123")
@@ -44,17 +44,13 @@ async def start(discord_fake, llm, tmp_path, monkeypatch, clock):
         config = parse_config(raw, tmp_path)
         runtime = await build_runtime(config, clock=clock)
         adapter = DiscordAdapter(runtime.core, "Mira", adapter_settings(config, DiscordSettings))
-        stop = asyncio.Event()
-        running.append((runtime, stop, asyncio.create_task(adapter.run(stop))))
+        running.start(runtime, adapter)
         await asyncio.wait_for(discord_fake.identified.wait(), 10)
         # discord.py reports "ready" 2 s after the last guild arrives; events flow as soon as it is cached.
         await discord_fake.wait_for(lambda: adapter.client.get_guild(int(discord_fake.guild_id)))
         return runtime
     yield start_with
-    for runtime, stop, task in running:
-        stop.set()
-        await asyncio.wait_for(task, 10)
-        await runtime.close()
+    await running.stop_all()
 
 
 @pytest.fixture

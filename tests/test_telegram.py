@@ -12,7 +12,7 @@ from bot.runtime import build_runtime
 from bot.config import parse_config
 from bot.contract import ConversationKey
 from adapters.settings import TelegramSettings
-from tests.conftest import adapter_settings, config_dict, eventually
+from tests.conftest import RunningAdapters, adapter_settings, config_dict, eventually
 from tests.fakes.llm_server import text, tool_calls
 from tests.fakes.telegram_server import FakeTelegram, parse_html
 
@@ -23,7 +23,7 @@ GROUP = -100777
 @pytest.fixture
 async def start(telegram, llm, tmp_path, monkeypatch, clock):
     """Starts the Telegram adapter (polling) on a config changed by `adjust`; stops it after."""
-    running = []
+    running = RunningAdapters()
 
     async def start_with(adjust=lambda raw: None):
         monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
@@ -34,15 +34,11 @@ async def start(telegram, llm, tmp_path, monkeypatch, clock):
         config = parse_config(raw, tmp_path)
         runtime = await build_runtime(config, clock=clock)
         adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
-        stop = asyncio.Event()
-        running.append((runtime, stop, asyncio.create_task(adapter.run(stop))))
+        running.start(runtime, adapter)
         await telegram.wait_for(lambda: telegram.calls_to("getUpdates"))
         return runtime
     yield start_with
-    for runtime, stop, task in running:
-        stop.set()
-        await asyncio.wait_for(task, 10)
-        await runtime.close()
+    await running.stop_all()
 
 
 @pytest.fixture
@@ -561,6 +557,7 @@ async def test_access_is_checked_for_buttons_and_for_the_chat_a_message_is_sent_
     await telegram.wait_for(lambda: [m for m in telegram.bot_messages(group["id"]) if m.message_id > later])
     assert "hello from the channel" not in str(llm.requests)
     assert said
+    assert await runtime.store.db.value("SELECT COUNT(*) FROM identities WHERE user_id = $1", str(BOB)) == 0
 
 
 async def test_a_cards_actions_show_in_italics_not_as_asterisks(bot, telegram, llm):

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.llm_server import text
-from tests.fakes.telegram_server import FakeTelegram
 from tests.test_end_to_end import start_bot, stop_bot, write_config
 from tests.test_hardening_end_to_end import final_reply_to
 
