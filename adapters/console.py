@@ -90,6 +90,9 @@ class Console:
         self.user_name = user_name
         self.out = out
         self.identity = Identity(PLATFORM, user_name)
+        # the table's commands the core answers (/start, /help are answered here)
+        self.routed = {spec.name for spec in core.command_table()
+                       if PLATFORM in spec.platforms and spec.name not in ("start", "help")}
         # each name is a person of its own, with a conversation of its own (SPEC 2: never another's words)
         self.key = ConversationKey(PLATFORM, f"local:{user_name}", None, self.character_name, is_shared=False)
         self.context = CommandContext(self.key, self.identity, user_name)
@@ -138,14 +141,14 @@ class Console:
             return
         head = text.split()[0][1:].lower()
         if head == "help":
-            self.show(CommandResult(self.core.help_text() + CONSOLE_COMMANDS))
+            self.show(CommandResult(self.core.help_text("console") + CONSOLE_COMMANDS))
         elif head == "start":
             await self.greet(text[len("/start"):].strip())
         elif head in ("regenerate", "regen"):
             await self.regenerate()
         elif head == "press":
             await self.press(text.split()[1:])
-        elif head in ("memory", "link", "forgetme"):
+        elif head in self.routed:
             self.show(await self.core.command(self.context, text))
         else:
             self.say(f"{PROGRAM} Unknown command {text.split()[0][:40]}. Type /help for the list.")

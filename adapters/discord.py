@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import io
 import json
 import logging
@@ -51,21 +52,31 @@ from bot.contract import (
     Button,
     CommandContext,
     CommandResult,
+    CommandSpec,
     ConversationKey,
     Core,
     Form,
     Identity,
     IncomingFile,
     IncomingMessage,
+    OptionSpec,
     PlatformRefused,
 )
 
 log = logging.getLogger(__name__)
 PLATFORM = "discord"
 LIMIT = 2_000
-Scope = Literal["character", "global"]
 SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side. Try again."
 Messageable = discord.abc.Messageable  # where a conversation lives: a channel, a thread, a DM
+
+
+def slash_option_type(option: OptionSpec) -> object:
+    """The annotation discord.py turns into the option's type: choices, a number range, yes/no."""
+    if option.choices:
+        return Literal[option.choices]
+    if option.kind == "number":
+        return app_commands.Range[int, option.low, option.high]
+    return bool if option.kind == "yes_no" else str
 
 
 def unseen_in(message: discord.Message) -> str | None:
@@ -306,102 +317,46 @@ class DiscordAdapter(ChatAdapter[Messageable]):
 
     # -- /memory, /link, /forgetme, Remember this -------------------------------------------------
     def _register_commands(self) -> None:
-        adapter = self
-        name = self.character_name
-        memory = app_commands.Group(name="memory", description=f"What {name} remembers about you")
+        """The slash-command tree, made from the core's command table: a group becomes a slash
+        group, a command acting on a message becomes an item of a message's Apps menu."""
+        for spec in self.core.command_table():
+            if PLATFORM not in spec.platforms:
+                continue
+            if spec.message_menu:
+                self.tree.add_command(app_commands.ContextMenu(name=spec.message_menu, callback=self.remember_this))
+            elif spec.subcommands:
+                description = f"What {self.character_name} remembers about you"
+                group = app_commands.Group(name=spec.name, description=description)
+                for sub in spec.subcommands:
+                    group.add_command(self.slash_command(sub))
+                self.tree.add_command(group)
+            else:
+                self.tree.add_command(self.slash_command(spec))
 
-        async def run(interaction: discord.Interaction, command: str, **options) -> None:
+    def slash_command(self, spec: CommandSpec) -> app_commands.Command:
+        """One slash command whose typed options are the spec's (discord.py reads them from the
+        callback's signature, which is made here)."""
+
+        async def callback(interaction: discord.Interaction, **options) -> None:
             await interaction.response.defer(ephemeral=True, thinking=True)
-            result = await adapter.core.run(adapter.context(interaction), command, options)
-            await adapter.followup(interaction, result)
+            result = await self.core.run(self.context(interaction), spec.name, options)
+            await self.followup(interaction, result)
 
-        @memory.command(description="List your saved memories: pinned first, then newest")
-        @app_commands.describe(scope="Only this character's memories, or only global ones")
-        async def view(interaction: discord.Interaction, scope: Optional[Scope] = None):
-            await run(interaction, "view", scope=scope)
+        parameters = [inspect.Parameter("interaction", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        annotation=discord.Interaction)]
+        for option in spec.options:
+            kind = slash_option_type(option)
+            parameters.append(inspect.Parameter(
+                option.name, inspect.Parameter.KEYWORD_ONLY, annotation=kind if option.required else Optional[kind],
+                default=inspect.Parameter.empty if option.required else None))
+        callback.__signature__ = inspect.Signature(parameters)
+        described = app_commands.describe(**{option.name: option.description for option in spec.options})
+        return app_commands.Command(name=spec.name, description=spec.description, callback=described(callback))
 
-        @memory.command(description="Add a memory")
-        @app_commands.describe(text="The fact to remember (at most 500 characters)",
-                               scope="character: only this character; global: every character",
-                               pin="Pin it: always remembered, never changed by the AI")
-        async def add(interaction: discord.Interaction, text: str, scope: Optional[Scope] = None,
-                      pin: Optional[bool] = None):
-            await run(interaction, "add", text=text, scope=scope, pin=pin)
-
-        @memory.command(description="Change a memory (pinned ones too)")
-        @app_commands.describe(id="The memory's number, as in #12", text="Its new text")
-        async def edit(interaction: discord.Interaction, id: app_commands.Range[int, 1], text: str):
-            await run(interaction, "edit", id=id, text=text)
-
-        @memory.command(description="Delete a memory")
-        @app_commands.describe(id="The memory's number, as in #12")
-        async def delete(interaction: discord.Interaction, id: app_commands.Range[int, 1]):
-            await run(interaction, "delete", id=id)
-
-        @memory.command(description="Pin a memory: always remembered, never changed by the AI")
-        @app_commands.describe(id="The memory's number, as in #12")
-        async def pin(interaction: discord.Interaction, id: app_commands.Range[int, 1]):
-            await run(interaction, "pin", id=id)
-
-        @memory.command(description="Unpin a memory")
-        @app_commands.describe(id="The memory's number, as in #12")
-        async def unpin(interaction: discord.Interaction, id: app_commands.Range[int, 1]):
-            await run(interaction, "unpin", id=id)
-
-        @memory.command(description="Delete all unpinned memories of a scope (asks first)")
-        @app_commands.describe(scope="Which memories to clear (default: character)")
-        async def clear(interaction: discord.Interaction, scope: Optional[Scope] = None):
-            await run(interaction, "clear", scope=scope)
-
-        @memory.command(description="This conversation's summary, and how much is not summarized yet")
-        async def summary(interaction: discord.Interaction):
-            await run(interaction, "summary")
-
-        @memory.command(description="Rebuild this conversation's summary from its whole history")
-        async def rebuild(interaction: discord.Interaction):
-            await run(interaction, "rebuild")
-
-        @memory.command(description="Let the character learn from this chat, or not")
-        @app_commands.describe(state="on: saves and reads your memories; off: neither")
-        async def learning(interaction: discord.Interaction, state: Literal["on", "off"]):
-            await run(interaction, "learning", state=state)
-
-        @memory.command(description="Let the AI draft memories from what you tell it")
-        @app_commands.describe(description="What the character should know about you (at most 1,000 characters)")
-        async def generate(interaction: discord.Interaction, description: str):
-            await run(interaction, "generate", description=description)
-
-        @memory.command(description="Save the last messages of this conversation as a pinned memory")
-        @app_commands.describe(n="How many of the last messages (1 to 20)")
-        async def save(interaction: discord.Interaction, n: Optional[app_commands.Range[int, 1, 20]] = None):
-            await run(interaction, "save", n=n)
-
-        @memory.command(description="What was in the prompt of the last reply, layer by layer")
-        async def why(interaction: discord.Interaction):
-            await run(interaction, "why")
-
-        @memory.command(description="All your memories as a JSON file")
-        async def export(interaction: discord.Interaction):
-            await run(interaction, "export")
-
-        @app_commands.command(name="link", description="Link your Discord and Telegram accounts")
-        @app_commands.describe(code="The code you got from /link on your other account")
-        async def link(interaction: discord.Interaction, code: Optional[str] = None):
-            await run(interaction, "link", code=code)
-
-        @app_commands.command(name="forgetme", description="Delete everything stored about you (asks first)")
-        async def forgetme(interaction: discord.Interaction):
-            await run(interaction, "forgetme")
-
-        async def remember_this(interaction: discord.Interaction, message: discord.Message):
-            await interaction.response.defer(ephemeral=True, thinking=True)
-            result = await adapter.core.remember(adapter.context(interaction), str(message.id))
-            await adapter.followup(interaction, result)
-
-        self.tree.add_command(memory)
-        self.tree.add_command(link)
-        self.tree.add_command(forgetme)
-        self.tree.add_command(app_commands.ContextMenu(name="Remember this", callback=remember_this))
+    async def remember_this(self, interaction: discord.Interaction, message: discord.Message) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        result = await self.core.remember(self.context(interaction), str(message.id))
+        await self.followup(interaction, result)
 
     async def followup(self, interaction: discord.Interaction, result: CommandResult) -> None:
         """Send a command's answer privately, split at 2,000 characters, buttons on the last."""

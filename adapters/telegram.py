@@ -90,6 +90,7 @@ POLL_TIMEOUT_S = 10
 KEEP_WAIT_S = 10.0  # a webhook update is acknowledged by then at the latest
 POLL_RETRY_MAX_S = 60.0
 MAX_FLOOD_RETRIES = 3
+ANSWERED_HERE = ("start", "help", "remember")  # commands of the table this adapter answers itself
 OPEN_DM_FIRST = ("{name}, I answer /memory privately, but I can't write to you yet: open a chat with "
                  "me (tap my name, then Start) and send the command again.")
 SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side handling that. Try again."
@@ -249,7 +250,9 @@ class TelegramAdapter(ChatAdapter[Place]):
         new = filters.UpdateType.MESSAGE  # commands run from new messages only, never from edits
         application.add_handler(CommandHandler("start", self.on_start, filters=new))
         application.add_handler(CommandHandler("help", self.on_help, filters=new))
-        application.add_handler(CommandHandler(["memory", "link", "forgetme"], self.on_memory_command, filters=new))
+        routed = [spec.name for spec in self.core.command_table()
+                  if "telegram" in spec.platforms and spec.name not in ANSWERED_HERE]
+        application.add_handler(CommandHandler(routed, self.on_memory_command, filters=new))
         application.add_handler(CommandHandler("remember", self.on_remember, filters=new))
         application.add_handler(CallbackQueryHandler(self.on_button))
         application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & filters.TEXT, self.on_edited))
@@ -269,7 +272,8 @@ class TelegramAdapter(ChatAdapter[Place]):
         await self._refusable(application.initialize())
         try:
             await application.bot.set_my_commands(
-                [BotCommand(spec.name, spec.description) for spec in self.core.published_commands()])
+                [BotCommand(spec.name, spec.description) for spec in self.core.command_table()
+                 if "telegram" in spec.platforms])
             await application.start()
             log.info("Telegram: %s is online as @%s", self.character_name, application.bot.username)
             recovery = asyncio.create_task(self.keep_recovering())
@@ -586,7 +590,7 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def on_help(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         intro = (f"I'm {self.character_name}. Talk to me here; in a group, mention me or reply to me. "
                  "I remember what matters to you — see and change it with /memory:\n\n")
-        await update.effective_message.reply_text(intro + self.core.help_text() + "\n/remember — reply to a message with this to save it")
+        await update.effective_message.reply_text(intro + self.core.help_text("telegram"))
 
     async def on_memory_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         ctx = self.context(update)

@@ -133,6 +133,15 @@ class CommandResult:
     regenerate: str | None = None  # a Regenerate button: the turn whose reply to replace (Core.regenerate)
 
 
+class SettingProblem(ValueError):
+    """A config key with a bad value, found by a rule across keys (a platform's section, or the
+    core's): `key` is named in the one-line config error."""
+
+    def __init__(self, key: str, text: str):
+        super().__init__(f"{key}: {text}")
+        self.key, self.text = key, text
+
+
 class PlatformRefused(Exception):
     """A platform error that cannot heal (a revoked or wrong token: HTTP 401). The adapter that
     raises it stops for good: retrying would only repeat it (SPEC section 9)."""
@@ -173,11 +182,42 @@ class CutOff:
 
 
 @dataclass(frozen=True)
-class CommandSpec:
-    """One command as platforms publish it (Telegram's setMyCommands, a help line)."""
+class OptionSpec:
+    """One option of a command. Discord shows it as a typed slash-command option; in typed text
+    (Telegram, the console) it follows the command as a word, or as `name:value`."""
 
     name: str
     description: str
+    kind: str = "text"  # "text", "number" (ASCII digits, `low` to `high`) or "yes_no"
+    required: bool = False
+    choices: tuple[str, ...] = ()
+    low: int | None = None
+    high: int | None = None
+    rest: bool = False  # typed text: takes the rest of the line, spaces and all
+    keyword: bool = False  # typed text: written after its own name (`summary edit S3 …`)
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """One command, declared once (bot/commands/table.py): the text parser, /help, Discord's
+    slash-command tree and Telegram's setMyCommands are all made from these."""
+
+    name: str
+    description: str  # a platform's menu, Discord's command description
+    help: str = ""  # the /help line, when it says more than the description
+    options: tuple[OptionSpec, ...] = ()
+    subcommands: tuple["CommandSpec", ...] = ()  # a group: /memory view, /memory add, …
+    platforms: frozenset[str] = frozenset({"discord", "telegram", "console"})
+    message_menu: str = ""  # on Discord, a message's Apps menu item of this name instead
+
+    def usage(self) -> str:
+        """`<id> <text>`, `[scope] [page]`, `<on|off>`: the options as /help shows them."""
+        words = []
+        for option in self.options:
+            value = "|".join(option.choices) if option.required and option.choices else option.name
+            word = f"{option.name} <{value}>" if option.keyword else f"<{value}>" if option.required else value
+            words.append(word if option.required else f"[{word}]")
+        return " ".join(words)
 
 
 # Receives the whole reply text so far; returns the platform id of the message that now shows it
@@ -249,10 +289,11 @@ class Core(Protocol):
     async def remember(self, ctx: CommandContext, platform_message_id: str) -> CommandResult:
         """Remember this (Discord) / /remember in reply to a message (Telegram)."""
 
-    def help_text(self) -> str: ...
+    def help_text(self, platform: str) -> str:
+        """/help on this platform, made from the command table."""
 
-    def published_commands(self) -> list[CommandSpec]:
-        """The commands a platform's menu shows (Telegram's setMyCommands)."""
+    def command_table(self) -> tuple[CommandSpec, ...]:
+        """Every command, as declared once: adapters build their menus and trees from it."""
 
     async def answered_in(self, platform: str, chat_id: str, platform_message_ids: list[str],
                           key: ConversationKey) -> None:

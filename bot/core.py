@@ -11,6 +11,7 @@ import logging
 from typing import Any, Awaitable, Callable, Iterator
 
 from bot.commands import MemoryCommands
+from bot.commands.table import TABLE, help_text
 from bot.config import Config
 from bot.access import AccessRules
 from bot.contract import (
@@ -193,11 +194,11 @@ class Keepsake:
     async def remember(self, ctx: CommandContext, platform_message_id: str) -> CommandResult:
         return await self.commands.remember(ctx, platform_message_id)
 
-    def help_text(self) -> str:
-        return self.commands.help_text()
+    def help_text(self, platform: str) -> str:
+        return help_text(platform)
 
-    def published_commands(self) -> list[CommandSpec]:
-        return self.commands.published()
+    def command_table(self) -> tuple[CommandSpec, ...]:
+        return TABLE
 
     async def answered_in(self, platform: str, chat_id: str, platform_message_ids: list[str],
                           key: ConversationKey) -> None:

@@ -57,7 +57,7 @@ async def test_another_persons_id_answers_like_an_unknown_one(ann, bob):
     ("/memory learning maybe", "state must be on or off"),
     ("/memory view sideways", "/memory view takes a scope"),
     ("/memory clear everything", "Scope must be character or global, not “everything”."),
-    ("/memory why now", "/memory why takes no arguments."),
+    ("/memory why now", "/memory why takes no arguments, not “now”."),
     ("/memory delete -3", "is not a memory number"),
     ("/memory add " + "x" * 501, "That memory is 501 characters long; a memory can hold at most 500"),
 ])
@@ -151,3 +151,41 @@ async def test_export_writes_times_as_iso_8601_with_their_offset(ann):
     data = json.loads((await ann.memory("/memory export")).attachment.data)
     assert data["memories"][0]["created_at"] == "2027-01-15T08:00:00+00:00"  # the test clock's now
     assert data["exported_at"].endswith("+00:00")
+
+
+def test_every_command_of_the_table_has_a_handler_taking_exactly_its_options(runtime):
+    """The table declares each command once; the router runs it by name with its options."""
+    import inspect
+
+    from bot.commands.table import leaves
+
+    handlers = runtime.commands.commands
+    answered_by_adapters = {"start", "remember"}  # a greeting; a message picked on the platform
+    for name, spec in leaves().items():
+        if name in answered_by_adapters:
+            continue
+        parameters = list(inspect.signature(handlers[name]).parameters)[2:]  # after ctx, person
+        assert parameters == [option.name for option in spec.options], name
+
+
+@pytest.mark.parametrize("line, options", [
+    ("/memory add scope:global pin:yes I like tea: green", {"scope": "global", "pin": "yes", "text": "I like tea: green"}),
+    ("/memory add I live in  Bergen", {"text": "I live in  Bergen"}),
+    ("/memory view Global 2", {"scope": "global", "page": "2"}),
+    ("/memory view 3", {"page": "3"}),
+    ("/memory view page:4", {"page": "4"}),
+    ("/memory edit 12 now in Oslo", {"id": "12", "text": "now in Oslo"}),
+    ("/memory summary edit S3 She moved to Oslo", {"edit": "S3", "text": "She moved to Oslo"}),
+    ("/memory save 5", {"n": "5"}),
+    ("/memory save abc", {"n": "abc"}),  # one word: its option says what is wrong with it
+    ("/link ABCD-2345", {"code": "ABCD-2345"}),
+])
+def test_typed_text_is_parsed_by_the_command_table(line, options):
+    from bot.commands.table import TABLE, parse_text
+
+    words = line.lstrip("/").split(" ")
+    spec = next(s for s in TABLE if s.name == words[0])
+    if spec.subcommands:
+        spec = next(s for s in spec.subcommands if s.name == words[1])
+        words = words[1:]
+    assert parse_text(spec, line, " ".join(words[1:])) == options

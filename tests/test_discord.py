@@ -8,6 +8,7 @@ import pytest
 
 from adapters.discord import DiscordAdapter
 from adapters.splitting import open_fence
+from bot.commands.table import TABLE
 from bot.contract import ConversationKey
 from bot.runtime import build_runtime
 from bot.config import parse_config
@@ -105,6 +106,53 @@ async def test_commands_are_synced_at_start_up(bot, discord_fake):
     assert {o["name"] for o in subcommands["generate"]["options"]} == {"description"}
     assert {o["name"] for o in subcommands["save"]["options"]} == {"n"}
     assert names["Remember this"]["type"] == 3  # a message context menu
+
+
+async def test_the_synced_slash_command_tree_is_the_command_table(bot, discord_fake):
+    """Every Discord command, option, type, range and choice comes from bot/commands/table.py."""
+    def option(spec):
+        kind = 3 if spec.kind == "text" and not spec.choices else 4 if spec.kind == "number" else \
+            5 if spec.kind == "yes_no" else 3
+        shown = {"name": spec.name, "description": spec.description, "type": kind, "required": spec.required}
+        if spec.choices:
+            shown["choices"] = [c for c in spec.choices]
+        if spec.low is not None:
+            shown["min_value"] = spec.low
+        if spec.high is not None:
+            shown["max_value"] = spec.high
+        return shown
+
+    def synced_option(raw):
+        shown = {k: raw[k] for k in ("name", "description", "type")} | {"required": raw.get("required", False)}
+        if "choices" in raw:
+            shown["choices"] = [c["value"] for c in raw["choices"]]
+        shown |= {k: raw[k] for k in ("min_value", "max_value") if k in raw}
+        return shown
+
+    synced = {c["name"]: c for c in discord_fake.commands}
+    expected = {}
+    for spec in TABLE:
+        if "discord" not in spec.platforms:
+            continue
+        if spec.message_menu:
+            expected[spec.message_menu] = "message menu"
+        elif spec.subcommands:
+            expected[spec.name] = {sub.name: (sub.description, [option(o) for o in sub.options])
+                                   for sub in spec.subcommands}
+        else:
+            expected[spec.name] = (spec.description, [option(o) for o in spec.options])
+    assert set(synced) == set(expected)
+    for name, want in expected.items():
+        got = synced[name]
+        if want == "message menu":
+            assert got["type"] == 3
+        elif isinstance(want, dict):
+            assert {sub["name"]: (sub["description"], sorted((synced_option(o) for o in sub.get("options", [])),
+                                                             key=lambda o: not o["required"]))
+                    for sub in got["options"]} == {
+                k: (d, sorted(opts, key=lambda o: not o["required"])) for k, (d, opts) in want.items()}
+        else:
+            assert (got["description"], [synced_option(o) for o in got.get("options", [])]) == want
 
 
 async def test_a_message_not_addressed_to_the_bot_is_ignored(bot, discord_fake, llm):

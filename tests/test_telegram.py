@@ -10,6 +10,7 @@ from adapters.streaming import ThrottledStream
 from adapters.telegram import TelegramAdapter
 from bot.runtime import build_runtime
 from bot.config import parse_config
+from bot.commands.table import TABLE
 from bot.contract import ConversationKey
 from adapters.settings import TelegramSettings
 from tests.conftest import RunningAdapters, adapter_settings, config_dict, eventually
@@ -92,6 +93,18 @@ async def quiet(telegram: FakeTelegram, for_s: float = 0.15) -> None:
 async def test_commands_are_published_with_set_my_commands_at_start_up(bot, telegram):
     commands = telegram.calls_to("setMyCommands")[0]["commands"]
     assert [c["command"] for c in commands] == ["start", "memory", "remember", "link", "forgetme", "help"]
+    assert [(c["command"], c["description"]) for c in commands] == [
+        (spec.name, spec.description) for spec in TABLE if "telegram" in spec.platforms]
+
+
+async def test_help_lists_every_command_of_the_table_with_its_options(bot, telegram):
+    ann = Person(telegram, ANN, "Ann")
+    shown, = await ann.reply_to(ann.say("/help"))
+    for spec in TABLE:
+        for leaf, path in [(sub, f"{spec.name} {sub.name}") for sub in spec.subcommands] or [(spec, spec.name)]:
+            assert f"/{path}{' ' if leaf.usage() else ''}{leaf.usage()} — " in shown.text
+    assert "/memory edit <id> <text> — change a memory" in shown.text
+    assert "/memory learning <on|off> — " in shown.text
 
 
 async def test_a_dm_is_answered_with_typing_and_a_regenerate_button(bot, telegram, llm):

@@ -1,5 +1,5 @@
-"""/memory, /link and /forgetme (SPEC section 6): the router and the commands by subject."""
+"""/memory, /link and /forgetme (SPEC section 6): the table, the router and the commands by subject."""
 
-from bot.commands.router import HELP, MemoryCommands
+from bot.commands.router import MemoryCommands
 
-__all__ = ["HELP", "MemoryCommands"]
+__all__ = ["MemoryCommands"]

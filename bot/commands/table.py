@@ -1,0 +1,149 @@
+"""Every command, declared once (SPEC section 6): its name, typed options, help and platforms.
+
+The text parser (Telegram, the console), /help, Discord's slash-command tree and Telegram's
+setMyCommands are all made from this table; tests/test_command_table.py compares them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.commands.base import UsageError
+from bot.contract import CommandSpec, OptionSpec
+from bot.drafting import MAX_SELECTED_MESSAGES
+from bot.text import parse_number
+from storage.ports import SCOPES
+
+MEMORY_ID = OptionSpec("id", "The memory's number, as in #12", "number", required=True, low=1)
+TEXT_ONLY = frozenset({"telegram", "console"})
+
+TABLE: tuple[CommandSpec, ...] = (
+    CommandSpec("start", "Say hello", platforms=TEXT_ONLY),
+    CommandSpec("memory", "What I remember about you: /memory view, add, pin, clear, …", subcommands=(
+        CommandSpec("view", "List your saved memories: pinned first, then newest", options=(
+            OptionSpec("scope", "Only this character's memories, or only global ones", choices=SCOPES),
+            OptionSpec("page", "Which page (10 memories a page)", "number", low=1))),
+        CommandSpec("add", "Add a memory",
+                    "add one (scope:global shares it with every character, pin:yes pins it)", options=(
+            OptionSpec("text", "The fact to remember (at most 500 characters)", required=True, rest=True),
+            OptionSpec("scope", "character: only this character; global: every character", choices=SCOPES),
+            OptionSpec("pin", "Pin it: always remembered, never changed by the AI", "yes_no"))),
+        CommandSpec("edit", "Change a memory (pinned ones too)", options=(
+            MEMORY_ID, OptionSpec("text", "Its new text", required=True, rest=True))),
+        CommandSpec("delete", "Delete a memory", options=(MEMORY_ID,)),
+        CommandSpec("pin", "Pin a memory: always remembered, never changed by the AI", options=(MEMORY_ID,)),
+        CommandSpec("unpin", "Unpin a memory", options=(MEMORY_ID,)),
+        CommandSpec("clear", "Delete all unpinned memories of a scope (asks first)", options=(
+            OptionSpec("scope", "Which memories to clear (default: character)", choices=SCOPES),)),
+        CommandSpec("learning", "Let the character learn from this chat, or not", options=(
+            OptionSpec("state", "on: saves and reads your memories; off: neither", required=True,
+                       choices=("on", "off")),)),
+        CommandSpec("summary", "This conversation's summary, and how much is not summarized yet",
+                    "this conversation's summary; edit S3 <text> changes entry S3", options=(
+            OptionSpec("edit", "The entry to change, as in S3", keyword=True),
+            OptionSpec("text", "The entry's new text", rest=True))),
+        CommandSpec("rebuild", "Rebuild this conversation's summary from its whole history"),
+        CommandSpec("generate", "Let the AI draft memories from what you tell it", options=(
+            OptionSpec("description", "What the character should know about you (at most 1,000 characters)",
+                       required=True, rest=True),)),
+        CommandSpec("save", "Save the last messages of this conversation as a pinned memory", options=(
+            OptionSpec("n", f"How many of the last messages (1 to {MAX_SELECTED_MESSAGES})", "number",
+                       low=1, high=MAX_SELECTED_MESSAGES),)),
+        CommandSpec("why", "What was in the prompt of the last reply, layer by layer"),
+        CommandSpec("export", "All your memories as a JSON file"),
+    )),
+    CommandSpec("remember", "Reply to a message with this to keep it as a memory",
+                platforms=frozenset({"telegram", "discord"}), message_menu="Remember this"),
+    CommandSpec("link", "Link your Discord and Telegram accounts", options=(
+        OptionSpec("code", "The code you got from /link on your other account"),)),
+    CommandSpec("forgetme", "Delete everything stored about you (asks first)"),
+    CommandSpec("help", "How I work", platforms=TEXT_ONLY),
+)
+
+
+def commands_for(platform: str) -> list[CommandSpec]:
+    """The top-level commands a platform shows."""
+    return [spec for spec in TABLE if platform in spec.platforms]
+
+
+def leaves() -> dict[str, CommandSpec]:
+    """Every command that runs, by name (`view`, `link`): a group's subcommands stand for it."""
+    return {leaf.name: leaf for spec in TABLE for leaf in (spec.subcommands or (spec,))}
+
+
+def help_text(platform: str) -> str:
+    """One line a command: `/memory edit <id> <text> — change a memory`."""
+    lines = []
+    for spec in commands_for(platform):
+        for leaf, path in ([(sub, f"{spec.name} {sub.name}") for sub in spec.subcommands] or [(spec, spec.name)]):
+            usage = leaf.usage()
+            head = f"/{path}{' ' + usage if usage else ''}"
+            text = leaf.help or leaf.description
+            lines.append(f"{head} — {text[0].lower()}{text[1:]}")
+    return "\n".join(lines)
+
+
+def parse_text(spec: CommandSpec, path: str, args: str) -> dict[str, Any]:
+    """The options of `spec` from the words after it, e.g. `/memory add scope:global I like tea`.
+
+    An option may be written `name:value` before the others; then the options follow in their
+    order: an optional choice or number is taken only when the word is one, a `rest` option takes
+    the rest of the line. Words nobody takes are a usage error naming the command's form."""
+    options: dict[str, Any] = {}
+    by_name = {option.name: option for option in spec.options}
+    text = args.strip()
+    while text:  # leading name:value words
+        word, _, after = text.partition(" ")
+        name, sep, value = word.replace("=", ":", 1).partition(":")
+        if not sep or name.lower() not in by_name or not value:
+            break
+        options[name.lower()] = value
+        text = after.strip()
+    for option in spec.options:
+        if option.name in options or not text:
+            continue
+        word, _, after = text.partition(" ")
+        if option.rest:
+            options[option.name], text = text, ""
+        elif option.keyword:
+            if word.lower() == option.name:
+                value, _, text = after.strip().partition(" ")
+                options[option.name] = value or "?"
+                text = text.strip()
+        elif option.required or _looks_like(option, word) or _only_word(spec):
+            options[option.name] = word.lower() if word.lower() in option.choices else word
+            text = after.strip()
+    if text:
+        takes = " and ".join(_described(option) for option in spec.options) or "no arguments"
+        raise UsageError(f"/{path} takes {takes}, not “{text[:40]}”.")
+    return options
+
+
+def _described(option: OptionSpec) -> str:
+    """`a scope (character or global)`, `a page number`."""
+    if option.choices:
+        return f"a {option.name} ({' or '.join(option.choices)})"
+    return f"a {option.name} number" if option.kind == "number" else f"a {option.name}"
+
+
+def _only_word(spec: CommandSpec) -> bool:
+    """Whether the command takes one word at most (then a wrong word goes to its option, whose
+    check says what is wrong: `/memory save abc`)."""
+    return sum(not option.keyword for option in spec.options) == 1
+
+
+def _looks_like(option: OptionSpec, word: str) -> bool:
+    """Whether an optional option takes this word (so `/memory view 2` is page 2)."""
+    if option.choices:
+        return word.lower() in option.choices
+    if option.kind == "number":
+        return parse_number(word) is not None
+    return True
+
+
+def check_options(spec: CommandSpec, options: dict[str, Any]) -> str | None:
+    """What is wrong with typed options (a Discord slash command), if anything."""
+    unknown = sorted(set(options) - {option.name for option in spec.options})
+    if unknown:
+        return f"/{spec.name} has no option {unknown[0][:40]}."
+    return None
