@@ -1,27 +1,57 @@
-"""Platform → adapter: the adapter that runs a character on a platform, given its settings.
-Only the entry point (`bot/cli.py`) imports this, so the core never depends on a platform
-library; each platform's library loads only when a character uses it."""
+"""Platform → adapter: each platform's config types, and the adapter that runs a character on
+it. Only the entry point (`bot/cli.py`) imports this, so the core never depends on a platform
+library; each platform's library loads only when a character uses it. A new platform is one
+more row here, with its settings in adapters/settings.py."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
 
-from adapters.settings import DiscordSettings, TelegramSettings
+from pydantic import BaseModel
+
+from adapters.settings import (
+    DiscordCharacter,
+    DiscordSection,
+    DiscordSettings,
+    TelegramCharacter,
+    TelegramSection,
+    TelegramSettings,
+    discord_settings,
+    telegram_settings,
+)
 from bot.contract import Core
 
 # An adapter starter gets the core and a stop event, and returns when the event is set.
 AdapterStarter = Callable[[Core, asyncio.Event], Awaitable[None]]
 
 
-def adapter_for(character: str, settings: DiscordSettings | TelegramSettings) -> AdapterStarter:
-    async def start(core: Core, stop: asyncio.Event) -> None:
-        if isinstance(settings, DiscordSettings):
-            from adapters.discord import DiscordAdapter
+async def _run_discord(core: Core, character: str, settings: DiscordSettings, stop: asyncio.Event) -> None:
+    from adapters.discord import DiscordAdapter
 
-            await DiscordAdapter(core, character, settings).run(stop)
-        else:
-            from adapters.telegram import TelegramAdapter
+    await DiscordAdapter(core, character, settings).run(stop)
 
-            await TelegramAdapter(core, character, settings).run(stop)
-    return start
+
+async def _run_telegram(core: Core, character: str, settings: TelegramSettings, stop: asyncio.Event) -> None:
+    from adapters.telegram import TelegramAdapter
+
+    await TelegramAdapter(core, character, settings).run(stop)
+
+
+@dataclass(frozen=True)
+class Platform:
+    name: str
+    section: type[BaseModel]  # its top-level table, e.g. [telegram]
+    character: type[BaseModel]  # its keys in a [[characters]] table, e.g. telegram_token_env
+    settings: Callable[[Any, Any], Any]  # (section, character keys) -> the adapter's settings, None without a token
+    run: Callable[[Core, str, Any, asyncio.Event], Awaitable[None]]  # runs a character's adapter until stop
+
+    def adapter(self, character: str, settings: Any) -> AdapterStarter:
+        return lambda core, stop: self.run(core, character, settings, stop)
+
+
+PLATFORMS = (
+    Platform("discord", DiscordSection, DiscordCharacter, discord_settings, _run_discord),
+    Platform("telegram", TelegramSection, TelegramCharacter, telegram_settings, _run_telegram),
+)

@@ -12,16 +12,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from bot import metrics
-from bot.config import Config, ConfigError, load_config
+from bot.config import Config, ConfigError, checked, load_config
 from bot.contract import Core, PlatformRefused
 from bot.logs import config_secrets, log_to_file, redact, setup_logging
 from bot.runtime import build_runtime
@@ -29,8 +28,7 @@ from bot.saved_memories import CAPS
 from storage.factory import StorageURLError, masked, open_store
 
 if TYPE_CHECKING:
-    from adapters.registry import AdapterStarter
-    from adapters.settings import DiscordSettings, TelegramSettings
+    from adapters.registry import AdapterStarter, Platform
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config, needs_llm=args.command != "characters")
         if args.command == "console" and args.model:
-            config = dataclasses.replace(config, llm=dataclasses.replace(config.llm, model=args.model))
+            config = config.changed("llm", model=args.model)
         if args.command == "console" and not args.verbose:  # log lines would land in the chat
             log_file = config.storage.base / "keepsake-console.log"
             log_to_file(log_file)
             print(f"(Keepsake) Log lines go to {log_file}; --verbose shows them here.")
-        redact(config_secrets(config))
+        platforms = platform_settings(config)  # every platform key is checked, whatever runs
+        redact(config_secrets(config) | {secret for *_, settings in platforms for secret in settings.secrets()})
         if args.command == "console":
             with terminal_kept():
                 return asyncio.run(run_console(config, args.character, args.name))
@@ -104,9 +103,7 @@ async def run_bot(config: Config) -> int:
     has stopped for good because its platform refused it (exit 1, so a supervisor notices)."""
     adapters = platform_adapters(config)
     if not adapters:
-        names = ", ".join(
-            env for c in config.characters for env in (c.discord_token_env, c.telegram_token_env) if env
-        )
+        names = ", ".join(token_variables(config))
         log.error("no platform adapter can start: set a bot token in %s, or chat in the terminal "
                   "with: python -m bot console --character NAME", names or "a *_token_env variable")
         return 1
@@ -138,30 +135,42 @@ async def run_bot(config: Config) -> int:
     return 0
 
 
-def platform_settings(config: Config) -> list[tuple[str, "DiscordSettings | TelegramSettings"]]:
-    """(character, settings) of every platform adapter the config runs: each character's
-    Discord and Telegram accounts that have a token set."""
-    from adapters.settings import DiscordSettings, TelegramSettings
+def platform_settings(config: Config) -> list[tuple["Platform", str, Any]]:
+    """(platform, character, settings) of every adapter the config runs: each character's
+    accounts that have a token set. The platform tables and keys are checked here by their
+    adapters' types (adapters/settings.py), with the same one-line errors as the core's."""
+    from adapters.registry import PLATFORMS
 
-    found: list[tuple[str, DiscordSettings | TelegramSettings]] = []
-    for character in config.characters:
-        if token := character.discord_token:
-            found.append((character.name, DiscordSettings(
-                token, frozenset(str(c) for c in character.discord_always_on_channels), character.discord_dev_guild,
-                config.discord.shard_count, config.discord.shard_ids)))
-        if token := character.telegram_token:
-            telegram = config.telegram
-            found.append((character.name, TelegramSettings(token, telegram.base_url, telegram.mode, telegram.webhook_url,
-                                                           telegram.listen, telegram.port, telegram.secret_token)))
+    names = {platform.name for platform in PLATFORMS}
+    for key in config.platforms:
+        if key not in names:
+            raise ConfigError(f"{key}: unknown key (check its spelling)")
+    character_keys = {key for platform in PLATFORMS for key in platform.character.model_fields}
+    found: list[tuple[Platform, str, Any]] = []
+    for platform in PLATFORMS:
+        section = checked(platform.section, config.platforms.get(platform.name, {}), (platform.name,))
+        for i, character in enumerate(config.characters):
+            keys = character.platform_keys
+            for key in keys:
+                if key not in character_keys:
+                    raise ConfigError(f"characters[{i}].{key}: unknown key (check its spelling)")
+            mine = {key: value for key, value in keys.items() if key in platform.character.model_fields}
+            settings = platform.settings(section, checked(platform.character, mine, ("characters", i)))
+            if settings is not None:
+                found.append((platform, character.name, settings))
     return found
 
 
 def platform_adapters(config: Config) -> list[tuple[str, "AdapterStarter"]]:
     """The adapters the config runs, named `platform:character`."""
-    from adapters.registry import adapter_for
+    return [(f"{platform.name}:{name}", platform.adapter(name, settings))
+            for platform, name, settings in platform_settings(config)]
 
-    return [(f"{type(settings).__name__.removesuffix('Settings').lower()}:{name}", adapter_for(name, settings))
-            for name, settings in platform_settings(config)]
+
+def token_variables(config: Config) -> list[str]:
+    """The variables the config names for bot tokens (`MIRA_TELEGRAM_TOKEN`)."""
+    return [value for character in config.characters for key, value in character.platform_keys.items()
+            if key.endswith("_token_env") and isinstance(value, str)]
 
 
 async def _supervised(name: str, start: "AdapterStarter", core: Core, stop: asyncio.Event) -> bool:

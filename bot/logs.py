@@ -47,10 +47,8 @@ def log_to_file(path: Path) -> None:
 
 
 def config_secrets(config: Config) -> set[str]:
-    secrets = {config.llm.api_key} | ({config.storage.password} if config.storage.password else set())
-    for character in config.characters:
-        secrets |= {t for t in (character.discord_token, character.telegram_token) if t}
-    return secrets
+    """The core's secrets (the platforms' tokens are their settings' `secrets()`)."""
+    return {config.llm.api_key} | ({config.storage.password} if config.storage.password else set())
 
 
 def redact(secrets: set[str]) -> None:

@@ -139,7 +139,7 @@ def adapter_settings(config, kind):
     """The settings the entry point gives the first adapter of this kind (adapters/settings.py)."""
     from bot.cli import platform_settings
 
-    return next(settings for _, settings in platform_settings(config) if isinstance(settings, kind))
+    return next(settings for *_, settings in platform_settings(config) if isinstance(settings, kind))
 
 
 class RunningAdapters:

@@ -2,15 +2,13 @@
 when to write again, and the message is still kept; the count is the database's, so it holds
 across conversations and processes."""
 
-import dataclasses
 
-from bot.config import LimitsConfig
 from bot.runtime import build_runtime
 from tests.conftest import Chat
 
 
 async def limited_runtime(make_config, clock, per_minute: int):
-    config = dataclasses.replace(make_config(), limits=LimitsConfig(turns_per_minute=per_minute))
+    config = make_config().changed("limits", turns_per_minute=per_minute)
     return await build_runtime(config, clock=clock)
 
 

@@ -2,7 +2,6 @@
 whose message calls them back — from this conversation only, within min(budget_tokens, 10 % of
 the context window), as data after the summary; `/memory why` lists them."""
 
-import dataclasses
 
 import pytest
 
@@ -80,7 +79,7 @@ async def test_recall_stays_within_10_percent_of_a_small_context_window(make_con
 
 async def test_recall_is_left_out_when_turned_off(make_config, llm, clock):
     config = make_config()
-    config = dataclasses.replace(config, recall=dataclasses.replace(config.recall, enabled=False))
+    config = config.changed("recall", enabled=False)
     runtime = await build_runtime(config, clock=clock)
     try:
         ann = Chat(runtime)

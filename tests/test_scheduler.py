@@ -76,10 +76,7 @@ async def test_maintenance_keeps_the_last_7_backups(runtime, clock, tmp_path):
 
 
 async def test_retention_purges_only_old_summarized_messages(make_config, clock, llm, tmp_path):
-    from dataclasses import replace
-
-    config = make_config()
-    config = replace(config, storage=replace(config.storage, retention_days=30))
+    config = make_config().changed("storage", retention_days=30)
     runtime = await build_runtime(config, clock=clock)
     try:
         ann = Chat(runtime)

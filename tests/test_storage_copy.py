@@ -3,7 +3,6 @@ PostgreSQL then builds exactly the prompt the bot on SQLite builds (same memorie
 window); copying again changes nothing; a database holding another deployment is refused."""
 
 import asyncio
-import dataclasses
 import os
 import sys
 
@@ -70,8 +69,7 @@ async def test_a_copied_deployment_answers_on_postgresql_with_the_same_memories_
     assert status == 0, again
     assert again.splitlines()[-1] == output.splitlines()[-1]
 
-    postgres_config = dataclasses.replace(sqlite_config,
-                                          storage=dataclasses.replace(sqlite_config.storage, url=postgres_url))
+    postgres_config = sqlite_config.changed("storage", url=postgres_url)
     prompts = []
     for config in (postgres_config, sqlite_config):
         runtime = await build_runtime(config, clock=clock)
@@ -95,8 +93,7 @@ async def test_a_database_holding_a_deployment_is_refused_unless_told_it_is_this
                                                                                      tmp_path, postgres_url):
     for name in ("first", "second"):
         config = make_config()
-        config = dataclasses.replace(config, storage=dataclasses.replace(
-            config.storage, url=f"sqlite:///{tmp_path / name}.sqlite3"))
+        config = config.changed("storage", url=f"sqlite:///{tmp_path / name}.sqlite3")
         runtime = await build_runtime(config, clock=clock)
         await Chat(runtime, user=name).memory(f"/memory add I am the {name} deployment")
         await runtime.close()

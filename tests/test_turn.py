@@ -3,7 +3,7 @@ privacy in shared conversations, bad input."""
 
 import asyncio
 import logging
-from dataclasses import replace
+
 import os
 import sys
 
@@ -278,7 +278,7 @@ async def test_a_message_that_cannot_be_stored_is_answered_as_not_saved(make_con
     await Chat(first).say("hello")
     await first.close()
     # The database cannot be written any more (a read-only or full file system).
-    read_only = replace(config, storage=replace(config.storage, url=config.storage.url + "?mode=ro"))
+    read_only = config.changed("storage", url=config.storage.url + "?mode=ro")
     runtime = await build_runtime(read_only, clock=clock)
     try:
         ann = Chat(runtime)

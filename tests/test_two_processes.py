@@ -4,7 +4,6 @@ hold between them, messages keep their arrival order and are answered in it, and
 batch is written once."""
 
 import asyncio
-import dataclasses
 
 import pytest
 
@@ -21,7 +20,7 @@ async def two(request, make_config, clock):
     config = make_config()
     schemas = fresh_schema_url() if request.param == "postgresql" else None
     if schemas:
-        config = dataclasses.replace(config, storage=dataclasses.replace(config.storage, url=await anext(schemas)))
+        config = config.changed("storage", url=await anext(schemas))
     first = await build_runtime(config, clock=clock)
     second = await build_runtime(config, clock=clock)
     yield first, second
