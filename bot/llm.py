@@ -1,11 +1,9 @@
 """The LLM client (SPEC section 8): `openai.AsyncOpenAI` against any OpenAI-compatible base URL.
 
 The openai client itself retries 429 (honouring Retry-After), 408, 5xx, timeouts and connection
-errors with exponential backoff, `max_retries` times. Requests go through the client's `post()`
-with the body encoded once by us: our request is plain JSON already, and
-`chat.completions.create()` would first walk every message against its type annotations (~20 ms
-for a 50-message window). For the same reason answers, plain or streamed chunk by chunk, are
-read as JSON, not built into pydantic models. On top of that this module:
+errors with exponential backoff, `max_retries` times. Requests go through the client's public
+`chat.completions.create()`; a plain answer is read as the JSON the API documents, a streamed one
+chunk by chunk. On top of that this module:
 - retries a *stream* that breaks after it started (the client cannot), telling the caller to
   start its text over;
 - with `tools = "auto"`, detects a server that refuses tools, answers without them and
@@ -25,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import openai
-from openai import AsyncStream
 
 from bot import metrics
 from bot.config import LLMConfig
@@ -34,7 +31,6 @@ log = logging.getLogger(__name__)
 TextSink = Callable[[str], Awaitable[None]]  # receives the whole text so far
 TRY_AGAIN = "send another or try again in a moment"
 STREAM_RETRY_BASE_S = 0.5
-CHAT_PATH = "/chat/completions"
 EMBEDDING_DIMENSIONS = 256  # asked of models that can shorten their vectors (text-embedding-3-*)
 
 
@@ -86,10 +82,6 @@ def _refuses_images(exc: openai.APIStatusError) -> bool:
 def has_images(messages: list[dict[str, Any]]) -> bool:
     return any(isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
                for m in messages)
-
-
-def _encode(request: dict[str, Any]) -> bytes:
-    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _read_completion(data: dict[str, Any]) -> Completion:
@@ -250,38 +242,35 @@ class LLMClient:
                         model)
 
     async def _plain(self, request: dict[str, Any]) -> Completion:
-        body = await self.client.post(CHAT_PATH, content=_encode(request), cast_to=bytes)
+        # The answer is read as the JSON the API documents (a server's odd answer is an LLMError,
+        # never an AttributeError deep in a turn).
+        answer = await self.client.chat.completions.with_raw_response.create(**request)
         try:
-            return _read_completion(json.loads(body))
+            return _read_completion(json.loads(answer.content))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise LLMError("the model server sent an answer we could not read") from exc
 
     async def _streamed(self, request: dict[str, Any], on_text: TextSink) -> Completion:
-        # Chunks arrive as plain dicts (AsyncStream[object]): building a pydantic model for each
-        # of a reply's hundreds of chunks would cost ~0.15 ms apiece.
-        stream = await self.client.post(
-            CHAT_PATH, content=_encode({**request, "stream": True, "stream_options": {"include_usage": True}}),
-            cast_to=object, stream=True, stream_cls=AsyncStream[object],
-        )
+        stream = await self.client.chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True})
         text = ""
         calls: dict[int, dict[str, str]] = {}
         finished = False
-        usage: dict[str, Any] = {}
+        usage = None
         try:
             async for chunk in stream:
-                usage = chunk.get("usage") or usage
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    if delta.get("content"):
-                        text += delta["content"]
+                usage = chunk.usage or usage
+                for choice in chunk.choices or []:
+                    delta = choice.delta
+                    if delta and delta.content:
+                        text += delta.content
                         await on_text(text)
-                    for call in delta.get("tool_calls") or []:
-                        slot = calls.setdefault(call.get("index", 0), {"id": "", "name": "", "arguments": ""})
-                        slot["id"] = call.get("id") or slot["id"]
-                        function = call.get("function") or {}
-                        slot["name"] += function.get("name") or ""
-                        slot["arguments"] += function.get("arguments") or ""
-                    if choice.get("finish_reason"):
+                    for call in (delta.tool_calls if delta else None) or []:
+                        slot = calls.setdefault(call.index or 0, {"id": "", "name": "", "arguments": ""})
+                        slot["id"] = call.id or slot["id"]
+                        slot["name"] += (call.function and call.function.name) or ""
+                        slot["arguments"] += (call.function and call.function.arguments) or ""
+                    if choice.finish_reason:
                         finished = True
         except (asyncio.CancelledError, LLMError):
             raise
@@ -295,8 +284,8 @@ class LLMClient:
             text=text,
             tool_calls=[ToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"])
                         for i, c in sorted(calls.items())],
-            prompt_tokens=usage.get("prompt_tokens") or 0,
-            completion_tokens=usage.get("completion_tokens") or 0,
+            prompt_tokens=(usage and usage.prompt_tokens) or 0,
+            completion_tokens=(usage and usage.completion_tokens) or 0,
         )
 
 
