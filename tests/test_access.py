@@ -1,5 +1,5 @@
 """SPEC section 13 — who may talk: `[access] allow` / `deny`, and a character's own lists.
-(Through the real process and both platforms: tests/test_ecosystem_end_to_end.py.)"""
+(Through the real process and both platforms: tests/test_platforms_end_to_end.py.)"""
 
 import pytest
 

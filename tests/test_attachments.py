@@ -1,7 +1,7 @@
 """SPEC section 13 — images and files: `[llm] vision = "auto" | "on" | "off"`, at most 4 images a
 turn, downscaled, never stored; text files read within the window budget. The platform's
 download is stood in for by each file's `read`; the model is the scripted OpenAI-compatible
-server. (Through the real process, Telegram and Discord: tests/test_ecosystem_end_to_end.py.)"""
+server. (Through the real process, Telegram and Discord: tests/test_platforms_end_to_end.py.)"""
 
 import base64
 import io

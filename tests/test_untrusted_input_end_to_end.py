@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.llm_server import text
-from tests.test_end_to_end import start_bot, stop_bot, write_config
-from tests.test_hardening_end_to_end import final_reply_to
+from tests.process import answer_to, final_reply_to, start_bot, stop_bot, write_config
 
 ANN, BOB = 801, 802
 MB = 1024 * 1024
@@ -116,3 +115,91 @@ async def test_a_catastrophic_lorebook_key_delays_another_chats_reply_by_under_2
     finally:
         log = await stop_bot(process)
     assert "took over 0.1 s to match and is skipped from now on" in log
+
+
+@pytest.mark.timeout(180)
+async def test_an_outsider_meets_a_safe_bot(tmp_path, llm, telegram):
+    config = write_config(tmp_path, llm, telegram)
+    bot = await start_bot(config, telegram, tmp_path, log_level="INFO")
+    try:
+        ann, ann_dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
+        bob, bob_dm = telegram.user(BOB, "Bob"), telegram.chat(BOB)
+
+        # 1. Anonymous admins of two groups are nobody in particular: no memory passes between them.
+        admin = telegram.anonymous_admin()
+        group_a = telegram.chat(-1001, "supergroup", "Group A")
+        group_b = telegram.chat(-1002, "supergroup", "Group B")
+        llm.add(text("Noted."), text("I don't know you."))
+        said = telegram.send(group_a, admin, "@mira_bot please remember that my salary is 99000 dollars",
+                             sender_chat=group_a)
+        await answer_to(telegram, group_a["id"], said)
+        said = telegram.send(group_b, admin, "@mira_bot what do you know about me?", sender_chat=group_b)
+        assert (await answer_to(telegram, group_b["id"], said)).text == "I don't know you."
+        assert "tools" not in llm.requests[-2] and "tools" not in llm.requests[-1]  # nothing can be saved
+        assert "99000" not in llm.prompt_text()
+        said = telegram.send(group_b, admin, "/memory view", sender_chat=group_b)
+        assert "Write as yourself" in (await answer_to(telegram, group_b["id"], said)).text
+
+        # 2. /link: a code entered on the platform that made it is refused; wrong codes pause /link.
+        said = telegram.send(bob_dm, bob, "/link")
+        code = (await answer_to(telegram, BOB, said)).text.split("Your link code is ")[1].split(".")[0]
+        said = telegram.send(ann_dm, ann, f"/link {code}")
+        refused = await answer_to(telegram, ANN, said)
+        assert "Enter it from your account on the other platform" in refused.text and not refused.buttons()
+        for guess in ("AAAAAAAA", "BBBBBBBB", "CCCCCCCC", "DDDDDDDD", "EEEEEEEE"):
+            said = telegram.send(ann_dm, ann, f"/link {guess}")
+            await answer_to(telegram, ANN, said)
+        said = telegram.send(ann_dm, ann, f"/link {code}")
+        assert "/link is paused" in (await answer_to(telegram, ANN, said)).text
+
+        # 5. Numbers that are not ASCII digits within range get the usage text.
+        said = telegram.send(ann_dm, ann, "/memory add I grow tomatoes")
+        await answer_to(telegram, ANN, said)
+        for line, expected in (("/memory delete 99999999999999999999999", "is not a memory number"),
+                               ("/memory view ²", "/memory view takes a scope"),
+                               ("/memory edit ١٢ x", "is not a memory number")):
+            said = telegram.send(ann_dm, ann, line)
+            assert expected in (await answer_to(telegram, ANN, said)).text
+
+        # 6. Forged button data is acknowledged: "This button no longer works".
+        said = telegram.send(ann_dm, ann, "/memory view")
+        view = await answer_to(telegram, ANN, said)
+        answered = len(telegram.calls_to("answerCallbackQuery"))
+        for forged in ("1:view:../../:1", "1:del:99999999999999999999999:all:1", "1:regen:x"):
+            telegram.press(ann_dm, ann, view.message_id, forged)
+        await telegram.wait_for(lambda: len(telegram.calls_to("answerCallbackQuery")) == answered + 3)
+        assert {c.get("text") for c in telegram.calls_to("answerCallbackQuery")[answered:]} == \
+            {"This button no longer works."}
+
+        # 7. An edited command is never run again.
+        said = telegram.send(ann_dm, ann, "/memory add I have a cat")
+        await answer_to(telegram, ANN, said)
+        telegram.edit(ann_dm, ann, said, "/memory add I have a dog")
+        said = telegram.send(ann_dm, ann, "/memory view")
+        listing = (await answer_to(telegram, ANN, said)).text
+        assert "I have a cat" in listing and "I have a dog" not in listing
+
+        # 8. A photo's caption is answered; a bare sticker gets one line.
+        llm.add(text("I can't see it, but I'd love to hear about it."))
+        said = telegram.send(ann_dm, ann, "what is in this picture?", photo=True)
+        assert (await final_reply_to(telegram, ANN, said)).text == "I can't see it, but I'd love to hear about it."
+        said = telegram.send(ann_dm, ann, "", sticker=True)
+        assert (await answer_to(telegram, ANN, said)).text.startswith("I can't see a sticker")
+
+        # 9. 30 new people, 6 DMs each, 20 ms apart: stored and answered in arrival order.
+        llm.default = "ok"
+        people, each = 30, 6
+        before = len(llm.requests)
+        for i in range(each):
+            for n in range(people):
+                telegram.send(telegram.chat(7000 + n), telegram.user(7000 + n, f"P{n}"), f"p{n} m{i}")
+            await asyncio.sleep(0.02)
+        await telegram.wait_for(lambda: len(llm.requests) >= before + people * each, timeout=90)
+        answered_order = [[m["content"] for m in r["messages"] if m["role"] == "user"]
+                          for r in llm.requests[before:]]
+        for n in range(people):
+            mine = [window for window in answered_order if window[-1].startswith(f"p{n} ")]
+            assert [w[-1] for w in mine] == [f"p{n} m{i}" for i in range(each)]  # answered in order
+            assert mine[-1] == [f"p{n} m{i}" for i in range(each)]  # and stored in order
+    finally:
+        await stop_bot(bot)

@@ -21,8 +21,8 @@ from bot.attachments import IMAGE_MAX_SIDE
 from tests.conftest import API_KEY_ENV, ROOT
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_end_to_end import SITECUSTOMIZE, stop_bot
-from tests.test_hardening_end_to_end import answer_to, final_reply_to
+from tests.fakes.llm_server import text
+from tests.process import SITECUSTOMIZE, answer_to, final_reply_to, stop_bot, write_config
 
 ANN, BOB, CAI, DAN, EVE = 701, 702, 703, 704, 705
 GROUP = -100_700
@@ -232,3 +232,62 @@ async def test_discord_lorebook_image_attachment_text_file_and_access(running, l
     assert stored(database, "SELECT * FROM identities WHERE user_id IN (?, ?)",
                   DISCORD_ZED["id"], DISCORD_ROY["id"]) == []
     assert stored(database, "SELECT * FROM messages WHERE content LIKE '%5522%'") == []
+
+
+@pytest.mark.timeout(120)
+async def test_a_fact_pinned_on_discord_is_used_in_telegram_after_link(tmp_path, llm):
+    from tests.fakes.discord_server import FakeDiscord
+
+    telegram, discord_fake = FakeTelegram(), FakeDiscord()
+    await telegram.start()
+    await discord_fake.start()
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    config = tmp_path / "config.toml"
+    config.write_text(open(write_config(tmp_path, llm, telegram)).read() +
+                      'discord_token_env = "MIRA_DISCORD_TOKEN"\n')
+    env = {**os.environ, "PYTHONPATH": f"{hooks}:{ROOT}", "MIRA_TELEGRAM_TOKEN": telegram.token,
+           "MIRA_DISCORD_TOKEN": "discord-e2e-token-456", API_KEY_ENV: "sk-test-not-a-real-key",
+           "KEEPSAKE_TEST_DISCORD_BASE": discord_fake.base}
+    bot = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "--config", str(config), cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        await asyncio.wait_for(discord_fake.identified.wait(), 30)
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
+
+        ann_discord = FakeDiscord.user("900000000000000001", "Ann")
+
+        async def discord_answer(interaction):
+            found = await discord_fake.wait_for(
+                lambda: [m for m in discord_fake.for_interaction(interaction) if m.content], timeout=30)
+            return found[-1].content
+
+        pinned = await discord_answer(await discord_fake.slash(
+            ann_discord, discord_fake.channel_id, "memory", "add", text="I am allergic to peanuts", pin=True))
+        assert pinned.startswith("Saved #1 (pinned)")
+        code = (await discord_answer(await discord_fake.slash(ann_discord, discord_fake.channel_id, "link")))
+        code = code.split("Your link code is ")[1].split(".")[0]
+
+        ann_user, ann_dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
+        asked = telegram.send(ann_dm, ann_user, f"/link {code}")
+        question = (await telegram.wait_for(
+            lambda: [m for m in telegram.bot_messages(ANN) if m.message_id > asked], timeout=30))[0]
+        assert "whoever holds either account sees them all" in question.text
+        telegram.press(ann_dm, ann_user, question.message_id, question.buttons()[0]["callback_data"])
+        linked = await telegram.wait_for(
+            lambda: telegram.message(ANN, question.message_id).text.startswith("Linked") and
+            telegram.message(ANN, question.message_id), timeout=30)
+        assert linked.text.startswith("Linked: discord, telegram")
+
+        llm.add(text("No peanuts, Ann — not even a little."))
+        asked = telegram.send(ann_dm, ann_user, "what should I never eat?")
+        assert (await final_reply_to(telegram, ANN, asked)).text == "No peanuts, Ann — not even a little."
+        assert '"I am allergic to peanuts"' in llm.prompt_text()
+    finally:
+        err = await stop_bot(bot)
+        await telegram.stop()
+        await discord_fake.stop()
+    assert "discord-e2e-token-456" not in err and telegram.token not in err

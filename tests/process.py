@@ -1,0 +1,81 @@
+"""Running the real `python -m bot` process in a test: its config (SPEC section 10), starting
+and stopping it, and reading the fake Telegram's answers to a message."""
+
+import asyncio
+import os
+import signal
+import sys
+
+from tests.conftest import API_KEY_ENV, ROOT
+from tests.fakes.telegram_server import FakeTelegram
+
+
+def write_config(tmp_path, llm, telegram) -> str:
+    config = tmp_path / "config.toml"
+    config.write_text(f"""
+[llm]
+base_url = "{llm.base_url}"
+api_key_env = "{API_KEY_ENV}"
+model = "gpt-4o-mini"
+max_retries = 1
+
+[storage]
+path = "data/keepsake.sqlite3"
+
+[telegram]
+base_url = "{telegram.base_url}"
+
+[[characters]]
+name = "Mira"
+card = "{ROOT / 'characters' / 'mira.json'}"
+telegram_token_env = "MIRA_TELEGRAM_TOKEN"
+""")
+    return str(config)
+
+
+async def start_bot(config: str, telegram: FakeTelegram, tmp_path, log_level: str = "DEBUG"):
+    """The bot process; its stderr is a pipe read when it stops, so a long run logs at INFO (a
+    full pipe would block the process)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MIRA_TELEGRAM_TOKEN": telegram.token,
+           API_KEY_ENV: "sk-test-not-a-real-key", "KEEPSAKE_LOG_LEVEL": log_level}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "--config", config, cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    polls = len(telegram.calls_to("getUpdates"))
+    await telegram.wait_for(lambda: len(telegram.calls_to("getUpdates")) > polls, timeout=30)
+    return process
+
+
+async def stop_bot(process) -> str:
+    process.send_signal(signal.SIGTERM)
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, err.decode()[-2000:]
+    return err.decode()
+
+
+def after(telegram: FakeTelegram, chat_id: int, message_id: int):
+    return [m for m in telegram.bot_messages(chat_id) if m.message_id > message_id]
+
+
+async def answer_to(telegram: FakeTelegram, chat_id: int, message_id: int):
+    return (await telegram.wait_for(lambda: after(telegram, chat_id, message_id), timeout=30))[0]
+
+
+async def final_reply_to(telegram: FakeTelegram, chat_id: int, message_id: int):
+    """The character's reply once streamed whole: its last message carries the Regenerate button."""
+    def final():
+        later = after(telegram, chat_id, message_id)
+        return later if later and later[-1].buttons() else None
+    return (await telegram.wait_for(final, timeout=30))[-1]
+
+
+# Loaded by a bot process whose PYTHONPATH holds it: points discord.py at the fake Discord.
+SITECUSTOMIZE = '''
+import os
+if os.environ.get("KEEPSAKE_TEST_DISCORD_BASE"):
+    import discord, yarl
+    base = os.environ["KEEPSAKE_TEST_DISCORD_BASE"]
+    discord.http.Route.BASE = base + "/api/v10"
+    discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(base.replace("http", "ws") + "/gateway")
+'''
+
