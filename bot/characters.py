@@ -199,7 +199,7 @@ def _card_json_from_charx(raw: bytes, path: Path) -> str:
 
 
 @dataclass(frozen=True)
-class CharacterRuntime:
+class StoredCharacter:
     """A loaded character with its store id and its system prompt's size (counted once)."""
 
     character: Character

@@ -152,10 +152,10 @@ class Keepsake:
         whichever adapter asks first, in message order), after interrupting those of processes
         sharing the database that are gone since. A fresh one is queued again at once, at its
         message's place in line."""
-        runtime = self.turns.character(character)
+        stored = self.turns.character(character)
         await self.store.turns.recover_interrupted_turns()
         claimed = []
-        for row in await self.store.turns.interrupted_turns(platform, runtime.id):
+        for row in await self.store.turns.interrupted_turns(platform, stored.id):
             fresh = self.turns.clock() - row.turn.created_at < RECOVER_WITHIN_S
             if fresh:
                 if (ticket := await self.store.turns.requeue_interrupted_turn(row.turn.id)) is None:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from bot.characters import CharacterRuntime, load_character
+from bot.characters import StoredCharacter, load_character
 from bot.commands import MemoryCommands
 from bot.config import Config
 from bot.core import Keepsake, Notifications
@@ -74,7 +74,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         character = replace(character, lorebook=character.lorebook.counted(counter.count))
         character_id = await store.characters.ensure_character(name)
         prompt_tokens = counter.count(system_prompt(character, "someone", tools=True))
-        characters[name] = CharacterRuntime(character, character_id, prompt_tokens)
+        characters[name] = StoredCharacter(character, character_id, prompt_tokens)
     llm = LLMClient(config.llm, http_client=llm_http_client)
     window = config.llm.context_window
     summarizer = Summarizer(store, llm, counter, {rt.id: rt for rt in characters.values()}, window, clock=clock)

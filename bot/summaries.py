@@ -19,7 +19,7 @@ import logging
 import time
 from typing import Callable, Sequence
 
-from bot.characters import CharacterRuntime
+from bot.characters import StoredCharacter
 from bot.conversation_tasks import ConversationTasks
 from bot.llm import LLMClient, LLMError
 from bot.summary_prompts import (
@@ -67,7 +67,7 @@ class Summarizer:
         store: Store,
         llm: LLMClient,
         counter: TokenCounter,
-        characters: dict[int, CharacterRuntime],
+        characters: dict[int, StoredCharacter],
         context_window: int,
         clock: Callable[[], float] = time.time,
     ):

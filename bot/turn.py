@@ -38,7 +38,7 @@ from typing import Awaitable, Callable, Hashable, Sequence
 from bot import metrics
 from bot.actions import encode_action
 from bot.contract import STALE_BUTTON
-from bot.characters import CharacterRuntime
+from bot.characters import StoredCharacter
 from bot.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.limits import TOO_FAST, TOO_FAST_FOR_CALLS, CallLimits
 from bot.llm import Completion, ImagesRefused, LLMClient, LLMError
@@ -78,13 +78,13 @@ class ArrivalOrder:
     def __init__(self) -> None:
         self._lines: dict[Hashable, deque[asyncio.Future]] = {}
 
-    def join(self, key: Hashable) -> "_Place":
+    def join(self, key: Hashable) -> "_Spot":
         line = self._lines.setdefault(key, deque())
         ready = asyncio.get_running_loop().create_future()
         if not line:
             ready.set_result(None)
         line.append(ready)
-        return _Place(self, key, ready)
+        return _Spot(self, key, ready)
 
     def _leave(self, key: Hashable, ready: asyncio.Future) -> None:
         line = self._lines[key]
@@ -97,7 +97,7 @@ class ArrivalOrder:
 
 
 
-class _Place:
+class _Spot:
     def __init__(self, order: ArrivalOrder, key: Hashable, ready: asyncio.Future):
         self.order, self.key, self.ready = order, key, ready
 
@@ -116,7 +116,7 @@ class _Place:
 class _Queued:
     """A stored message whose turn waits in its conversation's line."""
 
-    runtime: CharacterRuntime
+    character: StoredCharacter
     conversation: ConversationRow
     person_id: int | None
     user_row: MessageRow
@@ -135,7 +135,7 @@ class TurnHandler:
         store: Store,
         llm: LLMClient,
         counter: TokenCounter,
-        characters: dict[str, CharacterRuntime],
+        characters: dict[str, StoredCharacter],
         context_window: int,
         clock: Callable[[], float] = time.time,
         recall_tokens: int = 0,
@@ -153,7 +153,7 @@ class TurnHandler:
         self.clock = clock
         self.arrivals = ArrivalOrder()  # storing and queueing, per conversation key
 
-    def character(self, name: str) -> CharacterRuntime:
+    def character(self, name: str) -> StoredCharacter:
         return self.characters[name.casefold()]
 
     async def conversation_for(self, key: ConversationKey) -> ConversationRow:
@@ -195,7 +195,7 @@ class TurnHandler:
         seen = await prepare_images(queued.images)
         with metrics.TURN_WAIT_SECONDS.time():
             new_turn = await self.store.turns.start_turn(queued.ticket)
-        return await self._answer(queued.runtime, queued.conversation, queued.person_id, queued.user_row, new_turn,
+        return await self._answer(queued.character, queued.conversation, queued.person_id, queued.user_row, new_turn,
                                   on_text, unseen=queued.unseen + seen.unreadable, images=seen.looked_at,
                                   embedding=embedding)
 
@@ -221,7 +221,7 @@ class TurnHandler:
         tokens = self.counter.count(text)
         if tokens > budget:
             return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
-        runtime = self.character(message.conversation.character)
+        stored = self.character(message.conversation.character)
         try:
             person_id = await self.person_for(message.speaker)
             conversation = await self.conversation_for(message.conversation)
@@ -238,14 +238,14 @@ class TurnHandler:
             return Reply("", duplicate=True)
         if arrival.ticket is None:
             return Reply(TOO_FAST.format(limit=self.limits.per_minute, seconds=arrival.wait_s), is_error=True)
-        return _Queued(runtime, conversation, person_id, arrival.message, arrival.ticket, unseen, images)
+        return _Queued(stored, conversation, person_id, arrival.message, arrival.ticket, unseen, images)
 
     async def regenerate(
         self, key: ConversationKey, presser: Identity, turn: str, on_text: ReplySink | None = None
     ) -> Reply:
         """Replace the latest reply, undoing the memory writes its turn made (pinned entries
         are left alone). Only the person it answered may do this."""
-        runtime = self.character(key.character)
+        stored = self.character(key.character)
         person_id = await self.person_for(presser)
         conversation = await self.conversation_for(key)
         if refusal := await self.regenerate_refusal(key, presser, turn):
@@ -259,7 +259,7 @@ class TurnHandler:
             return Reply(NOT_LATEST, is_error=True)
         user_row = await self.store.conversations.message(old.user_message_id)
         assert user_row is not None  # a turn's message goes only with the turn
-        return await self._answer(runtime, conversation, person_id, user_row, new_turn, on_text)
+        return await self._answer(stored, conversation, person_id, user_row, new_turn, on_text)
 
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn_id: str) -> str | None:
         """Why this person may not regenerate this reply now, or None if they may. `turn_id`
@@ -280,17 +280,17 @@ class TurnHandler:
                            on_text: ReplySink | None = None) -> Reply:
         """Answer a message a crash cut off (its memory writes were undone), its turn queued
         again at the message's place in line (bot/core.py, `Keepsake.cut_off`)."""
-        runtime = self.character(key.character)
+        stored = self.character(key.character)
         conversation = await self.conversation_for(key)
         user_row = await self.store.conversations.message(message_id)
         assert user_row is not None  # a message waiting to be answered again is not deleted
         new_turn = await self.store.turns.start_turn(ticket)
-        return await self._answer(runtime, conversation, user_row.person_id, user_row, new_turn, on_text)
+        return await self._answer(stored, conversation, user_row.person_id, user_row, new_turn, on_text)
 
     @metrics.timed_turn
     async def _answer(
         self,
-        runtime: CharacterRuntime,
+        stored: StoredCharacter,
         conversation: ConversationRow,
         person_id: int | None,
         user_row: MessageRow,
@@ -305,20 +305,20 @@ class TurnHandler:
         the message's vector on its way (semantic recall), when it was asked for already."""
         sink = self._recording(turn_id, on_text) if on_text else None
         try:
-            learning = person_id is not None and await self.store.memories.learning_enabled(person_id, runtime.id)
-            memories = await memories_for_prompt(self.store, person_id, runtime.id) if learning else None
+            learning = person_id is not None and await self.store.memories.learning_enabled(person_id, stored.id)
+            memories = await memories_for_prompt(self.store, person_id, stored.id) if learning else None
             summary = await self.store.summaries.summaries(conversation.id)
             newest_first = await self.store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=user_row.pos)
             window = live_window(newest_first, self.context_window)
             recalled = await self._recall(conversation.id, user_row, newest_first, window, embedding)
             lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
-                runtime.character.lorebook.entries_for, [m.content for m in reversed(window)], self.context_window)
+                stored.character.lorebook.entries_for, [m.content for m in reversed(window)], self.context_window)
             tools_on = learning and self.llm.tools_supported is not False
 
             def prompt_with(images: Sequence[tuple[str, str]], unseen: Sequence[str]) -> Prompt:
                 return build_prompt(
-                    character=runtime.character,
-                    character_tokens=runtime.prompt_tokens,
+                    character=stored.character,
+                    character_tokens=stored.prompt_tokens,
                     speaker_name=user_row.speaker_name,
                     shared=conversation.is_shared,
                     memories=memories,
@@ -333,7 +333,7 @@ class TurnHandler:
                 )
 
             prompt = prompt_with(images, unseen)
-            tools = MemoryTools(self.store, self.counter, person_id, runtime.id, turn_id) if tools_on else None
+            tools = MemoryTools(self.store, self.counter, person_id, stored.id, turn_id) if tools_on else None
             try:
                 completion = await self._complete_with_tools(prompt.messages, tools, sink)
             except ImagesRefused:  # vision "auto", and the server cannot take images: without them
@@ -354,7 +354,7 @@ class TurnHandler:
             "at": self.clock(),
             "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
         }
-        await self.store.turns.finish_turn(turn_id, user_row, runtime.character.name, text, self.counter.count(text),
+        await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, text, self.counter.count(text),
                                            receipt)
         buttons = []
         if person_id is not None:  # nobody in particular cannot press a button

@@ -138,9 +138,9 @@ class MemoryCommands:
 
     async def _person(self, ctx: CommandContext) -> Person:
         assert ctx.identity is not None, "nobody in particular has no memories"
-        runtime = self.turns.character(ctx.conversation.character)
+        stored = self.turns.character(ctx.conversation.character)
         person_id = await self.store.people.person_for_identity(ctx.identity.platform, ctx.identity.user_id)
-        return Person(person_id, runtime.id, runtime.character.name)
+        return Person(person_id, stored.id, stored.character.name)
 
     async def _press_cancel(self, ctx, person: Person, verb: str) -> CommandResult:
         return CommandResult("Cancelled: nothing was changed.")
