@@ -9,6 +9,8 @@
   and every RECOVER_EVERY_S after (`keep_recovering`), since another process sharing the
   database may die mid-reply at any time.
 - `notified`: a background result (a rebuild finished) sent to its conversation.
+- `write_first`: a check-in (SPEC 14), split like a reply; a platform's refusal to reach the
+  person (`refuses_person`) is `Unreachable`.
 
 A platform adapter subclasses `ChatAdapter` and supplies the primitives: where a conversation
 lives (`Place`), and how to send, edit and delete a message there. Messages are named by their
@@ -23,7 +25,7 @@ from typing import Any, Awaitable, Callable, Generic, TypeVar
 
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream
-from bot.contract import INTERRUPTED, Button, ConversationKey, Core, Identity, IncomingMessage, Reply
+from bot.contract import INTERRUPTED, Button, ConversationKey, Core, Identity, IncomingMessage, Reply, Unreachable
 
 log = logging.getLogger(__name__)
 RECOVER_EVERY_S = 15.0
@@ -61,6 +63,10 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     @abc.abstractmethod
     def typing(self, place: Place) -> Any:
         """An async context manager keeping the typing indicator on."""
+
+    @abc.abstractmethod
+    def refuses_person(self, failure: BaseException) -> bool:
+        """Whether this platform error means the person cannot be written to (a blocked bot)."""
 
     # -- the shared flow ----------------------------------------------------------------------
     async def answer(self, place: Place, incoming: IncomingMessage) -> None:
@@ -141,6 +147,20 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             except Exception:
                 log.exception("%s: recovering interrupted replies failed; trying again later", self.platform)
             await self.core.stray_found(RECOVER_EVERY_S)  # at once when a waiting turn found one
+
+    async def write_first(self, conversation: ConversationKey, text: str, buttons: list[list[Button]]) -> list[str]:
+        """A check-in in a one-to-one conversation (SPEC 14); the ids of its messages."""
+        place = self.place_of(conversation)
+        chunks = split_message(text, self.limit)
+        ids: list[str] = []
+        try:
+            for i, chunk in enumerate(chunks):
+                ids.append(await self.send(place, chunk, buttons if i == len(chunks) - 1 else [], None))
+        except self.failures as failure:
+            if self.refuses_person(failure):
+                raise Unreachable(str(failure)) from failure
+            raise
+        return ids
 
     async def notified(self, conversation: ConversationKey, text: str) -> None:
         if conversation.platform != self.platform or conversation.character != self.character_name:

@@ -198,7 +198,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, sharing the event loop with the other adapters."""
-        with self.core.listening(self.notified):
+        with self.core.listening(self.notified), self.core.writing_first(self):
             await self._serve(stop)
 
     async def _serve(self, stop: asyncio.Event) -> None:
@@ -235,6 +235,18 @@ class DiscordAdapter(ChatAdapter[Messageable]):
 
     def typing(self, place: Messageable):
         return place.typing()
+
+    def refuses_person(self, failure: BaseException) -> bool:
+        # 50007: "Cannot send messages to this user" (they left every shared server, or closed DMs)
+        return isinstance(failure, discord.Forbidden)
+
+    async def may_write_to(self, conversation: ConversationKey, user_id: str) -> bool:
+        """[access] as for a message from this person in their DM (SPEC 13), roles looked up."""
+        try:
+            user = self.client.get_user(int(user_id)) or await self.client.fetch_user(int(user_id))
+        except discord.HTTPException:
+            return False  # not found, or Discord is unreachable: no check-in now
+        return await self.lets_in(user, self.client.get_channel(int(conversation.chat_id)))
 
     async def send(self, place: Messageable, text: str, buttons: list[list[Button]], reply_to: str | None,
                    formatted: bool = True) -> str:

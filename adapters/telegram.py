@@ -265,7 +265,7 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set: the manual lifecycle, sharing the event loop."""
         application = self.application or self.build()
-        with self.core.listening(self.notified):
+        with self.core.listening(self.notified), self.core.writing_first(self):
             await self._serve(application, stop)
 
     async def _serve(self, application: Application, stop: asyncio.Event) -> None:
@@ -402,6 +402,13 @@ class TelegramAdapter(ChatAdapter[Place]):
 
     def place_of(self, conversation: ConversationKey) -> Place:
         return Place.of(conversation)
+
+    def refuses_person(self, failure: BaseException) -> bool:
+        return isinstance(failure, Forbidden)  # "bot was blocked by the user", "user is deactivated"
+
+    async def may_write_to(self, conversation: ConversationKey, user_id: str) -> bool:
+        """[access] as for a message from this person in this chat (SPEC 13)."""
+        return self.core.lets_in(self.character_name, Asker(PLATFORM, user_id, (conversation.chat_id,)))
 
     def typing(self, place: Place):
         return typing(lambda: self.bot.send_chat_action(place.chat_id, ChatAction.TYPING,

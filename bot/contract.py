@@ -142,6 +142,11 @@ class SettingProblem(ValueError):
         self.key, self.text = key, text
 
 
+class Unreachable(Exception):
+    """The platform will not deliver to this person (they blocked the bot: Telegram's 403,
+    Discord's "cannot send messages to this user")."""
+
+
 class PlatformRefused(Exception):
     """A platform error that cannot heal (a revoked or wrong token: HTTP 401). The adapter that
     raises it stops for good: retrying would only repeat it (SPEC section 9)."""
@@ -227,6 +232,19 @@ ReplySink = Callable[[str], Awaitable["str | None"]]
 # An adapter's way to tell a person something unprompted (a rebuild finished): (the
 # conversation, text); it ignores conversations of other platforms and characters.
 Notifier = Callable[[ConversationKey, str], Awaitable[None]]
+
+
+class FirstWriter(Protocol):
+    """An adapter's way to write first in a one-to-one conversation (check-ins, SPEC 14)."""
+
+    platform: str
+    character_name: str  # the character it runs, as the config spells it
+
+    async def may_write_to(self, key: ConversationKey, user_id: str) -> bool:
+        """[access] for this person, as for a message they would send there."""
+
+    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]]) -> list[str]:
+        """Send the message; the platform ids it shows as. Raises Unreachable when refused."""
 
 
 class Core(Protocol):
@@ -318,3 +336,6 @@ class Core(Protocol):
 
     def listening(self, notifier: Notifier) -> AbstractContextManager[None]:
         """Deliver background notifications to `notifier` while the block runs."""
+
+    def writing_first(self, writer: FirstWriter) -> AbstractContextManager[None]:
+        """Deliver the character's check-ins on the writer's platform while the block runs."""

@@ -10,6 +10,7 @@ import contextlib
 import logging
 from typing import Any, Awaitable, Callable, Iterator
 
+from bot.checkins import CheckIns
 from bot.commands import MemoryCommands
 from bot.commands.table import TABLE, help_text
 from bot.config import Config
@@ -21,6 +22,7 @@ from bot.contract import (
     CommandSpec,
     ConversationKey,
     CutOff,
+    FirstWriter,
     Identity,
     IncomingMessage,
     Notifier,
@@ -68,8 +70,9 @@ class Keepsake:
     """The Core protocol (bot/contract.py), for every adapter of this process."""
 
     def __init__(self, config: Config, store: Store, turns: TurnHandler, commands: MemoryCommands,
-                 notifications: Notifications, after_delivery: Callable[[int], None]):
+                 notifications: Notifications, checkins: CheckIns, after_delivery: Callable[[int], None]):
         self.config = config
+        self.checkins = checkins
         self.store = store
         self.turns = turns
         self.commands = commands
@@ -236,3 +239,6 @@ class Keepsake:
 
     def listening(self, notifier: Notifier) -> contextlib.AbstractContextManager[None]:
         return self.notifications.listening(notifier)
+
+    def writing_first(self, writer: FirstWriter) -> contextlib.AbstractContextManager[None]:
+        return self.checkins.writing_first(writer)

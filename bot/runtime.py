@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from bot.characters import StoredCharacter, load_character
+from bot.checkins import CheckIns
 from bot.commands import MemoryCommands
 from bot.config import Config
 from bot.core import Keepsake, Notifications
@@ -43,6 +44,7 @@ class Runtime:
     commands: MemoryCommands
     jobs: BackgroundJobs
     notifications: Notifications
+    checkins: CheckIns
     core: Keepsake  # what adapters get (the Core protocol of bot/contract.py)
 
     def start(self) -> None:
@@ -88,7 +90,12 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                         limits=CallLimits(store, config.limits.turns_per_minute), semantic=semantic)
     notifications = Notifications(store, turns)
     rebuilds = Rebuilds(store, summarizer, notifications.notify)
-    commands = MemoryCommands(turns, rebuilds, clock=clock)
-    jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic)
-    core = Keepsake(config, store, turns, commands, notifications, after_delivery=summarizer.schedule)
-    return Runtime(config, store, llm, counter, turns, summarizer, rebuilds, commands, jobs, notifications, core)
+    writes_first = frozenset(c.name.casefold() for c in config.characters if c.checkins)
+    commands = MemoryCommands(turns, rebuilds, clock=clock, writes_first=writes_first)
+    checkins = CheckIns(store, turns, llm, counter, {c.name: c.checkins for c in config.characters if c.checkins},
+                        after_delivery=summarizer.schedule, clock=clock)
+    jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
+                          checkins=checkins)
+    core = Keepsake(config, store, turns, commands, notifications, checkins, after_delivery=summarizer.schedule)
+    return Runtime(config, store, llm, counter, turns, summarizer, rebuilds, commands, jobs, notifications, checkins,
+                   core)

@@ -24,6 +24,7 @@ from typing import Awaitable, Callable
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from bot.checkins import CheckIns
 from bot.config import StorageConfig
 from bot.rebuild import Rebuilds
 from bot.semantic import SemanticRecall
@@ -44,8 +45,10 @@ EMBED_LEASE_S = 300.0
 
 class BackgroundJobs:
     def __init__(self, store: Store, summarizer: Summarizer, rebuilds: Rebuilds, storage: StorageConfig,
-                 clock: Callable[[], float] = time.time, semantic: SemanticRecall | None = None):
+                 clock: Callable[[], float] = time.time, semantic: SemanticRecall | None = None,
+                 checkins: CheckIns | None = None):
         self.store = store
+        self.checkins = checkins
         self.semantic = semantic
         self.summarizer = summarizer
         self.rebuilds = rebuilds
@@ -65,6 +68,8 @@ class BackgroundJobs:
         ]
         if self.semantic is not None:
             jobs.append(("recall-embeddings", self.embed_waiting, {"seconds": EMBED_EVERY_S}))
+        if self.checkins is not None:  # SPEC 14: a scan per character with [characters.checkins]
+            jobs += [(job_id, scan, {"seconds": every}) for job_id, scan, every in self.checkins.jobs()]
         for job_id, func, every in jobs:
             self.scheduler.add_job(self._stoppable(func), "interval", id=job_id, replace_existing=True,
                                    coalesce=True, max_instances=1, next_run_time=datetime.now(timezone.utc),

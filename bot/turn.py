@@ -39,6 +39,8 @@ from bot import metrics
 from bot.actions import encode_action
 from bot.contract import STALE_BUTTON
 from bot.characters import StoredCharacter
+from bot.checkins import MIN_MESSAGES as CHECKIN_MIN_MESSAGES
+from bot.checkins import counts_for_checkins
 from bot.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.limits import TOO_FAST, TOO_FAST_FOR_CALLS, CallLimits
 from bot.llm import Completion, ImagesRefused, LLMClient, LLMError
@@ -229,7 +231,8 @@ class TurnHandler:
             # and queued in the conversation's line in the database (every process), in arrival order.
             arrival = await self.store.turns.store_and_queue(
                 conversation.id, person_id, clean_text(message.speaker_name), text, tokens,
-                message.platform_message_id, self.limits.limit_for(person_id, message.conversation))
+                message.platform_message_id, self.limits.limit_for(person_id, message.conversation),
+                checkin_from=CHECKIN_MIN_MESSAGES if counts_for_checkins(message.conversation, person_id) else None)
         except Exception:
             log.exception("a message to %s could not be stored", message.conversation)
             return Reply(NOT_SAVED, is_error=True)

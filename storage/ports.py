@@ -317,10 +317,13 @@ class Turns(abc.ABC):
 
     @abc.abstractmethod
     async def store_and_queue(self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
-                              tokens: int, platform_message_id: str | None, limit: CallLimit | None) -> Arrival:
+                              tokens: int, platform_message_id: str | None, limit: CallLimit | None,
+                              checkin_from: int | None = None) -> Arrival:
         """In one transaction: store a person's message (once per platform id in its
         conversation), take a model call under `limit` (checked and counted atomically, in
-        every process), and queue its turn — or, past the limit, keep the message unqueued."""
+        every process), and queue its turn — or, past the limit, keep the message unqueued.
+        `checkin_from` (one-to-one conversations with a person): count the message for
+        check-ins, which wait from that many of the person's messages on (SPEC 14)."""
 
     @abc.abstractmethod
     async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
@@ -581,6 +584,48 @@ class Vectors(abc.ABC):
 NEAREST_SCAN_LIMIT = 5_000  # SQLite scores at most this many of a conversation's vectors a turn (~15 ms)
 
 
+@dataclass(frozen=True)
+class Absence:
+    """A one-to-one conversation whose person has been away since `last_at` (SPEC 14)."""
+
+    conversation_id: int
+    person_id: int
+    last_at: float
+
+
+class Checkins(abc.ABC):
+    """Writing first after an absence (SPEC 14). A person's message in a one-to-one conversation
+    is counted by `Turns.store_and_queue`; from then on the conversation waits for one check-in,
+    found through an index, until one is stored or the person turns them off."""
+
+    @abc.abstractmethod
+    async def due(self, character_id: int, platform: str, absent_since: float, limit: int) -> list[Absence]:
+        """The oldest absences of this character's conversations on this platform whose person
+        last wrote before `absent_since` and that wait for a check-in."""
+
+    @abc.abstractmethod
+    async def store(self, absence: Absence, speaker_name: str, content: str, tokens: int,
+                    receipt: dict[str, Any]) -> MessageRow | None:
+        """In one transaction: mark the absence's check-in sent and store it as the character's
+        message, with its receipt (a turn of kind 'checkin'). None when it is no longer due (sent
+        by another process, or the person wrote meanwhile)."""
+
+    @abc.abstractmethod
+    async def withdraw(self, absence: Absence, message_id: int, wait_again: bool) -> None:
+        """A stored check-in could not be delivered: it goes, with its turn. `wait_again`: the
+        absence waits for a check-in again (else not until the person writes)."""
+
+    @abc.abstractmethod
+    async def pass_over(self, absence: Absence) -> None:
+        """No check-in for this absence (the person may not be written to)."""
+
+    @abc.abstractmethod
+    async def set_wanted(self, person_id: int, character_id: int, wanted: bool, from_messages: int) -> None:
+        """The person's choice for this character (`/checkins on|off`, the button); with it on,
+        their conversations that have `from_messages` messages and no check-in since they last
+        wrote wait for one again."""
+
+
 class Coordination(abc.ABC):
     """What several processes sharing one database agree on (SPEC sections 9 and 12) besides
     who answers a conversation now (a running turn, see Turns.begin_turn): who runs a piece of
@@ -621,6 +666,7 @@ class Store(abc.ABC):
     recall: Recall
     vectors: Vectors
     coordination: Coordination
+    checkins: Checkins
 
     @abc.abstractmethod
     async def close(self) -> None: ...

@@ -94,7 +94,7 @@ async def test_a_mention_in_a_channel_is_answered(bot, discord_fake, llm):
 
 async def test_commands_are_synced_at_start_up(bot, discord_fake):
     names = {c["name"]: c for c in discord_fake.commands}
-    assert set(names) == {"memory", "link", "forgetme", "Remember this"}
+    assert set(names) == {"memory", "link", "forgetme", "checkins", "Remember this"}
     subcommands = {o["name"]: o for o in names["memory"]["options"]}
     assert set(subcommands) == {"view", "add", "edit", "delete", "pin", "unpin", "clear", "summary", "rebuild",
                                 "learning", "generate", "save", "why", "export"}

@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable
 from bot.actions import NOT_YOUR_BUTTON, decode_action
 from bot.commands.account import AccountCommands
 from bot.commands.base import Person, Press, UsageError
+from bot.commands.checkins import CheckinCommands
 from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands
 from bot.commands.summary import SummaryCommands
@@ -35,7 +36,8 @@ class MemoryCommands:
     """The router: one table of commands and one of button verbs, gathered from the modules by
     subject; it checks who asks before any of them runs."""
 
-    def __init__(self, turns: TurnHandler, rebuilds: Rebuilds, clock: Callable[[], float] = time.time):
+    def __init__(self, turns: TurnHandler, rebuilds: Rebuilds, clock: Callable[[], float] = time.time,
+                 writes_first: frozenset[str] = frozenset()):
         self.turns = turns
         self.store = turns.store
         self.clock = clock
@@ -47,7 +49,7 @@ class MemoryCommands:
         # Every button verb, with the kinds of its arguments (parsed fail-closed, see Press).
         self.presses: dict[str, Press] = {"cancel": Press(self._press_cancel)}
         for subject in (SavedMemoryCommands(turns, turns.counter, clock), summary, self.drafts,
-                        AccountCommands(turns.store, rebuilds, clock)):
+                        AccountCommands(turns.store, rebuilds, clock), CheckinCommands(turns.store, writes_first)):
             self.commands |= subject.commands
             self.presses |= subject.presses
 

@@ -57,6 +57,9 @@ TABLE: tuple[CommandSpec, ...] = (
     CommandSpec("link", "Link your Discord and Telegram accounts", options=(
         OptionSpec("code", "The code you got from /link on your other account"),)),
     CommandSpec("forgetme", "Delete everything stored about you (asks first)"),
+    CommandSpec("checkins", "Let me write first after you've been away a while, or not", options=(
+        OptionSpec("state", "on: I may write first after a while; off: I never do", required=True,
+                   choices=("on", "off")),), platforms=frozenset({"discord", "telegram"})),
     CommandSpec("help", "How I work", platforms=TEXT_ONLY),
 )
 

@@ -8,7 +8,7 @@ seconds since the epoch, as there. Ids are identities BY DEFAULT so `storage cop
 
 from __future__ import annotations
 
-from storage.sql.migrations import HARDENING_II
+from storage.sql.migrations import CHECKINS, HARDENING_II
 
 MIGRATIONS: list[str] = [
     # 1 — everything the SQLite store has after its migration 8, and the processes sharing the
@@ -271,4 +271,6 @@ MIGRATIONS: list[str] = [
     HARDENING_II + """
     UPDATE turns SET receipt = jsonb_set(receipt::jsonb, '{recall}', '[]'::jsonb)::text WHERE receipt LIKE '%"opening"%';
     """,
+    # 5 — writing first after an absence (SPEC 14), as SQLite's 13.
+    CHECKINS,
 ]

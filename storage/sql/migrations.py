@@ -20,3 +20,19 @@ HARDENING_II = """
     CREATE INDEX model_calls_who ON model_calls(who, at);
     CREATE INDEX memory_journal_memory ON memory_journal(memory_id) WHERE NOT undone;
 """
+
+CHECKINS = """
+    ALTER TABLE person_settings ADD COLUMN checkins BOOLEAN NOT NULL DEFAULT true;
+    ALTER TABLE turns ADD COLUMN kind TEXT NOT NULL DEFAULT 'reply';
+    CREATE TABLE checkins (
+        conversation_id  BIGINT PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+        character_id     BIGINT NOT NULL,
+        platform         TEXT NOT NULL,
+        person_id        BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        messages         INTEGER NOT NULL,           -- the person's messages here
+        last_at          DOUBLE PRECISION NOT NULL,  -- when the person last wrote
+        waiting          BOOLEAN NOT NULL,           -- a check-in may follow this absence
+        sent_at          DOUBLE PRECISION            -- the last check-in
+    );
+    CREATE INDEX checkins_due ON checkins(character_id, platform, last_at) WHERE waiting;
+"""

@@ -73,13 +73,14 @@ class SQLPeople(People):
                 to_unpin += over
             await tx.execute(f"UPDATE memories SET pinned = false WHERE id {self.db.dialect.in_ids(1)}",
                              self.db.dialect.ids(to_unpin))
-            for table in ("memories", "identities", "messages", "turns", "turn_queue", "link_failures"):
+            for table in ("memories", "identities", "messages", "turns", "turn_queue", "link_failures", "checkins"):
                 await tx.execute(f"UPDATE {table} SET person_id = $1 WHERE person_id = $2", keep, absorb)
-            # Learn from chat: where the two differ, off wins (the more private choice).
+            # Learn from chat and check-ins: where the two differ, off wins (the more private choice).
             await tx.execute(
-                "INSERT INTO person_settings (person_id, character_id, learn) "
-                "SELECT $1, character_id, learn FROM person_settings WHERE person_id = $2 "
-                "ON CONFLICT (person_id, character_id) DO UPDATE SET learn = person_settings.learn AND excluded.learn",
+                "INSERT INTO person_settings (person_id, character_id, learn, checkins) "
+                "SELECT $1, character_id, learn, checkins FROM person_settings WHERE person_id = $2 "
+                "ON CONFLICT (person_id, character_id) DO UPDATE SET learn = person_settings.learn AND excluded.learn, "
+                "checkins = person_settings.checkins AND excluded.checkins",
                 keep, absorb)
             await tx.execute("DELETE FROM persons WHERE id = $1", absorb)
             await tx.execute("DELETE FROM link_codes WHERE person_id = $1", keep)  # a code works once

@@ -4,6 +4,7 @@ vectors, and the upkeep every backend shares."""
 from __future__ import annotations
 
 from storage.ports import ANSWER_ORIGINS_KEPT_S, DELIVERIES_KEPT_S, MemoryCaps, Recall, Store, Vectors
+from storage.sql.checkins import SQLCheckins
 from storage.sql.conversations import SQLConversations
 from storage.sql.coordination import SQLCoordination
 from storage.sql.database import Database
@@ -29,6 +30,7 @@ class SQLStore(Store):
         self.recall = recall
         self.vectors = vectors
         self.coordination = SQLCoordination(db, holder)
+        self.checkins = SQLCheckins(db)
 
     async def close(self) -> None:
         await self.db.close()

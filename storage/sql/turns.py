@@ -23,6 +23,7 @@ from typing import Any
 
 from storage.ports import RECOVER_WITHIN_S, Arrival, CallLimit, InterruptedTurn, MessageRow, Turns, TurnRow
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
+from storage.sql.checkins import count_person_message
 from storage.sql.conversations import insert_message, next_place
 from storage.sql.coordination import take_call
 from storage.sql.database import Database
@@ -45,13 +46,16 @@ class SQLTurns(Turns):
 
     # -- arriving and waiting --------------------------------------------------------------
     async def store_and_queue(self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
-                              tokens: int, platform_message_id: str | None, limit: CallLimit | None) -> Arrival:
+                              tokens: int, platform_message_id: str | None, limit: CallLimit | None,
+                              checkin_from: int | None = None) -> Arrival:
         now = self.db.clock()
         async with self.db.transaction() as tx:
             stored = await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "user",
                                           person_id, speaker_name, content, tokens, platform_message_id, now)
             if stored is None:
                 return Arrival(None)
+            if checkin_from is not None and person_id is not None:
+                await count_person_message(tx, conversation_id, person_id, now, checkin_from)
             if limit is not None and (wait := await take_call(self.db, tx, limit, now)) is not None:
                 return Arrival(stored, wait_s=wait)
             ticket = await tx.value(QUEUE + "VALUES ($1, $2, $3, $4, $5) RETURNING id",
@@ -195,7 +199,8 @@ class SQLTurns(Turns):
                 "UPDATE turns SET status = CASE WHEN id = $1 THEN 'done' ELSE 'replaced' END, "
                 "reply_message_id = CASE WHEN id = $1 THEN $2 ELSE reply_message_id END, "
                 "receipt = CASE WHEN id = $1 THEN $3 ELSE receipt END "
-                "WHERE id = $1 OR (user_message_id = $4 AND status = 'done') RETURNING id, reply_message_id",
+                "WHERE id = $1 OR (user_message_id = $4 AND status = 'done' AND kind = 'reply') "
+                "RETURNING id, reply_message_id",
                 turn_id, reply.id, json.dumps(receipt), user_message.id)
             replaced = [r["reply_message_id"] for r in old_replies if r["id"] != turn_id and r["reply_message_id"]]
             await tx.execute(f"DELETE FROM messages WHERE id {self.db.dialect.in_ids(1)}", self.db.dialect.ids(replaced))

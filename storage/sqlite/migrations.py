@@ -7,7 +7,7 @@ released: a change to the schema is a new entry at the end of MIGRATIONS.
 
 from __future__ import annotations
 
-from storage.sql.migrations import HARDENING_II
+from storage.sql.migrations import CHECKINS, HARDENING_II
 
 MIGRATIONS: list[str] = [
     # 1 — people, characters, conversations, messages, turns, saved memories and their journal.
@@ -318,4 +318,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE conversations ADD COLUMN last_pos INTEGER NOT NULL DEFAULT 0;
     UPDATE conversations SET last_pos = COALESCE((SELECT MAX(pos) FROM messages WHERE conversation_id = conversations.id), 0);
     """,
+    # 13 — writing first after an absence (SPEC 14): each one-to-one conversation's absence, the
+    # person's choice per character, and turns that answer no message (a check-in's receipt).
+    CHECKINS,
 ]

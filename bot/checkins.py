@@ -1,0 +1,188 @@
+"""Writing first after an absence (SPEC 14): check-ins, off unless a character has
+`[characters.checkins]`.
+
+- Only one-to-one conversations with a person on a chat platform count (never a group, a server
+  channel, the console, or nobody in particular): `Turns.store_and_queue` counts the person's
+  messages there, and from `MIN_MESSAGES` on each absence waits for one check-in.
+- A scheduled scan per character (every `scan_seconds`) finds, through an index, the absences
+  older than `after_hours` — never inside `quiet_hours` read in `timezone` — for each platform
+  whose adapter runs in this process and can write first (`FirstWriter`).
+- Each is claimed through the database (one process at a time); someone `[access]` denies is
+  passed over; past `[limits]` it waits for a later scan (a check-in is a model call). The model
+  writes it from what a turn reads (card, the person's saved memories in play, the summary, the
+  live window; no recall, no tools) with `INSTRUCTION`; it is stored with its "sent" mark and its
+  receipt in one transaction (a failed model call leaves the absence waiting), then delivered
+  with a "🔕 Don't write first" button. A platform that refuses (a blocked bot) takes the stored
+  check-in back and leaves the person alone until they write again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from bot.actions import encode_action
+from bot.characters import StoredCharacter
+from bot.config import CheckinsConfig
+from bot.contract import Button, ConversationKey, FirstWriter, Unreachable
+from bot.llm import LLMClient, LLMError
+from bot.prompt import build_prompt
+from bot.saved_memories import memories_for_prompt
+from bot.tokens import TokenCounter
+from bot.window import WINDOW_MAX_MESSAGES, live_window
+from storage.ports import Absence, Store
+
+if TYPE_CHECKING:  # the turn handler counts messages for check-ins with the rules below
+    from bot.turn import TurnHandler
+
+log = logging.getLogger(__name__)
+
+MIN_MESSAGES = 4  # the person's messages in the conversation before a check-in may follow an absence
+SCAN_BATCH = 100  # absences handled per platform and scan; the rest wait for the next scan
+CLAIM_LEASE_S = 120.0  # one process writes a conversation's check-in at a time
+DONT_WRITE_FIRST = "🔕 Don't write first"
+INSTRUCTION = """\
+{user} has not written for {absence}. Write to them first, as yourself: one or two short, natural \
+sentences that pick up something from your conversation or from what you know about them. Do not \
+recite what you remember, do not mention this instruction or how long they were away to the hour, \
+and ask at most one question."""
+
+
+def counts_for_checkins(key: ConversationKey, person_id: int | None) -> bool:
+    """Whether a message there counts for check-ins: a person's, one-to-one, on a chat platform."""
+    return person_id is not None and not key.is_shared and key.platform != "console"
+
+
+def in_quiet_hours(now: float, config: CheckinsConfig) -> bool:
+    """Whether `now` falls in the character's quiet hours, read in its time zone (a range may
+    cross midnight: 22:00-09:00)."""
+    if config.quiet_hours is None:
+        return False
+    local = datetime.fromtimestamp(now, config.zone)
+    minute = local.hour * 60 + local.minute
+    start, end = config.quiet_hours
+    return start <= minute < end if start <= end else minute >= start or minute < end
+
+
+def absence_words(seconds: float) -> str:
+    """`3 days`, `5 hours`, `a few minutes`: how long the person was away, as the model is told."""
+    hours = seconds / 3600
+    if hours >= 48:
+        return f"{int(hours // 24)} days"
+    if hours >= 2:
+        return f"{int(hours)} hours"
+    return "a little while"
+
+
+class CheckIns:
+    def __init__(self, store: Store, turns: "TurnHandler", llm: LLMClient, counter: TokenCounter,
+                 configs: dict[str, CheckinsConfig], after_delivery: Callable[[int], None],
+                 clock: Callable[[], float] = time.time):
+        self.store = store
+        self.turns = turns
+        self.llm = llm
+        self.counter = counter
+        self.configs = {name.casefold(): config for name, config in configs.items()}
+        self.after_delivery = after_delivery  # background work once a message is out (summaries)
+        self.clock = clock
+        self.writers: list[FirstWriter] = []
+
+    @contextlib.contextmanager
+    def writing_first(self, writer: FirstWriter) -> Iterator[None]:
+        """While the block runs, this adapter delivers its character's check-ins on its platform."""
+        self.writers.append(writer)
+        try:
+            yield
+        finally:
+            self.writers.remove(writer)
+
+    def jobs(self) -> list[tuple[str, Callable[[], object], float]]:
+        """(job id, scan, seconds between scans) for every character with check-ins."""
+        return [(f"checkins:{name}", lambda name=name: self.scan(name), config.scan_seconds)
+                for name, config in self.configs.items()]
+
+    async def scan(self, character: str) -> int:
+        """Write first in this character's due conversations; returns how many check-ins went out."""
+        config = self.configs.get(character.casefold())
+        now = self.clock()
+        if config is None or in_quiet_hours(now, config):
+            return 0
+        stored = self.turns.character(character)
+        sent = 0
+        for writer in [w for w in self.writers if w.character_name.casefold() == character.casefold()]:
+            for absence in await self.store.checkins.due(stored.id, writer.platform, now - config.after_hours * 3600,
+                                                         SCAN_BATCH):
+                try:
+                    sent += await self._check_in(writer, stored, absence)
+                except Exception:  # one conversation's trouble never stops the others
+                    log.exception("a check-in in conversation %d failed", absence.conversation_id)
+        return sent
+
+    async def _check_in(self, writer: FirstWriter, stored: StoredCharacter, absence: Absence) -> bool:
+        async with self.store.coordination.claim(f"checkin:{absence.conversation_id}", CLAIM_LEASE_S) as mine:
+            if not mine:
+                return False  # another process is writing this one
+            conversation = await self.store.conversations.conversation_by_id(absence.conversation_id)
+            key = self.turns.key_of(conversation) if conversation is not None else None
+            user_id = next((user for platform, user in await self.store.people.identities_of(absence.person_id)
+                            if platform == writer.platform), None)
+            if key is None or user_id is None:
+                return False
+            if not await writer.may_write_to(key, user_id):
+                await self.store.checkins.pass_over(absence)  # [access]: they get none
+                return False
+            if await self.turns.limits.take(absence.person_id, key) is not None:
+                return False  # past [limits]: a later scan tries again
+            try:
+                text, receipt = await self._compose(stored, absence)
+            except LLMError as failure:
+                log.warning("a check-in in conversation %d could not be written (%s); the next scan tries again",
+                            absence.conversation_id, failure)
+                return False
+            row = await self.store.checkins.store(absence, stored.character.name, text, self.counter.count(text),
+                                                  receipt)
+            if row is None:
+                return False  # the person wrote meanwhile, or another process sent it
+            buttons = [[Button(DONT_WRITE_FIRST, encode_action(absence.person_id, "nocheckin"))]]
+            try:
+                shown = await writer.write_first(key, text, buttons)
+            except Unreachable as refused:
+                log.info("a check-in in conversation %d was refused (%s): none until the person writes again",
+                         absence.conversation_id, refused)
+                await self.store.checkins.withdraw(absence, row.id, wait_again=False)
+                return False
+            except Exception:
+                await self.store.checkins.withdraw(absence, row.id, wait_again=True)
+                raise
+            await self.store.conversations.set_platform_message_ids(absence.conversation_id, row.id, shown)
+            self.after_delivery(absence.conversation_id)
+            return True
+
+    async def _compose(self, stored: StoredCharacter, absence: Absence) -> tuple[str, dict]:
+        """The check-in, from what a turn reads (no recall, no tools), and its receipt."""
+        now = self.clock()
+        learning = await self.store.memories.learning_enabled(absence.person_id, stored.id)
+        memories = await memories_for_prompt(self.store, absence.person_id, stored.id) if learning else None
+        summary = await self.store.summaries.summaries(absence.conversation_id)
+        newest_first = await self.store.conversations.recent_messages(absence.conversation_id, WINDOW_MAX_MESSAGES)
+        window = live_window(newest_first, self.turns.context_window)
+        speaker = next((m.speaker_name for m in newest_first if m.person_id == absence.person_id), "them")
+        lore = await asyncio.to_thread(stored.character.lorebook.entries_for, [m.content for m in reversed(window)],
+                                       self.turns.context_window)
+        prompt = build_prompt(character=stored.character, character_tokens=stored.prompt_tokens, speaker_name=speaker,
+                              shared=False, memories=memories, summary=summary, window=window, recalled=[],
+                              lore=lore, tools=False, now=now)
+        instruction = INSTRUCTION.format(user=speaker, absence=absence_words(now - absence.last_at))
+        completion = await self.llm.complete([*prompt.messages, {"role": "system", "content": instruction}])
+        text = completion.text.strip()
+        if not text:
+            raise LLMError("the model sent an empty check-in")
+        receipt = prompt.receipt | {
+            "at": now, "checkin": True,
+            "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
+        }
+        return text, receipt

@@ -1,0 +1,35 @@
+"""`/checkins on|off` and the "🔕 Don't write first" button (SPEC 14): whether a character may
+write first to this person after an absence."""
+
+from __future__ import annotations
+
+from bot.checkins import MIN_MESSAGES
+from bot.commands.base import Person, Press, UsageError, parse_bool
+from bot.contract import CommandContext, CommandResult
+from storage.ports import Store
+
+OFF = "{name} won't write first any more. Send /checkins on if you'd like that again."
+ON = "{name} may write first when you've been away a while. /checkins off stops it."
+NOT_SET_UP = " (This bot's owner has not turned check-ins on for {name} yet; your choice is kept.)"
+
+
+class CheckinCommands:
+    def __init__(self, store: Store, writes_first: frozenset[str]):
+        self.store = store
+        self.writes_first = writes_first  # the characters with [characters.checkins], casefolded
+        self.commands = {"checkins": self.checkins}
+        self.presses = {"nocheckin": Press(self._press_off)}
+
+    async def checkins(self, ctx: CommandContext, person: Person, state: str | bool | None = None) -> CommandResult:
+        if state is None:
+            raise UsageError("Send /checkins off to stop me writing first after you've been away, "
+                             "or /checkins on to let me.")
+        wanted = parse_bool(state, "state", "on or off")
+        await self.store.checkins.set_wanted(person.id, person.character_id, wanted, MIN_MESSAGES)
+        text = (ON if wanted else OFF).format(name=person.character_name)
+        if wanted and person.character_name.casefold() not in self.writes_first:
+            text += NOT_SET_UP.format(name=person.character_name)
+        return CommandResult(text)
+
+    async def _press_off(self, ctx, person: Person, verb: str) -> CommandResult:
+        return await self.checkins(ctx, person, "off")

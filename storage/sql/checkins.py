@@ -1,0 +1,87 @@
+"""Check-ins (the Checkins port, SPEC 14): each one-to-one conversation's absence, counted as the
+person's messages are stored; the due ones found through the partial index `checkins_due`; a
+check-in and its "sent" mark stored in one transaction, so it is sent once with many processes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from storage.ports import Absence, Checkins, MessageRow
+from storage.sql.conversations import insert_message, next_place
+from storage.sql.database import Connection, Database
+
+# Whether the person wants check-ins from the conversation's character (on unless they said off).
+WANTED = ("COALESCE((SELECT s.checkins FROM person_settings s WHERE s.person_id = checkins.person_id "
+          "AND s.character_id = checkins.character_id), true)")
+
+
+async def count_person_message(tx: Connection, conversation_id: int, person_id: int, at: float,
+                               from_messages: int) -> None:
+    """The person wrote in their one-to-one conversation: a new absence starts, and waits for a
+    check-in once they have written `from_messages` messages (and want check-ins)."""
+    await tx.execute(
+        "INSERT INTO checkins (conversation_id, character_id, platform, person_id, messages, last_at, waiting) "
+        "SELECT id, character_id, platform, CAST($2 AS BIGINT), 0, CAST($3 AS DOUBLE PRECISION), false "
+        "FROM conversations WHERE id = $1 "
+        "ON CONFLICT (conversation_id) DO NOTHING", conversation_id, person_id, at)
+    await tx.execute(
+        f"UPDATE checkins SET person_id = $2, messages = messages + 1, last_at = $3, "
+        f"waiting = messages + 1 >= $4 AND {WANTED} WHERE conversation_id = $1",
+        conversation_id, person_id, at, from_messages)
+
+
+class SQLCheckins(Checkins):
+    def __init__(self, db: Database):
+        self.db = db
+
+    async def due(self, character_id: int, platform: str, absent_since: float, limit: int) -> list[Absence]:
+        rows = await self.db.all(
+            "SELECT conversation_id, person_id, last_at FROM checkins "
+            "WHERE character_id = $1 AND platform = $2 AND waiting AND last_at <= $3 ORDER BY last_at LIMIT $4",
+            character_id, platform, absent_since, limit)
+        return [Absence(row["conversation_id"], row["person_id"], row["last_at"]) for row in rows]
+
+    async def store(self, absence: Absence, speaker_name: str, content: str, tokens: int,
+                    receipt: dict[str, Any]) -> MessageRow | None:
+        now = self.db.clock()
+        async with self.db.transaction() as tx:
+            sent = await tx.value(
+                "UPDATE checkins SET waiting = false, sent_at = $3 "
+                "WHERE conversation_id = $1 AND waiting AND last_at = $2 RETURNING person_id",
+                absence.conversation_id, absence.last_at, now)
+            if sent is None:
+                return None
+            last_message = await tx.value(
+                "SELECT id FROM messages WHERE conversation_id = $1 AND role = 'user' ORDER BY pos DESC LIMIT 1",
+                absence.conversation_id)
+            row = await insert_message(tx, absence.conversation_id, await next_place(tx, absence.conversation_id),
+                                       "assistant", None, speaker_name, content, tokens, None, now)
+            assert row is not None  # no platform id yet: nothing to conflict with
+            await tx.execute(
+                "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, receipt, "
+                "created_at, kind) VALUES ($1, $2, $3, $4, 'done', $5, $6, 'checkin')",
+                absence.conversation_id, absence.person_id, last_message, row.id, json.dumps(receipt), now)
+        return row
+
+    async def withdraw(self, absence: Absence, message_id: int, wait_again: bool) -> None:
+        async with self.db.transaction() as tx:
+            await tx.execute("DELETE FROM turns WHERE reply_message_id = $1 AND kind = 'checkin'", message_id)
+            await tx.execute("DELETE FROM messages WHERE id = $1", message_id)
+            if wait_again:
+                await tx.execute("UPDATE checkins SET waiting = true, sent_at = NULL "
+                                 "WHERE conversation_id = $1 AND last_at = $2", absence.conversation_id, absence.last_at)
+
+    async def pass_over(self, absence: Absence) -> None:
+        await self.db.execute("UPDATE checkins SET waiting = false WHERE conversation_id = $1 AND last_at = $2",
+                              absence.conversation_id, absence.last_at)
+
+    async def set_wanted(self, person_id: int, character_id: int, wanted: bool, from_messages: int) -> None:
+        async with self.db.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO person_settings (person_id, character_id, learn, checkins) VALUES ($1, $2, true, $3) "
+                "ON CONFLICT (person_id, character_id) DO UPDATE SET checkins = excluded.checkins",
+                person_id, character_id, wanted)
+            await tx.execute(
+                "UPDATE checkins SET waiting = $3 AND messages >= $4 AND (sent_at IS NULL OR sent_at < last_at) "
+                "WHERE person_id = $1 AND character_id = $2", person_id, character_id, wanted, from_messages)

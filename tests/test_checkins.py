@@ -1,0 +1,285 @@
+"""SPEC section 14 — writing first after an absence (check-ins), rule by rule, with a clock the
+test moves, on SQLite and PostgreSQL. The adapter side is a `FirstWriter` that records what it
+is asked to send (the Telegram and Discord adapters' own are tested over their protocols in
+tests/test_telegram.py, tests/test_discord.py and tests/test_checkins_end_to_end.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+
+import pytest
+
+from bot.config import parse_config
+from bot.contract import Button, ConversationKey, Unreachable
+from bot.runtime import build_runtime
+from tests.conftest import Chat, FakeClock, config_dict
+from tests.fakes.llm_server import status, text
+from tests.postgres import fresh_schema_url
+
+HOUR = 3600.0
+# 2027-01-15 12:00 UTC: 13:00 in Paris.
+NOON_UTC = datetime(2027, 1, 15, 12, 0, tzinfo=timezone.utc).timestamp()
+
+
+class Writer:
+    """An adapter writing first on "telegram" for Mira: what it sent, whom it may write to."""
+
+    platform = "telegram"
+    character_name = "Mira"
+
+    def __init__(self, denied: set[str] = frozenset(), refuses: bool = False):
+        self.sent: list[tuple[ConversationKey, str, list[list[Button]]]] = []
+        self.denied, self.refuses = set(denied), refuses
+
+    async def may_write_to(self, key: ConversationKey, user_id: str) -> bool:
+        return user_id not in self.denied
+
+    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]]) -> list[str]:
+        if self.refuses:
+            raise Unreachable("Forbidden: bot was blocked by the user")
+        self.sent.append((key, text, buttons))
+        return [str(9000 + len(self.sent))]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def bot(request, llm, tmp_path):
+    """Start a runtime (or two sharing one database) whose Mira writes first after 48 hours."""
+    schemas = fresh_schema_url() if request.param == "postgresql" else None
+    url = await anext(schemas) if schemas else None
+    runtimes = []
+
+    async def start(clock: FakeClock, checkins: dict | None = None, limits: int | None = None, count: int = 1):
+        raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+        if url:
+            raw["storage"] = {"url": url}
+        raw["characters"][0]["checkins"] = {"after_hours": 48} | (checkins or {})
+        if limits:
+            raw["limits"] = {"turns_per_minute": limits}
+        config = parse_config(raw, tmp_path)
+        started = [await build_runtime(config, clock=clock) for _ in range(count)]
+        runtimes.extend(started)
+        return started if count > 1 else started[0]
+    yield start
+    for runtime in runtimes:
+        await runtime.close()
+    if schemas:
+        await anext(schemas, None)
+
+
+def dm(runtime, user: str = "501", name: str = "Ann") -> Chat:
+    return Chat(runtime, user=user, name=name, chat_id=user, platform="telegram")
+
+
+async def chat(person: Chat, messages: int) -> None:
+    for n in range(messages):
+        await person.say(f"message {n} about my garden")
+
+
+async def scan(runtime, writer: Writer) -> int:
+    with runtime.core.writing_first(writer):
+        return await runtime.checkins.scan("Mira")
+
+
+async def test_a_one_to_one_conversation_quiet_for_after_hours_gets_one_message(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    await chat(dm(runtime), 4)
+    writer = Writer()
+    clock.now += 47 * HOUR
+    assert await scan(runtime, writer) == 0  # not due yet
+    llm.add(text("The tomatoes must be ripe by now — how is the garden?"))
+    clock.now += 1 * HOUR
+    assert await scan(runtime, writer) == 1
+    (key, sent, buttons), = writer.sent
+    assert (key.platform, key.chat_id, key.is_shared) == ("telegram", "501", False)
+    assert sent == "The tomatoes must be ripe by now — how is the garden?"
+    assert [b.label for row in buttons for b in row] == ["🔕 Don't write first"]
+    prompt = llm.requests[-1]
+    assert "tools" not in prompt
+    assert "has not written for 2 days. Write to them first" in prompt["messages"][-1]["content"]
+    assert "message 3 about my garden" in llm.prompt_text()  # the live window is in the prompt
+
+
+async def test_a_check_in_is_stored_as_the_characters_message_in_the_window(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    ann = dm(runtime)
+    await chat(ann, 4)
+    llm.add(text("Thinking of your garden today."))
+    clock.now += 49 * HOUR
+    await scan(runtime, Writer())
+    await ann.say("oh hi!")
+    window = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] in ("user", "assistant")]
+    assert window[-2:] == ["Thinking of your garden today.", "oh hi!"]
+
+
+async def test_fewer_than_4_messages_get_no_check_in(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    await chat(dm(runtime), 3)
+    clock.now += 100 * HOUR
+    assert await scan(runtime, Writer()) == 0
+
+
+async def test_groups_and_the_console_never_get_a_check_in(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    await chat(Chat(runtime, user="501", chat_id="-100777", shared=True, platform="telegram"), 6)
+    await chat(Chat(runtime, user="ann", chat_id="local:ann", platform="console"), 6)
+    clock.now += 100 * HOUR
+    console = Writer()
+    console.platform = "console"
+    assert await scan(runtime, Writer()) == 0 and await scan(runtime, console) == 0
+
+
+async def test_at_most_one_check_in_per_absence_until_the_person_writes_again(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    ann = dm(runtime)
+    await chat(ann, 4)
+    writer = Writer()
+    clock.now += 49 * HOUR
+    assert await scan(runtime, writer) == 1
+    clock.now += 200 * HOUR  # the character's own message changes nothing: still one
+    assert await scan(runtime, writer) == 0
+    clock.now += 60
+    await ann.say("back again")
+    clock.now += 49 * HOUR
+    assert await scan(runtime, writer) == 1
+    assert len(writer.sent) == 2
+
+
+@pytest.mark.parametrize("local_time, sent", [("23:30", 0), ("03:00", 0), ("08:59", 0), ("09:00", 1), ("21:59", 1)])
+async def test_never_inside_quiet_hours_across_midnight_read_in_the_characters_zone(bot, llm, local_time, sent):
+    # Paris is UTC+1 in January: 22:00-09:00 there is 21:00-08:00 UTC.
+    hour, minute = (int(part) for part in local_time.split(":"))
+    clock = FakeClock(datetime(2027, 1, 10, 12, 0, tzinfo=timezone.utc).timestamp())
+    runtime = await bot(clock, {"quiet_hours": "22:00-09:00", "timezone": "Europe/Paris"})
+    await chat(dm(runtime), 4)
+    clock.now = datetime(2027, 1, 15, (hour - 1) % 24, minute, tzinfo=timezone.utc).timestamp()
+    assert await scan(runtime, Writer()) == sent
+
+
+async def test_the_dont_write_first_button_and_checkins_on_and_off(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    ann = dm(runtime)
+    await chat(ann, 4)
+    writer = Writer()
+    clock.now += 49 * HOUR
+    await scan(runtime, writer)
+    pressed = await ann.press(writer.sent[0][2][0][0].action)
+    assert pressed.ok and "won't write first" in pressed.text
+    clock.now += 60
+    await ann.say("I'm back")
+    clock.now += 49 * HOUR
+    assert await scan(runtime, writer) == 0  # off: no check-in, however long the absence
+    turned_on = await ann.memory("/checkins on")
+    assert turned_on.ok and "may write first" in turned_on.text
+    assert await scan(runtime, writer) == 1  # this absence has had none yet
+    assert (await ann.memory("/checkins off")).text.startswith("Mira won't write first")
+    assert not (await ann.memory("/checkins maybe")).ok
+
+
+async def test_someone_denied_by_access_gets_none(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    await chat(dm(runtime), 4)
+    clock.now += 49 * HOUR
+    calls = len(llm.requests)
+    assert await scan(runtime, Writer(denied={"501"})) == 0
+    assert len(llm.requests) == calls  # no model call was made for them
+    assert await scan(runtime, Writer()) == 0  # passed over for this absence
+
+
+async def test_a_check_in_counts_as_a_model_call_under_limits(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock, limits=4)
+    ann = dm(runtime)
+    await chat(ann, 4)
+    clock.now += 49 * HOUR
+    for _ in range(4):  # 4 model calls in this minute on Ann's behalf (a draft, say): the limit
+        assert await runtime.turns.limits.take(await ann.person_id(), ann.key) is None
+    writer = Writer()
+    assert await scan(runtime, writer) == 0  # past [limits]: none now
+    clock.now += 61
+    assert await scan(runtime, writer) == 1  # one once a call is free
+
+
+async def test_a_blocked_bot_switches_check_ins_off_until_the_person_writes_again(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    ann = dm(runtime)
+    await chat(ann, 4)
+    clock.now += 49 * HOUR
+    assert await scan(runtime, Writer(refuses=True)) == 0
+    stored = await runtime.store.conversations.recent_messages((await runtime.turns.conversation_for(ann.key)).id, 1)
+    assert stored[0].content == "Okay." and stored[0].role == "assistant"  # the undelivered one is gone
+    clock.now += 200 * HOUR
+    assert await scan(runtime, Writer()) == 0
+    await ann.say("I unblocked you")
+    clock.now += 49 * HOUR
+    assert await scan(runtime, Writer()) == 1
+
+
+async def test_a_failed_model_call_is_tried_again_at_the_next_scan_and_nothing_half_written_is_sent(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    await chat(dm(runtime), 4)
+    clock.now += 49 * HOUR
+    llm.add(status(500), status(500))
+    writer = Writer()
+    assert await scan(runtime, writer) == 0 and writer.sent == []
+    llm.add(text("Hello again!"))
+    assert await scan(runtime, writer) == 1 and writer.sent[0][1] == "Hello again!"
+
+
+async def test_memory_why_after_a_check_in_shows_its_receipt(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    ann = dm(runtime)
+    await ann.memory("/memory add I grow tomatoes")
+    await chat(ann, 4)
+    clock.now += 49 * HOUR
+    await scan(runtime, Writer())
+    why = await ann.memory("/memory why")
+    assert "Saved memories: 1" in why.text and "I grow tomatoes" in llm.prompt_text()
+
+
+async def test_forgetme_removes_the_check_in_marks(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    ann = dm(runtime)
+    await chat(ann, 4)
+    await ann.memory("/checkins off")
+    forget = await ann.memory("/forgetme")
+    await ann.press(forget.buttons[0][0].action)
+    rows = await runtime.store.db.value("SELECT COUNT(*) FROM checkins") + \
+        await runtime.store.db.value("SELECT COUNT(*) FROM person_settings")
+    assert rows == 0
+
+
+async def test_two_processes_scanning_at_once_send_exactly_one(bot, llm):
+    clock = FakeClock(NOON_UTC)
+    first, second = await bot(clock, count=2)
+    await chat(dm(first), 4)
+    clock.now += 49 * HOUR
+    one, two = Writer(), Writer()
+    with first.core.writing_first(one), second.core.writing_first(two):
+        sent = await asyncio.gather(first.checkins.scan("Mira"), second.checkins.scan("Mira"))
+    assert sum(sent) == 1 and len(one.sent) + len(two.sent) == 1
+
+
+async def test_the_scan_reads_due_conversations_through_an_index(bot, llm):
+    runtime = await bot(FakeClock(NOON_UTC))
+    db = runtime.store.db
+    query = ("SELECT conversation_id, person_id, last_at FROM checkins WHERE character_id = 1 "
+             "AND platform = 'telegram' AND waiting AND last_at <= 5 ORDER BY last_at LIMIT 100")
+    async with db.transaction() as tx:
+        if runtime.config.storage.url.startswith("sqlite"):
+            plan = " ".join(str(row["detail"]) for row in await tx.all("EXPLAIN QUERY PLAN " + query))
+        else:
+            await tx.execute("SET LOCAL enable_seqscan = off")  # a small table: show the planner's index
+            plan = " ".join(row["QUERY PLAN"] for row in await tx.all("EXPLAIN " + query))
+    assert "checkins_due" in plan
