@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 MIN_MESSAGES = 4  # the person's messages in the conversation before a check-in may follow an absence
 SCAN_BATCH = 100  # absences handled per platform and scan; the rest wait for the next scan
+AT_ONCE = 8  # check-ins written at the same time (each waits seconds for the model)
 CLAIM_LEASE_S = 120.0  # one process writes a conversation's check-in at a time
 DONT_WRITE_FIRST = "🔕 Don't write first"
 INSTRUCTION = """\
@@ -112,14 +113,20 @@ class CheckIns:
         if config is None or in_quiet_hours(now, config):
             return 0
         stored = self.turns.character(character)
-        sent = 0
-        for writer in [w for w in self.writers if w.character_name.casefold() == character.casefold()]:
-            for absence in await self.store.checkins.due(stored.id, writer.platform, now - config.after_hours * 3600,
-                                                         SCAN_BATCH):
+        at_once = asyncio.Semaphore(AT_ONCE)
+
+        async def check_in(writer: FirstWriter, absence: Absence) -> bool:
+            async with at_once:
                 try:
-                    sent += await self._check_in(writer, stored, absence)
+                    return await self._check_in(writer, stored, absence)
                 except Exception:  # one conversation's trouble never stops the others
                     log.exception("a check-in in conversation %d failed", absence.conversation_id)
+                    return False
+
+        sent = 0
+        for writer in [w for w in self.writers if w.character_name.casefold() == character.casefold()]:
+            due = await self.store.checkins.due(stored.id, writer.platform, now - config.after_hours * 3600, SCAN_BATCH)
+            sent += sum(await asyncio.gather(*(check_in(writer, absence) for absence in due)))
         return sent
 
     async def _check_in(self, writer: FirstWriter, stored: StoredCharacter, absence: Absence) -> bool:

@@ -489,3 +489,27 @@ async def test_a_role_denied_in_a_server_is_denied_in_dms_too(start, discord_fak
     assert answered.content == "Hello Ann."
     slash = await answer(discord_fake, await discord_fake.slash(BOB, "920000000000000002", "memory", "view", guild=False))
     assert slash.content == NOT_ALLOWED
+
+
+async def test_a_check_in_reaches_the_dm_with_its_button_and_a_closed_dm_gets_none(start, discord_fake, llm, clock):
+    """SPEC 14 through discord.py: the check-in is sent in the DM with "🔕 Don't write first",
+    which turns check-ins off; a person Discord will not let the bot write to (50007) gets none."""
+    runtime = await start(lambda raw: raw["characters"][0].update(checkins={"after_hours": 48}))
+    bob_dm = "910000000000000002"
+    for channel, person in ((ANN_DM, ANN), (bob_dm, BOB)):
+        for n in range(4):
+            await discord_fake.say(channel, person, f"hello {n}", guild=False)
+            await bot_reply(discord_fake, channel, n + 1)
+    discord_fake.closed_dms.add(bob_dm)
+    clock.now += 49 * 3600
+    llm.add(text("How did the tomatoes do, Ann?"))
+    assert await runtime.checkins.scan("Mira") == 1
+    checkin = discord_fake.in_channel(ANN_DM)[-1]
+    assert checkin.content == "How did the tomatoes do, Ann?"
+    assert [b["label"] for b in checkin.buttons()] == ["🔕 Don't write first"]
+    assert "How did the tomatoes do, Ann?" not in [m.content for m in discord_fake.in_channel(bob_dm)]
+
+    await discord_fake.click(ANN, checkin, "🔕 Don't write first", guild=False)
+    await discord_fake.wait_for(lambda: any("won't write first" in (m.content or "") for m in discord_fake.messages))
+    clock.now += 100 * 3600
+    assert await runtime.checkins.scan("Mira") == 0

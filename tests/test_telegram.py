@@ -583,3 +583,31 @@ async def test_a_cards_actions_show_in_italics_not_as_asterisks(bot, telegram, l
     assert sent[-1][1].get("parse_mode") == "HTML"
     assert "<i>smiles and sets down the lamp</i> Hello, <i>traveller</i>. Tea?" in sent[-1][1]["text"]
     assert "*" not in reply.text and "_" not in reply.text
+
+
+async def test_a_check_in_reaches_the_dm_with_its_button_and_a_blocked_bot_gets_none(start, telegram, llm, clock):
+    """SPEC 14 over the Bot API: the check-in is sent in the DM with "🔕 Don't write first",
+    which turns check-ins off; a person who blocked the bot (403) gets none, and nothing
+    undelivered stays in their conversation."""
+    runtime = await start(lambda raw: raw["characters"][0].update(checkins={"after_hours": 48}))
+    ann, bob = Person(telegram, ANN, "Ann"), Person(telegram, BOB, "Bob")
+    for person in (ann, bob):
+        for n in range(4):
+            await person.reply_to(person.say(f"hello {n}"))
+    telegram.blocked_dms.add(BOB)
+    clock.now += 49 * 3600
+    llm.add(text("How did the tomatoes do, Ann?"))
+    assert await runtime.checkins.scan("Mira") == 1
+    checkin = telegram.bot_messages(ANN)[-1]
+    assert checkin.text == "How did the tomatoes do, Ann?"
+    assert [b["text"] for b in checkin.buttons()] == ["🔕 Don't write first"]
+    assert telegram.bot_messages(BOB)[-1].text != "How did the tomatoes do, Ann?"
+    bob_conversation = await runtime.turns.conversation_for(ConversationKey("telegram", str(BOB), None, "Mira"))
+    newest, = await runtime.store.conversations.recent_messages(bob_conversation.id, 1)
+    assert newest.content == "Okay."  # Bob's last reply, not an undelivered check-in
+
+    ann.press(checkin, "🔕 Don't write first")
+    await telegram.wait_for(lambda: any("won't write first" in m.text for m in telegram.bot_messages(ANN)))
+    telegram.blocked_dms.discard(BOB)
+    clock.now += 100 * 3600
+    assert await runtime.checkins.scan("Mira") == 0  # Ann said no; Bob has not written since

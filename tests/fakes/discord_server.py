@@ -78,6 +78,7 @@ class FakeDiscord:
         self.identified = asyncio.Event()
         self.identifies: list[dict] = []  # every IDENTIFY payload (with its shard, when sharded)
         self.dm_channels: set[str] = set()
+        self.closed_dms: set[str] = set()  # DM channels whose person cannot be written to (50007)
         self.interactions: list[dict] = []  # every interaction dispatched, by token
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
@@ -392,6 +393,8 @@ class FakeDiscord:
             self.commands = [{**defaults, **c, "id": snowflake(), "application_id": self.app_id,
                               "version": snowflake()} for c in body]
             return self._json(self.commands)
+        if parts[0] == "users" and len(parts) == 2 and parts[1] != "@me" and method == "GET":
+            return self._json(self.user(parts[1], "someone"))
         if parts[0] == "users" and path.endswith("channels") and method == "POST":
             channel_id = snowflake()
             self.dm_channels.add(channel_id)
@@ -400,6 +403,8 @@ class FakeDiscord:
             channel_id = parts[1]
             if parts[2:] == ["typing"]:
                 return self._json(None)
+            if parts[2:] == ["messages"] and method == "POST" and channel_id in self.closed_dms:
+                return self._json({"message": "Cannot send messages to this user", "code": 50007}, status=403)
             if parts[2:] == ["messages"] and method == "POST":
                 return self._json(self._payload_of(self._store(channel_id, body, files, self.app_id)))
             if len(parts) == 4 and parts[2] == "messages":

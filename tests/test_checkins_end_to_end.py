@@ -1,0 +1,96 @@
+"""SPEC section 14 as a person meets it: the real `python -m bot` process, with
+`[characters.checkins]` in its config, writes first once after a short absence — on Telegram
+(the fake Bot API) and on Discord (discord.py against the fake gateway) — and not again until
+the person writes."""
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+from tests.conftest import API_KEY_ENV, ROOT
+from tests.fakes.discord_server import FakeDiscord
+from tests.process import SITECUSTOMIZE, final_reply_to, stop_bot
+
+ANN = 801
+DISCORD_ANN = FakeDiscord.user("900000000000000021", "Ann")
+DISCORD_ANN_DM = "910000000000000021"
+AFTER_HOURS = 0.001  # 3.6 seconds
+DONT = "🔕 Don't write first"
+
+
+@pytest.fixture
+async def discord_fake():
+    fake = FakeDiscord()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def running(tmp_path, llm, telegram, discord_fake):
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    config = tmp_path / "config.toml"
+    config.write_text(f"""
+[llm]
+base_url = "{llm.base_url}"
+api_key_env = "{API_KEY_ENV}"
+model = "gpt-4o-mini"
+
+[telegram]
+base_url = "{telegram.base_url}"
+
+[[characters]]
+name = "Mira"
+card = "{ROOT / 'characters' / 'mira.json'}"
+telegram_token_env = "MIRA_TELEGRAM_TOKEN"
+discord_token_env = "MIRA_DISCORD_TOKEN"
+
+[characters.checkins]
+after_hours = {AFTER_HOURS}
+scan_seconds = 0.5
+""")
+    env = {**os.environ, "PYTHONPATH": f"{hooks}:{ROOT}", "MIRA_TELEGRAM_TOKEN": telegram.token,
+           "MIRA_DISCORD_TOKEN": "discord-token-checkins", API_KEY_ENV: "sk-test-not-a-real-key",
+           "KEEPSAKE_TEST_DISCORD_BASE": discord_fake.base, "KEEPSAKE_LOG_LEVEL": "INFO"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "--config", str(config), cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+    await asyncio.wait_for(discord_fake.identified.wait(), 30)
+    await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            await stop_bot(process)
+
+
+@pytest.mark.timeout(120)
+async def test_the_bot_writes_first_once_per_absence_on_telegram_and_discord(running, llm, telegram, discord_fake):
+    ann, ann_dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
+
+    def telegram_checkins():  # sent with the button (a later reply takes it away, like Regenerate's)
+        return [call for call in telegram.calls_to("sendMessage") if DONT in str(call.get("reply_markup"))]
+
+    def discord_checkins():
+        return [m for m in discord_fake.in_channel(DISCORD_ANN_DM) if [b["label"] for b in m.buttons()] == [DONT]]
+
+    for n in range(4):
+        await final_reply_to(telegram, ANN, telegram.send(ann_dm, ann, f"telegram message {n}"))
+        await discord_fake.say(DISCORD_ANN_DM, DISCORD_ANN, f"discord message {n}", guild=False)
+        await discord_fake.wait_for(lambda: len([m for m in discord_fake.in_channel(DISCORD_ANN_DM)
+                                                 if m.author_id == discord_fake.app_id]) == n + 1, timeout=30)
+    await telegram.wait_for(telegram_checkins, timeout=30)
+    await discord_fake.wait_for(discord_checkins, timeout=30)
+    assert "has not written for a little while. Write to them first" in str(llm.requests[-1]["messages"][-1])
+
+    await asyncio.sleep(AFTER_HOURS * 3600 + 1.5)  # longer than another absence: still one each
+    assert len(telegram_checkins()) == 1 and len(discord_checkins()) == 1
+
+    await final_reply_to(telegram, ANN, telegram.send(ann_dm, ann, "I'm back"))
+    await telegram.wait_for(lambda: len(telegram_checkins()) == 2, timeout=30)
+    assert len(discord_checkins()) == 1  # Ann wrote on Telegram only
