@@ -42,6 +42,9 @@ class DiscordSection(Section):
 
     shard_count: int | None = Field(None, ge=1)  # None: discord.py decides (one process runs every shard)
     shard_ids: Ids | None = None
+    # SPEC 15: one host bot voicing characters by webhook. Accepted so a config in the format of
+    # SPEC 10 loads; voices by webhook are not built yet, so each character keeps its own bot.
+    host_token_env: Text | None = None
 
     @model_validator(mode="after")
     def _shards_exist(self) -> "DiscordSection":

@@ -375,7 +375,7 @@ def _expected(error: Mapping[str, Any]) -> str:
     if kind == "greater_than_equal":
         return f"expected {number} ≥ {ctx['ge']}"
     if kind == "greater_than":
-        return f"expected a number above {ctx['gt']}"
+        return f"expected a number above {ctx['gt']:g}"
     if kind == "less_than_equal":
         return f"expected {number} ≤ {ctx['le']}"
     if kind == "value_error":

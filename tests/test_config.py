@@ -1,5 +1,6 @@
 """SPEC section 10 — config.toml, secrets from environment variables, clear start-up errors."""
 
+import re
 import subprocess
 import sys
 
@@ -257,3 +258,43 @@ async def test_a_password_from_password_env_opens_the_database(tmp_path):
         await store.close()
     finally:
         await anext(schemas, None)
+
+
+@pytest.mark.parametrize("checkins, message", [
+    ({}, "characters[0].checkins.after_hours: missing"),
+    ({"after_hours": 0}, "characters[0].checkins.after_hours: expected a number above 0"),
+    ({"after_hours": 48, "quiet_hours": "22-9"}, 'characters[0].checkins.quiet_hours: expected a range like "22:00-09:00"'),
+    ({"after_hours": 48, "timezone": "Europe/Atlantis"}, "characters[0].checkins.timezone: expected a time zone's IANA name"),
+    ({"after_hours": 48, "scan_seconds": -1}, "characters[0].checkins.scan_seconds: expected a number above 0"),
+    ({"after_hours": 48, "every": 5}, "characters[0].checkins.every: unknown key"),
+])
+def test_section_14_checkins_are_checked_naming_the_key(tmp_path, checkins, message):
+    raw = config_dict("http://x/v1", tmp_path / "db")
+    raw["characters"][0]["checkins"] = checkins
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        checked_config(raw, tmp_path)
+
+
+def test_section_14_checkins_take_fractions_of_an_hour_and_default_to_utc(tmp_path):
+    raw = config_dict("http://x/v1", tmp_path / "db")
+    raw["characters"][0]["checkins"] = {"after_hours": 0.001, "quiet_hours": "22:00-09:00"}
+    checkins = checked_config(raw, tmp_path).characters[0].checkins
+    assert (checkins.after_hours, checkins.quiet_hours, checkins.timezone, checkins.scan_seconds) == \
+        (0.001, (22 * 60, 9 * 60), "UTC", 300)
+
+
+SPEC_SECTION_14 = """
+[characters.checkins]
+after_hours = 48               # a one-to-one conversation quiet this long gets one message
+quiet_hours = "22:00-09:00"    # never sent inside this range ...
+timezone = "Europe/Paris"      # ... read in this zone (IANA name; default UTC)
+# scan_seconds = 300           # how often due conversations are looked for (default 300)
+"""
+
+
+def test_the_checkins_table_of_spec_section_14_loads_under_the_character(monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    path = tmp_path / "config.toml"
+    path.write_text(SPEC_SECTION_10 + SPEC_SECTION_14)
+    checkins = load_config(path).characters[0].checkins
+    assert (checkins.after_hours, checkins.quiet_hours, checkins.timezone) == (48, (1320, 540), "Europe/Paris")
