@@ -15,7 +15,7 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import footprint, recall, throughput, token_economy, turn_overhead
+from bench import checkins, footprint, recall, throughput, token_economy, turn_overhead
 from bench.common import SUMMARY_SHARE, machine
 
 DOCS = Path("docs")
@@ -56,6 +56,9 @@ def main() -> None:
     economy = asyncio.run(token_economy.run(DOCS / "token_economy.png"))
     recalled = asyncio.run(recall.run(DOCS / "recall.png"))
     start, end = asyncio.run(footprint.measure(1_000))
+    scanned = {"SQLite": asyncio.run(checkins.measure(100_000))}
+    if args.postgres:
+        scanned["PostgreSQL"] = asyncio.run(checkins.measure(100_000, args.postgres))
     postgres = None
     if args.postgres:
         postgres = {
@@ -107,6 +110,8 @@ def main() -> None:
         f"| 7 | facts in the prompt when asked about later in other words, with recall | {with_recall.found}/{with_recall.asked} (without recall {without.found}, last 50 messages {last50.found}) | ≥ 90 % | {verdict(with_recall.found >= 0.9 * with_recall.asked)} |",
         f"| 7 | prompt tokens a turn with recall ÷ full history | {100 * recall_share:.0f} % ({with_recall.tokens:,.0f} ÷ {full.tokens:,.0f}; without recall {100 * without.tokens / full.tokens:.0f} %) | ≤ 15 % | {verdict(recall_share <= 0.15)} |",
         f"| 5 | resident memory, 1,000 active conversations | +{end - start:.1f} MB ({start:.0f} → {end:.0f} MB) | ≤ 100 MB over start-up | {verdict(end - start <= 100)} |",
+        *[f"| 8 | check-ins on {name}, 100,000 conversations with 100 due: finding them; the whole scan (100 written by the instant model, stored, handed over) | {found * 1000:.1f} ms; {whole * 1000:.0f} ms | well under 1 s | {verdict(whole < 0.5)} |"
+          for name, (found, whole, _) in scanned.items()],
     ]
     if postgres:
         pg = postgres["overhead"][100_000]
