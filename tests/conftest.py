@@ -36,6 +36,19 @@ async def eventually(check, timeout: float = 10.0) -> None:
     raise AssertionError("what the test waited for never happened")
 
 
+async def while_progressing(count, target: int, stall_s: float = 30.0) -> None:
+    """Wait until `count()` reaches `target`, for as long as it keeps growing: fail only when it
+    stops moving for `stall_s` (a busy machine is slow, not broken)."""
+    seen, moved = count(), asyncio.get_running_loop().time()
+    while seen < target:
+        await asyncio.sleep(0.05)
+        now, current = asyncio.get_running_loop().time(), count()
+        if current > seen:
+            seen, moved = current, now
+        elif now - moved > stall_s:
+            raise AssertionError(f"stuck at {seen} of {target} for {stall_s:.0f} s")
+
+
 class FakeClock:
     """A clock tests can move: `clock.now += 8 * DAY`."""
 

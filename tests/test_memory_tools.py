@@ -127,6 +127,17 @@ async def test_tools_off_offers_no_tools_but_memories_are_still_read(make_config
         await runtime.close()
 
 
+async def test_updates_and_deletes_count_toward_the_5_memory_writes_of_a_turn(ann, llm):
+    llm.add(tool_calls(*[("save_memory", {"content": f"fact number {i}"}) for i in range(3)]),
+            tool_calls(("update_memory", {"id": 1, "content": "fact number one, changed"}),
+                       ("delete_memory", {"id": 2})),
+            tool_calls(("save_memory", {"content": "a sixth change"})), text("Done."))
+    await ann.say("remember, change and forget")
+    assert [r.get("ok") for r in tool_results(llm, -2)[3:]] == [True, True]  # writes 4 and 5
+    assert "at most 5 memory changes" in tool_results(llm)[-1]["error"]  # a sixth, after 3 saves
+    assert len(await memory_ids(ann)) == 2
+
+
 async def test_at_most_5_memory_writes_per_turn_the_rest_get_an_error_result(ann, llm):
     flood = [("save_memory", {"content": f"fact number {i}"}) for i in range(20)]
     llm.add(tool_calls(*flood), tool_calls(("delete_memory", {"id": 1})), text("Saved what I could."))

@@ -4,11 +4,16 @@ window); copying again changes nothing; a database holding another deployment is
 
 import asyncio
 import os
+import sqlite3
 import sys
+from contextlib import closing
 
 import pytest
 
 from bot.runtime import build_runtime
+from bot.saved_memories import CAPS
+from storage.copy import COPY_MARK, NOT_COPIED, TABLES
+from storage.factory import open_store
 from tests.conftest import ROOT, Chat
 from tests.fakes.llm_server import text, tool_calls
 from tests.fakes.summarizer import kind_of
@@ -49,6 +54,16 @@ async def populate(runtime, llm) -> None:
     assert await runtime.store.summaries.summaries(conversation)
     await bob.memory("/memory learning off")
     llm.responder = None
+    llm.add(text('["Ann keeps bees"]'))
+    await ann.memory("/memory generate I keep bees and my sister is Ines")  # drafts waiting for Ann
+    await ann.memory("/memory save 2")  # a selection
+    await bob.memory("/link")  # a link code
+    await runtime.store.conversations.set_answer_origin("telegram", "501", ["77"], conversation)
+    await runtime.store.conversations.set_platform_message_ids(conversation, 1, ["42", "43"])
+    cai = Chat(runtime, user="601", name="Cai", chat_id="601", platform="telegram")
+    for n in range(4):
+        await cai.say(f"a message in Cai's DM, number {n}")  # a check-in mark
+    await cai.memory("/checkins off")
 
 
 @pytest.mark.timeout(120)
@@ -68,6 +83,7 @@ async def test_a_copied_deployment_answers_on_postgresql_with_the_same_memories_
     status, again = await copy(source, postgres_url)  # resumed or repeated: nothing changes
     assert status == 0, again
     assert again.splitlines()[-1] == output.splitlines()[-1]
+    await every_table_is_the_same(tmp_path / "keepsake.sqlite3", postgres_url, tmp_path)
 
     postgres_config = sqlite_config.changed("storage", url=postgres_url)
     prompts = []
@@ -87,6 +103,33 @@ async def test_a_copied_deployment_answers_on_postgresql_with_the_same_memories_
     for kept in ("I keep bees on the roof", "My sister is called Ines", "the Buzzers",  # memories
                  "Ann talked about the harbour", "the harbour was busy on day 59"):  # summary, window
         assert kept in everything
+
+
+async def every_table_is_the_same(sqlite_file, postgres_url: str, base) -> None:
+    """Each table of the SQLite schema is copied or named in NOT_COPIED; each copied one holds the
+    same rows on both sides, column by column."""
+    with closing(sqlite3.connect(sqlite_file)) as source:
+        tables = {name for (name,) in source.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                  if not name.startswith(("sqlite_", "messages_fts"))}
+        assert tables == {table for table, _ in TABLES} | set(NOT_COPIED)
+        target = await open_store(postgres_url, CAPS, base)
+        try:
+            for table, key in TABLES:
+                target_columns = {row["column_name"] for row in await target.db.all(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                    "AND table_name = $1", table)}
+                columns = [row[1] for row in source.execute(f"PRAGMA table_info({table})") if row[1] in target_columns]
+                select = f"SELECT {', '.join(columns)} FROM {table} ORDER BY {', '.join(key)}"
+                in_file = [tuple(row) for row in source.execute(select)]
+                copied = [tuple(int(v) if isinstance(v, bool) else v for v in row) for row in await target.db.all(select)
+                          if table != "meta" or row["key"] != COPY_MARK]  # the copy's own note of its source
+                assert copied == in_file, table
+                assert in_file or table in EMPTY_HERE, f"{table}: the test deployment should have rows here"
+        finally:
+            await target.close()
+
+
+EMPTY_HERE = {"turn_queue", "interrupted_turns", "rebuilds", "meta"}  # nothing waits or broke in this deployment
 
 
 async def test_a_database_holding_a_deployment_is_refused_unless_told_it_is_this_one(make_config, clock, llm,

@@ -149,3 +149,16 @@ async def test_a_platform_update_is_taken_once_by_all_processes(open_backend):
                                   for n in range(4)))
     assert sorted(seen) == [False, False, False, True]
     assert await second.coordination.first_delivery("telegram:1:501")
+
+
+async def test_start_up_recovery_leaves_a_live_processs_running_turn_alone(open_backend):
+    """A process starting next to a live one must not interrupt the turn that one is answering:
+    only the turns of processes that are gone are interrupted (SPEC 9)."""
+    first, second = await open_backend(), await open_backend()
+    mira = await first.characters.ensure_character("Mira")
+    ann = await first.people.person_for_identity("telegram", "501")
+    chat = (await first.conversations.conversation("telegram", "501", None, mira, False)).id
+    message = await first.conversations.add_user_message(chat, ann, "Ann", "hello", 1, None)
+    running = await first.turns.begin_turn(chat, ann, message.id)
+    assert await second.turns.recover_interrupted_turns() == 0
+    assert (await second.turns.turn(running)).status == "running"
