@@ -113,8 +113,9 @@ async def test_5_wrong_link_codes_in_10_minutes_pause_link(runtime, clock):
     paused = await guesser.memory(f"/link {code}")  # even the right code, now
     assert not paused.ok and "/link is paused" in paused.text
     clock.now += 10 * 60 + 1
-    assert (await guesser.memory(f"/link {code}")).buttons or True  # the pause is over (the code expired too)
-    assert "paused" not in (await guesser.memory("/link")).text
+    after = await guesser.memory(f"/link {code}")  # the pause is over (and the code expired meanwhile)
+    assert "paused" not in after.text and "unknown or has expired" in after.text
+    assert "Your link code is" in (await guesser.memory("/link")).text
 
 
 async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, llm, tmp_path):
@@ -167,3 +168,10 @@ async def test_removing_a_character_turns_its_memories_global(make_config, clock
             ("global", True, "a pinned one"), ("global", False, "only Mira knows this")]
     finally:
         await runtime.close()
+
+
+async def test_a_link_code_entered_on_the_platform_that_made_it_says_where_to_enter_it(runtime):
+    maker = Chat(runtime, user="111", platform="discord")
+    code = link_code(await maker.memory("/link"))
+    own = await maker.memory(f"/link {code}")
+    assert not own.ok and "That is your own code: enter it from your account on the other platform (Telegram)" in own.text

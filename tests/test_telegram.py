@@ -184,6 +184,8 @@ async def test_a_forged_callback_from_another_user_is_refused(bot, telegram, llm
     await telegram.wait_for(lambda: any(c.get("text") == "That button belongs to someone else."
                                         for c in telegram.calls_to("answerCallbackQuery")))
     assert "tea" in telegram.message(ANN, view.message_id).text
+    again, = await ann.reply_to(ann.say("/memory view"), chat=ann.dm)
+    assert "tea" in again.text  # Bob's press deleted nothing
 
 
 async def test_in_a_group_anns_memories_never_reach_bobs_prompt_or_screen(bot, telegram, llm):
