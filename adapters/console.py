@@ -107,7 +107,8 @@ class Console:
         print(text, file=self.out, flush=True)
 
     async def greet(self, choice: str = "") -> None:
-        self.say(f"{self.character_name}: {plain(await self.core.greet(self.key, self.user_name, choice))}")
+        greeting = await self.core.greet(self.key, self.user_name, choice)
+        self.say(f"{PROGRAM} {greeting.text}" if greeting.is_error else f"{self.character_name}: {plain(greeting.text)}")
         if hint := self.core.other_greetings(self.key, choice):
             self.say(f"{PROGRAM} {hint}")
 

@@ -64,6 +64,8 @@ from bot.contract import (
 )
 
 log = logging.getLogger(__name__)
+# Characters never speak in voice channels: no warning that voice's libraries (PyNaCl, davey) are missing.
+discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
 PLATFORM = "discord"
 LIMIT = 2_000
 SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side. Try again."
@@ -175,6 +177,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         self.tree.interaction_check = self.interaction_check
         self._register_commands()
         self.client.setup_hook = self.setup_hook
+        self.client.event(self.on_ready)
         self.client.event(self.on_message)
         self.client.event(self.on_raw_message_edit)
         self.client.event(self.on_raw_message_delete)
@@ -196,6 +199,9 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             await self.tree.sync(guild=guild)
         await self.core.once_per_change(key, fingerprint, sync)
 
+    async def on_ready(self) -> None:
+        log.info("Discord: %s is online as %s", self.character_name, self.client.user)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, sharing the event loop with the other adapters."""
         with self.core.listening(self.notified), self.core.writing_first(self):
@@ -206,7 +212,8 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             try:
                 await self.client.login(self.token)
             except discord.LoginFailure as refused:
-                raise PlatformRefused(f"Discord refused the bot token of {self.character_name}: {refused}") from None
+                raise PlatformRefused(f"Discord refused the bot token of {self.character_name} "
+                                      f"({self.settings.token_env}): {refused}") from None
             connection = asyncio.create_task(self.client.connect(reconnect=True))
             stopping = asyncio.create_task(stop.wait())
             recovery = asyncio.create_task(self.recover_when_ready())
@@ -220,7 +227,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                 except discord.ConnectionClosed as closed:
                     if closed.code == 4004:  # "Authentication failed": the token was revoked
                         raise PlatformRefused(f"Discord refused the bot token of {self.character_name} "
-                                              "(gateway close 4004)") from None
+                                              f"({self.settings.token_env}, gateway close 4004)") from None
                     raise
             else:
                 await asyncio.gather(connection, return_exceptions=True)

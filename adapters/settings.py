@@ -70,6 +70,7 @@ class DiscordSettings:
     """What the Discord adapter of one character runs with."""
 
     token: str
+    token_env: str = ""  # the variable holding it, named when Discord refuses it
     always_on_channels: frozenset[str] = frozenset()
     dev_guild: int | None = None
     shard_count: int | None = None
@@ -84,7 +85,8 @@ def discord_settings(section: DiscordSection, character: DiscordCharacter) -> Di
     token = secret(character.discord_token_env)
     if token is None:
         return None
-    return DiscordSettings(token, frozenset(str(c) for c in character.discord_always_on_channels),
+    return DiscordSettings(token, character.discord_token_env or "",
+                           frozenset(str(c) for c in character.discord_always_on_channels),
                            character.discord_dev_guild, section.shard_count, section.shard_ids)
 
 
@@ -128,6 +130,7 @@ class TelegramSettings:
     """What the Telegram adapter of one character runs with."""
 
     token: str
+    token_env: str = ""  # the variable holding it, named when Telegram refuses it
     base_url: str = "https://api.telegram.org/bot"
     mode: str = "polling"
     webhook_url: str | None = None
@@ -144,5 +147,5 @@ def telegram_settings(section: TelegramSection, character: TelegramCharacter) ->
     token = secret(character.telegram_token_env)
     if token is None:
         return None
-    return TelegramSettings(token, section.base_url, section.mode, section.webhook_url, section.listen,
-                            section.port, secret(section.secret_token_env))
+    return TelegramSettings(token, character.telegram_token_env or "", section.base_url, section.mode,
+                            section.webhook_url, section.listen, section.port, secret(section.secret_token_env))

@@ -385,7 +385,8 @@ class TelegramAdapter(ChatAdapter[Place]):
         try:
             return await call
         except InvalidToken as refused:
-            raise PlatformRefused(f"Telegram refused the bot token of {self.character_name}: {refused}") from None
+            raise PlatformRefused(f"Telegram refused the bot token of {self.character_name} "
+                                  f"({self.settings.token_env}): {refused}") from None
 
     @staticmethod
     async def _pause(stop: asyncio.Event, seconds: float) -> None:
@@ -590,7 +591,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         place = self.place(message)
         choice = " ".join(context.args or [])
         greeting = await self.core.greet(self.key(place), speaker_name_of(message), choice)
-        await message.reply_text(greeting)
+        await message.reply_text(greeting.text)
         if hint := self.core.other_greetings(self.key(place), choice):
             await message.reply_text(hint)
 

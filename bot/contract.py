@@ -276,8 +276,9 @@ class Core(Protocol):
 
     async def deleted(self, key: ConversationKey, platform_message_id: str) -> bool: ...
 
-    async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> str:
-        """The character's greeting (`choice`: "2", "3" … for its alternate greetings)."""
+    async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> Reply:
+        """The character's greeting (`choice`: "2", "3" … for its alternate greetings); an
+        error reply (in the bot's words, not the character's) for a greeting it does not have."""
 
     def other_greetings(self, key: ConversationKey, choice: str = "") -> str | None:
         """The line telling how to see the character's other greetings, if it has any."""

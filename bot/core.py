@@ -124,7 +124,7 @@ class Keepsake:
         conversation = await self.turns.conversation_for(key)
         return await self.store.conversations.delete_platform_message(conversation.id, platform_message_id)
 
-    async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> str:
+    async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> Reply:
         """The character's greeting: a card's first_mes, or with `choice` ("2", "3", …) one of its
         alternate greetings (`other_greetings` says how to see them). In a one-to-one
         conversation with no messages yet the greeting is stored as the character's first
@@ -133,19 +133,22 @@ class Keepsake:
         character = self.turns.character(key.character).character
         number = parse_number(choice) if choice.strip() else 1
         if number is None or not 1 <= number <= character.greetings:
-            return f"{character.name} has greetings 1 to {character.greetings}: /start 1 … /start {character.greetings}."
+            if character.greetings == 1:
+                return Reply(f"{character.name} has one greeting: /start.", is_error=True)
+            return Reply(f"{character.name} has greetings 1 to {character.greetings}: "
+                         f"/start 1 … /start {character.greetings}.", is_error=True)
         text = character.greeting(speaker_name, number)
         if not key.is_shared:
             conversation = await self.turns.conversation_for(key)
             await self.store.conversations.add_greeting(conversation.id, character.name, text,
                                                         self.turns.counter.count(text))
-        return text
+        return Reply(text)
 
     def other_greetings(self, key: ConversationKey, choice: str = "") -> str | None:
         character = self.turns.character(key.character).character
-        if character.greetings == 1:
-            return None
         shown = parse_number(choice) if choice.strip() else 1
+        if character.greetings == 1 or shown is None or not 1 <= shown <= character.greetings:
+            return None
         others = ", ".join(f"/start {n}" for n in range(1, character.greetings + 1) if n != shown)
         return f"{character.name} has other greetings too: {others}."
 

@@ -71,9 +71,11 @@ class BackgroundJobs:
         if self.checkins is not None:  # SPEC 14: a scan per character with [characters.checkins]
             jobs += [(job_id, scan, {"seconds": every}) for job_id, scan, every in self.checkins.jobs()]
         for job_id, func, every in jobs:
+            # misfire_grace_time None: a run that starts late on a busy machine still runs, without
+            # APScheduler's "run time … was missed" warning (coalesce runs it once).
             self.scheduler.add_job(self._stoppable(func), "interval", id=job_id, replace_existing=True,
-                                   coalesce=True, max_instances=1, next_run_time=datetime.now(timezone.utc),
-                                   **every)
+                                   coalesce=True, max_instances=1, misfire_grace_time=None,
+                                   next_run_time=datetime.now(timezone.utc), **every)
         self.scheduler.start()
 
     def job_ids(self) -> list[str]:

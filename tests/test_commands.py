@@ -189,3 +189,9 @@ def test_typed_text_is_parsed_by_the_command_table(line, options):
         spec = next(s for s in spec.subcommands if s.name == words[1])
         words = words[1:]
     assert parse_text(spec, line, " ".join(words[1:])) == options
+
+
+async def test_a_bad_memory_number_names_no_memory_the_person_does_not_have(ann):
+    for line in ("/memory edit abc hello", "/memory delete", "/memory pin ²"):
+        answer = await ann.memory(line)
+        assert not answer.ok and "#12" not in answer.text and "/memory view" in answer.text

@@ -206,7 +206,8 @@ async def test_a_new_conversation_starts_with_first_mes_and_start_shows_the_othe
     assert code == 0, err
     assert "Mira: The fog is thick tonight, Ann. Come in." in out
     assert "(Keepsake) Mira has other greetings too: /start 1." in out
-    assert "Mira has greetings 1 to 2" in out  # /start 7
+    assert "(Keepsake) Mira has greetings 1 to 2: /start 1 … /start 2." in out  # /start 7: the bot says so, not Mira
+    assert "Mira: Mira has greetings" not in out
     greeting = json.loads((ROOT / "characters" / "mira.json").read_text())["data"]["first_mes"].replace("{{user}}", "Ann")
     assert llm.requests[0]["messages"][-2] == {"role": "assistant", "content": greeting}  # first_mes was kept
 

@@ -3,6 +3,7 @@ and REST API, and the scripted LLM server."""
 
 import asyncio
 import json
+import logging
 
 import pytest
 
@@ -513,3 +514,12 @@ async def test_a_check_in_reaches_the_dm_with_its_button_and_a_closed_dm_gets_no
     await discord_fake.wait_for(lambda: any("won't write first" in (m.content or "") for m in discord_fake.messages))
     clock.now += 100 * 3600
     assert await runtime.checkins.scan("Mira") == 0
+
+
+async def test_the_log_says_discord_is_online_and_warns_of_no_voice_support(start, discord_fake, caplog):
+    """What a person starting the bot reads: an "online as" line like Telegram's, and no warning
+    about voice, which characters never use."""
+    caplog.set_level(logging.INFO)
+    await start()
+    await discord_fake.wait_for(lambda: "Discord: Mira is online as Mira" in caplog.text)
+    assert "PyNaCl" not in caplog.text and "voice will NOT be supported" not in caplog.text

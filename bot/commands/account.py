@@ -76,6 +76,9 @@ class AccountCommands:
             await self.store.people.add_link_failure(person.id, now)
             raise UsageError("That link code is unknown or has expired. Get a new one with /link.")
         owner, made_on = found
+        if made_on == here and owner == person.id:
+            raise UsageError("That is your own code: enter it from your account on the other platform "
+                             f"({_platform_name('telegram' if here == 'discord' else 'discord')}) to link the two.")
         if owner == person.id:
             return CommandResult("These accounts are already linked.")
         if made_on == here:

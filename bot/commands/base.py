@@ -46,10 +46,10 @@ def parse_memory_id(value: Any) -> int:
     """A memory number as the person wrote it (`12`, `#12`): ASCII digits within range."""
     text = str(value if value is not None else "").strip()
     if not text:
-        raise UsageError("Which memory? Give its number, e.g. `12` for #12 (see /memory view).")
+        raise UsageError("Which memory? Give its number, as /memory view shows it after the #.")
     number = memory_number(value)
     if number is None:
-        raise UsageError(f"“{text[:40]}” is not a memory number. Use the number shown as #12 in /memory view.")
+        raise UsageError(f"“{text[:40]}” is not a memory number. Use the number /memory view shows after the #.")
     return number
 
 
