@@ -1,5 +1,5 @@
-"""A console session typed through a real pseudo-terminal, as a person types it. With
-KEEPSAKE_WRITE_TRANSCRIPT=1 it also writes docs/console.md from what the terminal showed."""
+"""A console session typed through a real pseudo-terminal, as a person types it. docs/console.md
+must be exactly what the terminal showed (KEEPSAKE_WRITE_TRANSCRIPT=1 writes it again)."""
 
 import asyncio
 import os
@@ -82,12 +82,14 @@ async def test_a_console_session_at_a_real_terminal(tmp_path, llm):
     assert "#1 · character · recent — Ann is allergic to peanuts" in screen
     assert "Pinned #1." in screen
     assert "Mira: Noted: no peanuts, ever." in screen
-    if os.environ.get("KEEPSAKE_WRITE_TRANSCRIPT"):
-        log_line = next(line for line in screen.splitlines() if "Log lines go to" in line)
-        screen = screen.replace(log_line, "(Keepsake) Log lines go to …/keepsake-console.log; --verbose shows them here.")
-        (ROOT / "docs" / "console.md").write_text(
-            "# A console session\n\nTyped through a real pseudo-terminal by "
+    log_line = next(line for line in screen.splitlines() if "Log lines go to" in line)
+    screen = screen.replace(log_line, "(Keepsake) Log lines go to …/keepsake-console.log; --verbose shows them here.")
+    page = ("# A console session\n\nTyped through a real pseudo-terminal by "
             "`tests/test_console_transcript.py` (`KEEPSAKE_WRITE_TRANSCRIPT=1 pytest "
             "tests/test_console_transcript.py` writes this page again); the model is the tests' scripted "
             "one.\n\n```text\n$ python -m bot console --character Mira --name Ann --config config.toml\n"
             + screen.strip() + "\n```\n")
+    if os.environ.get("KEEPSAKE_WRITE_TRANSCRIPT"):
+        (ROOT / "docs" / "console.md").write_text(page)
+    assert (ROOT / "docs" / "console.md").read_text() == page, \
+        "docs/console.md is not what the console shows now: KEEPSAKE_WRITE_TRANSCRIPT=1 writes it again"
