@@ -176,6 +176,27 @@ async def throwaway_schema(server_url: str) -> AsyncIterator[str]:
         await connection.close()
 
 
+# Ordinary words for benchmark conversations: what people talk about, when. A message names a
+# topic and a time; most of its words are shared with many other messages, as in real chat.
+TOPICS = ("the storm", "the fishing boats", "my sister's wedding", "the lighthouse lamp", "the harbour market",
+          "the old ferry", "your garden", "the winter supplies", "the radio", "the seals on the rocks",
+          "my new job", "the school concert", "grandmother's recipe", "the broken window", "the long walk",
+          "the library books", "the dog next door", "the train timetable", "the birthday cake", "the night sky")
+TIMES = ("on Thursday", "at dusk", "last spring", "after the rain", "this morning", "before the holidays",
+         "at the weekend", "in the autumn", "yesterday evening", "when the tide turned")
+
+
+def chat_line(n: int) -> str:
+    """The n-th line of a long conversation, in ordinary words."""
+    return (f"we talked about {TOPICS[n % len(TOPICS)]} {TIMES[(n // len(TOPICS)) % len(TIMES)]} and it "
+            f"reminded me of {TOPICS[(n * 7 + 3) % len(TOPICS)]}")
+
+
+def question(n: int) -> str:
+    """The n-th question a person asks, about something said before, in ordinary words."""
+    return f"do you remember what we said about {TOPICS[(n * 3) % len(TOPICS)]} {TIMES[n % len(TIMES)]}?"
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]

@@ -24,10 +24,12 @@ from pathlib import Path
 
 from bench.common import (
     InstantLLM,
+    chat_line,
     bench_runtime,
     fill_memories,
     machine,
     percentile,
+    question,
     temp_folder,
     throwaway_schema,
 )
@@ -49,7 +51,7 @@ async def _turns(
     work) and their whole times (ms)."""
     overheads, timings = [], []
     for i in range(count + WARM_UP):
-        message = IncomingMessage(KEY, ANN, "Ann", f"turn {i}: how was the night at the lamp?")
+        message = IncomingMessage(KEY, ANN, "Ann", f"turn {i}: {question(i)}")
         model_before = llm.own_time_s
         started = time.perf_counter()
         reply = await runtime.turns.handle(message, on_text=on_text)
@@ -94,8 +96,9 @@ async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], sto
             stored = 0
             for size in sizes:
                 while stored < size:  # a long history, written the way turns write it
-                    line = f"history message {stored}: the sea was calm and the lamp turned all night"
-                    await runtime.store.conversations.add_user_message(conversation.id, person, "Ann", line, 16, None)
+                    line = f"history message {stored}: {chat_line(stored)}"
+                    await runtime.store.conversations.add_user_message(conversation.id, person, "Ann", line,
+                                                                      runtime.counter.count(line), None)
                     stored += 1
                 if semantic:  # a live database's vectors keep up, as the background job sees to
                     while await runtime.turns.semantic.embed_waiting():
