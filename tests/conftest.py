@@ -91,6 +91,18 @@ async def telegram() -> FakeTelegram:
 
 
 @pytest.fixture
+async def discord_fake():
+    """The fake Discord gateway and REST API, for a bot process pointed at it (SITECUSTOMIZE in
+    tests/process.py); tests/test_discord.py drives discord.py in process instead."""
+    from tests.fakes.discord_server import FakeDiscord
+
+    fake = FakeDiscord()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
 

@@ -76,6 +76,16 @@ async def chat(person: Chat, messages: int) -> None:
         await person.say(f"message {n} about my garden")
 
 
+async def away(bot, **start):
+    """Ann wrote 4 messages in her DM with Mira, then went quiet for 49 hours (due at 48)."""
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock, **start)
+    ann = dm(runtime)
+    await chat(ann, 4)
+    clock.now += 49 * HOUR
+    return clock, runtime, ann
+
+
 async def scan(runtime, writer: Writer) -> int:
     with runtime.core.writing_first(writer):
         return await runtime.checkins.scan("Mira")
@@ -102,12 +112,8 @@ async def test_a_one_to_one_conversation_quiet_for_after_hours_gets_one_message(
 
 
 async def test_a_check_in_is_stored_as_the_characters_message_in_the_window(bot, llm):
-    clock = FakeClock(NOON_UTC)
-    runtime = await bot(clock)
-    ann = dm(runtime)
-    await chat(ann, 4)
+    clock, runtime, ann = await away(bot)
     llm.add(text("Thinking of your garden today."))
-    clock.now += 49 * HOUR
     await scan(runtime, Writer())
     await ann.say("oh hi!")
     window = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] in ("user", "assistant")]
@@ -134,12 +140,8 @@ async def test_groups_and_the_console_never_get_a_check_in(bot, llm):
 
 
 async def test_at_most_one_check_in_per_absence_until_the_person_writes_again(bot, llm):
-    clock = FakeClock(NOON_UTC)
-    runtime = await bot(clock)
-    ann = dm(runtime)
-    await chat(ann, 4)
+    clock, runtime, ann = await away(bot)
     writer = Writer()
-    clock.now += 49 * HOUR
     assert await scan(runtime, writer) == 1
     clock.now += 200 * HOUR  # the character's own message changes nothing: still one
     assert await scan(runtime, writer) == 0
@@ -162,12 +164,8 @@ async def test_never_inside_quiet_hours_across_midnight_read_in_the_characters_z
 
 
 async def test_the_dont_write_first_button_and_checkins_on_and_off(bot, llm):
-    clock = FakeClock(NOON_UTC)
-    runtime = await bot(clock)
-    ann = dm(runtime)
-    await chat(ann, 4)
+    clock, runtime, ann = await away(bot)
     writer = Writer()
-    clock.now += 49 * HOUR
     await scan(runtime, writer)
     pressed = await ann.press(writer.sent[0][2][0][0].action)
     assert pressed.ok and "won't write first" in pressed.text
@@ -183,10 +181,7 @@ async def test_the_dont_write_first_button_and_checkins_on_and_off(bot, llm):
 
 
 async def test_someone_denied_by_access_gets_none(bot, llm):
-    clock = FakeClock(NOON_UTC)
-    runtime = await bot(clock)
-    await chat(dm(runtime), 4)
-    clock.now += 49 * HOUR
+    clock, runtime, ann = await away(bot)
     calls = len(llm.requests)
     assert await scan(runtime, Writer(denied={"501"})) == 0
     assert len(llm.requests) == calls  # no model call was made for them
@@ -194,11 +189,7 @@ async def test_someone_denied_by_access_gets_none(bot, llm):
 
 
 async def test_a_check_in_counts_as_a_model_call_under_limits(bot, llm):
-    clock = FakeClock(NOON_UTC)
-    runtime = await bot(clock, limits=4)
-    ann = dm(runtime)
-    await chat(ann, 4)
-    clock.now += 49 * HOUR
+    clock, runtime, ann = await away(bot, limits=4)
     for _ in range(4):  # 4 model calls in this minute on Ann's behalf (a draft, say): the limit
         assert await runtime.turns.limits.take(await ann.person_id(), ann.key) is None
     writer = Writer()
@@ -208,11 +199,7 @@ async def test_a_check_in_counts_as_a_model_call_under_limits(bot, llm):
 
 
 async def test_a_blocked_bot_switches_check_ins_off_until_the_person_writes_again(bot, llm):
-    clock = FakeClock(NOON_UTC)
-    runtime = await bot(clock)
-    ann = dm(runtime)
-    await chat(ann, 4)
-    clock.now += 49 * HOUR
+    clock, runtime, ann = await away(bot)
     llm.add(text("Thinking of your garden today."))
     assert await scan(runtime, Writer(refuses=True)) == 0
     stored = await runtime.store.conversations.recent_messages((await runtime.turns.conversation_for(ann.key)).id, 1)
@@ -225,10 +212,7 @@ async def test_a_blocked_bot_switches_check_ins_off_until_the_person_writes_agai
 
 
 async def test_a_failed_model_call_is_tried_again_at_the_next_scan_and_nothing_half_written_is_sent(bot, llm):
-    clock = FakeClock(NOON_UTC)
-    runtime = await bot(clock)
-    await chat(dm(runtime), 4)
-    clock.now += 49 * HOUR
+    clock, runtime, ann = await away(bot)
     llm.add(status(500), status(500))
     writer = Writer()
     assert await scan(runtime, writer) == 0 and writer.sent == []

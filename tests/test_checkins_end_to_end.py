@@ -21,14 +21,6 @@ DONT = "🔕 Don't write first"
 
 
 @pytest.fixture
-async def discord_fake():
-    fake = FakeDiscord()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
 async def running(tmp_path, llm, telegram, discord_fake):
     hooks = tmp_path / "hooks"
     hooks.mkdir()

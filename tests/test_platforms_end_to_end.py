@@ -92,14 +92,6 @@ deny = ["discord-role:{discord_fake.role_id}"]
 
 
 @pytest.fixture
-async def discord_fake():
-    fake = FakeDiscord()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
 async def running(tmp_path, llm, telegram, discord_fake):
     config = write_setup(tmp_path, llm, telegram, discord_fake)
     env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'hooks'}:{ROOT}", "MIRA_TELEGRAM_TOKEN": telegram.token,
