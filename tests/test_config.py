@@ -1,5 +1,6 @@
 """SPEC section 10 — config.toml, secrets from environment variables, clear start-up errors."""
 
+import os
 import re
 import subprocess
 import sys
@@ -227,6 +228,25 @@ def test_a_database_that_cannot_be_reached_is_one_line_naming_it_masked(tmp_path
     line, = done.stderr.strip().splitlines()
     assert line.startswith(f"storage error: cannot open the database at postgresql://keepsake:***@127.0.0.1:{port}/keepsake: ")
     assert "hunter2" not in done.stderr
+
+
+def test_a_postgresql_database_that_does_not_exist_is_one_line_for_the_bot_and_for_storage_copy(tmp_path):
+    from urllib.parse import urlsplit, urlunsplit
+
+    from tests.postgres import server_url
+
+    parts = urlsplit(server_url())
+    missing = urlunsplit(parts._replace(path="/keepsake_no_such_database"))
+    done = _characters(f'[storage]\nurl = "{missing}"\n{PERSONA}', tmp_path, "list")
+    assert done.returncode == 2
+    line, = done.stderr.strip().splitlines()
+    assert line.startswith("storage error: cannot open the database at ") and "keepsake_no_such_database" in line
+    (tmp_path / "keepsake.sqlite3").touch()
+    copied = subprocess.run([sys.executable, "-m", "bot", "storage", "copy", "--from", "sqlite:///keepsake.sqlite3",
+                             "--to", missing], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert copied.returncode != 0 and "Traceback" not in copied.stderr
+    assert len(copied.stderr.strip().splitlines()) == 1 and "keepsake_no_such_database" in copied.stderr
 
 
 def test_the_postgresql_password_may_come_from_password_env_and_is_redacted(monkeypatch, tmp_path):
