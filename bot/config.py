@@ -167,6 +167,21 @@ class RecallConfig(Section):
     enabled: bool = True
     budget_tokens: int = Field(1_500, ge=1)  # never more than 10 % of the context window (SPEC 11)
     embedding_model: Text | None = None
+    embedding_base_url: HttpURL | None = None  # the embedding server, when it is not [llm] base_url
+    embedding_api_key_env: Text | None = None  # its key's variable (default: [llm] api_key_env)
+
+    @model_validator(mode="after")
+    def _embedding_key_is_set(self) -> "RecallConfig":
+        if self.embedding_api_key_env and env_secret(self.embedding_api_key_env) is None:
+            raise SettingProblem("embedding_api_key_env",
+                                 f"environment variable {self.embedding_api_key_env} is not set")
+        return self
+
+    def embedding_llm(self, llm: "LLMConfig") -> "LLMConfig":
+        """The model server embeddings are asked of: [llm]'s, or the one named here."""
+        changes = {key: value for key, value in (("base_url", self.embedding_base_url),
+                                                 ("api_key_env", self.embedding_api_key_env)) if value}
+        return llm.model_copy(update=changes)
 
 
 class MetricsConfig(Section):

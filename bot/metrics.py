@@ -30,6 +30,9 @@ TURN_WAIT_SECONDS = Histogram("keepsake_turn_wait_seconds",
 MODEL_SECONDS = Histogram("keepsake_model_seconds", "One call to the model server.", buckets=SECONDS,
                           registry=REGISTRY)
 MODEL_ERRORS = Counter("keepsake_model_errors", "Model calls that failed after their retries.", registry=REGISTRY)
+SEMANTIC_PAUSES = Counter("keepsake_semantic_recall_pauses",
+                          "Minutes recall by meaning stood aside: the embedding server was slow for a turn, or failed.",
+                          ["reason"], registry=REGISTRY)
 SUMMARY_JOBS_PENDING = Gauge("keepsake_summary_jobs_pending",
                              "Conversations this process is summarizing or about to.", registry=REGISTRY)
 

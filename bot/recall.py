@@ -3,10 +3,12 @@ that needs them.
 
 Each turn searches this conversation's messages older than the live window for the words of the
 person's new message (common words left out, and words that fill much of the conversation:
-they point at nothing in particular); with semantic recall on (bot/semantic.py), that ranking
-and the one by meaning are fused by reciprocal rank. The best hits come with a neighbour on each
-side; hits next to each other merge into one passage. The passages are taken best first while
-they fit the recall budget — `[recall] budget_tokens`, never more than 10 % of the context
+they point at nothing in particular); with semantic recall on (bot/semantic.py), the places
+ranked by meaning join after the word matches, so they add hits and never push one out. Hits
+with nothing in them, or that mostly repeat the new message or a hit already taken (echoes: a
+person asks about the same things again), are left out. The hits come with a neighbour on each
+side; hits next to each other merge into one passage. The passages are taken best first until
+the recall budget is spent — `[recall] budget_tokens`, never more than 10 % of the context
 window — and shown oldest first, with date and speaker, in a labelled block after the summary:
 data the conversation held, never instructions.
 """
@@ -20,12 +22,14 @@ from datetime import datetime, timezone
 
 from storage.ports import MessageRow, Store
 
-HITS = 8  # best-matching messages looked at
+CANDIDATES = 32  # best word matches looked at; the budget, not this count, decides how many are taken
+NEAREST = 16  # places ranked by meaning looked at (they join after the word matches)
+ECHO_SHARE = 0.7  # a question this much of whose content words were said already asks it again
+REPEAT_SHARE = 0.9  # a message this much of whose words were said already repeats it
 COMMON_ABOVE = 200  # a word in more messages of the conversation than this points at nothing
 MAX_TERMS = 12
 CONTEXT_SHARE = 0.10  # recall never takes more than this share of the context window
 TOKENS_PER_LINE = 6  # the date and speaker a recalled line carries, roughly
-RRF_K = 60  # reciprocal-rank fusion: a message scores the sum of 1 / (RRF_K + its rank) in each ranking
 
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being below
@@ -50,8 +54,25 @@ def recall_budget(budget_tokens: int, context_window: int) -> int:
     return min(budget_tokens, int(context_window * CONTEXT_SHARE))
 
 
+def content_words(text: str) -> set[str]:
+    """The words of a text that carry something: lower-cased, common words out."""
+    return {word for word in WORD.findall(text.lower()) if len(word) > 1 and word not in STOP_WORDS}
+
+
+def echoes(hit: str, said: str) -> bool:
+    """Whether `hit` mostly repeats `said`: nearly all its words are there (REPEAT_SHARE), or it
+    is a question whose content words mostly are (ECHO_SHARE) — asked again, it adds nothing.
+    "the key is under the blue flowerpot" answers "where is the key to the blue flowerpot?"
+    (its "under" is news); "how are Ingrid's goats?" echoes "how are Ingrid's goats these days?"."""
+    words, there = set(WORD.findall(hit.lower())), set(WORD.findall(said.lower()))
+    if words and len(words & there) >= REPEAT_SHARE * len(words):
+        return True
+    content = content_words(hit)
+    return hit.rstrip().endswith("?") and len(content & there) >= ECHO_SHARE * len(content)
+
+
 def query_terms(text: str) -> list[str]:
-    """The words of a message worth searching for: lower-cased, common words out, each once."""
+    """The words of a message worth searching for: its content words in order, each once."""
     terms: list[str] = []
     for word in WORD.findall(text.lower()):
         if len(word) > 1 and word not in STOP_WORDS and word not in terms:
@@ -59,38 +80,46 @@ def query_terms(text: str) -> list[str]:
     return terms[:MAX_TERMS]
 
 
-def fuse(*rankings: Sequence[int]) -> list[int]:
-    """Reciprocal-rank fusion of rankings of places, best first (ties: the first ranking's order)."""
-    scores: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, pos in enumerate(ranking, start=1):
-            scores[pos] = scores.get(pos, 0.0) + 1 / (RRF_K + rank)
-    return sorted(scores, key=lambda pos: -scores[pos])
-
-
 async def recall(store: Store, conversation_id: int, text: str, before_pos: int, budget: int,
                  nearest: Sequence[int] = ()) -> list[Passage]:
     """Passages of this conversation before `before_pos` (the live window's first message) that
-    the message `text` calls back — by its words, fused with `nearest` (places ranked by meaning)
-    when given — within `budget` tokens, oldest first."""
+    the message `text` calls back, within `budget` tokens, oldest first.
+
+    The candidates are the best matches of its words (up to CANDIDATES), then the places
+    `nearest` ranks by meaning that the words did not find: meaning adds hits, it never pushes a
+    word hit out. A candidate with no content words ("I see.", "haha ok") or one that mostly
+    repeats the new message or a hit already taken (an echo: ECHO_SHARE of its content words) is
+    left out. Each hit comes with a neighbour on each side; neighbouring ones merge into one
+    passage; passages are taken best first until the budget is spent."""
     terms = query_terms(text)
     if budget <= 0 or not (terms or nearest):
         return []
-    hits = await store.recall.search(conversation_id, terms, before_pos, HITS, COMMON_ABOVE) if terms else []
-    ranked = fuse([hit.pos for hit in hits], nearest)[:HITS]
+    hits = await store.recall.search(conversation_id, terms, before_pos, CANDIDATES, COMMON_ABOVE) if terms else []
+    by_words = [hit.pos for hit in hits]
+    ranked = by_words + [pos for pos in nearest if pos not in set(by_words)]
     if not ranked:
         return []
-    around = {p for pos in ranked for p in (pos - 1, pos, pos + 1) if p < before_pos}
-    by_pos = {m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(around))}
-    passages = _merge(by_pos)
-    rank = {pos: i for i, pos in enumerate(ranked)}
-    best_first = sorted(passages, key=lambda p: min(rank.get(m.pos, len(rank)) for m in p.messages))
-    chosen, used = [], 0
+    candidates = {m.pos: m for m in hits} | {m.pos: m for m in await store.recall.messages_at(
+        conversation_id, sorted(set(ranked) - set(by_words)))}
+    said = [text]  # the new message and the hits taken so far
+    chosen: list[int] = []
+    for pos in ranked:
+        message = candidates.get(pos)
+        if message is None or not content_words(message.content) or any(echoes(message.content, s) for s in said):
+            continue
+        chosen.append(pos)
+        said.append(message.content)
+    around = {p for pos in chosen for p in (pos - 1, pos + 1) if p < before_pos} - set(candidates)
+    by_pos = {pos: candidates[pos] for pos in chosen} | {
+        m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(around))}
+    rank = {pos: i for i, pos in enumerate(chosen)}
+    best_first = sorted(_merge(by_pos), key=lambda p: min(rank.get(m.pos, len(rank)) for m in p.messages))
+    taken, used = [], 0
     for passage in best_first:
         if used + passage.tokens <= budget:
-            chosen.append(passage)
+            taken.append(passage)
             used += passage.tokens
-    return sorted(chosen, key=lambda p: p.messages[0].pos)
+    return sorted(taken, key=lambda p: p.messages[0].pos)
 
 
 def _merge(by_pos: dict[int, MessageRow]) -> list[Passage]:

@@ -83,7 +83,10 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     recall_tokens = recall_budget(config.recall.budget_tokens, window) if config.recall.enabled else 0
     semantic = None
     if config.recall.enabled and config.recall.embedding_model:
-        semantic = SemanticRecall(store, llm, counter, config.recall.embedding_model)
+        embedding_server = config.recall.embedding_llm(config.llm)
+        embeddings = llm if embedding_server == config.llm else LLMClient(embedding_server,
+                                                                          http_client=llm_http_client)
+        semantic = SemanticRecall(store, embeddings, counter, config.recall.embedding_model)
         if not await semantic.start():
             semantic = None
     turns = TurnHandler(store, llm, counter, characters, window, clock=clock, recall_tokens=recall_tokens,

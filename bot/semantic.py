@@ -1,13 +1,16 @@
 """Semantic recall (SPEC section 11): with `[recall] embedding_model` set, stored messages are
 embedded in the background through the model server's `/v1/embeddings`, in batches, newest
 first (a backfill of older ones included; a change of model embeds them all again), and each
-new message is embedded for its own turn, whose recall then fuses the full-text and the vector
-rankings (bot/recall.py).
+new message is embedded for its own turn, whose recall then adds the places nearest in meaning
+after the word matches (bot/recall.py). The server is `[recall] embedding_base_url` when set
+(else `[llm] base_url`); background batches are small and wait while a turn's own request is
+out, so a turn never queues behind a backfill on a server that answers one request at a time.
 
 An embedding server that is slow or failing never fails a turn, and delays at most one turn a
 minute, by at most QUERY_WAIT_S: that turn recalls by full text alone (a vector that comes later
 is still kept); after it, turns use their vectors only if already there, for
-PAUSE_AFTER_FAILURE_S; after a failure, no turn asks the server for that long. A database that cannot keep
+PAUSE_AFTER_FAILURE_S; after a failure, no turn asks the server for that long. Each such pause
+is one WARNING line and one count of `keepsake_semantic_recall_pauses` (bot/metrics.py). A database that cannot keep
 vectors (PostgreSQL without pgvector) is named once at start-up; recall stays full-text.
 """
 
@@ -19,13 +22,14 @@ import math
 import time
 from typing import Callable
 
+from bot import metrics
 from bot.llm import LLMClient, LLMError
 from bot.tokens import TokenCounter
 from storage.ports import MessageRow, Store
 
 log = logging.getLogger(__name__)
 
-BATCH = 64  # messages a request
+BATCH = 8  # messages a background request: short, so a turn's own request never waits long behind one
 RUN_LIMIT = 1_024  # messages embedded in one run of the background job
 EMBED_MAX_TOKENS = 2_000  # a longer message is embedded by its beginning (models take ~8k at most)
 QUERY_WAIT_S = 1.0  # the longest a turn waits for its message's vector
@@ -101,6 +105,7 @@ class SemanticRecall:
                 log.warning("semantic recall: the message's vector was not ready in %.1f s; turns recall by full "
                             "text alone unless their vector is already there, for %d s",
                             QUERY_WAIT_S, PAUSE_AFTER_FAILURE_S)
+                metrics.SEMANTIC_PAUSES.labels("slow").inc()
                 self._impatient_until = self.clock() + PAUSE_AFTER_FAILURE_S
             return []
         try:
@@ -115,6 +120,8 @@ class SemanticRecall:
         """The background job: embed waiting messages, newest first, in batches; how many."""
         embedded = 0
         while embedded < RUN_LIMIT and self.enabled and self.clock() >= self._paused_until:
+            while self._asking:  # a turn's message goes first: the server may answer one request at a time
+                await asyncio.wait(set(self._asking))
             batch = await self.store.vectors.waiting(BATCH)
             if not batch:
                 break
@@ -136,4 +143,5 @@ class SemanticRecall:
         if self.clock() >= self._paused_until:
             log.warning("semantic recall: the embedding server failed (%s); full text alone for %d s",
                         failure, PAUSE_AFTER_FAILURE_S)
+            metrics.SEMANTIC_PAUSES.labels("failed").inc()
         self._paused_until = self.clock() + PAUSE_AFTER_FAILURE_S

@@ -47,7 +47,7 @@ from bot.llm import Completion, ImagesRefused, LLMClient, LLMError
 from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
 from bot.contract import Button, ConversationKey, Identity, IncomingFile, IncomingMessage, Reply, ReplySink
 from bot.prompt import Prompt, build_prompt
-from bot.recall import HITS as RECALL_HITS
+from bot.recall import NEAREST as RECALL_NEAREST
 from bot.recall import Passage, recall
 from bot.semantic import SemanticRecall
 from bot.saved_memories import memories_for_prompt
@@ -372,7 +372,7 @@ class TurnHandler:
         nearest: list[int] = []
         if self.semantic is not None:
             embedding = embedding or self._embedding(user_row)
-            nearest = await self.semantic.nearest(embedding, conversation_id, window[0].pos, RECALL_HITS)
+            nearest = await self.semantic.nearest(embedding, conversation_id, window[0].pos, RECALL_NEAREST)
         return await recall(self.store, conversation_id, user_row.content, window[0].pos, self.recall_tokens,
                             nearest)
 

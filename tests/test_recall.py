@@ -68,8 +68,8 @@ async def test_recall_stays_within_10_percent_of_a_small_context_window(make_con
     runtime = await build_runtime(config, clock=clock)
     try:
         ann = Chat(runtime)
-        search = " and we searched the hills, the shore and the old quarry until dark" * 6  # ~100 tokens
-        goats = [f"the goat number {n} escaped from the pen near the chapel{search}" for n in range(150)]
+        goats = [f"the goat number {n} escaped from the pen near the chapel; we found it by "  # ~100 tokens,
+                 + ", ".join(f"landmark {n}{k}" for k in range(25)) for n in range(150)]   # each its own
         apart = [line for goat, talk in zip(goats, small_talk(150)) for line in (goat, talk)]  # hits never merge
         await history(ann, clock, apart + small_talk(60))
         await ann.say("which goat escaped from the pen near the chapel?")
@@ -148,3 +148,41 @@ async def test_memory_why_shows_an_edited_recalled_message_as_it_reads_now(runti
     await store.conversations.edit_platform_message(conversation, "p0", "my cousin Ingrid sold her goats", 8)
     why = (await ann.memory("/memory why")).text
     assert "“my cousin Ingrid sold her goats…”" in why and "Tromsø" not in why
+
+
+async def test_recall_takes_passages_until_its_budget_is_spent_not_a_fixed_count(runtime, llm, clock):
+    ann = Chat(runtime)
+    facts = [f"my goat {name} likes {food}" for name, food in zip(
+        ("Ada", "Bo", "Cy", "Di", "Ed", "Fay", "Gus", "Hal", "Ivy", "Jo", "Kit", "Lu", "Mo", "Ned", "Oz", "Pip"),
+        ("apples", "hay", "clover", "carrots", "bread", "oats", "kale", "pears", "beets", "corn", "rye", "figs",
+         "nettles", "thistles", "turnips", "plums"))]
+    await history(ann, clock, [line for fact, talk in zip(facts, small_talk(16)) for line in (fact, talk)]
+                  + small_talk(60))
+    await ann.say("which goat likes which food?")
+    assert sum(fact in recall_block(llm) for fact in facts) == 16  # more than 8: 1,500 tokens hold them all
+
+
+async def test_a_hit_that_only_repeats_the_question_is_left_out(runtime, llm, clock):
+    ann = Chat(runtime)
+    await history(ann, clock, ["how are Ingrid's goats?", "my cousin Ingrid keeps three goats in Tromsø"]
+                  + small_talk(70))
+    await ann.say("how are Ingrid's goats these days?")
+    block = recall_block(llm)
+    assert "my cousin Ingrid keeps three goats in Tromsø" in block and "how are Ingrid's goats?" not in block
+
+
+async def test_recall_by_meaning_adds_hits_after_the_word_hits_and_never_pushes_one_out(runtime, clock):
+    from bot.recall import recall
+
+    ann = Chat(runtime)
+    await history(ann, clock, ["the key is under the blue flowerpot", "haha ok",
+                               "we buried the old tin box under the oak"] + small_talk(70))
+    conversation = (await runtime.turns.conversation_for(ann.key)).id
+    by_place = {m.content: m.pos for m in await runtime.store.recall.messages_at(conversation, list(range(0, 20)))}
+    nearest = [by_place["haha ok"], by_place["we buried the old tin box under the oak"]]  # meaning ranks these first
+    passages = await recall(runtime.store, conversation, "where is the key to the blue flowerpot?", 10**6, 1_500,
+                            nearest)
+    recalled = [m.content for p in passages for m in p.messages]
+    assert "the key is under the blue flowerpot" in recalled  # the word hit keeps its place
+    assert "we buried the old tin box under the oak" in recalled  # meaning adds one
+    assert recalled.count("haha ok") <= 1  # only as a neighbour, never as a hit of its own

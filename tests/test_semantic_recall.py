@@ -4,6 +4,7 @@ fuses the full-text and the vector rankings, and a slow or failing embedding ser
 a turn or holds it up for long. The embeddings come from the scripted server's crude trigram
 embedder, which knows nothing of what the tests ask."""
 
+import asyncio
 import logging
 import time
 
@@ -11,7 +12,6 @@ import pytest
 
 from bot.config import parse_config
 from bot.runtime import build_runtime
-from bot.semantic import BATCH
 from tests.conftest import Chat, config_dict
 from tests.postgres import PGVECTOR_ENV, fresh_schema_url
 from tests.test_recall import history, recall_block
@@ -30,9 +30,9 @@ async def closing(llm, tmp_path, clock):
     embedding_model; closes them after the test."""
     runtimes = []
 
-    async def make(model: str | None = "text-embedding-3-small", url: str | None = None):
+    async def make(model: str | None = "text-embedding-3-small", url: str | None = None, **recall):
         raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
-        raw["recall"] = {"embedding_model": model} if model else {}
+        raw["recall"] = ({"embedding_model": model} if model else {}) | recall
         if url:
             raw["storage"] = {"url": url}
         runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)
@@ -80,7 +80,7 @@ async def test_messages_are_embedded_in_the_background_in_batches_newest_first(c
     await runtime.jobs.embed_waiting()
     assert await runtime.store.vectors.count_waiting() == 0
     sizes = [len(r["input"]) for r in llm.embedding_requests]
-    assert sizes == [BATCH, BATCH, 150 - 2 * BATCH]
+    assert sizes == [8] * 18 + [6]  # batches of 8: short, so a turn's own request never waits long
     assert llm.embedding_requests[0]["input"][0] == "line 149"
     assert {r["dimensions"] for r in llm.embedding_requests} == {256}  # text-embedding-3 vectors, shortened
 
@@ -185,3 +185,41 @@ async def test_on_postgresql_without_pgvector_recall_stays_full_text_and_says_so
         assert llm.embedding_requests == []
     finally:
         await anext(schemas, None)
+
+
+async def test_embeddings_go_to_their_own_server_when_recall_names_one(closing, llm, clock, monkeypatch):
+    from tests.fakes.llm_server import ScriptedLLM
+
+    embedder = ScriptedLLM()
+    await embedder.start()
+    try:
+        monkeypatch.setenv("KEEPSAKE_TEST_EMBEDDING_KEY", "sk-embeddings")
+        runtime = await closing(embedding_base_url=embedder.base_url, embedding_api_key_env="KEEPSAKE_TEST_EMBEDDING_KEY")
+        ann = Chat(runtime)
+        await history(ann, clock, ["my cousin Ingrid keeps three goats"] + lines(70))
+        await runtime.jobs.embed_waiting()
+        await ann.say("how are Ingrid's goats?")
+        assert embedder.embedding_requests and llm.embedding_requests == []  # vectors from the embedding server
+        assert llm.requests and embedder.requests == []  # the reply from the chat server
+        assert embedder.embedding_headers.get("Authorization") == "Bearer sk-embeddings"
+    finally:
+        await embedder.stop()
+
+
+async def test_a_turns_message_is_embedded_before_the_next_background_batch_is_asked(closing, llm, clock):
+    """A server answering one request at a time must never make a turn wait behind a backfill:
+    while a turn's message is being embedded, no batch is sent."""
+    runtime = await closing()
+    ann = Chat(runtime)
+    await history(ann, clock, lines(200))  # a backlog for the background job
+    llm.embeddings_delay_s = 0.3
+    stored = await runtime.store.conversations.add_user_message(
+        (await runtime.turns.conversation_for(ann.key)).id, await ann.person_id(), "Ann", "the turn's own message", 5, None)
+    turn = runtime.turns.semantic.embed_message(stored)  # the turn asks first ...
+    backfill = asyncio.create_task(runtime.jobs.embed_waiting())  # ... while the background job wants to go on
+    await turn
+    first_batch_at = len(llm.embedding_requests)
+    await backfill
+    assert llm.embedding_requests[0]["input"] == ["the turn's own message"]
+    assert first_batch_at == 1  # no batch was sent while the turn's request was out
+    assert all(len(r["input"]) <= 8 for r in llm.embedding_requests[1:])  # short batches

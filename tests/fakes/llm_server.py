@@ -129,6 +129,7 @@ class ScriptedLLM:
         generic embedding; it knows nothing of what a test asks)."""
         body = await request.json()
         self.embedding_requests.append(body)
+        self.embedding_headers = dict(request.headers)
         await asyncio.sleep(self.embeddings_delay_s)
         if self.embeddings_status:
             return web.json_response({"error": {"message": "scripted embedding failure"}},
