@@ -139,7 +139,8 @@ UNIT_STEPS = [x / 100 for x in range(-100, 101)]
 
 async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float] = time.time,
                         storage_url: str | None = None, embedding_model: str | None = None,
-                        checkins: dict[str, Any] | None = None, **llm_options: Any) -> Runtime:
+                        checkins: dict[str, Any] | None = None, embedding_base_url: str | None = None,
+                        **llm_options: Any) -> Runtime:
     """A runtime on an SQLite file in `folder`, or on the database `storage_url` names; with
     `embedding_model`, semantic recall on; with `checkins`, Mira's [characters.checkins]."""
     os.environ.setdefault(API_KEY_ENV, "sk-bench")
@@ -147,7 +148,8 @@ async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float
         "llm": {"base_url": "http://llm.invalid/v1", "api_key_env": API_KEY_ENV, "model": "gpt-4o-mini",
                 "context_window": 128_000, "max_retries": 0, "tools": "auto", **llm_options},
         "storage": {"url": storage_url} if storage_url else {"path": str(folder / "bench.sqlite3")},
-        "recall": {"embedding_model": embedding_model} if embedding_model else {},
+        "recall": ({"embedding_model": embedding_model} if embedding_model else {})
+        | ({"embedding_base_url": embedding_base_url} if embedding_base_url else {}),
         "characters": [{"name": "Mira", "persona": "You are Mira, a kind lighthouse keeper on a northern island.",
                         **({"checkins": checkins} if checkins else {})}],
     }

@@ -15,7 +15,7 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import checkins, footprint, recall, throughput, token_economy, turn_overhead
+from bench import checkins, dialogues, footprint, recall, throughput, token_economy, turn_overhead
 from bench.common import SUMMARY_SHARE, machine
 
 DOCS = Path("docs")
@@ -42,9 +42,26 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.2f}–{max(values):.2f}"
 
 
+def dialogue_lines(result: dict) -> list[str]:
+    """Section 9: each prompt's evidence, rare-word evidence and tokens, side by side."""
+    full = result["full_history_tokens"]
+    return [
+        f"{result['conversations']} LoCoMo conversations replayed through the bot, {result['questions']} questions",
+        "asked inside them (bench/dialogues.py says how); an evidence line counts when the prompt holds it",
+        f"word for word. The full history averages {full:,.0f} tokens.",
+        "",
+        "| prompt | evidence in the prompt | rare-word evidence | tokens a question | ÷ full history | evidence per 1k tokens |",
+        "|---|---|---|---|---|---|",
+        *[f"| {r['name']} | {100 * r['evidence']:.1f} % | {100 * r['rare']:.1f} % | {r['tokens']:,.0f} | "
+          f"{100 * r['tokens'] / full:.0f} % | {1000 * r['evidence'] / r['tokens']:.3f} |" for r in result["rows"]],
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--postgres", metavar="URL", default=os.environ.get("KEEPSAKE_TEST_POSTGRES_URL"))
+    parser.add_argument("--locomo", metavar="FOLDER", default=os.environ.get("KEEPSAKE_LOCOMO"),
+                        help="the unzipped LoCoMo data (bench.dialogues); without it that section says how to run it")
     args = parser.parse_args()
 
     overheads, without_recall = [], []
@@ -57,6 +74,7 @@ def main() -> None:
     economy = asyncio.run(token_economy.run(DOCS / "token_economy.png"))
     recalled = asyncio.run(recall.run(DOCS / "recall.png"))
     start, end = asyncio.run(footprint.measure(1_000))
+    locomo = asyncio.run(dialogues.run(Path(args.locomo), 10)) if args.locomo else None
     scanned = {"SQLite": asyncio.run(checkins.measure(100_000))}
     if args.postgres:
         scanned["PostgreSQL"] = asyncio.run(checkins.measure(100_000, args.postgres))
@@ -218,6 +236,13 @@ def main() -> None:
         "|---|---|---|---|",
         *[f"| {r.name} | {r.found}/{r.asked} ({100 * r.found / r.asked:.0f} %) | {r.tokens:,.0f} | "
           f"{100 * r.tokens / full.tokens:.0f} % |" for r in recalled],
+        "",
+        "## 9. Recall per token on real conversations — `python -m bench.dialogues`",
+        "",
+        *(dialogue_lines(locomo) if locomo else [
+            "Not measured in this run: it needs LoCoMo's data, which is not ours to ship (`git clone",
+            "https://github.com/snap-research/locomo`, unzip `data/locomo10.zip`, then `KEEPSAKE_LOCOMO=…/data`).",
+        ]),
         "",
         "## 5. Footprint — `python -m bench.footprint`",
         "",

@@ -1,0 +1,248 @@
+"""Benchmark 9 — recall per token on real people's long conversations (LoCoMo).
+
+LoCoMo (Maharana et al., 2024: github.com/snap-research/locomo, data/locomo10.zip) holds 10
+conversations between two people over 19 to 35 sessions (300 to 700 lines each), with questions
+about them and, for each, the lines that hold the answer (its evidence). Its text is not ours to
+ship: point this benchmark at the unzipped folder (`--data`, or KEEPSAKE_LOCOMO).
+
+Each conversation is replayed through the real bot: the first speaker is the person, the second
+the character (the model answers each of the person's turns with the second speaker's real next
+lines), a day and time per session, summaries written by the benchmark's blind summarizer as
+they come due. Then every question with evidence is asked *inside* the conversation, one after
+another (earlier questions stay in it and are searchable, as in real use), and at each the
+benchmark checks which evidence lines are in the prompt, word for word, and counts its tokens.
+Beside Keepsake's prompt (window + summary + recall), two baselines from the same archive: the
+last 50 messages, and plain BM25 over every earlier message, top 8 with a neighbour each side.
+A second figure counts only the evidence lines that hold a rare word (one found in at most 3
+messages of the conversation): the details a summary drops and the last messages rarely hold.
+
+    python -m bench.dialogues --data path/to/locomo/data [--conversations 10] [--embeddings URL MODEL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import statistics
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import httpx2
+
+from bench.common import InstantLLM, bench_runtime, kind_of, machine, temp_folder
+from bot.contract import ConversationKey, Identity, IncomingMessage
+from bot.recall import STOP_WORDS, WORD
+from bot.tokens import TokenCounter
+
+LAST = 50
+BM25_TOP, BM25_K1, BM25_B = 8, 1.2, 0.75
+RARE_IN = 3  # a word in at most this many messages of a conversation is rare
+
+
+@dataclass
+class Tally:
+    """Evidence lines found in the prompts, and the prompts' tokens, over the questions."""
+
+    found: int = 0
+    evidence: int = 0
+    rare_found: int = 0
+    rare_evidence: int = 0
+    tokens: list[int] = field(default_factory=list)
+
+    def add(self, prompt: str, lines: list[str], rare: list[bool], tokens: int) -> None:
+        for line, is_rare in zip(lines, rare):
+            present = line in prompt
+            self.found += present
+            self.evidence += 1
+            self.rare_found += present and is_rare
+            self.rare_evidence += is_rare
+        self.tokens.append(tokens)
+
+    def row(self, name: str) -> dict:
+        return {"name": name, "evidence": self.found / max(1, self.evidence),
+                "rare": self.rare_found / max(1, self.rare_evidence), "tokens": statistics.mean(self.tokens)}
+
+
+class ReplayLLM(InstantLLM):
+    """The model: each reply is the second speaker's next real lines; summaries as InstantLLM's."""
+
+    def __init__(self) -> None:
+        super().__init__(count_tokens=True)
+        self.replies: deque[str] = deque()
+
+    def _answer(self, request: httpx2.Request):
+        if not request.url.path.endswith("/embeddings") and kind_of(json.loads(request.content)) == "reply":
+            self.reply = self.replies.popleft() if self.replies else "I see."
+        return super()._answer(request)
+
+
+def words(text: str) -> list[str]:
+    return [w for w in WORD.findall(text.lower()) if len(w) > 1 and w not in STOP_WORDS]
+
+
+def bm25(archive: list[str], query: str, top: int) -> list[int]:
+    """Plain BM25 over the archive (every message a document): the best `top`, best first."""
+    docs = [Counter(words(text)) for text in archive]
+    lengths = [sum(d.values()) for d in docs]
+    average = statistics.mean(lengths) if lengths else 1
+    frequency = Counter(w for d in docs for w in d)
+    terms = set(words(query))
+    scores = []
+    for i, (doc, length) in enumerate(zip(docs, lengths)):
+        score = 0.0
+        for term in terms & doc.keys():
+            idf = math.log(1 + (len(docs) - frequency[term] + 0.5) / (frequency[term] + 0.5))
+            tf = doc[term]
+            score += idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / average))
+        if score > 0:
+            scores.append((score, i))
+    return [i for _, i in sorted(scores, key=lambda s: (-s[0], s[1]))[:top]]
+
+
+def turns_of(conversation: dict) -> list[tuple[str, list[tuple[str, str]], float]]:
+    """(speaker, [(dia_id, line)], when) blocks: consecutive lines of one speaker in a session."""
+    blocks: list[tuple[str, list[tuple[str, str]], float]] = []
+    for n in range(1, 100):
+        lines = conversation.get(f"session_{n}")
+        if lines is None:
+            break
+        when = datetime.strptime(conversation[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y").timestamp()
+        for k, line in enumerate(lines):
+            text = line["text"] + (f" [shares a photo: {line['blip_caption']}]" if line.get("blip_caption") else "")
+            if blocks and blocks[-1][0] == line["speaker"] and blocks[-1][2] >= when:
+                blocks[-1][1].append((line["dia_id"], text))
+            else:
+                blocks.append((line["speaker"], [(line["dia_id"], text)], when + 30 * k))
+    return blocks
+
+
+async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[str, str] | None) -> dict[str, Tally]:
+    person, character = conversation["speaker_a"], conversation["speaker_b"]
+    blocks = turns_of(conversation)
+    line_of = {dia: text for _, lines, _ in blocks for dia, text in lines}
+    asks = [qa for qa in conversation["qa"] if qa.get("evidence") and all(e in line_of for e in qa["evidence"])]
+    counts = Counter(w for _, lines, _ in blocks for w in set(words(" ".join(t for _, t in lines))))
+    rare = {dia: any(counts[w] <= RARE_IN for w in words(text)) for dia, text in line_of.items()}
+    tallies = {name: Tally() for name in ("keepsake", "bm25", "last")}
+    clock = Clock()
+    llm = ReplayLLM()
+    with temp_folder() as folder:
+        runtime = await bench_runtime(Path(folder), llm, clock, embedding_model=embeddings[1] if embeddings else None,
+                                      embedding_base_url=embeddings[0] if embeddings else None)
+        key, who = ConversationKey("console", "locomo", None, "Mira"), Identity("console", person)
+        archive: list[str] = []  # every stored message's text, in order (the baselines' view)
+        try:
+            pending, pending_when = None, 0.0
+            for speaker, lines, when in blocks:
+                text = "\n".join(t for _, t in lines)
+                if speaker == character:
+                    if pending is None:  # the character speaks first: its greeting
+                        conversation_id = (await runtime.turns.conversation_for(key)).id
+                        await runtime.store.conversations.add_greeting(conversation_id, "Mira", text,
+                                                                       counter.count(text))
+                        archive.append(text)
+                        continue
+                    llm.replies.append(text)
+                    await _say(runtime, key, who, person, pending, clock, pending_when)
+                    archive += [pending, text]
+                    pending = None
+                else:
+                    if pending is not None:  # two turns of the person in a row: the first gets "I see."
+                        await _say(runtime, key, who, person, pending, clock, pending_when)
+                        archive += [pending, "I see."]
+                    pending, pending_when = text, when
+            if pending is not None:
+                await _say(runtime, key, who, person, pending, clock, pending_when)
+                archive += [pending, "I see."]
+            for qa in asks:
+                evidence = [line_of[e] for e in qa["evidence"]]
+                marks = [rare[e] for e in qa["evidence"]]
+                await _say(runtime, key, who, person, qa["question"], clock, clock.now + 60)
+                prompt = "\n".join(str(m.get("content") or "") for m in llm.last_reply_prompt)
+                tallies["keepsake"].add(prompt, evidence, marks,
+                                        sum(counter.count(str(m.get("content") or "")) + 4 for m in llm.last_reply_prompt))
+                for name, kept in (("last", archive[-LAST:]), ("bm25", _around(archive, bm25(archive, qa["question"],
+                                                                                                   BM25_TOP)))):
+                    tallies[name].add("\n".join(kept) + "\n" + qa["question"], evidence, marks,
+                                      sum(counter.count(t) + 4 for t in kept) + counter.count(qa["question"]))
+                archive += [qa["question"], "I see."]
+        finally:
+            await runtime.close()
+    return tallies
+
+
+def _around(archive: list[str], hits: list[int]) -> list[str]:
+    keep = sorted({j for i in hits for j in (i - 1, i, i + 1) if 0 <= j < len(archive)})
+    return [archive[j] for j in keep]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _say(runtime, key, who, person: str, text: str, clock: Clock, when: float) -> None:
+    clock.now = max(clock.now + 1, when)
+    reply = await runtime.turns.handle(IncomingMessage(key, who, person, text))
+    await runtime.core.delivered(reply, [])
+    await runtime.summarizer.idle()
+    if runtime.turns.semantic is not None:
+        while await runtime.turns.semantic.embed_waiting():
+            pass
+
+
+def full_history_tokens(conversation: dict, counter: TokenCounter) -> int:
+    return sum(counter.count("\n".join(t for _, t in lines)) + 4 for _, lines, _ in turns_of(conversation))
+
+
+async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None = None) -> dict:
+    counter = TokenCounter("gpt-4o-mini")
+    files = sorted(data.rglob("*.json"))[:conversations]
+    totals = {name: Tally() for name in ("keepsake", "bm25", "last")}
+    full = []
+    for path in files:
+        conversation = json.loads(path.read_text())
+        for name, tally in (await replay(conversation, counter, embeddings)).items():
+            total = totals[name]
+            total.found += tally.found
+            total.evidence += tally.evidence
+            total.rare_found += tally.rare_found
+            total.rare_evidence += tally.rare_evidence
+            total.tokens += tally.tokens
+        full.append(full_history_tokens(conversation, counter))
+    names = {"keepsake": "Keepsake (window + summary + recall)" + (" with embeddings" if embeddings else ""),
+             "bm25": f"plain BM25, top {BM25_TOP} ± 1", "last": f"the last {LAST} messages"}
+    return {"conversations": len(files), "questions": len(totals["keepsake"].tokens),
+            "full_history_tokens": statistics.mean(full),
+            "rows": [totals[key].row(name) for key, name in names.items()]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", type=Path, default=os.environ.get("KEEPSAKE_LOCOMO"),
+                        help="the unzipped LoCoMo data folder (or KEEPSAKE_LOCOMO)")
+    parser.add_argument("--conversations", type=int, default=10)
+    parser.add_argument("--embeddings", nargs=2, metavar=("URL", "MODEL"),
+                        help="recall by meaning through this OpenAI-compatible embedding server and model")
+    args = parser.parse_args()
+    if not args.data:
+        parser.error("where is LoCoMo? --data path/to/locomo/data (git clone snap-research/locomo; unzip data/locomo10.zip)")
+    result = asyncio.run(run(Path(args.data), args.conversations, tuple(args.embeddings) if args.embeddings else None))
+    print(f"Recall per token on LoCoMo: {result['conversations']} conversations, {result['questions']} questions "
+          f"asked inside them ({machine()}); the full history averages {result['full_history_tokens']:,.0f} tokens")
+    print("prompt | evidence lines in it | rare-word evidence | tokens a question | evidence per 1k tokens")
+    for row in result["rows"]:
+        print(f"{row['name']} | {100 * row['evidence']:.1f} % | {100 * row['rare']:.1f} % | {row['tokens']:,.0f} | "
+              f"{1000 * row['evidence'] / row['tokens']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
