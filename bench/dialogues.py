@@ -8,11 +8,16 @@ ship: point this benchmark at the unzipped folder (`--data`, or KEEPSAKE_LOCOMO)
 Each conversation is replayed through the real bot: the first speaker is the person, the second
 the character (the model answers each of the person's turns with the second speaker's real next
 lines), a day and time per session, summaries written by the benchmark's blind summarizer as
-they come due. Then every question with evidence is asked *inside* the conversation, one after
-another (earlier questions stay in it and are searchable, as in real use), and at each the
-benchmark checks which evidence lines are in the prompt, word for word, and counts its tokens.
-Beside Keepsake's prompt (window + summary + recall), two baselines from the same archive: the
-last 50 messages, and plain BM25 over every earlier message, top 8 with a neighbour each side.
+they come due. Every question with evidence is asked *inside* the conversation, 40 turns after its last
+evidence line (or at the end), and stays in it (later ones can find earlier questions, as in
+real use); at each the benchmark checks which evidence lines are in the prompt, word for word,
+and counts its tokens.
+Beside Keepsake's prompt (window + summary + recall) and its recall block alone (the part that
+is a retriever), two baselines from the same archive: the last 50 messages, and plain BM25 over
+every earlier message, top 8 with a neighbour each side. The summaries come from the
+benchmarks' blind summarizer, which keeps half the lines it is given word for word: a real
+model's summary is shorter and holds few lines word for word, so the whole prompt's row says
+more about that summarizer than about recall.
 A second figure counts only the evidence lines that hold a rare word (one found in at most 3
 messages of the conversation): the details a summary drops and the last messages rarely hold.
 
@@ -36,12 +41,14 @@ import httpx2
 
 from bench.common import InstantLLM, bench_runtime, kind_of, machine, temp_folder
 from bot.contract import ConversationKey, Identity, IncomingMessage
+from bot.prompt import RECALL_INTRO
 from bot.recall import STOP_WORDS, WORD
 from bot.tokens import TokenCounter
 
 LAST = 50
 BM25_TOP, BM25_K1, BM25_B = 8, 1.2, 0.75
 RARE_IN = 3  # a word in at most this many messages of a conversation is rare
+ASK_LATER = 40  # a question comes this many turns after its last evidence line (past the live window)
 
 
 @dataclass
@@ -122,13 +129,18 @@ def turns_of(conversation: dict) -> list[tuple[str, list[tuple[str, str]], float
 
 
 async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[str, str] | None) -> dict[str, Tally]:
-    person, character = conversation["speaker_a"], conversation["speaker_b"]
+    person = conversation["speaker_a"]  # the second speaker is the character
     blocks = turns_of(conversation)
     line_of = {dia: text for _, lines, _ in blocks for dia, text in lines}
     asks = [qa for qa in conversation["qa"] if qa.get("evidence") and all(e in line_of for e in qa["evidence"])]
     counts = Counter(w for _, lines, _ in blocks for w in set(words(" ".join(t for _, t in lines))))
     rare = {dia: any(counts[w] <= RARE_IN for w in words(text)) for dia, text in line_of.items()}
-    tallies = {name: Tally() for name in ("keepsake", "bm25", "last")}
+    tallies = {name: Tally() for name in ("keepsake", "recall", "bm25", "last")}
+    block_of = {dia: i for i, (_, lines, _) in enumerate(blocks) for dia, _ in lines}
+    asked_after: dict[int, list[dict]] = {}  # each question, asked ASK_LATER blocks after its last evidence
+    for qa in asks:
+        at = min(max(block_of[e] for e in qa["evidence"]) + ASK_LATER, len(blocks) - 1)
+        asked_after.setdefault(at, []).append(qa)
     clock = Clock()
     llm = ReplayLLM()
     with temp_folder() as folder:
@@ -136,41 +148,52 @@ async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[st
                                       embedding_base_url=embeddings[0] if embeddings else None)
         key, who = ConversationKey("console", "locomo", None, "Mira"), Identity("console", person)
         archive: list[str] = []  # every stored message's text, in order (the baselines' view)
+
+        async def person_says(text: str, when: float, reply: str | None) -> None:
+            llm.replies.append(reply or "I see.")
+            await _say(runtime, key, who, person, text, clock, when)
+            archive.extend([text, reply or "I see."])
+
+        async def ask(qa: dict) -> None:
+            evidence = [line_of[e] for e in qa["evidence"]]
+            marks = [rare[e] for e in qa["evidence"]]
+            kept = {"last": archive[-LAST:], "bm25": _around(archive, bm25(archive, qa["question"], BM25_TOP))}
+            await person_says(qa["question"], clock.now + 60, None)
+            prompt = "\n".join(str(m.get("content") or "") for m in llm.last_reply_prompt)
+            tallies["keepsake"].add(prompt, evidence, marks,
+                                    sum(counter.count(str(m.get("content") or "")) + 4 for m in llm.last_reply_prompt))
+            recalled = next((str(m["content"]) for m in llm.last_reply_prompt
+                             if str(m.get("content") or "").startswith(RECALL_INTRO)), "")
+            tallies["recall"].add(recalled, evidence, marks, counter.count(recalled))
+            for name, texts in kept.items():
+                tallies[name].add("\n".join(texts) + "\n" + qa["question"], evidence, marks,
+                                  sum(counter.count(t) + 4 for t in texts) + counter.count(qa["question"]))
+
         try:
-            pending, pending_when = None, 0.0
-            for speaker, lines, when in blocks:
+            pending: tuple[str, float] | None = None
+            for i, (speaker, lines, when) in enumerate(blocks):
                 text = "\n".join(t for _, t in lines)
-                if speaker == character:
-                    if pending is None:  # the character speaks first: its greeting
+                if speaker != person:  # the character's lines answer the person's last turn
+                    if pending is None:  # or it speaks first: its greeting
                         conversation_id = (await runtime.turns.conversation_for(key)).id
                         await runtime.store.conversations.add_greeting(conversation_id, "Mira", text,
                                                                        counter.count(text))
                         archive.append(text)
-                        continue
-                    llm.replies.append(text)
-                    await _say(runtime, key, who, person, pending, clock, pending_when)
-                    archive += [pending, text]
-                    pending = None
+                    else:
+                        await person_says(*pending, text)
+                        pending = None
                 else:
                     if pending is not None:  # two turns of the person in a row: the first gets "I see."
-                        await _say(runtime, key, who, person, pending, clock, pending_when)
-                        archive += [pending, "I see."]
-                    pending, pending_when = text, when
+                        await person_says(*pending, None)
+                    pending = (text, when)
+                if i in asked_after:
+                    if pending is not None:
+                        await person_says(*pending, None)
+                        pending = None
+                    for qa in asked_after[i]:
+                        await ask(qa)
             if pending is not None:
-                await _say(runtime, key, who, person, pending, clock, pending_when)
-                archive += [pending, "I see."]
-            for qa in asks:
-                evidence = [line_of[e] for e in qa["evidence"]]
-                marks = [rare[e] for e in qa["evidence"]]
-                await _say(runtime, key, who, person, qa["question"], clock, clock.now + 60)
-                prompt = "\n".join(str(m.get("content") or "") for m in llm.last_reply_prompt)
-                tallies["keepsake"].add(prompt, evidence, marks,
-                                        sum(counter.count(str(m.get("content") or "")) + 4 for m in llm.last_reply_prompt))
-                for name, kept in (("last", archive[-LAST:]), ("bm25", _around(archive, bm25(archive, qa["question"],
-                                                                                                   BM25_TOP)))):
-                    tallies[name].add("\n".join(kept) + "\n" + qa["question"], evidence, marks,
-                                      sum(counter.count(t) + 4 for t in kept) + counter.count(qa["question"]))
-                archive += [qa["question"], "I see."]
+                await person_says(*pending, None)
         finally:
             await runtime.close()
     return tallies
@@ -206,7 +229,7 @@ def full_history_tokens(conversation: dict, counter: TokenCounter) -> int:
 async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None = None) -> dict:
     counter = TokenCounter("gpt-4o-mini")
     files = sorted(data.rglob("*.json"))[:conversations]
-    totals = {name: Tally() for name in ("keepsake", "bm25", "last")}
+    totals = {name: Tally() for name in ("keepsake", "recall", "bm25", "last")}
     full = []
     for path in files:
         conversation = json.loads(path.read_text())
@@ -219,6 +242,7 @@ async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None
             total.tokens += tally.tokens
         full.append(full_history_tokens(conversation, counter))
     names = {"keepsake": "Keepsake (window + summary + recall)" + (" with embeddings" if embeddings else ""),
+             "recall": "Keepsake's recall block alone",
              "bm25": f"plain BM25, top {BM25_TOP} ± 1", "last": f"the last {LAST} messages"}
     return {"conversations": len(files), "questions": len(totals["keepsake"].tokens),
             "full_history_tokens": statistics.mean(full),

@@ -90,13 +90,15 @@ async def recall(store: Store, conversation_id: int, text: str, before_pos: int,
     word hit out. A candidate with no content words ("I see.", "haha ok") or one that mostly
     repeats the new message or a hit already taken (an echo: ECHO_SHARE of its content words) is
     left out. Each hit comes with a neighbour on each side; neighbouring ones merge into one
-    passage; passages are taken best first until the budget is spent."""
+    passage; the word hits' passages are taken best first until the budget is spent, then
+    meaning's with what is left."""
     terms = query_terms(text)
     if budget <= 0 or not (terms or nearest):
         return []
     hits = await store.recall.search(conversation_id, terms, before_pos, CANDIDATES, COMMON_ABOVE) if terms else []
     by_words = [hit.pos for hit in hits]
-    ranked = by_words + [pos for pos in nearest if pos not in set(by_words)]
+    words_found = set(by_words)
+    ranked = by_words + [pos for pos in nearest if pos not in words_found]
     if not ranked:
         return []
     candidates = {m.pos: m for m in hits} | {m.pos: m for m in await store.recall.messages_at(
@@ -109,17 +111,21 @@ async def recall(store: Store, conversation_id: int, text: str, before_pos: int,
             continue
         chosen.append(pos)
         said.append(message.content)
-    around = {p for pos in chosen for p in (pos - 1, pos + 1) if p < before_pos} - set(candidates)
-    by_pos = {pos: candidates[pos] for pos in chosen} | {
-        m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(around))}
+    neighbours = {p for pos in chosen for p in (pos - 1, pos + 1) if p < before_pos}
+    by_pos = {p: candidates[p] for p in set(chosen) | neighbours if p in candidates} | {
+        m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(neighbours - set(candidates)))}
     rank = {pos: i for i, pos in enumerate(chosen)}
-    best_first = sorted(_merge(by_pos), key=lambda p: min(rank.get(m.pos, len(rank)) for m in p.messages))
-    taken, used = [], 0
-    for passage in best_first:
-        if used + passage.tokens <= budget:
-            taken.append(passage)
-            used += passage.tokens
-    return sorted(taken, key=lambda p: p.messages[0].pos)
+    taken: dict[int, MessageRow] = {}
+    used = 0
+    # The word hits' passages first, then meaning's with what budget is left: a passage of
+    # meaning never takes the room of a word hit's.
+    for group in ([p for p in chosen if p in words_found], [p for p in chosen if p not in words_found]):
+        pool = {p: by_pos[p] for pos in group for p in (pos - 1, pos, pos + 1) if p in by_pos and p not in taken}
+        for passage in sorted(_merge(pool), key=lambda p: min(rank.get(m.pos, len(rank)) for m in p.messages)):
+            if used + passage.tokens <= budget:
+                taken.update((m.pos, m) for m in passage.messages)
+                used += passage.tokens
+    return _merge(taken)
 
 
 def _merge(by_pos: dict[int, MessageRow]) -> list[Passage]:
