@@ -42,9 +42,13 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.2f}–{max(values):.2f}"
 
 
-def dialogue_lines(result: dict) -> list[str]:
+def dialogue_lines(result: dict, by_meaning: dict | None, embeddings: list[str] | None) -> list[str]:
     """Section 9: each prompt's evidence, rare-word evidence and tokens, side by side."""
     full = result["full_history_tokens"]
+    rows = result["rows"] + (by_meaning["rows"][:2] if by_meaning else [])
+    meaning = ([f"The last two rows recall by meaning too, with `{embeddings[1]}` served at {embeddings[0]}: it adds "
+                f"{100 * (by_meaning['rows'][0]['evidence'] - result['rows'][0]['evidence']):+.1f} points to the whole prompt.",
+                ""] if by_meaning else [])
     return [
         f"{result['conversations']} LoCoMo conversations replayed through the bot, {result['questions']} questions",
         "asked inside them (bench/dialogues.py says how); an evidence line counts when the prompt holds it",
@@ -53,7 +57,9 @@ def dialogue_lines(result: dict) -> list[str]:
         "| prompt | evidence in the prompt | rare-word evidence | tokens a question | ÷ full history | evidence per 1k tokens |",
         "|---|---|---|---|---|---|",
         *[f"| {r['name']} | {100 * r['evidence']:.1f} % | {100 * r['rare']:.1f} % | {r['tokens']:,.0f} | "
-          f"{100 * r['tokens'] / full:.0f} % | {1000 * r['evidence'] / r['tokens']:.3f} |" for r in result["rows"]],
+          f"{100 * r['tokens'] / full:.0f} % | {1000 * r['evidence'] / r['tokens']:.3f} |" for r in rows],
+        "",
+        *meaning,
     ]
 
 
@@ -62,6 +68,8 @@ def main() -> None:
     parser.add_argument("--postgres", metavar="URL", default=os.environ.get("KEEPSAKE_TEST_POSTGRES_URL"))
     parser.add_argument("--locomo", metavar="FOLDER", default=os.environ.get("KEEPSAKE_LOCOMO"),
                         help="the unzipped LoCoMo data (bench.dialogues); without it that section says how to run it")
+    parser.add_argument("--embeddings", nargs=2, metavar=("URL", "MODEL"),
+                        help="with --locomo: also with recall by meaning through this embedding server and model")
     args = parser.parse_args()
 
     overheads, without_recall = [], []
@@ -75,6 +83,8 @@ def main() -> None:
     recalled = asyncio.run(recall.run(DOCS / "recall.png"))
     start, end = asyncio.run(footprint.measure(1_000))
     locomo = asyncio.run(dialogues.run(Path(args.locomo), 10)) if args.locomo else None
+    by_meaning = (asyncio.run(dialogues.run(Path(args.locomo), 10, tuple(args.embeddings)))
+                  if args.locomo and args.embeddings else None)
     scanned = {"SQLite": asyncio.run(checkins.measure(100_000))}
     if args.postgres:
         scanned["PostgreSQL"] = asyncio.run(checkins.measure(100_000, args.postgres))
@@ -132,6 +142,17 @@ def main() -> None:
         *[f"| 8 | check-ins on {name}, 100,000 conversations with 100 due: finding them; the whole scan (100 written by the instant model, stored, handed over) | {found * 1000:.1f} ms; {whole * 1000:.0f} ms | well under 1 s | {verdict(whole < 0.5)} |"
           for name, (found, whole, _) in scanned.items()],
     ]
+    if locomo:
+        keepsake, _, bm25, _ = locomo["rows"]
+        share = keepsake["tokens"] / locomo["full_history_tokens"]
+        per_token = (keepsake["evidence"] / keepsake["tokens"], bm25["evidence"] / bm25["tokens"])
+        lines += [
+            f"| 9 | LoCoMo: evidence in Keepsake's prompt, at what share of the full history's tokens | {100 * keepsake['evidence']:.1f} % at {100 * share:.0f} % | ≥ 92 % at ≤ 12 % | {verdict(keepsake['evidence'] >= 0.92 and share <= 0.12)} |",
+            f"| 9 | LoCoMo: evidence per 1k prompt tokens, Keepsake ÷ plain BM25 top 8 ± 1 | {1000 * per_token[0]:.3f} ÷ {1000 * per_token[1]:.3f} | > 1 | {verdict(per_token[0] > per_token[1])} |",
+        ]
+        if by_meaning:
+            added = by_meaning["rows"][0]["evidence"] - keepsake["evidence"]
+            lines.append(f"| 9 | LoCoMo: what recall by meaning adds to the evidence in the prompt | {100 * added:+.1f} points | ≥ 0 | {verdict(added >= 0)} |")
     if postgres:
         pg = postgres["overhead"][100_000]
         one, two = postgres["one"], postgres["two"]
@@ -239,7 +260,7 @@ def main() -> None:
         "",
         "## 9. Recall per token on real conversations — `python -m bench.dialogues`",
         "",
-        *(dialogue_lines(locomo) if locomo else [
+        *(dialogue_lines(locomo, by_meaning, args.embeddings) if locomo else [
             "Not measured in this run: it needs LoCoMo's data, which is not ours to ship (`git clone",
             "https://github.com/snap-research/locomo`, unzip `data/locomo10.zip`, then `KEEPSAKE_LOCOMO=…/data`).",
         ]),
