@@ -84,8 +84,8 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     semantic = None
     if config.recall.enabled and config.recall.embedding_model:
         embedding_server = config.recall.embedding_llm(config.llm)
-        embeddings = llm if embedding_server == config.llm else LLMClient(embedding_server,
-                                                                          http_client=llm_http_client)
+        # A server of its own is reached over the network, even where the chat model is in process.
+        embeddings = llm if embedding_server == config.llm else LLMClient(embedding_server)
         semantic = SemanticRecall(store, embeddings, counter, config.recall.embedding_model)
         if not await semantic.start():
             semantic = None
