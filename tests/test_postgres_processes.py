@@ -50,12 +50,12 @@ async def test_a_gone_processes_turns_are_answered_again_at_once_and_before_the_
                 await asyncio.wait_for(alive.turns.stray_found(10), 2)  # A's queued "two", found at once
             for stray in await alive.turns.interrupted_turns("telegram", mira):
                 ticket = await alive.turns.requeue_interrupted_turn(stray.turn.id)
-                turn_id = await asyncio.wait_for(alive.turns.start_turn(ticket), 5)
+                turn_id = await asyncio.wait_for(alive.turns.start_turn(ticket), 30)  # a guard: "at once" is above
                 answered.append(stray.user_message.content)
                 assert not waiting.done()  # "three" waits behind what came before it
                 await alive.turns.fail_turn(turn_id)
         assert answered == ["one", "two"]
-        started = await asyncio.wait_for(waiting, 5)
+        started = await asyncio.wait_for(waiting, 30)
         assert (await alive.turns.turn(started)).user_message_id == three.message.id
     finally:
         await alive.close()
