@@ -92,6 +92,10 @@ class CheckIns:
         self.clock = clock
         self.writers: list[FirstWriter] = []
 
+    def writes_first(self, character: str) -> bool:
+        """Whether this character has [characters.checkins]."""
+        return character.casefold() in self.configs
+
     @contextlib.contextmanager
     def writing_first(self, writer: FirstWriter) -> Iterator[None]:
         """While the block runs, this adapter delivers its character's check-ins on its platform."""

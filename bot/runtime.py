@@ -93,10 +93,9 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                         limits=CallLimits(store, config.limits.turns_per_minute), semantic=semantic)
     notifications = Notifications(store, turns)
     rebuilds = Rebuilds(store, summarizer, notifications.notify)
-    writes_first = frozenset(c.name.casefold() for c in config.characters if c.checkins)
-    commands = MemoryCommands(turns, rebuilds, clock=clock, writes_first=writes_first)
     checkins = CheckIns(store, turns, llm, counter, {c.name: c.checkins for c in config.characters if c.checkins},
                         after_delivery=summarizer.schedule, clock=clock)
+    commands = MemoryCommands(turns, rebuilds, clock=clock, writes_first=checkins.writes_first)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins)
     core = Keepsake(config, store, turns, commands, notifications, checkins, after_delivery=summarizer.schedule)

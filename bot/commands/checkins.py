@@ -3,6 +3,8 @@ write first to this person after an absence."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from bot.checkins import MIN_MESSAGES
 from bot.commands.base import Person, Press, UsageError, parse_bool
 from bot.contract import CommandContext, CommandResult
@@ -14,9 +16,9 @@ NOT_SET_UP = " (This bot's owner has not turned check-ins on for {name} yet; you
 
 
 class CheckinCommands:
-    def __init__(self, store: Store, writes_first: frozenset[str]):
+    def __init__(self, store: Store, writes_first: Callable[[str], bool]):
         self.store = store
-        self.writes_first = writes_first  # the characters with [characters.checkins], casefolded
+        self.writes_first = writes_first  # whether a character has [characters.checkins]
         self.commands = {"checkins": self.checkins}
         self.presses = {"nocheckin": Press(self._press_off)}
 
@@ -27,7 +29,7 @@ class CheckinCommands:
         wanted = parse_bool(state, "state", "on or off")
         await self.store.checkins.set_wanted(person.id, person.character_id, wanted, MIN_MESSAGES)
         text = (ON if wanted else OFF).format(name=person.character_name)
-        if wanted and person.character_name.casefold() not in self.writes_first:
+        if wanted and not self.writes_first(person.character_name):
             text += NOT_SET_UP.format(name=person.character_name)
         return CommandResult(text)
 

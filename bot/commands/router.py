@@ -37,7 +37,7 @@ class MemoryCommands:
     subject; it checks who asks before any of them runs."""
 
     def __init__(self, turns: TurnHandler, rebuilds: Rebuilds, clock: Callable[[], float] = time.time,
-                 writes_first: frozenset[str] = frozenset()):
+                 writes_first: Callable[[str], bool] = lambda character: False):
         self.turns = turns
         self.store = turns.store
         self.clock = clock
