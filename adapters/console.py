@@ -104,7 +104,10 @@ class Console:
             self.say(f"{PROGRAM} {text}")
 
     def say(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+        # one write, line and newline together: print() writes them apart, and a line typed in
+        # between (echoed by readline) would land before the newline
+        self.out.write(text + "\n")
+        self.out.flush()
 
     async def greet(self, choice: str = "") -> None:
         greeting = await self.core.greet(self.key, self.user_name, choice)
