@@ -92,6 +92,7 @@ class TurnRow:
     receipt: dict[str, Any] | None
     created_at: float
     partial_message_id: str | None = None  # where the reply showed while it streamed
+    character_id: int | None = None  # the character that answers (in a scene, one of several)
 
 
 @dataclass(frozen=True)
@@ -318,17 +319,20 @@ class Turns(abc.ABC):
     @abc.abstractmethod
     async def store_and_queue(self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
                               tokens: int, platform_message_id: str | None, limit: CallLimit | None,
-                              checkin_from: int | None = None) -> Arrival:
+                              checkin_from: int | None = None, character_id: int | None = None) -> Arrival:
         """In one transaction: store a person's message (once per platform id in its
         conversation), take a model call under `limit` (checked and counted atomically, in
         every process), and queue its turn — or, past the limit, keep the message unqueued.
         `checkin_from` (one-to-one conversations with a person): count the message for
-        check-ins, which wait from that many of the person's messages on (SPEC 14)."""
+        check-ins, which wait from that many of the person's messages on (SPEC 14).
+        `character_id`: the character whose turn it is (None: the conversation's own)."""
 
     @abc.abstractmethod
-    async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
-        """A place in the conversation's line for answering the message (person None: nobody in
-        particular). Turns of a conversation start in the order they were queued, in every
+    async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int,
+                         character_id: int | None = None) -> int:
+        """A place in the conversation's line for `character_id` (None: the conversation's own
+        character) to answer the message (person None: nobody in particular; in a scene, the
+        message may be another character's reply). Turns of a conversation start in the order they were queued, in every
         process sharing the database. Returns the ticket `start_turn` takes."""
 
     @abc.abstractmethod
@@ -340,9 +344,10 @@ class Turns(abc.ABC):
         whose process is gone holds no one up: it is interrupted (see
         `recover_interrupted_turns`). Returns the turn id."""
 
-    async def begin_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
+    async def begin_turn(self, conversation_id: int, person_id: int | None, user_message_id: int,
+                         character_id: int | None = None) -> int:
         """Queue a turn for the message and start it when its turn comes."""
-        return await self.start_turn(await self.queue_turn(conversation_id, person_id, user_message_id))
+        return await self.start_turn(await self.queue_turn(conversation_id, person_id, user_message_id, character_id))
 
     @abc.abstractmethod
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
@@ -364,11 +369,15 @@ class Turns(abc.ABC):
     async def turn(self, turn_id: int) -> TurnRow | None: ...
 
     @abc.abstractmethod
-    async def latest_turn(self, conversation_id: int, before: int | None = None) -> TurnRow | None:
-        """The conversation's latest answered turn (older than turn `before`, when given)."""
+    async def latest_turn(self, conversation_id: int, before: int | None = None,
+                          character_id: int | None = None) -> TurnRow | None:
+        """The conversation's latest answered turn (older than turn `before`, when given; of
+        `character_id` only, when given: in a scene, each character's latest reply)."""
 
     @abc.abstractmethod
-    async def last_receipt(self, conversation_id: int, person_id: int) -> TurnRow | None: ...
+    async def last_receipt(self, conversation_id: int, person_id: int,
+                           character_id: int | None = None) -> TurnRow | None:
+        """The latest answered turn of the person here (of `character_id` only, when given)."""
 
     @abc.abstractmethod
     async def begin_regenerate(self, turn_id: int) -> int | None:

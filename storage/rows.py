@@ -25,7 +25,7 @@ MESSAGE_COLUMNS = (
 )
 TURN_COLUMNS = (
     "id, conversation_id, person_id, user_message_id, reply_message_id, status, receipt, created_at, "
-    "partial_message_id"
+    "partial_message_id, character_id"
 )
 CONVERSATION_COLUMNS = "id, platform, chat_id, thread_id, character_id, is_shared"
 SUMMARY_COLUMNS = "id, conversation_id, tier, content, tokens, first_pos, last_pos, edited"

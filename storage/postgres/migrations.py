@@ -8,7 +8,7 @@ seconds since the epoch, as there. Ids are identities BY DEFAULT so `storage cop
 
 from __future__ import annotations
 
-from storage.sql.migrations import CHECKINS, HARDENING_II
+from storage.sql.migrations import CHECKINS, HARDENING_II, SCENES_FINISH, SCENES_JOIN, SCENES_MOVE
 
 MIGRATIONS: list[str] = [
     # 1 — everything the SQLite store has after its migration 8, and the processes sharing the
@@ -273,4 +273,14 @@ MIGRATIONS: list[str] = [
     """,
     # 5 — writing first after an absence (SPEC 14), as SQLite's 13.
     CHECKINS,
+    # 6 — scenes (SPEC 15), as SQLite's 14: the words index lives on the messages themselves;
+    # the vectors (when pgvector is set up) follow their messages.
+    SCENES_JOIN + SCENES_MOVE + """
+    DO $$ BEGIN
+        IF to_regclass('message_vectors') IS NOT NULL THEN
+            UPDATE message_vectors v SET conversation_id = m.conversation_id, pos = m.pos FROM messages m
+            WHERE m.id = v.message_id AND m.id IN (SELECT id FROM scene_messages);
+        END IF;
+    END $$;
+    """ + SCENES_FINISH,
 ]

@@ -60,7 +60,8 @@ class SQLCheckins(Checkins):
             assert row is not None  # no platform id yet: nothing to conflict with
             await tx.execute(
                 "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, receipt, "
-                "created_at, kind) VALUES ($1, $2, $3, $4, 'done', $5, $6, 'checkin')",
+                "created_at, kind, character_id) SELECT $1, $2, $3, $4, 'done', $5, $6, 'checkin', character_id "
+                "FROM conversations WHERE id = $1",
                 absence.conversation_id, absence.person_id, last_message, row.id, json.dumps(receipt), now)
         return row
 

@@ -46,6 +46,8 @@ class SQLConversations(Conversations):
     async def conversation(
         self, platform: str, chat_id: str, thread_id: str | None, character_id: int, is_shared: bool
     ) -> ConversationRow:
+        if is_shared:
+            return await self._scene(platform, chat_id, thread_id or "", character_id)
         key = (platform, chat_id, thread_id or "", character_id)
         row = await self.db.one(f"SELECT {CONVERSATION_COLUMNS} FROM conversations "
                                 "WHERE platform = $1 AND chat_id = $2 AND thread_id = $3 AND character_id = $4", *key)
@@ -56,6 +58,26 @@ class SQLConversations(Conversations):
                     "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (platform, chat_id, thread_id, character_id) "
                     f"DO UPDATE SET is_shared = excluded.is_shared RETURNING {CONVERSATION_COLUMNS}",
                     *key, is_shared, self.db.clock())
+        return conversation(row)
+
+    async def _scene(self, platform: str, chat_id: str, thread_id: str, character_id: int) -> ConversationRow:
+        """A shared chat's one conversation, whichever character asks (SPEC 15: a scene); made
+        by the first to ask (its row names that character). One per chat: a unique index."""
+        find = (f"SELECT {CONVERSATION_COLUMNS} FROM conversations "
+                "WHERE platform = $1 AND chat_id = $2 AND thread_id = $3 AND is_shared")
+        row = await self.db.one(find, platform, chat_id, thread_id)
+        if row is None:
+            async with self.db.transaction() as tx:
+                # a one-to-one row of this character here (a chat that became shared) becomes the scene
+                await tx.execute("UPDATE conversations SET is_shared = true WHERE platform = $1 AND chat_id = $2 "
+                                 "AND thread_id = $3 AND character_id = $4 AND NOT EXISTS (SELECT 1 FROM conversations "
+                                 "WHERE platform = $1 AND chat_id = $2 AND thread_id = $3 AND is_shared)",
+                                 platform, chat_id, thread_id, character_id)
+                await tx.execute(
+                    "INSERT INTO conversations (platform, chat_id, thread_id, character_id, is_shared, created_at) "
+                    "VALUES ($1, $2, $3, $4, true, $5) ON CONFLICT DO NOTHING",
+                    platform, chat_id, thread_id, character_id, self.db.clock())
+                row = await tx.one(find, platform, chat_id, thread_id)
         return conversation(row)
 
     async def conversation_by_id(self, conversation_id: int) -> ConversationRow | None:

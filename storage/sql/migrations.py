@@ -36,3 +36,77 @@ CHECKINS = """
     );
     CREATE INDEX checkins_due ON checkins(character_id, platform, last_at) WHERE waiting;
 """
+
+# Scenes (SPEC 15). A turn names the character that answers (a scene's characters share one
+# conversation); the turns stored before say their conversation's character. Then every chat
+# keeps one shared conversation — its scene: where characters of the deployment had a
+# conversation each in one chat, the most recently active one becomes the scene and the others
+# are joined into it. Every message is kept, in the order it was written (a reply stays right
+# after the message it answers); a person's message both characters stored stays once; the
+# summaries of a joined chat are written again from its messages (summarized_pos back to 0).
+# Between SCENES_JOIN, SCENES_MOVE and SCENES_FINISH each backend moves its own index entries.
+SCENES_JOIN = """
+    ALTER TABLE turns ADD COLUMN character_id BIGINT;
+    UPDATE turns SET character_id = (SELECT c.character_id FROM conversations c WHERE c.id = turns.conversation_id);
+    ALTER TABLE turn_queue ADD COLUMN character_id BIGINT;
+    UPDATE turn_queue SET character_id = (SELECT c.character_id FROM conversations c WHERE c.id = turn_queue.conversation_id);
+
+    CREATE TABLE scene_joins AS
+        SELECT c.id AS old_id, (
+            SELECT s.id FROM conversations s
+            WHERE s.platform = c.platform AND s.chat_id = c.chat_id AND s.thread_id = c.thread_id AND s.is_shared
+            ORDER BY (SELECT MAX(m.created_at) FROM messages m WHERE m.conversation_id = s.id) DESC NULLS LAST, s.id
+            LIMIT 1) AS scene_id
+        FROM conversations c WHERE c.is_shared;
+    DELETE FROM scene_joins WHERE old_id = scene_id;  -- left: the conversations joined into another
+
+    -- every message of a joined chat, its scene, and its place in the scene's order
+    CREATE TABLE scene_messages AS
+        SELECT m.id, j.scene_id, m.role, m.platform_message_id, ROW_NUMBER() OVER (
+            PARTITION BY j.scene_id
+            ORDER BY COALESCE((SELECT u.created_at FROM messages u WHERE u.conversation_id = m.conversation_id
+                               AND u.pos = m.pos - 1 AND u.role = 'user' AND m.role = 'assistant'), m.created_at),
+                     m.conversation_id, m.pos) AS place
+        FROM messages m JOIN (SELECT old_id AS id, scene_id FROM scene_joins
+                              UNION SELECT scene_id, scene_id FROM scene_joins) j ON j.id = m.conversation_id;
+    CREATE TABLE scene_duplicates AS
+        SELECT d.id AS duplicate_id, (
+            SELECT MIN(k.id) FROM scene_messages k WHERE k.scene_id = d.scene_id AND k.role = 'user'
+            AND k.platform_message_id = d.platform_message_id) AS kept_id
+        FROM scene_messages d WHERE d.role = 'user' AND d.platform_message_id IS NOT NULL;
+    DELETE FROM scene_duplicates WHERE duplicate_id = kept_id;
+    UPDATE turns SET user_message_id = (SELECT kept_id FROM scene_duplicates WHERE duplicate_id = turns.user_message_id)
+        WHERE user_message_id IN (SELECT duplicate_id FROM scene_duplicates);
+    UPDATE turn_queue SET user_message_id = (SELECT kept_id FROM scene_duplicates WHERE duplicate_id = turn_queue.user_message_id)
+        WHERE user_message_id IN (SELECT duplicate_id FROM scene_duplicates);
+    DELETE FROM messages WHERE id IN (SELECT duplicate_id FROM scene_duplicates);
+    DELETE FROM scene_messages WHERE id IN (SELECT duplicate_id FROM scene_duplicates);
+"""
+
+SCENES_MOVE = """
+    UPDATE messages SET conversation_id = (SELECT scene_id FROM scene_messages s WHERE s.id = messages.id),
+                        pos = 2 * (SELECT place FROM scene_messages s WHERE s.id = messages.id)
+        WHERE id IN (SELECT id FROM scene_messages);
+"""
+
+SCENES_FINISH = """
+    UPDATE conversations SET last_pos = COALESCE((SELECT MAX(pos) FROM messages WHERE conversation_id = conversations.id), 0),
+                             summarized_pos = 0, summary_failures = 0, summary_retry_at = NULL
+        WHERE id IN (SELECT scene_id FROM scene_joins);
+    DELETE FROM summaries WHERE conversation_id IN (SELECT scene_id FROM scene_joins UNION SELECT old_id FROM scene_joins);
+    DELETE FROM rebuilds WHERE conversation_id IN (SELECT scene_id FROM scene_joins UNION SELECT old_id FROM scene_joins);
+    UPDATE turns SET conversation_id = (SELECT scene_id FROM scene_joins WHERE old_id = turns.conversation_id)
+        WHERE conversation_id IN (SELECT old_id FROM scene_joins);
+    UPDATE turn_queue SET conversation_id = (SELECT scene_id FROM scene_joins WHERE old_id = turn_queue.conversation_id)
+        WHERE conversation_id IN (SELECT old_id FROM scene_joins);
+    UPDATE message_parts SET conversation_id = (SELECT scene_id FROM scene_joins WHERE old_id = message_parts.conversation_id)
+        WHERE conversation_id IN (SELECT old_id FROM scene_joins);
+    UPDATE answer_origins SET conversation_id = (SELECT scene_id FROM scene_joins WHERE old_id = answer_origins.conversation_id)
+        WHERE conversation_id IN (SELECT old_id FROM scene_joins);
+    DELETE FROM conversations WHERE id IN (SELECT old_id FROM scene_joins);
+    DROP TABLE scene_duplicates;
+    DROP TABLE scene_messages;
+    DROP TABLE scene_joins;
+    CREATE UNIQUE INDEX conversations_scene ON conversations(platform, chat_id, thread_id) WHERE is_shared;
+    CREATE INDEX turns_character ON turns(conversation_id, character_id, status, id);
+"""

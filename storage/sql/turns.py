@@ -30,7 +30,9 @@ from storage.sql.database import Database
 from storage.sql.memories import undo_journal
 
 POLL_S = 0.02
-QUEUE = "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at) "
+QUEUE = "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at, character_id) "
+# the character whose turn it is: the one given ($6), else the conversation's own
+QUEUED_CHARACTER = "COALESCE(CAST($6 AS BIGINT), (SELECT character_id FROM conversations WHERE id = $1))"
 FIRST_IN_LINE = ("SELECT q.id, q.holder FROM turn_queue q JOIN messages m ON m.id = q.user_message_id "
                  "WHERE q.conversation_id = $1 ORDER BY m.pos, q.id LIMIT 1")
 
@@ -47,7 +49,7 @@ class SQLTurns(Turns):
     # -- arriving and waiting --------------------------------------------------------------
     async def store_and_queue(self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
                               tokens: int, platform_message_id: str | None, limit: CallLimit | None,
-                              checkin_from: int | None = None) -> Arrival:
+                              checkin_from: int | None = None, character_id: int | None = None) -> Arrival:
         now = self.db.clock()
         async with self.db.transaction() as tx:
             stored = await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "user",
@@ -58,14 +60,16 @@ class SQLTurns(Turns):
                 await count_person_message(tx, conversation_id, person_id, now, checkin_from)
             if limit is not None and (wait := await take_call(self.db, tx, limit, now)) is not None:
                 return Arrival(stored, wait_s=wait)
-            ticket = await tx.value(QUEUE + "VALUES ($1, $2, $3, $4, $5) RETURNING id",
-                                    conversation_id, person_id, stored.id, self.holder, now)
+            ticket = await tx.value(QUEUE + f"VALUES ($1, $2, $3, $4, $5, {QUEUED_CHARACTER}) RETURNING id",
+                                    conversation_id, person_id, stored.id, self.holder, now, character_id)
         return Arrival(stored, ticket)
 
-    async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int) -> int:
+    async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int,
+                         character_id: int | None = None) -> int:
         async with self.db.transaction() as tx:
-            return await tx.value(QUEUE + "VALUES ($1, $2, $3, $4, $5) RETURNING id",
-                                  conversation_id, person_id, user_message_id, self.holder, self.db.clock())
+            return await tx.value(QUEUE + f"VALUES ($1, $2, $3, $4, $5, {QUEUED_CHARACTER}) RETURNING id",
+                                  conversation_id, person_id, user_message_id, self.holder, self.db.clock(),
+                                  character_id)
 
     async def start_turn(self, ticket: int) -> int:
         try:
@@ -93,7 +97,8 @@ class SQLTurns(Turns):
         conversation runs or waits to be answered again before it, turn it into a running turn."""
         try:
             async with self.db.transaction() as tx:
-                queued = await tx.one("SELECT q.conversation_id, q.person_id, q.user_message_id, m.pos FROM turn_queue q "
+                queued = await tx.one("SELECT q.conversation_id, q.person_id, q.user_message_id, q.character_id, m.pos "
+                                      "FROM turn_queue q "
                                       f"JOIN messages m ON m.id = q.user_message_id WHERE q.id = $1{self.db.dialect.for_update}",
                                       ticket)
                 if queued is None:
@@ -110,9 +115,10 @@ class SQLTurns(Turns):
                     return None
                 await tx.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
                 return await tx.value(
-                    "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
-                    "VALUES ($1, $2, $3, 'running', $4, $5) RETURNING id",
-                    conversation_id, queued["person_id"], queued["user_message_id"], self.db.clock(), self.holder)
+                    "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder, "
+                    "character_id) VALUES ($1, $2, $3, 'running', $4, $5, $6) RETURNING id",
+                    conversation_id, queued["person_id"], queued["user_message_id"], self.db.clock(), self.holder,
+                    queued["character_id"])
         except self.db.dialect.unique_violation:  # another process started one of this conversation just now
             return None
 
@@ -157,8 +163,9 @@ class SQLTurns(Turns):
         its adapter to answer again, like a turn cut off mid-reply. Whether it did."""
         async with self.db.transaction() as tx:
             turn_id = await tx.value(
-                "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder) "
-                "SELECT conversation_id, person_id, user_message_id, 'failed', $1, holder FROM turn_queue "
+                "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder, "
+                "character_id) SELECT conversation_id, person_id, user_message_id, 'failed', $1, holder, "
+                "character_id FROM turn_queue "
                 "WHERE id = $2 RETURNING id", self.db.clock(), ticket)
             if turn_id is None:
                 return False
@@ -190,7 +197,11 @@ class SQLTurns(Turns):
         content: str, tokens: int, receipt: dict[str, Any],
     ) -> MessageRow:
         async with self.db.transaction() as tx:
-            reply = await insert_message(tx, user_message.conversation_id, user_message.pos + 1, "assistant", None,
+            # a reply to a person's message takes the place right after it; a character answering
+            # another character's reply (a scene's chain) takes the next place
+            place = (user_message.pos + 1 if user_message.role == "user"
+                     else await next_place(tx, user_message.conversation_id))
+            reply = await insert_message(tx, user_message.conversation_id, place, "assistant", None,
                                          speaker_name, content, tokens, None, self.db.clock())
             assert reply is not None  # a reply has no platform id yet: nothing to conflict with
             # This turn becomes 'done' with its reply; a turn it regenerates (the same message's
@@ -217,23 +228,29 @@ class SQLTurns(Turns):
         row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE id = $1", turn_id)
         return turn(row) if row else None
 
-    async def latest_turn(self, conversation_id: int, before: int | None = None) -> TurnRow | None:
+    async def latest_turn(self, conversation_id: int, before: int | None = None,
+                          character_id: int | None = None) -> TurnRow | None:
         row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 AND status = 'done' "
-                                "AND (CAST($2 AS BIGINT) IS NULL OR id < $2) ORDER BY id DESC LIMIT 1",
-                                conversation_id, before)
+                                "AND (CAST($2 AS BIGINT) IS NULL OR id < $2) "
+                                "AND (CAST($3 AS BIGINT) IS NULL OR character_id = $3) ORDER BY id DESC LIMIT 1",
+                                conversation_id, before, character_id)
         return turn(row) if row else None
 
-    async def last_receipt(self, conversation_id: int, person_id: int) -> TurnRow | None:
+    async def last_receipt(self, conversation_id: int, person_id: int,
+                           character_id: int | None = None) -> TurnRow | None:
         row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 AND person_id = $2 "
-                                "AND status = 'done' ORDER BY id DESC LIMIT 1", conversation_id, person_id)
+                                "AND status = 'done' AND (CAST($3 AS BIGINT) IS NULL OR character_id = $3) "
+                                "ORDER BY id DESC LIMIT 1", conversation_id, person_id, character_id)
         return turn(row) if row else None
 
     async def begin_regenerate(self, turn_id: int) -> int | None:
-        old = await self.db.one("SELECT conversation_id, person_id, user_message_id FROM turns WHERE id = $1", turn_id)
-        new_turn = await self.begin_turn(old["conversation_id"], old["person_id"], old["user_message_id"])
+        old = await self.db.one("SELECT conversation_id, person_id, user_message_id, character_id FROM turns "
+                                "WHERE id = $1", turn_id)
+        new_turn = await self.begin_turn(old["conversation_id"], old["person_id"], old["user_message_id"],
+                                         old["character_id"])
         async with self.db.transaction() as tx:  # running now: no other turn can end meanwhile
-            if await tx.value("SELECT MAX(id) FROM turns WHERE conversation_id = $1 AND status = 'done'",
-                              old["conversation_id"]) == turn_id:
+            if await tx.value("SELECT MAX(id) FROM turns WHERE conversation_id = $1 AND status = 'done' "
+                              "AND character_id = $2", old["conversation_id"], old["character_id"]) == turn_id:
                 await undo_journal(tx, turn_id)
                 return new_turn
             await tx.execute("DELETE FROM turns WHERE id = $1", new_turn)  # a newer reply came first
@@ -256,7 +273,7 @@ class SQLTurns(Turns):
             f"SELECT {columns(TURN_COLUMNS, 't')}, {columns(CONVERSATION_COLUMNS, 'c')}, "
             f"{columns(MESSAGE_COLUMNS, 'm')} FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
             "JOIN conversations c ON c.id = t.conversation_id JOIN messages m ON m.id = t.user_message_id "
-            "WHERE c.platform = $1 AND c.character_id = $2 ORDER BY t.conversation_id, m.pos", platform, character_id)
+            "WHERE c.platform = $1 AND t.character_id = $2 ORDER BY t.conversation_id, m.pos", platform, character_id)
         return [InterruptedTurn(turn(r, "t_"), conversation(r, "c_"), message(r, "m_")) for r in rows]
 
     async def claim_interrupted_turn(self, turn_id: int) -> bool:
@@ -266,5 +283,5 @@ class SQLTurns(Turns):
         async with self.db.transaction() as tx:
             if await tx.execute("DELETE FROM interrupted_turns WHERE turn_id = $1", turn_id) != 1:
                 return None
-            return await tx.value(QUEUE + "SELECT conversation_id, person_id, user_message_id, $1, $2 FROM turns "
-                                  "WHERE id = $3 RETURNING id", self.holder, self.db.clock(), turn_id)
+            return await tx.value(QUEUE + "SELECT conversation_id, person_id, user_message_id, $1, $2, character_id "
+                                  "FROM turns WHERE id = $3 RETURNING id", self.holder, self.db.clock(), turn_id)

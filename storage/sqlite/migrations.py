@@ -7,7 +7,11 @@ released: a change to the schema is a new entry at the end of MIGRATIONS.
 
 from __future__ import annotations
 
-from storage.sql.migrations import CHECKINS, HARDENING_II
+from storage.sql.migrations import CHECKINS, HARDENING_II, SCENES_FINISH, SCENES_JOIN, SCENES_MOVE
+
+# a message the full-text index holds: stored since the index, or reached by its backfill
+INDEXED = ("(m.id >= (SELECT older_than_id FROM recall_backfill) "
+           "OR m.id <= (SELECT done_up_to_id FROM recall_backfill))")
 
 MIGRATIONS: list[str] = [
     # 1 — people, characters, conversations, messages, turns, saved memories and their journal.
@@ -321,4 +325,20 @@ MIGRATIONS: list[str] = [
     # 13 — writing first after an absence (SPEC 14): each one-to-one conversation's absence, the
     # person's choice per character, and turns that answer no message (a check-in's receipt).
     CHECKINS,
+    # 14 — scenes (SPEC 15): one conversation per shared chat, a turn names its character
+    # (storage/sql/migrations.py says how chats with several characters are joined). The moved
+    # messages leave the full-text index under their old conversation and enter it under the
+    # scene (those the index holds); their vectors follow them.
+    SCENES_JOIN + f"""
+    INSERT INTO messages_fts (messages_fts, rowid, conversation_id, content)
+        SELECT 'delete', m.id, m.conversation_id, m.content FROM messages m
+        WHERE m.id IN (SELECT id FROM scene_messages) AND {INDEXED};
+    """ + SCENES_MOVE + f"""
+    INSERT INTO messages_fts (rowid, conversation_id, content)
+        SELECT m.id, m.conversation_id, m.content FROM messages m
+        WHERE m.id IN (SELECT id FROM scene_messages) AND {INDEXED};
+    UPDATE message_vectors SET conversation_id = (SELECT conversation_id FROM messages WHERE id = message_id),
+                               pos = (SELECT pos FROM messages WHERE id = message_id)
+        WHERE message_id IN (SELECT id FROM scene_messages);
+    """ + SCENES_FINISH,
 ]
