@@ -9,6 +9,10 @@
   and every RECOVER_EVERY_S after (`keep_recovering`), since another process sharing the
   database may die mid-reply at any time.
 - `notified`: a background result (a rebuild finished) sent to its conversation.
+- `answer_here`, `continue_scene`: the character's voice in a scene (SPEC 15): a message the
+  core gives it to answer, or another character's reply it answers.
+- `present`: while its block runs, the adapter hears notifications, writes check-ins and speaks
+  in scenes (it calls this around its own serving).
 - `write_first`: a check-in (SPEC 14), split like a reply; a platform's refusal to reach the
   person (`refuses_person`) is `Unreachable`.
 
@@ -20,6 +24,7 @@ platform id as text.
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 from typing import Any, Awaitable, Callable, Generic, TypeVar
 
@@ -69,9 +74,28 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         """Whether this platform error means the person cannot be written to (a blocked bot)."""
 
     # -- the shared flow ----------------------------------------------------------------------
+    def present(self) -> contextlib.ExitStack:
+        """Hear notifications, write check-ins and speak in scenes while the block runs."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.core.listening(self.notified))
+        stack.enter_context(self.core.writing_first(self))
+        stack.enter_context(self.core.voicing(self))
+        return stack
+
     async def answer(self, place: Place, incoming: IncomingMessage) -> None:
         """Answer a message: the reply streams into one message, then is delivered whole."""
         reply_to = incoming.platform_message_id if incoming.conversation.is_shared else None
+        await self._stream(place, reply_to, lambda sink: self.core.handle(incoming, on_text=sink))
+
+    async def answer_here(self, incoming: IncomingMessage) -> None:
+        await self.answer(self.place_of(incoming.conversation), incoming)
+
+    async def continue_scene(self, conversation: ConversationKey, turn: str) -> None:
+        await self._stream(self.place_of(conversation), None,
+                           lambda sink: self.core.answer_queued(conversation, turn, on_text=sink))
+
+    async def _stream(self, place: Place, reply_to: str | None, run: Callable[[ThrottledStream], Awaitable[Reply]]
+                      ) -> None:
         live: list[str] = []
 
         async def show(text: str) -> str | None:
@@ -83,8 +107,8 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             return live[0]
 
         async with self.typing(place):
-            reply = await self.core.handle(incoming, on_text=ThrottledStream(show))
-        if reply.duplicate:  # delivered before: it was answered then
+            reply = await run(ThrottledStream(show))
+        if reply.duplicate:  # nothing to send: answered before, or elsewhere
             return
         await self.deliver(place, reply_to, reply, live)
 

@@ -61,6 +61,7 @@ from bot.contract import (
     IncomingMessage,
     OptionSpec,
     PlatformRefused,
+    where_named,
 )
 
 log = logging.getLogger(__name__)
@@ -204,7 +205,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, sharing the event loop with the other adapters."""
-        with self.core.listening(self.notified), self.core.writing_first(self):
+        with self.present():
             await self._serve(stop)
 
     async def _serve(self, stop: asyncio.Event) -> None:
@@ -283,14 +284,16 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         user = interaction.user
         return CommandContext(self.key(interaction.channel), Identity(PLATFORM, str(user.id)), user.display_name)
 
-    def addressed(self, message: discord.Message) -> bool:
-        me = self.client.user
-        if message.guild is None:
-            return True
+    def always_on_here(self, message: discord.Message) -> bool:
         chat_id, _, _ = place_of(message.channel)
-        if chat_id in self.always_on or str(message.channel.id) in self.always_on:
+        return message.guild is not None and (chat_id in self.always_on or str(message.channel.id) in self.always_on)
+
+    def addressed(self, message: discord.Message) -> bool:
+        """A DM, a mention of the bot, a reply to it, or the character's name (SPEC 15)."""
+        me = self.client.user
+        if message.guild is None or me in message.mentions:
             return True
-        if me in message.mentions:
+        if where_named(message.content, self.character_name) is not None:
             return True
         reference = message.reference
         resolved = reference.resolved if reference else None
@@ -302,7 +305,8 @@ class DiscordAdapter(ChatAdapter[Messageable]):
 
     # -- conversation ----------------------------------------------------------------------
     async def on_message(self, message: discord.Message) -> None:
-        if message.author.bot or message.webhook_id is not None or not self.addressed(message):
+        addressed = self.addressed(message)
+        if message.author.bot or message.webhook_id is not None or not (addressed or self.always_on_here(message)):
             return
         if not await self.lets_in(message.author, message.channel):
             if message.guild is None:  # a DM gets one line; a server channel, silence
@@ -310,7 +314,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             return
         incoming = IncomingMessage(self.key(message.channel), Identity(PLATFORM, str(message.author.id)),
                                    message.author.display_name, self.text_of(message), str(message.id),
-                                   unseen=unseen_in(message), files=files_of(message))
+                                   unseen=unseen_in(message), files=files_of(message), addressed=addressed)
         try:
             await self.answer(message.channel, incoming)
         except Exception:

@@ -81,6 +81,7 @@ from bot.contract import (
     IncomingFile,
     IncomingMessage,
     PlatformRefused,
+    where_named,
 )
 
 log = logging.getLogger(__name__)
@@ -265,7 +266,7 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set: the manual lifecycle, sharing the event loop."""
         application = self.application or self.build()
-        with self.core.listening(self.notified), self.core.writing_first(self):
+        with self.present():
             await self._serve(application, stop)
 
     async def _serve(self, application: Application, stop: asyncio.Event) -> None:
@@ -456,8 +457,12 @@ class TelegramAdapter(ChatAdapter[Place]):
         return ConversationKey(PLATFORM, str(place.chat_id), thread, self.character_name, place.shared)
 
     def addressed(self, message: Message, bot_id: int, username: str) -> bool:
-        """DMs always; in groups a mention of the bot (in the text or a caption) or a reply to it."""
+        """DMs always; in groups a mention of the bot (in the text or a caption), a reply to it, or
+        the character's name (SPEC 15; a bot reads a group's other messages only with its privacy
+        mode off)."""
         if message.chat.type == ChatType.PRIVATE:
+            return True
+        if where_named(message.text or message.caption or "", self.character_name) is not None:
             return True
         reply = message.reply_to_message
         if reply is not None and reply.from_user is not None and reply.from_user.id == bot_id:

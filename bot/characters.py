@@ -15,6 +15,7 @@ import base64
 import binascii
 import io
 import json
+import math
 import re
 import struct
 import zipfile
@@ -38,6 +39,7 @@ CARD_FIELDS = (
     "system_prompt",
     "post_history_instructions",
 )
+TALKATIVENESS = 0.5  # SillyTavern's default for a card's extensions.talkativeness
 _PLACEHOLDER = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
 
 
@@ -54,6 +56,7 @@ class Character:
     post_history_instructions: str = ""
     alternate_greetings: tuple[str, ...] = ()
     lorebook: Lorebook = Lorebook()
+    talkativeness: float = TALKATIVENESS  # how readily it speaks up in a scene (SPEC 15)
 
     def fill(self, text: str, user: str) -> str:
         """Replace {{char}} (the card's nickname, else the name) and {{user}} (the speaker's
@@ -82,6 +85,7 @@ def load_character(config: CharacterConfig) -> Character:
     data = read_card(config.card)
     fields = {key: _text_field(data, key, config.card) for key in CARD_FIELDS}
     fields["alternate_greetings"] = _alternate_greetings(data, config.card)
+    fields["talkativeness"] = _talkativeness(data)
     try:
         fields["lorebook"] = read_lorebook(data.get("character_book"), card=str(config.card))
     except LorebookError as problem:
@@ -113,6 +117,18 @@ def read_card(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"character card {path}: its 'data' is not an object")
     return data
+
+
+def _talkativeness(data: dict) -> float:
+    """`extensions.talkativeness`, 0 to 1: SillyTavern writes it as text ("0.5"); a card
+    without it, or with something else there, speaks up at the default."""
+    extensions = data.get("extensions")
+    value = extensions.get("talkativeness") if isinstance(extensions, dict) else None
+    try:
+        number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    return min(max(number, 0.0), 1.0) if number is not None and math.isfinite(number) else TALKATIVENESS
 
 
 def _alternate_greetings(data: dict, path: Path) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 from bot.actions import encode_action
 from bot.characters import StoredCharacter
@@ -31,6 +31,7 @@ from bot.config import CheckinsConfig
 from bot.contract import Button, ConversationKey, FirstWriter, Unreachable
 from bot.llm import LLMClient, LLMError
 from bot.prompt import build_prompt
+from bot.registry import Present
 from bot.saved_memories import memories_for_prompt
 from bot.tokens import TokenCounter
 from bot.window import WINDOW_MAX_MESSAGES, live_window
@@ -90,20 +91,15 @@ class CheckIns:
         self.configs = {name.casefold(): config for name, config in configs.items()}
         self.after_delivery = after_delivery  # background work once a message is out (summaries)
         self.clock = clock
-        self.writers: list[FirstWriter] = []
+        self.writers: Present[FirstWriter] = Present()
 
     def writes_first(self, character: str) -> bool:
         """Whether this character has [characters.checkins]."""
         return character.casefold() in self.configs
 
-    @contextlib.contextmanager
-    def writing_first(self, writer: FirstWriter) -> Iterator[None]:
+    def writing_first(self, writer: FirstWriter) -> contextlib.AbstractContextManager[None]:
         """While the block runs, this adapter delivers its character's check-ins on its platform."""
-        self.writers.append(writer)
-        try:
-            yield
-        finally:
-            self.writers.remove(writer)
+        return self.writers.joined(writer)
 
     def jobs(self) -> list[tuple[str, Callable[[], object], float]]:
         """(job id, scan, seconds between scans) for every character with check-ins."""

@@ -194,9 +194,8 @@ class LimitsConfig(Section):
 
 
 class ScenesConfig(Section):
-    """[scenes] (SPEC 15): character messages in a row without a person. Read and checked, so a
-    config in the format of SPEC 10 loads; several characters sharing a channel's scene are not
-    built yet, so with one character a channel it changes nothing."""
+    """[scenes] (SPEC 15, bot/scenes.py): at most this many character messages in a row without a
+    person (a character's reply naming another character is answered by it; 0: never)."""
 
     max_chain: int = Field(3, ge=0)
 

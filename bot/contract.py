@@ -11,6 +11,7 @@ platform refuses it for good. A reply names its turn with an opaque handle, neve
 
 from __future__ import annotations
 
+import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
@@ -20,6 +21,13 @@ NOT_ALLOWED = "Sorry, I'm not able to talk with you here."  # [access] said no (
 STALE_BUTTON = "This button no longer works."
 INTERRUPTED = "(This reply was cut off when I restarted. Send your message again if you still want an answer.)"
 IMAGE_MAX_SIDE = 1_024  # images reach the model at most this many pixels on their longer side
+
+def where_named(text: str, name: str) -> int | None:
+    """Where a text names a character (its name as a whole word, any case: "Mira, look"); None
+    when it does not. A message naming the character is addressed to it (SPEC 15)."""
+    match = re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE)
+    return match.start() if match else None
+
 
 @dataclass(frozen=True)
 class Identity:
@@ -70,7 +78,10 @@ class IncomingMessage:
     anything else that came with the text which the character cannot read ("a sticker").
     `kept` is called once the message is stored and queued for its turn, or refused: a webhook
     acknowledges the update then, so the platform delivers again what a crash lost, and updates
-    posted one after another to different processes keep their order."""
+    posted one after another to different processes keep their order.
+    `addressed`: the platform addressed it to this adapter's character (a DM, a mention, a reply
+    to it, its name); False for a message of an always-on channel addressed to no one, which in
+    a scene one character answers (SPEC 15)."""
 
     conversation: ConversationKey
     speaker: Identity | None
@@ -80,6 +91,7 @@ class IncomingMessage:
     unseen: str | None = None
     files: tuple[IncomingFile, ...] = ()
     kept: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    addressed: bool = True
 
 
 @dataclass(frozen=True)
@@ -98,8 +110,10 @@ class Attachment:
 @dataclass
 class Reply:
     """The character's answer to one message (or a plain error). `turn` is the opaque handle of
-    the turn that made it (None for an error). `duplicate`: the message was delivered before (a
-    redelivered update) and is answered there: send nothing."""
+    the turn that made it (None for an error). `duplicate`: send nothing — the message was
+    delivered before (a redelivered update) and is answered there, or another character of the
+    scene answered it through its own adapter, or a person wrote before a scene's next
+    character could answer."""
 
     text: str
     is_error: bool = False
@@ -247,6 +261,21 @@ class FirstWriter(Protocol):
         """Send the message; the platform ids it shows as. Raises Unreachable when refused."""
 
 
+class Voice(Protocol):
+    """An adapter through which a character speaks in a scene (SPEC 15): it answers a message the
+    core gives it to answer, and continues a scene when another character's reply names its
+    character."""
+
+    platform: str
+    character_name: str
+
+    async def answer_here(self, message: IncomingMessage) -> None:
+        """Answer the message (addressed to this character) where it was written."""
+
+    async def continue_scene(self, key: ConversationKey, turn: str) -> None:
+        """Answer another character's reply, as the queued turn `turn` (Core.answer_queued)."""
+
+
 class Core(Protocol):
     """What an adapter may ask of the core."""
 
@@ -340,3 +369,10 @@ class Core(Protocol):
 
     def writing_first(self, writer: FirstWriter) -> AbstractContextManager[None]:
         """Deliver the character's check-ins on the writer's platform while the block runs."""
+
+    def voicing(self, voice: Voice) -> AbstractContextManager[None]:
+        """The character speaks through `voice` in scenes on its platform while the block runs."""
+
+    async def answer_queued(self, key: ConversationKey, turn: str, on_text: ReplySink | None = None) -> Reply:
+        """Answer a scene's queued turn (Voice.continue_scene): a character's reply to another
+        character's, unless a person wrote in between (then a Reply that sends nothing)."""

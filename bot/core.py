@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Awaitable, Callable, Iterator
+from dataclasses import replace
+from typing import Any, Awaitable, Callable
 
 from bot.checkins import CheckIns
 from bot.commands import MemoryCommands
@@ -28,7 +29,10 @@ from bot.contract import (
     Notifier,
     Reply,
     ReplySink,
+    Voice,
 )
+from bot.registry import Present
+from bot.scenes import Scenes
 from bot.text import clean_text, parse_number
 from bot.turn import TurnHandler
 from storage.ports import RECOVER_WITHIN_S, Store
@@ -43,36 +47,34 @@ class Notifications:
     def __init__(self, store: Store, turns: TurnHandler):
         self.store = store
         self.turns = turns
-        self._notifiers: list[Notifier] = []
+        self.notifiers: Present[Notifier] = Present()
 
     async def notify(self, conversation_id: int, person_id: int | None, text: str) -> None:
         conversation = await self.store.conversations.conversation_by_id(conversation_id)
         key = self.turns.key_of(conversation) if conversation is not None else None
         if key is None:
             return
-        for notifier in list(self._notifiers):
+        for notifier in self.notifiers:
             await notifier(key, text)
 
     def __len__(self) -> int:
         """How many adapters listen now."""
-        return len(self._notifiers)
+        return len(self.notifiers)
 
-    @contextlib.contextmanager
-    def listening(self, notifier: Notifier) -> Iterator[None]:
-        self._notifiers.append(notifier)
-        try:
-            yield
-        finally:
-            self._notifiers.remove(notifier)
+    def listening(self, notifier: Notifier) -> contextlib.AbstractContextManager[None]:
+        return self.notifiers.joined(notifier)
 
 
 class Keepsake:
     """The Core protocol (bot/contract.py), for every adapter of this process."""
 
     def __init__(self, config: Config, store: Store, turns: TurnHandler, commands: MemoryCommands,
-                 notifications: Notifications, checkins: CheckIns, after_delivery: Callable[[int], None]):
+                 notifications: Notifications, checkins: CheckIns, scenes: Scenes,
+                 after_delivery: Callable[[int], None]):
         self.config = config
         self.checkins = checkins
+        self.scenes = scenes
+        self._answered_again: set[int] = set()  # turns answered again after a crash: no chain follows
         self.store = store
         self.turns = turns
         self.commands = commands
@@ -84,6 +86,11 @@ class Keepsake:
         return self.turns.character(name).character.name
 
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
+        if message.conversation.is_shared:  # a scene: perhaps another character answers (SPEC 15)
+            answerer = await self.scenes.answerer(message)
+            if answerer.casefold() != message.conversation.character.casefold():
+                await self.scenes.answer_elsewhere(message, answerer)
+                return Reply("", duplicate=True)
         return await self.turns.handle(message, on_text)
 
     async def delivered(self, reply: Reply, platform_message_ids: list[str]) -> list[str]:
@@ -94,7 +101,12 @@ class Keepsake:
             await self.store.conversations.set_platform_message_ids(turn.conversation_id, turn.reply_message_id,
                                                                     list(platform_message_ids))
         self.after_delivery(turn.conversation_id)
-        previous = await self.store.turns.latest_turn(turn.conversation_id, before=turn.id)
+        if turn.id in self._answered_again:  # a chain resumes at most once after a crash
+            self._answered_again.discard(turn.id)
+        else:
+            await self.scenes.after_reply(turn)
+        previous = await self.store.turns.latest_turn(turn.conversation_id, before=turn.id,
+                                                      character_id=turn.character_id)
         return await self._shown_as(previous.id) if previous is not None else []
 
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: str) -> str | None:
@@ -173,13 +185,24 @@ class Keepsake:
                 continue
             key = self.turns.key_of(row.conversation)
             assert key is not None  # the character asked for is configured
+            key = replace(key, character=stored.character.name)  # in a scene, the turn's character
             claimed.append(CutOff(handle, key, row.user_message.platform_message_id, row.user_message.content,
                                   row.turn.partial_message_id, fresh))
         return claimed
 
     async def answer_again(self, cut_off: CutOff, on_text: ReplySink | None = None) -> Reply:
         message_id, ticket = (int(part) for part in cut_off.handle.split(":"))
-        return await self.turns.answer_again(cut_off.conversation, message_id, ticket, on_text)
+        reply = await self.turns.answer_again(cut_off.conversation, message_id, ticket, on_text)
+        if reply.turn is not None:
+            self._answered_again.add(int(reply.turn))
+        return reply
+
+    async def answer_queued(self, key: ConversationKey, turn: str, on_text: ReplySink | None = None) -> Reply:
+        message_id, ticket = (int(part) for part in turn.split(":"))
+        return await self.turns.answer_queued(key, message_id, ticket, on_text)
+
+    def voicing(self, voice: Voice) -> contextlib.AbstractContextManager[None]:
+        return self.scenes.voices.joined(voice)
 
     async def stray_found(self, timeout_s: float) -> None:
         await self.store.turns.stray_found(timeout_s)

@@ -51,6 +51,10 @@ SHARED_NOTE = """\
 This is a group conversation: each person's message starts with their name. Your saved memories \
 are about {user}, who is speaking now; do not tell others what they hold."""
 
+SCENE_NOTE = """\
+This is a scene with other characters too: {others}. Their messages start with their names, like \
+the people's. Write only {char}'s own reply, never lines for the others."""
+
 UNSEEN_NOTE = """\
 {user}'s last message came with {what}, which you cannot see: you can only read text. Answer what \
 they wrote, and say briefly that you cannot see it."""
@@ -111,6 +115,11 @@ def memory_line(memory: MemoryRow, now: float) -> str:
     return f"#{memory.id} ({', '.join(memory_marks(memory, now))}): {quoted(memory.content)}"
 
 
+def _another_character(row: MessageRow, character: Character) -> bool:
+    """A reply of another character of the scene."""
+    return row.role == "assistant" and row.speaker_name.casefold() != character.name.casefold()
+
+
 def build_prompt(
     *,
     character: Character,
@@ -130,6 +139,10 @@ def build_prompt(
     system = system_prompt(character, speaker_name, tools)
     if shared:
         system += "\n\n" + SHARED_NOTE.format(user=speaker_name)
+    # in a scene (SPEC 15), other characters' replies are lines of others, as a person's are
+    others = list(dict.fromkeys(row.speaker_name for row in window if _another_character(row, character)))
+    if others:
+        system += "\n\n" + SCENE_NOTE.format(others=", ".join(others), char=character.nickname or character.name)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     tokens = {"system": character_tokens, "lore": 0, "memories": 0, "summary": 0, "recall": 0, "window": 0}
 
@@ -152,16 +165,15 @@ def build_prompt(
         tokens["summary"] = sum(s.tokens + MESSAGE_OVERHEAD_TOKENS for s in ordered)
 
     if recalled:
-        passages = ["\n".join(recalled_line(m, character.name) for m in p.messages) for p in recalled]
+        passages = ["\n".join(recalled_line(m) for m in p.messages) for p in recalled]
         messages.append({"role": "system", "content": RECALL_INTRO + "\n" + f"\n{RECALL_GAP}\n".join(passages)})
         tokens["recall"] = sum(p.tokens for p in recalled) + MESSAGE_OVERHEAD_TOKENS
 
     for row in window:
-        if row.role == "user" and shared:
-            content = f"{row.speaker_name}: {row.content}"
+        if (row.role == "user" and shared) or _another_character(row, character):
+            messages.append({"role": "user", "content": f"{row.speaker_name}: {row.content}"})
         else:
-            content = row.content
-        messages.append({"role": row.role, "content": content})
+            messages.append({"role": row.role, "content": row.content})
         tokens["window"] += row.tokens + MESSAGE_OVERHEAD_TOKENS
     if images:  # the current message's images, to look at (they are not stored)
         messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}] + [

@@ -143,6 +143,6 @@ def day_of(message: MessageRow) -> str:
     return datetime.fromtimestamp(message.created_at, timezone.utc).strftime("%Y-%m-%d")
 
 
-def recalled_line(message: MessageRow, character_name: str) -> str:
-    speaker = message.speaker_name if message.role == "user" else character_name
-    return f"[{day_of(message)}] {speaker}: {message.content}"
+def recalled_line(message: MessageRow) -> str:
+    """A recalled message with its day and speaker (a person, or in a scene any character)."""
+    return f"[{day_of(message)}] {message.speaker_name}: {message.content}"

@@ -20,6 +20,7 @@ from bot.llm import LLMClient
 from bot.prompt import system_prompt
 from bot.rebuild import Rebuilds
 from bot.saved_memories import CAPS
+from bot.scenes import Scenes
 from bot.scheduler import BackgroundJobs
 from bot.semantic import SemanticRecall
 from bot.summaries import Summarizer
@@ -45,6 +46,7 @@ class Runtime:
     jobs: BackgroundJobs
     notifications: Notifications
     checkins: CheckIns
+    scenes: Scenes
     core: Keepsake  # what adapters get (the Core protocol of bot/contract.py)
 
     def start(self) -> None:
@@ -53,6 +55,7 @@ class Runtime:
 
     async def close(self) -> None:
         await self.jobs.stop()
+        await self.scenes.stop()
         if self.turns.semantic is not None:
             await self.turns.semantic.stop()
         await self.rebuilds.stop()
@@ -98,6 +101,8 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     commands = MemoryCommands(turns, rebuilds, clock=clock, writes_first=checkins.writes_first)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins)
-    core = Keepsake(config, store, turns, commands, notifications, checkins, after_delivery=summarizer.schedule)
+    scenes = Scenes(store, turns, config.scenes.max_chain)
+    core = Keepsake(config, store, turns, commands, notifications, checkins, scenes,
+                    after_delivery=summarizer.schedule)
     return Runtime(config, store, llm, counter, turns, summarizer, rebuilds, commands, jobs, notifications, checkins,
-                   core)
+                   scenes, core)

@@ -128,7 +128,8 @@ class _Queued:
 
 
 def _arrival_key(key: ConversationKey) -> tuple:
-    return key.platform, key.chat_id, key.thread_id, key.character.casefold()
+    """A conversation's line in this process: a shared chat's is its scene's, whoever answers."""
+    return key.platform, key.chat_id, key.thread_id, "" if key.is_shared else key.character.casefold()
 
 
 class TurnHandler:
@@ -166,12 +167,11 @@ class TurnHandler:
     def key_of(self, conversation: ConversationRow) -> ConversationKey | None:
         """The key of a stored conversation (to reach it again on its platform); None when its
         character is no longer in the config."""
-        character = next((rt.character.name for rt in self.characters.values()
-                          if rt.id == conversation.character_id), None)
-        if character is None:
+        stored = self.stored_by_id(conversation.character_id)
+        if stored is None:
             return None
         return ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
-                               character, conversation.is_shared)
+                               stored.character.name, conversation.is_shared)
 
     async def person_for(self, identity: Identity | None) -> int | None:
         """The person behind a platform identity; None for nobody in particular."""
@@ -232,7 +232,8 @@ class TurnHandler:
             arrival = await self.store.turns.store_and_queue(
                 conversation.id, person_id, clean_text(message.speaker_name), text, tokens,
                 message.platform_message_id, self.limits.limit_for(person_id, message.conversation),
-                checkin_from=CHECKIN_MIN_MESSAGES if counts_for_checkins(message.conversation, person_id) else None)
+                checkin_from=CHECKIN_MIN_MESSAGES if counts_for_checkins(message.conversation, person_id) else None,
+                character_id=stored.id)
         except Exception:
             log.exception("a message to %s could not be stored", message.conversation)
             return Reply(NOT_SAVED, is_error=True)
@@ -246,9 +247,8 @@ class TurnHandler:
     async def regenerate(
         self, key: ConversationKey, presser: Identity, turn: str, on_text: ReplySink | None = None
     ) -> Reply:
-        """Replace the latest reply, undoing the memory writes its turn made (pinned entries
-        are left alone). Only the person it answered may do this."""
-        stored = self.character(key.character)
+        """Replace the latest reply (in a scene, its character's latest), undoing the memory
+        writes its turn made (pinned entries are left alone). Only the person it answered may."""
         person_id = await self.person_for(presser)
         conversation = await self.conversation_for(key)
         if refusal := await self.regenerate_refusal(key, presser, turn):
@@ -257,6 +257,7 @@ class TurnHandler:
         if (wait := await self.limits.take(person_id, key)) is not None:
             return Reply(TOO_FAST_FOR_CALLS.format(limit=self.limits.per_minute, seconds=wait), is_error=True)
         old = await self.store.turns.turn(turn_id)
+        stored = self.stored_by_id(old.character_id) or self.character(key.character)
         new_turn = await self.store.turns.begin_regenerate(turn_id)  # checks "latest" again, as it starts
         if new_turn is None:
             return Reply(NOT_LATEST, is_error=True)
@@ -272,7 +273,10 @@ class TurnHandler:
             return STALE_BUTTON
         person_id = await self.person_for(presser)
         conversation = await self.conversation_for(key)
-        latest = await self.store.turns.latest_turn(conversation.id)
+        pressed = await self.store.turns.turn(number)
+        if pressed is None or pressed.conversation_id != conversation.id:
+            return NOT_LATEST
+        latest = await self.store.turns.latest_turn(conversation.id, character_id=pressed.character_id)
         if latest is None or latest.id != number:
             return NOT_LATEST
         if latest.person_id != person_id:
@@ -289,6 +293,23 @@ class TurnHandler:
         assert user_row is not None  # a message waiting to be answered again is not deleted
         new_turn = await self.store.turns.start_turn(ticket)
         return await self._answer(stored, conversation, user_row.person_id, user_row, new_turn, on_text)
+
+    async def answer_queued(self, key: ConversationKey, message_id: int, ticket: int,
+                            on_text: ReplySink | None = None) -> Reply:
+        """A scene's next character answers another character's reply (bot/scenes.py), once its
+        turn comes — unless anyone wrote since, which ends the chain (nothing is sent)."""
+        stored = self.character(key.character)
+        conversation = await self.conversation_for(key)
+        row = await self.store.conversations.message(message_id)
+        new_turn = await self.store.turns.start_turn(ticket)
+        newest = await self.store.conversations.recent_messages(conversation.id, 1)
+        if row is None or not newest or newest[0].id != row.id:
+            await self.store.turns.fail_turn(new_turn)
+            return Reply("", duplicate=True)
+        return await self._answer(stored, conversation, None, row, new_turn, on_text)
+
+    def stored_by_id(self, character_id: int | None) -> StoredCharacter | None:
+        return next((s for s in self.characters.values() if s.id == character_id), None)
 
     @metrics.timed_turn
     async def _answer(

@@ -344,6 +344,10 @@ class Turns(abc.ABC):
         whose process is gone holds no one up: it is interrupted (see
         `recover_interrupted_turns`). Returns the turn id."""
 
+    @abc.abstractmethod
+    async def withdraw(self, ticket: int) -> None:
+        """Take a ticket out of its line (its turn will not be answered)."""
+
     async def begin_turn(self, conversation_id: int, person_id: int | None, user_message_id: int,
                          character_id: int | None = None) -> int:
         """Queue a turn for the message and start it when its turn comes."""

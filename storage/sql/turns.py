@@ -89,8 +89,11 @@ class SQLTurns(Turns):
                 except asyncio.TimeoutError:
                     pass
         except BaseException:
-            await asyncio.shield(self.db.execute("DELETE FROM turn_queue WHERE id = $1", ticket))
+            await asyncio.shield(self.withdraw(ticket))
             raise
+
+    async def withdraw(self, ticket: int) -> None:
+        await self.db.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
 
     async def _try_start(self, ticket: int) -> int | None:
         """In one transaction: if the ticket is first in its line and nothing of its

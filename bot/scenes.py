@@ -1,0 +1,139 @@
+"""Scenes (SPEC 15): the characters of a deployment in one shared chat play one scene — one
+conversation (storage keeps one per shared chat), in which every message names its speaker.
+
+- **Who answers** a person's message (`answerer`): the character it is addressed to (a mention,
+  a reply, its name); in an always-on channel, a message addressed to no one is answered by one
+  character, drawn by its card's `extensions.talkativeness` (default 0.5), never the one that
+  spoke last while another can.
+- **The chain** (`after_reply`): a character's reply that names another character of the scene
+  is answered by it, at most `[scenes] max_chain` character messages in a row; a person's message
+  ends the chain (a queued answer finds it and sends nothing).
+- A character speaks through its **voice**: the adapter of this process that runs it on the
+  platform (its own bot account). The characters of a scene are those with a voice on the
+  chat's platform in this process.
+Turns of a scene wait in the scene's one line (storage), so no message is answered by two
+characters at once, in any process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import replace
+
+from bot.contract import ConversationKey, IncomingMessage, Voice, where_named
+from bot.registry import Present
+from bot.turn import TurnHandler
+from storage.ports import MessageRow, Store, TurnRow
+
+log = logging.getLogger(__name__)
+
+
+def named(text: str, names: list[str]) -> str | None:
+    """The character a text addresses by name: of those it names as a whole word (any case),
+    the one named first."""
+    found = [(at, name) for name in names if (at := where_named(text, name)) is not None]
+    return min(found)[1] if found else None
+
+
+def drawn_by_talkativeness(talkativeness: dict[str, float], last_speaker: str | None, rng: random.Random) -> str:
+    """One character, drawn with odds in proportion to its talkativeness; the one that spoke last
+    is left out while another can speak (all silent ones: any, evenly)."""
+    pool = {name: odds for name, odds in talkativeness.items()
+            if last_speaker is None or name.casefold() != last_speaker.casefold()} or talkativeness
+    names = list(pool)
+    if not any(pool.values()):
+        return rng.choice(names)
+    return rng.choices(names, weights=[pool[name] for name in names])[0]
+
+
+def characters_in_a_row(newest_first: list[MessageRow]) -> int:
+    """How many character messages end the conversation, since the last person's message."""
+    count = 0
+    for row in newest_first:
+        if row.role == "user":
+            break
+        count += 1
+    return count
+
+
+class Scenes:
+    def __init__(self, store: Store, turns: TurnHandler, max_chain: int, rng: random.Random | None = None):
+        self.store = store
+        self.turns = turns
+        self.max_chain = max_chain
+        self.rng = rng or random.Random()
+        self.voices: Present[Voice] = Present()
+        self._chains: set[asyncio.Task] = set()  # chain turns being answered (kept from the collector)
+
+    def voice(self, platform: str, character: str) -> Voice | None:
+        return next((v for v in self.voices if v.platform == platform
+                     and v.character_name.casefold() == character.casefold()), None)
+
+    def present(self, platform: str) -> list[str]:
+        """The characters that can speak in a scene on this platform (in config order)."""
+        voiced = {v.character_name.casefold() for v in self.voices if v.platform == platform}
+        return [s.character.name for s in self.turns.characters.values() if s.character.name.casefold() in voiced]
+
+    async def answerer(self, message: IncomingMessage) -> str:
+        """Who answers a person's message in a shared chat."""
+        key = message.conversation
+        present = self.present(key.platform)
+        if message.addressed or not present:
+            return key.character
+        if by_name := named(message.text, present):
+            return by_name
+        conversation = await self.turns.conversation_for(key)
+        last = await self.store.conversations.recent_messages(conversation.id, 1)
+        last_speaker = last[0].speaker_name if last and last[0].role == "assistant" else None
+        return drawn_by_talkativeness({name: self.turns.character(name).character.talkativeness for name in present},
+                                      last_speaker, self.rng)
+
+    async def answer_elsewhere(self, message: IncomingMessage, character: str) -> None:
+        """The message is answered by another character of the scene, through its voice."""
+        voice = self.voice(message.conversation.platform, character)
+        assert voice is not None  # `answerer` chooses among the voiced characters
+        await voice.answer_here(replace(message, conversation=replace(message.conversation, character=character)))
+
+    async def after_reply(self, turn: TurnRow) -> None:
+        """A character's reply is out: when it names another character of the scene, and the
+        chain is not at `max_chain`, that character's answer is queued and given to its voice."""
+        conversation = await self.store.conversations.conversation_by_id(turn.conversation_id)
+        if conversation is None or not conversation.is_shared or turn.reply_message_id is None:
+            return
+        reply = await self.store.conversations.message(turn.reply_message_id)
+        others = [name for name in self.present(conversation.platform)
+                  if reply is not None and name.casefold() != reply.speaker_name.casefold()]
+        target = named(reply.content, others) if others else None
+        if target is None:
+            return
+        newest_first = await self.store.conversations.recent_messages(conversation.id, self.max_chain + 1)
+        if newest_first[0].id != reply.id:  # someone wrote since: a person's message ends the chain
+            return
+        if characters_in_a_row(newest_first) >= self.max_chain:
+            log.info("a scene in %s:%s reached [scenes] max_chain (%d character messages in a row); %s waits for "
+                     "a person", conversation.platform, conversation.chat_id, self.max_chain, target)
+            return
+        stored = self.turns.character(target)
+        ticket = await self.store.turns.queue_turn(conversation.id, None, reply.id, character_id=stored.id)
+        key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
+                              stored.character.name, True)
+        voice = self.voice(conversation.platform, target)
+        assert voice is not None  # among `present`
+        task = asyncio.create_task(self._continue(voice, key, f"{reply.id}:{ticket}"))
+        self._chains.add(task)
+        task.add_done_callback(self._chains.discard)
+
+    async def _continue(self, voice: Voice, key: ConversationKey, turn: str) -> None:
+        try:
+            await voice.continue_scene(key, turn)
+        except Exception:
+            log.exception("%s could not answer in the scene %s", key.character, key.chat_id)
+            # a ticket its turn never took must not hold the scene's line (taken already: nothing to do)
+            await self.store.turns.withdraw(int(turn.split(":")[1]))
+
+    async def stop(self) -> None:
+        for task in list(self._chains):
+            task.cancel()
+        await asyncio.gather(*self._chains, return_exceptions=True)
