@@ -214,6 +214,7 @@ class OptionSpec:
     high: int | None = None
     rest: bool = False  # typed text: takes the rest of the line, spaces and all
     keyword: bool = False  # typed text: written after its own name (`summary edit S3 …`)
+    in_usage: bool = True  # shown in the command's /help line (`character:`, said once at the end instead)
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,8 @@ class CommandSpec:
         """`<id> <text>`, `[scope] [page]`, `<on|off>`: the options as /help shows them."""
         words = []
         for option in self.options:
+            if not option.in_usage:
+                continue
             value = "|".join(option.choices) if option.required and option.choices else option.name
             word = f"{option.name} <{value}>" if option.keyword else f"<{value}>" if option.required else value
             words.append(word if option.required else f"[{word}]")

@@ -101,11 +101,12 @@ async def test_commands_are_synced_at_start_up(bot, discord_fake):
                                 "learning", "generate", "save", "why", "export"}
     add_options = {o["name"]: o for o in subcommands["add"]["options"]}
     assert [c["value"] for c in add_options["scope"]["choices"]] == ["character", "global"]
-    assert set(add_options) == {"text", "scope", "pin"}
-    assert {o["name"] for o in subcommands["edit"]["options"]} == {"id", "text"}
-    assert {o["name"] for o in subcommands["learning"]["options"]} == {"state"}
-    assert {o["name"] for o in subcommands["generate"]["options"]} == {"description"}
-    assert {o["name"] for o in subcommands["save"]["options"]} == {"n"}
+    assert list(add_options) == ["text", "scope", "pin", "character"]  # in a scene: which character (SPEC 15)
+    assert not add_options["character"].get("required")
+    assert {o["name"] for o in subcommands["edit"]["options"]} == {"id", "text", "character"}
+    assert {o["name"] for o in subcommands["learning"]["options"]} == {"state", "character"}
+    assert {o["name"] for o in subcommands["generate"]["options"]} == {"description", "character"}
+    assert {o["name"] for o in subcommands["save"]["options"]} == {"n", "character"}
     assert names["Remember this"]["type"] == 3  # a message context menu
 
 

@@ -29,7 +29,7 @@ class UsageError(Exception):
 
 def button(person: Person, label: str, verb: str, *args: Any, danger: bool = False) -> Button:
     """A button that only `person` can press."""
-    return Button(label, encode_action(person.id, verb, *args), danger=danger)
+    return Button(label, encode_action(person.id, verb, *args, character_id=person.character_id), danger=danger)
 
 
 def plural(n: int, one: str, many: str) -> str:

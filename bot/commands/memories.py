@@ -229,9 +229,9 @@ class SavedMemoryCommands:
 
     async def why(self, ctx: CommandContext, person: Person) -> CommandResult:
         conversation = await self.turns.conversation_for(ctx.conversation)
-        turn = await self.store.turns.last_receipt(conversation.id, person.id)
+        turn = await self.store.turns.last_receipt(conversation.id, person.id, person.character_id)
         if turn is None or not turn.receipt:
-            return CommandResult("There is no reply to you in this conversation yet.")
+            return CommandResult(f"There is no reply of {person.character_name} to you in this conversation yet.")
         r = turn.receipt
         tokens = r["tokens"]
         lines = [f"The prompt of {person.character_name}'s last reply to you held:"]

@@ -20,7 +20,7 @@ from bot.commands.checkins import CheckinCommands
 from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands
 from bot.commands.summary import SummaryCommands
-from bot.commands.table import TABLE, check_options, help_text, leaves, parse_text
+from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
 from bot.contract import STALE_BUTTON, CommandContext, CommandResult
 from bot.rebuild import Rebuilds
 from bot.text import parse_number
@@ -66,7 +66,8 @@ class MemoryCommands:
         if problem := check_options(spec, options):
             return CommandResult(f"{problem} The commands are:\n{self.help_text(ctx)}", ok=False)
         try:
-            return await command(ctx, await self._person(ctx), **options)
+            person = await self._person(ctx, named=options.pop(CHARACTER.name, None))
+            return await command(ctx, person, **options)
         except UsageError as problem:
             return CommandResult(str(problem), ok=False)
 
@@ -110,7 +111,7 @@ class MemoryCommands:
             return stale
         if ctx.identity is None:
             return CommandResult(NOT_YOUR_BUTTON, ok=False, refused=True)
-        person = await self._person(ctx)
+        person = await self._person(ctx, character_id=action.character_id)
         if action.person_id != person.id:
             return CommandResult(NOT_YOUR_BUTTON, ok=False, refused=True)
         try:
@@ -124,7 +125,7 @@ class MemoryCommands:
         if action is None or action.verb not in self.forms or len(action.args) != 1 \
                 or parse_number(action.args[0]) is None or ctx.identity is None:
             return CommandResult("That form is no longer valid.", ok=False, refused=True)
-        person = await self._person(ctx)
+        person = await self._person(ctx, character_id=action.character_id)
         if action.person_id != person.id:
             return CommandResult("That form belongs to someone else.", ok=False, refused=True)
         try:
@@ -138,10 +139,24 @@ class MemoryCommands:
             return CommandResult(NOT_A_PERSON, ok=False)
         return await self.drafts.remember(ctx, await self._person(ctx), platform_message_id)
 
-    async def _person(self, ctx: CommandContext) -> Person:
+    async def _person(self, ctx: CommandContext, named: str | None = None, character_id: int | None = None) -> Person:
+        """Who asks, and the character it acts on: the one named (`character:Aki`), or the one a
+        button was made for; in a scene otherwise the one that last answered them (SPEC 15);
+        else the adapter's."""
         assert ctx.identity is not None, "nobody in particular has no memories"
-        stored = self.turns.character(ctx.conversation.character)
         person_id = await self.store.people.person_for_identity(ctx.identity.platform, ctx.identity.user_id)
+        stored = self.turns.stored_by_id(character_id) if character_id is not None else None
+        if named is not None:
+            stored = next((s for s in self.turns.characters.values()
+                           if s.character.name.casefold() == str(named).strip().casefold()), None)
+            if stored is None:
+                names = ", ".join(s.character.name for s in self.turns.characters.values())
+                raise UsageError(f"There is no character called “{str(named)[:40]}”. The characters: {names}.")
+        elif stored is None and ctx.conversation.is_shared:
+            conversation = await self.turns.conversation_for(ctx.conversation)
+            last = await self.store.turns.last_receipt(conversation.id, person_id)
+            stored = self.turns.stored_by_id(last.character_id) if last is not None else None
+        stored = stored or self.turns.character(ctx.conversation.character)
         return Person(person_id, stored.id, stored.character.name)
 
     async def _press_cancel(self, ctx, person: Person, verb: str) -> CommandResult:

@@ -87,7 +87,7 @@ class SummaryCommands:
         return CommandResult(
             f"S{entry.id} now reads:\n{entry.content}\n\n{instructions}",
             form=Form(title=f"Edit summary entry S{entry.id}", label="Summary text", prefill=entry.content,
-                      action=encode_action(person.id, "sedit", entry.id),
+                      action=encode_action(person.id, "sedit", entry.id, character_id=person.character_id),
                       max_length=SUMMARY_ENTRY_MAX_CHARS, instructions=instructions),
         )
 

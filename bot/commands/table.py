@@ -6,6 +6,7 @@ setMyCommands are all made from this table; tests/test_command_table.py compares
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from bot.commands.base import UsageError
@@ -16,10 +17,23 @@ from storage.ports import SCOPES
 
 MEMORY_ID = OptionSpec("id", "The memory's number, as in #12", "number", required=True, low=1)
 TEXT_ONLY = frozenset({"telegram", "console"})
+# In a scene (SPEC 15) a /memory command acts on the character named; typed first: `character:Aki`.
+CHARACTER = OptionSpec("character", "In a scene: which character (default: the one that last answered you)",
+                       keyword=True, in_usage=False)
+SCENE_HELP = ("In a scene with several characters, put character:<name> first to act on that character's "
+              "memories (default: the one that last answered you).")
+
+
+def _in_scenes(group: "CommandSpec") -> "CommandSpec":
+    """A command group whose every subcommand takes `character` (last: Discord wants the
+    required options first)."""
+    return replace(group, subcommands=tuple(replace(sub, options=(*sub.options, CHARACTER))
+                                            for sub in group.subcommands))
+
 
 TABLE: tuple[CommandSpec, ...] = (
     CommandSpec("start", "Say hello", platforms=TEXT_ONLY),
-    CommandSpec("memory", "What I remember about you: /memory view, add, pin, clear, …", subcommands=(
+    _in_scenes(CommandSpec("memory", "What I remember about you: /memory view, add, pin, clear, …", subcommands=(
         CommandSpec("view", "List your saved memories: pinned first, then newest", options=(
             OptionSpec("scope", "Only this character's memories, or only global ones", choices=SCOPES),
             OptionSpec("page", "Which page (10 memories a page)", "number", low=1))),
@@ -51,7 +65,7 @@ TABLE: tuple[CommandSpec, ...] = (
                        low=1, high=MAX_SELECTED_MESSAGES),)),
         CommandSpec("why", "What was in the prompt of the last reply, layer by layer"),
         CommandSpec("export", "All your memories as a JSON file"),
-    )),
+    ))),
     CommandSpec("remember", "Reply to a message with this to keep it as a memory",
                 platforms=frozenset({"telegram", "discord"}), message_menu="Remember this"),
     CommandSpec("link", "Link your Discord and Telegram accounts", options=(
@@ -83,7 +97,7 @@ def help_text(platform: str) -> str:
             head = f"/{path}{' ' + usage if usage else ''}"
             text = leaf.help or leaf.description
             lines.append(f"{head} — {text[0].lower()}{text[1:]}")
-    return "\n".join(lines)
+    return "\n".join([*lines, SCENE_HELP])
 
 
 def parse_text(spec: CommandSpec, path: str, args: str) -> dict[str, Any]:
@@ -117,7 +131,7 @@ def parse_text(spec: CommandSpec, path: str, args: str) -> dict[str, Any]:
             options[option.name] = word.lower() if word.lower() in option.choices else word
             text = after.strip()
     if text:
-        takes = " and ".join(_described(option) for option in spec.options) or "no arguments"
+        takes = " and ".join(_described(option) for option in spec.options if option.in_usage) or "no arguments"
         raise UsageError(f"/{path} takes {takes}, not “{text[:40]}”.")
     return options
 
