@@ -87,6 +87,8 @@ class ScriptedLLM:
         self.embeddings_answer: web.Response | None = None  # answer /v1/embeddings with this, as it is
         self._runner: web.AppRunner | None = None
         self.base_url = ""
+        self.answering = 0  # chat completions being answered now
+        self.most_at_once = 0  # the most ever answered at once
 
     def add(self, *steps: Step) -> None:
         self.script.extend(steps)
@@ -155,7 +157,12 @@ class ScriptedLLM:
             step = self.responder(body)
         if step is None:
             step = text(self.default)
-        return await self._serve(request, body, step)
+        self.answering += 1
+        self.most_at_once = max(self.most_at_once, self.answering)
+        try:
+            return await self._serve(request, body, step)
+        finally:
+            self.answering -= 1
 
     async def _serve(self, request: web.Request, body: dict, step: Step) -> web.StreamResponse:
         if step.kind == "hang":

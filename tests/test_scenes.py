@@ -1,0 +1,298 @@
+"""SPEC 15, scenes: several characters in one shared chat, hearing each other — one rule a test,
+on SQLite and PostgreSQL. The characters speak through `Voice`s of the contract that answer
+as a platform adapter would (store, answer, deliver); tests/test_scenes_end_to_end.py runs the
+real adapters over the Telegram fake and discord.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+
+import pytest
+
+from bot.characters import load_character
+from bot.config import parse_config
+from bot.contract import ConversationKey, Identity, IncomingMessage, Reply
+from bot.runtime import build_runtime
+from bot.scenes import characters_in_a_row, drawn_by_talkativeness, named
+from tests.conftest import Chat, FakeClock, config_dict, eventually
+from tests.fakes.llm_server import text, tool_calls
+from tests.postgres import fresh_schema_url
+
+GROUP = "-100"
+
+
+class Voice:
+    """A character's voice at the contract: it answers what the core gives it and delivers the
+    reply (as adapters/base.py does, without a platform), keeping what it said."""
+
+    platform = "telegram"
+
+    def __init__(self, runtime, character: str):
+        self.core = runtime.core
+        self.character_name = character
+        self.said: list[Reply] = []
+        self.hold: asyncio.Event | None = None  # set: a scene's next answer waits for it
+
+    async def answer_here(self, message: IncomingMessage) -> None:
+        await self.deliver(await self.core.handle(message))
+
+    async def continue_scene(self, key: ConversationKey, turn: str) -> None:
+        if self.hold is not None:
+            await self.hold.wait()
+        await self.deliver(await self.core.answer_queued(key, turn))
+
+    async def deliver(self, reply: Reply) -> None:
+        if reply.duplicate:
+            return
+        self.said.append(reply)
+        await self.core.delivered(reply, [f"{self.character_name}-{len(self.said)}"])
+
+
+class Person(Chat):
+    """Someone in the group, writing to whichever adapter received the message."""
+
+    def __init__(self, runtime, user: str, name: str):
+        super().__init__(runtime, user=user, name=name, chat_id=GROUP, shared=True, platform="telegram")
+
+    async def says(self, text: str, to: str = "Mira", addressed: bool = True, message_id: str | None = None):
+        key = ConversationKey("telegram", GROUP, None, to, is_shared=True)
+        message = IncomingMessage(key, self.identity, self.name, text, message_id, addressed=addressed)
+        voice = scene_voices[id(self.runtime)][to]
+        await voice.answer_here(message)
+
+    def acting_as(self, character: str) -> "Person":
+        self.ctx = type(self.ctx)(ConversationKey("telegram", GROUP, None, character, True), self.identity, self.name)
+        return self
+
+
+scene_voices: dict = {}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def scene(request, llm, tmp_path):
+    """A runtime (or two sharing a database) with Mira and Aki, both voiced on Telegram."""
+    schemas = fresh_schema_url() if request.param == "postgresql" else None
+    url = await anext(schemas) if schemas else None
+    started, voicing = [], contextlib.ExitStack()
+
+    async def start(max_chain: int = 3, processes: int = 1):
+        raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+        if url:
+            raw["storage"] = {"url": url}
+        raw["characters"].append({"name": "Aki", "persona": "You are Aki, a sardonic harbour pilot."})
+        raw["scenes"] = {"max_chain": max_chain}
+        runtimes = [await build_runtime(parse_config(raw, tmp_path), clock=FakeClock()) for _ in range(processes)]
+        for runtime in runtimes:
+            started.append(runtime)
+            scene_voices[id(runtime)] = {name: Voice(runtime, name) for name in ("Mira", "Aki")}
+            for voice in scene_voices[id(runtime)].values():
+                voicing.enter_context(runtime.core.voicing(voice))
+        return runtimes if processes > 1 else runtimes[0]
+    yield start
+    voicing.close()
+    for runtime in started:
+        scene_voices.pop(id(runtime), None)
+        await runtime.close()
+    if schemas:
+        await anext(schemas, None)
+
+
+def said(runtime, character: str) -> list[str]:
+    return [reply.text for reply in scene_voices[id(runtime)][character].said]
+
+
+def prompt_lines(llm, index: int = -1) -> list[tuple[str, str]]:
+    return [(m["role"], m["content"]) for m in llm.requests[index]["messages"] if m["role"] != "system"]
+
+
+async def scene_rows(runtime):
+    conversation = await runtime.store.conversations.conversation("telegram", GROUP, None,
+                                                                 runtime.turns.character("Mira").id, True)
+    return list(reversed(await runtime.store.conversations.recent_messages(conversation.id, 50)))
+
+
+async def test_characters_in_one_group_share_one_scene_and_every_message_names_its_speaker(scene, llm):
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    llm.add(text("Welcome aboard, Ann."), text("Harbour's closed, Ann."))
+    await ann.says("hello Mira")
+    await ann.says("is the harbour open?", to="Aki")
+    assert [(m.speaker_name, m.content) for m in await scene_rows(runtime)] == [
+        ("Ann", "hello Mira"), ("Mira", "Welcome aboard, Ann."),
+        ("Ann", "is the harbour open?"), ("Aki", "Harbour's closed, Ann.")]
+    # Aki's prompt holds the whole scene: Mira's reply is a line of hers, Aki's own are Aki's
+    assert prompt_lines(llm) == [("user", "Ann: hello Mira"), ("user", "Mira: Welcome aboard, Ann."),
+                                 ("user", "Ann: is the harbour open?")]
+    assert "other characters too: Mira" in llm.requests[-1]["messages"][0]["content"]
+
+
+async def test_a_message_addressed_to_a_character_by_name_is_answered_by_it(scene, llm):
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    llm.add(text("Aye, Ann."))
+    await ann.says("Aki, are the boats in?", to="Mira", addressed=False)  # Mira's adapter got it; it names Aki
+    assert said(runtime, "Aki") == ["Aye, Ann."] and said(runtime, "Mira") == []
+
+
+async def test_in_an_always_on_channel_a_message_addressed_to_no_one_is_answered_by_one_character_not_the_last(
+        scene, llm):
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    await ann.says("hello Mira")  # Mira spoke last
+    for n in range(4):
+        await ann.says(f"anyone there? {n}", addressed=False)
+    speakers = [m.speaker_name for m in await scene_rows(runtime) if m.role == "assistant"]
+    assert len(speakers) == 5  # one answer each
+    assert all(a != b for a, b in zip(speakers, speakers[1:]))  # never the one that spoke last
+
+
+def test_talkativeness_sets_each_characters_odds_of_answering_a_message_addressed_to_no_one():
+    rng = random.Random(7)
+    odds = {"Mira": 0.9, "Aki": 0.3, "Tam": 0.0}
+    draws = [drawn_by_talkativeness(odds, "Ruby", rng) for _ in range(4_000)]
+    assert draws.count("Tam") == 0
+    assert 0.70 < draws.count("Mira") / len(draws) < 0.80  # 0.9 / 1.2 = 0.75
+    assert all(drawn_by_talkativeness(odds, "Mira", rng) != "Mira" for _ in range(200))
+    assert drawn_by_talkativeness({"Mira": 0.0, "Aki": 0.0}, "Mira", rng) == "Aki"
+
+
+def test_a_cards_talkativeness_comes_from_its_extensions_and_defaults_to_one_half(tmp_path):
+    from bot.config import CharacterConfig
+
+    def card(extensions):
+        path = tmp_path / "card.json"
+        path.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Aki", "extensions": extensions}}))
+        return load_character(CharacterConfig(name="Aki", card=path)).talkativeness
+
+    assert card({"talkativeness": "0.8"}) == 0.8  # SillyTavern writes it as text
+    assert card({"talkativeness": 0.2}) == 0.2
+    assert card({}) == 0.5 and card({"talkativeness": "loud"}) == 0.5 and card({"talkativeness": 7}) == 1.0
+
+
+def test_a_text_addresses_the_character_it_names_first_as_a_whole_word():
+    assert named("well, Aki and Mira?", ["Mira", "Aki"]) == "Aki"
+    assert named("Akira is here", ["Aki"]) is None
+    assert named("MIRA!", ["Mira"]) == "Mira"
+
+
+async def test_a_reply_naming_another_character_is_answered_by_it_up_to_max_chain_3(scene, llm):
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    llm.add(text("Aki, what do you make of the fog?"), text("Mira, it's thick as soup."),
+            text("Aki, then we wait."), text("Mira, we always wait."))
+    await ann.says("Mira, fog tonight?")
+    await eventually(lambda: len(said(runtime, "Mira")) == 2)
+    await asyncio.sleep(0.3)  # nothing more is coming: the chain stopped at three
+    rows = await scene_rows(runtime)
+    assert [m.speaker_name for m in rows] == ["Ann", "Mira", "Aki", "Mira"]
+    assert characters_in_a_row(list(reversed(rows))) == 3 and len(llm.requests) == 3
+    # each answer's prompt held the scene so far, the message it answers last
+    assert prompt_lines(llm, 1)[-1] == ("user", "Mira: Aki, what do you make of the fog?")
+    assert prompt_lines(llm, 2)[-2:] == [("assistant", "Aki, what do you make of the fog?"),
+                                         ("user", "Aki: Mira, it's thick as soup.")]
+
+
+async def test_max_chain_0_lets_no_character_answer_another(scene, llm):
+    runtime = await scene(max_chain=0)
+    ann = Person(runtime, "501", "Ann")
+    llm.add(text("Aki, what do you make of the fog?"))
+    await ann.says("Mira, fog tonight?")
+    await asyncio.sleep(0.3)
+    assert said(runtime, "Aki") == [] and len(llm.requests) == 1
+
+
+async def test_a_persons_message_ends_the_chain(scene, llm):
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    aki = scene_voices[id(runtime)]["Aki"]
+    aki.hold = asyncio.Event()  # Aki's answer to Mira waits in line…
+    llm.add(text("Aki, what do you make of the fog?"), text("Ann, tea's ready."))
+    await ann.says("Mira, fog tonight?")
+    ann_again = asyncio.create_task(ann.says("never mind, Mira, tea?"))  # …while Ann writes again
+    await eventually(lambda: len(llm.requests) == 1 and runtime.scenes._chains)
+    aki.hold.set()
+    await ann_again
+    await eventually(lambda: not runtime.scenes._chains)
+    assert said(runtime, "Aki") == []  # the chain ended with Ann's message
+    assert said(runtime, "Mira") == ["Aki, what do you make of the fog?", "Ann, tea's ready."]
+    assert [m.speaker_name for m in await scene_rows(runtime)] == ["Ann", "Mira", "Ann", "Mira"]
+
+
+async def test_each_character_reads_the_speakers_memories_of_its_own_scope_plus_global_never_anothers(scene, llm):
+    runtime = await scene()
+    ann, bob = Person(runtime, "501", "Ann"), Person(runtime, "502", "Bob")
+    await ann.acting_as("Mira").memory("/memory add Ann takes her tea black")
+    await ann.acting_as("Aki").memory("/memory add Ann owes Aki a rope")
+    await ann.memory("/memory add scope:global Ann lives on Gull Island")
+    await ann.says("hello Aki", to="Aki")
+    prompt = llm.prompt_text()
+    assert "owes Aki a rope" in prompt and "Gull Island" in prompt and "tea black" not in prompt
+    await bob.says("hello Aki", to="Aki")
+    prompt = llm.prompt_text()
+    assert "rope" not in prompt and "Gull Island" not in prompt and "tea black" not in prompt
+
+
+async def test_a_characters_memory_tools_save_into_its_own_scope(scene, llm):
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    llm.add(tool_calls(("save_memory", {"content": "Ann is afraid of eels"})), text("Noted."))
+    await ann.says("Aki, I'm afraid of eels", to="Aki")
+    aki_view = await ann.acting_as("Mira").memory("/memory view character:Aki")
+    mira_view = await ann.acting_as("Mira").memory("/memory view character:Mira")
+    assert "afraid of eels" in aki_view.text and "afraid of eels" not in mira_view.text
+
+
+async def test_memory_commands_in_a_scene_default_to_the_character_that_last_answered_the_person(scene, llm):
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    llm.add(text("Aye."))
+    await ann.says("Aki, hello", to="Aki")
+    added = await ann.acting_as("Mira").memory("/memory add Ann sails a dinghy")  # asked through Mira's bot
+    assert added.ok
+    assert "dinghy" in (await ann.acting_as("Mira").memory("/memory view character:Aki")).text
+    assert "dinghy" not in (await ann.acting_as("Mira").memory("/memory view character:Mira")).text
+    why = await ann.acting_as("Mira").memory("/memory why")
+    assert why.text.startswith("The prompt of Aki's last reply to you held:")
+    wrong = await ann.memory("/memory view character:Zed")
+    assert not wrong.ok and wrong.text == "There is no character called “Zed”. The characters: Mira, Aki."
+
+
+async def test_a_button_acts_on_the_character_its_command_acted_on(scene, llm):
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann").acting_as("Mira")
+    await ann.memory("/memory add character:Aki Ann owes Aki a rope")
+    view = await ann.memory("/memory view character:Aki")
+    pin = next(b for row in view.buttons for b in row if b.label.startswith("📌") or "Pin" in b.label)
+    assert (await ann.press(pin.action)).ok  # pressed through Mira's bot
+    assert "📌" in (await ann.memory("/memory view character:Aki")).text
+
+
+async def test_regenerate_replaces_that_characters_latest_reply_only(scene, llm):
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    llm.add(text("Mira's first."), text("Aki's first."), text("Mira's second."))
+    await ann.says("hello Mira")
+    await ann.says("hello Aki", to="Aki")
+    mira_turn = scene_voices[id(runtime)]["Mira"].said[0].turn
+    presser = Identity("telegram", "501")
+    mira_key = ConversationKey("telegram", GROUP, None, "Mira", True)
+    assert await runtime.core.regenerate_refusal(mira_key, presser, mira_turn) is None  # Mira's latest
+    reply = await runtime.core.regenerate(mira_key, presser, mira_turn)
+    assert reply.text == "Mira's second."
+    assert [m.content for m in await scene_rows(runtime) if m.role == "assistant"] == ["Mira's second.",
+                                                                                       "Aki's first."]
+
+
+async def test_no_message_is_answered_by_two_characters_at_once_in_any_process(scene, llm):
+    first, second = await scene(processes=2)
+    ann_here, ann_there = Person(first, "501", "Ann"), Person(second, "501", "Ann")
+    llm.add(*(text(f"answer {n}", delay=0.2) for n in range(6)))
+    await asyncio.gather(*(
+        (ann_here if n % 2 else ann_there).says(f"message {n}", to="Mira" if n % 3 else "Aki", message_id=str(n))
+        for n in range(6)))
+    rows = await scene_rows(first)
+    assert [m.role for m in rows] == ["user", "assistant"] * 6  # each message answered once, by one character
+    assert llm.most_at_once == 1  # Mira and Aki, in two processes, never answered the scene at once
