@@ -11,6 +11,7 @@ a 403 "bot can't initiate conversation" on a method.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import html
 import itertools
 import json
@@ -91,6 +92,31 @@ class ChatMessage:
 
 
 @dataclass
+class OtherBot:
+    """Another bot of the same server (a scene's second character, SPEC 15), in privacy mode: it
+    gets a group's messages that mention it or reply to it, and presses on its own messages."""
+
+    token: str
+    bot_id: int
+    username: str
+    first_name: str
+    updates: list[dict] = field(default_factory=list)
+    new_update: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def user(self) -> dict:
+        return {"id": self.bot_id, "is_bot": True, "first_name": self.first_name, "username": self.username}
+
+    def hears(self, update: dict) -> bool:
+        message = update.get("message") or update.get("edited_message")
+        if message is None:
+            query = update.get("callback_query")
+            return query is not None and query["message"]["from"]["id"] == self.bot_id
+        text = message.get("text") or message.get("caption") or ""
+        replied = message.get("reply_to_message")
+        return f"@{self.username}".lower() in text.lower() or (replied is not None and replied["from"]["id"] == self.bot_id)
+
+
+@dataclass
 class FakeTelegram:
     token: str = "123456:TEST-TOKEN"
     bot_id: int = 123456
@@ -108,6 +134,13 @@ class FakeTelegram:
         self.files: dict[str, bytes] = {}  # file_id → bytes, served through getFile
         self._runner: web.AppRunner | None = None
         self.base_url = ""
+        self.other_bots: dict[str, OtherBot] = {}  # by token
+        self._asking: contextvars.ContextVar[OtherBot | None] = contextvars.ContextVar("asking", default=None)
+
+    def add_bot(self, token: str, bot_id: int, username: str, first_name: str) -> OtherBot:
+        bot = OtherBot(token, bot_id, username, first_name)
+        self.other_bots[token] = bot
+        return bot
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> str:
@@ -193,8 +226,7 @@ class FakeTelegram:
             message["is_topic_message"] = True
         if reply_to is not None:
             original = self.message(chat["id"], reply_to)
-            sender = self._bot_user() if original.sender_id == self.bot_id else \
-                {"id": original.sender_id, "is_bot": False, "first_name": "Someone"}
+            sender = self._user_of(original.sender_id)
             message["reply_to_message"] = {"message_id": reply_to, "date": int(time.time()), "chat": chat,
                                            "from": sender, "text": original.text}
         sender = user["id"] if user is not None else (sender_chat or chat)["id"]
@@ -214,7 +246,7 @@ class FakeTelegram:
             "id": str(next(self._update_ids) * 7), "from": user, "chat_instance": "ci",
             "data": data,
             "message": {"message_id": message_id, "date": int(time.time()), "chat": chat,
-                        "from": self._bot_user(), "text": original.text},
+                        "from": self._user_of(original.sender_id), "text": original.text},
         }})
 
     def updates_waiting(self) -> list[dict]:
@@ -251,15 +283,38 @@ class FakeTelegram:
 
     # -- serving ---------------------------------------------------------------------------
     def _push(self, update: dict) -> None:
-        self._updates.append({"update_id": next(self._update_ids), **update})
-        self._new_update.set()
+        update = {"update_id": next(self._update_ids), **update}
+        heard_by_others = [bot for bot in self.other_bots.values() if bot.hears(update)]
+        for bot in heard_by_others:
+            bot.updates.append(update)
+            bot.new_update.set()
+        query = update.get("callback_query")
+        if query is None or not heard_by_others:  # a press reaches the bot whose message it is
+            self._updates.append(update)
+            self._new_update.set()
 
     def _bot_user(self) -> dict:
+        """The bot making the request being answered (the main one, or one of `other_bots`)."""
+        other = self._asking.get()
+        if other is not None:
+            return other.user()
         return {"id": self.bot_id, "is_bot": True, "first_name": "Mira", "username": self.username}
 
+    def _user_of(self, sender_id: int) -> dict:
+        if sender_id == self.bot_id:
+            return {"id": self.bot_id, "is_bot": True, "first_name": "Mira", "username": self.username}
+        other = next((bot for bot in self.other_bots.values() if bot.bot_id == sender_id), None)
+        return other.user() if other else {"id": sender_id, "is_bot": False, "first_name": "Someone"}
+
+    @property
+    def _my_id(self) -> int:
+        return self._bot_user()["id"]
+
     async def _handle(self, request: web.Request) -> web.Response:
-        if request.match_info["token"] != self.token:
+        token = request.match_info["token"]
+        if token != self.token and token not in self.other_bots:
             return web.json_response({"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401)
+        self._asking.set(self.other_bots.get(token))  # this request's task only
         method = request.match_info["method"]
         params: dict[str, Any] = {}
         if request.can_read_body:
@@ -305,6 +360,16 @@ class FakeTelegram:
 
     async def _m_getUpdates(self, params: dict) -> list[dict]:
         offset = int(params.get("offset", 0) or 0)
+        other = self._asking.get()
+        if other is not None:
+            other.updates[:] = [u for u in other.updates if u["update_id"] >= offset]
+            if not other.updates:
+                other.new_update.clear()
+                try:
+                    await asyncio.wait_for(other.new_update.wait(), min(float(params.get("timeout", 0) or 0), 0.5))
+                except asyncio.TimeoutError:
+                    pass
+            return list(other.updates)
         self._updates = [u for u in self._updates if u["update_id"] >= offset]
         if not self._updates:
             self._new_update.clear()
@@ -345,7 +410,7 @@ class FakeTelegram:
         if error:
             return error
         reply = params.get("reply_parameters") or {}
-        message = ChatMessage(next(self._message_ids), chat_id, text, self.bot_id,
+        message = ChatMessage(next(self._message_ids), chat_id, text, self._my_id,
                               parse_mode=params.get("parse_mode"), reply_markup=params.get("reply_markup"),
                               thread_id=params.get("message_thread_id"), reply_to=reply.get("message_id"))
         self.chats[chat_id].append(message)
@@ -376,7 +441,7 @@ class FakeTelegram:
 
     async def _m_sendDocument(self, params: dict):
         chat_id = int(params["chat_id"])
-        message = ChatMessage(next(self._message_ids), chat_id, str(params.get("caption", "")), self.bot_id,
+        message = ChatMessage(next(self._message_ids), chat_id, str(params.get("caption", "")), self._my_id,
                               document=params.get("document"))
         self.chats[chat_id].append(message)
         return {**self._message_json(message), "document": {"file_id": "f1", "file_unique_id": "u1",

@@ -1,0 +1,102 @@
+"""SPEC 15 as people meet it: the real `python -m bot` process with two characters in one group.
+
+Telegram: two bots (two tokens) over the fake Bot API, each in privacy mode (a bot gets the
+group's messages that mention it or reply to it; Telegram never shows a bot another bot's
+messages, so the scene is shared through the database). A person addresses Mira; she answers
+and names Aki; Aki answers; the chain stops at `[scenes] max_chain = 3`; every prompt holds the
+whole scene."""
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+from tests.conftest import API_KEY_ENV, ROOT
+from tests.fakes.llm_server import text as llm_text
+from tests.process import stop_bot
+
+ANN = 801
+GROUP = -100500
+AKI_TOKEN = "654321:AKI-TOKEN"
+AKI_ID = 654321
+MIRA_ID = 123456
+
+
+@pytest.fixture
+async def two_bots(tmp_path, llm, telegram):
+    aki = telegram.add_bot(AKI_TOKEN, AKI_ID, "aki_bot", "Aki")
+    config = tmp_path / "config.toml"
+    config.write_text(f"""
+[llm]
+base_url = "{llm.base_url}"
+api_key_env = "{API_KEY_ENV}"
+model = "gpt-4o-mini"
+
+[telegram]
+base_url = "{telegram.base_url}"
+
+[scenes]
+max_chain = 3
+
+[[characters]]
+name = "Mira"
+card = "{ROOT / 'characters' / 'mira.json'}"
+telegram_token_env = "MIRA_TELEGRAM_TOKEN"
+
+[[characters]]
+name = "Aki"
+persona = "You are Aki, a sardonic harbour pilot who has seen every kind of fog."
+telegram_token_env = "AKI_TELEGRAM_TOKEN"
+""")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MIRA_TELEGRAM_TOKEN": telegram.token,
+           "AKI_TELEGRAM_TOKEN": AKI_TOKEN, API_KEY_ENV: "sk-test-not-a-real-key", "KEEPSAKE_LOG_LEVEL": "INFO"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "--config", str(config), cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    await telegram.wait_for(lambda: any(call for call in telegram.calls if call[0] == "getUpdates"), timeout=30)
+    await telegram.wait_for(lambda: len(telegram.calls_to("setMyCommands")) >= 2, timeout=30)  # both bots up
+    try:
+        yield aki
+    finally:
+        if process.returncode is None:
+            await stop_bot(process)
+
+
+def scene_messages(telegram) -> list[tuple[int, str]]:
+    """The group's messages as people see them: (sender, text), the final text of each."""
+    return [(m.sender_id, m.text) for m in telegram.chats[GROUP]]
+
+
+def prompt(llm, index: int) -> list[tuple[str, str]]:
+    return [(m["role"], m["content"]) for m in llm.requests[index]["messages"] if m["role"] != "system"]
+
+
+@pytest.mark.timeout(120)
+async def test_two_telegram_bots_play_one_scene_and_the_chain_stops_at_max_chain(two_bots, llm, telegram):
+    ann, group = telegram.user(ANN, "Ann"), telegram.chat(GROUP, "supergroup", "Harbour")
+    llm.add(*(llm_text(t) for t in ("Aki, what do you make of the fog?", "Mira, it's thick as soup.",
+                                    "Aki, then we wait for the morning.")))
+    asked = telegram.send(group, ann, "@mira_bot fog tonight?")
+
+    chain = [(MIRA_ID, "Aki, what do you make of the fog?"), (AKI_ID, "Mira, it's thick as soup."),
+             (MIRA_ID, "Aki, then we wait for the morning.")]
+    await telegram.wait_for(lambda: scene_messages(telegram)[1:] == chain, timeout=60)
+    await asyncio.sleep(1.0)  # the cap: no fourth character message without a person
+    assert len(llm.requests) == 3 and len(scene_messages(telegram)) == 4
+    # Mira's first reply answers Ann's message; each prompt held the whole scene so far
+    assert telegram.chats[GROUP][1].reply_to == asked
+    assert prompt(llm, 1) == [("user", "Ann: fog tonight?"), ("user", "Mira: Aki, what do you make of the fog?")]
+    assert prompt(llm, 2) == [("user", "Ann: fog tonight?"), ("assistant", "Aki, what do you make of the fog?"),
+                              ("user", "Aki: Mira, it's thick as soup.")]
+
+    # Ann replies to Aki's message: Aki's bot gets it (a reply to it) and answers; a person's
+    # message ends the chain, so a new one may start.
+    aki_message = telegram.chats[GROUP][2].message_id
+    llm.add(llm_text("Aye, Ann, the pilot boat stays in."))
+    telegram.send(group, ann, "so no boats?", reply_to=aki_message)
+    await telegram.wait_for(lambda: (AKI_ID, "Aye, Ann, the pilot boat stays in.") in scene_messages(telegram),
+                            timeout=30)
+    assert prompt(llm, 3)[-1] == ("user", "Ann: so no boats?")
+    assert ("assistant", "Mira, it's thick as soup.") in prompt(llm, 3)  # Aki's own line, as Aki's
+
