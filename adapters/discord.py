@@ -24,11 +24,17 @@ message content; `allowed_mentions` none on the client, so no reply, edit or fol
 - [access]: someone not let in gets one line in a DM (privately, for a command) and silence in
   a server channel; nothing of theirs is stored.
 - A token Discord refuses (HTTP 401 at login) stops this adapter with one clear error.
+- A host bot (`[discord] host_token_env`, SPEC 15) voices every character without a bot of its
+  own, each through a channel webhook under its name and picture (adapters/discord_webhooks.py):
+  a message naming a character, or replying to its message, is that character's; a mention of
+  the host bot, or an always-on channel, leaves the choice to the scene. Its own account speaks
+  in DMs (as the first character it voices) and takes the slash commands and buttons of all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import inspect
 import io
@@ -43,6 +49,7 @@ import discord
 from discord import app_commands
 
 from adapters.base import ChatAdapter
+from adapters.discord_webhooks import Webhooks, WebhookVoice
 from adapters.downloads import read_capped
 from adapters.settings import DiscordSettings
 from adapters.splitting import split_message
@@ -157,8 +164,11 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     limit = LIMIT
     failures = (discord.HTTPException,)
 
-    def __init__(self, core: Core, character: str, settings: DiscordSettings):
-        super().__init__(core, character)
+    view_of = staticmethod(view_of)
+
+    def __init__(self, core: Core, characters: str | tuple[str, ...], settings: DiscordSettings):
+        names = (characters,) if isinstance(characters, str) else characters
+        super().__init__(core, names[0])
         self.settings = settings
         self.token = settings.token
         self.always_on = {str(c) for c in settings.always_on_channels}
@@ -173,6 +183,11 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             self.client = discord.AutoShardedClient(
                 intents=intents, allowed_mentions=discord.AllowedMentions.none(), shard_count=shards.shard_count,
                 shard_ids=list(shards.shard_ids) if shards.shard_ids is not None else None)
+        # who speaks: this bot's own character, or (a host bot) every character it voices by webhook
+        self.webhooks = Webhooks(self.client, core.portrait)
+        self.speakers: dict[str, ChatAdapter] = (
+            {name.casefold(): WebhookVoice(self, core.character_name(name)) for name in names}
+            if settings.hosted else {self.character_name.casefold(): self})
         self.tree = app_commands.CommandTree(self.client)
         self.tree.on_error = self.on_command_error
         self.tree.interaction_check = self.interaction_check
@@ -205,7 +220,9 @@ class DiscordAdapter(ChatAdapter[Messageable]):
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, sharing the event loop with the other adapters."""
-        with self.present():
+        with contextlib.ExitStack() as present:
+            for speaker in self.speakers.values():
+                present.enter_context(speaker.present())
             await self._serve(stop)
 
     async def _serve(self, stop: asyncio.Event) -> None:
@@ -235,7 +252,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
 
     async def recover_when_ready(self) -> None:
         await self.client.wait_until_ready()
-        await self.keep_recovering()
+        await asyncio.gather(*(speaker.keep_recovering() for speaker in self.speakers.values()))
 
     # -- the platform's primitives for the shared reply flow (adapters/base.py) ---------------
     def place_of(self, conversation: ConversationKey) -> Messageable:
@@ -288,16 +305,28 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         chat_id, _, _ = place_of(message.channel)
         return message.guild is not None and (chat_id in self.always_on or str(message.channel.id) in self.always_on)
 
-    def addressed(self, message: discord.Message) -> bool:
-        """A DM, a mention of the bot, a reply to it, or the character's name (SPEC 15)."""
+    def addressed(self, message: discord.Message) -> tuple[ChatAdapter, bool] | None:
+        """Who answers, and whether the message was addressed to them: a DM, a mention of the
+        bot, a reply to it, or the character's name (SPEC 15); in an always-on channel, a message
+        addressed to no one (the scene chooses who answers). None: not for us."""
         me = self.client.user
-        if message.guild is None or me in message.mentions:
-            return True
-        if where_named(message.content, self.character_name) is not None:
-            return True
+        own = self.speakers[self.character_name.casefold()]
+        if message.guild is None:
+            return own, True
         reference = message.reference
         resolved = reference.resolved if reference else None
-        return isinstance(resolved, discord.Message) and resolved.author.id == me.id
+        if isinstance(resolved, discord.Message):
+            if resolved.webhook_id is not None and resolved.author.name.casefold() in self.speakers:
+                return self.speakers[resolved.author.name.casefold()], True  # a reply to a character's webhook message
+            if resolved.author.id == me.id:
+                return own, True
+        named = sorted((at, speaker) for speaker in self.speakers.values()
+                       if (at := where_named(message.content, speaker.character_name)) is not None)
+        if named:
+            return named[0][1], True
+        if me in message.mentions:
+            return own, not self.settings.hosted  # the host bot is everyone's: the scene chooses
+        return (own, False) if self.always_on_here(message) else None
 
     def text_of(self, message: discord.Message) -> str:
         me = self.client.user.id
@@ -305,18 +334,20 @@ class DiscordAdapter(ChatAdapter[Messageable]):
 
     # -- conversation ----------------------------------------------------------------------
     async def on_message(self, message: discord.Message) -> None:
-        addressed = self.addressed(message)
-        if message.author.bot or message.webhook_id is not None or not (addressed or self.always_on_here(message)):
+        answering = self.addressed(message)
+        if message.author.bot or message.webhook_id is not None or answering is None:
             return
+        speaker, addressed = answering
         if not await self.lets_in(message.author, message.channel):
             if message.guild is None:  # a DM gets one line; a server channel, silence
                 await self.quietly(message.channel.send(NOT_ALLOWED))
             return
-        incoming = IncomingMessage(self.key(message.channel), Identity(PLATFORM, str(message.author.id)),
+        key = replace(self.key(message.channel), character=speaker.character_name)
+        incoming = IncomingMessage(key, Identity(PLATFORM, str(message.author.id)),
                                    message.author.display_name, self.text_of(message), str(message.id),
                                    unseen=unseen_in(message), files=files_of(message), addressed=addressed)
         try:
-            await self.answer(message.channel, incoming)
+            await speaker.answer(message.channel if speaker is self else speaker.place_of(key), incoming)
         except Exception:
             log.exception("Discord: answering message %s failed", message.id)
             await self.quietly(message.channel.send(SOMETHING_WENT_WRONG))
@@ -348,7 +379,8 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             if spec.message_menu:
                 self.tree.add_command(app_commands.ContextMenu(name=spec.message_menu, callback=self.remember_this))
             elif spec.subcommands:
-                description = f"What {self.character_name} remembers about you"
+                description = f"What {' and '.join(s.character_name for s in self.speakers.values())} remember" \
+                    if len(self.speakers) > 1 else f"What {self.character_name} remembers about you"
                 group = app_commands.Group(name=spec.name, description=description)
                 for sub in spec.subcommands:
                     group.add_command(self.slash_command(sub))
@@ -479,7 +511,10 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                 await interaction.response.defer()
 
         presser = Identity(PLATFORM, str(interaction.user.id))
-        failed = await self.regenerate(interaction.channel, self.key(interaction.channel), presser, turn,
-                                       str(interaction.message.id), acknowledge)
+        pressed = interaction.message
+        speaker = self.speakers.get(pressed.author.name.casefold(), self) if pressed.webhook_id else self
+        key = replace(self.key(interaction.channel), character=speaker.character_name)
+        place = interaction.channel if speaker is self else speaker.place_of(key)
+        failed = await speaker.regenerate(place, key, presser, turn, str(pressed.id), acknowledge)
         if failed:
             await interaction.followup.send(failed, ephemeral=True)

@@ -18,7 +18,9 @@ from adapters.settings import (
     TelegramCharacter,
     TelegramSection,
     TelegramSettings,
+    discord_adapters,
     discord_settings,
+    one_each,
     telegram_settings,
 )
 from bot.contract import Core
@@ -27,15 +29,18 @@ from bot.contract import Core
 AdapterStarter = Callable[[Core, asyncio.Event], Awaitable[None]]
 
 
-async def _run_discord(core: Core, character: str, settings: DiscordSettings, stop: asyncio.Event) -> None:
+async def _run_discord(core: Core, characters: tuple[str, ...], settings: DiscordSettings,
+                       stop: asyncio.Event) -> None:
     from adapters.discord import DiscordAdapter
 
-    await DiscordAdapter(core, character, settings).run(stop)
+    await DiscordAdapter(core, characters, settings).run(stop)
 
 
-async def _run_telegram(core: Core, character: str, settings: TelegramSettings, stop: asyncio.Event) -> None:
+async def _run_telegram(core: Core, characters: tuple[str, ...], settings: TelegramSettings,
+                        stop: asyncio.Event) -> None:
     from adapters.telegram import TelegramAdapter
 
+    (character,) = characters
     await TelegramAdapter(core, character, settings).run(stop)
 
 
@@ -45,13 +50,15 @@ class Platform:
     section: type[BaseModel]  # its top-level table, e.g. [telegram]
     character: type[BaseModel]  # its keys in a [[characters]] table, e.g. telegram_token_env
     settings: Callable[[Any, Any], Any]  # (section, character keys) -> the adapter's settings, None without a token
-    run: Callable[[Core, str, Any, asyncio.Event], Awaitable[None]]  # runs a character's adapter until stop
+    # the characters' settings -> the adapters to run: (the characters one runs, its settings)
+    adapters: Callable[[list[tuple[str, Any]]], list[tuple[tuple[str, ...], Any]]]
+    run: Callable[[Core, tuple[str, ...], Any, asyncio.Event], Awaitable[None]]  # runs an adapter until stop
 
-    def adapter(self, character: str, settings: Any) -> AdapterStarter:
-        return lambda core, stop: self.run(core, character, settings, stop)
+    def adapter(self, characters: tuple[str, ...], settings: Any) -> AdapterStarter:
+        return lambda core, stop: self.run(core, characters, settings, stop)
 
 
 PLATFORMS = (
-    Platform("discord", DiscordSection, DiscordCharacter, discord_settings, _run_discord),
-    Platform("telegram", TelegramSection, TelegramCharacter, telegram_settings, _run_telegram),
+    Platform("discord", DiscordSection, DiscordCharacter, discord_settings, discord_adapters, _run_discord),
+    Platform("telegram", TelegramSection, TelegramCharacter, telegram_settings, one_each, _run_telegram),
 )

@@ -7,7 +7,7 @@ start-up (one line naming a bad key, like every key) and hands each adapter its 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -38,12 +38,11 @@ def secret(env_name: str | None) -> str | None:
 
 # -- Discord ------------------------------------------------------------------------------------
 class DiscordSection(Section):
-    """`[discord]`: the shards this process runs (SPEC 12)."""
+    """`[discord]`: the shards this process runs (SPEC 12), and the host bot that voices every
+    character without a bot of its own through channel webhooks (SPEC 15)."""
 
     shard_count: int | None = Field(None, ge=1)  # None: discord.py decides (one process runs every shard)
     shard_ids: Ids | None = None
-    # SPEC 15: one host bot voicing characters by webhook. Accepted so a config in the format of
-    # SPEC 10 loads; voices by webhook are not built yet, so each character keeps its own bot.
     host_token_env: Text | None = None
 
     @model_validator(mode="after")
@@ -75,19 +74,46 @@ class DiscordSettings:
     dev_guild: int | None = None
     shard_count: int | None = None
     shard_ids: tuple[int, ...] | None = None
+    hosted: bool = False  # the host bot's ([discord] host_token_env): it voices characters by webhook
 
     def secrets(self) -> set[str]:
         """What the logs must never show."""
         return {self.token}
 
+    def joined(self, other: "DiscordSettings") -> "DiscordSettings":
+        """One host bot for two characters it voices: their always-on channels together."""
+        return replace(self, always_on_channels=self.always_on_channels | other.always_on_channels,
+                       dev_guild=self.dev_guild or other.dev_guild)
+
 
 def discord_settings(section: DiscordSection, character: DiscordCharacter) -> DiscordSettings | None:
-    token = secret(character.discord_token_env)
+    """A character's own bot; without one, the host bot when [discord] host_token_env is set."""
+    token, token_env = secret(character.discord_token_env), character.discord_token_env or ""
+    hosted = token is None and section.host_token_env is not None
+    if hosted:
+        token, token_env = secret(section.host_token_env), section.host_token_env or ""
     if token is None:
         return None
-    return DiscordSettings(token, character.discord_token_env or "",
-                           frozenset(str(c) for c in character.discord_always_on_channels),
-                           character.discord_dev_guild, section.shard_count, section.shard_ids)
+    return DiscordSettings(token, token_env, frozenset(str(c) for c in character.discord_always_on_channels),
+                           character.discord_dev_guild, section.shard_count, section.shard_ids, hosted)
+
+
+def discord_adapters(found: list[tuple[str, DiscordSettings]]) -> list[tuple[tuple[str, ...], DiscordSettings]]:
+    """The Discord adapters to run: one a character with its own bot; one for all the characters
+    the host bot voices."""
+    own = [((name,), settings) for name, settings in found if not settings.hosted]
+    hosted = [(name, settings) for name, settings in found if settings.hosted]
+    if not hosted:
+        return own
+    names, settings = (hosted[0][0],), hosted[0][1]
+    for name, more in hosted[1:]:
+        names, settings = (*names, name), settings.joined(more)
+    return [*own, (names, settings)]
+
+
+def one_each(found: list[tuple[str, Any]]) -> list[tuple[tuple[str, ...], Any]]:
+    """One adapter a character (Telegram: every character has its own bot)."""
+    return [((name,), settings) for name, settings in found]
 
 
 # -- Telegram -----------------------------------------------------------------------------------

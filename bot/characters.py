@@ -20,7 +20,7 @@ import re
 import struct
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.config import CharacterConfig, ConfigError
@@ -39,6 +39,7 @@ CARD_FIELDS = (
     "system_prompt",
     "post_history_instructions",
 )
+MAX_PORTRAIT_BYTES = 8 * 1024 * 1024  # Discord takes avatars up to this size
 TALKATIVENESS = 0.5  # SillyTavern's default for a card's extensions.talkativeness
 _PLACEHOLDER = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
 
@@ -57,6 +58,7 @@ class Character:
     alternate_greetings: tuple[str, ...] = ()
     lorebook: Lorebook = Lorebook()
     talkativeness: float = TALKATIVENESS  # how readily it speaks up in a scene (SPEC 15)
+    portrait: bytes | None = field(default=None, repr=False)  # a PNG card's image: its avatar where one is shown
 
     def fill(self, text: str, user: str) -> str:
         """Replace {{char}} (the card's nickname, else the name) and {{user}} (the speaker's
@@ -86,6 +88,7 @@ def load_character(config: CharacterConfig) -> Character:
     fields = {key: _text_field(data, key, config.card) for key in CARD_FIELDS}
     fields["alternate_greetings"] = _alternate_greetings(data, config.card)
     fields["talkativeness"] = _talkativeness(data)
+    fields["portrait"] = _portrait(config.card)
     try:
         fields["lorebook"] = read_lorebook(data.get("character_book"), card=str(config.card))
     except LorebookError as problem:
@@ -117,6 +120,12 @@ def read_card(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"character card {path}: its 'data' is not an object")
     return data
+
+
+def _portrait(path: Path) -> bytes | None:
+    """A PNG card is the character's picture too (a card too big for an avatar has none)."""
+    raw = path.read_bytes()
+    return raw if raw.startswith(PNG_SIGNATURE) and len(raw) <= MAX_PORTRAIT_BYTES else None
 
 
 def _talkativeness(data: dict) -> float:

@@ -162,9 +162,15 @@ def platform_settings(config: Config) -> list[tuple["Platform", str, Any]]:
 
 
 def platform_adapters(config: Config) -> list[tuple[str, "AdapterStarter"]]:
-    """The adapters the config runs, named `platform:character`."""
-    return [(f"{platform.name}:{name}", platform.adapter(name, settings))
-            for platform, name, settings in platform_settings(config)]
+    """The adapters the config runs, named `platform:character` (Discord's host bot, which
+    voices several: `discord:Mira+Aki`)."""
+    found = platform_settings(config)
+    adapters = []
+    for platform in dict.fromkeys(platform for platform, _, _ in found):
+        mine = [(name, settings) for each, name, settings in found if each is platform]
+        adapters += [(f"{platform.name}:{'+'.join(names)}", platform.adapter(names, settings))
+                     for names, settings in platform.adapters(mine)]
+    return adapters
 
 
 def token_variables(config: Config) -> list[str]:

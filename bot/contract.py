@@ -373,6 +373,9 @@ class Core(Protocol):
     def writing_first(self, writer: FirstWriter) -> AbstractContextManager[None]:
         """Deliver the character's check-ins on the writer's platform while the block runs."""
 
+    def portrait(self, character: str) -> bytes | None:
+        """The character's picture (a PNG card's image), for an avatar; None without one."""
+
     def voicing(self, voice: Voice) -> AbstractContextManager[None]:
         """The character speaks through `voice` in scenes on its platform while the block runs."""
 

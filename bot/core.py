@@ -201,6 +201,9 @@ class Keepsake:
         message_id, ticket = (int(part) for part in turn.split(":"))
         return await self.turns.answer_queued(key, message_id, ticket, on_text)
 
+    def portrait(self, character: str) -> bytes | None:
+        return self.turns.character(character).character.portrait
+
     def voicing(self, voice: Voice) -> contextlib.AbstractContextManager[None]:
         return self.scenes.voices.joined(voice)
 

@@ -1,10 +1,12 @@
-"""SPEC 15 as people meet it: the real `python -m bot` process with two characters in one group.
+"""SPEC 15 as people meet it: the real `python -m bot` process with two characters in one chat.
 
 Telegram: two bots (two tokens) over the fake Bot API, each in privacy mode (a bot gets the
 group's messages that mention it or reply to it; Telegram never shows a bot another bot's
-messages, so the scene is shared through the database). A person addresses Mira; she answers
-and names Aki; Aki answers; the chain stops at `[scenes] max_chain = 3`; every prompt holds the
-whole scene."""
+messages, so the scene is shared through the database). Discord: one host bot voices both
+characters through channel webhooks, under their names (and a PNG card's picture), over
+discord.py's own code paths against the fake gateway and REST API. Each time a person addresses
+Mira; she answers and names Aki; Aki answers; the chain stops at `[scenes] max_chain = 3`; every
+prompt holds the whole scene."""
 
 import asyncio
 import os
@@ -13,8 +15,10 @@ import sys
 import pytest
 
 from tests.conftest import API_KEY_ENV, ROOT
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text as llm_text
-from tests.process import stop_bot
+from tests.process import SITECUSTOMIZE, stop_bot
+from tests.test_characters import png_with_card
 
 ANN = 801
 GROUP = -100500
@@ -100,3 +104,104 @@ async def test_two_telegram_bots_play_one_scene_and_the_chain_stops_at_max_chain
     assert prompt(llm, 3)[-1] == ("user", "Ann: so no boats?")
     assert ("assistant", "Mira, it's thick as soup.") in prompt(llm, 3)  # Aki's own line, as Aki's
 
+
+
+# -- Discord: one host bot voices both characters through channel webhooks ---------------------
+DISCORD_ANN = FakeDiscord.user("900000000000000031", "Ann")
+MIRA_CARD = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {
+    "name": "Mira", "description": "{{char}} keeps the lighthouse on Gull Island.", "personality": "kind",
+    "first_mes": "Oh, hello {{user}}.", "extensions": {"talkativeness": "0.8"}}}
+
+
+@pytest.fixture
+async def host_bot(tmp_path, llm, discord_fake):
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    card = tmp_path / "mira.png"
+    card.write_bytes(png_with_card(MIRA_CARD))
+    config = tmp_path / "config.toml"
+    config.write_text(f"""
+[llm]
+base_url = "{llm.base_url}"
+api_key_env = "{API_KEY_ENV}"
+model = "gpt-4o-mini"
+
+[discord]
+host_token_env = "KEEPSAKE_DISCORD_HOST"
+
+[scenes]
+max_chain = 3
+
+[[characters]]
+name = "Mira"
+card = "{card}"
+
+[[characters]]
+name = "Aki"
+persona = "You are Aki, a sardonic harbour pilot who has seen every kind of fog."
+""")
+    env = {**os.environ, "PYTHONPATH": f"{hooks}:{ROOT}", "KEEPSAKE_DISCORD_HOST": "discord-host-token",
+           API_KEY_ENV: "sk-test-not-a-real-key", "KEEPSAKE_TEST_DISCORD_BASE": discord_fake.base,
+           "KEEPSAKE_LOG_LEVEL": "INFO"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "--config", str(config), cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    await asyncio.wait_for(discord_fake.identified.wait(), 30)
+    await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
+    try:
+        yield card
+    finally:
+        if process.returncode is None:
+            await stop_bot(process)
+
+
+def voices(discord_fake) -> list[tuple[str, str]]:
+    """The tavern's character messages: (the name it shows under, text)."""
+    return [(m.username, m.content) for m in discord_fake.in_channel(discord_fake.channel_id) if m.webhook_id]
+
+
+@pytest.mark.timeout(120)
+async def test_one_discord_host_bot_voices_two_characters_by_webhook_and_the_chain_stops_at_max_chain(
+        host_bot, llm, discord_fake):
+    card = host_bot
+    llm.add(*(llm_text(t) for t in ("Aki, what do you make of the fog?", "Mira, it's thick as soup.",
+                                    "Aki, then we wait for the morning.")))
+    await discord_fake.say(discord_fake.channel_id, DISCORD_ANN, "Mira, fog tonight?")
+    chain = [("Mira", "Aki, what do you make of the fog?"), ("Aki", "Mira, it's thick as soup."),
+             ("Mira", "Aki, then we wait for the morning.")]
+    await discord_fake.wait_for(lambda: voices(discord_fake) == chain, timeout=60)
+    await asyncio.sleep(1.0)  # the cap: no fourth character message without a person
+    assert len(llm.requests) == 3 and len(voices(discord_fake)) == 3
+    # one webhook a character in the channel, made by the host bot, under its name and PNG card image
+    hooks = {hook["name"]: hook for hook in discord_fake.webhooks.values()}
+    assert set(hooks) == {"Mira", "Aki"} and all(h["channel_id"] == discord_fake.channel_id for h in hooks.values())
+    assert discord_fake.avatars[hooks["Mira"]["id"]] == card.read_bytes() and hooks["Aki"]["id"] not in discord_fake.avatars
+    assert not [m for m in discord_fake.in_channel(discord_fake.channel_id) if m.author_id == discord_fake.app_id]
+    # every prompt held the scene so far
+    assert prompt(llm, 2) == [("user", "Ann: Mira, fog tonight?"), ("assistant", "Aki, what do you make of the fog?"),
+                              ("user", "Aki: Mira, it's thick as soup.")]
+
+    # Ann replies to Aki's webhook message: Aki answers; Regenerate (on Aki's reply to a person)
+    # goes through the host bot and replaces Aki's reply only.
+    aki_message = next(m for m in discord_fake.in_channel(discord_fake.channel_id) if m.username == "Aki")
+    llm.add(llm_text("Aye, Ann, the pilot boat stays in."), llm_text("Aye, Ann. No boats tonight."))
+    await discord_fake.say(discord_fake.channel_id, DISCORD_ANN, "so no boats?", reply_to=aki_message)
+    answer = await discord_fake.wait_for(lambda: next((m for m in discord_fake.in_channel(discord_fake.channel_id)
+                                                       if m.content == "Aye, Ann, the pilot boat stays in."
+                                                       and m.buttons()), None), timeout=30)
+    assert answer.username == "Aki"
+    await discord_fake.click(DISCORD_ANN, answer, "🔄 Regenerate")
+    await discord_fake.wait_for(lambda: answer.content == "Aye, Ann. No boats tonight.", timeout=30)
+    assert voices(discord_fake)[:3] == chain  # Mira's replies, and Aki's earlier one, stay as they were
+
+    # /memory in the scene: through the host bot, naming the character, privately
+    asked = await discord_fake.slash(DISCORD_ANN, discord_fake.channel_id, "memory", "add",
+                                     text="Ann fears eels", character="Aki")
+    added = await discord_fake.wait_for(lambda: [m for m in discord_fake.for_interaction(asked) if m.content],
+                                        timeout=30)
+    assert added[-1].ephemeral and "Aki" in added[-1].content
+    shown = await discord_fake.slash(DISCORD_ANN, discord_fake.channel_id, "memory", "view")  # default: Aki, who answered last
+    viewed = await discord_fake.wait_for(lambda: [m for m in discord_fake.for_interaction(shown) if m.content],
+                                         timeout=30)
+    assert "Ann fears eels" in viewed[-1].content

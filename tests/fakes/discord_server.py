@@ -5,7 +5,8 @@ Point discord.py at it with `discord.http.Route.BASE` and
 The gateway speaks HELLO → IDENTIFY → READY → GUILD_CREATE in plain-text JSON frames, answers
 heartbeats, and lets a test dispatch MESSAGE_CREATE / MESSAGE_UPDATE / MESSAGE_DELETE /
 INTERACTION_CREATE. REST covers messages, edits, typing, interaction callbacks and webhook
-follow-ups, and records every payload (content, components, flags, allowed_mentions) so a test
+follow-ups, channel webhooks (made by the bot, executed under any name: SPEC 15's voices), and
+records every payload (content, components, flags, allowed_mentions) so a test
 can see exactly what each person was shown. Bodies are JSON with a Content-Type of exactly
 `application/json`, which discord.py requires.
 """
@@ -13,6 +14,7 @@ can see exactly what each person was shown. Bodies are JSON with a Content-Type 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
 import json
@@ -50,6 +52,8 @@ class Sent:
     attachments: list = field(default_factory=list)
     interaction_token: str | None = None
     edits: int = 0
+    username: str = ""  # a webhook message's name (its character's)
+    webhook_id: str | None = None
 
     @property
     def ephemeral(self) -> bool:
@@ -80,6 +84,8 @@ class FakeDiscord:
         self.dm_channels: set[str] = set()
         self.closed_dms: set[str] = set()  # DM channels whose person cannot be written to (50007)
         self.interactions: list[dict] = []  # every interaction dispatched, by token
+        self.webhooks: dict[str, dict] = {}  # channel webhooks by id, as Discord returns them
+        self.avatars: dict[str, bytes] = {}  # webhook id → the avatar image it was made with
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -192,8 +198,7 @@ class FakeDiscord:
         type, bytes)); returns its payload."""
         reference = None
         if reply_to is not None:
-            reference = self.message_payload(reply_to.channel_id, self.bot, reply_to.content, guild=guild,
-                                             message_id=reply_to.id)
+            reference = self._payload_of(reply_to)
         if mention_bot:
             content = f"<@{self.app_id}> {content}"
         payload = self.message_payload(channel_id, author, content, guild=guild, reference=reference,
@@ -355,11 +360,20 @@ class FakeDiscord:
         self.messages.append(sent)
         return sent
 
+    def author_of(self, sent: Sent) -> dict:
+        if sent.webhook_id is None:
+            return self.bot
+        return {"id": sent.webhook_id, "username": sent.username, "discriminator": "0000", "avatar": None,
+                "bot": True}
+
     def _payload_of(self, sent: Sent) -> dict:
-        payload = self.message_payload(sent.channel_id, self.bot, sent.content,
+        payload = self.message_payload(sent.channel_id, self.author_of(sent), sent.content,
                                        guild=sent.channel_id not in self.dm_channels, message_id=sent.id)
         payload["components"] = sent.components
         payload["flags"] = sent.flags
+        if sent.webhook_id is not None:
+            payload["webhook_id"] = sent.webhook_id
+            payload.pop("member", None)
         return payload
 
     def _find(self, message_id: str) -> Sent:
@@ -403,6 +417,16 @@ class FakeDiscord:
             channel_id = parts[1]
             if parts[2:] == ["typing"]:
                 return self._json(None)
+            if parts[2:] == ["webhooks"] and method == "GET":
+                return self._json([hook for hook in self.webhooks.values() if hook["channel_id"] == channel_id])
+            if parts[2:] == ["webhooks"] and method == "POST":
+                hook = {"id": snowflake(), "type": 1, "token": f"hook-{snowflake()}", "channel_id": channel_id,
+                        "guild_id": self.guild_id, "application_id": self.app_id, "name": body["name"],
+                        "avatar": "a1b2c3" if body.get("avatar") else None, "user": self.bot}
+                self.webhooks[hook["id"]] = hook
+                if body.get("avatar"):
+                    self.avatars[hook["id"]] = base64.b64decode(body["avatar"].split(",", 1)[1])
+                return self._json(hook)
             if parts[2:] == ["messages"] and method == "POST" and channel_id in self.closed_dms:
                 return self._json({"message": "Cannot send messages to this user", "code": 50007}, status=403)
             if parts[2:] == ["messages"] and method == "POST":
@@ -421,6 +445,22 @@ class FakeDiscord:
             return self._json(self.member(self.user(parts[3], "member"), self.member_roles[parts[3]]))
         if parts[0] == "interactions" and parts[-1] == "callback":
             return self._json(self._callback(parts[1], parts[2], body, files))
+        if parts[0] == "webhooks" and parts[1] in self.webhooks:  # a channel webhook: a character's voice
+            hook = self.webhooks[parts[1]]
+            if parts[2] != hook["token"]:
+                return self._json({"message": "Invalid Webhook Token", "code": 50027}, status=401)
+            if len(parts) == 3 and method == "POST":
+                sent = self._store(hook["channel_id"], body, files, parts[1])
+                sent.username, sent.webhook_id = body.get("username") or hook["name"], parts[1]
+                return self._json(self._payload_of(sent))
+            if len(parts) == 5 and parts[3] == "messages":
+                sent = self._find(parts[4])
+                if method == "PATCH":
+                    self._apply_edit(sent, body)
+                    return self._json(self._payload_of(sent))
+                if method == "DELETE":
+                    self.messages.remove(sent)
+                    return self._json(None)
         if parts[0] == "webhooks":
             token = parts[2]
             if len(parts) == 3 and method == "POST":
