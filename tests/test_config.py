@@ -45,6 +45,25 @@ def test_secrets_come_from_the_environment_never_the_file(monkeypatch, tmp_path)
     assert "sk-test" not in repr(config) and "123:secret" not in repr(config)
 
 
+def test_characters_without_a_discord_bot_of_their_own_are_voiced_by_the_one_host_bot(monkeypatch, tmp_path):
+    """SPEC 15: with [discord] host_token_env, one adapter (one bot login) voices every character
+    lacking discord_token_env; a character with its own bot keeps it."""
+    from bot.cli import platform_adapters
+
+    monkeypatch.setenv("HOST_TOKEN", "host-secret")
+    monkeypatch.setenv("TAM_TOKEN", "tam-secret")
+    raw = config_dict("http://x/v1", tmp_path / "db")
+    raw["discord"] = {"host_token_env": "HOST_TOKEN"}
+    raw["characters"] += [{"name": "Aki", "persona": "Aki.", "discord_always_on_channels": [42]},
+                          {"name": "Tam", "persona": "Tam.", "discord_token_env": "TAM_TOKEN"}]
+    config = parse_config(raw, tmp_path)
+    assert [name for name, _ in platform_adapters(config)] == ["discord:Tam", "discord:Mira+Aki"]
+    hosted = [s for _, name, s in platform_settings(config) if name in ("Mira", "Aki")]
+    assert all(s.hosted and s.token == "host-secret" and s.token_env == "HOST_TOKEN" for s in hosted)
+    monkeypatch.delenv("HOST_TOKEN")  # the host's token unset: only Tam runs on Discord
+    assert [name for name, _ in platform_adapters(config)] == ["discord:Tam"]
+
+
 @pytest.mark.parametrize("mutate, message", [
     (lambda c: c["llm"].update(tools="maybe"), "llm.tools: expected one of auto | on | off"),
     (lambda c: c["llm"].update(context_window="big"), "llm.context_window: expected a whole number"),
