@@ -99,6 +99,8 @@ class Scenes:
     async def after_reply(self, turn: TurnRow) -> None:
         """A character's reply is out: when it names another character of the scene, and the
         chain is not at `max_chain`, that character's answer is queued and given to its voice."""
+        if len(self.voices) < 2 or not self.max_chain:  # nobody else to answer
+            return
         conversation = await self.store.conversations.conversation_by_id(turn.conversation_id)
         if conversation is None or not conversation.is_shared or turn.reply_message_id is None:
             return

@@ -10,14 +10,34 @@ from tests.conftest import API_KEY_ENV, ROOT
 from tests.fakes.telegram_server import FakeTelegram
 
 
-def write_config(tmp_path, llm, telegram) -> str:
-    config = tmp_path / "config.toml"
-    config.write_text(f"""
+def llm_table(llm) -> str:
+    """A config's [llm] table for the tests' scripted model server."""
+    return f"""
 [llm]
 base_url = "{llm.base_url}"
 api_key_env = "{API_KEY_ENV}"
 model = "gpt-4o-mini"
-max_retries = 1
+"""
+
+
+async def bot_process(tmp_path, config: str, **env: str):
+    """`python -m bot` with this config text and these environment variables (besides the model's
+    key), logging at INFO; a fake Discord is reached through SITECUSTOMIZE when
+    KEEPSAKE_TEST_DISCORD_BASE is given."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    (tmp_path / "config.toml").write_text(config)
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "--config", str(tmp_path / "config.toml"), cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{hooks}:{ROOT}", API_KEY_ENV: "sk-test-not-a-real-key",
+             "KEEPSAKE_LOG_LEVEL": "INFO", **env},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+
+def write_config(tmp_path, llm, telegram) -> str:
+    config = tmp_path / "config.toml"
+    config.write_text(llm_table(llm) + f"""max_retries = 1
 
 [storage]
 path = "data/keepsake.sqlite3"

@@ -4,14 +4,12 @@
 the person writes."""
 
 import asyncio
-import os
-import sys
 
 import pytest
 
-from tests.conftest import API_KEY_ENV, ROOT
+from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
-from tests.process import SITECUSTOMIZE, final_reply_to, stop_bot
+from tests.process import bot_process, final_reply_to, llm_table, stop_bot
 
 ANN = 801
 DISCORD_ANN = FakeDiscord.user("900000000000000021", "Ann")
@@ -22,16 +20,7 @@ DONT = "🔕 Don't write first"
 
 @pytest.fixture
 async def running(tmp_path, llm, telegram, discord_fake):
-    hooks = tmp_path / "hooks"
-    hooks.mkdir()
-    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    config = tmp_path / "config.toml"
-    config.write_text(f"""
-[llm]
-base_url = "{llm.base_url}"
-api_key_env = "{API_KEY_ENV}"
-model = "gpt-4o-mini"
-
+    process = await bot_process(tmp_path, llm_table(llm) + f"""
 [telegram]
 base_url = "{telegram.base_url}"
 
@@ -44,13 +33,8 @@ discord_token_env = "MIRA_DISCORD_TOKEN"
 [characters.checkins]
 after_hours = {AFTER_HOURS}
 scan_seconds = 0.5
-""")
-    env = {**os.environ, "PYTHONPATH": f"{hooks}:{ROOT}", "MIRA_TELEGRAM_TOKEN": telegram.token,
-           "MIRA_DISCORD_TOKEN": "discord-token-checkins", API_KEY_ENV: "sk-test-not-a-real-key",
-           "KEEPSAKE_TEST_DISCORD_BASE": discord_fake.base, "KEEPSAKE_LOG_LEVEL": "INFO"}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "--config", str(config), cwd=tmp_path, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+""", MIRA_TELEGRAM_TOKEN=telegram.token, MIRA_DISCORD_TOKEN="discord-token-checkins",
+                                  KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base)
     await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
     await asyncio.wait_for(discord_fake.identified.wait(), 30)
     await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)

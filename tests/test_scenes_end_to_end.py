@@ -9,15 +9,13 @@ Mira; she answers and names Aki; Aki answers; the chain stops at `[scenes] max_c
 prompt holds the whole scene."""
 
 import asyncio
-import os
-import sys
 
 import pytest
 
-from tests.conftest import API_KEY_ENV, ROOT
+from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text as llm_text
-from tests.process import SITECUSTOMIZE, stop_bot
+from tests.process import bot_process, llm_table, stop_bot
 from tests.test_characters import png_with_card
 
 ANN = 801
@@ -30,13 +28,7 @@ MIRA_ID = 123456
 @pytest.fixture
 async def two_bots(tmp_path, llm, telegram):
     aki = telegram.add_bot(AKI_TOKEN, AKI_ID, "aki_bot", "Aki")
-    config = tmp_path / "config.toml"
-    config.write_text(f"""
-[llm]
-base_url = "{llm.base_url}"
-api_key_env = "{API_KEY_ENV}"
-model = "gpt-4o-mini"
-
+    process = await bot_process(tmp_path, llm_table(llm) + f"""
 [telegram]
 base_url = "{telegram.base_url}"
 
@@ -52,13 +44,7 @@ telegram_token_env = "MIRA_TELEGRAM_TOKEN"
 name = "Aki"
 persona = "You are Aki, a sardonic harbour pilot who has seen every kind of fog."
 telegram_token_env = "AKI_TELEGRAM_TOKEN"
-""")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MIRA_TELEGRAM_TOKEN": telegram.token,
-           "AKI_TELEGRAM_TOKEN": AKI_TOKEN, API_KEY_ENV: "sk-test-not-a-real-key", "KEEPSAKE_LOG_LEVEL": "INFO"}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "--config", str(config), cwd=tmp_path, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    await telegram.wait_for(lambda: any(call for call in telegram.calls if call[0] == "getUpdates"), timeout=30)
+""", MIRA_TELEGRAM_TOKEN=telegram.token, AKI_TELEGRAM_TOKEN=AKI_TOKEN)
     await telegram.wait_for(lambda: len(telegram.calls_to("setMyCommands")) >= 2, timeout=30)  # both bots up
     try:
         yield aki
@@ -115,18 +101,9 @@ MIRA_CARD = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {
 
 @pytest.fixture
 async def host_bot(tmp_path, llm, discord_fake):
-    hooks = tmp_path / "hooks"
-    hooks.mkdir()
-    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
     card = tmp_path / "mira.png"
     card.write_bytes(png_with_card(MIRA_CARD))
-    config = tmp_path / "config.toml"
-    config.write_text(f"""
-[llm]
-base_url = "{llm.base_url}"
-api_key_env = "{API_KEY_ENV}"
-model = "gpt-4o-mini"
-
+    process = await bot_process(tmp_path, llm_table(llm) + f"""
 [discord]
 host_token_env = "KEEPSAKE_DISCORD_HOST"
 
@@ -140,13 +117,7 @@ card = "{card}"
 [[characters]]
 name = "Aki"
 persona = "You are Aki, a sardonic harbour pilot who has seen every kind of fog."
-""")
-    env = {**os.environ, "PYTHONPATH": f"{hooks}:{ROOT}", "KEEPSAKE_DISCORD_HOST": "discord-host-token",
-           API_KEY_ENV: "sk-test-not-a-real-key", "KEEPSAKE_TEST_DISCORD_BASE": discord_fake.base,
-           "KEEPSAKE_LOG_LEVEL": "INFO"}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "--config", str(config), cwd=tmp_path, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+""", KEEPSAKE_DISCORD_HOST="discord-host-token", KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base)
     await asyncio.wait_for(discord_fake.identified.wait(), 30)
     await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
     try:

@@ -359,25 +359,17 @@ class FakeTelegram:
                 "supports_inline_queries": False}
 
     async def _m_getUpdates(self, params: dict) -> list[dict]:
-        offset = int(params.get("offset", 0) or 0)
+        """Long polling: the asking bot's updates from `offset` on, waiting a moment for one."""
         other = self._asking.get()
-        if other is not None:
-            other.updates[:] = [u for u in other.updates if u["update_id"] >= offset]
-            if not other.updates:
-                other.new_update.clear()
-                try:
-                    await asyncio.wait_for(other.new_update.wait(), min(float(params.get("timeout", 0) or 0), 0.5))
-                except asyncio.TimeoutError:
-                    pass
-            return list(other.updates)
-        self._updates = [u for u in self._updates if u["update_id"] >= offset]
-        if not self._updates:
-            self._new_update.clear()
+        updates, new_update = (other.updates, other.new_update) if other else (self._updates, self._new_update)
+        updates[:] = [u for u in updates if u["update_id"] >= int(params.get("offset", 0) or 0)]
+        if not updates:
+            new_update.clear()
             try:
-                await asyncio.wait_for(self._new_update.wait(), min(float(params.get("timeout", 0) or 0), 0.5))
+                await asyncio.wait_for(new_update.wait(), min(float(params.get("timeout", 0) or 0), 0.5))
             except asyncio.TimeoutError:
                 pass
-        return list(self._updates)
+        return list(updates)
 
     def _checked_text(self, params: dict) -> tuple[str | None, web.Response | None]:
         text = str(params.get("text", ""))
