@@ -51,6 +51,13 @@ async def test_the_migration_joins_a_chats_character_conversations_into_one_scen
     monkeypatch.setattr(module, "MIGRATIONS", migrations[:-1])  # the version before scenes
     old = await open_store(url, CAPS, tmp_path)
     ids = await written_before_scenes(old.db)
+    if backend == "postgresql":  # pgvector's table, as PostgresVectors makes it (its vector column aside)
+        await old.db.execute("CREATE TABLE message_vectors (message_id BIGINT PRIMARY KEY REFERENCES messages(id) "
+                             "ON DELETE CASCADE, conversation_id BIGINT NOT NULL, pos BIGINT NOT NULL, embedding REAL[])")
+    await old.db.execute("INSERT INTO message_vectors (message_id, conversation_id, pos) VALUES ($1, 2, 2)"
+                         if backend == "postgresql" else
+                         "INSERT INTO message_vectors (message_id, conversation_id, pos, vector) VALUES ($1, 2, 2, x'00')",
+                         ids["hi aki"])
     await old.close()
     monkeypatch.setattr(module, "MIGRATIONS", migrations)
     store = await open_store(url, CAPS, tmp_path)
@@ -74,6 +81,10 @@ async def test_the_migration_joins_a_chats_character_conversations_into_one_scen
         # the words index follows the moved messages into the scene
         found = await store.recall.search(scene.id, ["llama"], messages[-1].pos + 1, 10, 10_000)
         assert [m.id for m in found] == [ids["hi aki"], ids["aki's reply"]]
+        # so do the vectors (recall by meaning finds them in the scene, at their new place)
+        moved = await store.db.one("SELECT conversation_id, pos FROM message_vectors WHERE message_id = $1",
+                                   ids["hi aki"])
+        assert (moved["conversation_id"], moved["pos"]) == (scene.id, messages[2].pos)
         # a one-to-one conversation is not a scene
         dm = await store.conversations.conversation("telegram", "501", None, 1, is_shared=False)
         assert [m.content for m in await store.conversations.recent_messages(dm.id, 50)] == ["just us"]
