@@ -18,7 +18,8 @@ TURNS = "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_m
 
 
 async def written_before_scenes(db) -> dict[str, int]:
-    """Mira and Aki each answered Ann in the group -100; Ann's last message reached both."""
+    """Mira and Aki each answered Ann in the group -100; Ann's last message reached both, and both
+    answered it."""
     await db.execute("INSERT INTO persons (id, created_at) VALUES (1, 0)")
     await db.execute("INSERT INTO characters (id, name, created_at) VALUES (1, 'Mira', 0), (2, 'Aki', 0)")
     await db.execute("INSERT INTO conversations (id, platform, chat_id, thread_id, character_id, is_shared, created_at, "
@@ -31,6 +32,8 @@ async def written_before_scenes(db) -> dict[str, int]:
         "aki's reply": await db.value(MESSAGES, 2, 3, "assistant", None, "Aki", "A llama, at the harbour.", None, 13.0),
         "both": await db.value(MESSAGES, 1, 4, "user", 1, "Ann", "both of you, dinner?", "m30", 30.0),
         "both again": await db.value(MESSAGES, 2, 4, "user", 1, "Ann", "both of you, dinner?", "m30", 30.0),
+        "mira on both": await db.value(MESSAGES, 1, 5, "assistant", None, "Mira", "Dinner, yes.", None, 31.0),
+        "aki on both": await db.value(MESSAGES, 2, 5, "assistant", None, "Aki", "Fish again?", None, 32.0),
         "dm": await db.value(MESSAGES, 3, 2, "user", 1, "Ann", "just us", "m1", 5.0),
     }
     ids["mira's turn"] = await db.value(TURNS, 1, ids["hi mira"], ids["mira's reply"], 10.0)
@@ -69,8 +72,11 @@ async def test_the_migration_joins_a_chats_character_conversations_into_one_scen
             ("Ann", "hi Mira, the goat escaped"),
             ("Mira", "Oh no, the goat!"),  # written at 14, yet right after the message it answers (10)
             ("Ann", "hi Aki, seen a llama?"), ("Aki", "A llama, at the harbour."),  # at 12 and 13
-            ("Ann", "both of you, dinner?")]  # at 30, stored by both characters: kept once
+            ("Ann", "both of you, dinner?"),  # at 30, stored by both characters: kept once
+            ("Mira", "Dinner, yes."), ("Aki", "Fish again?")]  # both answered it: the second follows in time
         assert sorted({m.pos for m in messages}) == [m.pos for m in messages]
+        # a reply keeps the place right after the message it answers (recall takes them together)
+        assert [m.pos % 2 for m in messages] == [0, 1, 0, 1, 0, 1, 0] and messages[1].pos == messages[0].pos + 1
         # the turn of the copy that went now answers the message that stayed, and names Aki
         aki_turn = await store.turns.turn(ids["aki's turn"])
         assert (aki_turn.conversation_id, aki_turn.user_message_id, aki_turn.character_id) == \

@@ -41,9 +41,10 @@ CHECKINS = """
 # conversation); the turns stored before say their conversation's character. Then every chat
 # keeps one shared conversation — its scene: where characters of the deployment had a
 # conversation each in one chat, the most recently active one becomes the scene and the others
-# are joined into it. Every message is kept, in the order it was written (a reply stays right
-# after the message it answers); a person's message both characters stored stays once; the
-# summaries of a joined chat are written again from its messages (summarized_pos back to 0).
+# are joined into it. Every message is kept, in the order it was written, at even places, a
+# reply at the odd place right after the message it answers (as new messages are placed); a
+# person's message both characters stored stays once; the summaries of a joined chat are
+# written again from its messages (summarized_pos back to 0).
 # Between SCENES_JOIN, SCENES_MOVE and SCENES_FINISH each backend moves its own index entries.
 SCENES_JOIN = """
     ALTER TABLE turns ADD COLUMN character_id BIGINT;
@@ -60,13 +61,12 @@ SCENES_JOIN = """
         FROM conversations c WHERE c.is_shared;
     DELETE FROM scene_joins WHERE old_id = scene_id;  -- left: the conversations joined into another
 
-    -- every message of a joined chat, its scene, and its place in the scene's order
+    -- every message of a joined chat, its scene, and the message it answers when it is the reply
+    -- right after it (a pair that stays together)
     CREATE TABLE scene_messages AS
-        SELECT m.id, j.scene_id, m.role, m.platform_message_id, ROW_NUMBER() OVER (
-            PARTITION BY j.scene_id
-            ORDER BY COALESCE((SELECT u.created_at FROM messages u WHERE u.conversation_id = m.conversation_id
-                               AND u.pos = m.pos - 1 AND u.role = 'user' AND m.role = 'assistant'), m.created_at),
-                     m.conversation_id, m.pos) AS place
+        SELECT m.id, j.scene_id, m.role, m.platform_message_id, m.created_at, m.conversation_id AS was_in,
+               m.pos AS was_at, (SELECT u.id FROM messages u WHERE u.conversation_id = m.conversation_id
+                                 AND u.pos = m.pos - 1 AND u.role = 'user' AND m.role = 'assistant') AS answers
         FROM messages m JOIN (SELECT old_id AS id, scene_id FROM scene_joins
                               UNION SELECT scene_id, scene_id FROM scene_joins) j ON j.id = m.conversation_id;
     CREATE TABLE scene_duplicates AS
@@ -79,13 +79,24 @@ SCENES_JOIN = """
         WHERE user_message_id IN (SELECT duplicate_id FROM scene_duplicates);
     UPDATE turn_queue SET user_message_id = (SELECT kept_id FROM scene_duplicates WHERE duplicate_id = turn_queue.user_message_id)
         WHERE user_message_id IN (SELECT duplicate_id FROM scene_duplicates);
+    UPDATE scene_messages SET answers = (SELECT kept_id FROM scene_duplicates WHERE duplicate_id = answers)
+        WHERE answers IN (SELECT duplicate_id FROM scene_duplicates);
     DELETE FROM messages WHERE id IN (SELECT duplicate_id FROM scene_duplicates);
     DELETE FROM scene_messages WHERE id IN (SELECT duplicate_id FROM scene_duplicates);
+    -- a message both characters answered keeps the first reply right after it; the other follows in time
+    UPDATE scene_messages SET answers = NULL WHERE answers IS NOT NULL
+        AND id <> (SELECT MIN(r.id) FROM scene_messages r WHERE r.answers = scene_messages.answers);
+    -- the places: every message not such a reply, in the order written; a reply right after its message
+    CREATE TABLE scene_places AS
+        SELECT id, ROW_NUMBER() OVER (PARTITION BY scene_id ORDER BY created_at, was_in, was_at) AS place
+        FROM scene_messages WHERE answers IS NULL;
 """
 
 SCENES_MOVE = """
     UPDATE messages SET conversation_id = (SELECT scene_id FROM scene_messages s WHERE s.id = messages.id),
-                        pos = 2 * (SELECT place FROM scene_messages s WHERE s.id = messages.id)
+                        pos = COALESCE(2 * (SELECT place FROM scene_places p WHERE p.id = messages.id),
+                                       2 * (SELECT p.place FROM scene_places p JOIN scene_messages s ON s.answers = p.id
+                                            WHERE s.id = messages.id) + 1)
         WHERE id IN (SELECT id FROM scene_messages);
 """
 
@@ -104,6 +115,7 @@ SCENES_FINISH = """
     UPDATE answer_origins SET conversation_id = (SELECT scene_id FROM scene_joins WHERE old_id = answer_origins.conversation_id)
         WHERE conversation_id IN (SELECT old_id FROM scene_joins);
     DELETE FROM conversations WHERE id IN (SELECT old_id FROM scene_joins);
+    DROP TABLE scene_places;
     DROP TABLE scene_duplicates;
     DROP TABLE scene_messages;
     DROP TABLE scene_joins;
