@@ -4,6 +4,7 @@ answered by one at a time, a job is claimed by one, meta is shared."""
 import asyncio
 
 from storage.ports import CallLimit, CapReached
+from tests.conftest import eventually
 
 
 
@@ -25,9 +26,17 @@ async def test_a_conversation_is_answered_by_one_process_at_a_time(open_backend)
     one = await first.conversations.add_user_message(chat, ann, "Ann", "one", 1, None)
     two = await second.conversations.add_user_message(chat, ann, "Ann", "two", 1, None)
     running = await first.turns.begin_turn(chat, ann, one.id)  # the first process answers
+    tries = 0
+    try_start = second.turns._try_start
+
+    async def counted(ticket):
+        nonlocal tries
+        tries += 1
+        return await try_start(ticket)
+    second.turns._try_start = counted
     waiting = asyncio.create_task(second.turns.begin_turn(chat, ann, two.id))
-    await asyncio.sleep(0.3)
-    assert not waiting.done()  # the second waits for the conversation
+    await eventually(lambda: tries >= 3)  # the second looked three times…
+    assert not waiting.done()  # …and waits for the conversation
     await first.turns.finish_turn(running, one, "Mira", "reply to one", 3, {})
     second_turn = await asyncio.wait_for(waiting, 5)
     assert (await second.turns.turn(second_turn)).status == "running"
