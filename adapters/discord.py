@@ -320,10 +320,10 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                 return self.speakers[resolved.author.name.casefold()], True  # a reply to a character's webhook message
             if resolved.author.id == me.id:
                 return own, True
-        named = sorted((at, speaker) for speaker in self.speakers.values()
-                       if (at := where_named(message.content, speaker.character_name)) is not None)
+        named = [(at, speaker) for speaker in self.speakers.values()
+                 if (at := where_named(message.content, speaker.character_name)) is not None]
         if named:
-            return named[0][1], True
+            return min(named, key=lambda found: found[0])[1], True  # the one named first
         if me in message.mentions:
             return own, not self.settings.hosted  # the host bot is everyone's: the scene chooses
         return (own, False) if self.always_on_here(message) else None

@@ -80,7 +80,7 @@ class Scenes:
         """Who answers a person's message in a shared chat."""
         key = message.conversation
         present = self.present(key.platform)
-        if message.addressed or not present:
+        if message.addressed or len(present) < 2:  # addressed, or nobody else to choose
             return key.character
         if by_name := named(message.text, present):
             return by_name

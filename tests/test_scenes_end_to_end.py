@@ -176,3 +176,9 @@ async def test_one_discord_host_bot_voices_two_characters_by_webhook_and_the_cha
     viewed = await discord_fake.wait_for(lambda: [m for m in discord_fake.for_interaction(shown) if m.content],
                                          timeout=30)
     assert "Ann fears eels" in viewed[-1].content
+
+    # A mention of the host bot addresses no one character: the scene chooses, never the one
+    # that spoke last (Aki), so Mira answers.
+    llm.add(llm_text("Still here, Ann."))
+    await discord_fake.say(discord_fake.channel_id, DISCORD_ANN, "anyone awake?", mention_bot=True)
+    await discord_fake.wait_for(lambda: voices(discord_fake)[-1] == ("Mira", "Still here, Ann."), timeout=30)
