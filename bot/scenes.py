@@ -105,9 +105,11 @@ class Scenes:
         if conversation is None or not conversation.is_shared or turn.reply_message_id is None:
             return
         reply = await self.store.conversations.message(turn.reply_message_id)
+        if reply is None:
+            return
         others = [name for name in self.present(conversation.platform)
-                  if reply is not None and name.casefold() != reply.speaker_name.casefold()]
-        target = named(reply.content, others) if others else None
+                  if name.casefold() != reply.speaker_name.casefold()]
+        target = named(reply.content, others)
         if target is None:
             return
         newest_first = await self.store.conversations.recent_messages(conversation.id, self.max_chain + 1)
