@@ -115,9 +115,9 @@ def memory_line(memory: MemoryRow, now: float) -> str:
     return f"#{memory.id} ({', '.join(memory_marks(memory, now))}): {quoted(memory.content)}"
 
 
-def _another_character(row: MessageRow, character: Character) -> bool:
-    """A reply of another character of the scene."""
-    return row.role == "assistant" and row.speaker_name.casefold() != character.name.casefold()
+def _another_character(row: MessageRow, character: Character, shared: bool) -> bool:
+    """A reply of another character of the scene (only a shared chat is a scene)."""
+    return shared and row.role == "assistant" and row.speaker_name.casefold() != character.name.casefold()
 
 
 def build_prompt(
@@ -140,7 +140,7 @@ def build_prompt(
     if shared:
         system += "\n\n" + SHARED_NOTE.format(user=speaker_name)
     # in a scene (SPEC 15), other characters' replies are lines of others, as a person's are
-    others = list(dict.fromkeys(row.speaker_name for row in window if _another_character(row, character)))
+    others = list(dict.fromkeys(row.speaker_name for row in window if _another_character(row, character, shared)))
     if others:
         system += "\n\n" + SCENE_NOTE.format(others=", ".join(others), char=character.nickname or character.name)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
@@ -170,7 +170,7 @@ def build_prompt(
         tokens["recall"] = sum(p.tokens for p in recalled) + MESSAGE_OVERHEAD_TOKENS
 
     for row in window:
-        if (row.role == "user" and shared) or _another_character(row, character):
+        if (row.role == "user" and shared) or _another_character(row, character, shared):
             messages.append({"role": "user", "content": f"{row.speaker_name}: {row.content}"})
         else:
             messages.append({"role": row.role, "content": row.content})

@@ -147,8 +147,7 @@ class MemoryCommands:
         person_id = await self.store.people.person_for_identity(ctx.identity.platform, ctx.identity.user_id)
         stored = self.turns.stored_by_id(character_id) if character_id is not None else None
         if named is not None:
-            stored = next((s for s in self.turns.characters.values()
-                           if s.character.name.casefold() == str(named).strip().casefold()), None)
+            stored = self.turns.characters.get(str(named).strip().casefold())
             if stored is None:
                 names = ", ".join(s.character.name for s in self.turns.characters.values())
                 raise UsageError(f"There is no character called “{str(named)[:40]}”. The characters: {names}.")
