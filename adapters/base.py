@@ -151,15 +151,16 @@ class ChatAdapter(abc.ABC, Generic[Place]):
 
     async def recover(self) -> None:
         """Replies a crash cut off: answered again when under 5 minutes old (replacing the
-        partial message), otherwise the partial message says it was interrupted."""
+        partial message), otherwise the partial message says it was interrupted (so does a
+        scene's reply to a character when a person wrote since)."""
         for item in await self.core.cut_off(self.platform, self.character_name):
             place = self.place_of(item.conversation)
             partial = [item.partial_message_id] if item.partial_message_id else []
             try:
-                if item.fresh:
-                    reply = await self.core.answer_again(item)
+                reply = await self.core.answer_again(item) if item.fresh else None
+                if reply is not None and not reply.duplicate:
                     await self.deliver(place, item.asked if item.conversation.is_shared else None, reply, partial)
-                elif partial:
+                elif partial:  # too old, or a scene's chain a person ended meanwhile
                     await self.edit(place, partial[0], INTERRUPTED, [], formatted=False)
             except self.failures as failure:
                 log.warning("%s: could not recover an interrupted reply: %s", self.platform, failure)

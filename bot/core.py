@@ -199,7 +199,7 @@ class Keepsake:
 
     async def answer_queued(self, key: ConversationKey, turn: str, on_text: ReplySink | None = None) -> Reply:
         message_id, ticket = (int(part) for part in turn.split(":"))
-        return await self.turns.answer_queued(key, message_id, ticket, on_text)
+        return await self.turns.answer_again(key, message_id, ticket, on_text)
 
     def portrait(self, character: str) -> bytes | None:
         return self.turns.character(character).character.portrait

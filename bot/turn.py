@@ -285,28 +285,22 @@ class TurnHandler:
 
     async def answer_again(self, key: ConversationKey, message_id: int, ticket: int,
                            on_text: ReplySink | None = None) -> Reply:
-        """Answer a message a crash cut off (its memory writes were undone), its turn queued
-        again at the message's place in line (bot/core.py, `Keepsake.cut_off`)."""
-        stored = self.character(key.character)
-        conversation = await self.conversation_for(key)
-        user_row = await self.store.conversations.message(message_id)
-        assert user_row is not None  # a message waiting to be answered again is not deleted
-        new_turn = await self.store.turns.start_turn(ticket)
-        return await self._answer(stored, conversation, user_row.person_id, user_row, new_turn, on_text)
-
-    async def answer_queued(self, key: ConversationKey, message_id: int, ticket: int,
-                            on_text: ReplySink | None = None) -> Reply:
-        """A scene's next character answers another character's reply (bot/scenes.py), once its
-        turn comes — unless anyone wrote since, which ends the chain (nothing is sent)."""
+        """Answer a queued message once its turn comes: a message a crash cut off (its memory
+        writes were undone), queued again at its place in line (bot/core.py, `Keepsake.cut_off`),
+        or in a scene another character's reply (bot/scenes.py) — which nobody answers once
+        anyone wrote since: a person's message ends the chain (nothing is sent)."""
         stored = self.character(key.character)
         conversation = await self.conversation_for(key)
         row = await self.store.conversations.message(message_id)
         new_turn = await self.store.turns.start_turn(ticket)
-        newest = await self.store.conversations.recent_messages(conversation.id, 1)
-        if row is None or not newest or newest[0].id != row.id:
+        if row is None or (row.role == "assistant" and await self._written_since(conversation.id, row)):
             await self.store.turns.fail_turn(new_turn)
             return Reply("", duplicate=True)
-        return await self._answer(stored, conversation, None, row, new_turn, on_text)
+        return await self._answer(stored, conversation, row.person_id, row, new_turn, on_text)
+
+    async def _written_since(self, conversation_id: int, row: MessageRow) -> bool:
+        newest = await self.store.conversations.recent_messages(conversation_id, 1)
+        return not newest or newest[0].id != row.id
 
     def stored_by_id(self, character_id: int | None) -> StoredCharacter | None:
         return next((s for s in self.characters.values() if s.id == character_id), None)

@@ -298,10 +298,10 @@ async def test_no_message_is_answered_by_two_characters_at_once_in_any_process(s
     assert llm.most_at_once == 1  # Mira and Aki, in two processes, never answered the scene at once
 
 
-async def test_a_chain_cut_off_by_a_crash_is_answered_again_once_and_goes_no_further(llm, tmp_path):
-    """A process dies while Aki answers Mira in a scene (PostgreSQL: a process is gone the moment
-    its connection drops). Another process answers Aki's turn again, once; Aki's reply names
-    Mira, yet the chain does not resume past it."""
+@pytest.fixture
+async def crashed_mid_chain(llm, tmp_path):
+    """A process died while Aki answered Mira in a scene (PostgreSQL: a process is gone the moment
+    its connection drops); another process, with both voices, is left to recover."""
     from bot.saved_memories import CAPS
     from storage.factory import open_store
 
@@ -313,29 +313,49 @@ async def test_a_chain_cut_off_by_a_crash_is_answered_again_once_and_goes_no_fur
     clock = FakeClock()
     alive = await build_runtime(parse_config(raw, tmp_path), clock=clock)
     gone = await open_store(url, CAPS, tmp_path, clock)
-    voicing = contextlib.ExitStack()
-    try:
-        mira, aki = [await gone.characters.ensure_character(name) for name in ("Mira", "Aki")]
-        ann = await gone.people.person_for_identity("telegram", "501")
-        scene_id = (await gone.conversations.conversation("telegram", GROUP, None, mira, True)).id
-        asked = await gone.turns.store_and_queue(scene_id, ann, "Ann", "Mira, fog tonight?", 4, "1", None)
-        mira_turn = await gone.turns.start_turn(asked.ticket)
-        said = await gone.turns.finish_turn(mira_turn, asked.message, "Mira", "Aki, what do you make of it?", 8, {})
-        await gone.turns.start_turn(await gone.turns.queue_turn(scene_id, None, said.id, character_id=aki))
-        await gone.close()  # the process dies with Aki's answer half-written
-
-        voices = {name: Voice(alive, name) for name in ("Mira", "Aki")}
-        for voice in voices.values():
+    mira, aki = [await gone.characters.ensure_character(name) for name in ("Mira", "Aki")]
+    ann = await gone.people.person_for_identity("telegram", "501")
+    scene_id = (await gone.conversations.conversation("telegram", GROUP, None, mira, True)).id
+    asked = await gone.turns.store_and_queue(scene_id, ann, "Ann", "Mira, fog tonight?", 4, "1", None)
+    mira_turn = await gone.turns.start_turn(asked.ticket)
+    said = await gone.turns.finish_turn(mira_turn, asked.message, "Mira", "Aki, what do you make of it?", 8, {})
+    await gone.turns.start_turn(await gone.turns.queue_turn(scene_id, None, said.id, character_id=aki))
+    await gone.close()  # the process dies with Aki's answer half-written
+    scene_voices[id(alive)] = {name: Voice(alive, name) for name in ("Mira", "Aki")}
+    with contextlib.ExitStack() as voicing:
+        for voice in scene_voices[id(alive)].values():
             voicing.enter_context(alive.core.voicing(voice))
-        llm.add(text("Mira, thick as soup."))
-        cut, = await alive.core.cut_off("telegram", "Aki")
-        assert cut.fresh and cut.asked_text == "Aki, what do you make of it?"
-        await voices["Aki"].deliver(await alive.core.answer_again(cut))
-        await asyncio.sleep(0.3)
-        assert [r.text for r in voices["Aki"].said] == ["Mira, thick as soup."] and voices["Mira"].said == []
-        assert len(llm.requests) == 1 and not alive.scenes._chains
-        assert await alive.core.cut_off("telegram", "Aki") == []  # answered again once
-    finally:
-        voicing.close()
-        await alive.close()
-        await anext(schemas, None)
+        yield alive
+    scene_voices.pop(id(alive))
+    await alive.close()
+    await anext(schemas, None)
+
+
+async def test_a_chain_cut_off_by_a_crash_is_answered_again_once_and_goes_no_further(crashed_mid_chain, llm):
+    alive = crashed_mid_chain
+    voices = scene_voices[id(alive)]
+    llm.add(text("Mira, thick as soup."))
+    cut, = await alive.core.cut_off("telegram", "Aki")
+    assert cut.fresh and cut.asked_text == "Aki, what do you make of it?"
+    await voices["Aki"].deliver(await alive.core.answer_again(cut))
+    await asyncio.sleep(0.3)
+    assert [r.text for r in voices["Aki"].said] == ["Mira, thick as soup."] and voices["Mira"].said == []
+    assert len(llm.requests) == 1 and not alive.scenes._chains  # it named Mira: no chain after a recovery
+    assert await alive.core.cut_off("telegram", "Aki") == []  # answered again once
+
+
+async def test_a_chain_cut_off_by_a_crash_is_not_answered_again_once_a_person_wrote(crashed_mid_chain, llm):
+    alive = crashed_mid_chain
+    voices = scene_voices[id(alive)]
+    llm.add(text("Tea's on, Ann."))
+    ann = Person(alive, "501", "Ann")
+    writing = asyncio.create_task(ann.says("Mira, never mind the fog: tea?", message_id="2"))
+
+    async def stored() -> bool:  # Ann's message is in, waiting behind the cut-off turn
+        return (await scene_rows(alive))[-1].content == "Mira, never mind the fog: tea?"
+    await eventually(stored)
+    cut, = await alive.core.cut_off("telegram", "Aki")
+    assert (await alive.core.answer_again(cut)).duplicate  # the person's message ended the chain
+    await writing
+    assert voices["Aki"].said == [] and [r.text for r in voices["Mira"].said] == ["Tea's on, Ann."]
+    assert len(llm.requests) == 1
