@@ -234,8 +234,11 @@ class Summarizer:
         conversation = await self.store.conversations.conversation_by_id(conversation_id)
         character = self.characters[conversation.character_id].character
         body = "\n\n---\n\n".join(inputs)
+        # a scene's summary is for every character who speaks in it
+        names = [stored.character.name for stored in self.characters.values()
+                 if conversation.is_shared and f"\n{stored.character.name}: " in f"\n{body}"]
         completion = await self.llm.complete(
-            [system_message(prompt, character.name), {"role": "user", "content": body}],
+            [system_message(prompt, names if len(names) > 1 else [character.name]), {"role": "user", "content": body}],
             model=self.llm.summary_model,
             max_tokens=SUMMARY_MAX_TOKENS[kind],
         )

@@ -23,20 +23,20 @@ in French"), write it on its own line as: {VERBATIM_MARK} Name: "their exact wor
 - Write short lines starting with "- ", in the past tense. No introduction, no closing remark."""
 
 BATCH_PROMPT = """\
-You keep the memory of a conversation for {char}, a character in a chat.
+You keep the memory of a conversation for {who} in a chat.
 Summarize the messages below (they follow what was summarized before) as one short entry.
 
 """ + _RULES
 
 MERGE_PROMPT = """\
-You keep the memory of a conversation for {char}, a character in a chat.
+You keep the memory of a conversation for {who} in a chat.
 Below are consecutive summaries of one conversation, oldest first. Merge them into one summary of \
 the whole stretch, shorter than their sum, keeping the order of events.
 
 """ + _RULES
 
 FOLD_PROMPT = """\
-You keep the long-term memory of a conversation for {char}, a character in a chat.
+You keep the long-term memory of a conversation for {who} in a chat.
 Below are consecutive summaries, oldest first. Condense them into one timeline entry for the \
 long-term memory: a first line giving the stretch of time it covers if the text says it, then the \
 events that will still matter later: promises, decisions, changes in how things stand.
@@ -44,7 +44,7 @@ events that will still matter later: promises, decisions, changes in how things 
 """ + _RULES
 
 COMPACT_PROMPT = """\
-You keep the long-term memory of a conversation for {char}, a character in a chat. It has grown \
+You keep the long-term memory of a conversation for {who} in a chat. It has grown \
 too long. Below are its earliest timeline entries. Rewrite them as short period overviews, about \
 a third of their length. Keep only: promises that are still open, exact names and numbers, and \
 the current state of things (what is true now). Drop what was resolved or no longer matters.
@@ -56,8 +56,12 @@ def transcript(messages: list[MessageRow]) -> str:
     return "\n".join(f"{m.speaker_name}: {m.content}" for m in messages)
 
 
-def system_message(template: str, character_name: str) -> dict[str, str]:
-    return {"role": "system", "content": template.format(char=character_name)}
+def system_message(template: str, character_names: list[str]) -> dict[str, str]:
+    """The prompt for the characters the conversation is with: one, or a scene's (SPEC 15)."""
+    names = " and ".join([", ".join(character_names[:-1]), character_names[-1]] if len(character_names) > 1
+                         else character_names)
+    who = f"{names}, {'a character' if len(character_names) == 1 else 'characters'}"
+    return {"role": "system", "content": template.format(who=who, char=names)}
 
 
 def verbatim_lines(*texts: str) -> list[str]:

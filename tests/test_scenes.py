@@ -359,3 +359,20 @@ async def test_a_chain_cut_off_by_a_crash_is_not_answered_again_once_a_person_wr
     await writing
     assert voices["Aki"].said == [] and [r.text for r in voices["Mira"].said] == ["Tea's on, Ann."]
     assert len(llm.requests) == 1
+
+
+async def test_a_scenes_summary_is_written_for_every_character_who_speaks_in_it(scene, llm):
+    runtime = await scene()
+    store = runtime.store
+    scene_id = (await store.conversations.conversation("telegram", GROUP, None,
+                                                       runtime.turns.character("Mira").id, True)).id
+    ann = await store.people.person_for_identity("telegram", "501")
+    for n in range(35):  # past the 50-message window by more than a batch of 10
+        asked = await store.conversations.add_user_message(scene_id, ann, "Ann", f"line {n}", 3, str(n))
+        character = "Mira" if n % 2 else "Aki"
+        turn = await store.turns.begin_turn(scene_id, ann, asked.id, runtime.turns.character(character).id)
+        await store.turns.finish_turn(turn, asked, character, f"{character} hears line {n}", 5, {})
+    await runtime.summarizer.summarize(scene_id)
+    assert llm.requests[0]["messages"][0]["content"].startswith(
+        "You keep the memory of a conversation for Mira and Aki, characters in a chat.")
+    assert "When a person corrects Mira and Aki" in llm.requests[0]["messages"][0]["content"]
