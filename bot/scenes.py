@@ -91,10 +91,12 @@ class Scenes:
                                       last_speaker, self.rng)
 
     async def answer_elsewhere(self, message: IncomingMessage, character: str) -> None:
-        """The message is answered by another character of the scene, through its voice."""
+        """The message is answered by another character of the scene, through its voice (as
+        addressed to it: the scene chose it, and nobody chooses again)."""
         voice = self.voice(message.conversation.platform, character)
         assert voice is not None  # `answerer` chooses among the voiced characters
-        await voice.answer_here(replace(message, conversation=replace(message.conversation, character=character)))
+        await voice.answer_here(replace(message, conversation=replace(message.conversation, character=character),
+                                        addressed=True))
 
     async def after_reply(self, turn: TurnRow) -> None:
         """A character's reply is out: when it names another character of the scene, and the

@@ -142,8 +142,17 @@ async def test_in_an_always_on_channel_a_message_addressed_to_no_one_is_answered
     runtime = await scene()
     ann = Person(runtime, "501", "Ann")
     await ann.says("hello Mira")  # Mira spoke last
+    draws = 0
+    choices = runtime.scenes.rng.choices
+
+    def counted(*args, **kwargs):
+        nonlocal draws
+        draws += 1
+        return choices(*args, **kwargs)
+    runtime.scenes.rng.choices = counted
     for n in range(4):
         await ann.says(f"anyone there? {n}", addressed=False)
+    assert draws == 4  # one draw a message: the character drawn answers, nobody draws again
     speakers = [m.speaker_name for m in await scene_rows(runtime) if m.role == "assistant"]
     assert len(speakers) == 5  # one answer each
     assert all(a != b for a, b in zip(speakers, speakers[1:]))  # never the one that spoke last
