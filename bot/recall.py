@@ -54,9 +54,13 @@ def recall_budget(budget_tokens: int, context_window: int) -> int:
     return min(budget_tokens, int(context_window * CONTEXT_SHARE))
 
 
+def _carrying(text: str) -> list[str]:
+    """The words of a text that carry something, in order: lower-cased, common words out."""
+    return [word for word in WORD.findall(text.lower()) if len(word) > 1 and word not in STOP_WORDS]
+
+
 def content_words(text: str) -> set[str]:
-    """The words of a text that carry something: lower-cased, common words out."""
-    return {word for word in WORD.findall(text.lower()) if len(word) > 1 and word not in STOP_WORDS}
+    return set(_carrying(text))
 
 
 def echoes(hit: str, said: str) -> bool:
@@ -73,11 +77,7 @@ def echoes(hit: str, said: str) -> bool:
 
 def query_terms(text: str) -> list[str]:
     """The words of a message worth searching for: its content words in order, each once."""
-    terms: list[str] = []
-    for word in WORD.findall(text.lower()):
-        if len(word) > 1 and word not in STOP_WORDS and word not in terms:
-            terms.append(word)
-    return terms[:MAX_TERMS]
+    return list(dict.fromkeys(_carrying(text)))[:MAX_TERMS]
 
 
 async def recall(store: Store, conversation_id: int, text: str, before_pos: int, budget: int,
