@@ -2,6 +2,7 @@
 and stopping it, and reading the fake Telegram's answers to a message."""
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -20,19 +21,25 @@ model = "gpt-4o-mini"
 """
 
 
-async def bot_process(tmp_path, config: str, **env: str):
+@contextlib.asynccontextmanager
+async def bot_running(tmp_path, config: str, **env: str):
     """`python -m bot` with this config text and these environment variables (besides the model's
-    key), logging at INFO; a fake Discord is reached through SITECUSTOMIZE when
-    KEEPSAKE_TEST_DISCORD_BASE is given."""
+    key), logging at INFO, stopped (exit status 0 checked) when the block ends; a fake Discord is
+    reached through SITECUSTOMIZE when KEEPSAKE_TEST_DISCORD_BASE is given."""
     hooks = tmp_path / "hooks"
     hooks.mkdir(exist_ok=True)
     (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
     (tmp_path / "config.toml").write_text(config)
-    return await asyncio.create_subprocess_exec(
+    process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "--config", str(tmp_path / "config.toml"), cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": f"{hooks}:{ROOT}", API_KEY_ENV: "sk-test-not-a-real-key",
              "KEEPSAKE_LOG_LEVEL": "INFO", **env},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            await stop_bot(process)
 
 
 def write_config(tmp_path, llm, telegram) -> str:

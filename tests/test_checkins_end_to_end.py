@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
-from tests.process import bot_process, final_reply_to, llm_table, stop_bot
+from tests.process import bot_running, final_reply_to, llm_table
 
 ANN = 801
 DISCORD_ANN = FakeDiscord.user("900000000000000021", "Ann")
@@ -20,7 +20,7 @@ DONT = "🔕 Don't write first"
 
 @pytest.fixture
 async def running(tmp_path, llm, telegram, discord_fake):
-    process = await bot_process(tmp_path, llm_table(llm) + f"""
+    async with bot_running(tmp_path, llm_table(llm) + f"""
 [telegram]
 base_url = "{telegram.base_url}"
 
@@ -34,15 +34,11 @@ discord_token_env = "MIRA_DISCORD_TOKEN"
 after_hours = {AFTER_HOURS}
 scan_seconds = 0.5
 """, MIRA_TELEGRAM_TOKEN=telegram.token, MIRA_DISCORD_TOKEN="discord-token-checkins",
-                                  KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base)
-    await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
-    await asyncio.wait_for(discord_fake.identified.wait(), 30)
-    await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
-    try:
+                                  KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base) as process:
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        await asyncio.wait_for(discord_fake.identified.wait(), 30)
+        await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
         yield process
-    finally:
-        if process.returncode is None:
-            await stop_bot(process)
 
 
 @pytest.mark.timeout(120)

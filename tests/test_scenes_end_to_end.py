@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text as llm_text
-from tests.process import bot_process, llm_table, stop_bot
+from tests.process import bot_running, llm_table
 from tests.test_characters import png_with_card
 
 ANN = 801
@@ -28,7 +28,7 @@ MIRA_ID = 123456
 @pytest.fixture
 async def two_bots(tmp_path, llm, telegram):
     aki = telegram.add_bot(AKI_TOKEN, AKI_ID, "aki_bot", "Aki")
-    process = await bot_process(tmp_path, llm_table(llm) + f"""
+    async with bot_running(tmp_path, llm_table(llm) + f"""
 [telegram]
 base_url = "{telegram.base_url}"
 
@@ -44,13 +44,9 @@ telegram_token_env = "MIRA_TELEGRAM_TOKEN"
 name = "Aki"
 persona = "You are Aki, a sardonic harbour pilot who has seen every kind of fog."
 telegram_token_env = "AKI_TELEGRAM_TOKEN"
-""", MIRA_TELEGRAM_TOKEN=telegram.token, AKI_TELEGRAM_TOKEN=AKI_TOKEN)
-    await telegram.wait_for(lambda: len(telegram.calls_to("setMyCommands")) >= 2, timeout=30)  # both bots up
-    try:
+""", MIRA_TELEGRAM_TOKEN=telegram.token, AKI_TELEGRAM_TOKEN=AKI_TOKEN):
+        await telegram.wait_for(lambda: len(telegram.calls_to("setMyCommands")) >= 2, timeout=30)  # both bots up
         yield aki
-    finally:
-        if process.returncode is None:
-            await stop_bot(process)
 
 
 def scene_messages(telegram) -> list[tuple[int, str]]:
@@ -103,7 +99,7 @@ MIRA_CARD = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {
 async def host_bot(tmp_path, llm, discord_fake):
     card = tmp_path / "mira.png"
     card.write_bytes(png_with_card(MIRA_CARD))
-    process = await bot_process(tmp_path, llm_table(llm) + f"""
+    async with bot_running(tmp_path, llm_table(llm) + f"""
 [discord]
 host_token_env = "KEEPSAKE_DISCORD_HOST"
 
@@ -117,14 +113,10 @@ card = "{card}"
 [[characters]]
 name = "Aki"
 persona = "You are Aki, a sardonic harbour pilot who has seen every kind of fog."
-""", KEEPSAKE_DISCORD_HOST="discord-host-token", KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base)
-    await asyncio.wait_for(discord_fake.identified.wait(), 30)
-    await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
-    try:
+""", KEEPSAKE_DISCORD_HOST="discord-host-token", KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base):
+        await asyncio.wait_for(discord_fake.identified.wait(), 30)
+        await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
         yield card
-    finally:
-        if process.returncode is None:
-            await stop_bot(process)
 
 
 def voices(discord_fake) -> list[tuple[str, str]]:
