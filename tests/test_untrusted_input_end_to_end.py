@@ -108,7 +108,10 @@ async def test_a_catastrophic_lorebook_key_delays_another_chats_reply_by_under_2
     try:
         llm.default = "ok"
         telegram.send(telegram.chat(ANN), telegram.user(ANN, "Ann"), "a" * 40 + "!")
-        await asyncio.sleep(0.2)  # Ann's message is being matched against the 30 keys
+        await telegram.wait_for(lambda: any(str(call.get("chat_id")) == str(ANN)  # Ann's turn has begun
+                                            for call in telegram.calls_to("sendChatAction")))
+        # … and is still matching the 30 keys: nothing of it has reached the model yet
+        assert not any("a" * 40 in str(m.get("content")) for r in llm.requests for m in r["messages"])
         asked = time.monotonic()
         said = telegram.send(telegram.chat(BOB), telegram.user(BOB, "Bob"), "hello")
         await final_reply_to(telegram, BOB, said)
