@@ -4,7 +4,9 @@ names each column `t_<name>`, and the builders take that prefix."""
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from typing import Any
 
 from storage.ports import (
@@ -33,8 +35,9 @@ REBUILD_COLUMNS = "conversation_id, person_id, generation, progress_pos, status,
 TIER_RANK = "CASE tier WHEN 'long_term' THEN 0 WHEN 'merged' THEN 1 ELSE 2 END"
 
 
-def names(columns: str) -> list[str]:
-    return [c.strip() for c in columns.split(",")]
+@functools.cache  # split each column list once
+def names(columns: str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in columns.split(","))
 
 
 def columns(listed: str, alias: str) -> str:
@@ -42,36 +45,46 @@ def columns(listed: str, alias: str) -> str:
     return ", ".join(f"{alias}.{c} AS {alias}_{c}" for c in names(listed))
 
 
-def _fields(row: Any, listed: str, prefix: str) -> dict[str, Any]:
-    return {c: row[prefix + c] for c in names(listed)}
+@functools.cache
+def _reader(listed: str, prefix: str) -> operator.itemgetter:
+    return operator.itemgetter(*(prefix + c for c in names(listed)))
+
+
+def _read(row: Any, listed: str, prefix: str) -> tuple:
+    """A row's listed columns, read by name, in the order listed: each column list names its
+    row type's fields in their order (tests/test_rows.py)."""
+    return _reader(listed, prefix)(row)
 
 
 def memory(row: Any, prefix: str = "") -> MemoryRow:
-    fields = _fields(row, MEMORY_COLUMNS, prefix)
-    return MemoryRow(**(fields | {"pinned": bool(fields["pinned"])}))
+    id_, person_id, character_id, content, tokens, pinned, source, created_at, updated_at = _read(
+        row, MEMORY_COLUMNS, prefix)
+    return MemoryRow(id_, person_id, character_id, content, tokens, bool(pinned), source, created_at, updated_at)
 
 
 def message(row: Any, prefix: str = "") -> MessageRow:
-    return MessageRow(**_fields(row, MESSAGE_COLUMNS, prefix))
+    return MessageRow(*_read(row, MESSAGE_COLUMNS, prefix))
 
 
 def turn(row: Any, prefix: str = "") -> TurnRow:
-    fields = _fields(row, TURN_COLUMNS, prefix)
-    return TurnRow(**(fields | {"receipt": json.loads(fields["receipt"]) if fields["receipt"] else None}))
+    (id_, conversation_id, person_id, user_message_id, reply_message_id, status, receipt, created_at,
+     partial_message_id, character_id) = _read(row, TURN_COLUMNS, prefix)
+    return TurnRow(id_, conversation_id, person_id, user_message_id, reply_message_id, status,
+                   json.loads(receipt) if receipt else None, created_at, partial_message_id, character_id)
 
 
 def conversation(row: Any, prefix: str = "") -> ConversationRow:
-    fields = _fields(row, CONVERSATION_COLUMNS, prefix)
-    return ConversationRow(**(fields | {"is_shared": bool(fields["is_shared"])}))
+    id_, platform, chat_id, thread_id, character_id, is_shared = _read(row, CONVERSATION_COLUMNS, prefix)
+    return ConversationRow(id_, platform, chat_id, thread_id, character_id, bool(is_shared))
 
 
 def summary(row: Any) -> SummaryRow:
-    fields = _fields(row, SUMMARY_COLUMNS, "")
-    return SummaryRow(**(fields | {"edited": bool(fields["edited"])}))
+    id_, conversation_id, tier, content, tokens, first_pos, last_pos, edited = _read(row, SUMMARY_COLUMNS, "")
+    return SummaryRow(id_, conversation_id, tier, content, tokens, first_pos, last_pos, bool(edited))
 
 
 def rebuild(row: Any) -> RebuildRow:
-    return RebuildRow(**_fields(row, REBUILD_COLUMNS, ""))
+    return RebuildRow(*_read(row, REBUILD_COLUMNS, ""))
 
 
 def scope_character(scope: str, character_id: int) -> int | None:
