@@ -166,9 +166,11 @@ class SQLConversations(Conversations):
                     conversation_id, part, message_id)
 
     async def platform_message_ids(self, message_id: int) -> list[str]:
-        first = await self.db.value("SELECT platform_message_id FROM messages WHERE id = $1", message_id)
-        parts = await self.db.all("SELECT platform_message_id FROM message_parts WHERE message_id = $1", message_id)
-        return in_sent_order([first] if first else [], [r["platform_message_id"] for r in parts])
+        rows = await self.db.all(
+            "SELECT platform_message_id, true AS first FROM messages WHERE id = $1 AND platform_message_id IS NOT NULL "
+            "UNION ALL SELECT platform_message_id, false FROM message_parts WHERE message_id = $1", message_id)
+        return in_sent_order([r["platform_message_id"] for r in rows if r["first"]],
+                             [r["platform_message_id"] for r in rows if not r["first"]])
 
     async def set_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
                                 conversation_id: int) -> None:

@@ -109,11 +109,11 @@ class SQLTurns(Turns):
                 conversation_id = queued["conversation_id"]
                 first = await tx.one(FIRST_IN_LINE, conversation_id)
                 if first["id"] != ticket or await tx.value(
-                        "SELECT COUNT(*) FROM turns WHERE conversation_id = $1 AND status = 'running'", conversation_id):
-                    return None
-                if await tx.value(  # an earlier message cut off lately, waiting to be answered again
-                        "SELECT COUNT(*) FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id JOIN messages m "
-                        "ON m.id = t.user_message_id WHERE t.conversation_id = $1 AND m.pos < $2 AND t.created_at >= $3",
+                        "SELECT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND status = 'running') "
+                        # or an earlier message cut off lately, waiting to be answered again
+                        "OR EXISTS (SELECT 1 FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
+                        "JOIN messages m ON m.id = t.user_message_id "
+                        "WHERE t.conversation_id = $1 AND m.pos < $2 AND t.created_at >= $3)",
                         conversation_id, queued["pos"], self.db.clock() - RECOVER_WITHIN_S):
                     return None
                 await tx.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
@@ -217,7 +217,9 @@ class SQLTurns(Turns):
                 "RETURNING id, reply_message_id",
                 turn_id, reply.id, json.dumps(receipt), user_message.id)
             replaced = [r["reply_message_id"] for r in old_replies if r["id"] != turn_id and r["reply_message_id"]]
-            await tx.execute(f"DELETE FROM messages WHERE id {self.db.dialect.in_ids(1)}", self.db.dialect.ids(replaced))
+            if replaced:  # only after Regenerate
+                await tx.execute(f"DELETE FROM messages WHERE id {self.db.dialect.in_ids(1)}",
+                                 self.db.dialect.ids(replaced))
         self.ended(turn_id)
         return reply
 
