@@ -308,7 +308,8 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     def addressed(self, message: discord.Message) -> tuple[ChatAdapter, bool] | None:
         """Who answers, and whether the message was addressed to them: a DM, a mention of the
         bot, a reply to it, or the character's name (SPEC 15); in an always-on channel, a message
-        addressed to no one (the scene chooses who answers). None: not for us."""
+        addressed to no one (the scene chooses who answers). None: not for us (nor is a message
+        that mentions another bot, such as another character's)."""
         me = self.client.user
         own = self.speakers[self.character_name.casefold()]
         if message.guild is None:
@@ -326,6 +327,8 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             return min(named, key=lambda found: found[0])[1], True  # the one named first
         if me in message.mentions:
             return own, not self.settings.hosted  # the host bot is everyone's: the scene chooses
+        if any(user.bot for user in message.mentions):
+            return None  # addressed to another bot: a character on its own bot account answers it itself
         return (own, False) if self.always_on_here(message) else None
 
     def text_of(self, message: discord.Message) -> str:

@@ -171,6 +171,17 @@ async def test_every_message_in_an_always_on_channel_is_answered(bot, discord_fa
     assert reply.content == "Okay."
 
 
+async def test_in_an_always_on_channel_a_message_mentioning_another_bot_is_left_to_that_bot(bot, discord_fake, llm):
+    aki_bot = {**FakeDiscord.user("900000000000000081", "Aki"), "bot": True}  # a character on its own account
+    to_aki = discord_fake.message_payload(discord_fake.always_on_id, ANN, "<@900000000000000081> your turn",
+                                          mentions=[aki_bot])
+    await discord_fake.dispatch("MESSAGE_CREATE", to_aki)
+    await discord_fake.say(discord_fake.always_on_id, ANN, "and hello to everyone")
+    replies = await bot_reply(discord_fake, discord_fake.always_on_id)  # handled after the one before it
+    assert len(replies) == 1 and len(llm.requests) == 1
+    assert "your turn" not in llm.prompt_text()
+
+
 async def test_a_dm_is_answered(bot, discord_fake, llm):
     llm.add(text("Just us here."))
     await discord_fake.say(ANN_DM, ANN, "hi in private", guild=False)
