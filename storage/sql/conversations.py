@@ -34,6 +34,8 @@ async def insert_message(tx: Connection, conversation_id: int, pos: int, role: s
 
 async def messages_at(db: Database, conversation_id: int, positions: list[int]) -> list[MessageRow]:
     """The conversation's messages at these places, oldest first (for recall's passages)."""
+    if not positions:
+        return []
     rows = await db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
                         f"AND pos {db.dialect.in_ids(2)} ORDER BY pos", conversation_id, db.dialect.ids(positions))
     return [message(r) for r in rows]
