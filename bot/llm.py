@@ -20,6 +20,7 @@ read as JSON, not built into pydantic models. On top of that this module:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -88,6 +89,12 @@ def _refuses_images(exc: openai.APIStatusError) -> bool:
 def has_images(messages: list[dict[str, Any]]) -> bool:
     return any(isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
                for m in messages)
+
+
+def _encoded(request: dict[str, Any]) -> bytes:
+    """The request body as JSON bytes, passed to `post()` as `content`: a body passed as a dict
+    is first walked by the client for its own types (~0.5 ms a turn at a 50-message window)."""
+    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _read_completion(data: dict[str, Any]) -> Completion:
@@ -248,7 +255,7 @@ class LLMClient:
                         model)
 
     async def _plain(self, request: dict[str, Any]) -> Completion:
-        answer = await self.client.post(CHAT_PATH, body=request, cast_to=httpx.Response)
+        answer = await self.client.post(CHAT_PATH, content=_encoded(request), cast_to=httpx.Response)
         try:
             return _read_completion(answer.json())
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -258,7 +265,7 @@ class LLMClient:
         # Chunks arrive as plain dicts (AsyncStream[object]): building a pydantic model for each
         # of a reply's hundreds of chunks would cost ~0.15 ms apiece.
         stream = await self.client.post(
-            CHAT_PATH, body={**request, "stream": True, "stream_options": {"include_usage": True}},
+            CHAT_PATH, content=_encoded({**request, "stream": True, "stream_options": {"include_usage": True}}),
             cast_to=object, stream=True, stream_cls=AsyncStream[object],
         )
         text = ""
