@@ -33,8 +33,9 @@ POLL_S = 0.02
 QUEUE = "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at, character_id) "
 # the character whose turn it is: the one given ($6), else the conversation's own
 QUEUED_CHARACTER = "COALESCE(CAST($6 AS BIGINT), (SELECT character_id FROM conversations WHERE id = $1))"
-FIRST_IN_LINE = ("SELECT q.id, q.holder FROM turn_queue q JOIN messages m ON m.id = q.user_message_id "
-                 "WHERE q.conversation_id = $1 ORDER BY m.pos, q.id LIMIT 1")
+LINE = ("FROM turn_queue q JOIN messages m ON m.id = q.user_message_id "
+        "WHERE q.conversation_id = $1 ORDER BY m.pos, q.id LIMIT 1")
+FIRST_IN_LINE = f"SELECT q.id, q.holder {LINE}"
 
 
 class SQLTurns(Turns):
@@ -107,14 +108,16 @@ class SQLTurns(Turns):
                 if queued is None:
                     raise LookupError(f"turn ticket {ticket} was taken out of its line")
                 conversation_id = queued["conversation_id"]
-                first = await tx.one(FIRST_IN_LINE, conversation_id)
-                if first["id"] != ticket or await tx.value(
-                        "SELECT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND status = 'running') "
-                        # or an earlier message cut off lately, waiting to be answered again
-                        "OR EXISTS (SELECT 1 FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
+                # One statement, so one snapshot: read apart, an earlier message moving from "cut
+                # off" back into the line (requeue_interrupted_turn) could be missed by both reads.
+                if not await tx.value(
+                        f"SELECT (SELECT q.id {LINE}) = $4 "
+                        "AND NOT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND status = 'running') "
+                        # nor an earlier message cut off lately, waiting to be answered again
+                        "AND NOT EXISTS (SELECT 1 FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
                         "JOIN messages m ON m.id = t.user_message_id "
                         "WHERE t.conversation_id = $1 AND m.pos < $2 AND t.created_at >= $3)",
-                        conversation_id, queued["pos"], self.db.clock() - RECOVER_WITHIN_S):
+                        conversation_id, queued["pos"], self.db.clock() - RECOVER_WITHIN_S, ticket):
                     return None
                 await tx.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
                 return await tx.value(
