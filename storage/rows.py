@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import operator
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 from storage.ports import (
     CHARACTER,
@@ -46,45 +46,66 @@ def columns(listed: str, alias: str) -> str:
 
 
 @functools.cache
-def _reader(listed: str, prefix: str) -> operator.itemgetter:
-    return operator.itemgetter(*(prefix + c for c in names(listed)))
+def _reader(keys: tuple[str, ...], listed: str, prefix: str) -> operator.itemgetter:
+    """Reads the listed columns (named `prefix + name`) out of a row whose columns are `keys`,
+    in the order listed: each name is looked up once per result shape, then read by place."""
+    place = {key: number for number, key in enumerate(keys)}
+    return operator.itemgetter(*(place[prefix + c] for c in names(listed)))
 
 
-def _read(row: Any, listed: str, prefix: str) -> tuple:
-    """A row's listed columns, read by name, in the order listed: each column list names its
-    row type's fields in their order (tests/test_rows.py)."""
-    return _reader(listed, prefix)(row)
+def _read(rows: Sequence[Any], listed: str, prefix: str) -> Iterator[tuple]:
+    """Each row's listed columns, read by name, in the order listed: each column list names its
+    row type's fields in their order (tests/test_rows.py). The names are found among the
+    result's own columns once (an SQLite row and an asyncpg record both list them in `keys()`),
+    not looked up again in every row of a result of hundreds."""
+    if not rows:
+        return iter(())
+    return map(_reader(tuple(rows[0].keys()), listed, prefix), rows)
+
+
+def memories(rows: Sequence[Any], prefix: str = "") -> list[MemoryRow]:
+    return [MemoryRow(id_, person_id, character_id, content, tokens, bool(pinned), source, created_at, updated_at)
+            for id_, person_id, character_id, content, tokens, pinned, source, created_at, updated_at
+            in _read(rows, MEMORY_COLUMNS, prefix)]
+
+
+def messages(rows: Sequence[Any], prefix: str = "") -> list[MessageRow]:
+    return [MessageRow(*values) for values in _read(rows, MESSAGE_COLUMNS, prefix)]
 
 
 def memory(row: Any, prefix: str = "") -> MemoryRow:
-    id_, person_id, character_id, content, tokens, pinned, source, created_at, updated_at = _read(
-        row, MEMORY_COLUMNS, prefix)
-    return MemoryRow(id_, person_id, character_id, content, tokens, bool(pinned), source, created_at, updated_at)
+    return memories([row], prefix)[0]
 
 
 def message(row: Any, prefix: str = "") -> MessageRow:
-    return MessageRow(*_read(row, MESSAGE_COLUMNS, prefix))
+    return messages([row], prefix)[0]
 
 
 def turn(row: Any, prefix: str = "") -> TurnRow:
-    (id_, conversation_id, person_id, user_message_id, reply_message_id, status, receipt, created_at,
-     partial_message_id, character_id) = _read(row, TURN_COLUMNS, prefix)
+    ((id_, conversation_id, person_id, user_message_id, reply_message_id, status, receipt, created_at,
+      partial_message_id, character_id),) = _read([row], TURN_COLUMNS, prefix)
     return TurnRow(id_, conversation_id, person_id, user_message_id, reply_message_id, status,
                    json.loads(receipt) if receipt else None, created_at, partial_message_id, character_id)
 
 
 def conversation(row: Any, prefix: str = "") -> ConversationRow:
-    id_, platform, chat_id, thread_id, character_id, is_shared = _read(row, CONVERSATION_COLUMNS, prefix)
+    ((id_, platform, chat_id, thread_id, character_id, is_shared),) = _read([row], CONVERSATION_COLUMNS, prefix)
     return ConversationRow(id_, platform, chat_id, thread_id, character_id, bool(is_shared))
 
 
+def summaries(rows: Sequence[Any]) -> list[SummaryRow]:
+    return [SummaryRow(id_, conversation_id, tier, content, tokens, first_pos, last_pos, bool(edited))
+            for id_, conversation_id, tier, content, tokens, first_pos, last_pos, edited
+            in _read(rows, SUMMARY_COLUMNS, "")]
+
+
 def summary(row: Any) -> SummaryRow:
-    id_, conversation_id, tier, content, tokens, first_pos, last_pos, edited = _read(row, SUMMARY_COLUMNS, "")
-    return SummaryRow(id_, conversation_id, tier, content, tokens, first_pos, last_pos, bool(edited))
+    return summaries([row])[0]
 
 
 def rebuild(row: Any) -> RebuildRow:
-    return RebuildRow(*_read(row, REBUILD_COLUMNS, ""))
+    (values,) = _read([row], REBUILD_COLUMNS, "")
+    return RebuildRow(*values)
 
 
 def scope_character(scope: str, character_id: int) -> int | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from storage.ports import MessageRow, Recall
 from storage.postgres.database import Database
-from storage.rows import MESSAGE_COLUMNS, message
+from storage.rows import MESSAGE_COLUMNS, messages
 from storage.sql.conversations import messages_at
 
 WORDS = "to_tsquery('english', $2)"  # the terms are words only (see bot/recall.py): no query syntax
@@ -28,7 +28,7 @@ class PostgresRecall(Recall):
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 AND search @@ {WORDS} AND pos < $3 "
             f"ORDER BY ts_rank(search, {WORDS}) DESC, pos LIMIT $4",  # ties: the older, less summarized, first
             conversation_id, " | ".join(telling), before_pos, limit)
-        return [message(r) for r in rows]
+        return messages(rows)
 
     async def messages_at(self, conversation_id: int, positions: list[int]) -> list[MessageRow]:
         return await messages_at(self.db, conversation_id, positions)

@@ -10,7 +10,7 @@ written after a later message arrived still follows the message it answers.
 from __future__ import annotations
 
 from storage.ports import ConversationRow, Conversations, MessageRow
-from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_sent_order, message
+from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_sent_order, message, messages
 from storage.sql.database import Connection, Database
 
 
@@ -38,7 +38,7 @@ async def messages_at(db: Database, conversation_id: int, positions: list[int]) 
         return []
     rows = await db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
                         f"AND pos {db.dialect.in_ids(2)} ORDER BY pos", conversation_id, db.dialect.ids(positions))
-    return [message(r) for r in rows]
+    return messages(rows)
 
 
 class SQLConversations(Conversations):
@@ -112,7 +112,7 @@ class SQLConversations(Conversations):
         rows = await self.db.all(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
             "AND (CAST($2 AS BIGINT) IS NULL OR pos <= $2) ORDER BY pos DESC LIMIT $3", conversation_id, up_to_pos, limit)
-        return [message(r) for r in rows]
+        return messages(rows)
 
     async def messages_between(self, conversation_id: int, after_pos: int, before_pos: int | None,
                                limit: int) -> list[MessageRow]:
@@ -120,7 +120,7 @@ class SQLConversations(Conversations):
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 AND pos > $2 "
             "AND (CAST($3 AS BIGINT) IS NULL OR pos < $3) ORDER BY pos LIMIT $4",
             conversation_id, after_pos, before_pos, limit)
-        return [message(r) for r in rows]
+        return messages(rows)
 
     async def count_messages(self, conversation_id: int, after_pos: int, up_to_pos: int | None = None) -> int:
         return await self.db.value("SELECT COUNT(*) FROM messages WHERE conversation_id = $1 AND pos > $2 "
@@ -142,7 +142,7 @@ class SQLConversations(Conversations):
         rows = await self.db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
                                  f"AND id {self.db.dialect.in_ids(2)} ORDER BY pos",
                                  conversation_id, self.db.dialect.ids(message_ids))
-        return [message(r) for r in rows]
+        return messages(rows)
 
     async def edit_platform_message(
         self, conversation_id: int, platform_message_id: str, content: str, tokens: int

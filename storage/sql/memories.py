@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from storage.ports import CHARACTER, GLOBAL, Memories, MemoriesInPlay, MemoryCaps, MemoryRow, PinnedMemory
-from storage.rows import MEMORY_COLUMNS, in_play, memory, names, person_export, scope_character
+from storage.rows import MEMORY_COLUMNS, in_play, memories, memory, names, person_export, scope_character
 from storage.sql.database import Connection, Database
 
 FIELDS = names(MEMORY_COLUMNS)
@@ -86,7 +86,7 @@ class SQLMemories(Memories):
             f"UNION ALL SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 "
             f"AND character_id IS NULL AND NOT pinned {NEWEST_FIRST} LIMIT $3) AS everyones",
             person_id, character_id, unpinned_limit)
-        return in_play([memory(r) for r in rows])
+        return in_play(memories(rows))
 
     async def list_memories(
         self, person_id: int, character_id: int, scope: str | None, offset: int, limit: int
@@ -96,7 +96,7 @@ class SQLMemories(Memories):
         n = len(params)
         rows = await self.db.all(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} ORDER BY pinned DESC, "
                                  f"updated_at DESC, id DESC LIMIT ${n + 1} OFFSET ${n + 2}", *params, limit, offset)
-        return [memory(r) for r in rows], total
+        return memories(rows), total
 
     async def _changeable(self, tx: Connection, person_id: int, character_id: int, memory_id: int,
                           by_ai: bool) -> MemoryRow | None:

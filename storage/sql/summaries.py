@@ -4,7 +4,7 @@ writes the next generation and swaps it in at once."""
 from __future__ import annotations
 
 from storage.ports import RebuildRow, Summaries, SummaryRow, SummaryState
-from storage.rows import REBUILD_COLUMNS, SUMMARY_COLUMNS, TIER_RANK, rebuild, summary
+from storage.rows import REBUILD_COLUMNS, SUMMARY_COLUMNS, TIER_RANK, rebuild, summaries, summary
 from storage.sql.database import Database
 
 REBUILD_GENERATION = "(SELECT generation FROM rebuilds WHERE conversation_id = $1)"
@@ -27,7 +27,7 @@ class SQLSummaries(Summaries):
             f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = $1 AND generation = "
             "COALESCE(CAST($2 AS INTEGER), (SELECT summary_generation FROM conversations WHERE id = $1)) "
             f"ORDER BY {TIER_RANK}, first_pos", conversation_id, generation)
-        return [summary(r) for r in rows]
+        return summaries(rows)
 
     async def write_summary(
         self, conversation_id: int, generation: int, tier: str, content: str, tokens: int,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from storage.ports import MessageRow, Recall
-from storage.rows import MESSAGE_COLUMNS, columns, message
+from storage.rows import MESSAGE_COLUMNS, columns, messages
 from storage.sql.conversations import messages_at
 from storage.sqlite.database import Database
 
@@ -63,7 +63,7 @@ class SQLiteRecall(Recall):
             before_pos, *(v for query, hits in telling for v in (rarity(hits, searched), query)))
         if not rows:
             return []
-        matches = [(message(row, "m_"), row["weight"]) for row in rows]  # each message, its words' rarities summed
+        matches = list(zip(messages(rows, "m_"), (row["weight"] for row in rows)))  # each message, its words' rarities summed
         average = sum(m.tokens for m, _ in matches) / len(matches) or 1
         # Among equal matches the older goes first: the summary kept less of it than of a newer one.
         best = sorted(matches, key=lambda match: (-bm25(match[1], match[0].tokens, average), match[0].id))
