@@ -16,6 +16,22 @@ FIELDS = names(MEMORY_COLUMNS)
 NEWEST_FIRST = "ORDER BY updated_at DESC, id DESC"
 
 
+def _of(scope: str, pinned: bool) -> str:
+    """The WHERE of a person's ($1) memories of one scope (character $2, or global), pinned or
+    not: equal on every column of the owner index but its last, so the index is read in order
+    (`NOT pinned`, or both scopes at once, would read more and sort)."""
+    owner = "= $2" if scope == CHARACTER else "IS NULL"
+    return f"person_id = $1 AND character_id {owner} AND pinned = {'true' if pinned else 'false'}"
+
+
+# What a turn reads (SPEC 5): every pinned memory of both scopes, and the newest $3 unpinned
+# ones of each (in_play sorts the pinned ones).
+IN_PLAY = " UNION ALL ".join(
+    [f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {_of(scope, True)}" for scope in (CHARACTER, GLOBAL)]
+    + [f"SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories WHERE {_of(scope, False)} {NEWEST_FIRST} LIMIT $3) "
+       f"AS newest_{scope}" for scope in (CHARACTER, GLOBAL)])
+
+
 async def hold_people(db: Database, tx: Connection, *person_ids: int) -> None:
     """Hold the people's rows until the transaction ends (in id order: no deadlock)."""
     await tx.execute(f"SELECT 1 FROM persons WHERE id {db.dialect.in_ids(1)} ORDER BY id{db.dialect.for_update}",
@@ -78,15 +94,7 @@ class SQLMemories(Memories):
         self.caps = caps
 
     async def memories_in_play(self, person_id: int, character_id: int, unpinned_limit: int) -> MemoriesInPlay:
-        rows = await self.db.all(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 AND pinned "
-            "AND (character_id = $2 OR character_id IS NULL) "
-            f"UNION ALL SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 "
-            f"AND character_id = $2 AND NOT pinned {NEWEST_FIRST} LIMIT $3) AS own "
-            f"UNION ALL SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 "
-            f"AND character_id IS NULL AND NOT pinned {NEWEST_FIRST} LIMIT $3) AS everyones",
-            person_id, character_id, unpinned_limit)
-        return in_play(memories(rows))
+        return in_play(memories(await self.db.all(IN_PLAY, person_id, character_id, unpinned_limit)))
 
     async def list_memories(
         self, person_id: int, character_id: int, scope: str | None, offset: int, limit: int
