@@ -37,6 +37,7 @@ class Database:
         self.clock = clock
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
+        self._reads: _On | None = None  # statements outside a transaction, on the reader
         self._write_lock = asyncio.Lock()  # one transaction at a time on the one writer connection
 
     async def open(self) -> None:
@@ -46,6 +47,7 @@ class Database:
             await self._use_wal()
             await self._migrate()
         self._reader = await self._connect()
+        self._reads = _On(self._reader)
 
     async def _use_wal(self) -> None:
         """Switch a new file to WAL. The switch takes the file for itself and does not wait
@@ -90,7 +92,7 @@ class Database:
         for db in (self._reader, self._writer):
             if db is not None:
                 await db.close()
-        self._reader = self._writer = None
+        self._reader = self._writer = self._reads = None
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
@@ -113,13 +115,17 @@ class Database:
             return await _On(self._writer).execute(sql, *params)
 
     async def one(self, sql: str, *params: Any) -> Any | None:
-        return await _On(self.reader).one(sql, *params)
+        return await self._reading().one(sql, *params)
 
     async def all(self, sql: str, *params: Any) -> list[Any]:
-        return await _On(self.reader).all(sql, *params)
+        return await self._reading().all(sql, *params)
 
     async def value(self, sql: str, *params: Any) -> Any:
-        return await _On(self.reader).value(sql, *params)
+        return await self._reading().value(sql, *params)
+
+    def _reading(self) -> _On:
+        assert self._reads is not None, "store is not open"
+        return self._reads
 
     async def process_alive(self, holder: str | None) -> bool:
         return holder_alive(holder)
@@ -141,26 +147,33 @@ class _On:
     """Statements on one connection, `$1, $2, …` bound by number (SQLite reads `$1` as a named
     parameter called "1")."""
 
+    __slots__ = ("connection",)
+
     def __init__(self, connection: aiosqlite.Connection):
         self.connection = connection
 
     async def execute(self, sql: str, *params: Any) -> int:
         return (await self.connection.execute(sql, _numbered(params))).rowcount
 
-    async def all(self, sql: str, *params: Any) -> list[Any]:
-        return list(await self.connection.execute_fetchall(sql, _numbered(params)))
+    async def all(self, sql: str, *params: Any) -> list[sqlite3.Row]:
+        return await self.connection.execute_fetchall(sql, _numbered(params))  # a list (cursor.fetchall)
 
-    async def one(self, sql: str, *params: Any) -> Any | None:
-        rows = await self.all(sql, *params)
+    async def one(self, sql: str, *params: Any) -> sqlite3.Row | None:
+        rows = await self.connection.execute_fetchall(sql, _numbered(params))
         return rows[0] if rows else None
 
     async def value(self, sql: str, *params: Any) -> Any:
-        row = await self.one(sql, *params)
-        return row[0] if row is not None else None
+        rows = await self.connection.execute_fetchall(sql, _numbered(params))
+        return rows[0][0] if rows else None
+
+
+NUMBERS = tuple(str(number) for number in range(1, 1000))  # "1" … "999": more than any statement binds
 
 
 def _numbered(params: tuple) -> dict[str, Any]:
-    return {str(number): value for number, value in enumerate(params, start=1)}
+    if len(params) > len(NUMBERS):  # a list of ids is one parameter (Dialect.ids): never this many
+        raise ValueError(f"a statement with {len(params)} parameters")
+    return dict(zip(NUMBERS, params))
 
 
 class SQLiteDialect(Dialect):
