@@ -35,7 +35,7 @@ from bot.registry import Present
 from bot.scenes import Scenes
 from bot.text import clean_text, parse_number
 from bot.turn import TurnHandler
-from storage.ports import RECOVER_WITHIN_S, Store, TurnRow
+from storage.ports import RECOVER_WITHIN_S, Store
 
 log = logging.getLogger(__name__)
 
@@ -105,22 +105,18 @@ class Keepsake:
             self._answered_again.discard(turn.id)
         else:
             await self.scenes.after_reply(turn)
-        previous = await self.store.turns.latest_turn(turn.conversation_id, before=turn.id,
-                                                      character_id=turn.character_id)
-        return await self._shown_as(previous)
+        return await self.store.turns.shown_before(turn.id)
 
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: str) -> str | None:
         return await self.turns.regenerate_refusal(key, presser, turn)
 
     async def shown_as(self, turn: str) -> list[str]:
-        number = parse_number(turn)
-        return await self._shown_as(await self.store.turns.turn(number)) if number is not None else []
-
-    async def _shown_as(self, turn: TurnRow | None) -> list[str]:
         """The platform ids of a turn's reply (what the Regenerate button was on)."""
-        if turn is None or turn.reply_message_id is None:
+        number = parse_number(turn)
+        row = await self.store.turns.turn(number) if number is not None else None
+        if row is None or row.reply_message_id is None:
             return []
-        return await self.store.conversations.platform_message_ids(turn.reply_message_id)
+        return await self.store.conversations.platform_message_ids(row.reply_message_id)
 
     async def regenerate(self, key: ConversationKey, presser: Identity, turn: str,
                          on_text: ReplySink | None = None) -> Reply:

@@ -373,10 +373,15 @@ class Turns(abc.ABC):
     async def turn(self, turn_id: int) -> TurnRow | None: ...
 
     @abc.abstractmethod
-    async def latest_turn(self, conversation_id: int, before: int | None = None,
-                          character_id: int | None = None) -> TurnRow | None:
-        """The conversation's latest answered turn (older than turn `before`, when given; of
-        `character_id` only, when given: in a scene, each character's latest reply)."""
+    async def latest_turn(self, conversation_id: int, character_id: int | None = None) -> TurnRow | None:
+        """The conversation's latest answered turn (of `character_id` only, when given: in a
+        scene, each character's latest reply)."""
+
+    @abc.abstractmethod
+    async def shown_before(self, turn_id: int) -> list[str]:
+        """The platform ids of the reply before this turn's, in the order sent: its conversation's
+        latest answered turn before it, of the same character (where the Regenerate button to
+        take away shows)."""
 
     @abc.abstractmethod
     async def last_receipt(self, conversation_id: int, person_id: int,

@@ -32,6 +32,19 @@ async def insert_message(tx: Connection, conversation_id: int, pos: int, role: s
     return message(row) if row else None
 
 
+def platform_ids_of(message: str) -> str:
+    """The platform ids of the message whose id `message` gives (a parameter or a subquery): its
+    own, marked first, then its later parts (read back with `read_platform_ids`)."""
+    return (f"SELECT platform_message_id, true AS first FROM messages WHERE id = {message} "
+            f"AND platform_message_id IS NOT NULL UNION ALL "
+            f"SELECT platform_message_id, false FROM message_parts WHERE message_id = {message}")
+
+
+def read_platform_ids(rows: list) -> list[str]:
+    return in_sent_order([r["platform_message_id"] for r in rows if r["first"]],
+                         [r["platform_message_id"] for r in rows if not r["first"]])
+
+
 async def messages_at(db: Database, conversation_id: int, positions: list[int]) -> list[MessageRow]:
     """The conversation's messages at these places, oldest first (for recall's passages)."""
     if not positions:
@@ -159,8 +172,12 @@ class SQLConversations(Conversations):
         self, conversation_id: int, message_id: int, platform_message_ids: list[str]
     ) -> None:
         first, *parts = platform_message_ids
+        shown = "UPDATE messages SET platform_message_id = $1 WHERE id = $2"
+        if not parts:  # one statement is atomic on its own
+            await self.db.execute(shown, first, message_id)
+            return
         async with self.db.transaction() as tx:
-            await tx.execute("UPDATE messages SET platform_message_id = $1 WHERE id = $2", first, message_id)
+            await tx.execute(shown, first, message_id)
             for part in parts:
                 await tx.execute(
                     "INSERT INTO message_parts (conversation_id, platform_message_id, message_id) VALUES ($1, $2, $3) "
@@ -168,11 +185,7 @@ class SQLConversations(Conversations):
                     conversation_id, part, message_id)
 
     async def platform_message_ids(self, message_id: int) -> list[str]:
-        rows = await self.db.all(
-            "SELECT platform_message_id, true AS first FROM messages WHERE id = $1 AND platform_message_id IS NOT NULL "
-            "UNION ALL SELECT platform_message_id, false FROM message_parts WHERE message_id = $1", message_id)
-        return in_sent_order([r["platform_message_id"] for r in rows if r["first"]],
-                             [r["platform_message_id"] for r in rows if not r["first"]])
+        return read_platform_ids(await self.db.all(platform_ids_of("$1"), message_id))
 
     async def set_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
                                 conversation_id: int) -> None:

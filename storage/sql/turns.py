@@ -24,7 +24,7 @@ from typing import Any
 from storage.ports import RECOVER_WITHIN_S, Arrival, CallLimit, InterruptedTurn, MessageRow, Turns, TurnRow
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
 from storage.sql.checkins import count_person_message
-from storage.sql.conversations import insert_message, next_place
+from storage.sql.conversations import insert_message, next_place, platform_ids_of, read_platform_ids
 from storage.sql.coordination import take_call
 from storage.sql.database import Database
 from storage.sql.memories import undo_journal
@@ -236,13 +236,17 @@ class SQLTurns(Turns):
         row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE id = $1", turn_id)
         return turn(row) if row else None
 
-    async def latest_turn(self, conversation_id: int, before: int | None = None,
-                          character_id: int | None = None) -> TurnRow | None:
+    async def latest_turn(self, conversation_id: int, character_id: int | None = None) -> TurnRow | None:
         row = await self.db.one(f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 AND status = 'done' "
-                                "AND (CAST($2 AS BIGINT) IS NULL OR id < $2) "
-                                "AND (CAST($3 AS BIGINT) IS NULL OR character_id = $3) ORDER BY id DESC LIMIT 1",
-                                conversation_id, before, character_id)
+                                "AND (CAST($2 AS BIGINT) IS NULL OR character_id = $2) ORDER BY id DESC LIMIT 1",
+                                conversation_id, character_id)
         return turn(row) if row else None
+
+    async def shown_before(self, turn_id: int) -> list[str]:
+        previous = ("(SELECT p.reply_message_id FROM turns t JOIN turns p ON p.conversation_id = t.conversation_id "
+                    "WHERE t.id = $1 AND p.id < t.id AND p.status = 'done' "
+                    "AND (t.character_id IS NULL OR p.character_id = t.character_id) ORDER BY p.id DESC LIMIT 1)")
+        return read_platform_ids(await self.db.all(platform_ids_of(previous), turn_id))
 
     async def last_receipt(self, conversation_id: int, person_id: int,
                            character_id: int | None = None) -> TurnRow | None:

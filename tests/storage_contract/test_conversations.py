@@ -65,7 +65,11 @@ async def test_a_reply_split_in_parts_shows_as_its_platform_ids_in_the_order_sen
     await store.conversations.set_platform_message_ids(chat, reply.id, ["98", "99", "100", "101"])
     assert await store.conversations.platform_message_ids(reply.id) == ["98", "99", "100", "101"]
     assert (await store.turns.latest_turn(chat)).id == turn
-    assert await store.turns.latest_turn(chat, before=turn) is None
+    assert await store.turns.shown_before(turn) == []
+    asked_again = await store.conversations.add_user_message(chat, ann, "Ann", "and another", 2, "p2")
+    later = await store.turns.begin_turn(chat, ann, asked_again.id)
+    await store.turns.finish_turn(later, asked_again, "Mira", "another story", 2, {})
+    assert await store.turns.shown_before(later) == ["98", "99", "100", "101"]
 
 
 async def test_a_private_answers_buttons_act_where_it_was_asked_in_every_process(open_backend):
@@ -75,3 +79,17 @@ async def test_a_private_answers_buttons_act_where_it_was_asked_in_every_process
     await first.conversations.set_answer_origin("telegram", "501", ["7001", "7002"], group.id)
     assert (await second.conversations.answer_origin("telegram", "501", "7002")).id == group.id
     assert await second.conversations.answer_origin("telegram", "502", "7002") is None  # another DM
+
+
+async def test_in_a_scene_the_reply_before_is_the_same_characters(store: Store, ann, mira):
+    aki = await store.characters.ensure_character("Aki")
+    scene = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+    shown = {}
+    for character, sent in ((mira, "m1"), (aki, "a1"), (mira, "m2")):
+        asked = await store.conversations.add_user_message(scene, ann, "Ann", f"hello {sent}", 2, f"q-{sent}")
+        turn = await store.turns.begin_turn(scene, ann, asked.id, character)
+        reply = await store.turns.finish_turn(turn, asked, "someone", f"reply {sent}", 2, {})
+        await store.conversations.set_platform_message_ids(scene, reply.id, [sent])
+        shown[sent] = turn
+    assert await store.turns.shown_before(shown["m2"]) == ["m1"]
+    assert await store.turns.shown_before(shown["a1"]) == []
