@@ -1,0 +1,96 @@
+"""CPU per turn of the Keepsake tree this runs in, for an A/B against another tree (the same
+script run from each checkout, rounds interleaved): bench.turn_overhead's turn at one size,
+with what a chat adapter does once a reply is sent (the reply's platform id stored, the previous
+reply's ids looked up to take its Regenerate button away). Process CPU over the measured turns,
+the background summary queue included (awaited at the end), less the fake model's own work.
+Prints one JSON line.
+
+    cd <checkout> && python <this file> [--size 1000] [--turns 300] [--postgres URL]
+
+For a deterministic figure run it under `valgrind --tool=callgrind` at two --turns counts: the
+difference of the instruction totals over the difference of turns is the cost of one turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, ".")  # the checkout this runs in, before any installed copy
+
+import bot  # noqa: E402
+from bench.common import InstantLLM, bench_runtime, fill_memories, temp_folder, throwaway_schema  # noqa: E402
+from bot.contract import ConversationKey, Identity, IncomingMessage  # noqa: E402
+
+KEY = ConversationKey("console", "bench", None, "Mira")
+ANN = Identity("console", "ann")
+WARM_UP = 100
+HISTORY = "history message {n}: the sea was calm and the lamp turned all night"
+QUESTION = "turn {n}: how was the night at the lamp?"
+
+
+async def deliver(runtime, reply, platform_id: str) -> None:
+    if hasattr(runtime, "core"):  # the Core protocol (bot/contract.py): one call does both
+        await runtime.core.delivered(reply, [platform_id])
+    else:  # a tree from before the Core protocol: its adapters asked for the previous reply first
+        await runtime.turns.shown_before(reply)
+        await runtime.turns.delivered(reply, [platform_id])
+
+
+async def measure(size: int, turns: int, storage_url: str | None) -> dict[str, float]:
+    with temp_folder() as folder:
+        llm = InstantLLM()
+        runtime = await bench_runtime(Path(folder), llm, storage_url=storage_url)
+        try:
+            person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
+            await fill_memories(runtime, person)
+            conversation = await runtime.turns.conversation_for(KEY)
+            for n in range(size):
+                line = HISTORY.format(n=n)
+                await runtime.store.conversations.add_user_message(conversation.id, person, "Ann", line,
+                                                                  runtime.counter.count(line), None)
+            runtime.summarizer.schedule(conversation.id)
+            await runtime.summarizer.idle()
+            if storage_url:
+                await runtime.store.maintain(time.time(), None, None)
+            walls: list[float] = []
+            cpu_before = model_before = 0.0
+            for n in range(WARM_UP + turns):
+                if n == WARM_UP:
+                    await runtime.summarizer.idle()
+                    cpu_before, model_before = time.process_time(), llm.own_time_s
+                started = time.perf_counter()
+                reply = await runtime.turns.handle(IncomingMessage(KEY, ANN, "Ann", QUESTION.format(n=n)))
+                walls.append((time.perf_counter() - started) * 1000)
+                await deliver(runtime, reply, f"sent-{n}")
+            await runtime.summarizer.idle()
+            cpu_ms = (time.process_time() - cpu_before - (llm.own_time_s - model_before)) / turns * 1000
+        finally:
+            await runtime.close()
+    measured = sorted(walls[WARM_UP:])
+    return {"cpu_ms": round(cpu_ms, 3), "p50_ms": round(measured[len(measured) // 2], 3)}
+
+
+async def run(size: int, turns: int, postgres: str | None) -> dict[str, float]:
+    if postgres:
+        async with throwaway_schema(postgres) as url:
+            return await measure(size, turns, url)
+    return await measure(size, turns, None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, default=1000, help="stored messages before the measured turns")
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--postgres", metavar="URL", help="a PostgreSQL server (a throwaway schema)")
+    args = parser.parse_args()
+    figures = asyncio.run(run(args.size, args.turns, args.postgres))
+    print(json.dumps({"tree": str(Path(bot.__file__).parent.parent), **figures}))
+
+
+if __name__ == "__main__":
+    main()
