@@ -7,6 +7,10 @@ Prints one JSON line.
 
     cd <checkout> && python <this file> [--size 1000] [--turns 300] [--postgres URL]
 
+It asks only for what both trees have (bench.common's runtime and helpers, the turn handler,
+and each tree's way of delivering), which is why it does not reuse bench.turn_overhead: it is
+run as a file from the newer checkout inside the older one.
+
 For a deterministic figure run it under `valgrind --tool=callgrind` at two --turns counts: the
 difference of the instruction totals over the difference of turns is the cost of one turn.
 """

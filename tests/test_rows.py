@@ -16,7 +16,6 @@ def test_each_column_list_names_its_row_types_fields_in_order(listed, kind):
     assert rows.names(listed) == kind._fields
 
 
-
 # A memory's columns in the reverse of MEMORY_COLUMNS' order: (name, value, PostgreSQL type).
 REVERSED_MEMORY = [("updated_at", 20.0, "float8"), ("created_at", 10.0, "float8"), ("source", "person", "text"),
                    ("pinned", True, "bool"), ("tokens", 6, "int"), ("content", "Ann is allergic to peanuts", "text"),

@@ -37,7 +37,6 @@ class Database:
         self.clock = clock
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
-        self._reads: _On | None = None  # statements outside a transaction, on the reader
         self._write_lock = asyncio.Lock()  # one transaction at a time on the one writer connection
 
     async def open(self) -> None:
@@ -47,7 +46,6 @@ class Database:
             await self._use_wal()
             await self._migrate()
         self._reader = await self._connect()
-        self._reads = _On(self._reader)
 
     async def _use_wal(self) -> None:
         """Switch a new file to WAL. The switch takes the file for itself and does not wait
@@ -92,7 +90,7 @@ class Database:
         for db in (self._reader, self._writer):
             if db is not None:
                 await db.close()
-        self._reader = self._writer = self._reads = None
+        self._reader = self._writer = None
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
@@ -115,17 +113,13 @@ class Database:
             return await _On(self._writer).execute(sql, *params)
 
     async def one(self, sql: str, *params: Any) -> Any | None:
-        return await self._reading().one(sql, *params)
+        return await _On(self.reader).one(sql, *params)
 
     async def all(self, sql: str, *params: Any) -> list[Any]:
-        return await self._reading().all(sql, *params)
+        return await _On(self.reader).all(sql, *params)
 
     async def value(self, sql: str, *params: Any) -> Any:
-        return await self._reading().value(sql, *params)
-
-    def _reading(self) -> _On:
-        assert self._reads is not None, "store is not open"
-        return self._reads
+        return await _On(self.reader).value(sql, *params)
 
     async def process_alive(self, holder: str | None) -> bool:
         return holder_alive(holder)
@@ -159,11 +153,11 @@ class _On:
         return await self.connection.execute_fetchall(sql, _numbered(params))  # a list (cursor.fetchall)
 
     async def one(self, sql: str, *params: Any) -> sqlite3.Row | None:
-        rows = await self.connection.execute_fetchall(sql, _numbered(params))
+        rows = await self.all(sql, *params)
         return rows[0] if rows else None
 
     async def value(self, sql: str, *params: Any) -> Any:
-        rows = await self.connection.execute_fetchall(sql, _numbered(params))
+        rows = await self.all(sql, *params)
         return rows[0][0] if rows else None
 
 
