@@ -30,7 +30,7 @@ from typing import Any, Awaitable, Callable, Generic, TypeVar
 
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream
-from bot.contract import INTERRUPTED, Button, ConversationKey, Core, Identity, IncomingMessage, Reply, Unreachable
+from bot.contract import INTERRUPTED, Asker, Button, ConversationKey, Core, Identity, IncomingMessage, Reply, Unreachable
 
 log = logging.getLogger(__name__)
 RECOVER_EVERY_S = 15.0
@@ -70,6 +70,10 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         """An async context manager keeping the typing indicator on."""
 
     @abc.abstractmethod
+    async def can_speak(self, conversation: ConversationKey) -> bool:
+        """Whether the character can post in that chat now (a scene asks before it chooses it)."""
+
+    @abc.abstractmethod
     def refuses_person(self, failure: BaseException) -> bool:
         """Whether this platform error means the person cannot be written to (a blocked bot)."""
 
@@ -90,9 +94,9 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     async def answer_here(self, incoming: IncomingMessage) -> None:
         await self.answer(self.place_of(incoming.conversation), incoming)
 
-    async def continue_scene(self, conversation: ConversationKey, turn: str) -> None:
+    async def continue_scene(self, conversation: ConversationKey, turn: str, on_behalf: Asker | None) -> None:
         await self._stream(self.place_of(conversation), None,
-                           lambda sink: self.core.answer_queued(conversation, turn, on_text=sink))
+                           lambda sink: self.core.answer_queued(conversation, turn, on_behalf, on_text=sink))
 
     async def _stream(self, place: Place, reply_to: str | None, run: Callable[[ThrottledStream], Awaitable[Reply]]
                       ) -> None:

@@ -77,6 +77,7 @@ discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
 PLATFORM = "discord"
 LIMIT = 2_000
 SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side. Try again."
+CANNOT_SPEAK = "{character} can't speak in this channel: the bot needs the Manage Webhooks permission here."
 Messageable = discord.abc.Messageable  # where a conversation lives: a channel, a thread, a DM
 
 
@@ -172,6 +173,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         self.settings = settings
         self.token = settings.token
         self.always_on = {str(c) for c in settings.always_on_channels}
+        self._cannot_speak: set[int] = set()  # channels where a WARNING said a character cannot speak
         intents = discord.Intents.default()
         intents.message_content = True
         intents.guild_messages = True
@@ -265,13 +267,27 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         # 50007: "Cannot send messages to this user" (they left every shared server, or closed DMs)
         return isinstance(failure, discord.Forbidden)
 
-    async def may_write_to(self, conversation: ConversationKey, user_id: str) -> bool:
-        """[access] as for a message from this person in their DM (SPEC 13), roles looked up."""
+    def permissions_in(self, conversation: ConversationKey) -> discord.Permissions | None:
+        """The bot's permissions in a server channel (a thread: its parent's); None where
+        discord.py has not cached the channel (then it is tried, and a refusal is heard)."""
+        channel = self.client.get_channel(int(conversation.chat_id))
+        if channel is None or getattr(channel, "guild", None) is None:
+            return None
+        return channel.permissions_for(channel.guild.me)
+
+    async def can_speak(self, conversation: ConversationKey) -> bool:
+        permissions = self.permissions_in(conversation) if conversation.is_shared else None
+        if permissions is None:
+            return True
+        return permissions.send_messages_in_threads if conversation.thread_id else permissions.send_messages
+
+    async def asker_for(self, conversation: ConversationKey, user_id: str) -> Asker | None:
+        """Who this person is in their DM, as a message of theirs would say (roles looked up)."""
         try:
             user = self.client.get_user(int(user_id)) or await self.client.fetch_user(int(user_id))
         except discord.HTTPException:
-            return False  # not found, or Discord is unreachable: no check-in now
-        return await self.lets_in(user, self.client.get_channel(int(conversation.chat_id)))
+            return None  # not found, or Discord is unreachable: no check-in now
+        return await self.asker(user, self.client.get_channel(int(conversation.chat_id)))
 
     async def send(self, place: Messageable, text: str, buttons: list[list[Button]], reply_to: str | None,
                    formatted: bool = True) -> str:
@@ -298,8 +314,11 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         return ConversationKey(PLATFORM, chat_id, thread_id, self.character_name, shared)
 
     def context(self, interaction: discord.Interaction) -> CommandContext:
+        """Who asks and where; their `Asker` as `interaction_check` found it (roles and all)."""
         user = interaction.user
-        return CommandContext(self.key(interaction.channel), Identity(PLATFORM, str(user.id)), user.display_name)
+        asker = interaction.extras.get("asker") or asker_of(user, interaction.channel)
+        return CommandContext(self.key(interaction.channel), Identity(PLATFORM, str(user.id)), user.display_name,
+                              asker)
 
     def always_on_here(self, message: discord.Message) -> bool:
         chat_id, _, _ = place_of(message.channel)
@@ -337,23 +356,44 @@ class DiscordAdapter(ChatAdapter[Messageable]):
 
     # -- conversation ----------------------------------------------------------------------
     async def on_message(self, message: discord.Message) -> None:
+        if message.author.bot or message.webhook_id is not None:
+            return
         answering = self.addressed(message)
-        if message.author.bot or message.webhook_id is not None or answering is None:
+        if answering is None:
+            if message.guild is not None:  # a person wrote, to no character: a scene's chain ends
+                await self.core.heard(self.key(message.channel))
             return
         speaker, addressed = answering
-        if not await self.lets_in(message.author, message.channel):
+        asker = await self.asker(message.author, message.channel)
+        if asker is None or not self.core.lets_in(speaker.character_name, asker):  # the gate, for who answers
             if message.guild is None:  # a DM gets one line; a server channel, silence
                 await self.quietly(message.channel.send(NOT_ALLOWED))
             return
         key = replace(self.key(message.channel), character=speaker.character_name)
+        if not await speaker.can_speak(key):  # no model is called for a reply that cannot be posted
+            await self.cannot_speak_here(message, speaker.character_name)
+            return
         incoming = IncomingMessage(key, Identity(PLATFORM, str(message.author.id)),
                                    message.author.display_name, self.text_of(message), str(message.id),
-                                   unseen=unseen_in(message), files=files_of(message), addressed=addressed)
+                                   unseen=unseen_in(message), files=files_of(message), addressed=addressed,
+                                   asker=asker)
         try:
             await speaker.answer(message.channel if speaker is self else speaker.place_of(key), incoming)
         except Exception:
             log.exception("Discord: answering message %s failed", message.id)
             await self.quietly(message.channel.send(SOMETHING_WENT_WRONG))
+
+    async def cannot_speak_here(self, message: discord.Message, character: str) -> None:
+        """A host bot without Manage Webhooks in the channel (SPEC 15 "Webhook trouble is named"):
+        one line to the person, from the host's own account, and one WARNING a channel."""
+        if not self.settings.hosted:
+            return  # a bot of its own that may not post here: nothing can be said
+        channel = message.channel
+        if channel.id not in self._cannot_speak:
+            self._cannot_speak.add(channel.id)
+            log.warning("Discord: %s cannot speak in #%s (%s): the host bot needs the Manage Webhooks permission "
+                        "there", character, getattr(channel, "name", channel.id), channel.id)
+        await self.quietly(message.reply(CANNOT_SPEAK.format(character=character), mention_author=False))
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         content = payload.data.get("content")
@@ -428,18 +468,19 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                 kwargs["file"] = discord.File(io.BytesIO(result.attachment.data), filename=result.attachment.filename)
             await interaction.followup.send(chunk, ephemeral=True, **kwargs)
 
-    async def lets_in(self, user: discord.abc.User, channel) -> bool:
-        """[access] for whoever writes, runs a command or presses a button. A DM's author carries
-        no roles: when a rule names a role, their roles in every server the bot shares with them
-        are asked of Discord; if that fails, they are not let in (a deny must not be skipped)."""
+    async def asker(self, user: discord.abc.User, channel) -> Asker | None:
+        """Who writes, runs a command or presses a button, for the core's gate. A DM's author
+        carries no roles: when a rule names a role, their roles in every server the bot shares
+        with them are asked of Discord; if that fails, None: not let in (a deny must not be
+        skipped)."""
         asker = asker_of(user, channel)
-        if not isinstance(user, discord.Member) and self.core.rules_name_roles(self.character_name):
+        if not isinstance(user, discord.Member) and self.core.rules_name_roles():
             try:
                 asker = replace(asker, roles=await self.roles_everywhere(user))
             except discord.HTTPException as failure:
                 log.warning("Discord: the roles of %s could not be looked up (%s); not let in for now", user.id, failure)
-                return False
-        return self.core.lets_in(self.character_name, asker)
+                return None
+        return asker
 
     async def roles_everywhere(self, user: discord.abc.User) -> tuple[str, ...]:
         """The user's roles in every server the bot shares with them."""
@@ -455,8 +496,13 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         return tuple(roles)
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
-        """[access] for commands and buttons: someone not let in is told so, privately."""
-        if await self.lets_in(interaction.user, interaction.channel):
+        """[access] for commands and buttons: someone no character of this bot lets in is told
+        so, privately. The core's gate decides again for the character a command or button acts
+        on (a host bot's `character:Aki`), with the asker kept here."""
+        asker = await self.asker(interaction.user, interaction.channel)
+        interaction.extras["asker"] = asker
+        if asker is not None and any(self.core.lets_in(speaker.character_name, asker)
+                                     for speaker in self.speakers.values()):
             return True
         await self.quietly(interaction.response.send_message(NOT_ALLOWED, ephemeral=True))
         return False
@@ -496,6 +542,10 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             return
         if result.refused:
             await interaction.response.send_message(result.text, ephemeral=True)
+            return
+        if result.apart:  # the pressed message keeps its text; the answer is a message of its own
+            await interaction.response.edit_message(view=None)
+            await self.followup(interaction, result)
             return
         chunks = split_message(result.text, LIMIT)
         attachments = [discord.File(io.BytesIO(result.attachment.data), filename=result.attachment.filename)] \

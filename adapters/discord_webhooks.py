@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import discord
 
 from adapters.base import ChatAdapter
-from bot.contract import Button, ConversationKey
+from bot.contract import Asker, Button, ConversationKey
 
 if TYPE_CHECKING:
     from adapters.discord import DiscordAdapter
@@ -82,8 +82,15 @@ class WebhookVoice(ChatAdapter[Spot]):
     def refuses_person(self, failure: BaseException) -> bool:
         return self.host.refuses_person(failure)
 
-    async def may_write_to(self, conversation: ConversationKey, user_id: str) -> bool:
-        return await self.host.may_write_to(conversation, user_id)
+    async def can_speak(self, conversation: ConversationKey) -> bool:
+        """In a server channel the character speaks by the host's webhook: Manage Webhooks."""
+        if not conversation.is_shared:
+            return await self.host.can_speak(conversation)
+        permissions = self.host.permissions_in(conversation)
+        return permissions is None or permissions.manage_webhooks
+
+    async def asker_for(self, conversation: ConversationKey, user_id: str) -> Asker | None:
+        return await self.host.asker_for(conversation, user_id)
 
     async def send(self, place: Spot, text: str, buttons: list[list[Button]], reply_to: str | None,
                    formatted: bool = True) -> str:

@@ -182,6 +182,23 @@ async def with_flood_retry(call: Callable[[], Awaitable[Any]]) -> Any:
             await asyncio.sleep(wait)
 
 
+def asker_of(update: Update) -> Asker:
+    """Who writes, runs a command or presses a button, and where, for the core's gate: the
+    person (None for nobody in particular), the chat, and the chat a message is sent as (a
+    channel posting into a group is judged by its own rules too)."""
+    query, message, chat = update.callback_query, update.effective_message, update.effective_chat
+    if query is not None:
+        user_id: str | None = str(query.from_user.id)
+    else:
+        speaker = speaker_of(message) if message is not None else None
+        user_id = speaker.user_id if speaker is not None else None
+    places = (str(chat.id),) if chat is not None else ()
+    sent_as = message.sender_chat if message is not None and query is None else None
+    if sent_as is not None and sent_as.id != (chat.id if chat is not None else None):
+        places += (str(sent_as.id),)
+    return Asker(PLATFORM, user_id, places)
+
+
 def _update_from(data: Any, bot) -> Update:
     """A webhook body as an Update; raises for anything else ([], {}, null, {"message": 7})."""
     if not isinstance(data, dict) or isinstance(data.get("update_id"), bool) or not isinstance(data.get("update_id"), int):
@@ -408,9 +425,22 @@ class TelegramAdapter(ChatAdapter[Place]):
     def refuses_person(self, failure: BaseException) -> bool:
         return isinstance(failure, Forbidden)  # "bot was blocked by the user", "user is deactivated"
 
-    async def may_write_to(self, conversation: ConversationKey, user_id: str) -> bool:
-        """[access] as for a message from this person in this chat (SPEC 13)."""
-        return self.core.lets_in(self.character_name, Asker(PLATFORM, user_id, (conversation.chat_id,)))
+    async def can_speak(self, conversation: ConversationKey) -> bool:
+        """A DM, or a group this bot is a member of (Telegram tells no bot about another's groups)."""
+        if not conversation.is_shared:
+            return True
+        try:
+            member = await self.bot.get_chat_member(int(conversation.chat_id), self.bot.id)
+        except TelegramError as failure:
+            log.info("Telegram: %s cannot tell whether it is in chat %s (%s)", self.character_name,
+                     conversation.chat_id, failure)
+            return False
+        return member.status in ("creator", "administrator", "member") or (
+            member.status == "restricted" and bool(getattr(member, "can_send_messages", False)))
+
+    async def asker_for(self, conversation: ConversationKey, user_id: str) -> Asker:
+        """Who this person is in this chat, as a message of theirs would say (for the gate)."""
+        return Asker(PLATFORM, user_id, (conversation.chat_id,))
 
     def typing(self, place: Place):
         return typing(lambda: self.bot.send_chat_action(place.chat_id, ChatAction.TYPING,
@@ -504,25 +534,18 @@ class TelegramAdapter(ChatAdapter[Place]):
         place = self.place(message)
         if update.callback_query is not None:
             user = update.callback_query.from_user
-            return CommandContext(self.key(place), Identity(PLATFORM, str(user.id)), user.full_name)
-        return CommandContext(self.key(place), speaker_of(message), speaker_name_of(message))
+            return CommandContext(self.key(place), Identity(PLATFORM, str(user.id)), user.full_name,
+                                  asker_of(update))
+        return CommandContext(self.key(place), speaker_of(message), speaker_name_of(message), asker_of(update))
 
     # -- conversation ----------------------------------------------------------------------
     async def gatekeeper(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """[access]: an update from someone not let in goes no further — nothing of theirs is
-        stored. A DM gets one short line, a pressed button a notice; a group, silence."""
-        query, message, chat = update.callback_query, update.effective_message, update.effective_chat
-        if query is not None:
-            user_id: str | None = str(query.from_user.id)
-        else:
-            speaker = speaker_of(message) if message is not None else None
-            user_id = speaker.user_id if speaker is not None else None
-        places = (str(chat.id),) if chat is not None else ()
-        sent_as = message.sender_chat if message is not None and query is None else None
-        if sent_as is not None and sent_as.id != (chat.id if chat is not None else None):
-            places += (str(sent_as.id),)  # a channel posting into a group is judged by its own rules too
-        asker = Asker(PLATFORM, user_id, places)
-        if self.core.lets_in(self.character_name, asker):
+        """[access] at this bot's door, through the core's gate for its own character: an update
+        from someone not let in goes no further — nothing of theirs is stored. A DM gets one short
+        line, a pressed button a notice; a group, silence. (A command naming another character is
+        decided again by the gate for that character.)"""
+        query, chat = update.callback_query, update.effective_chat
+        if self.core.lets_in(self.character_name, asker_of(update)):
             if not await self.first_delivery(update, context.bot.id):
                 log.info("Telegram update %d reached %s again; it was taken the first time", update.update_id,
                          self.character_name)
@@ -547,9 +570,13 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
         bot = context.bot
-        if message is None or not self.addressed(message, bot.id, bot.username):
+        if message is None:
             return
         place = self.place(message)
+        if not self.addressed(message, bot.id, bot.username):
+            if place.shared and speaker_of(message) is not None:  # a person, to no character: a chain ends
+                await self.core.heard(self.key(place))
+            return
         incoming = IncomingMessage(
             conversation=self.key(place),
             speaker=speaker_of(message),
@@ -559,6 +586,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             unseen=unseen_in(message),
             files=self.files_of(message),
             kept=self.kept_signal(update),
+            asker=asker_of(update),
         )
         await self.answer(place, incoming)
 
@@ -670,8 +698,9 @@ class TelegramAdapter(ChatAdapter[Place]):
         message = query.message
         ctx = self.context(update)  # who presses: always the person behind this callback
         origin = await self.core.asked_in(PLATFORM, str(message.chat_id), str(message.message_id), self.character_name)
-        if origin is not None:  # an answer sent to the DM acts in the group it was asked in
-            ctx = CommandContext(origin, ctx.identity, ctx.display_name)
+        if origin is not None:  # an answer sent to the DM acts in the group it was asked in (judged there)
+            ctx = CommandContext(origin, ctx.identity, ctx.display_name,
+                                 Asker(PLATFORM, str(query.from_user.id), (origin.chat_id,)))
         result = await self.core.press(ctx, query.data or "")
         if result.regenerate is not None:
             await self.on_regenerate(update, result.regenerate)
@@ -680,6 +709,10 @@ class TelegramAdapter(ChatAdapter[Place]):
             await query.answer(result.text, show_alert=True)
             return
         await query.answer()
+        if result.apart:  # the pressed message keeps its text; the answer is a message of its own
+            await self.quietly(self.drop_buttons(self.place(message), str(message.message_id)))
+            await self.show_result(context.bot, self.place(message), result)
+            return
         chunks = split_message(result.text, LIMIT)
         markup = keyboard(result.buttons) if len(chunks) == 1 else None
         await self.edit_message(message.chat_id, message.message_id, chunks[0], markup, html_mode=False)

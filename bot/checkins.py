@@ -7,8 +7,11 @@
 - A scheduled scan per character (every `scan_seconds`) finds, through an index, the absences
   older than `after_hours` — never inside `quiet_hours` read in `timezone` — for each platform
   whose adapter runs in this process and can write first (`FirstWriter`).
-- Each is claimed through the database (one process at a time); someone `[access]` denies is
-  passed over; past `[limits]` it waits for a later scan (a check-in is a model call). The model
+- Each is claimed through the database (one process at a time); someone the gate
+  (bot/gate.py) does not let in is passed over; someone past `[limits]` right now waits for a
+  later scan, but a check-in — the character's own message — takes nothing from their
+  allowance. Check-ins go out at most `PER_SECOND` a second per writer (Telegram accepts about
+  30 messages a second per bot). The model
   writes it from what a turn reads (card, the person's saved memories in play, the summary, the
   live window; no recall, no tools) with `INSTRUCTION`; it is stored with its "sent" mark and its
   receipt in one transaction (a failed model call leaves the absence waiting), then delivered
@@ -29,6 +32,7 @@ from bot.actions import encode_action
 from bot.characters import StoredCharacter
 from bot.config import CheckinsConfig
 from bot.contract import Button, ConversationKey, FirstWriter, Unreachable
+from bot.gate import Gate
 from bot.llm import LLMClient, LLMError
 from bot.prompt import build_prompt
 from bot.registry import Present
@@ -46,6 +50,7 @@ MIN_MESSAGES = 4  # the person's messages in the conversation before a check-in 
 SCAN_BATCH = 100  # absences handled per platform and scan; the rest wait for the next scan
 AT_ONCE = 8  # check-ins written at the same time (each waits seconds for the model)
 CLAIM_LEASE_S = 120.0  # one process writes a conversation's check-in at a time
+PER_SECOND = 10  # check-ins sent a second at most, per writer (a bot account)
 DONT_WRITE_FIRST = "🔕 Don't write first"
 INSTRUCTION = """\
 {user} has not written for {absence}. Write to them first, as yourself: one or two short, natural \
@@ -80,12 +85,28 @@ def absence_words(seconds: float) -> str:
     return "a little while"
 
 
+class Pace:
+    """At most `per_second` calls a second return, in the order they came (a bot's sends)."""
+
+    def __init__(self, per_second: float):
+        self.gap = 1 / per_second
+        self.next = 0.0
+
+    async def __call__(self) -> None:
+        now = time.monotonic()
+        at = max(now, self.next)
+        self.next = at + self.gap
+        if at > now:
+            await asyncio.sleep(at - now)
+
+
 class CheckIns:
-    def __init__(self, store: Store, turns: "TurnHandler", llm: LLMClient, counter: TokenCounter,
+    def __init__(self, store: Store, turns: "TurnHandler", gate: Gate, llm: LLMClient, counter: TokenCounter,
                  configs: dict[str, CheckinsConfig], after_delivery: Callable[[int], None],
                  clock: Callable[[], float] = time.time):
         self.store = store
         self.turns = turns
+        self.gate = gate
         self.llm = llm
         self.counter = counter
         self.configs = {name.casefold(): config for name, config in configs.items()}
@@ -102,7 +123,14 @@ class CheckIns:
         return self.writers.joined(writer)
 
     def jobs(self) -> list[tuple[str, Callable[[], object], float]]:
-        """(job id, scan, seconds between scans) for every character with check-ins."""
+        """(job id, scan, seconds between scans) for every character with check-ins; the log
+        says at start-up which characters write first, and how."""
+        for name, config in self.configs.items():
+            quiet = "no quiet hours" if config.quiet_hours is None else "quiet {:02d}:{:02d}-{:02d}:{:02d}".format(
+                *divmod(config.quiet_hours[0], 60), *divmod(config.quiet_hours[1], 60))
+            log.info("check-ins: %s writes first after %g hours of quiet (%s, %s; a scan every %g s)",
+                     self.turns.character(name).character.name, config.after_hours, quiet, config.timezone,
+                     config.scan_seconds)
         return [(f"checkins:{name}", lambda name=name: self.scan(name), config.scan_seconds)
                 for name, config in self.configs.items()]
 
@@ -115,10 +143,10 @@ class CheckIns:
         stored = self.turns.character(character)
         at_once = asyncio.Semaphore(AT_ONCE)
 
-        async def check_in(writer: FirstWriter, absence: Absence) -> bool:
+        async def check_in(writer: FirstWriter, absence: Absence, pace: "Pace") -> bool:
             async with at_once:
                 try:
-                    return await self._check_in(writer, stored, absence)
+                    return await self._check_in(writer, stored, absence, pace)
                 except Exception:  # one conversation's trouble never stops the others
                     log.exception("a check-in in conversation %d failed", absence.conversation_id)
                     return False
@@ -126,10 +154,11 @@ class CheckIns:
         sent = 0
         for writer in [w for w in self.writers if w.character_name.casefold() == character.casefold()]:
             due = await self.store.checkins.due(stored.id, writer.platform, now - config.after_hours * 3600, SCAN_BATCH)
-            sent += sum(await asyncio.gather(*(check_in(writer, absence) for absence in due)))
+            pace = Pace(PER_SECOND)
+            sent += sum(await asyncio.gather(*(check_in(writer, absence, pace) for absence in due)))
         return sent
 
-    async def _check_in(self, writer: FirstWriter, stored: StoredCharacter, absence: Absence) -> bool:
+    async def _check_in(self, writer: FirstWriter, stored: StoredCharacter, absence: Absence, pace: "Pace") -> bool:
         async with self.store.coordination.claim(f"checkin:{absence.conversation_id}", CLAIM_LEASE_S) as mine:
             if not mine:
                 return False  # another process is writing this one
@@ -139,11 +168,11 @@ class CheckIns:
                             if platform == writer.platform), None)
             if key is None or user_id is None:
                 return False
-            if not await writer.may_write_to(key, user_id):
+            if not self.gate.lets_in(stored.character.name, await writer.asker_for(key, user_id)):
                 await self.store.checkins.pass_over(absence)  # [access]: they get none
                 return False
-            if await self.turns.limits.take(absence.person_id, key) is not None:
-                return False  # past [limits]: a later scan tries again
+            if await self.gate.past(absence.person_id, key):
+                return False  # past [limits] right now: a later scan tries again (nothing taken)
             try:
                 text, receipt = await self._compose(stored, absence)
             except LLMError as failure:
@@ -155,6 +184,7 @@ class CheckIns:
             if row is None:
                 return False  # the person wrote meanwhile, or another process sent it
             buttons = [[Button(DONT_WRITE_FIRST, encode_action(absence.person_id, "nocheckin"))]]
+            await pace()
             try:
                 shown = await writer.write_first(key, text, buttons)
             except Unreachable as refused:
@@ -166,6 +196,9 @@ class CheckIns:
                 await self.store.checkins.withdraw(absence, row.id, wait_again=True)
                 raise
             await self.store.conversations.set_platform_message_ids(absence.conversation_id, row.id, shown)
+            log.info("check-in: %s wrote first to person %d on %s (conversation %d), %s after their last message",
+                     stored.character.name, absence.person_id, writer.platform, absence.conversation_id,
+                     absence_words(self.clock() - absence.last_at))
             self.after_delivery(absence.conversation_id)
             return True
 

@@ -165,11 +165,22 @@ def platform_adapters(config: Config) -> list[tuple[str, "AdapterStarter"]]:
     """The adapters the config runs, named `platform:character` (Discord's host bot, which
     voices several: `discord:Mira+Aki`)."""
     found = platform_settings(config)
-    adapters = []
+    adapters: list[tuple[str, AdapterStarter]] = []
+    voiced: list[tuple[str, ...]] = []  # the characters of each adapter, in the order it voices them
     for platform in dict.fromkeys(platform for platform, _, _ in found):
         mine = [(name, settings) for each, name, settings in found if each is platform]
-        adapters += [(f"{platform.name}:{'+'.join(names)}", platform.adapter(names, settings))
-                     for names, settings in platform.adapters(mine)]
+        for names, settings in platform.adapters(mine):
+            voiced.append(names)
+            adapters.append((f"{platform.name}:{'+'.join(names)}", platform.adapter(names, settings)))
+    # SPEC 14: a bot voicing several characters (Discord's host) has DMs with the first only
+    with_dms = {names[0] for names in voiced}
+    for i, character in enumerate(config.characters):
+        if character.checkins is not None and character.name not in with_dms:
+            host = next((names for names in voiced if character.name in names), None)
+            if host is not None:
+                raise ConfigError(f"characters[{i}].checkins: {character.name} is voiced by a bot whose DMs are "
+                                  f"{host[0]}'s (the first character it voices), so {character.name} cannot "
+                                  f"write first anywhere; give {character.name} a bot of its own, or remove it")
     return adapters
 
 

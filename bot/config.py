@@ -193,11 +193,15 @@ class LimitsConfig(Section):
     turns_per_minute: int | None = Field(None, ge=1)  # per person, across platforms and processes
 
 
+MAX_CHAIN = 10  # SPEC 15 "A chain is bounded"
+
+
 class ScenesConfig(Section):
     """[scenes] (SPEC 15, bot/scenes.py): at most this many character messages in a row without a
-    person (a character's reply naming another character is answered by it; 0: never)."""
+    person (a character's reply naming another character is answered by it; 0: never; a chain
+    is bounded: at most MAX_CHAIN)."""
 
-    max_chain: int = Field(3, ge=0)
+    max_chain: int = Field(3, ge=0, le=MAX_CHAIN)
 
 
 def _quiet_hours(value: Any) -> Any:

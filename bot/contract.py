@@ -81,7 +81,9 @@ class IncomingMessage:
     posted one after another to different processes keep their order.
     `addressed`: the platform addressed it to this adapter's character (a DM, a mention, a reply
     to it, its name); False for a message of an always-on channel addressed to no one, which in
-    a scene one character answers (SPEC 15)."""
+    a scene one character answers (SPEC 15).
+    `asker`: who writes and where, for `[access]`, decided by the core's gate for whichever
+    character ends up answering (bot/gate.py); None only on the console (its owner's)."""
 
     conversation: ConversationKey
     speaker: Identity | None
@@ -92,6 +94,7 @@ class IncomingMessage:
     files: tuple[IncomingFile, ...] = ()
     kept: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     addressed: bool = True
+    asker: Asker | None = None
 
 
 @dataclass(frozen=True)
@@ -113,13 +116,16 @@ class Reply:
     the turn that made it (None for an error). `duplicate`: send nothing — the message was
     delivered before (a redelivered update) and is answered there, or another character of the
     scene answered it through its own adapter, or a person wrote before a scene's next
-    character could answer."""
+    character could answer, or `[access]` keeps the asker out in a shared chat (silence).
+    `on_behalf`: who the turn answered for (the person whose message started a scene's chain),
+    handed back with `Core.delivered` so a chain that follows answers for them too."""
 
     text: str
     is_error: bool = False
     duplicate: bool = False
     turn: str | None = None
     buttons: list[list[Button]] = field(default_factory=list)
+    on_behalf: Asker | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,7 @@ class CommandResult:
     ok: bool = True
     refused: bool = False  # a button or form that is not the presser's, or no longer valid
     regenerate: str | None = None  # a Regenerate button: the turn whose reply to replace (Core.regenerate)
+    apart: bool = False  # a button's answer shown as a message of its own: the pressed one keeps its text
 
 
 class SettingProblem(ValueError):
@@ -169,11 +176,13 @@ class PlatformRefused(Exception):
 @dataclass(frozen=True)
 class CommandContext:
     """Who asks, and where: taken from the platform event, never from model output. `identity`
-    is None when the event comes from nobody in particular (a chat, a bot: SPEC section 2)."""
+    is None when the event comes from nobody in particular (a chat, a bot: SPEC section 2).
+    `asker` is what `[access]` judges for the character the command acts on (None: the console)."""
 
     conversation: ConversationKey
     identity: Identity | None
     display_name: str
+    asker: Asker | None = None
 
 
 @dataclass(frozen=True)
@@ -257,8 +266,9 @@ class FirstWriter(Protocol):
     platform: str
     character_name: str  # the character it runs, as the config spells it
 
-    async def may_write_to(self, key: ConversationKey, user_id: str) -> bool:
-        """[access] for this person, as for a message they would send there."""
+    async def asker_for(self, key: ConversationKey, user_id: str) -> Asker | None:
+        """Who this person is there, as a message they would send would say (for the gate);
+        None when the platform cannot tell now (then they are not let in)."""
 
     async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]]) -> list[str]:
         """Send the message; the platform ids it shows as. Raises Unreachable when refused."""
@@ -275,8 +285,13 @@ class Voice(Protocol):
     async def answer_here(self, message: IncomingMessage) -> None:
         """Answer the message (addressed to this character) where it was written."""
 
-    async def continue_scene(self, key: ConversationKey, turn: str) -> None:
-        """Answer another character's reply, as the queued turn `turn` (Core.answer_queued)."""
+    async def can_speak(self, key: ConversationKey) -> bool:
+        """Whether this character can post in that chat (Telegram: its bot is a member of the
+        group; Discord: its bot, or the host's webhook, may post there)."""
+
+    async def continue_scene(self, key: ConversationKey, turn: str, on_behalf: Asker | None) -> None:
+        """Answer another character's reply, as the queued turn `turn` (Core.answer_queued), on
+        behalf of the person whose message started the chain."""
 
 
 class Core(Protocol):
@@ -288,6 +303,10 @@ class Core(Protocol):
 
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
         """Store the message and answer it (SPEC 3-5, 9, 11, 13)."""
+
+    async def heard(self, key: ConversationKey) -> None:
+        """A person wrote in a shared chat without addressing the character (nothing is stored
+        or answered): a scene's chain there ends (SPEC 15)."""
 
     async def delivered(self, reply: Reply, platform_message_ids: list[str]) -> list[str]:
         """The adapter delivered `reply` as these platform messages. Returns the messages of the
@@ -355,10 +374,11 @@ class Core(Protocol):
 
     # -- who, and how often ------------------------------------------------------------------
     def lets_in(self, character: str, asker: Asker) -> bool:
-        """[access]: whether both the global rules and the character's own let `asker` in."""
+        """[access] (the core's gate, bot/gate.py): whether both the global rules and the
+        character's own let `asker` in."""
 
-    def rules_name_roles(self, character: str) -> bool:
-        """Whether an [access] rule for this character names a Discord role."""
+    def rules_name_roles(self, character: str | None = None) -> bool:
+        """Whether an [access] rule for this character (None: for any) names a Discord role."""
 
     async def first_delivery(self, update_key: str) -> bool:
         """True the first time any process sees this platform update (SPEC 9)."""
@@ -379,6 +399,8 @@ class Core(Protocol):
     def voicing(self, voice: Voice) -> AbstractContextManager[None]:
         """The character speaks through `voice` in scenes on its platform while the block runs."""
 
-    async def answer_queued(self, key: ConversationKey, turn: str, on_text: ReplySink | None = None) -> Reply:
+    async def answer_queued(self, key: ConversationKey, turn: str, on_behalf: Asker | None,
+                            on_text: ReplySink | None = None) -> Reply:
         """Answer a scene's queued turn (Voice.continue_scene): a character's reply to another
-        character's, unless a person wrote in between (then a Reply that sends nothing)."""
+        character's, unless a person wrote in between, or the chain's starter may not reach this
+        character (then a Reply that sends nothing)."""

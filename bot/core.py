@@ -2,7 +2,8 @@
 top of the turn handler, the /memory service and the store. Besides passing a turn on, it
 keeps what is about platform messages rather than about answering: which platform messages a
 reply shows as, where a private answer's buttons act, edits and deletions of stored messages,
-greetings, the replies a crash cut off, `[access]` and update deduplication."""
+greetings, the replies a crash cut off and update deduplication. `[access]` and `[limits]` are
+the gate's (bot/gate.py), asked for the character that answers on every path."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from typing import Any, Awaitable, Callable
 from bot.checkins import CheckIns
 from bot.commands import MemoryCommands
 from bot.commands.table import TABLE, help_text
-from bot.config import Config
-from bot.access import AccessRules
+from bot.gate import Gate
 from bot.contract import (
+    NOT_ALLOWED,
     Asker,
     CommandContext,
     CommandResult,
@@ -68,10 +69,10 @@ class Notifications:
 class Keepsake:
     """The Core protocol (bot/contract.py), for every adapter of this process."""
 
-    def __init__(self, config: Config, store: Store, turns: TurnHandler, commands: MemoryCommands,
+    def __init__(self, store: Store, turns: TurnHandler, gate: Gate, commands: MemoryCommands,
                  notifications: Notifications, checkins: CheckIns, scenes: Scenes,
                  after_delivery: Callable[[int], None]):
-        self.config = config
+        self.gate = gate
         self.checkins = checkins
         self.scenes = scenes
         self._answered_again: set[int] = set()  # turns answered again after a crash: no chain follows
@@ -86,12 +87,22 @@ class Keepsake:
         return self.turns.character(name).character.name
 
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
-        if message.conversation.is_shared:  # a scene: perhaps another character answers (SPEC 15)
+        key = message.conversation
+        if key.is_shared:  # a scene: perhaps another character answers (SPEC 15)
             answerer = await self.scenes.answerer(message)
-            if answerer.casefold() != message.conversation.character.casefold():
+            if answerer.casefold() != key.character.casefold():
                 await self.scenes.answer_elsewhere(message, answerer)
                 return Reply("", duplicate=True)
-        return await self.turns.handle(message, on_text)
+        if not self.gate.lets_in(key.character, message.asker):  # the character that answers decides
+            if message.kept is not None:
+                message.kept()
+            return Reply("", duplicate=True) if key.is_shared else Reply(NOT_ALLOWED, is_error=True)
+        reply = await self.turns.handle(message, on_text)
+        reply.on_behalf = message.asker
+        return reply
+
+    async def heard(self, key: ConversationKey) -> None:
+        await self.scenes.heard(key)
 
     async def delivered(self, reply: Reply, platform_message_ids: list[str]) -> list[str]:
         turn = await self.store.turns.turn(int(reply.turn)) if reply.turn is not None else None
@@ -104,7 +115,7 @@ class Keepsake:
         if turn.id in self._answered_again:  # a chain resumes at most once after a crash
             self._answered_again.discard(turn.id)
         else:
-            await self.scenes.after_reply(turn)
+            await self.scenes.after_reply(turn, reply.on_behalf)
         return await self.store.turns.shown_before(turn.id)
 
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: str) -> str | None:
@@ -193,9 +204,12 @@ class Keepsake:
             self._answered_again.add(int(reply.turn))
         return reply
 
-    async def answer_queued(self, key: ConversationKey, turn: str, on_text: ReplySink | None = None) -> Reply:
+    async def answer_queued(self, key: ConversationKey, turn: str, on_behalf: Asker | None,
+                            on_text: ReplySink | None = None) -> Reply:
         message_id, ticket = (int(part) for part in turn.split(":"))
-        return await self.turns.answer_again(key, message_id, ticket, on_text)
+        reply = await self.turns.answer_again(key, message_id, ticket, on_text)
+        reply.on_behalf = on_behalf  # the chain goes on for whoever started it
+        return reply
 
     def portrait(self, character: str) -> bytes | None:
         return self.turns.character(character).character.portrait
@@ -239,18 +253,11 @@ class Keepsake:
         return self.turns.key_of(conversation) if conversation is not None else None
 
     # -- who, and how often ---------------------------------------------------------------------
-    def _rules(self, character: str) -> tuple[AccessRules, AccessRules]:
-        return self.config.access, self.config.character(character).access
-
     def lets_in(self, character: str, asker: Asker) -> bool:
-        allowed = all(rules.lets_in(asker) for rules in self._rules(character))
-        if not allowed:
-            log.info("%s: %s:%s in %s is not let in by [access]; nothing of theirs is stored",
-                     character, asker.platform, asker.user_id or "(a chat)", ", ".join(asker.places) or "-")
-        return allowed
+        return self.gate.lets_in(character, asker)
 
-    def rules_name_roles(self, character: str) -> bool:
-        return any(rules.names_roles for rules in self._rules(character))
+    def rules_name_roles(self, character: str | None = None) -> bool:
+        return self.gate.names_roles(character)
 
     async def first_delivery(self, update_key: str) -> bool:
         return await self.store.coordination.first_delivery(update_key)

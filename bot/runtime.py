@@ -15,6 +15,7 @@ from bot.checkins import CheckIns
 from bot.commands import MemoryCommands
 from bot.config import Config
 from bot.core import Keepsake, Notifications
+from bot.gate import Gate
 from bot.limits import CallLimits
 from bot.llm import LLMClient
 from bot.prompt import system_prompt
@@ -47,6 +48,7 @@ class Runtime:
     notifications: Notifications
     checkins: CheckIns
     scenes: Scenes
+    gate: Gate
     core: Keepsake  # what adapters get (the Core protocol of bot/contract.py)
 
     def start(self) -> None:
@@ -92,17 +94,19 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         semantic = SemanticRecall(store, embeddings, counter, config.recall.embedding_model)
         if not await semantic.start():
             semantic = None
-    turns = TurnHandler(store, llm, counter, characters, window, clock=clock, recall_tokens=recall_tokens,
-                        limits=CallLimits(store, config.limits.turns_per_minute), semantic=semantic)
+    gate = Gate(store, config.access, {c.name: c.access for c in config.characters},
+                CallLimits(store, config.limits.turns_per_minute))
+    turns = TurnHandler(store, llm, counter, characters, window, gate, clock=clock, recall_tokens=recall_tokens,
+                        semantic=semantic)
     notifications = Notifications(store, turns)
     rebuilds = Rebuilds(store, summarizer, notifications.notify)
-    checkins = CheckIns(store, turns, llm, counter, {c.name: c.checkins for c in config.characters if c.checkins},
+    checkins = CheckIns(store, turns, gate, llm, counter, {c.name: c.checkins for c in config.characters if c.checkins},
                         after_delivery=summarizer.schedule, clock=clock)
-    commands = MemoryCommands(turns, rebuilds, clock=clock, writes_first=checkins.writes_first)
+    commands = MemoryCommands(turns, gate, rebuilds, clock=clock, writes_first=checkins.writes_first)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins)
-    scenes = Scenes(store, turns, config.scenes.max_chain)
-    core = Keepsake(config, store, turns, commands, notifications, checkins, scenes,
+    scenes = Scenes(store, turns, gate, config.scenes.max_chain)
+    core = Keepsake(store, turns, gate, commands, notifications, checkins, scenes,
                     after_delivery=summarizer.schedule)
     return Runtime(config, store, llm, counter, turns, summarizer, rebuilds, commands, jobs, notifications, checkins,
-                   scenes, core)
+                   scenes, gate, core)

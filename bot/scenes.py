@@ -3,11 +3,13 @@ conversation (storage keeps one per shared chat), in which every message names i
 
 - **Who answers** a person's message (`answerer`): the character it is addressed to (a mention,
   a reply, its name); in an always-on channel, a message addressed to no one is answered by one
-  character, drawn by its card's `extensions.talkativeness` (default 0.5), never the one that
-  spoke last while another can.
+  character the person may reach (the gate, bot/gate.py), drawn by its card's
+  `extensions.talkativeness` (default 0.5), never the one that spoke last while another can.
 - **The chain** (`after_reply`): a character's reply that names another character of the scene
-  is answered by it, at most `[scenes] max_chain` character messages in a row; a person's message
-  ends the chain (a queued answer finds it and sends nothing).
+  is answered by it, at most `[scenes] max_chain` (≤ 10) character messages in a row, on behalf
+  of the person whose message started the chain: it needs their `[access]` to that character
+  and takes a model call from their `[limits]`. A person's message ends the chain (a queued
+  answer finds it and sends nothing), and so does one addressed to no character (`heard`).
 - A character speaks through its **voice**: the adapter of this process that runs it on the
   platform (its own bot account). The characters of a scene are those with a voice on the
   chat's platform in this process.
@@ -22,7 +24,8 @@ import logging
 import random
 from dataclasses import replace
 
-from bot.contract import ConversationKey, IncomingMessage, Voice, where_named
+from bot.contract import Asker, ConversationKey, IncomingMessage, Voice, where_named
+from bot.gate import Gate
 from bot.registry import Present
 from bot.turn import TurnHandler
 from storage.ports import MessageRow, Store, TurnRow
@@ -59,9 +62,11 @@ def characters_in_a_row(newest_first: list[MessageRow]) -> int:
 
 
 class Scenes:
-    def __init__(self, store: Store, turns: TurnHandler, max_chain: int, rng: random.Random | None = None):
+    def __init__(self, store: Store, turns: TurnHandler, gate: Gate, max_chain: int,
+                 rng: random.Random | None = None):
         self.store = store
         self.turns = turns
+        self.gate = gate
         self.max_chain = max_chain
         self.rng = rng or random.Random()
         self.voices: Present[Voice] = Present()
@@ -76,6 +81,11 @@ class Scenes:
         voiced = {v.character_name.casefold() for v in self.voices if v.platform == platform}
         return [s.character.name for s in self.turns.characters.values() if s.character.name.casefold() in voiced]
 
+    async def can_speak(self, key: ConversationKey, character: str) -> bool:
+        """Whether this character's voice can post in the chat (SPEC 15: only those take part)."""
+        voice = self.voice(key.platform, character)
+        return voice is not None and await voice.can_speak(replace(key, character=voice.character_name))
+
     async def answerer(self, message: IncomingMessage) -> str:
         """Who answers a person's message in a shared chat."""
         key = message.conversation
@@ -84,11 +94,18 @@ class Scenes:
             return key.character
         if by_name := named(message.text, present):
             return by_name
+        present = [name for name in present if self.gate.lets_in(name, message.asker, quiet=True)
+                   and await self.can_speak(key, name)] or [key.character]
         conversation = await self.turns.conversation_for(key)
         last = await self.store.conversations.recent_messages(conversation.id, 1)
         last_speaker = last[0].speaker_name if last and last[0].role == "assistant" else None
         return drawn_by_talkativeness({name: self.turns.character(name).character.talkativeness for name in present},
                                       last_speaker, self.rng)
+
+    async def heard(self, key: ConversationKey) -> None:
+        """A person wrote in a shared chat without addressing any character: a chain there ends."""
+        if len(self.voices) > 1 and self.max_chain:
+            await self.store.conversations.heard(key.platform, key.chat_id, key.thread_id)
 
     async def answer_elsewhere(self, message: IncomingMessage, character: str) -> None:
         """The message is answered by another character of the scene, through its voice (as
@@ -98,9 +115,10 @@ class Scenes:
         await voice.answer_here(replace(message, conversation=replace(message.conversation, character=character),
                                         addressed=True))
 
-    async def after_reply(self, turn: TurnRow) -> None:
-        """A character's reply is out: when it names another character of the scene, and the
-        chain is not at `max_chain`, that character's answer is queued and given to its voice."""
+    async def after_reply(self, turn: TurnRow, on_behalf: Asker | None) -> None:
+        """A character's reply is out: when it names another character of the scene, the chain
+        is not at `max_chain`, and the chain's starter (`on_behalf`) may reach that character and
+        has a model call left, that character's answer is queued and given to its voice."""
         if len(self.voices) < 2 or not self.max_chain:  # nobody else to answer
             return
         conversation = await self.store.conversations.conversation_by_id(turn.conversation_id)
@@ -115,25 +133,37 @@ class Scenes:
         if target is None:
             return
         newest_first = await self.store.conversations.recent_messages(conversation.id, self.max_chain + 1)
-        if newest_first[0].id != reply.id:  # someone wrote since: a person's message ends the chain
+        if await self.store.conversations.written_since(reply):  # a person's message ends the chain
             return
         if characters_in_a_row(newest_first) >= self.max_chain:
             log.info("a scene in %s:%s reached [scenes] max_chain (%d character messages in a row); %s waits for "
                      "a person", conversation.platform, conversation.chat_id, self.max_chain, target)
             return
         stored = self.turns.character(target)
-        ticket = await self.store.turns.queue_turn(conversation.id, None, reply.id, character_id=stored.id)
         key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
                               stored.character.name, True)
+        if not self.gate.lets_in(target, on_behalf):
+            return  # whoever started the chain may not reach this character: not through another either
+        if not await self.can_speak(key, target):
+            log.info("a scene in %s:%s: %s cannot speak there (its bot is not in the chat, or may not post); "
+                     "the chain ends", conversation.platform, conversation.chat_id, target)
+            return
+        # The chain turn is the starter's (turn.person_id, passed along the chain): it takes a model
+        # call from their [limits], and their /forgetme removes it with their own messages.
+        if (wait := await self.gate.take(turn.person_id, key)) is not None:
+            log.info("a scene in %s:%s stops: its starter is past [limits] (free in %d s); %s waits for a person",
+                     conversation.platform, conversation.chat_id, wait, target)
+            return
+        ticket = await self.store.turns.queue_turn(conversation.id, turn.person_id, reply.id, character_id=stored.id)
         voice = self.voice(conversation.platform, target)
         assert voice is not None  # among `present`
-        task = asyncio.create_task(self._continue(voice, key, f"{reply.id}:{ticket}"))
+        task = asyncio.create_task(self._continue(voice, key, f"{reply.id}:{ticket}", on_behalf))
         self._chains.add(task)
         task.add_done_callback(self._chains.discard)
 
-    async def _continue(self, voice: Voice, key: ConversationKey, turn: str) -> None:
+    async def _continue(self, voice: Voice, key: ConversationKey, turn: str, on_behalf: Asker | None) -> None:
         try:
-            await voice.continue_scene(key, turn)
+            await voice.continue_scene(key, turn, on_behalf)
         except Exception:
             log.exception("%s could not answer in the scene %s", key.character, key.chat_id)
             # a ticket its turn never took must not hold the scene's line (taken already: nothing to do)

@@ -42,7 +42,8 @@ from bot.characters import StoredCharacter
 from bot.checkins import MIN_MESSAGES as CHECKIN_MIN_MESSAGES
 from bot.checkins import counts_for_checkins
 from bot.attachments import in_words, kind_of, prepare_images, read_text_files
-from bot.limits import TOO_FAST, TOO_FAST_FOR_CALLS, CallLimits
+from bot.gate import Gate
+from bot.limits import TOO_FAST, TOO_FAST_FOR_CALLS
 from bot.llm import Completion, ImagesRefused, LLMClient, LLMError
 from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
 from bot.contract import Button, ConversationKey, Identity, IncomingFile, IncomingMessage, Reply, ReplySink
@@ -70,6 +71,7 @@ NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept a
 NOT_LATEST = "Only the latest reply can be regenerated."
 FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files are cut to fit
 REGENERATE_LABEL = "🔄 Regenerate"
+A_PERSON = "(a person)"  # after the name of a person named like a character
 
 
 
@@ -140,15 +142,15 @@ class TurnHandler:
         counter: TokenCounter,
         characters: dict[str, StoredCharacter],
         context_window: int,
+        gate: Gate,
         clock: Callable[[], float] = time.time,
         recall_tokens: int = 0,
-        limits: CallLimits | None = None,
         semantic: SemanticRecall | None = None,
     ):
         self.store = store
         self.recall_tokens = recall_tokens  # the recall budget (0: recall is off)
         self.semantic = semantic  # recall by meaning too ([recall] embedding_model); None: by words only
-        self.limits = limits or CallLimits(store, None)  # [limits] turns_per_minute
+        self.gate = gate  # [access] and [limits] (bot/gate.py)
         self.llm = llm
         self.counter = counter
         self.characters = {name.casefold(): rt for name, rt in characters.items()}
@@ -230,8 +232,8 @@ class TurnHandler:
             # One transaction: stored (once per platform id), a model call taken under [limits],
             # and queued in the conversation's line in the database (every process), in arrival order.
             arrival = await self.store.turns.store_and_queue(
-                conversation.id, person_id, clean_text(message.speaker_name), text, tokens,
-                message.platform_message_id, self.limits.limit_for(person_id, message.conversation),
+                conversation.id, person_id, self.as_a_person(message.speaker_name), text, tokens,
+                message.platform_message_id, self.gate.limit_for(person_id, message.conversation),
                 checkin_from=CHECKIN_MIN_MESSAGES if counts_for_checkins(message.conversation, person_id) else None,
                 character_id=stored.id)
         except Exception:
@@ -241,7 +243,7 @@ class TurnHandler:
             log.info("a message delivered again to %s was already stored; it is answered once", message.conversation)
             return Reply("", duplicate=True)
         if arrival.ticket is None:
-            return Reply(TOO_FAST.format(limit=self.limits.per_minute, seconds=arrival.wait_s), is_error=True)
+            return Reply(TOO_FAST.format(limit=self.gate.per_minute, seconds=arrival.wait_s), is_error=True)
         return _Queued(stored, conversation, person_id, arrival.message, arrival.ticket, unseen, images)
 
     async def regenerate(
@@ -254,8 +256,8 @@ class TurnHandler:
         if refusal := await self.regenerate_refusal(key, presser, turn):
             return Reply(refusal, is_error=True)
         turn_id = int(turn)  # a number: checked by regenerate_refusal
-        if (wait := await self.limits.take(person_id, key)) is not None:
-            return Reply(TOO_FAST_FOR_CALLS.format(limit=self.limits.per_minute, seconds=wait), is_error=True)
+        if (wait := await self.gate.take(person_id, key)) is not None:
+            return Reply(TOO_FAST_FOR_CALLS.format(limit=self.gate.per_minute, seconds=wait), is_error=True)
         old = await self.store.turns.turn(turn_id)
         stored = self.stored_by_id(old.character_id) or self.character(key.character)
         new_turn = await self.store.turns.begin_regenerate(turn_id)  # checks "latest" again, as it starts
@@ -293,14 +295,17 @@ class TurnHandler:
         conversation = await self.conversation_for(key)
         row = await self.store.conversations.message(message_id)
         new_turn = await self.store.turns.start_turn(ticket)
-        if row is None or (row.role == "assistant" and await self._written_since(conversation.id, row)):
+        if row is None or (row.role == "assistant" and await self.store.conversations.written_since(row)):
             await self.store.turns.fail_turn(new_turn)
             return Reply("", duplicate=True)
         return await self._answer(stored, conversation, row.person_id, row, new_turn, on_text)
 
-    async def _written_since(self, conversation_id: int, row: MessageRow) -> bool:
-        newest = await self.store.conversations.recent_messages(conversation_id, 1)
-        return not newest or newest[0].id != row.id
+    def as_a_person(self, display_name: str) -> str:
+        """How a person's name is stored with their messages (SPEC 15 "People are not
+        characters"): a person named like a character of the deployment is marked as a person, so
+        no line of theirs ever takes the form of that character's line."""
+        name = clean_text(display_name).strip()
+        return f"{name} {A_PERSON}" if name.casefold() in self.characters else name
 
     def stored_by_id(self, character_id: int | None) -> StoredCharacter | None:
         return next((s for s in self.characters.values() if s.id == character_id), None)

@@ -277,6 +277,17 @@ class Conversations(abc.ABC):
         """The platform ids a message shows as, in order (a long reply is split)."""
 
     @abc.abstractmethod
+    async def heard(self, platform: str, chat_id: str, thread_id: str | None) -> None:
+        """A person wrote in this shared chat without addressing any character (nothing of it is
+        stored): noted, so a scene's chain there ends (SPEC 15). No conversation is made for it."""
+
+    @abc.abstractmethod
+    async def written_since(self, message: MessageRow) -> bool:
+        """Whether anyone wrote in the message's conversation since it: a message placed after
+        it, or a person heard there (`heard`) at or after its time. A person's message ends a
+        scene's chain (SPEC 15)."""
+
+    @abc.abstractmethod
     async def set_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
                                 conversation_id: int) -> None:
         """A private answer (in a DM) to a command given in another conversation: its buttons
@@ -637,7 +648,8 @@ class Checkins(abc.ABC):
     async def set_wanted(self, person_id: int, character_id: int, wanted: bool, from_messages: int) -> None:
         """The person's choice for this character (`/checkins on|off`, the button); with it on,
         their conversations that have `from_messages` messages and no check-in since they last
-        wrote wait for one again."""
+        wrote wait for one again, `after_hours` from the later of their last message and now
+        (switching on is not writing: an absence that had its check-in keeps it had)."""
 
 
 class Coordination(abc.ABC):
@@ -654,6 +666,10 @@ class Coordination(abc.ABC):
     async def take_call(self, limit: CallLimit) -> int | None:
         """Take a model call under `limit`, atomically in every process: None when taken, else
         the seconds until one is free (nothing is counted then)."""
+
+    @abc.abstractmethod
+    async def past_limit(self, limit: CallLimit) -> bool:
+        """Whether `limit.who` has no model call left now (nothing is taken)."""
 
     @abc.abstractmethod
     async def first_delivery(self, key: str) -> bool:

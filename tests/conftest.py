@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT))
 from bot.runtime import Runtime, build_runtime  # noqa: E402
 from bot.contract import CommandContext  # noqa: E402
 from bot.config import Config, parse_config  # noqa: E402
-from bot.contract import ConversationKey, Identity, IncomingMessage  # noqa: E402
+from bot.contract import Asker, ConversationKey, Identity, IncomingMessage  # noqa: E402
 from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 
@@ -131,10 +131,12 @@ class Chat:
         self.identity = Identity(platform, user)
         self.name = name
         self.key = ConversationKey(platform, chat_id, None, "Mira", is_shared=shared)
-        self.ctx = CommandContext(self.key, self.identity, name)
+        # who asks, for [access], as the platform's adapter says it (the console: its owner, always let in)
+        self.asker = Asker(platform, user, (chat_id,)) if platform != "console" else None
+        self.ctx = CommandContext(self.key, self.identity, name, self.asker)
 
     async def say(self, text: str, on_text=None):
-        message = IncomingMessage(self.key, self.identity, self.name, text)
+        message = IncomingMessage(self.key, self.identity, self.name, text, asker=self.asker)
         return await self.runtime.turns.handle(message, on_text=on_text)
 
     async def memory(self, text: str):

@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 import pytest
 
 from bot.config import parse_config
-from bot.contract import Button, ConversationKey, Unreachable
+from bot.access import AccessRules
+from bot.contract import Asker, Button, ConversationKey, Unreachable
 from bot.runtime import build_runtime
 from tests.conftest import Chat, FakeClock, config_dict
 from tests.fakes.llm_server import status, text
@@ -23,17 +24,18 @@ NOON_UTC = datetime(2027, 1, 15, 12, 0, tzinfo=timezone.utc).timestamp()
 
 
 class Writer:
-    """An adapter writing first on "telegram" for Mira: what it sent, whom it may write to."""
+    """An adapter writing first on "telegram" for Mira: what it sent; who the person is there
+    (the core's gate decides whether they are let in)."""
 
     platform = "telegram"
     character_name = "Mira"
 
-    def __init__(self, denied: set[str] = frozenset(), refuses: bool = False):
+    def __init__(self, refuses: bool = False):
         self.sent: list[tuple[ConversationKey, str, list[list[Button]]]] = []
-        self.denied, self.refuses = set(denied), refuses
+        self.refuses = refuses
 
-    async def may_write_to(self, key: ConversationKey, user_id: str) -> bool:
-        return user_id not in self.denied
+    async def asker_for(self, key: ConversationKey, user_id: str) -> Asker:
+        return Asker("telegram", user_id, (key.chat_id,))
 
     async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]]) -> list[str]:
         if self.refuses:
@@ -163,7 +165,7 @@ async def test_never_inside_quiet_hours_across_midnight_read_in_the_characters_z
     assert await scan(runtime, Writer()) == sent
 
 
-async def test_the_dont_write_first_button_and_checkins_on_and_off(bot, llm):
+async def test_the_dont_write_first_button_and_checkins_on_which_waits_after_hours_from_then(bot, llm):
     clock, runtime, ann = await away(bot)
     writer = Writer()
     await scan(runtime, writer)
@@ -175,6 +177,10 @@ async def test_the_dont_write_first_button_and_checkins_on_and_off(bot, llm):
     assert await scan(runtime, writer) == 0  # off: no check-in, however long the absence
     turned_on = await ann.memory("/checkins on")
     assert turned_on.ok and "may write first" in turned_on.text
+    assert await scan(runtime, writer) == 0  # switching on is not writing: 48 hours from now, not at once
+    clock.now += 47 * HOUR
+    assert await scan(runtime, writer) == 0
+    clock.now += 1 * HOUR
     assert await scan(runtime, writer) == 1  # this absence has had none yet
     assert (await ann.memory("/checkins off")).text.startswith("Mira won't write first")
     assert not (await ann.memory("/checkins maybe")).ok
@@ -183,19 +189,23 @@ async def test_the_dont_write_first_button_and_checkins_on_and_off(bot, llm):
 async def test_someone_denied_by_access_gets_none(bot, llm):
     clock, runtime, ann = await away(bot)
     calls = len(llm.requests)
-    assert await scan(runtime, Writer(denied={"501"})) == 0
+    runtime.gate.access = AccessRules(deny=frozenset({"telegram:501"}))  # [access] deny = ["telegram:501"]
+    assert await scan(runtime, Writer()) == 0
     assert len(llm.requests) == calls  # no model call was made for them
+    runtime.gate.access = AccessRules()
     assert await scan(runtime, Writer()) == 0  # passed over for this absence
 
 
-async def test_a_check_in_counts_as_a_model_call_under_limits(bot, llm):
+async def test_someone_past_limits_gets_none_now_and_a_check_in_uses_up_none_of_their_allowance(bot, llm):
     clock, runtime, ann = await away(bot, limits=4)
     for _ in range(4):  # 4 model calls in this minute on Ann's behalf (a draft, say): the limit
-        assert await runtime.turns.limits.take(await ann.person_id(), ann.key) is None
+        assert await runtime.gate.take(await ann.person_id(), ann.key) is None
     writer = Writer()
     assert await scan(runtime, writer) == 0  # past [limits]: none now
     clock.now += 61
-    assert await scan(runtime, writer) == 1  # one once a call is free
+    assert await scan(runtime, writer) == 1  # one once a call is free…
+    for _ in range(4):  # …and it took none of hers: her 4 calls a minute are all still there
+        assert await runtime.gate.take(await ann.person_id(), ann.key) is None
 
 
 async def test_a_blocked_bot_switches_check_ins_off_until_the_person_writes_again(bot, llm):

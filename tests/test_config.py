@@ -64,6 +64,23 @@ def test_characters_without_a_discord_bot_of_their_own_are_voiced_by_the_one_hos
     assert [name for name, _ in platform_adapters(config)] == ["discord:Tam"]
 
 
+def test_check_ins_on_a_host_bots_second_character_are_a_config_error_naming_the_key(monkeypatch, tmp_path):
+    """SPEC 14: a host bot's DMs are with its first character; another one it voices cannot write first."""
+    from bot.cli import platform_adapters
+
+    monkeypatch.setenv("HOST_TOKEN", "host-secret")
+    monkeypatch.setenv("AKI_TG", "456:aki-secret")
+    raw = config_dict("http://x/v1", tmp_path / "db")
+    raw["discord"] = {"host_token_env": "HOST_TOKEN"}
+    raw["characters"][0]["checkins"] = {"after_hours": 48}  # Mira: the host's first, with DMs
+    raw["characters"] += [{"name": "Aki", "persona": "Aki.", "checkins": {"after_hours": 48}}]
+    with pytest.raises(ConfigError, match=r"^characters\[1\]\.checkins: Aki is voiced by a bot whose DMs are "
+                                          r"Mira's \(the first character it voices\)"):
+        platform_adapters(parse_config(raw, tmp_path))
+    raw["characters"][1]["telegram_token_env"] = "AKI_TG"  # a bot of Aki's own: it writes first on Telegram
+    assert [name for name, _ in platform_adapters(parse_config(raw, tmp_path))] == ["discord:Mira+Aki", "telegram:Aki"]
+
+
 @pytest.mark.parametrize("mutate, message", [
     (lambda c: c["llm"].update(tools="maybe"), "llm.tools: expected one of auto | on | off"),
     (lambda c: c["llm"].update(context_window="big"), "llm.context_window: expected a whole number"),

@@ -524,6 +524,7 @@ async def test_a_check_in_reaches_the_dm_with_its_button_and_a_closed_dm_gets_no
 
     await discord_fake.click(ANN, checkin, "🔕 Don't write first", guild=False)
     await discord_fake.wait_for(lambda: any("won't write first" in (m.content or "") for m in discord_fake.messages))
+    assert checkin.content == "How did the tomatoes do, Ann?" and not checkin.buttons()  # its own line; the text stays
     clock.now += 100 * 3600
     assert await runtime.checkins.scan("Mira") == 0
 

@@ -8,6 +8,7 @@ import storage.postgres.database as postgres_database
 import storage.sqlite.database as sqlite_database
 from bot.saved_memories import CAPS
 from storage.factory import open_store
+from storage.sql.migrations import SCENES_JOIN
 from tests.postgres import fresh_schema_url
 
 BACKENDS = {"sqlite": sqlite_database, "postgresql": postgres_database}
@@ -51,7 +52,8 @@ async def test_the_migration_joins_a_chats_character_conversations_into_one_scen
     url = await anext(schemas) if schemas else "sqlite:///keepsake.sqlite3"
     module = BACKENDS[backend]
     migrations = module.MIGRATIONS
-    monkeypatch.setattr(module, "MIGRATIONS", migrations[:-1])  # the version before scenes
+    before_scenes = next(n for n, sql in enumerate(migrations) if SCENES_JOIN in sql)
+    monkeypatch.setattr(module, "MIGRATIONS", migrations[:before_scenes])  # the version before scenes
     old = await open_store(url, CAPS, tmp_path)
     ids = await written_before_scenes(old.db)
     if backend == "postgresql":  # pgvector's table, as PostgresVectors makes it (its vector column aside)

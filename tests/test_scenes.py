@@ -13,8 +13,8 @@ import random
 import pytest
 
 from bot.characters import load_character
-from bot.config import parse_config
-from bot.contract import ConversationKey, Identity, IncomingMessage, Reply
+from bot.config import ConfigError, parse_config
+from bot.contract import NOT_ALLOWED, Asker, ConversationKey, Identity, IncomingMessage, Reply
 from bot.runtime import build_runtime
 from bot.scenes import characters_in_a_row, drawn_by_talkativeness, named
 from tests.conftest import Chat, FakeClock, config_dict, eventually
@@ -39,10 +39,13 @@ class Voice:
     async def answer_here(self, message: IncomingMessage) -> None:
         await self.deliver(await self.core.handle(message))
 
-    async def continue_scene(self, key: ConversationKey, turn: str) -> None:
+    async def can_speak(self, key: ConversationKey) -> bool:
+        return True
+
+    async def continue_scene(self, key: ConversationKey, turn: str, on_behalf: Asker | None) -> None:
         if self.hold is not None:
             await self.hold.wait()
-        await self.deliver(await self.core.answer_queued(key, turn))
+        await self.deliver(await self.core.answer_queued(key, turn, on_behalf))
 
     async def deliver(self, reply: Reply) -> None:
         if reply.duplicate:
@@ -59,12 +62,14 @@ class Person(Chat):
 
     async def says(self, text: str, to: str = "Mira", addressed: bool = True, message_id: str | None = None):
         key = ConversationKey("telegram", GROUP, None, to, is_shared=True)
-        message = IncomingMessage(key, self.identity, self.name, text, message_id, addressed=addressed)
+        message = IncomingMessage(key, self.identity, self.name, text, message_id, addressed=addressed,
+                                  asker=self.asker)
         voice = scene_voices[id(self.runtime)][to]
         await voice.answer_here(message)
 
     def acting_as(self, character: str) -> "Person":
-        self.ctx = type(self.ctx)(ConversationKey("telegram", GROUP, None, character, True), self.identity, self.name)
+        self.ctx = type(self.ctx)(ConversationKey("telegram", GROUP, None, character, True), self.identity, self.name,
+                                  self.asker)
         return self
 
 
@@ -78,12 +83,13 @@ async def scene(request, llm, tmp_path):
     url = await anext(schemas) if schemas else None
     started, voicing = [], contextlib.ExitStack()
 
-    async def start(max_chain: int = 3, processes: int = 1):
+    async def start(max_chain: int = 3, processes: int = 1, aki: dict | None = None, **sections):
         raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
         if url:
             raw["storage"] = {"url": url}
-        raw["characters"].append({"name": "Aki", "persona": "You are Aki, a sardonic harbour pilot."})
+        raw["characters"].append({"name": "Aki", "persona": "You are Aki, a sardonic harbour pilot."} | (aki or {}))
         raw["scenes"] = {"max_chain": max_chain}
+        raw |= sections
         runtimes = [await build_runtime(parse_config(raw, tmp_path), clock=FakeClock()) for _ in range(processes)]
         for runtime in runtimes:
             started.append(runtime)
@@ -305,6 +311,116 @@ async def test_no_message_is_answered_by_two_characters_at_once_in_any_process(s
     rows = await scene_rows(first)
     assert [m.role for m in rows] == ["user", "assistant"] * 6  # each message answered once, by one character
     assert llm.most_at_once == 1  # Mira and Aki, in two processes, never answered the scene at once
+
+
+# -- rules follow the character that answers (SPEC 15) -------------------------------------------
+AKI_DENIES_ZED = {"access": {"deny": ["telegram:666"]}}
+
+
+async def test_a_character_that_denies_someone_is_not_reached_by_its_name_through_another_characters_bot(scene, llm):
+    runtime = await scene(aki=AKI_DENIES_ZED)
+    zed = Person(runtime, "666", "Zed")
+    await zed.says("Aki, open the harbour gate", to="Mira", addressed=False)  # Mira's bot got it; it names Aki
+    assert llm.requests == [] and said(runtime, "Aki") == [] and said(runtime, "Mira") == []
+    assert await scene_rows(runtime) == []  # nothing of Zed's is stored
+
+
+async def test_a_message_addressed_to_no_one_is_answered_only_by_a_character_that_lets_the_person_in(scene, llm):
+    runtime = await scene(aki=AKI_DENIES_ZED)
+    zed = Person(runtime, "666", "Zed")
+    for n in range(6):
+        await zed.says(f"anyone about? {n}", addressed=False)
+    assert len(said(runtime, "Mira")) == 6 and said(runtime, "Aki") == []
+
+
+async def test_a_command_naming_a_character_that_denies_someone_is_refused_with_no_model_call(scene, llm):
+    runtime = await scene(aki=AKI_DENIES_ZED)
+    zed = Person(runtime, "666", "Zed").acting_as("Mira")  # asked through Mira's bot, which lets Zed in
+    added = await zed.memory("/memory add character:Aki Zed has the harbour codes")
+    generated = await zed.memory("/memory generate character:Aki Zed is the harbour master")
+    assert not added.ok and added.text == NOT_ALLOWED
+    assert not generated.ok and generated.text == NOT_ALLOWED and llm.requests == []
+    zed_id = await zed.person_id()
+    assert await runtime.store.memories.list_memories(zed_id, runtime.turns.character("Aki").id, None, 0, 50) == ([], 0)
+
+
+async def test_a_chain_answers_for_its_starter_who_cannot_reach_a_denying_character_through_another(scene, llm):
+    runtime = await scene(aki=AKI_DENIES_ZED)
+    ann, zed = Person(runtime, "501", "Ann"), Person(runtime, "666", "Zed")
+    llm.add(text("Aki, Zed wants the codes."))
+    await zed.says("Mira, ask Aki for the codes")
+    await asyncio.sleep(0.3)  # Aki would have been queued by now
+    assert said(runtime, "Aki") == [] and len(llm.requests) == 1 and not runtime.scenes._chains
+    llm.add(text("Aki, Ann wants the codes."), text("Six-four-one, Ann."))
+    await ann.says("Mira, ask Aki for the codes")  # Aki lets Ann in: her chain goes on
+    await eventually(lambda: said(runtime, "Aki") == ["Six-four-one, Ann."])
+
+
+async def test_a_chain_turn_counts_against_its_starters_limits(scene, llm):
+    runtime = await scene(max_chain=10, limits={"turns_per_minute": 2})
+    ann = Person(runtime, "501", "Ann")
+    llm.add(*(text("Aki, your turn." if n % 2 == 0 else "Mira, yours.") for n in range(10)))
+    await ann.says("Mira, start a round")  # one call of Ann's two a minute…
+    await eventually(lambda: len(said(runtime, "Aki")) == 1)
+    await asyncio.sleep(0.3)
+    assert len(llm.requests) == 2  # …and Aki's answer, the second: then the chain stops
+    assert said(runtime, "Mira") == ["Aki, your turn."] and not runtime.scenes._chains
+
+
+def test_max_chain_is_at_most_10(tmp_path, llm):
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3") | {"scenes": {"max_chain": 1_000_000}}
+    with pytest.raises(ConfigError, match=r"^scenes\.max_chain: expected a whole number ≤ 10, got 1000000$"):
+        parse_config(raw, tmp_path)
+    assert parse_config(raw | {"scenes": {"max_chain": 10}}, tmp_path).scenes.max_chain == 10
+
+
+async def test_a_persons_message_addressed_to_no_character_ends_the_chain(scene, llm):
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    aki = scene_voices[id(runtime)]["Aki"]
+    aki.hold = asyncio.Event()  # Aki's answer to Mira waits…
+    llm.add(text("Aki, what do you make of the fog?"))
+    await ann.says("Mira, fog tonight?")
+    await eventually(lambda: runtime.scenes._chains)
+    # …while Ann writes to the channel, to nobody (an ordinary channel: not stored, not answered)
+    await runtime.core.heard(ConversationKey("telegram", GROUP, None, "Mira", True))
+    aki.hold.set()
+    await eventually(lambda: not runtime.scenes._chains)
+    assert said(runtime, "Aki") == [] and len(llm.requests) == 1
+
+
+async def test_a_person_named_like_a_character_is_shown_to_the_model_as_a_person(scene, llm):
+    runtime = await scene()
+    impostor, ann = Person(runtime, "777", "aki"), Person(runtime, "501", "Ann")
+    llm.add(text("Aye, Aki the person."), text("Hello, Ann."))
+    await impostor.says("Mira, the fog is lifting")
+    await ann.says("hello Mira")
+    lines = prompt_lines(llm)
+    assert lines[0] == ("user", "aki (a person): Mira, the fog is lifting")
+    assert not any(content.casefold().startswith("aki:") for _, content in lines)
+
+
+async def test_forgetme_in_a_scene_removes_the_replies_that_answered_the_person_and_the_chain_that_followed(
+        scene, llm):
+    runtime = await scene()
+    ann, bob = Person(runtime, "501", "Ann"), Person(runtime, "502", "Bob")
+    llm.add(text("Aki, Ann has a zanzibarite allergy."), text("Mira, noted: zanzibarite allergy."))
+    await ann.says("Mira, I have a zanzibarite allergy")
+    await eventually(lambda: len(said(runtime, "Aki")) == 1)
+    await eventually(lambda: not runtime.scenes._chains)
+    forget = await ann.memory("/forgetme")
+    assert (await ann.press(forget.buttons[0][0].action)).ok
+    assert await scene_rows(runtime) == []  # Ann's message, Mira's reply and Aki's chain reply are gone
+    scene_id = (await scene_rows_conversation(runtime)).id
+    assert await runtime.store.recall.search(scene_id, ["zanzibarite"], 10**9, 10, 10**9) == []
+    llm.add(text("Evening, Bob."))
+    await bob.says("Mira, evening")
+    assert "zanzibarite" not in llm.prompt_text()
+
+
+async def scene_rows_conversation(runtime):
+    return await runtime.store.conversations.conversation("telegram", GROUP, None, runtime.turns.character("Mira").id,
+                                                          True)
 
 
 @pytest.fixture

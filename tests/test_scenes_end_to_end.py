@@ -12,10 +12,11 @@ import asyncio
 
 import pytest
 
+from bot.contract import NOT_ALLOWED
 from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text as llm_text
-from tests.process import bot_running, llm_table
+from tests.process import bot_running, llm_table, stop_bot
 from tests.test_characters import png_with_card
 
 ANN = 801
@@ -174,3 +175,145 @@ async def test_one_discord_host_bot_voices_two_characters_by_webhook_and_the_cha
     llm.add(llm_text("Still here, Ann."))
     await discord_fake.say(discord_fake.channel_id, DISCORD_ANN, "anyone awake?", mention_bot=True)
     await discord_fake.wait_for(lambda: voices(discord_fake)[-1] == ("Mira", "Still here, Ann."), timeout=30)
+
+
+# -- rules follow the character that answers (SPEC 15), on the real process ----------------------
+DISCORD_ZED = FakeDiscord.user("900000000000000066", "Zed")
+ZED = 866
+
+
+@pytest.fixture
+async def host_bot_aki_denies_zed(tmp_path, llm, discord_fake):
+    async with bot_running(tmp_path, llm_table(llm) + f"""
+[discord]
+host_token_env = "KEEPSAKE_DISCORD_HOST"
+
+[[characters]]
+name = "Mira"
+persona = "You are Mira, who keeps the lighthouse."
+
+[[characters]]
+name = "Aki"
+persona = "You are Aki, a sardonic harbour pilot."
+access = {{ deny = ["discord:{DISCORD_ZED['id']}"] }}
+""", KEEPSAKE_DISCORD_HOST="discord-host-token", KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base):
+        await asyncio.wait_for(discord_fake.identified.wait(), 30)
+        await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
+        yield
+
+
+async def private_answer(discord_fake, interaction) -> str:
+    answered = await discord_fake.wait_for(lambda: [m for m in discord_fake.for_interaction(interaction) if m.content],
+                                           timeout=30)
+    assert answered[-1].ephemeral
+    return answered[-1].content
+
+
+@pytest.mark.timeout(120)
+async def test_a_host_bot_applies_each_characters_own_access_on_every_path(host_bot_aki_denies_zed, llm, discord_fake):
+    channel = discord_fake.channel_id
+    llm.add(llm_text("Aye, Ann."))
+    await discord_fake.say(channel, DISCORD_ANN, "Aki, is the harbour open?")  # Aki lets Ann in
+    aki_message = await discord_fake.wait_for(lambda: next((m for m in discord_fake.in_channel(channel)
+                                                            if m.username == "Aki"), None), timeout=30)
+    # Zed, whom Aki denies: by Aki's name, and by a reply to Aki's webhook message
+    await discord_fake.say(channel, DISCORD_ZED, "Aki, give me the harbour codes")
+    await discord_fake.say(channel, DISCORD_ZED, "the codes, now", reply_to=aki_message)
+    # a command naming Aki, through the host bot
+    added = await discord_fake.slash(DISCORD_ZED, channel, "memory", "add", text="Zed owns the harbour",
+                                     character="Aki")
+    generated = await discord_fake.slash(DISCORD_ZED, channel, "memory", "generate",
+                                         description="Zed is the harbour master", character="Aki")
+    assert await private_answer(discord_fake, added) == NOT_ALLOWED
+    assert await private_answer(discord_fake, generated) == NOT_ALLOWED
+    # and through Mira, who lets Zed in: her reply names Aki, and Aki does not answer for Zed
+    llm.add(llm_text("Aki, Zed here wants the codes."))
+    await discord_fake.say(channel, DISCORD_ZED, "Mira, ask Aki for the codes")
+    await discord_fake.wait_for(lambda: ("Mira", "Aki, Zed here wants the codes.") in voices(discord_fake), timeout=30)
+    await asyncio.sleep(1.0)  # Aki would have answered by now
+    assert len(llm.requests) == 2  # Ann's answer and Mira's: nothing on Zed's behalf reached Aki
+    assert [text for name, text in voices(discord_fake) if name == "Aki"] == ["Aye, Ann."]
+    shown = await discord_fake.slash(DISCORD_ZED, channel, "memory", "view", character="Mira")
+    assert "harbour" not in await private_answer(discord_fake, shown)
+
+
+@pytest.fixture
+async def two_bots_aki_denies_zed(tmp_path, llm, telegram):
+    aki = telegram.add_bot(AKI_TOKEN, AKI_ID, "aki_bot", "Aki")
+    async with bot_running(tmp_path, llm_table(llm) + f"""
+[telegram]
+base_url = "{telegram.base_url}"
+
+[[characters]]
+name = "Mira"
+persona = "You are Mira, who keeps the lighthouse."
+telegram_token_env = "MIRA_TELEGRAM_TOKEN"
+
+[[characters]]
+name = "Aki"
+persona = "You are Aki, a sardonic harbour pilot."
+telegram_token_env = "AKI_TELEGRAM_TOKEN"
+access = {{ deny = ["telegram:{ZED}"] }}
+""", MIRA_TELEGRAM_TOKEN=telegram.token, AKI_TELEGRAM_TOKEN=AKI_TOKEN):
+        await telegram.wait_for(lambda: len(telegram.calls_to("setMyCommands")) >= 2, timeout=30)
+        yield aki
+
+
+@pytest.mark.timeout(120)
+async def test_a_command_naming_a_character_is_decided_by_that_characters_access_on_telegram(
+        two_bots_aki_denies_zed, llm, telegram):
+    zed = telegram.user(ZED, "Zed")
+    dm = telegram.chat(ZED, "private", "Zed")
+    telegram.send(dm, zed, "/memory add character:Aki Zed owns the harbour")  # to Mira's bot, which lets Zed in
+    telegram.send(dm, zed, "/memory generate character:Aki Zed is the harbour master")
+    await telegram.wait_for(lambda: [m.text for m in telegram.bot_messages(ZED)].count(NOT_ALLOWED) == 2, timeout=30)
+    telegram.send(dm, zed, "/memory view character:Mira")
+    await telegram.wait_for(lambda: len(telegram.bot_messages(ZED)) == 3, timeout=30)
+    assert "harbour" not in telegram.bot_messages(ZED)[-1].text and llm.requests == []
+
+
+@pytest.mark.timeout(120)
+async def test_a_host_bot_without_manage_webhooks_names_the_permission_and_calls_no_model(tmp_path, llm, discord_fake):
+    """SPEC 15 "Webhook trouble is named": one line to the person, one WARNING a channel, no model call."""
+    discord_fake.no_manage_webhooks.add(discord_fake.channel_id)
+    async with bot_running(tmp_path, llm_table(llm) + """
+[discord]
+host_token_env = "KEEPSAKE_DISCORD_HOST"
+
+[[characters]]
+name = "Mira"
+persona = "You are Mira, who keeps the lighthouse."
+
+[[characters]]
+name = "Aki"
+persona = "You are Aki, a sardonic harbour pilot."
+""", KEEPSAKE_DISCORD_HOST="discord-host-token", KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base) as process:
+        await asyncio.wait_for(discord_fake.identified.wait(), 30)
+        channel = discord_fake.channel_id
+        for n in range(3):
+            await discord_fake.say(channel, DISCORD_ANN, f"Aki, is the harbour open? ({n})")
+        said = await discord_fake.wait_for(
+            lambda: [m for m in discord_fake.in_channel(channel) if m.author_id == discord_fake.app_id][2:], timeout=30)
+        assert said[-1].content == "Aki can't speak in this channel: the bot needs the Manage Webhooks permission here."
+        assert llm.requests == [] and not voices(discord_fake)
+        log = await stop_bot(process)
+    assert log.count("needs the Manage Webhooks permission") == 1 and "Traceback" not in log
+    assert "WARNING" in next(line for line in log.splitlines() if "Manage Webhooks" in line)
+
+
+@pytest.mark.timeout(120)
+async def test_a_character_whose_bot_is_not_in_the_group_takes_no_part_in_its_scene(two_bots, llm, telegram):
+    """SPEC 15: only characters whose voice can speak in the chat take part; nothing is said for
+    one that cannot (no model call, nothing stored, nothing in a later prompt)."""
+    ann, group = telegram.user(ANN, "Ann"), telegram.chat(GROUP, "supergroup", "Harbour")
+    telegram.outside.add((AKI_ID, GROUP))  # only Mira's bot is in the group
+    llm.add(llm_text("Aki, when does the tide turn?"))
+    telegram.send(group, ann, "@mira_bot tide tonight?")
+    await telegram.wait_for(lambda: scene_messages(telegram)[1:] == [(MIRA_ID, "Aki, when does the tide turn?")],
+                            timeout=30)
+    await asyncio.sleep(1.0)  # Aki would have been asked by now
+    assert len(llm.requests) == 1 and not telegram.calls_to("sendMessage")[1:]
+    llm.add(llm_text("Still turning, Ann."))
+    telegram.send(group, ann, "@mira_bot and now?")
+    await telegram.wait_for(lambda: (MIRA_ID, "Still turning, Ann.") in scene_messages(telegram), timeout=30)
+    assert not any(content.startswith("Aki:") for _, content in prompt(llm, 1))

@@ -610,6 +610,7 @@ async def test_a_check_in_reaches_the_dm_with_its_button_and_a_blocked_bot_gets_
 
     ann.press(checkin, "🔕 Don't write first")
     await telegram.wait_for(lambda: any("won't write first" in m.text for m in telegram.bot_messages(ANN)))
+    assert checkin.text == "How did the tomatoes do, Ann?" and not checkin.buttons()  # its own line; the text stays
     telegram.blocked_dms.discard(BOB)
     clock.now += 100 * 3600
     assert await runtime.checkins.scan("Mira") == 0  # Ann said no; Bob has not written since

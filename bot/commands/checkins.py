@@ -34,4 +34,6 @@ class CheckinCommands:
         return CommandResult(text)
 
     async def _press_off(self, ctx, person: Person, verb: str) -> CommandResult:
-        return await self.checkins(ctx, person, "off")
+        """The button under a check-in: its own short line; the check-in's text stays (SPEC 14)."""
+        result = await self.checkins(ctx, person, "off")
+        return CommandResult(result.text, apart=True)

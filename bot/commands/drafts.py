@@ -65,8 +65,8 @@ class DraftCommands:
 
     async def _take_call(self, ctx: CommandContext, person: Person) -> None:
         """[limits]: a draft is a model call on the person's behalf (bot/limits.py)."""
-        if (wait := await self.turns.limits.take(person.id, ctx.conversation)) is not None:
-            raise UsageError(TOO_FAST_FOR_CALLS.format(limit=self.turns.limits.per_minute, seconds=wait))
+        if (wait := await self.turns.gate.take(person.id, ctx.conversation)) is not None:
+            raise UsageError(TOO_FAST_FOR_CALLS.format(limit=self.turns.gate.per_minute, seconds=wait))
 
     # -- /memory generate ------------------------------------------------------------------
     async def generate(self, ctx: CommandContext, person: Person, description: str | None = None) -> CommandResult:

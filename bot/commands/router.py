@@ -4,8 +4,8 @@ Adapters call `run(ctx, name, options)` with typed options (Discord) or `run_tex
 with the words after the command (Telegram, console), `press(ctx, data)` for a button and
 `submit(ctx, data, text)` for a form. Every answer is a `CommandResult` shown only to the person
 who asked. The commands are declared once in table.py and live in modules by subject (memories,
-summary, drafts, account); this router parses what people typed by the table, checks who asks,
-and dispatches.
+summary, drafts, account); this router parses what people typed by the table, checks who asks
+(the gate, bot/gate.py, for the character a command or button acts on), and dispatches.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands
 from bot.commands.summary import SummaryCommands
 from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
-from bot.contract import STALE_BUTTON, CommandContext, CommandResult
+from bot.contract import NOT_ALLOWED, STALE_BUTTON, CommandContext, CommandResult
+from bot.gate import Gate
 from bot.rebuild import Rebuilds
 from bot.text import parse_number
 from bot.turn import TurnHandler
@@ -36,9 +37,10 @@ class MemoryCommands:
     """The router: one table of commands and one of button verbs, gathered from the modules by
     subject; it checks who asks before any of them runs."""
 
-    def __init__(self, turns: TurnHandler, rebuilds: Rebuilds, clock: Callable[[], float] = time.time,
+    def __init__(self, turns: TurnHandler, gate: Gate, rebuilds: Rebuilds, clock: Callable[[], float] = time.time,
                  writes_first: Callable[[str], bool] = lambda character: False):
         self.turns = turns
+        self.gate = gate
         self.store = turns.store
         self.clock = clock
         self.table = leaves()
@@ -104,17 +106,24 @@ class MemoryCommands:
         stale = CommandResult(STALE_BUTTON, ok=False, refused=True)
         action = decode_action(data)
         if action is not None and action.verb == "regen":
-            return CommandResult("", regenerate=action.args[0]) if len(action.args) == 1 else stale
+            if len(action.args) != 1:
+                return stale
+            number = parse_number(action.args[0])
+            pressed = await self.store.turns.turn(number) if number is not None else None
+            answered_by = self.turns.stored_by_id(pressed.character_id) if pressed is not None else None
+            if answered_by is not None and not self.gate.lets_in(answered_by.character.name, ctx.asker):
+                return CommandResult(NOT_ALLOWED, ok=False, refused=True)
+            return CommandResult("", regenerate=action.args[0])
         press = self.presses.get(action.verb) if action else None
         args = press.parse(action.args) if press else None
         if action is None or press is None or args is None:
             return stale
         if ctx.identity is None:
             return CommandResult(NOT_YOUR_BUTTON, ok=False, refused=True)
-        person = await self._person(ctx, character_id=action.character_id)
-        if action.person_id != person.id:
-            return CommandResult(NOT_YOUR_BUTTON, ok=False, refused=True)
         try:
+            person = await self._person(ctx, character_id=action.character_id)
+            if action.person_id != person.id:
+                return CommandResult(NOT_YOUR_BUTTON, ok=False, refused=True)
             return await press.handler(ctx, person, action.verb, *args)
         except UsageError as problem:
             return CommandResult(str(problem), ok=False)
@@ -125,10 +134,10 @@ class MemoryCommands:
         if action is None or action.verb not in self.forms or len(action.args) != 1 \
                 or parse_number(action.args[0]) is None or ctx.identity is None:
             return CommandResult("That form is no longer valid.", ok=False, refused=True)
-        person = await self._person(ctx, character_id=action.character_id)
-        if action.person_id != person.id:
-            return CommandResult("That form belongs to someone else.", ok=False, refused=True)
         try:
+            person = await self._person(ctx, character_id=action.character_id)
+            if action.person_id != person.id:
+                return CommandResult("That form belongs to someone else.", ok=False, refused=True)
             return await self.forms[action.verb](ctx, person, None, parse_number(action.args[0]), text)
         except UsageError as problem:
             return CommandResult(str(problem), ok=False)
@@ -137,7 +146,10 @@ class MemoryCommands:
         """Remember this (Discord) / a reply with /remember (Telegram): pick a message."""
         if ctx.identity is None:
             return CommandResult(NOT_A_PERSON, ok=False)
-        return await self.drafts.remember(ctx, await self._person(ctx), platform_message_id)
+        try:
+            return await self.drafts.remember(ctx, await self._person(ctx), platform_message_id)
+        except UsageError as problem:
+            return CommandResult(str(problem), ok=False)
 
     async def _person(self, ctx: CommandContext, named: str | None = None, character_id: int | None = None) -> Person:
         """Who asks, and the character it acts on: the one named (`character:Aki`), or the one a
@@ -156,6 +168,8 @@ class MemoryCommands:
             last = await self.store.turns.last_receipt(conversation.id, person_id)
             stored = self.turns.stored_by_id(last.character_id) if last is not None else None
         stored = stored or self.turns.character(ctx.conversation.character)
+        if not self.gate.lets_in(stored.character.name, ctx.asker):  # the character acted on decides
+            raise UsageError(NOT_ALLOWED)
         return Person(person_id, stored.id, stored.character.name)
 
     async def _press_cancel(self, ctx, person: Person, verb: str) -> CommandResult:

@@ -283,4 +283,7 @@ MIGRATIONS: list[str] = [
         END IF;
     END $$;
     """ + SCENES_FINISH,
+    # 7 — hardening III, as SQLite's 15: when a person last wrote in a shared chat without
+    # addressing any character (not stored, but it ends a scene's chain).
+    "ALTER TABLE conversations ADD COLUMN heard_at DOUBLE PRECISION;",
 ]

@@ -83,6 +83,9 @@ class SQLCheckins(Checkins):
                 "INSERT INTO person_settings (person_id, character_id, learn, checkins) VALUES ($1, $2, true, $3) "
                 "ON CONFLICT (person_id, character_id) DO UPDATE SET checkins = excluded.checkins",
                 person_id, character_id, wanted)
+            # switched on: the next check-in waits from now, as if they had written (it is not them writing)
             await tx.execute(
-                "UPDATE checkins SET waiting = $3 AND messages >= $4 AND (sent_at IS NULL OR sent_at < last_at) "
-                "WHERE person_id = $1 AND character_id = $2", person_id, character_id, wanted, from_messages)
+                "UPDATE checkins SET waiting = $3 AND messages >= $4 AND (sent_at IS NULL OR sent_at < last_at), "
+                "last_at = CASE WHEN $3 AND last_at < $5 THEN $5 ELSE last_at END "
+                "WHERE person_id = $1 AND character_id = $2",
+                person_id, character_id, wanted, from_messages, self.db.clock())

@@ -187,6 +187,16 @@ class SQLConversations(Conversations):
     async def platform_message_ids(self, message_id: int) -> list[str]:
         return read_platform_ids(await self.db.all(platform_ids_of("$1"), message_id))
 
+    async def heard(self, platform: str, chat_id: str, thread_id: str | None) -> None:
+        await self.db.execute("UPDATE conversations SET heard_at = $1 WHERE platform = $2 AND chat_id = $3 "
+                              "AND thread_id = $4 AND is_shared", self.db.clock(), platform, chat_id, thread_id or "")
+
+    async def written_since(self, message: MessageRow) -> bool:
+        return bool(await self.db.value(
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE conversation_id = $1 AND pos > $2) "
+            "OR EXISTS (SELECT 1 FROM conversations WHERE id = $1 AND heard_at >= $3)",
+            message.conversation_id, message.pos, message.created_at))
+
     async def set_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
                                 conversation_id: int) -> None:
         async with self.db.transaction() as tx:

@@ -78,6 +78,11 @@ class SQLCoordination(Coordination):
         async with self.db.transaction() as tx:
             return await take_call(self.db, tx, limit, self.db.clock())
 
+    async def past_limit(self, limit: CallLimit) -> bool:
+        taken = await self.db.value("SELECT COUNT(*) FROM model_calls WHERE who = $1 AND at > $2",
+                                    limit.who, self.db.clock() - limit.window_s)
+        return taken >= limit.calls
+
     async def first_delivery(self, key: str) -> bool:
         async with self.db.transaction() as tx:
             return await tx.value("INSERT INTO deliveries (key, seen_at) VALUES ($1, $2) ON CONFLICT DO NOTHING "

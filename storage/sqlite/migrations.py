@@ -341,4 +341,7 @@ MIGRATIONS: list[str] = [
                                pos = (SELECT pos FROM messages WHERE id = message_id)
         WHERE message_id IN (SELECT id FROM scene_messages);
     """ + SCENES_FINISH,
+    # 15 — hardening III (SPEC 15): when a person last wrote in a shared chat without addressing
+    # any character (such a message is not stored, but it ends a scene's chain).
+    "ALTER TABLE conversations ADD COLUMN heard_at REAL;",
 ]

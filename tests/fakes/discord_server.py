@@ -30,6 +30,8 @@ EPHEMERAL = 64
 _snowflakes = itertools.count(1_100_000_000_000_000_000)
 
 
+MANAGE_WEBHOOKS = 1 << 29  # a permission bit, as Discord numbers them
+
 def snowflake() -> str:
     return str(next(_snowflakes))
 
@@ -86,6 +88,7 @@ class FakeDiscord:
         self.interactions: list[dict] = []  # every interaction dispatched, by token
         self.webhooks: dict[str, dict] = {}  # channel webhooks by id, as Discord returns them
         self.avatars: dict[str, bytes] = {}  # webhook id → the avatar image it was made with
+        self.no_manage_webhooks: set[str] = set()  # channels whose overwrites deny the bot Manage Webhooks
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -132,13 +135,16 @@ class FakeDiscord:
                 "nick": None, "permissions": "2251799813685247"}
 
     def _channel(self, channel_id: str, name: str) -> dict:
+        overwrites = [{"id": self.app_id, "type": 1, "allow": "0", "deny": str(MANAGE_WEBHOOKS)}] \
+            if channel_id in self.no_manage_webhooks else []
         return {"id": channel_id, "type": 0, "name": name, "position": 0, "guild_id": self.guild_id,
-                "permission_overwrites": [], "parent_id": None, "nsfw": False, "topic": None}
+                "permission_overwrites": overwrites, "parent_id": None, "nsfw": False, "topic": None}
 
     def _guild(self) -> dict:
         return {
             "id": self.guild_id, "name": "Harbour", "icon": None, "owner_id": snowflake(),
-            "roles": [{"id": self.guild_id, "name": "@everyone", "permissions": "2251799813685247",
+            # everything but Administrator (which would override a channel's overwrites)
+            "roles": [{"id": self.guild_id, "name": "@everyone", "permissions": str((1 << 51) - 1 & ~(1 << 3)),
                        "position": 0, "color": 0, "hoist": False, "managed": False, "mentionable": False,
                        "flags": 0},
                       {"id": self.role_id, "name": "Regulars", "permissions": "0", "position": 1, "color": 0,
@@ -419,6 +425,8 @@ class FakeDiscord:
                 return self._json(None)
             if parts[2:] == ["webhooks"] and method == "GET":
                 return self._json([hook for hook in self.webhooks.values() if hook["channel_id"] == channel_id])
+            if parts[2:] == ["webhooks"] and channel_id in self.no_manage_webhooks:
+                return self._json({"message": "Missing Permissions", "code": 50013}, status=403)
             if parts[2:] == ["webhooks"] and method == "POST":
                 hook = {"id": snowflake(), "type": 1, "token": f"hook-{snowflake()}", "channel_id": channel_id,
                         "guild_id": self.guild_id, "application_id": self.app_id, "name": body["name"],

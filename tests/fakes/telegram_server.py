@@ -125,6 +125,7 @@ class FakeTelegram:
     chats: dict[int, list[ChatMessage]] = field(default_factory=lambda: defaultdict(list))
     failures: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
     blocked_dms: set[int] = field(default_factory=set)  # users who never started the bot
+    outside: set[tuple[int, int]] = field(default_factory=set)  # (bot id, group id): a bot not in a group
 
     def __post_init__(self) -> None:
         self._updates: list[dict] = []
@@ -394,10 +395,17 @@ class FakeTelegram:
             out["message_thread_id"] = m.thread_id
         return out
 
+    async def _m_getChatMember(self, params: dict):
+        chat_id, user_id = int(params["chat_id"]), int(params["user_id"])
+        status = "left" if (user_id, chat_id) in self.outside else "member"
+        return {"status": status, "user": self._user_of(user_id)}
+
     async def _m_sendMessage(self, params: dict):
         chat_id = int(params["chat_id"])
         if chat_id > 0 and chat_id in self.blocked_dms:
             return self._error(403, "Forbidden: bot can't initiate conversation with a user")
+        if (self._my_id, chat_id) in self.outside:
+            return self._error(403, "Forbidden: bot is not a member of the supergroup chat")
         text, error = self._checked_text(params)
         if error:
             return error

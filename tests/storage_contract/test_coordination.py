@@ -120,8 +120,10 @@ async def test_model_calls_are_taken_atomically_in_every_process_and_free_up_aft
     assert {w for w in waits if w is not None} == {60}
     clock.now += 30
     assert await first.coordination.take_call(limit) == 30  # nothing counted for a refusal
+    assert await second.coordination.past_limit(limit)  # asked, not taken
     assert await first.coordination.take_call(CallLimit("chat:telegram:-100", 3, 60.0)) is None  # its own count
     clock.now += 31
+    assert not await second.coordination.past_limit(limit)
     assert await second.coordination.take_call(limit) is None
 
 
