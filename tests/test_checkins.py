@@ -6,10 +6,12 @@ tests/test_telegram.py, tests/test_discord.py and tests/test_checkins_end_to_end
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import datetime, timezone
 
 import pytest
 
+from bot.checkins import PER_SECOND
 from bot.config import parse_config
 from bot.access import AccessRules
 from bot.contract import Asker, Button, ConversationKey, Unreachable
@@ -184,6 +186,26 @@ async def test_the_dont_write_first_button_and_checkins_on_which_waits_after_hou
     assert await scan(runtime, writer) == 1  # this absence has had none yet
     assert (await ann.memory("/checkins off")).text.startswith("Mira won't write first")
     assert not (await ann.memory("/checkins maybe")).ok
+
+
+async def test_a_scan_sends_at_most_10_check_ins_a_second_per_bot(bot, llm):
+    """SPEC 14: Telegram accepts about 30 messages a second per bot; a scan with an instant model
+    stays well under that."""
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    for n in range(25):
+        await chat(dm(runtime, user=str(600 + n), name=f"Guest {n}"), 4)
+    clock.now += 49 * HOUR
+    writer, sent_at = Writer(), []
+    write_first = writer.write_first
+
+    async def timed(key, text, buttons):
+        sent_at.append(time.monotonic())
+        return await write_first(key, text, buttons)
+    writer.write_first = timed
+    assert await scan(runtime, writer) == 25
+    assert PER_SECOND == 10  # any 11 sends in a row span a second (less the timer's jitter)
+    assert min(later - first for first, later in zip(sent_at, sent_at[PER_SECOND:])) > 0.95
 
 
 async def test_someone_denied_by_access_gets_none(bot, llm):
