@@ -34,6 +34,7 @@ from bot.contract import INTERRUPTED, Asker, Button, ConversationKey, Core, Iden
 
 log = logging.getLogger(__name__)
 RECOVER_EVERY_S = 15.0
+CANNOT_REPLACE = "This reply can't be changed any more (it was posted through a webhook that is gone). Send your message again instead."
 Place = TypeVar("Place")  # where a conversation lives on the platform (a chat and topic; a channel)
 
 
@@ -142,16 +143,23 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         acknowledged at once, with the reason when it is refused. Returns what went wrong after
         that (the model failed: the old reply stays, intact), for the presser; else None."""
         refusal = await self.core.regenerate_refusal(conversation, presser, turn)
+        existing = await self.core.shown_as(turn) or [pressed]
+        if refusal is None and not await self.replaceable(place, existing):
+            refusal = CANNOT_REPLACE  # no model call for a reply that could not be shown
         await acknowledge(refusal)
         if refusal:
             return None
-        existing = await self.core.shown_as(turn) or [pressed]
         async with self.typing(place):  # no live edits: a failure must leave the old reply whole
             reply = await self.core.regenerate(conversation, presser, turn)
         if reply.is_error:
             return reply.text
         await self.deliver(place, None, reply, existing)
         return None
+
+    async def replaceable(self, place: Place, message_ids: list[str]) -> bool:
+        """Whether these messages of the character can still be edited (a reply regenerated
+        into them would show); a platform that cannot tell says yes and hears a refusal later."""
+        return True
 
     async def recover(self) -> None:
         """Replies a crash cut off: answered again when under 5 minutes old (replacing the

@@ -119,6 +119,18 @@ class WebhookVoice(ChatAdapter[Spot]):
             return await self.host.drop_buttons(place.messageable, message_id)
         await self._hooked(place, lambda hook: hook.edit_message(int(message_id), view=None, **self._thread(place)))
 
+    async def replaceable(self, place: Spot, message_ids: list[str]) -> bool:
+        """A webhook's message can be edited only through that webhook: if it was deleted, a
+        reply regenerated into it could never show (SPEC 15, "What was not shown was not said")."""
+        if not place.shared:
+            return True
+        hook = await self.host.webhooks.of(place.channel_id, self.character_name)
+        try:
+            await hook.fetch_message(int(message_ids[0]), **self._thread(place))
+        except discord.NotFound:
+            return False
+        return True
+
     async def _hooked(self, place: Spot, call) -> Any:
         """Make the call with the character's webhook in the channel; once more with a new one
         if someone deleted the webhook meanwhile."""

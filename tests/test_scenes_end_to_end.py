@@ -317,3 +317,25 @@ async def test_a_character_whose_bot_is_not_in_the_group_takes_no_part_in_its_sc
     telegram.send(group, ann, "@mira_bot and now?")
     await telegram.wait_for(lambda: (MIRA_ID, "Still turning, Ann.") in scene_messages(telegram), timeout=30)
     assert not any(content.startswith("Aki:") for _, content in prompt(llm, 1))
+
+
+@pytest.mark.timeout(120)
+async def test_regenerate_through_a_deleted_webhook_leaves_the_shown_reply_as_the_stored_one(host_bot, llm, discord_fake):
+    """SPEC 15 "What was not shown was not said": a webhook's message can be edited only through
+    it; once an admin deleted it, Regenerate says so, calls no model, and the reply people see
+    stays the one the character remembers."""
+    channel = discord_fake.channel_id
+    llm.add(llm_text("Aye, Ann. The tide turns at six."))
+    await discord_fake.say(channel, DISCORD_ANN, "Aki, when does the tide turn?")
+    answer = await discord_fake.wait_for(lambda: next((m for m in discord_fake.in_channel(channel)
+                                                       if m.username == "Aki" and m.buttons()), None), timeout=30)
+    discord_fake.webhooks.pop(answer.webhook_id)  # an admin deletes Aki's webhook
+    pressed = await discord_fake.click(DISCORD_ANN, answer, "🔄 Regenerate")
+    refused = await discord_fake.wait_for(lambda: [m for m in discord_fake.for_interaction(pressed) if m.content],
+                                          timeout=30)
+    assert refused[-1].ephemeral and "webhook that is gone" in refused[-1].content
+    assert len(llm.requests) == 1 and answer.content == "Aye, Ann. The tide turns at six."
+    llm.add(llm_text("Six, as I said."))
+    await discord_fake.say(channel, DISCORD_ANN, "Aki, when again?")  # the webhook is made again, once
+    await discord_fake.wait_for(lambda: ("Aki", "Six, as I said.") in voices(discord_fake), timeout=30)
+    assert ("assistant", "Aye, Ann. The tide turns at six.") in prompt(llm, 1)  # the shown reply is the stored one

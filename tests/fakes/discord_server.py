@@ -269,10 +269,7 @@ class FakeDiscord:
 
     async def click(self, user: dict, message: Sent, label: str, guild: bool = True) -> dict:
         button = next(b for b in message.buttons() if b["label"] == label)
-        as_payload = self.message_payload(message.channel_id, self.bot, message.content, guild=guild,
-                                          message_id=message.id)
-        as_payload["components"] = message.components
-        as_payload["flags"] = message.flags
+        as_payload = self._payload_of(message)  # its author: the bot, or the webhook that posted it
         payload = self._interaction(3, user, message.channel_id,
                                     {"custom_id": button["custom_id"], "component_type": 2},
                                     guild=guild, message=as_payload)
@@ -442,6 +439,9 @@ class FakeDiscord:
             if len(parts) == 4 and parts[2] == "messages":
                 if method == "PATCH":
                     sent = self._find(parts[3])
+                    if sent.webhook_id is not None:  # only its webhook may edit a webhook's message
+                        return self._json({"message": "Cannot edit a message authored by another user",
+                                           "code": 50005}, status=403)
                     self._apply_edit(sent, body)
                     return self._json(self._payload_of(sent))
                 if method == "DELETE":
@@ -463,12 +463,18 @@ class FakeDiscord:
                 return self._json(self._payload_of(sent))
             if len(parts) == 5 and parts[3] == "messages":
                 sent = self._find(parts[4])
+                if sent.webhook_id != parts[1]:  # a webhook reaches only its own messages
+                    return self._json({"message": "Unknown Message", "code": 10008}, status=404)
+                if method == "GET":
+                    return self._json(self._payload_of(sent))
                 if method == "PATCH":
                     self._apply_edit(sent, body)
                     return self._json(self._payload_of(sent))
                 if method == "DELETE":
                     self.messages.remove(sent)
                     return self._json(None)
+        if parts[0] == "webhooks" and parts[1] != self.app_id:  # a channel webhook someone deleted
+            return self._json({"message": "Unknown Webhook", "code": 10015}, status=404)
         if parts[0] == "webhooks":
             token = parts[2]
             if len(parts) == 3 and method == "POST":
