@@ -122,13 +122,18 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         the reply it regenerates); buttons on its last part."""
         chunks = split_message(reply.text, self.limit)
         ids: list[str] = []
-        for i, chunk in enumerate(chunks):
-            buttons = reply.buttons if i == len(chunks) - 1 else []
-            if i < len(existing):
-                await self.edit(place, existing[i], chunk, buttons)
-                ids.append(existing[i])
-            else:
-                ids.append(await self.send(place, chunk, buttons, reply_to if not ids else None))
+        try:
+            for i, chunk in enumerate(chunks):
+                buttons = reply.buttons if i == len(chunks) - 1 else []
+                if i < len(existing):
+                    await self.edit(place, existing[i], chunk, buttons)
+                    ids.append(existing[i])
+                else:
+                    ids.append(await self.send(place, chunk, buttons, reply_to if not ids else None))
+        except BaseException:
+            if reply.turn is not None:  # what was not shown was not said (SPEC 15)
+                await self.core.undelivered(reply)
+            raise
         for extra in existing[len(chunks):]:
             await self.quietly(self.delete(place, extra))
         if reply.turn is not None:

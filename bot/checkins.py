@@ -195,7 +195,7 @@ class CheckIns:
             except Exception:
                 await self.store.checkins.withdraw(absence, row.id, wait_again=True)
                 raise
-            await self.store.conversations.set_platform_message_ids(absence.conversation_id, row.id, shown)
+            await self.store.turns.shown(row.id, shown)
             log.info("check-in: %s wrote first to person %d on %s (conversation %d), %s after their last message",
                      stored.character.name, absence.person_id, writer.platform, absence.conversation_id,
                      absence_words(self.clock() - absence.last_at))

@@ -312,6 +312,10 @@ class Core(Protocol):
         """The adapter delivered `reply` as these platform messages. Returns the messages of the
         conversation's reply before it, whose Regenerate button should go."""
 
+    async def undelivered(self, reply: Reply) -> None:
+        """The platform refused `reply` (or delivering it failed): it is taken back, as if never
+        said (SPEC 15, "What was not shown was not said")."""
+
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: str) -> str | None:
         """Why this person may not regenerate that reply now; None if they may."""
 

@@ -108,15 +108,19 @@ class Keepsake:
         turn = await self.store.turns.turn(int(reply.turn)) if reply.turn is not None else None
         if turn is None or turn.reply_message_id is None:
             return []
-        if platform_message_ids:
-            await self.store.conversations.set_platform_message_ids(turn.conversation_id, turn.reply_message_id,
-                                                                    list(platform_message_ids))
+        await self.store.turns.shown(turn.reply_message_id, list(platform_message_ids))
         self.after_delivery(turn.conversation_id)
         if turn.id in self._answered_again:  # a chain resumes at most once after a crash
             self._answered_again.discard(turn.id)
         else:
             await self.scenes.after_reply(turn, reply.on_behalf)
         return await self.store.turns.shown_before(turn.id)
+
+    async def undelivered(self, reply: Reply) -> None:
+        turn = await self.store.turns.turn(int(reply.turn)) if reply.turn is not None else None
+        if turn is not None and turn.reply_message_id is not None:
+            log.warning("a reply in conversation %d never reached the chat; it is taken back", turn.conversation_id)
+            await self.store.turns.withdraw_reply(turn.reply_message_id)
 
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: str) -> str | None:
         return await self.turns.regenerate_refusal(key, presser, turn)

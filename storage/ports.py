@@ -369,8 +369,22 @@ class Turns(abc.ABC):
         self, turn_id: int, user_message: MessageRow, speaker_name: str,
         content: str, tokens: int, receipt: dict[str, Any],
     ) -> MessageRow:
-        """Store the reply and the receipt in one transaction and return the stored reply; a
-        regenerated turn replaces the old reply."""
+        """Store the reply and the receipt in one transaction and return the stored reply, not
+        yet shown (`shown`); a regenerated turn replaces the old reply, which goes once the new
+        one is shown."""
+
+    @abc.abstractmethod
+    async def shown(self, reply_message_id: int, platform_message_ids: list[str]) -> None:
+        """A reply (or a check-in) reached the chat as these platform messages (none on the
+        console): it is the conversation's for good, and a reply it regenerated goes now."""
+
+    @abc.abstractmethod
+    async def withdraw_reply(self, reply_message_id: int) -> None:
+        """The platform refused a reply not yet shown (SPEC 15, "What was not shown was not
+        said"): nothing of it stays — its message, its memory writes — and a reply it was to
+        replace is the conversation's again. A reply a gone process stored but never saw shown
+        is taken back the same way by `recover_interrupted_turns`, and left to be answered
+        again."""
 
     @abc.abstractmethod
     async def fail_turn(self, turn_id: int) -> None:

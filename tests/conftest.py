@@ -137,7 +137,10 @@ class Chat:
 
     async def say(self, text: str, on_text=None):
         message = IncomingMessage(self.key, self.identity, self.name, text, asker=self.asker)
-        return await self.runtime.turns.handle(message, on_text=on_text)
+        return await shown(self.runtime, await self.runtime.turns.handle(message, on_text=on_text))
+
+    async def regenerate(self, turn: str):
+        return await shown(self.runtime, await self.runtime.turns.regenerate(self.key, self.identity, turn))
 
     async def memory(self, text: str):
         return await self.runtime.commands.run_text(self.ctx, text)
@@ -150,6 +153,15 @@ class Chat:
 
     async def person_id(self) -> int:
         return await self.runtime.store.people.person_for_identity(self.identity.platform, self.identity.user_id)
+
+
+async def shown(runtime: Runtime, reply):
+    """The reply as an adapter shows it: the platform took it (Turns.shown), and nothing else
+    an adapter's delivery sets off (no summaries, no scene) follows."""
+    turn = await runtime.store.turns.turn(int(reply.turn)) if reply.turn is not None else None
+    if turn is not None and turn.reply_message_id is not None:
+        await runtime.store.turns.shown(turn.reply_message_id, [])
+    return reply
 
 
 @pytest.fixture

@@ -4,12 +4,15 @@
 the person writes."""
 
 import asyncio
+import sqlite3
+from contextlib import closing
 
 import pytest
 
 from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
-from tests.process import bot_running, final_reply_to, llm_table
+from tests.fakes.llm_server import text as llm_text
+from tests.process import bot_running, final_reply_to, llm_table, start_bot, stop_bot, write_config
 
 ANN = 801
 DISCORD_ANN = FakeDiscord.user("900000000000000021", "Ann")
@@ -66,3 +69,37 @@ async def test_the_bot_writes_first_once_per_absence_on_telegram_and_discord(run
     await final_reply_to(telegram, ANN, telegram.send(ann_dm, ann, "I'm back"))
     await telegram.wait_for(lambda: len(telegram_checkins()) == 2, timeout=30)
     assert len(discord_checkins()) == 1  # Ann wrote on Telegram only
+
+
+@pytest.mark.timeout(120)
+async def test_a_check_in_whose_sending_was_cut_off_by_a_kill_is_sent_once_after_the_restart(tmp_path, llm, telegram):
+    """SPEC 14: the process is killed while Telegram holds the check-in's sendMessage; after the
+    restart the check-in is sent once — never twice, and never left stored as said."""
+    config = write_config(tmp_path, llm, telegram)
+    with open(config, "a") as file:
+        file.write(f"\n[characters.checkins]\nafter_hours = {AFTER_HOURS}\nscan_seconds = 0.5\n")
+    ann, ann_dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
+    process = await start_bot(config, telegram, tmp_path)
+    try:
+        for n in range(4):
+            await final_reply_to(telegram, ANN, telegram.send(ann_dm, ann, f"message {n}"))
+        telegram.stalled = DONT
+        llm.add(llm_text("How did the tomatoes do, Ann?"))
+        await telegram.wait_for(lambda: [c for c in telegram.calls_to("sendMessage") if DONT in str(c.get("reply_markup"))],
+                                timeout=30)
+    finally:
+        process.kill()
+        await process.wait()
+    telegram.stalled = None
+    llm.add(llm_text("How did the tomatoes do, Ann?"))
+    process = await start_bot(config, telegram, tmp_path)
+    try:
+        await telegram.wait_for(lambda: [m for m in telegram.bot_messages(ANN) if m.text.startswith("How did")],
+                                timeout=30)
+        await asyncio.sleep(AFTER_HOURS * 3600 + 1.5)  # another absence's length: still one
+        assert [m.text for m in telegram.bot_messages(ANN)].count("How did the tomatoes do, Ann?") == 1
+    finally:
+        await stop_bot(process)
+    with closing(sqlite3.connect(tmp_path / "data" / "keepsake.sqlite3")) as db:
+        stored = [row[0] for row in db.execute("SELECT content FROM messages WHERE role = 'assistant'")]
+    assert stored.count("How did the tomatoes do, Ann?") == 1  # the one that was shown, once

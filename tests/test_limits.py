@@ -72,13 +72,13 @@ async def test_regenerate_and_drafting_count_as_model_calls(make_config, clock, 
     try:
         ann = Chat(runtime)
         reply = await ann.say("hello")
-        regenerated = await runtime.turns.regenerate(ann.key, ann.identity, reply.turn)
+        regenerated = await ann.regenerate(reply.turn)
         assert not regenerated.is_error
         generated = await ann.memory("/memory generate I am a nurse who works nights")
         assert "Drafts" in generated.text or "nothing lasting" in generated.text
         calls = len(llm.requests)
         assert calls == 3
-        refused = await runtime.turns.regenerate(ann.key, ann.identity, regenerated.turn)
+        refused = await ann.regenerate(regenerated.turn)
         assert refused.is_error and "at most 3" in refused.text
         refused = await ann.memory("/memory generate I keep bees")
         assert "at most 3" in refused.text

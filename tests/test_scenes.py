@@ -17,7 +17,7 @@ from bot.config import ConfigError, parse_config
 from bot.contract import NOT_ALLOWED, Asker, ConversationKey, Identity, IncomingMessage, Reply
 from bot.runtime import build_runtime
 from bot.scenes import characters_in_a_row, drawn_by_talkativeness, named
-from tests.conftest import Chat, FakeClock, config_dict, eventually
+from tests.conftest import Chat, FakeClock, config_dict, eventually, shown
 from tests.fakes.llm_server import text, tool_calls
 from tests.postgres import fresh_schema_url
 
@@ -295,7 +295,7 @@ async def test_regenerate_replaces_that_characters_latest_reply_only(scene, llm)
     presser = Identity("telegram", "501")
     mira_key = ConversationKey("telegram", GROUP, None, "Mira", True)
     assert await runtime.core.regenerate_refusal(mira_key, presser, mira_turn) is None  # Mira's latest
-    reply = await runtime.core.regenerate(mira_key, presser, mira_turn)
+    reply = await shown(runtime, await runtime.core.regenerate(mira_key, presser, mira_turn))
     assert reply.text == "Mira's second."
     assert [m.content for m in await scene_rows(runtime) if m.role == "assistant"] == ["Mira's second.",
                                                                                        "Aki's first."]
@@ -444,6 +444,7 @@ async def crashed_mid_chain(llm, tmp_path):
     asked = await gone.turns.store_and_queue(scene_id, ann, "Ann", "Mira, fog tonight?", 4, "1", None)
     mira_turn = await gone.turns.start_turn(asked.ticket)
     said = await gone.turns.finish_turn(mira_turn, asked.message, "Mira", "Aki, what do you make of it?", 8, {})
+    await gone.turns.shown(said.id, ["2"])  # Mira's reply reached the group
     await gone.turns.start_turn(await gone.turns.queue_turn(scene_id, None, said.id, character_id=aki))
     await gone.close()  # the process dies with Aki's answer half-written
     scene_voices[id(alive)] = {name: Voice(alive, name) for name in ("Mira", "Aki")}

@@ -614,3 +614,21 @@ async def test_a_check_in_reaches_the_dm_with_its_button_and_a_blocked_bot_gets_
     telegram.blocked_dms.discard(BOB)
     clock.now += 100 * 3600
     assert await runtime.checkins.scan("Mira") == 0  # Ann said no; Bob has not written since
+
+
+async def test_a_reply_telegram_refused_is_taken_back_and_reaches_no_later_prompt(bot, telegram, llm):
+    """SPEC 15 "What was not shown was not said": the second part of a long reply is refused; the
+    reply is taken back whole (never in the window, the summary or recall), and the next prompt
+    does not hold it."""
+    ann = Person(telegram, ANN, "Ann")
+    telegram.refused = "PART-TWO"
+    llm.add(text("Lamp. " * 700 + "\n\nPART-TWO the tide turns at six"))
+    ann.say("tell me everything")
+    await telegram.wait_for(lambda: [c for c in telegram.calls_to("sendMessage") if "PART-TWO" in str(c.get("text"))])
+    await quiet(telegram)
+    telegram.refused = None
+    llm.add(text("Six, I think."))
+    await ann.reply_to(ann.say("so when does the tide turn?"))
+    prompt = llm.prompt_text()
+    assert "tide turns at six" not in prompt and "Lamp. Lamp." not in prompt
+    assert "tell me everything" in prompt  # the person's message is kept

@@ -158,7 +158,7 @@ async def test_regenerate_undoes_the_turns_memory_writes(ann, llm):
     assert "new cat" in view and "Max" in view and "Bergen" not in view
 
     llm.add(text("A different answer."))
-    regenerated = await ann.runtime.turns.regenerate(ann.key, ann.identity, reply.turn)
+    regenerated = await ann.regenerate(reply.turn)
     assert regenerated.text == "A different answer."
     view = (await ann.memory("/memory view")).text
     assert "new cat" not in view  # the added entry is removed
@@ -178,7 +178,7 @@ async def test_regenerate_leaves_pinned_entries_alone(ann, llm):
     saved = next(iter((await ann.memory("/memory view")).text.split("#")[1:])).split()[0]
     await ann.memory(f"/memory pin {saved}")  # the person pinned what the AI saved
     llm.add(text("Another take."))
-    await ann.runtime.turns.regenerate(ann.key, ann.identity, reply.turn)
+    await ann.regenerate(reply.turn)
     assert "I love sailing" in (await ann.memory("/memory view")).text
 
 
@@ -197,7 +197,7 @@ async def test_regenerate_never_reverts_what_the_person_changed_since(ann, llm):
     await ann.memory(f"/memory pin {dog}")
     await ann.memory(f"/memory unpin {dog}")
     llm.add(text("Another take."))
-    await ann.runtime.turns.regenerate(ann.key, ann.identity, reply.turn)
+    await ann.regenerate(reply.turn)
     view = (await ann.memory("/memory view")).text
     assert "I have a cat called Tom" in view  # not deleted, not reverted
     assert "my dog is Max" in view and "Rex" not in view
@@ -207,17 +207,17 @@ async def test_only_the_latest_reply_can_be_regenerated_and_only_by_its_person(r
     ann = Chat(runtime, chat_id="group", shared=True)
     bob = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True)
     first = await ann.say("hi all")
-    refused = await runtime.turns.regenerate(bob.key, bob.identity, first.turn)
+    refused = await bob.regenerate(first.turn)
     assert refused.is_error and refused.text == "Only the person this reply answered can regenerate it."
     await bob.say("hello")
-    stale = await runtime.turns.regenerate(ann.key, ann.identity, first.turn)
+    stale = await ann.regenerate(first.turn)
     assert stale.is_error and stale.text == "Only the latest reply can be regenerated."
 
 
 async def test_a_failed_regenerate_keeps_the_old_reply(ann, llm):
     reply = await ann.say("hello")
     llm.add(status(500), status(500))
-    failed = await ann.runtime.turns.regenerate(ann.key, ann.identity, reply.turn)
+    failed = await ann.regenerate(reply.turn)
     assert failed.is_error
     assert await stored_texts(ann) == [("user", "hello"), ("assistant", "Okay.")]
 

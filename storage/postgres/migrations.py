@@ -8,7 +8,7 @@ seconds since the epoch, as there. Ids are identities BY DEFAULT so `storage cop
 
 from __future__ import annotations
 
-from storage.sql.migrations import CHECKINS, HARDENING_II, SCENES_FINISH, SCENES_JOIN, SCENES_MOVE
+from storage.sql.migrations import CHECKINS, HARDENING_II, HARDENING_III, SCENES_FINISH, SCENES_JOIN, SCENES_MOVE
 
 MIGRATIONS: list[str] = [
     # 1 — everything the SQLite store has after its migration 8, and the processes sharing the
@@ -283,7 +283,6 @@ MIGRATIONS: list[str] = [
         END IF;
     END $$;
     """ + SCENES_FINISH,
-    # 7 — hardening III, as SQLite's 15: when a person last wrote in a shared chat without
-    # addressing any character (not stored, but it ends a scene's chain).
-    "ALTER TABLE conversations ADD COLUMN heard_at DOUBLE PRECISION;",
+    # 7 — hardening III, as SQLite's 15
+    "ALTER TABLE conversations ADD COLUMN heard_at DOUBLE PRECISION;" + HARDENING_III,
 ]

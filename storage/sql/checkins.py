@@ -32,8 +32,9 @@ async def count_person_message(tx: Connection, conversation_id: int, person_id: 
 
 
 class SQLCheckins(Checkins):
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, holder: str):
         self.db = db
+        self.holder = holder  # this process, as the database knows it: a check-in it never sent is taken back
 
     async def due(self, character_id: int, platform: str, absent_since: float, limit: int) -> list[Absence]:
         rows = await self.db.all(
@@ -58,11 +59,12 @@ class SQLCheckins(Checkins):
             row = await insert_message(tx, absence.conversation_id, await next_place(tx, absence.conversation_id),
                                        "assistant", None, speaker_name, content, tokens, None, now)
             assert row is not None  # no platform id yet: nothing to conflict with
-            await tx.execute(
+            await tx.execute(  # not shown until the platform took it (Turns.shown)
                 "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, receipt, "
-                "created_at, kind, character_id) SELECT $1, $2, $3, $4, 'done', $5, $6, 'checkin', character_id "
+                "created_at, kind, character_id, holder, shown) "
+                "SELECT $1, $2, $3, $4, 'done', $5, $6, 'checkin', character_id, $7, false "
                 "FROM conversations WHERE id = $1",
-                absence.conversation_id, absence.person_id, last_message, row.id, json.dumps(receipt), now)
+                absence.conversation_id, absence.person_id, last_message, row.id, json.dumps(receipt), now, self.holder)
         return row
 
     async def withdraw(self, absence: Absence, message_id: int, wait_again: bool) -> None:

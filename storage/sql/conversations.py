@@ -32,6 +32,19 @@ async def insert_message(tx: Connection, conversation_id: int, pos: int, role: s
     return message(row) if row else None
 
 
+async def set_platform_ids(tx: Connection, conversation_id: int, message_id: int,
+                           platform_message_ids: list[str]) -> None:
+    """Inside a transaction: the platform messages a stored message shows as (the first, then
+    its later parts)."""
+    first, *parts = platform_message_ids
+    await tx.execute("UPDATE messages SET platform_message_id = $1 WHERE id = $2", first, message_id)
+    for part in parts:
+        await tx.execute(
+            "INSERT INTO message_parts (conversation_id, platform_message_id, message_id) VALUES ($1, $2, $3) "
+            "ON CONFLICT (conversation_id, platform_message_id) DO UPDATE SET message_id = excluded.message_id",
+            conversation_id, part, message_id)
+
+
 def platform_ids_of(message: str) -> str:
     """The platform ids of the message whose id `message` gives (a parameter or a subquery): its
     own, marked first, then its later parts (read back with `read_platform_ids`)."""
@@ -171,18 +184,8 @@ class SQLConversations(Conversations):
     async def set_platform_message_ids(
         self, conversation_id: int, message_id: int, platform_message_ids: list[str]
     ) -> None:
-        first, *parts = platform_message_ids
-        shown = "UPDATE messages SET platform_message_id = $1 WHERE id = $2"
-        if not parts:  # one statement is atomic on its own
-            await self.db.execute(shown, first, message_id)
-            return
         async with self.db.transaction() as tx:
-            await tx.execute(shown, first, message_id)
-            for part in parts:
-                await tx.execute(
-                    "INSERT INTO message_parts (conversation_id, platform_message_id, message_id) VALUES ($1, $2, $3) "
-                    "ON CONFLICT (conversation_id, platform_message_id) DO UPDATE SET message_id = excluded.message_id",
-                    conversation_id, part, message_id)
+            await set_platform_ids(tx, conversation_id, message_id, platform_message_ids)
 
     async def platform_message_ids(self, message_id: int) -> list[str]:
         return read_platform_ids(await self.db.all(platform_ids_of("$1"), message_id))

@@ -37,6 +37,15 @@ CHECKINS = """
     CREATE INDEX checkins_due ON checkins(character_id, platform, last_at) WHERE waiting;
 """
 
+# Hardening III (SPEC 14, 15): when a person last wrote in a shared chat addressing no character
+# (not stored, but it ends a scene's chain); and whether a turn's reply (or a check-in) reached the
+# chat: a reply is stored unshown and marked shown when its platform confirms it, and one whose
+# process died before that is withdrawn (found through the partial index).
+HARDENING_III = """
+    ALTER TABLE turns ADD COLUMN shown BOOLEAN NOT NULL DEFAULT true;
+    CREATE INDEX turns_unshown ON turns(id) WHERE NOT shown;
+"""
+
 # Scenes (SPEC 15). A turn names the character that answers (a scene's characters share one
 # conversation); the turns stored before say their conversation's character. Then every chat
 # keeps one shared conversation — its scene: where characters of the deployment had a

@@ -30,7 +30,7 @@ class SQLStore(Store):
         self.recall = recall
         self.vectors = vectors
         self.coordination = SQLCoordination(db, holder)
-        self.checkins = SQLCheckins(db)
+        self.checkins = SQLCheckins(db, holder)
 
     async def close(self) -> None:
         await self.db.close()

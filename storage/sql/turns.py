@@ -23,10 +23,10 @@ from typing import Any
 
 from storage.ports import RECOVER_WITHIN_S, Arrival, CallLimit, InterruptedTurn, MessageRow, Turns, TurnRow
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
-from storage.sql.checkins import count_person_message
-from storage.sql.conversations import insert_message, next_place, platform_ids_of, read_platform_ids
+from storage.sql.checkins import WANTED, count_person_message
+from storage.sql.conversations import insert_message, next_place, platform_ids_of, read_platform_ids, set_platform_ids
 from storage.sql.coordination import take_call
-from storage.sql.database import Database
+from storage.sql.database import Connection, Database
 from storage.sql.memories import undo_journal
 
 POLL_S = 0.02
@@ -36,6 +36,35 @@ QUEUED_CHARACTER = "COALESCE(CAST($6 AS BIGINT), (SELECT character_id FROM conve
 LINE = ("FROM turn_queue q JOIN messages m ON m.id = q.user_message_id "
         "WHERE q.conversation_id = $1 ORDER BY m.pos, q.id LIMIT 1")
 FIRST_IN_LINE = f"SELECT q.id, q.holder {LINE}"
+
+
+async def withdraw_unshown(tx: Connection, reply_message_id: int, interrupted: bool = False) -> int:
+    """Inside a transaction: take back a reply (or a check-in) that never reached the chat, if
+    still unshown (SPEC 15, "What was not shown was not said"): its message goes (and with it its
+    place in recall); a reply's turn fails with its memory writes undone, and the reply it was
+    to replace is the conversation's again; a check-in's absence waits for one again. With
+    `interrupted` (its process died mid-send) the turn is left for its adapter to answer again
+    or mark, like a reply cut off mid-way. How many it took back (0 or 1)."""
+    turn = await tx.one("SELECT id, conversation_id, user_message_id, kind FROM turns "
+                        "WHERE reply_message_id = $1 AND NOT shown", reply_message_id)
+    if turn is None:
+        return 0
+    await tx.execute("DELETE FROM messages WHERE id = $1", reply_message_id)
+    if turn["kind"] == "checkin":
+        await tx.execute("DELETE FROM turns WHERE id = $1", turn["id"])
+        await tx.execute(f"UPDATE checkins SET waiting = {WANTED}, sent_at = NULL WHERE conversation_id = $1",
+                         turn["conversation_id"])
+        return 1
+    await undo_journal(tx, turn["id"])
+    await tx.execute("UPDATE turns SET status = 'failed', shown = true, reply_message_id = NULL WHERE id = $1",
+                     turn["id"])
+    await tx.execute("UPDATE turns SET status = 'done' WHERE id = (SELECT MAX(id) FROM turns WHERE "
+                     "conversation_id = $1 AND user_message_id = $2 AND status = 'replaced' AND reply_message_id IN "
+                     "(SELECT id FROM messages WHERE conversation_id = $1))",
+                     turn["conversation_id"], turn["user_message_id"])
+    if interrupted:
+        await tx.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn["id"])
+    return 1
 
 
 class SQLTurns(Turns):
@@ -210,21 +239,34 @@ class SQLTurns(Turns):
             reply = await insert_message(tx, user_message.conversation_id, place, "assistant", None,
                                          speaker_name, content, tokens, None, self.db.clock())
             assert reply is not None  # a reply has no platform id yet: nothing to conflict with
-            # This turn becomes 'done' with its reply; a turn it regenerates (the same message's
-            # earlier 'done' turn) becomes 'replaced' in the same statement, and its reply goes.
-            old_replies = await tx.all(
+            # This turn becomes 'done' with its reply, not yet shown; a turn it regenerates (the
+            # same message's earlier 'done' turn) becomes 'replaced' in the same statement. The
+            # replaced reply goes once the new one is shown (`shown`), and stays if it never is.
+            await tx.execute(
                 "UPDATE turns SET status = CASE WHEN id = $1 THEN 'done' ELSE 'replaced' END, "
                 "reply_message_id = CASE WHEN id = $1 THEN $2 ELSE reply_message_id END, "
-                "receipt = CASE WHEN id = $1 THEN $3 ELSE receipt END "
-                "WHERE id = $1 OR (user_message_id = $4 AND status = 'done' AND kind = 'reply') "
-                "RETURNING id, reply_message_id",
+                "receipt = CASE WHEN id = $1 THEN $3 ELSE receipt END, shown = (id <> $1) "
+                "WHERE id = $1 OR (user_message_id = $4 AND status = 'done' AND kind = 'reply')",
                 turn_id, reply.id, json.dumps(receipt), user_message.id)
-            replaced = [r["reply_message_id"] for r in old_replies if r["id"] != turn_id and r["reply_message_id"]]
-            if replaced:  # only after Regenerate
-                await tx.execute(f"DELETE FROM messages WHERE id {self.db.dialect.in_ids(1)}",
-                                 self.db.dialect.ids(replaced))
         self.ended(turn_id)
         return reply
+
+    async def shown(self, reply_message_id: int, platform_message_ids: list[str]) -> None:
+        async with self.db.transaction() as tx:
+            answered = await tx.one("UPDATE turns SET shown = true WHERE reply_message_id = $1 "
+                                    "RETURNING conversation_id, user_message_id", reply_message_id)
+            if answered is None:
+                return  # withdrawn meanwhile (its process was taken for gone)
+            if platform_message_ids:
+                await set_platform_ids(tx, answered["conversation_id"], reply_message_id, platform_message_ids)
+            await tx.execute(  # after Regenerate: the reply it replaced goes now
+                "DELETE FROM messages WHERE id IN (SELECT reply_message_id FROM turns WHERE conversation_id = $1 "
+                "AND status = 'replaced' AND user_message_id = $2)",
+                answered["conversation_id"], answered["user_message_id"])
+
+    async def withdraw_reply(self, reply_message_id: int) -> None:
+        async with self.db.transaction() as tx:
+            await withdraw_unshown(tx, reply_message_id)
 
     async def fail_turn(self, turn_id: int) -> None:
         async with self.db.transaction() as tx:
@@ -272,6 +314,11 @@ class SQLTurns(Turns):
     # -- after a crash -----------------------------------------------------------------------
     async def recover_interrupted_turns(self) -> int:
         recovered = 0
+        # replies (and check-ins) a gone process stored but never saw reach the chat
+        for row in await self.db.all("SELECT reply_message_id, holder FROM turns WHERE NOT shown"):
+            if row["holder"] != self.holder and await self._gone(row["holder"]):
+                async with self.db.transaction() as tx:
+                    recovered += await withdraw_unshown(tx, row["reply_message_id"], interrupted=True)
         for row in await self.db.all("SELECT id, holder FROM turns WHERE status = 'running'"):
             if row["holder"] != self.holder and await self._gone(row["holder"]) and await self._interrupt(row["id"]):
                 recovered += 1

@@ -7,7 +7,7 @@ released: a change to the schema is a new entry at the end of MIGRATIONS.
 
 from __future__ import annotations
 
-from storage.sql.migrations import CHECKINS, HARDENING_II, SCENES_FINISH, SCENES_JOIN, SCENES_MOVE
+from storage.sql.migrations import CHECKINS, HARDENING_II, HARDENING_III, SCENES_FINISH, SCENES_JOIN, SCENES_MOVE
 
 # a message the full-text index holds: stored since the index, or reached by its backfill
 INDEXED = ("(m.id >= (SELECT older_than_id FROM recall_backfill) "
@@ -341,7 +341,6 @@ MIGRATIONS: list[str] = [
                                pos = (SELECT pos FROM messages WHERE id = message_id)
         WHERE message_id IN (SELECT id FROM scene_messages);
     """ + SCENES_FINISH,
-    # 15 — hardening III (SPEC 15): when a person last wrote in a shared chat without addressing
-    # any character (such a message is not stored, but it ends a scene's chain).
-    "ALTER TABLE conversations ADD COLUMN heard_at REAL;",
+    # 15 — hardening III (SPEC 14, 15; storage/sql/migrations.py)
+    "ALTER TABLE conversations ADD COLUMN heard_at REAL;" + HARDENING_III,
 ]

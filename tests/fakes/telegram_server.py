@@ -126,6 +126,8 @@ class FakeTelegram:
     failures: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
     blocked_dms: set[int] = field(default_factory=set)  # users who never started the bot
     outside: set[tuple[int, int]] = field(default_factory=set)  # (bot id, group id): a bot not in a group
+    stalled: str | None = None  # a sendMessage whose markup holds this text hangs, and is never delivered
+    refused: str | None = None  # a sendMessage whose text holds this is refused (403)
 
     def __post_init__(self) -> None:
         self._updates: list[dict] = []
@@ -406,6 +408,10 @@ class FakeTelegram:
             return self._error(403, "Forbidden: bot can't initiate conversation with a user")
         if (self._my_id, chat_id) in self.outside:
             return self._error(403, "Forbidden: bot is not a member of the supergroup chat")
+        if self.refused is not None and self.refused in str(params.get("text")):
+            return self._error(403, "Forbidden: bot was kicked from the group chat")
+        if self.stalled is not None and self.stalled in str(params.get("reply_markup")):
+            await asyncio.sleep(3600)  # the sender is killed meanwhile: nothing reaches the chat
         text, error = self._checked_text(params)
         if error:
             return error
