@@ -30,7 +30,8 @@ from typing import Any, Awaitable, Callable, Generic, TypeVar
 
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream
-from bot.contract import INTERRUPTED, Asker, Button, ConversationKey, Core, Identity, IncomingMessage, Reply, Unreachable
+from bot.contract import (INTERRUPTED, Asker, Button, ConversationKey, Core, Identity, IncomingMessage, Reply, ReplySink,
+                          Unreachable)
 
 log = logging.getLogger(__name__)
 RECOVER_EVERY_S = 15.0
@@ -99,8 +100,10 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         await self._stream(self.place_of(conversation), None,
                            lambda sink: self.core.answer_queued(conversation, turn, on_behalf, on_text=sink))
 
-    async def _stream(self, place: Place, reply_to: str | None, run: Callable[[ThrottledStream], Awaitable[Reply]]
+    async def _stream(self, place: Place, reply_to: str | None, run: Callable[[ReplySink], Awaitable[Reply]]
                       ) -> None:
+        """Run a turn, streaming its reply into one message; the typing indicator shows from the
+        moment the turn begins (the core's first word to the sink), never while it waits in line."""
         live: list[str] = []
 
         async def show(text: str) -> str | None:
@@ -111,8 +114,19 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             live.append(await self.send(place, preview, [], reply_to))
             return live[0]
 
-        async with self.typing(place):
-            reply = await run(ThrottledStream(show))
+        stream = ThrottledStream(show)
+        typing = contextlib.AsyncExitStack()
+        begun = False
+
+        async def sink(text: str) -> str | None:
+            nonlocal begun
+            if not begun:
+                begun = True
+                await typing.enter_async_context(self.typing(place))
+            return await stream(text)
+
+        async with typing:
+            reply = await run(sink)
         if reply.duplicate:  # nothing to send: answered before, or elsewhere
             return
         await self.deliver(place, reply_to, reply, live)

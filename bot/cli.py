@@ -125,6 +125,7 @@ async def run_bot(config: Config) -> int:
         await asyncio.wait({stopping, asyncio.gather(*tasks)}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         log.info("stopping")
+        runtime.store.turns.leave_lines()  # waiting turns are answered after the restart (SPEC 9)
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         stopping.cancel()

@@ -55,7 +55,7 @@ from bot.saved_memories import memories_for_prompt
 from bot.text import clean_text, parse_number
 from bot.tokens import TokenCounter
 from bot.window import WINDOW_MAX_MESSAGES, live_window, window_token_budget
-from storage.ports import ConversationRow, MessageRow, Store
+from storage.ports import ConversationRow, LeftTheLine, MessageRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -197,8 +197,11 @@ class TurnHandler:
         # are fetched (they are never stored).
         embedding = self._embedding(queued.user_row)
         seen = await prepare_images(queued.images)
-        with metrics.TURN_WAIT_SECONDS.time():
-            new_turn = await self.store.turns.start_turn(queued.ticket)
+        try:
+            with metrics.TURN_WAIT_SECONDS.time():
+                new_turn = await self.store.turns.start_turn(queued.ticket)
+        except LeftTheLine:  # stopping: kept, and answered after the restart or by another process
+            return Reply("", duplicate=True)
         return await self._answer(queued.character, queued.conversation, queued.person_id, queued.user_row, new_turn,
                                   on_text, unseen=queued.unseen + seen.unreadable, images=seen.looked_at,
                                   embedding=embedding)
@@ -294,7 +297,10 @@ class TurnHandler:
         stored = self.character(key.character)
         conversation = await self.conversation_for(key)
         row = await self.store.conversations.message(message_id)
-        new_turn = await self.store.turns.start_turn(ticket)
+        try:
+            new_turn = await self.store.turns.start_turn(ticket)
+        except LeftTheLine:
+            return Reply("", duplicate=True)
         if row is None or (row.role == "assistant" and await self.store.conversations.written_since(row)):
             await self.store.turns.fail_turn(new_turn)
             return Reply("", duplicate=True)
@@ -328,6 +334,8 @@ class TurnHandler:
         the message's vector on its way (semantic recall), when it was asked for already."""
         sink = self._recording(turn_id, on_text) if on_text else None
         try:
+            if sink is not None:
+                await sink("")  # the turn has begun (an adapter shows typing only now)
             learning = person_id is not None and await self.store.memories.learning_enabled(person_id, stored.id)
             memories = await memories_for_prompt(self.store, person_id, stored.id) if learning else None
             summary = await self.store.summaries.summaries(conversation.id)

@@ -33,6 +33,11 @@ class CapReached(Exception):
         self.kind, self.limit, self.scope, self.count = kind, limit, scope, count
 
 
+class LeftTheLine(Exception):
+    """The process is stopping (`Turns.leave_lines`): a waiting turn left its conversation's line,
+    its ticket kept queued for the restart or another process."""
+
+
 class PinnedMemory(Exception):
     """The AI tried to change a pinned memory."""
 
@@ -350,6 +355,12 @@ class Turns(abc.ABC):
         conversation's lock, held until the turn is finished or failed. A turn or a ticket
         whose process is gone holds no one up: it is interrupted (see
         `recover_interrupted_turns`). Returns the turn id."""
+
+    @abc.abstractmethod
+    def leave_lines(self) -> None:
+        """This process is stopping (SPEC 9): every turn waiting in a line here leaves it at once
+        (`start_turn` raises `LeftTheLine`), its ticket kept queued, so it is answered after the
+        restart or by another process, in order, once."""
 
     @abc.abstractmethod
     async def withdraw(self, ticket: int) -> None:

@@ -6,8 +6,13 @@ The line: a ticket is queued when a message is stored, and `start_turn` waits un
 ticket is the first of its conversation's line (by message position) and no turn of the
 conversation runs, nor waits to be answered again for an earlier message — in every process
 sharing the database. A running turn is its conversation's lock (on PostgreSQL a unique index
-allows one); no transaction stays open while the model answers. A waiting ticket looks again
-every POLL_S, or at once when a turn of this process ends.
+allows one); no transaction stays open while the model answers.
+
+Waiting costs nothing (SPEC 9): of this process's tickets in one conversation only the first
+looks at the database — at once when a turn of this process ends or a waiter leaves, else after
+POLL_S, doubling up to MAX_POLL_S (another process's turn, a gone process) — and the others
+wait, without a timer, until the line moves. A process told to stop (`leave_lines`) takes its
+waiting turns out at once; their tickets stay queued for the restart or another process.
 
 A turn or a ticket that holds the line but whose process is gone is interrupted by the waiter,
 which then wakes this process's recovery (`stray_found`): the interrupted turn is queued again
@@ -18,10 +23,11 @@ very process that no caller is answering any more (left behind by a failure) is 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 from typing import Any
 
-from storage.ports import RECOVER_WITHIN_S, Arrival, CallLimit, InterruptedTurn, MessageRow, Turns, TurnRow
+from storage.ports import RECOVER_WITHIN_S, Arrival, LeftTheLine, CallLimit, InterruptedTurn, MessageRow, Turns, TurnRow
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
 from storage.sql.checkins import WANTED, count_person_message
 from storage.sql.conversations import insert_message, next_place, platform_ids_of, read_platform_ids, set_platform_ids
@@ -29,7 +35,8 @@ from storage.sql.coordination import take_call
 from storage.sql.database import Connection, Database
 from storage.sql.memories import undo_journal
 
-POLL_S = 0.02
+POLL_S = 0.02  # the first look again after a turn of another process was seen running
+MAX_POLL_S = 0.5  # looks again at least this often (another process's turn may end meanwhile)
 QUEUE = "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at, character_id) "
 # the character whose turn it is: the one given ($6), else the conversation's own
 QUEUED_CHARACTER = "COALESCE(CAST($6 AS BIGINT), (SELECT character_id FROM conversations WHERE id = $1))"
@@ -67,13 +74,27 @@ async def withdraw_unshown(tx: Connection, reply_message_id: int, interrupted: b
     return 1
 
 
+class _Line:
+    """This process's waiting tickets of one conversation, in line order; `moved` is set (and
+    replaced) whenever the line may have moved."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[int, int]] = []  # (message position, ticket)
+        self.moved = asyncio.Event()
+
+    def wake(self) -> None:
+        self.moved.set()
+        self.moved = asyncio.Event()
+
+
 class SQLTurns(Turns):
     def __init__(self, db: Database, holder: str):
         self.db = db
         self.holder = holder  # this process, as the database knows it
         self.answering: set[int] = set()  # running turns this process is answering now
         self._starting = 0  # turns of this process between their start in the database and `answering`
-        self._ended = asyncio.Event()
+        self._lines: dict[int, _Line] = {}  # this process's waiting tickets, by conversation
+        self._leaving = False  # the process is stopping: no turn waits any more
         self._strays = asyncio.Event()  # set when this process interrupted a gone process's turn
 
     # -- arriving and waiting --------------------------------------------------------------
@@ -102,25 +123,50 @@ class SQLTurns(Turns):
                                   character_id)
 
     async def start_turn(self, ticket: int) -> int:
+        place = await self.db.one("SELECT q.conversation_id, m.pos FROM turn_queue q "
+                                  "JOIN messages m ON m.id = q.user_message_id WHERE q.id = $1", ticket)
+        if place is None:
+            raise LookupError(f"turn ticket {ticket} was taken out of its line")
+        line = self._lines.setdefault(place["conversation_id"], _Line())
+        me = (place["pos"], ticket)
+        bisect.insort(line.waiting, me)
         try:
+            delay = POLL_S
             while True:
-                ended = self._ended
-                self._starting += 1
+                if self._leaving:
+                    raise LeftTheLine()
+                moved, timeout = line.moved, None  # behind another waiter of this process: no timer
+                if line.waiting[0] == me:  # this process's first: it looks
+                    self._starting += 1
+                    try:
+                        turn_id = await self._try_start(ticket)
+                    finally:
+                        self._starting -= 1
+                    if turn_id is not None:
+                        self.answering.add(turn_id)
+                        return turn_id
+                    await self._clear_the_way(ticket)
+                    timeout, delay = delay, min(delay * 2, MAX_POLL_S)
                 try:
-                    turn_id = await self._try_start(ticket)
-                finally:
-                    self._starting -= 1
-                if turn_id is not None:
-                    self.answering.add(turn_id)
-                    return turn_id
-                await self._clear_the_way(ticket)
-                try:
-                    await asyncio.wait_for(ended.wait(), POLL_S)
+                    await asyncio.wait_for(moved.wait(), timeout)
+                    delay = POLL_S
                 except asyncio.TimeoutError:
                     pass
+        except LeftTheLine:
+            raise  # the ticket stays queued: answered after the restart, or by another process
         except BaseException:
             await asyncio.shield(self.withdraw(ticket))
             raise
+        finally:
+            line.waiting.remove(me)
+            if not line.waiting:
+                self._lines.pop(place["conversation_id"], None)
+            line.wake()  # the next waiter of this process may be first now
+
+    def leave_lines(self) -> None:
+        self._leaving = True
+        for line in list(self._lines.values()):
+            line.wake()
 
     async def withdraw(self, ticket: int) -> None:
         await self.db.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
@@ -218,10 +264,10 @@ class SQLTurns(Turns):
             self._strays = asyncio.Event()
 
     def ended(self, turn_id: int) -> None:
-        """A turn of this process was finished or failed: wake this process's waiters."""
+        """A turn of this process was finished or failed: the first waiters of this process look."""
         self.answering.discard(turn_id)
-        self._ended.set()
-        self._ended = asyncio.Event()
+        for line in list(self._lines.values()):
+            line.wake()
 
     # -- a running turn ----------------------------------------------------------------------
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:

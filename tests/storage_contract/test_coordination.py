@@ -3,7 +3,9 @@ answered by one at a time, a job is claimed by one, meta is shared."""
 
 import asyncio
 
-from storage.ports import CallLimit, CapReached
+import pytest
+
+from storage.ports import CallLimit, CapReached, LeftTheLine
 from tests.conftest import eventually
 
 
@@ -173,3 +175,54 @@ async def test_start_up_recovery_leaves_a_live_processs_running_turn_alone(open_
     running = await first.turns.begin_turn(chat, ann, message.id)
     assert await second.turns.recover_interrupted_turns() == 0
     assert (await second.turns.turn(running)).status == "running"
+
+
+async def test_of_a_processs_waiting_turns_only_the_first_looks_at_the_database(open_backend):
+    """SPEC 9 "Waiting costs nothing": 20 turns wait behind a running one; only the first of them
+    looks, ever less often, and the rest wait for the line to move."""
+    store = await open_backend()
+    mira = await store.characters.ensure_character("Mira")
+    ann = await store.people.person_for_identity("telegram", "501")
+    chat = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+    first = await store.conversations.add_user_message(chat, ann, "Ann", "first", 1, None)
+    running = await store.turns.begin_turn(chat, ann, first.id)
+    later = [await store.conversations.add_user_message(chat, ann, "Ann", f"m{n}", 1, None) for n in range(20)]
+    tries: list[int] = []
+    try_start = store.turns._try_start
+
+    async def counted(ticket):
+        tries.append(ticket)
+        return await try_start(ticket)
+    store.turns._try_start = counted
+    tickets = [await store.turns.queue_turn(chat, ann, message.id) for message in later]
+    waiting = [asyncio.create_task(store.turns.start_turn(ticket)) for ticket in tickets]
+    await asyncio.sleep(1.0)
+    assert set(tries) == {tickets[0]} and len(tries) <= 8  # 20 ms, doubling to 0.5 s: not 20 × 50 a second
+    await store.turns.finish_turn(running, first, "Mira", "reply", 1, {})
+    started = await asyncio.wait_for(waiting[0], 5)  # woken at once by the turn that ended
+    await store.turns.fail_turn(started)
+    await asyncio.wait_for(waiting[1], 5)
+    for task in waiting[2:]:
+        task.cancel()
+    await asyncio.gather(*waiting[2:], return_exceptions=True)
+
+
+async def test_a_stopping_process_takes_its_waiting_turns_out_of_line_and_keeps_their_tickets(open_backend):
+    """SPEC 9: told to stop, a process does not wait for the line; what waited is answered by
+    another process (or after the restart), in order, once."""
+    first, second = await open_backend(), await open_backend()
+    mira = await first.characters.ensure_character("Mira")
+    ann = await first.people.person_for_identity("telegram", "501")
+    chat = (await first.conversations.conversation("telegram", "501", None, mira, False)).id
+    one = await first.conversations.add_user_message(chat, ann, "Ann", "one", 1, None)
+    two = await second.conversations.add_user_message(chat, ann, "Ann", "two", 1, None)
+    running = await first.turns.begin_turn(chat, ann, one.id)
+    ticket = await second.turns.queue_turn(chat, ann, two.id)
+    waiting = asyncio.create_task(second.turns.start_turn(ticket))
+    await asyncio.sleep(0.1)
+    second.turns.leave_lines()  # SIGTERM
+    with pytest.raises(LeftTheLine):
+        await asyncio.wait_for(waiting, 5)
+    await first.turns.finish_turn(running, one, "Mira", "reply to one", 3, {})
+    answered = await asyncio.wait_for(first.turns.start_turn(ticket), 5)  # still in line: taken here
+    assert (await first.turns.turn(answered)).user_message_id == two.id
