@@ -33,7 +33,8 @@ class Voice:
     def __init__(self, runtime, character: str):
         self.core = runtime.core
         self.character_name = character
-        self.said: list[Reply] = []
+        self.said: list[Reply] = []  # each recorded once the core heard it was delivered (a chain decided)
+        self.continued = 0  # chain answers this voice finished (sent or, a person having written, not)
         self.hold: asyncio.Event | None = None  # set: a scene's next answer waits for it
 
     async def answer_here(self, message: IncomingMessage) -> None:
@@ -46,12 +47,13 @@ class Voice:
         if self.hold is not None:
             await self.hold.wait()
         await self.deliver(await self.core.answer_queued(key, turn, on_behalf))
+        self.continued += 1
 
     async def deliver(self, reply: Reply) -> None:
         if reply.duplicate:
             return
+        await self.core.delivered(reply, [f"{self.character_name}-{len(self.said) + 1}"])
         self.said.append(reply)
-        await self.core.delivered(reply, [f"{self.character_name}-{len(self.said)}"])
 
 
 class Person(Chat):
@@ -106,6 +108,11 @@ async def scene(request, llm, tmp_path):
         await anext(schemas, None)
 
 
+async def queued(runtime) -> int:
+    """Turns waiting in the scene's line: a chain's next answer is queued as its reply is delivered."""
+    return await runtime.store.db.value("SELECT COUNT(*) FROM turn_queue")
+
+
 def said(runtime, character: str) -> list[str]:
     return [reply.text for reply in scene_voices[id(runtime)][character].said]
 
@@ -138,9 +145,10 @@ async def test_characters_in_one_group_share_one_scene_and_every_message_names_i
 async def test_a_message_addressed_to_a_character_by_name_is_answered_by_it(scene, llm):
     runtime = await scene()
     ann = Person(runtime, "501", "Ann")
-    llm.add(text("Aye, Ann."))
+    llm.add(text("Aye, Ann."), text("Still aye."))
     await ann.says("Aki, are the boats in?", to="Mira", addressed=False)  # Mira's adapter got it; it names Aki
-    assert said(runtime, "Aki") == ["Aye, Ann."] and said(runtime, "Mira") == []
+    await ann.says("Aki, all of them?", to="Mira", addressed=False)  # a draw would now pass over Aki, who spoke last
+    assert said(runtime, "Aki") == ["Aye, Ann.", "Still aye."] and said(runtime, "Mira") == []
 
 
 async def test_in_an_always_on_channel_a_message_addressed_to_no_one_is_answered_by_one_character_not_the_last(
@@ -200,7 +208,7 @@ async def test_a_reply_naming_another_character_is_answered_by_it_up_to_max_chai
             text("Aki, then we wait."), text("Mira, we always wait."))
     await ann.says("Mira, fog tonight?")
     await eventually(lambda: len(said(runtime, "Mira")) == 2)
-    await asyncio.sleep(0.3)  # nothing more is coming: the chain stopped at three
+    assert await queued(runtime) == 0  # the third character message queued no fourth: the chain stopped
     rows = await scene_rows(runtime)
     assert [m.speaker_name for m in rows] == ["Ann", "Mira", "Aki", "Mira"]
     assert characters_in_a_row(list(reversed(rows))) == 3 and len(llm.requests) == 3
@@ -210,13 +218,44 @@ async def test_a_reply_naming_another_character_is_answered_by_it_up_to_max_chai
                                          ("user", "Aki: Mira, it's thick as soup.")]
 
 
+def test_max_chain_is_3_by_default(tmp_path, llm):
+    assert parse_config(config_dict(llm.base_url, tmp_path / "keepsake.sqlite3"), tmp_path).scenes.max_chain == 3
+
+
+async def test_a_reply_someone_wrote_after_starts_no_chain(scene, llm):
+    """The chain is decided as a reply is delivered: a person's message stored since ends it
+    there, before anything is queued (and again when the queued answer's turn comes)."""
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    mira, aki = scene_voices[id(runtime)]["Mira"], scene_voices[id(runtime)]["Aki"]
+    aki.hold = asyncio.Event()  # an answer queued for Aki would stay in line
+    llm.add(text("Aki, what do you make of the fog?"), text("Tea's ready, Ann."))
+    reply = await runtime.core.handle(IncomingMessage(ConversationKey("telegram", GROUP, None, "Mira", True),
+                                                      ann.identity, "Ann", "Mira, fog tonight?", "1", asker=ann.asker))
+    await ann.says("never mind, Mira: tea?", message_id="2")  # Ann writes before Mira's reply is delivered
+    await mira.deliver(reply)
+    assert await queued(runtime) == 0 and aki.continued == 0 and len(llm.requests) == 2
+
+
+async def test_a_chain_turn_reads_no_persons_saved_memories(scene, llm):
+    """A character answering another answers no person: it reads nobody's saved memories, not
+    even those of the person whose message started the chain."""
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    await ann.acting_as("Aki").memory("/memory add scope:global Ann owes Aki a rope")
+    llm.add(text("Aki, Ann is here."), text("Mira, so I see."))
+    await Person(runtime, "501", "Ann").says("Mira, hello")
+    await eventually(lambda: said(runtime, "Aki") == ["Mira, so I see."])
+    assert "owes Aki a rope" in json.dumps(llm.requests[0]["messages"])  # Ann's own turn reads them…
+    assert "rope" not in json.dumps(llm.requests[1]["messages"])  # …Aki's chain turn does not
+
+
 async def test_max_chain_0_lets_no_character_answer_another(scene, llm):
     runtime = await scene(max_chain=0)
     ann = Person(runtime, "501", "Ann")
     llm.add(text("Aki, what do you make of the fog?"))
-    await ann.says("Mira, fog tonight?")
-    await asyncio.sleep(0.3)
-    assert said(runtime, "Aki") == [] and len(llm.requests) == 1
+    await ann.says("Mira, fog tonight?")  # delivered: whether a chain follows is decided
+    assert await queued(runtime) == 0 and said(runtime, "Aki") == [] and len(llm.requests) == 1
 
 
 async def test_a_persons_message_ends_the_chain(scene, llm):
@@ -227,10 +266,13 @@ async def test_a_persons_message_ends_the_chain(scene, llm):
     llm.add(text("Aki, what do you make of the fog?"), text("Ann, tea's ready."))
     await ann.says("Mira, fog tonight?")
     ann_again = asyncio.create_task(ann.says("never mind, Mira, tea?"))  # …while Ann writes again
-    await eventually(lambda: len(llm.requests) == 1 and runtime.scenes._chains)
+
+    async def ann_again_stored() -> bool:
+        return "never mind, Mira, tea?" in [m.content for m in await scene_rows(runtime)]
+    await eventually(ann_again_stored)
     aki.hold.set()
     await ann_again
-    await eventually(lambda: not runtime.scenes._chains)
+    await eventually(lambda: aki.continued == 1)
     assert said(runtime, "Aki") == []  # the chain ended with Ann's message
     assert said(runtime, "Mira") == ["Aki, what do you make of the fog?", "Ann, tea's ready."]
     assert [m.speaker_name for m in await scene_rows(runtime)] == ["Ann", "Mira", "Ann", "Mira"]
@@ -348,9 +390,8 @@ async def test_a_chain_answers_for_its_starter_who_cannot_reach_a_denying_charac
     runtime = await scene(aki=AKI_DENIES_ZED)
     ann, zed = Person(runtime, "501", "Ann"), Person(runtime, "666", "Zed")
     llm.add(text("Aki, Zed wants the codes."))
-    await zed.says("Mira, ask Aki for the codes")
-    await asyncio.sleep(0.3)  # Aki would have been queued by now
-    assert said(runtime, "Aki") == [] and len(llm.requests) == 1 and not runtime.scenes._chains
+    await zed.says("Mira, ask Aki for the codes")  # delivered: whether a chain follows is decided
+    assert said(runtime, "Aki") == [] and len(llm.requests) == 1 and await queued(runtime) == 0
     llm.add(text("Aki, Ann wants the codes."), text("Six-four-one, Ann."))
     await ann.says("Mira, ask Aki for the codes")  # Aki lets Ann in: her chain goes on
     await eventually(lambda: said(runtime, "Aki") == ["Six-four-one, Ann."])
@@ -362,9 +403,8 @@ async def test_a_chain_turn_counts_against_its_starters_limits(scene, llm):
     llm.add(*(text("Aki, your turn." if n % 2 == 0 else "Mira, yours.") for n in range(10)))
     await ann.says("Mira, start a round")  # one call of Ann's two a minute…
     await eventually(lambda: len(said(runtime, "Aki")) == 1)
-    await asyncio.sleep(0.3)
     assert len(llm.requests) == 2  # …and Aki's answer, the second: then the chain stops
-    assert said(runtime, "Mira") == ["Aki, your turn."] and not runtime.scenes._chains
+    assert said(runtime, "Mira") == ["Aki, your turn."] and await queued(runtime) == 0
 
 
 def test_max_chain_is_at_most_10(tmp_path, llm):
@@ -380,12 +420,11 @@ async def test_a_persons_message_addressed_to_no_character_ends_the_chain(scene,
     aki = scene_voices[id(runtime)]["Aki"]
     aki.hold = asyncio.Event()  # Aki's answer to Mira waits…
     llm.add(text("Aki, what do you make of the fog?"))
-    await ann.says("Mira, fog tonight?")
-    await eventually(lambda: runtime.scenes._chains)
+    await ann.says("Mira, fog tonight?")  # delivered: Aki's answer is queued
     # …while Ann writes to the channel, to nobody (an ordinary channel: not stored, not answered)
     await runtime.core.heard(ConversationKey("telegram", GROUP, None, "Mira", True))
     aki.hold.set()
-    await eventually(lambda: not runtime.scenes._chains)
+    await eventually(lambda: aki.continued == 1)
     assert said(runtime, "Aki") == [] and len(llm.requests) == 1
 
 
@@ -404,10 +443,9 @@ async def test_forgetme_in_a_scene_removes_the_replies_that_answered_the_person_
         scene, llm):
     runtime = await scene()
     ann, bob = Person(runtime, "501", "Ann"), Person(runtime, "502", "Bob")
-    llm.add(text("Aki, Ann has a zanzibarite allergy."), text("Mira, noted: zanzibarite allergy."))
+    llm.add(text("Aki, Ann has a zanzibarite allergy."), text("Noted: zanzibarite allergy."))
     await ann.says("Mira, I have a zanzibarite allergy")
     await eventually(lambda: len(said(runtime, "Aki")) == 1)
-    await eventually(lambda: not runtime.scenes._chains)
     forget = await ann.memory("/forgetme")
     assert (await ann.press(forget.buttons[0][0].action)).ok
     assert await scene_rows(runtime) == []  # Ann's message, Mira's reply and Aki's chain reply are gone
@@ -463,10 +501,9 @@ async def test_a_chain_cut_off_by_a_crash_is_answered_again_once_and_goes_no_fur
     llm.add(text("Mira, thick as soup."))
     cut, = await alive.core.cut_off("telegram", "Aki")
     assert cut.fresh and cut.asked_text == "Aki, what do you make of it?"
-    await voices["Aki"].deliver(await alive.core.answer_again(cut))
-    await asyncio.sleep(0.3)
+    await voices["Aki"].deliver(await alive.core.answer_again(cut))  # delivered: no chain was queued
     assert [r.text for r in voices["Aki"].said] == ["Mira, thick as soup."] and voices["Mira"].said == []
-    assert len(llm.requests) == 1 and not alive.scenes._chains  # it named Mira: no chain after a recovery
+    assert len(llm.requests) == 1 and await queued(alive) == 0  # it named Mira: no chain after a recovery
     assert await alive.core.cut_off("telegram", "Aki") == []  # answered again once
 
 
