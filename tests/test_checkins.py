@@ -208,6 +208,43 @@ async def test_a_scan_sends_at_most_10_check_ins_a_second_per_bot(bot, llm):
     assert min(later - first for first, later in zip(sent_at, sent_at[PER_SECOND:])) > 0.95
 
 
+async def test_a_check_in_whose_delivery_failed_is_taken_back_and_sent_at_the_next_scan(bot, llm):
+    """A delivery error that is not the person's refusal (the platform down): the check-in is not
+    left stored as said, and the absence waits for the next scan."""
+    clock, runtime, ann = await away(bot)
+    broken = Writer()
+
+    async def down(key, text, buttons):
+        raise ConnectionError("the platform is down")
+    broken.write_first = down
+    llm.add(text("How is the garden?"))
+    assert await scan(runtime, broken) == 0
+    window = await runtime.store.conversations.recent_messages((await runtime.turns.conversation_for(ann.key)).id, 50)
+    assert "How is the garden?" not in [m.content for m in window]
+    llm.add(text("How is the garden, Ann?"))
+    writer = Writer()
+    assert await scan(runtime, writer) == 1 and writer.sent[0][1] == "How is the garden, Ann?"
+
+
+async def test_the_absence_is_measured_from_the_persons_last_message_not_the_characters_reply(bot, llm):
+    """The reply to Ann's last message came an hour after it (a slow model): the check-in is due
+    48 hours after her message, not after the reply."""
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    ann = dm(runtime)
+    await chat(ann, 3)
+
+    def slow_reply(body):  # the model answers an hour later
+        clock.now += 1 * HOUR
+        return text("An hour later: hello.")
+    llm.responder = slow_reply
+    await ann.say("message 3 about my garden")
+    llm.responder = None
+    clock.now += 47 * HOUR  # 48 hours after Ann's message, 47 after the reply
+    llm.add(text("How is the garden?"))
+    assert await scan(runtime, Writer()) == 1
+
+
 async def test_someone_denied_by_access_gets_none(bot, llm):
     clock, runtime, ann = await away(bot)
     calls = len(llm.requests)
@@ -261,7 +298,9 @@ async def test_memory_why_after_a_check_in_shows_its_receipt(bot, llm):
     clock.now += 49 * HOUR
     await scan(runtime, Writer())
     why = await ann.memory("/memory why")
+    assert why.text.startswith("The prompt of Mira's check-in (it wrote first) held:")
     assert "Saved memories: 1" in why.text and "I grow tomatoes" in llm.prompt_text()
+    assert "Live window: 8 messages" in why.text  # Ann's 4 and Mira's 4 replies; the last reply's read 7
 
 
 async def test_forgetme_removes_the_check_in_marks(bot, llm):
@@ -283,20 +322,31 @@ async def test_two_processes_scanning_at_once_send_exactly_one(bot, llm):
     await chat(dm(first), 4)
     clock.now += 49 * HOUR
     one, two = Writer(), Writer()
+    calls = len(llm.requests)
     with first.core.writing_first(one), second.core.writing_first(two):
         sent = await asyncio.gather(first.checkins.scan("Mira"), second.checkins.scan("Mira"))
     assert sum(sent) == 1 and len(one.sent) + len(two.sent) == 1
+    assert len(llm.requests) == calls + 1  # one process claimed it: one model call, not two
 
 
 async def test_the_scan_reads_due_conversations_through_an_index(bot, llm):
+    """The plan of the very statement `Checkins.due` runs (caught on its way to the database)."""
     runtime = await bot(FakeClock(NOON_UTC))
     db = runtime.store.db
-    query = ("SELECT conversation_id, person_id, last_at FROM checkins WHERE character_id = 1 "
-             "AND platform = 'telegram' AND waiting AND last_at <= 5 ORDER BY last_at LIMIT 100")
+    ran: list[tuple[str, tuple]] = []
+    run_all = db.all
+
+    async def caught(sql, *params):
+        ran.append((sql, params))
+        return await run_all(sql, *params)
+    db.all = caught
+    await runtime.store.checkins.due(runtime.turns.character("Mira").id, "telegram", NOON_UTC, 100)
+    db.all = run_all
+    (query, params), = ran
     async with db.transaction() as tx:
         if runtime.config.storage.url.startswith("sqlite"):
-            plan = " ".join(str(row["detail"]) for row in await tx.all("EXPLAIN QUERY PLAN " + query))
+            plan = " ".join(str(row["detail"]) for row in await tx.all("EXPLAIN QUERY PLAN " + query, *params))
         else:
             await tx.execute("SET LOCAL enable_seqscan = off")  # a small table: show the planner's index
-            plan = " ".join(row["QUERY PLAN"] for row in await tx.all("EXPLAIN " + query))
-    assert "checkins_due" in plan
+            plan = " ".join(row["QUERY PLAN"] for row in await tx.all("EXPLAIN " + query, *params))
+    assert "checkins_due" in plan and "TEMP B-TREE" not in plan  # through the index, in its order

@@ -10,6 +10,7 @@ import pytest
 from adapters.discord import DiscordAdapter
 from adapters.splitting import open_fence
 from bot.commands.table import TABLE
+from bot.access import AccessRules
 from bot.contract import ConversationKey
 from bot.runtime import build_runtime
 from bot.config import parse_config
@@ -525,8 +526,23 @@ async def test_a_check_in_reaches_the_dm_with_its_button_and_a_closed_dm_gets_no
     await discord_fake.click(ANN, checkin, "🔕 Don't write first", guild=False)
     await discord_fake.wait_for(lambda: any("won't write first" in (m.content or "") for m in discord_fake.messages))
     assert checkin.content == "How did the tomatoes do, Ann?" and not checkin.buttons()  # its own line; the text stays
+    discord_fake.closed_dms.discard(bob_dm)  # Bob opens his DMs again, but has not written
     clock.now += 100 * 3600
-    assert await runtime.checkins.scan("Mira") == 0
+    calls = len(llm.requests)
+    assert await runtime.checkins.scan("Mira") == 0  # Ann said no; Bob's refusal switched his off
+    assert len(llm.requests) == calls
+
+
+async def test_a_check_in_asks_the_gate_about_the_person_as_discord_describes_them(start, discord_fake, llm, clock):
+    """SPEC 14: someone `[access]` denies gets no check-in (and no model call is made for it)."""
+    runtime = await start(lambda raw: raw["characters"][0].update(checkins={"after_hours": 48}))
+    for n in range(4):
+        await discord_fake.say(ANN_DM, ANN, f"hello {n}", guild=False)
+        await bot_reply(discord_fake, ANN_DM, n + 1)
+    runtime.gate.access = AccessRules(deny=frozenset({f"discord:{ANN['id']}"}))  # [access] deny, as of now
+    clock.now += 49 * 3600
+    calls = len(llm.requests)
+    assert await runtime.checkins.scan("Mira") == 0 and len(llm.requests) == calls
 
 
 async def test_the_log_says_discord_is_online_and_warns_of_no_voice_support(start, discord_fake, caplog):

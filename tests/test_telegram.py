@@ -11,6 +11,7 @@ from adapters.telegram import TelegramAdapter
 from bot.runtime import build_runtime
 from bot.config import parse_config
 from bot.commands.table import TABLE
+from bot.access import AccessRules
 from bot.contract import ConversationKey
 from adapters.settings import TelegramSettings
 from tests.conftest import RunningAdapters, adapter_settings, config_dict, eventually
@@ -614,6 +615,18 @@ async def test_a_check_in_reaches_the_dm_with_its_button_and_a_blocked_bot_gets_
     telegram.blocked_dms.discard(BOB)
     clock.now += 100 * 3600
     assert await runtime.checkins.scan("Mira") == 0  # Ann said no; Bob has not written since
+
+
+async def test_a_check_in_asks_the_gate_about_the_person_as_telegram_describes_them(start, telegram, llm, clock):
+    """SPEC 14: someone `[access]` denies gets no check-in (and no model call is made for it)."""
+    runtime = await start(lambda raw: raw["characters"][0].update(checkins={"after_hours": 48}))
+    ann = Person(telegram, ANN, "Ann")
+    for n in range(4):
+        await ann.reply_to(ann.say(f"hello {n}"))
+    runtime.gate.access = AccessRules(deny=frozenset({f"telegram:{ANN}"}))  # [access] deny, as of now
+    clock.now += 49 * 3600
+    calls = len(llm.requests)
+    assert await runtime.checkins.scan("Mira") == 0 and len(llm.requests) == calls
 
 
 async def test_a_reply_telegram_refused_is_taken_back_and_reaches_no_later_prompt(bot, telegram, llm):

@@ -234,7 +234,8 @@ class SavedMemoryCommands:
             return CommandResult(f"There is no reply of {person.character_name} to you in this conversation yet.")
         r = turn.receipt
         tokens = r["tokens"]
-        lines = [f"The prompt of {person.character_name}'s last reply to you held:"]
+        what = "check-in (it wrote first)" if r.get("checkin") else "last reply to you"
+        lines = [f"The prompt of {person.character_name}'s {what} held:"]
         if not r.get("learning", True):
             lines.append("• Saved memories: none — Learn from chat was off.")
         else:
