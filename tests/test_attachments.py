@@ -15,6 +15,7 @@ from bot.runtime import build_runtime
 from bot.window import window_token_budget
 from tests.conftest import Chat
 from tests.fakes.llm_server import text
+from tests.probes import peak_rss_rise_mb
 
 
 def png(width: int = 64, height: int = 48) -> bytes:
@@ -177,21 +178,10 @@ def test_an_image_over_40_million_pixels_is_refused_from_its_header_before_decod
         image_data_url(png_of_side(6_400))  # 40.96 million pixels
 
 
-def _peak_rss_rise_mb(script: str) -> float:
-    import subprocess
-    import sys
-
-    probe = ("import resource\nbefore = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n" + script
-             + "\nprint((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)\n")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return float(done.stdout.strip())
-
-
 def test_at_most_2_images_decode_at_once_and_none_is_copied_full_size():
     """Four images of 36 million pixels (108 MB decoded each) shrunk at once: two decode at a
     time, each shrunk in place, so the process grows by what two decodes need, not four."""
-    rise = _peak_rss_rise_mb(
+    rise, _ = peak_rss_rise_mb(
         "from concurrent.futures import ThreadPoolExecutor\n"
         "from bot.attachments import image_data_url\n"
         "from tests.test_untrusted_input_end_to_end import png_of_side\n"

@@ -10,6 +10,7 @@ import pytest
 from bot.characters import PNG_SIGNATURE, load_character
 from bot.config import CharacterConfig, ConfigError
 from bot.prompt import system_prompt
+from tests.probes import peak_rss_rise_mb
 
 def chunk(kind: bytes, body: bytes) -> bytes:
     """One PNG chunk: length, kind, body, CRC."""
@@ -202,26 +203,17 @@ def test_a_png_card_in_a_ztxt_chunk_written_by_pillow_loads_with_its_lorebook(tm
     assert [e.content for e in character.lorebook.entries] == ["The reactor is failing."]
 
 
-def _peak_rss_mb_loading(path) -> float:
-    """Load the card in a fresh process and return how far its peak RSS rose, in MB."""
-    import subprocess
-    import sys
-
-    probe = (
-        "import resource, sys\n"
+def _peak_rss_mb_loading(path) -> tuple[float, str]:
+    """Load the card in a fresh process: how far its own peak RSS rose, in MB, and its error line."""
+    return peak_rss_rise_mb(
+        "import sys\n"
         "from pathlib import Path\n"
-        "from bot.characters import load_character\n"
         "from bot.config import CharacterConfig, ConfigError\n"
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "from bot.characters import load_character\n"
         "try:\n"
         "    load_character(CharacterConfig(name='Bomb', card=Path(sys.argv[1])))\n"
         "except ConfigError as problem:\n"
-        "    print(problem, file=sys.stderr)\n"
-        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return float(done.stdout.strip()), done.stderr.strip()
+        "    print(problem, file=sys.stderr)\n", str(path), timeout=60)
 
 
 def test_a_charx_whose_card_unpacks_past_16_mb_is_refused_without_unpacking_it(tmp_path):
