@@ -28,6 +28,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
+from bot import metrics
 from bot.actions import encode_action
 from bot.characters import StoredCharacter
 from bot.config import CheckinsConfig
@@ -156,6 +157,7 @@ class CheckIns:
             due = await self.store.checkins.due(stored.id, writer.platform, now - config.after_hours * 3600, SCAN_BATCH)
             pace = Pace(PER_SECOND)
             sent += sum(await asyncio.gather(*(check_in(writer, absence, pace) for absence in due)))
+        metrics.CHECKIN_SCANS.labels(stored.character.name).inc()
         return sent
 
     async def _check_in(self, writer: FirstWriter, stored: StoredCharacter, absence: Absence, pace: "Pace") -> bool:
@@ -199,6 +201,7 @@ class CheckIns:
             log.info("check-in: %s wrote first to person %d on %s (conversation %d), %s after their last message",
                      stored.character.name, absence.person_id, writer.platform, absence.conversation_id,
                      absence_words(self.clock() - absence.last_at))
+            metrics.CHECKINS_SENT.labels(stored.character.name).inc()
             self.after_delivery(absence.conversation_id)
             return True
 

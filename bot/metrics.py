@@ -33,6 +33,9 @@ MODEL_ERRORS = Counter("keepsake_model_errors", "Model calls that failed after t
 SEMANTIC_PAUSES = Counter("keepsake_semantic_recall_pauses",
                           "Minutes recall by meaning stood aside: the embedding server was slow for a turn, or failed.",
                           ["reason"], registry=REGISTRY)
+CHECKIN_SCANS = Counter("keepsake_checkin_scans", "Scans for due check-ins, by character.", ["character"],
+                        registry=REGISTRY)
+CHECKINS_SENT = Counter("keepsake_checkins_sent", "Check-ins sent, by character.", ["character"], registry=REGISTRY)
 SUMMARY_JOBS_PENDING = Gauge("keepsake_summary_jobs_pending",
                              "Conversations this process is summarizing or about to.", registry=REGISTRY)
 

@@ -142,8 +142,10 @@ class Scenes:
         stored = self.turns.character(target)
         key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
                               stored.character.name, True)
-        if not self.gate.lets_in(target, on_behalf):
-            return  # whoever started the chain may not reach this character: not through another either
+        if not self.gate.lets_in(target, on_behalf):  # not through another character either
+            log.info("a scene in %s:%s: %s does not answer for the person who started the chain ([access]); "
+                     "the chain ends", conversation.platform, conversation.chat_id, target)
+            return
         if not await self.can_speak(key, target):
             log.info("a scene in %s:%s: %s cannot speak there (its bot is not in the chat, or may not post); "
                      "the chain ends", conversation.platform, conversation.chat_id, target)

@@ -42,6 +42,17 @@ async def bot_running(tmp_path, config: str, **env: str):
             await stop_bot(process)
 
 
+async def logged(process, words: str, timeout: float = 30.0) -> str:
+    """Wait until the process logs a line holding `words` (its stderr, read as it comes): a
+    positive signal that it decided something, where a sleep would only hope so."""
+    async def read() -> str:
+        while line := (await process.stderr.readline()).decode():
+            if words in line:
+                return line
+        raise AssertionError(f"the process ended without logging {words!r}")
+    return await asyncio.wait_for(read(), timeout)
+
+
 def write_config(tmp_path, llm, telegram) -> str:
     config = tmp_path / "config.toml"
     config.write_text(llm_table(llm) + f"""max_retries = 1

@@ -4,9 +4,12 @@
 the person writes."""
 
 import asyncio
+import re
+import socket
 import sqlite3
 from contextlib import closing
 
+import aiohttp
 import pytest
 
 from tests.conftest import ROOT
@@ -21,11 +24,38 @@ AFTER_HOURS = 0.001  # 3.6 seconds
 DONT = "🔕 Don't write first"
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def scans_after(port: int, more: int) -> None:
+    """Wait until the process has scanned for due check-ins `more` times from now (its metrics):
+    a positive signal that time passed with scans in it, where a sleep would only hope so."""
+    async def scans() -> float:
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as answer:
+            found = re.search(r'^keepsake_checkin_scans_total\{character="Mira"\} (\S+)$', await answer.text(), re.M)
+        return float(found.group(1)) if found else 0.0
+
+    target = await scans() + more
+    deadline = asyncio.get_running_loop().time() + 60
+    while await scans() < target:
+        assert asyncio.get_running_loop().time() < deadline, "the process stopped scanning"
+        await asyncio.sleep(0.1)
+
+
+METRICS_PORT = free_port()
+
+
 @pytest.fixture
 async def running(tmp_path, llm, telegram, discord_fake):
     async with bot_running(tmp_path, llm_table(llm) + f"""
 [telegram]
 base_url = "{telegram.base_url}"
+
+[metrics]
+port = {METRICS_PORT}
 
 [[characters]]
 name = "Mira"
@@ -63,7 +93,7 @@ async def test_the_bot_writes_first_once_per_absence_on_telegram_and_discord(run
     await discord_fake.wait_for(discord_checkins, timeout=30)
     assert "has not written for a little while. Write to them first" in str(llm.requests[-1]["messages"][-1])
 
-    await asyncio.sleep(AFTER_HOURS * 3600 + 1.5)  # longer than another absence: still one each
+    await scans_after(METRICS_PORT, 10)  # 10 scans, 0.5 s apart: longer than another absence, still one each
     assert len(telegram_checkins()) == 1 and len(discord_checkins()) == 1
 
     await final_reply_to(telegram, ANN, telegram.send(ann_dm, ann, "I'm back"))
@@ -77,7 +107,8 @@ async def test_a_check_in_whose_sending_was_cut_off_by_a_kill_is_sent_once_after
     restart the check-in is sent once — never twice, and never left stored as said."""
     config = write_config(tmp_path, llm, telegram)
     with open(config, "a") as file:
-        file.write(f"\n[characters.checkins]\nafter_hours = {AFTER_HOURS}\nscan_seconds = 0.5\n")
+        file.write(f"\n[metrics]\nport = {METRICS_PORT}\n"
+                   f"\n[characters.checkins]\nafter_hours = {AFTER_HOURS}\nscan_seconds = 0.5\n")
     ann, ann_dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
     process = await start_bot(config, telegram, tmp_path)
     try:
@@ -96,7 +127,7 @@ async def test_a_check_in_whose_sending_was_cut_off_by_a_kill_is_sent_once_after
     try:
         await telegram.wait_for(lambda: [m for m in telegram.bot_messages(ANN) if m.text.startswith("How did")],
                                 timeout=30)
-        await asyncio.sleep(AFTER_HOURS * 3600 + 1.5)  # another absence's length: still one
+        await scans_after(METRICS_PORT, 10)  # longer than another absence: still one
         assert [m.text for m in telegram.bot_messages(ANN)].count("How did the tomatoes do, Ann?") == 1
     finally:
         await stop_bot(process)

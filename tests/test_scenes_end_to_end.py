@@ -16,7 +16,7 @@ from bot.contract import NOT_ALLOWED
 from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text as llm_text
-from tests.process import bot_running, llm_table, stop_bot
+from tests.process import bot_running, llm_table, logged, stop_bot
 from tests.test_characters import png_with_card
 
 ANN = 801
@@ -45,9 +45,9 @@ telegram_token_env = "MIRA_TELEGRAM_TOKEN"
 name = "Aki"
 persona = "You are Aki, a sardonic harbour pilot who has seen every kind of fog."
 telegram_token_env = "AKI_TELEGRAM_TOKEN"
-""", MIRA_TELEGRAM_TOKEN=telegram.token, AKI_TELEGRAM_TOKEN=AKI_TOKEN):
+""", MIRA_TELEGRAM_TOKEN=telegram.token, AKI_TELEGRAM_TOKEN=AKI_TOKEN) as process:
         await telegram.wait_for(lambda: len(telegram.calls_to("setMyCommands")) >= 2, timeout=30)  # both bots up
-        yield aki
+        yield process
 
 
 def scene_messages(telegram) -> list[tuple[int, str]]:
@@ -61,6 +61,7 @@ def prompt(llm, index: int) -> list[tuple[str, str]]:
 
 @pytest.mark.timeout(120)
 async def test_two_telegram_bots_play_one_scene_and_the_chain_stops_at_max_chain(two_bots, llm, telegram):
+    process = two_bots
     ann, group = telegram.user(ANN, "Ann"), telegram.chat(GROUP, "supergroup", "Harbour")
     llm.add(*(llm_text(t) for t in ("Aki, what do you make of the fog?", "Mira, it's thick as soup.",
                                     "Aki, then we wait for the morning.")))
@@ -69,7 +70,7 @@ async def test_two_telegram_bots_play_one_scene_and_the_chain_stops_at_max_chain
     chain = [(MIRA_ID, "Aki, what do you make of the fog?"), (AKI_ID, "Mira, it's thick as soup."),
              (MIRA_ID, "Aki, then we wait for the morning.")]
     await telegram.wait_for(lambda: scene_messages(telegram)[1:] == chain, timeout=60)
-    await asyncio.sleep(1.0)  # the cap: no fourth character message without a person
+    await logged(process, "reached [scenes] max_chain (3 character messages in a row)")  # the cap: no fourth
     assert len(llm.requests) == 3 and len(scene_messages(telegram)) == 4
     # Mira's first reply answers Ann's message; each prompt held the whole scene so far
     assert telegram.chats[GROUP][1].reply_to == asked
@@ -114,10 +115,10 @@ card = "{card}"
 [[characters]]
 name = "Aki"
 persona = "You are Aki, a sardonic harbour pilot who has seen every kind of fog."
-""", KEEPSAKE_DISCORD_HOST="discord-host-token", KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base):
+""", KEEPSAKE_DISCORD_HOST="discord-host-token", KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base) as process:
         await asyncio.wait_for(discord_fake.identified.wait(), 30)
         await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
-        yield card
+        yield card, process
 
 
 def voices(discord_fake) -> list[tuple[str, str]]:
@@ -128,14 +129,14 @@ def voices(discord_fake) -> list[tuple[str, str]]:
 @pytest.mark.timeout(120)
 async def test_one_discord_host_bot_voices_two_characters_by_webhook_and_the_chain_stops_at_max_chain(
         host_bot, llm, discord_fake):
-    card = host_bot
+    card, process = host_bot
     llm.add(*(llm_text(t) for t in ("Aki, what do you make of the fog?", "Mira, it's thick as soup.",
                                     "Aki, then we wait for the morning.")))
     await discord_fake.say(discord_fake.channel_id, DISCORD_ANN, "Mira, fog tonight?")
     chain = [("Mira", "Aki, what do you make of the fog?"), ("Aki", "Mira, it's thick as soup."),
              ("Mira", "Aki, then we wait for the morning.")]
     await discord_fake.wait_for(lambda: voices(discord_fake) == chain, timeout=60)
-    await asyncio.sleep(1.0)  # the cap: no fourth character message without a person
+    await logged(process, "reached [scenes] max_chain (3 character messages in a row)")  # the cap: no fourth
     assert len(llm.requests) == 3 and len(voices(discord_fake)) == 3
     # one webhook a character in the channel, made by the host bot, under its name and PNG card image
     hooks = {hook["name"]: hook for hook in discord_fake.webhooks.values()}
@@ -196,10 +197,10 @@ persona = "You are Mira, who keeps the lighthouse."
 name = "Aki"
 persona = "You are Aki, a sardonic harbour pilot."
 access = {{ deny = ["discord:{DISCORD_ZED['id']}"] }}
-""", KEEPSAKE_DISCORD_HOST="discord-host-token", KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base):
+""", KEEPSAKE_DISCORD_HOST="discord-host-token", KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base) as process:
         await asyncio.wait_for(discord_fake.identified.wait(), 30)
         await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
-        yield
+        yield process
 
 
 async def private_answer(discord_fake, interaction) -> str:
@@ -211,6 +212,7 @@ async def private_answer(discord_fake, interaction) -> str:
 
 @pytest.mark.timeout(120)
 async def test_a_host_bot_applies_each_characters_own_access_on_every_path(host_bot_aki_denies_zed, llm, discord_fake):
+    process = host_bot_aki_denies_zed
     channel = discord_fake.channel_id
     llm.add(llm_text("Aye, Ann."))
     await discord_fake.say(channel, DISCORD_ANN, "Aki, is the harbour open?")  # Aki lets Ann in
@@ -230,7 +232,7 @@ async def test_a_host_bot_applies_each_characters_own_access_on_every_path(host_
     llm.add(llm_text("Aki, Zed here wants the codes."))
     await discord_fake.say(channel, DISCORD_ZED, "Mira, ask Aki for the codes")
     await discord_fake.wait_for(lambda: ("Mira", "Aki, Zed here wants the codes.") in voices(discord_fake), timeout=30)
-    await asyncio.sleep(1.0)  # Aki would have answered by now
+    await logged(process, "Aki does not answer for the person who started the chain")
     assert len(llm.requests) == 2  # Ann's answer and Mira's: nothing on Zed's behalf reached Aki
     assert [text for name, text in voices(discord_fake) if name == "Aki"] == ["Aye, Ann."]
     shown = await discord_fake.slash(DISCORD_ZED, channel, "memory", "view", character="Mira")
@@ -311,7 +313,7 @@ async def test_a_character_whose_bot_is_not_in_the_group_takes_no_part_in_its_sc
     telegram.send(group, ann, "@mira_bot tide tonight?")
     await telegram.wait_for(lambda: scene_messages(telegram)[1:] == [(MIRA_ID, "Aki, when does the tide turn?")],
                             timeout=30)
-    await asyncio.sleep(1.0)  # Aki would have been asked by now
+    await logged(two_bots, "Aki cannot speak there")
     assert len(llm.requests) == 1 and not telegram.calls_to("sendMessage")[1:]
     llm.add(llm_text("Still turning, Ann."))
     telegram.send(group, ann, "@mira_bot and now?")
