@@ -30,12 +30,14 @@ from typing import Any, Awaitable, Callable, Generic, TypeVar
 
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream
-from bot.contract import (INTERRUPTED, Asker, Button, ConversationKey, Core, Identity, IncomingMessage, Reply, ReplySink,
-                          Unreachable)
+from bot.contract import (
+    INTERRUPTED, Asker, Button, ConversationKey, Core, Identity, IncomingMessage, Reply, ReplySink, Unreachable,
+)
 
 log = logging.getLogger(__name__)
 RECOVER_EVERY_S = 15.0
-CANNOT_REPLACE = "This reply can't be changed any more (it was posted through a webhook that is gone). Send your message again instead."
+CANNOT_REPLACE = ("This reply can't be changed any more (it was posted through a webhook that is gone). "
+                  "Send your message again instead.")
 Place = TypeVar("Place")  # where a conversation lives on the platform (a chat and topic; a channel)
 
 

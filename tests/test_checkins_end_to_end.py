@@ -116,8 +116,8 @@ async def test_a_check_in_whose_sending_was_cut_off_by_a_kill_is_sent_once_after
             await final_reply_to(telegram, ANN, telegram.send(ann_dm, ann, f"message {n}"))
         telegram.stalled = DONT
         llm.add(llm_text("How did the tomatoes do, Ann?"))
-        await telegram.wait_for(lambda: [c for c in telegram.calls_to("sendMessage") if DONT in str(c.get("reply_markup"))],
-                                timeout=30)
+        await telegram.wait_for(lambda: [c for c in telegram.calls_to("sendMessage")
+                                         if DONT in str(c.get("reply_markup"))], timeout=30)
     finally:
         process.kill()
         await process.wait()

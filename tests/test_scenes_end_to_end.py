@@ -28,7 +28,7 @@ MIRA_ID = 123456
 
 @pytest.fixture
 async def two_bots(tmp_path, llm, telegram):
-    aki = telegram.add_bot(AKI_TOKEN, AKI_ID, "aki_bot", "Aki")
+    telegram.add_bot(AKI_TOKEN, AKI_ID, "aki_bot", "Aki")
     async with bot_running(tmp_path, llm_table(llm) + f"""
 [telegram]
 base_url = "{telegram.base_url}"
@@ -183,9 +183,9 @@ DISCORD_ZED = FakeDiscord.user("900000000000000066", "Zed")
 ZED = 866
 
 
-@pytest.fixture
-async def host_bot_aki_denies_zed(tmp_path, llm, discord_fake):
-    async with bot_running(tmp_path, llm_table(llm) + f"""
+def host_bot_config(llm, aki: str = "") -> str:
+    """A Discord host bot voicing Mira and Aki (with `aki`: more keys of Aki's table)."""
+    return llm_table(llm) + f"""
 [discord]
 host_token_env = "KEEPSAKE_DISCORD_HOST"
 
@@ -196,8 +196,15 @@ persona = "You are Mira, who keeps the lighthouse."
 [[characters]]
 name = "Aki"
 persona = "You are Aki, a sardonic harbour pilot."
-access = {{ deny = ["discord:{DISCORD_ZED['id']}"] }}
-""", KEEPSAKE_DISCORD_HOST="discord-host-token", KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base) as process:
+{aki}
+"""
+
+
+@pytest.fixture
+async def host_bot_aki_denies_zed(tmp_path, llm, discord_fake):
+    aki_denies_zed = f'access = {{ deny = ["discord:{DISCORD_ZED["id"]}"] }}'
+    async with bot_running(tmp_path, host_bot_config(llm, aki_denies_zed), KEEPSAKE_DISCORD_HOST="discord-host-token",
+                           KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base) as process:
         await asyncio.wait_for(discord_fake.identified.wait(), 30)
         await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
         yield process
@@ -278,18 +285,8 @@ async def test_a_command_naming_a_character_is_decided_by_that_characters_access
 async def test_a_host_bot_without_manage_webhooks_names_the_permission_and_calls_no_model(tmp_path, llm, discord_fake):
     """SPEC 15 "Webhook trouble is named": one line to the person, one WARNING a channel, no model call."""
     discord_fake.no_manage_webhooks.add(discord_fake.channel_id)
-    async with bot_running(tmp_path, llm_table(llm) + """
-[discord]
-host_token_env = "KEEPSAKE_DISCORD_HOST"
-
-[[characters]]
-name = "Mira"
-persona = "You are Mira, who keeps the lighthouse."
-
-[[characters]]
-name = "Aki"
-persona = "You are Aki, a sardonic harbour pilot."
-""", KEEPSAKE_DISCORD_HOST="discord-host-token", KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base) as process:
+    async with bot_running(tmp_path, host_bot_config(llm), KEEPSAKE_DISCORD_HOST="discord-host-token",
+                           KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base) as process:
         await asyncio.wait_for(discord_fake.identified.wait(), 30)
         channel = discord_fake.channel_id
         for n in range(3):
@@ -322,7 +319,8 @@ async def test_a_character_whose_bot_is_not_in_the_group_takes_no_part_in_its_sc
 
 
 @pytest.mark.timeout(120)
-async def test_regenerate_through_a_deleted_webhook_leaves_the_shown_reply_as_the_stored_one(host_bot, llm, discord_fake):
+async def test_regenerate_through_a_deleted_webhook_leaves_the_shown_reply_as_the_stored_one(
+        host_bot, llm, discord_fake):
     """SPEC 15 "What was not shown was not said": a webhook's message can be edited only through
     it; once an admin deleted it, Regenerate says so, calls no model, and the reply people see
     stays the one the character remembers."""
