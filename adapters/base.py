@@ -24,6 +24,7 @@ platform id as text.
 from __future__ import annotations
 
 import abc
+import asyncio
 import contextlib
 import logging
 from typing import Any, Awaitable, Callable, Generic, TypeVar
@@ -146,7 +147,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
                     ids.append(existing[i])
                 else:
                     ids.append(await self.send(place, chunk, buttons, reply_to if not ids else None))
-        except BaseException:
+        except Exception:  # the platform refused or failed (a cancelled send's fate is unknown)
             if reply.turn is not None:  # what was not shown was not said (SPEC 15)
                 await self.core.undelivered(reply)
             raise
@@ -198,13 +199,19 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             except self.failures as failure:
                 log.warning("%s: could not recover an interrupted reply: %s", self.platform, failure)
 
-    async def keep_recovering(self) -> None:
-        while True:
+    async def keep_recovering(self, stop: asyncio.Event) -> None:
+        """Recover until `stop` is set; a recovery under way finishes first, so a reply it
+        delivered is also marked shown (cut off between the two, it would be taken back)."""
+        while not stop.is_set():
             try:
                 await self.recover()
             except Exception:
                 log.exception("%s: recovering interrupted replies failed; trying again later", self.platform)
-            await self.core.stray_found(RECOVER_EVERY_S)  # at once when a waiting turn found one
+            found = asyncio.ensure_future(self.core.stray_found(RECOVER_EVERY_S))  # at once when a waiter found one
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({found, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (found, stopping):
+                task.cancel()
 
     async def write_first(self, conversation: ConversationKey, text: str, buttons: list[list[Button]]) -> list[str]:
         """A check-in in a one-to-one conversation (SPEC 14); the ids of its messages."""

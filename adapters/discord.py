@@ -236,8 +236,11 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                                       f"({self.settings.token_env}): {refused}") from None
             connection = asyncio.create_task(self.client.connect(reconnect=True))
             stopping = asyncio.create_task(stop.wait())
-            recovery = asyncio.create_task(self.recover_when_ready())
+            done_recovering = asyncio.Event()
+            recovery = asyncio.create_task(self.recover_when_ready(done_recovering))
             done, _ = await asyncio.wait({connection, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            done_recovering.set()  # a recovery under way finishes (its reply marked shown); a stuck one is cut off
+            await asyncio.wait({recovery}, timeout=5)
             recovery.cancel()
             await self.client.close()
             stopping.cancel()
@@ -252,9 +255,9 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             else:
                 await asyncio.gather(connection, return_exceptions=True)
 
-    async def recover_when_ready(self) -> None:
+    async def recover_when_ready(self, stop: asyncio.Event) -> None:
         await self.client.wait_until_ready()
-        await asyncio.gather(*(speaker.keep_recovering() for speaker in self.speakers.values()))
+        await asyncio.gather(*(speaker.keep_recovering(stop) for speaker in self.speakers.values()))
 
     # -- the platform's primitives for the shared reply flow (adapters/base.py) ---------------
     def place_of(self, conversation: ConversationKey) -> Messageable:
