@@ -32,7 +32,8 @@ from typing import Any, Awaitable, Callable, Generic, TypeVar
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream
 from bot.contract import (
-    INTERRUPTED, Asker, Button, ConversationKey, Core, Identity, IncomingMessage, Reply, ReplySink, Unreachable,
+    INTERRUPTED, Asker, Button, ConversationKey, Core, Identity, IncomingMessage, QueuedTurn, Reply, ReplySink,
+    Unreachable,
 )
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     async def answer_here(self, incoming: IncomingMessage) -> None:
         await self.answer(self.place_of(incoming.conversation), incoming)
 
-    async def continue_scene(self, conversation: ConversationKey, turn: str, on_behalf: Asker | None) -> None:
+    async def continue_scene(self, conversation: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None) -> None:
         await self._stream(self.place_of(conversation), None,
                            lambda sink: self.core.answer_queued(conversation, turn, on_behalf, on_text=sink))
 

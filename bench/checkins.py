@@ -82,7 +82,7 @@ async def _measure(folder: Path, clock: Clock, conversations: int, url: str | No
         clock.now += AFTER_HOURS * HOUR + 60
         db = runtime.store.db
         filler_person = await runtime.store.people.person_for_identity("telegram", "filler")
-        character = runtime.turns.character("Mira").id
+        character = runtime.cast.character("Mira").id
         await db.execute(FILLER, conversations - DUE, character, clock.now)
         await db.execute(FILLER_ABSENCES, filler_person, clock.now - HOUR)  # wrote an hour ago: not due
         await runtime.store.maintain(clock.now, None, None)  # planner statistics, as in a live database

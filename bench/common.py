@@ -158,7 +158,7 @@ async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float
 
 async def fill_memories(runtime: Runtime, person_id: int) -> None:
     """240 saved memories: 100 unpinned + 20 pinned in both scopes."""
-    character = runtime.turns.character("Mira").id
+    character = runtime.cast.character("Mira").id
     for scope in ("character", "global"):
         for i in range(120):
             text = f"{scope} fact {i}: something that stays true about this person for weeks"

@@ -176,7 +176,7 @@ async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[st
                 text = "\n".join(t for _, t in lines)
                 if speaker != person:  # the character's lines answer the person's last turn
                     if pending is None:  # or it speaks first: its greeting
-                        conversation_id = (await runtime.turns.conversation_for(key)).id
+                        conversation_id = (await runtime.cast.conversation_for(key)).id
                         await runtime.store.conversations.add_greeting(conversation_id, "Mira", text,
                                                                        counter.count(text))
                         archive.append(text)

@@ -45,7 +45,7 @@ async def measure(conversations: int) -> tuple[float, float]:
                 key = ConversationKey("telegram", f"chat-{n}", None, "Mira")
                 who = Identity("telegram", f"user-{n}")
                 person_id = await runtime.store.people.person_for_identity("telegram", f"user-{n}")
-                conversation = await runtime.turns.conversation_for(key)
+                conversation = await runtime.cast.conversation_for(key)
                 for h in range(HISTORY):
                     await runtime.store.conversations.add_user_message(conversation.id, person_id, f"Person {n}", LINE % h, 40, None)
                 for t in range(3):

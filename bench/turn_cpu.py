@@ -52,7 +52,7 @@ async def measure(size: int, turns: int, storage_url: str | None) -> dict[str, f
         try:
             person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
             await fill_memories(runtime, person)
-            conversation = await runtime.turns.conversation_for(KEY)
+            conversation = await runtime.cast.conversation_for(KEY)
             for n in range(size):
                 line = HISTORY.format(n=n)
                 await runtime.store.conversations.add_user_message(conversation.id, person, "Ann", line,

@@ -92,7 +92,7 @@ async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], sto
         try:
             person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
             await fill_memories(runtime, person)
-            conversation = await runtime.turns.conversation_for(KEY)
+            conversation = await runtime.cast.conversation_for(KEY)
             stored = 0
             for size in sizes:
                 while stored < size:  # a long history, written the way turns write it

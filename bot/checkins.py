@@ -26,10 +26,11 @@ import contextlib
 import logging
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from bot import metrics
 from bot.actions import encode_action
+from bot.cast import Cast
 from bot.characters import StoredCharacter
 from bot.config import CheckinsConfig
 from bot.contract import Button, ConversationKey, FirstWriter, Unreachable
@@ -41,9 +42,6 @@ from bot.saved_memories import memories_for_prompt
 from bot.tokens import TokenCounter
 from bot.window import WINDOW_MAX_MESSAGES, live_window
 from storage.ports import Absence, Store
-
-if TYPE_CHECKING:  # the turn handler counts messages for check-ins with the rules below
-    from bot.turn import TurnHandler
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +58,12 @@ recite what you remember, do not mention this instruction or how long they were 
 and ask at most one question."""
 
 
-def counts_for_checkins(key: ConversationKey, person_id: int | None) -> bool:
-    """Whether a message there counts for check-ins: a person's, one-to-one, on a chat platform."""
-    return person_id is not None and not key.is_shared and key.platform != "console"
+def counted_from(key: ConversationKey, person_id: int | None) -> int | None:
+    """From how many of the person's messages there an absence waits for a check-in; None where
+    messages do not count (not a person's, not one-to-one, not on a chat platform). The turn
+    handler stores each message with it."""
+    counts = person_id is not None and not key.is_shared and key.platform != "console"
+    return MIN_MESSAGES if counts else None
 
 
 def in_quiet_hours(now: float, config: CheckinsConfig) -> bool:
@@ -102,11 +103,12 @@ class Pace:
 
 
 class CheckIns:
-    def __init__(self, store: Store, turns: "TurnHandler", gate: Gate, llm: LLMClient, counter: TokenCounter,
-                 configs: dict[str, CheckinsConfig], after_delivery: Callable[[int], None],
+    def __init__(self, store: Store, cast: Cast, gate: Gate, llm: LLMClient, counter: TokenCounter,
+                 context_window: int, configs: dict[str, CheckinsConfig], after_delivery: Callable[[int], None],
                  clock: Callable[[], float] = time.time):
         self.store = store
-        self.turns = turns
+        self.cast = cast
+        self.context_window = context_window
         self.gate = gate
         self.llm = llm
         self.counter = counter
@@ -130,7 +132,7 @@ class CheckIns:
             quiet = "no quiet hours" if config.quiet_hours is None else "quiet {:02d}:{:02d}-{:02d}:{:02d}".format(
                 *divmod(config.quiet_hours[0], 60), *divmod(config.quiet_hours[1], 60))
             log.info("check-ins: %s writes first after %g hours of quiet (%s, %s; a scan every %g s)",
-                     self.turns.character(name).character.name, config.after_hours, quiet, config.timezone,
+                     self.cast.character(name).character.name, config.after_hours, quiet, config.timezone,
                      config.scan_seconds)
         return [(f"checkins:{name}", lambda name=name: self.scan(name), config.scan_seconds)
                 for name, config in self.configs.items()]
@@ -141,7 +143,7 @@ class CheckIns:
         now = self.clock()
         if config is None or in_quiet_hours(now, config):
             return 0
-        stored = self.turns.character(character)
+        stored = self.cast.character(character)
         at_once = asyncio.Semaphore(AT_ONCE)
 
         async def check_in(writer: FirstWriter, absence: Absence, pace: "Pace") -> bool:
@@ -165,7 +167,7 @@ class CheckIns:
             if not mine:
                 return False  # another process is writing this one
             conversation = await self.store.conversations.conversation_by_id(absence.conversation_id)
-            key = self.turns.key_of(conversation) if conversation is not None else None
+            key = self.cast.key_of(conversation) if conversation is not None else None
             user_id = next((user for platform, user in await self.store.people.identities_of(absence.person_id)
                             if platform == writer.platform), None)
             if key is None or user_id is None:
@@ -212,10 +214,10 @@ class CheckIns:
         memories = await memories_for_prompt(self.store, absence.person_id, stored.id) if learning else None
         summary = await self.store.summaries.summaries(absence.conversation_id)
         newest_first = await self.store.conversations.recent_messages(absence.conversation_id, WINDOW_MAX_MESSAGES)
-        window = live_window(newest_first, self.turns.context_window)
+        window = live_window(newest_first, self.context_window)
         speaker = next((m.speaker_name for m in newest_first if m.person_id == absence.person_id), "them")
         lore = await asyncio.to_thread(stored.character.lorebook.entries_for, [m.content for m in reversed(window)],
-                                       self.turns.context_window)
+                                       self.context_window)
         prompt = build_prompt(character=stored.character, character_tokens=stored.prompt_tokens, speaker_name=speaker,
                               shared=False, memories=memories, summary=summary, window=window, recalled=[],
                               lore=lore, tools=False, now=now)

@@ -197,16 +197,29 @@ class Asker:
 
 
 @dataclass(frozen=True)
+class QueuedTurn:
+    """A turn waiting in its conversation's line to be answered (a message a crash cut off, or
+    a character's reply another character answers in a scene). Adapters hand it back as they got
+    it; it never leaves the process."""
+
+    message_id: int  # the stored message it answers
+    ticket: int  # its place in the line
+
+
+@dataclass(frozen=True)
 class CutOff:
     """A reply a crash cut off, claimed by the adapter of its platform (SPEC 9): answered again
     when `fresh` (Core.answer_again), else its partial message says it was interrupted."""
 
-    handle: str
+    queued: QueuedTurn | None  # queued again to be answered; None: too old, only marked
     conversation: ConversationKey
     asked: str | None  # the platform id of the message it answers
     asked_text: str
     partial_message_id: str | None  # where the cut-off reply shows, if it showed
-    fresh: bool
+
+    @property
+    def fresh(self) -> bool:
+        return self.queued is not None
 
 
 @dataclass(frozen=True)
@@ -289,7 +302,7 @@ class Voice(Protocol):
         """Whether this character can post in that chat (Telegram: its bot is a member of the
         group; Discord: its bot, or the host's webhook, may post there)."""
 
-    async def continue_scene(self, key: ConversationKey, turn: str, on_behalf: Asker | None) -> None:
+    async def continue_scene(self, key: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None) -> None:
         """Answer another character's reply, as the queued turn `turn` (Core.answer_queued), on
         behalf of the person whose message started the chain."""
 
@@ -403,7 +416,7 @@ class Core(Protocol):
     def voicing(self, voice: Voice) -> AbstractContextManager[None]:
         """The character speaks through `voice` in scenes on its platform while the block runs."""
 
-    async def answer_queued(self, key: ConversationKey, turn: str, on_behalf: Asker | None,
+    async def answer_queued(self, key: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None,
                             on_text: ReplySink | None = None) -> Reply:
         """Answer a scene's queued turn (Voice.continue_scene): a character's reply to another
         character's, unless a person wrote in between, or the chain's starter may not reach this

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
 from bot.checkins import CheckIns
 from bot.commands import MemoryCommands
 from bot.commands.table import TABLE, help_text
+from bot.cast import Cast
 from bot.gate import Gate
+from bot.tokens import TokenCounter
 from bot.contract import (
     NOT_ALLOWED,
     Asker,
@@ -28,6 +31,7 @@ from bot.contract import (
     Identity,
     IncomingMessage,
     Notifier,
+    QueuedTurn,
     Reply,
     ReplySink,
     Voice,
@@ -45,14 +49,14 @@ class Notifications:
     """Tells people about background results (a rebuild finished) through the adapters that are
     running; each adapter ignores conversations of other platforms and characters."""
 
-    def __init__(self, store: Store, turns: TurnHandler):
+    def __init__(self, store: Store, cast: Cast):
         self.store = store
-        self.turns = turns
+        self.cast = cast
         self.notifiers: Present[Notifier] = Present()
 
     async def notify(self, conversation_id: int, person_id: int | None, text: str) -> None:
         conversation = await self.store.conversations.conversation_by_id(conversation_id)
-        key = self.turns.key_of(conversation) if conversation is not None else None
+        key = self.cast.key_of(conversation) if conversation is not None else None
         if key is None:
             return
         for notifier in self.notifiers:
@@ -69,9 +73,12 @@ class Notifications:
 class Keepsake:
     """The Core protocol (bot/contract.py), for every adapter of this process."""
 
-    def __init__(self, store: Store, turns: TurnHandler, gate: Gate, commands: MemoryCommands,
-                 notifications: Notifications, checkins: CheckIns, scenes: Scenes,
-                 after_delivery: Callable[[int], None]):
+    def __init__(self, store: Store, cast: Cast, counter: TokenCounter, turns: TurnHandler, gate: Gate,
+                 commands: MemoryCommands, notifications: Notifications, checkins: CheckIns, scenes: Scenes,
+                 after_delivery: Callable[[int], None], clock: Callable[[], float] = time.time):
+        self.cast = cast
+        self.counter = counter
+        self.clock = clock
         self.gate = gate
         self.checkins = checkins
         self.scenes = scenes
@@ -84,7 +91,7 @@ class Keepsake:
 
     # -- conversations -----------------------------------------------------------------------
     def character_name(self, name: str) -> str:
-        return self.turns.character(name).character.name
+        return self.cast.character(name).character.name
 
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
         key = message.conversation
@@ -139,12 +146,12 @@ class Keepsake:
 
     async def edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:
         text = clean_text(text).strip()
-        conversation = await self.turns.conversation_for(key)
+        conversation = await self.cast.conversation_for(key)
         return await self.store.conversations.edit_platform_message(
-            conversation.id, platform_message_id, text, self.turns.counter.count(text))
+            conversation.id, platform_message_id, text, self.counter.count(text))
 
     async def deleted(self, key: ConversationKey, platform_message_id: str) -> bool:
-        conversation = await self.turns.conversation_for(key)
+        conversation = await self.cast.conversation_for(key)
         return await self.store.conversations.delete_platform_message(conversation.id, platform_message_id)
 
     async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> Reply:
@@ -153,7 +160,7 @@ class Keepsake:
         conversation with no messages yet the greeting is stored as the character's first
         message, so the model knows what it said. (Not in a shared one: it names the person, and
         would outlive their /forgetme.)"""
-        character = self.turns.character(key.character).character
+        character = self.cast.character(key.character).character
         number = parse_number(choice) if choice.strip() else 1
         if number is None or not 1 <= number <= character.greetings:
             if character.greetings == 1:
@@ -162,13 +169,13 @@ class Keepsake:
                          f"/start 1 … /start {character.greetings}.", is_error=True)
         text = character.greeting(speaker_name, number)
         if not key.is_shared:
-            conversation = await self.turns.conversation_for(key)
+            conversation = await self.cast.conversation_for(key)
             await self.store.conversations.add_greeting(conversation.id, character.name, text,
-                                                        self.turns.counter.count(text))
+                                                        self.counter.count(text))
         return Reply(text)
 
     def other_greetings(self, key: ConversationKey, choice: str = "") -> str | None:
-        character = self.turns.character(key.character).character
+        character = self.cast.character(key.character).character
         shown = parse_number(choice) if choice.strip() else 1
         if character.greetings == 1 or shown is None or not 1 <= shown <= character.greetings:
             return None
@@ -181,42 +188,40 @@ class Keepsake:
         whichever adapter asks first, in message order), after interrupting those of processes
         sharing the database that are gone since. A fresh one is queued again at once, at its
         message's place in line."""
-        stored = self.turns.character(character)
+        stored = self.cast.character(character)
         await self.store.turns.recover_interrupted_turns()
         claimed = []
         for row in await self.store.turns.interrupted_turns(platform, stored.id):
-            fresh = self.turns.clock() - row.turn.created_at < RECOVER_WITHIN_S
-            if fresh:
+            if self.clock() - row.turn.created_at < RECOVER_WITHIN_S:  # fresh: answered again
                 if (ticket := await self.store.turns.requeue_interrupted_turn(row.turn.id)) is None:
                     continue
-                handle = f"{row.user_message.id}:{ticket}"
+                queued: QueuedTurn | None = QueuedTurn(row.user_message.id, ticket)
             elif await self.store.turns.claim_interrupted_turn(row.turn.id):
-                handle = ""
+                queued = None
             else:
                 continue
-            key = self.turns.key_of(row.conversation)
+            key = self.cast.key_of(row.conversation)
             assert key is not None  # the character asked for is configured
             key = replace(key, character=stored.character.name)  # in a scene, the turn's character
-            claimed.append(CutOff(handle, key, row.user_message.platform_message_id, row.user_message.content,
-                                  row.turn.partial_message_id, fresh))
+            claimed.append(CutOff(queued, key, row.user_message.platform_message_id, row.user_message.content,
+                                  row.turn.partial_message_id))
         return claimed
 
     async def answer_again(self, cut_off: CutOff, on_text: ReplySink | None = None) -> Reply:
-        message_id, ticket = (int(part) for part in cut_off.handle.split(":"))
-        reply = await self.turns.answer_again(cut_off.conversation, message_id, ticket, on_text)
+        assert cut_off.queued is not None, "only a fresh cut-off reply is answered again"
+        reply = await self.turns.answer_again(cut_off.conversation, cut_off.queued, on_text)
         if reply.turn is not None:
             self._answered_again.add(int(reply.turn))
         return reply
 
-    async def answer_queued(self, key: ConversationKey, turn: str, on_behalf: Asker | None,
+    async def answer_queued(self, key: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None,
                             on_text: ReplySink | None = None) -> Reply:
-        message_id, ticket = (int(part) for part in turn.split(":"))
-        reply = await self.turns.answer_again(key, message_id, ticket, on_text)
+        reply = await self.turns.answer_again(key, turn, on_text)
         reply.on_behalf = on_behalf  # the chain goes on for whoever started it
         return reply
 
     def portrait(self, character: str) -> bytes | None:
-        return self.turns.character(character).character.portrait
+        return self.cast.character(character).character.portrait
 
     def voicing(self, voice: Voice) -> contextlib.AbstractContextManager[None]:
         return self.scenes.voices.joined(voice)
@@ -248,13 +253,13 @@ class Keepsake:
 
     async def answered_in(self, platform: str, chat_id: str, platform_message_ids: list[str],
                           key: ConversationKey) -> None:
-        conversation = await self.turns.conversation_for(key)
+        conversation = await self.cast.conversation_for(key)
         await self.store.conversations.set_answer_origin(platform, chat_id, platform_message_ids, conversation.id)
 
     async def asked_in(self, platform: str, chat_id: str, platform_message_id: str,
                        character: str) -> ConversationKey | None:
         conversation = await self.store.conversations.answer_origin(platform, chat_id, platform_message_id)
-        return self.turns.key_of(conversation) if conversation is not None else None
+        return self.cast.key_of(conversation) if conversation is not None else None
 
     # -- who, and how often ---------------------------------------------------------------------
     def lets_in(self, character: str, asker: Asker) -> bool:

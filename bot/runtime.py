@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from bot.characters import StoredCharacter, load_character
-from bot.checkins import CheckIns
+from bot.cast import Cast
+from bot.checkins import CheckIns, counted_from
 from bot.commands import MemoryCommands
 from bot.config import Config
 from bot.core import Keepsake, Notifications
@@ -40,6 +41,7 @@ class Runtime:
     store: Store
     llm: LLMClient
     counter: TokenCounter
+    cast: Cast
     turns: TurnHandler
     summarizer: Summarizer
     rebuilds: Rebuilds
@@ -96,17 +98,19 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
             semantic = None
     gate = Gate(store, config.access, {c.name: c.access for c in config.characters},
                 CallLimits(store, config.limits.turns_per_minute))
-    turns = TurnHandler(store, llm, counter, characters, window, gate, clock=clock, recall_tokens=recall_tokens,
+    cast = Cast(store, characters)
+    turns = TurnHandler(store, llm, counter, cast, window, gate, counted_from, clock=clock, recall_tokens=recall_tokens,
                         semantic=semantic)
-    notifications = Notifications(store, turns)
+    notifications = Notifications(store, cast)
     rebuilds = Rebuilds(store, summarizer, notifications.notify)
-    checkins = CheckIns(store, turns, gate, llm, counter, {c.name: c.checkins for c in config.characters if c.checkins},
+    checkins = CheckIns(store, cast, gate, llm, counter, window,
+                        {c.name: c.checkins for c in config.characters if c.checkins},
                         after_delivery=summarizer.schedule, clock=clock)
-    commands = MemoryCommands(turns, gate, rebuilds, clock=clock, writes_first=checkins.writes_first)
+    commands = MemoryCommands(store, cast, counter, llm, gate, rebuilds, clock=clock, writes_first=checkins.writes_first)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins)
-    scenes = Scenes(store, turns, gate, config.scenes.max_chain)
-    core = Keepsake(store, turns, gate, commands, notifications, checkins, scenes,
-                    after_delivery=summarizer.schedule)
-    return Runtime(config, store, llm, counter, turns, summarizer, rebuilds, commands, jobs, notifications, checkins,
+    scenes = Scenes(store, cast, gate, config.scenes.max_chain)
+    core = Keepsake(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
+                    after_delivery=summarizer.schedule, clock=clock)
+    return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications, checkins,
                    scenes, gate, core)

@@ -24,10 +24,10 @@ import logging
 import random
 from dataclasses import replace
 
-from bot.contract import Asker, ConversationKey, IncomingMessage, Voice, where_named
+from bot.cast import Cast
+from bot.contract import Asker, ConversationKey, IncomingMessage, QueuedTurn, Voice, where_named
 from bot.gate import Gate
 from bot.registry import Present
-from bot.turn import TurnHandler
 from storage.ports import MessageRow, Store, TurnRow
 
 log = logging.getLogger(__name__)
@@ -62,10 +62,9 @@ def characters_in_a_row(newest_first: list[MessageRow]) -> int:
 
 
 class Scenes:
-    def __init__(self, store: Store, turns: TurnHandler, gate: Gate, max_chain: int,
-                 rng: random.Random | None = None):
+    def __init__(self, store: Store, cast: Cast, gate: Gate, max_chain: int, rng: random.Random | None = None):
         self.store = store
-        self.turns = turns
+        self.cast = cast
         self.gate = gate
         self.max_chain = max_chain
         self.rng = rng or random.Random()
@@ -79,7 +78,7 @@ class Scenes:
     def present(self, platform: str) -> list[str]:
         """The characters that can speak in a scene on this platform (in config order)."""
         voiced = {v.character_name.casefold() for v in self.voices if v.platform == platform}
-        return [s.character.name for s in self.turns.characters.values() if s.character.name.casefold() in voiced]
+        return [s.character.name for s in self.cast.characters.values() if s.character.name.casefold() in voiced]
 
     async def can_speak(self, key: ConversationKey, character: str) -> bool:
         """Whether this character's voice can post in the chat (SPEC 15: only those take part)."""
@@ -96,10 +95,10 @@ class Scenes:
             return by_name
         present = [name for name in present if self.gate.lets_in(name, message.asker, quiet=True)
                    and await self.can_speak(key, name)] or [key.character]
-        conversation = await self.turns.conversation_for(key)
+        conversation = await self.cast.conversation_for(key)
         last = await self.store.conversations.recent_messages(conversation.id, 1)
         last_speaker = last[0].speaker_name if last and last[0].role == "assistant" else None
-        return drawn_by_talkativeness({name: self.turns.character(name).character.talkativeness for name in present},
+        return drawn_by_talkativeness({name: self.cast.character(name).character.talkativeness for name in present},
                                       last_speaker, self.rng)
 
     async def heard(self, key: ConversationKey) -> None:
@@ -139,7 +138,7 @@ class Scenes:
             log.info("a scene in %s:%s reached [scenes] max_chain (%d character messages in a row); %s waits for "
                      "a person", conversation.platform, conversation.chat_id, self.max_chain, target)
             return
-        stored = self.turns.character(target)
+        stored = self.cast.character(target)
         key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
                               stored.character.name, True)
         if not self.gate.lets_in(target, on_behalf):  # not through another character either
@@ -159,17 +158,17 @@ class Scenes:
         ticket = await self.store.turns.queue_turn(conversation.id, turn.person_id, reply.id, character_id=stored.id)
         voice = self.voice(conversation.platform, target)
         assert voice is not None  # among `present`
-        task = asyncio.create_task(self._continue(voice, key, f"{reply.id}:{ticket}", on_behalf))
+        task = asyncio.create_task(self._continue(voice, key, QueuedTurn(reply.id, ticket), on_behalf))
         self._chains.add(task)
         task.add_done_callback(self._chains.discard)
 
-    async def _continue(self, voice: Voice, key: ConversationKey, turn: str, on_behalf: Asker | None) -> None:
+    async def _continue(self, voice: Voice, key: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None) -> None:
         try:
             await voice.continue_scene(key, turn, on_behalf)
         except Exception:
             log.exception("%s could not answer in the scene %s", key.character, key.chat_id)
             # a ticket its turn never took must not hold the scene's line (taken already: nothing to do)
-            await self.store.turns.withdraw(int(turn.split(":")[1]))
+            await self.store.turns.withdraw(turn.ticket)
 
     async def stop(self) -> None:
         for task in list(self._chains):

@@ -38,15 +38,16 @@ from typing import Awaitable, Callable, Hashable, Sequence
 from bot import metrics
 from bot.actions import encode_action
 from bot.contract import STALE_BUTTON
+from bot.cast import Cast
 from bot.characters import StoredCharacter
-from bot.checkins import MIN_MESSAGES as CHECKIN_MIN_MESSAGES
-from bot.checkins import counts_for_checkins
 from bot.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.gate import Gate
 from bot.limits import TOO_FAST, TOO_FAST_FOR_CALLS
 from bot.llm import Completion, ImagesRefused, LLMClient, LLMError
 from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
-from bot.contract import Button, ConversationKey, Identity, IncomingFile, IncomingMessage, Reply, ReplySink
+from bot.contract import (
+    Button, ConversationKey, Identity, IncomingFile, IncomingMessage, QueuedTurn, Reply, ReplySink,
+)
 from bot.prompt import Prompt, build_prompt
 from bot.recall import NEAREST as RECALL_NEAREST
 from bot.recall import Passage, recall
@@ -71,7 +72,6 @@ NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept a
 NOT_LATEST = "Only the latest reply can be regenerated."
 FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files are cut to fit
 REGENERATE_LABEL = "🔄 Regenerate"
-A_PERSON = "(a person)"  # after the name of a person named like a character
 
 
 
@@ -140,9 +140,10 @@ class TurnHandler:
         store: Store,
         llm: LLMClient,
         counter: TokenCounter,
-        characters: dict[str, StoredCharacter],
+        cast: Cast,
         context_window: int,
         gate: Gate,
+        checkin_from: Callable[[ConversationKey, int | None], int | None],
         clock: Callable[[], float] = time.time,
         recall_tokens: int = 0,
         semantic: SemanticRecall | None = None,
@@ -153,33 +154,11 @@ class TurnHandler:
         self.gate = gate  # [access] and [limits] (bot/gate.py)
         self.llm = llm
         self.counter = counter
-        self.characters = {name.casefold(): rt for name, rt in characters.items()}
+        self.cast = cast
+        self.checkin_from = checkin_from  # messages that start an absence's check-in there (bot/checkins.py)
         self.context_window = context_window
         self.clock = clock
         self.arrivals = ArrivalOrder()  # storing and queueing, per conversation key
-
-    def character(self, name: str) -> StoredCharacter:
-        return self.characters[name.casefold()]
-
-    async def conversation_for(self, key: ConversationKey) -> ConversationRow:
-        return await self.store.conversations.conversation(
-            key.platform, key.chat_id, key.thread_id, self.character(key.character).id, key.is_shared
-        )
-
-    def key_of(self, conversation: ConversationRow) -> ConversationKey | None:
-        """The key of a stored conversation (to reach it again on its platform); None when its
-        character is no longer in the config."""
-        stored = self.stored_by_id(conversation.character_id)
-        if stored is None:
-            return None
-        return ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
-                               stored.character.name, conversation.is_shared)
-
-    async def person_for(self, identity: Identity | None) -> int | None:
-        """The person behind a platform identity; None for nobody in particular."""
-        if identity is None:
-            return None
-        return await self.store.people.person_for_identity(identity.platform, identity.user_id)
 
     # -- a turn ----------------------------------------------------------------------------
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
@@ -228,16 +207,16 @@ class TurnHandler:
         tokens = self.counter.count(text)
         if tokens > budget:
             return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
-        stored = self.character(message.conversation.character)
+        stored = self.cast.character(message.conversation.character)
         try:
-            person_id = await self.person_for(message.speaker)
-            conversation = await self.conversation_for(message.conversation)
+            person_id = await self.cast.person_for(message.speaker)
+            conversation = await self.cast.conversation_for(message.conversation)
             # One transaction: stored (once per platform id), a model call taken under [limits],
             # and queued in the conversation's line in the database (every process), in arrival order.
             arrival = await self.store.turns.store_and_queue(
-                conversation.id, person_id, self.as_a_person(message.speaker_name), text, tokens,
+                conversation.id, person_id, self.cast.as_a_person(message.speaker_name), text, tokens,
                 message.platform_message_id, self.gate.limit_for(person_id, message.conversation),
-                checkin_from=CHECKIN_MIN_MESSAGES if counts_for_checkins(message.conversation, person_id) else None,
+                checkin_from=self.checkin_from(message.conversation, person_id),
                 character_id=stored.id)
         except Exception:
             log.exception("a message to %s could not be stored", message.conversation)
@@ -254,15 +233,15 @@ class TurnHandler:
     ) -> Reply:
         """Replace the latest reply (in a scene, its character's latest), undoing the memory
         writes its turn made (pinned entries are left alone). Only the person it answered may."""
-        person_id = await self.person_for(presser)
-        conversation = await self.conversation_for(key)
+        person_id = await self.cast.person_for(presser)
+        conversation = await self.cast.conversation_for(key)
         if refusal := await self.regenerate_refusal(key, presser, turn):
             return Reply(refusal, is_error=True)
         turn_id = int(turn)  # a number: checked by regenerate_refusal
         if (wait := await self.gate.take(person_id, key)) is not None:
             return Reply(TOO_FAST_FOR_CALLS.format(limit=self.gate.per_minute, seconds=wait), is_error=True)
         old = await self.store.turns.turn(turn_id)
-        stored = self.stored_by_id(old.character_id) or self.character(key.character)
+        stored = self.cast.stored_by_id(old.character_id) or self.cast.character(key.character)
         new_turn = await self.store.turns.begin_regenerate(turn_id)  # checks "latest" again, as it starts
         if new_turn is None:
             return Reply(NOT_LATEST, is_error=True)
@@ -276,8 +255,8 @@ class TurnHandler:
         number = parse_number(turn_id)
         if number is None:
             return STALE_BUTTON
-        person_id = await self.person_for(presser)
-        conversation = await self.conversation_for(key)
+        person_id = await self.cast.person_for(presser)
+        conversation = await self.cast.conversation_for(key)
         pressed = await self.store.turns.turn(number)
         if pressed is None or pressed.conversation_id != conversation.id:
             return NOT_LATEST
@@ -288,33 +267,22 @@ class TurnHandler:
             return "Only the person this reply answered can regenerate it."
         return None
 
-    async def answer_again(self, key: ConversationKey, message_id: int, ticket: int,
-                           on_text: ReplySink | None = None) -> Reply:
+    async def answer_again(self, key: ConversationKey, queued: QueuedTurn, on_text: ReplySink | None = None) -> Reply:
         """Answer a queued message once its turn comes: a message a crash cut off (its memory
         writes were undone), queued again at its place in line (bot/core.py, `Keepsake.cut_off`),
         or in a scene another character's reply (bot/scenes.py) — which nobody answers once
         anyone wrote since: a person's message ends the chain (nothing is sent)."""
-        stored = self.character(key.character)
-        conversation = await self.conversation_for(key)
-        row = await self.store.conversations.message(message_id)
+        stored = self.cast.character(key.character)
+        conversation = await self.cast.conversation_for(key)
+        row = await self.store.conversations.message(queued.message_id)
         try:
-            new_turn = await self.store.turns.start_turn(ticket)
+            new_turn = await self.store.turns.start_turn(queued.ticket)
         except LeftTheLine:
             return Reply("", duplicate=True)
         if row is None or (row.role == "assistant" and await self.store.conversations.written_since(row)):
             await self.store.turns.fail_turn(new_turn)
             return Reply("", duplicate=True)
         return await self._answer(stored, conversation, row.person_id, row, new_turn, on_text)
-
-    def as_a_person(self, display_name: str) -> str:
-        """How a person's name is stored with their messages (SPEC 15 "People are not
-        characters"): a person named like a character of the deployment is marked as a person, so
-        no line of theirs ever takes the form of that character's line."""
-        name = clean_text(display_name).strip()
-        return f"{name} {A_PERSON}" if name.casefold() in self.characters else name
-
-    def stored_by_id(self, character_id: int | None) -> StoredCharacter | None:
-        return next((s for s in self.characters.values() if s.id == character_id), None)
 
     @metrics.timed_turn
     async def _answer(

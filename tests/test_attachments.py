@@ -40,7 +40,7 @@ async def send(chat: Chat, words: str, *files: IncomingFile):
 
 
 async def stored_user_texts(chat: Chat) -> list[str]:
-    conversation = await chat.runtime.turns.conversation_for(chat.key)
+    conversation = await chat.runtime.cast.conversation_for(chat.key)
     rows = await chat.runtime.store.conversations.recent_messages(conversation.id, 50)
     return [r.content for r in reversed(rows) if r.role == "user"]
 

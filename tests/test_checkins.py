@@ -219,7 +219,7 @@ async def test_a_check_in_whose_delivery_failed_is_taken_back_and_sent_at_the_ne
     broken.write_first = down
     llm.add(text("How is the garden?"))
     assert await scan(runtime, broken) == 0
-    window = await runtime.store.conversations.recent_messages((await runtime.turns.conversation_for(ann.key)).id, 50)
+    window = await runtime.store.conversations.recent_messages((await runtime.cast.conversation_for(ann.key)).id, 50)
     assert "How is the garden?" not in [m.content for m in window]
     llm.add(text("How is the garden, Ann?"))
     writer = Writer()
@@ -271,7 +271,7 @@ async def test_a_blocked_bot_switches_check_ins_off_until_the_person_writes_agai
     clock, runtime, ann = await away(bot)
     llm.add(text("Thinking of your garden today."))
     assert await scan(runtime, Writer(refuses=True)) == 0
-    stored = await runtime.store.conversations.recent_messages((await runtime.turns.conversation_for(ann.key)).id, 1)
+    stored = await runtime.store.conversations.recent_messages((await runtime.cast.conversation_for(ann.key)).id, 1)
     assert stored[0].content == "Okay."  # the last reply: the undelivered check-in is gone
     clock.now += 200 * HOUR
     assert await scan(runtime, Writer()) == 0
@@ -340,7 +340,7 @@ async def test_the_scan_reads_due_conversations_through_an_index(bot, llm):
         ran.append((sql, params))
         return await run_all(sql, *params)
     db.all = caught
-    await runtime.store.checkins.due(runtime.turns.character("Mira").id, "telegram", NOON_UTC, 100)
+    await runtime.store.checkins.due(runtime.cast.character("Mira").id, "telegram", NOON_UTC, 100)
     db.all = run_all
     (query, params), = ran
     async with db.transaction() as tx:

@@ -344,7 +344,7 @@ async def test_editing_and_deleting_a_message_updates_the_store(bot, discord_fak
 
     async def stored() -> list[str]:
         key = ConversationKey("discord", ANN_DM, None, "Mira", is_shared=False)
-        conversation = await bot.turns.conversation_for(key)
+        conversation = await bot.cast.conversation_for(key)
         return [m.content for m in await bot.store.conversations.recent_messages(conversation.id, 10)]
 
     for _ in range(100):
@@ -371,7 +371,7 @@ async def test_memory_export_is_an_attached_json_file(bot, discord_fake):
 async def test_a_summary_entry_is_edited_in_a_modal(bot, discord_fake, llm):
     runtime = bot
     conversation = (await runtime.store.conversations.conversation("discord", ANN_DM, None,
-                                                     runtime.turns.character("Mira").id, False)).id
+                                                     runtime.cast.character("Mira").id, False)).id
     entry = await runtime.store.summaries.write_summary(conversation, 0, "recent", "- Ann said hello.", 5, 2, 2, [])
     summary = await answer(discord_fake, await discord_fake.slash(ANN, ANN_DM, "memory", "summary", guild=False))
     assert "- Ann said hello." in summary.content
@@ -403,7 +403,7 @@ async def test_bot_and_webhook_authors_are_not_answered_and_nothing_is_stored_fo
     assert len(replies) == 1 and len(llm.requests) == 1
     assert "hello everyone" not in llm.prompt_text()
     key = ConversationKey("discord", discord_fake.always_on_id, None, "Mira", is_shared=True)
-    stored = await bot.store.conversations.recent_messages((await bot.turns.conversation_for(key)).id, 10)
+    stored = await bot.store.conversations.recent_messages((await bot.cast.conversation_for(key)).id, 10)
     assert [m.speaker_name for m in stored if m.role == "user"] == ["Ann"]
 
 

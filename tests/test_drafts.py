@@ -78,7 +78,7 @@ async def test_remember_this_picks_messages_by_their_platform_id_up_to_20(ann, l
 
 
 async def test_save_from_conversation_respects_the_pin_budget(ann, llm):
-    person, character = await ann.person_id(), ann.runtime.turns.character("Mira").id
+    person, character = await ann.person_id(), ann.runtime.cast.character("Mira").id
     for i in range(20):
         await ann.runtime.store.memories.add_memory(person, character, "character", f"pin {i}", 2, True, "person")
     await ann.say("something worth keeping")

@@ -24,7 +24,7 @@ async def test_past_3_turns_a_minute_the_person_is_told_when_to_write_again_and_
         assert refused.is_error and "at most 3 replies a minute" in refused.text
         assert "write again in 30 seconds" in refused.text  # when the first turn leaves the minute
         assert len(llm.requests) == 3
-        conversation = (await runtime.turns.conversation_for(ann.key)).id
+        conversation = (await runtime.cast.conversation_for(ann.key)).id
         stored = await runtime.store.conversations.recent_messages(conversation, 1)
         assert stored[0].content == "one too many"  # kept
         clock.now += 31

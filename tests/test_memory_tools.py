@@ -12,7 +12,7 @@ def tool_results(llm, index: int = -1) -> list[dict]:
 
 async def memory_ids(chat: Chat) -> dict[str, int]:
     rows, _ = await chat.runtime.store.memories.list_memories(
-        await chat.person_id(), chat.runtime.turns.character("Mira").id, None, 0, 500)
+        await chat.person_id(), chat.runtime.cast.character("Mira").id, None, 0, 500)
     return {m.content: m.id for m in rows}
 
 
@@ -63,7 +63,7 @@ async def test_the_model_cannot_reach_another_persons_memory(ann, bob, llm):
 
 async def test_a_save_at_the_cap_is_refused_telling_the_model_to_update_or_delete_first(ann, llm):
     store, person = ann.runtime.store, await ann.person_id()
-    character = ann.runtime.turns.character("Mira").id
+    character = ann.runtime.cast.character("Mira").id
     for i in range(100):
         await store.memories.add_memory(person, character, "character", f"fact {i}", 2, False, "person")
     llm.add(tool_calls(("save_memory", {"content": "one more"})), text("I'll keep it in mind."))

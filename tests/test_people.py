@@ -19,7 +19,7 @@ async def link(maker: Chat, enterer: Chat):
 
 async def fill(chat: Chat, scope: str, count: int, pinned: bool = False) -> None:
     person = await chat.person_id()
-    character = chat.runtime.turns.character("Mira").id
+    character = chat.runtime.cast.character("Mira").id
     for i in range(count):
         await chat.runtime.store.memories.add_memory(person, character, scope, f"{chat.name} {scope} {i}", 3,
                                             pinned, "person")
@@ -45,7 +45,7 @@ async def test_link_merges_pins_over_20_as_unpinned_and_says_so(runtime):
     await fill(second, "character", 10, pinned=True)
     linked = await link(first, second)
     assert "5 pinned memories went over the limit of 20 pinned per scope and are now unpinned" in linked.text
-    person, character = await first.person_id(), runtime.turns.character("Mira").id
+    person, character = await first.person_id(), runtime.cast.character("Mira").id
     assert await runtime.store.memories.count_memories(person, character, "character", pinned=True) == 20
     assert await runtime.store.memories.count_memories(person, character, "character", pinned=False) == 5
 
@@ -130,7 +130,7 @@ async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, 
     await ann_in_group.say("Ann in the group")
     await bob_in_group.say("Bob in the group")
     ann_id = await ann.person_id()
-    group = (await runtime.turns.conversation_for(ann_in_group.key)).id
+    group = (await runtime.cast.conversation_for(ann_in_group.key)).id
     await runtime.store.summaries.write_summary(group, 0, "recent", "- Ann said: Ann in the group.", 9, 2, 2, [])
 
     question = await ann.memory("/forgetme")
@@ -144,7 +144,7 @@ async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, 
     assert export == {"identities": [], "memories": [], "learn_from_chat": {}}
     assert await store.people.identities_of(ann_id) == []
     assert await store.turns.last_receipt(group, ann_id) is None
-    dm = (await runtime.turns.conversation_for(ann.key)).id  # the one-to-one conversation went whole
+    dm = (await runtime.cast.conversation_for(ann.key)).id  # the one-to-one conversation went whole
     assert await store.conversations.recent_messages(dm, 10) == []
     in_group = [m.content for m in await store.conversations.recent_messages(group, 10)]
     summary = "\n".join(s.content for s in await store.summaries.summaries(group))

@@ -29,7 +29,7 @@ class Script:
 
 
 async def history(chat: Chat, count: int) -> int:
-    conversation = (await chat.runtime.turns.conversation_for(chat.key)).id
+    conversation = (await chat.runtime.cast.conversation_for(chat.key)).id
     person = await chat.person_id()
     for i in range(count):
         await chat.runtime.store.conversations.add_user_message(conversation, person, "Ann", f"message {i}", 5, None)

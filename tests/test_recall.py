@@ -17,7 +17,7 @@ DAY = 86_400.0
 async def history(chat: Chat, clock: FakeClock, lines: list[str]) -> None:
     """Messages stored long ago (a day apart), beyond the 50-message live window."""
     store = chat.runtime.store
-    conversation = (await chat.runtime.turns.conversation_for(chat.key)).id
+    conversation = (await chat.runtime.cast.conversation_for(chat.key)).id
     person = await chat.person_id()
     for line in lines:
         await store.conversations.add_user_message(conversation, person, chat.name, line,
@@ -139,7 +139,7 @@ async def test_memory_why_shows_a_recalled_passage_as_it_is_today_and_nothing_af
 async def test_memory_why_shows_an_edited_recalled_message_as_it_reads_now(runtime, llm, clock):
     ann = Chat(runtime)
     store = runtime.store
-    conversation = (await runtime.turns.conversation_for(ann.key)).id
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
     person = await ann.person_id()
     for n, line in enumerate(["my cousin Ingrid lives in Tromsø and keeps three goats"] + small_talk(70)):
         await store.conversations.add_user_message(conversation, person, "Ann", line, 12, f"p{n}")
@@ -177,7 +177,7 @@ async def test_recall_by_meaning_adds_hits_after_the_word_hits_and_never_pushes_
     ann = Chat(runtime)
     await history(ann, clock, ["the key is under the blue flowerpot", "haha ok",
                                "we buried the old tin box under the oak"] + small_talk(70))
-    conversation = (await runtime.turns.conversation_for(ann.key)).id
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
     by_place = {m.content: m.pos for m in await runtime.store.recall.messages_at(conversation, list(range(0, 20)))}
     nearest = [by_place["haha ok"], by_place["we buried the old tin box under the oak"]]  # meaning ranks these first
     passages = await recall(runtime.store, conversation, "where is the key to the blue flowerpot?", 10**6, 1_500,

@@ -29,7 +29,7 @@ def echo_with_latency(seed: int):
 
 async def stored(runtime, key: ConversationKey) -> list[tuple[str, str]]:
     conversation = await runtime.store.conversations.conversation(key.platform, key.chat_id, key.thread_id,
-                                                    runtime.turns.character("Mira").id, False)
+                                                    runtime.cast.character("Mira").id, False)
     rows = await runtime.store.conversations.recent_messages(conversation.id, 10_000)
     return [(r.role, r.content) for r in reversed(rows)]
 

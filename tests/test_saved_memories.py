@@ -8,7 +8,7 @@ from tests.conftest import DAY, Chat
 async def fill(chat: Chat, scope: str, count: int, pinned: bool = False, prefix: str = "fact") -> None:
     store = chat.runtime.store
     person = await chat.person_id()
-    character = chat.runtime.turns.character("Mira").id
+    character = chat.runtime.cast.character("Mira").id
     for i in range(count):
         await store.memories.add_memory(person, character, scope, f"{prefix} {scope} {i}", 4, pinned=pinned,
                                source="person")

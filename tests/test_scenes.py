@@ -14,7 +14,7 @@ import pytest
 
 from bot.characters import load_character
 from bot.config import ConfigError, parse_config
-from bot.contract import NOT_ALLOWED, Asker, ConversationKey, Identity, IncomingMessage, Reply
+from bot.contract import NOT_ALLOWED, Asker, ConversationKey, QueuedTurn, Identity, IncomingMessage, Reply
 from bot.runtime import build_runtime
 from bot.scenes import characters_in_a_row, drawn_by_talkativeness, named
 from tests.conftest import Chat, FakeClock, config_dict, eventually, shown
@@ -43,7 +43,7 @@ class Voice:
     async def can_speak(self, key: ConversationKey) -> bool:
         return True
 
-    async def continue_scene(self, key: ConversationKey, turn: str, on_behalf: Asker | None) -> None:
+    async def continue_scene(self, key: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None) -> None:
         if self.hold is not None:
             await self.hold.wait()
         await self.deliver(await self.core.answer_queued(key, turn, on_behalf))
@@ -124,7 +124,7 @@ def prompt_lines(llm, index: int = -1) -> list[tuple[str, str]]:
 
 async def scene_rows(runtime):
     conversation = await runtime.store.conversations.conversation("telegram", GROUP, None,
-                                                                 runtime.turns.character("Mira").id, True)
+                                                                 runtime.cast.character("Mira").id, True)
     return list(reversed(await runtime.store.conversations.recent_messages(conversation.id, 50)))
 
 
@@ -384,7 +384,7 @@ async def test_a_command_naming_a_character_that_denies_someone_is_refused_with_
     assert not added.ok and added.text == NOT_ALLOWED
     assert not generated.ok and generated.text == NOT_ALLOWED and llm.requests == []
     zed_id = await zed.person_id()
-    assert await runtime.store.memories.list_memories(zed_id, runtime.turns.character("Aki").id, None, 0, 50) == ([], 0)
+    assert await runtime.store.memories.list_memories(zed_id, runtime.cast.character("Aki").id, None, 0, 50) == ([], 0)
 
 
 async def test_a_chain_answers_for_its_starter_who_cannot_reach_a_denying_character_through_another(scene, llm):
@@ -458,7 +458,7 @@ async def test_forgetme_in_a_scene_removes_the_replies_that_answered_the_person_
 
 
 async def scene_rows_conversation(runtime):
-    return await runtime.store.conversations.conversation("telegram", GROUP, None, runtime.turns.character("Mira").id,
+    return await runtime.store.conversations.conversation("telegram", GROUP, None, runtime.cast.character("Mira").id,
                                                           True)
 
 
@@ -529,12 +529,12 @@ async def test_a_scenes_summary_is_written_for_every_character_who_speaks_in_it(
     runtime = await scene()
     store = runtime.store
     scene_id = (await store.conversations.conversation("telegram", GROUP, None,
-                                                       runtime.turns.character("Mira").id, True)).id
+                                                       runtime.cast.character("Mira").id, True)).id
     ann = await store.people.person_for_identity("telegram", "501")
     for n in range(35):  # past the 50-message window by more than a batch of 10
         asked = await store.conversations.add_user_message(scene_id, ann, "Ann", f"line {n}", 3, str(n))
         character = "Mira" if n % 2 else "Aki"
-        turn = await store.turns.begin_turn(scene_id, ann, asked.id, runtime.turns.character(character).id)
+        turn = await store.turns.begin_turn(scene_id, ann, asked.id, runtime.cast.character(character).id)
         await store.turns.finish_turn(turn, asked, character, f"{character} hears line {n}", 5, {})
     await runtime.summarizer.summarize(scene_id)
     assert llm.requests[0]["messages"][0]["content"].startswith(

@@ -82,7 +82,7 @@ async def test_retention_purges_only_old_summarized_messages(make_config, clock,
     runtime = await build_runtime(config, clock=clock)
     try:
         ann = Chat(runtime)
-        conversation = (await runtime.turns.conversation_for(ann.key)).id
+        conversation = (await runtime.cast.conversation_for(ann.key)).id
         person = await ann.person_id()
         for i in range(70):
             await runtime.store.conversations.add_user_message(conversation, person, "Ann", f"m{i}", 5, None)

@@ -214,7 +214,7 @@ async def test_a_turns_message_is_embedded_before_the_next_background_batch_is_a
     await history(ann, clock, lines(200))  # a backlog for the background job
     llm.embeddings_delay_s = 0.3
     stored = await runtime.store.conversations.add_user_message(
-        (await runtime.turns.conversation_for(ann.key)).id, await ann.person_id(), "Ann", "the turn's own message", 5, None)
+        (await runtime.cast.conversation_for(ann.key)).id, await ann.person_id(), "Ann", "the turn's own message", 5, None)
     turn = runtime.turns.semantic.embed_message(stored)  # the turn asks first ...
     backfill = asyncio.create_task(runtime.jobs.embed_waiting())  # ... while the background job wants to go on
     await turn

@@ -48,7 +48,7 @@ async def populate(runtime, llm) -> None:
     llm.responder = lambda body: text("- Ann talked about the harbour.") if kind_of(body) != "chat" else None
     for n in range(60):
         await ann.say(f"the harbour was busy on day {n}")
-    conversation = (await runtime.turns.conversation_for(ann.key)).id
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
     runtime.summarizer.schedule(conversation)
     await runtime.summarizer.idle()
     assert await runtime.store.summaries.summaries(conversation)
@@ -93,7 +93,7 @@ async def test_a_copied_deployment_answers_on_postgresql_with_the_same_memories_
             await Chat(runtime).say("what do you remember about me?")
             prompts.append(llm.requests[-1]["messages"])
             bob_learns = await runtime.store.memories.learning_enabled(
-                await Chat(runtime, user="bob").person_id(), runtime.turns.character("Mira").id)
+                await Chat(runtime, user="bob").person_id(), runtime.cast.character("Mira").id)
             assert bob_learns is False
         finally:
             await runtime.close()

@@ -8,7 +8,7 @@ from tests.fakes.summarizer import extractive, kind_of
 
 
 async def conversation_of(chat: Chat) -> int:
-    return (await chat.runtime.turns.conversation_for(chat.key)).id
+    return (await chat.runtime.cast.conversation_for(chat.key)).id
 
 
 async def stored(chat: Chat, count: int, tokens: int = 5, prefix: str = "message") -> int:

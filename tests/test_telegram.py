@@ -268,7 +268,7 @@ async def test_an_edited_message_updates_the_stored_text(bot, telegram, llm):
     telegram.edit(ann.chat, ann.user, asked, "I live in Oslo")
 
     async def stored_edit() -> bool:
-        conversation = await bot.turns.conversation_for(ConversationKey("telegram", str(ANN), None, "Mira"))
+        conversation = await bot.cast.conversation_for(ConversationKey("telegram", str(ANN), None, "Mira"))
         return (await bot.store.conversations.message_by_platform_id(conversation.id, str(asked))).content == \
             "I live in Oslo"
     await eventually(stored_edit)
@@ -605,7 +605,7 @@ async def test_a_check_in_reaches_the_dm_with_its_button_and_a_blocked_bot_gets_
     assert checkin.text == "How did the tomatoes do, Ann?"
     assert [b["text"] for b in checkin.buttons()] == ["🔕 Don't write first"]
     assert telegram.bot_messages(BOB)[-1].text != "How did the tomatoes do, Ann?"
-    bob_conversation = await runtime.turns.conversation_for(ConversationKey("telegram", str(BOB), None, "Mira"))
+    bob_conversation = await runtime.cast.conversation_for(ConversationKey("telegram", str(BOB), None, "Mira"))
     newest, = await runtime.store.conversations.recent_messages(bob_conversation.id, 1)
     assert newest.content == "Okay."  # Bob's last reply, not an undelivered check-in
 

@@ -15,7 +15,7 @@ from tests.fakes.llm_server import cut, drop, garbled, hang, status, text, tool_
 
 
 async def stored_texts(chat: Chat) -> list[tuple[str, str]]:
-    conversation = await chat.runtime.turns.conversation_for(chat.key)
+    conversation = await chat.runtime.cast.conversation_for(chat.key)
     rows = await chat.runtime.store.conversations.recent_messages(conversation.id, 1000)
     return [(r.role, r.content) for r in reversed(rows)]
 
@@ -326,7 +326,7 @@ async def test_a_new_persons_first_messages_are_stored_and_answered_in_arrival_o
             tasks.append(asyncio.create_task(runtime.turns.handle(message)))
             await asyncio.sleep(0.02)
         await asyncio.gather(*tasks)
-        conversation = await runtime.turns.conversation_for(key)
+        conversation = await runtime.cast.conversation_for(key)
         rows = await runtime.store.conversations.recent_messages(conversation.id, 100)
         return [r.content for r in reversed(rows) if r.role == "user"]
 

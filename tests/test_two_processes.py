@@ -66,7 +66,7 @@ async def test_the_100_unpinned_cap_holds_between_two_processes_writing_at_once(
 async def test_messages_from_two_processes_keep_one_arrival_order(two, llm):
     a, b = two
     ann_a, bob_b = Chat(a, chat_id="group", shared=True), Chat(b, user="bob", name="Bob", chat_id="group", shared=True)
-    conversation = (await a.turns.conversation_for(ann_a.key)).id
+    conversation = (await a.cast.conversation_for(ann_a.key)).id
     for i in range(10):
         await a.store.conversations.add_user_message(conversation, await ann_a.person_id(), "Ann", f"a{i}", 1, None)
         await b.store.conversations.add_user_message(conversation, await bob_b.person_id(), "Bob", f"b{i}", 1, None)
@@ -78,7 +78,7 @@ async def test_messages_from_two_processes_keep_one_arrival_order(two, llm):
 async def test_a_summary_batch_is_written_once_when_both_processes_run_it(two, llm):
     a, b = two
     ann = Chat(a)
-    conversation = (await a.turns.conversation_for(ann.key)).id
+    conversation = (await a.cast.conversation_for(ann.key)).id
     for i in range(50 + 10):
         await a.store.conversations.add_user_message(conversation, await ann.person_id(), "Ann", f"m{i}", 5, None)
 
@@ -106,7 +106,7 @@ async def test_one_persons_messages_alternating_between_processes_are_answered_i
     await asyncio.gather(*replies)
     answered = [r["messages"][-1]["content"] for r in llm.requests if kind_of(r) == "chat"]
     assert answered == [f"message {n}" for n in range(10)]
-    conversation = (await processes[0].turns.conversation_for(Chat(processes[0]).key)).id
+    conversation = (await processes[0].cast.conversation_for(Chat(processes[0]).key)).id
     stored = list(reversed(await processes[1].store.conversations.recent_messages(conversation, 100)))
     assert [m.role for m in stored] == ["user", "assistant"] * 10
     assert [m.content for m in stored[::2]] == [f"message {n}" for n in range(10)]

@@ -53,7 +53,7 @@ async def test_token_counts_are_stored_with_each_message_on_write(runtime, llm):
     ann = Chat(runtime)
     llm.add()
     await ann.say("hello there, lighthouse keeper")
-    conversation = await runtime.turns.conversation_for(ann.key)
+    conversation = await runtime.cast.conversation_for(ann.key)
     stored = await runtime.store.conversations.recent_messages(conversation.id, 10)
     assert [m.tokens for m in stored] == [runtime.counter.count(m.content) for m in stored]
     assert all(m.tokens > 0 for m in stored)
@@ -77,7 +77,7 @@ async def test_text_written_in_one_trip_is_stored_exactly(runtime, llm):
     nasty = "It's 'quoted' \"twice\"; DROP TABLE messages; -- ? ?\n\x00 emoji 🌊 and \\ backslash"
     llm.add(text(nasty))
     reply = await ann.say("tricky?")
-    conversation = await runtime.turns.conversation_for(ann.key)
+    conversation = await runtime.cast.conversation_for(ann.key)
     stored = await runtime.store.conversations.recent_messages(conversation.id, 1)
     assert stored[0].content == nasty.strip() == reply.text
     assert (await runtime.store.turns.turn(int(reply.turn))).receipt["window_messages"] == 1

@@ -4,16 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from bot.actions import encode_action
 from bot.contract import Button, CommandResult
 from bot.saved_memories import cap_text, memory_number
 from bot.text import parse_number
-from storage.ports import SCOPES, CapReached, MemoryRow
-
-if TYPE_CHECKING:
-    from bot.turn import TurnHandler
+from bot.tokens import TokenCounter
+from storage.ports import SCOPES, CapReached, MemoryRow, Store
 
 
 @dataclass(frozen=True)
@@ -115,11 +113,11 @@ class Press:
             return None
 
 
-async def save_memory(turns: "TurnHandler", person: Person, scope: str, content: str, *, pinned: bool,
-                      source: str) -> MemoryRow:
+async def save_memory(store: Store, counter: TokenCounter, person: Person, scope: str, content: str, *,
+                      pinned: bool, source: str) -> MemoryRow:
     """Add a memory for the person, or raise a UsageError saying its budget is full."""
     try:
-        return await turns.store.memories.add_memory(
-            person.id, person.character_id, scope, content, turns.counter.count(content), pinned=pinned, source=source)
+        return await store.memories.add_memory(
+            person.id, person.character_id, scope, content, counter.count(content), pinned=pinned, source=source)
     except CapReached as full:
         raise UsageError(cap_text(full)) from None

@@ -31,8 +31,11 @@ from bot.limits import TOO_FAST_FOR_CALLS
 from bot.llm import LLMError
 from bot.contract import CommandContext, CommandResult
 from bot.saved_memories import MAX_MEMORY_CHARS, cap_text
-from bot.turn import TurnHandler
-from storage.ports import CHARACTER, CapReached, MessageRow
+from bot.cast import Cast
+from bot.gate import Gate
+from bot.llm import LLMClient
+from bot.tokens import TokenCounter
+from storage.ports import CHARACTER, CapReached, MessageRow, Store
 
 # How a person picks messages to remember, in the words of their platform.
 PICKING = {
@@ -48,11 +51,12 @@ def no_selection(ctx: CommandContext) -> str:
 
 
 class DraftCommands:
-    def __init__(self, turns: TurnHandler):
-        self.turns = turns
-        self.store = turns.store
-        self.counter = turns.counter
-        self.llm = turns.llm
+    def __init__(self, store: Store, cast: Cast, counter: TokenCounter, llm: LLMClient, gate: Gate):
+        self.store = store
+        self.cast = cast
+        self.counter = counter
+        self.llm = llm
+        self.gate = gate
         self.commands = {"generate": self.generate, "save": self.save}
         self.presses = {
             "gkeep": Press(self._press_keep_generated, number_arg, number_or_all_arg),
@@ -65,8 +69,8 @@ class DraftCommands:
 
     async def _take_call(self, ctx: CommandContext, person: Person) -> None:
         """[limits]: a draft is a model call on the person's behalf (bot/limits.py)."""
-        if (wait := await self.turns.gate.take(person.id, ctx.conversation)) is not None:
-            raise UsageError(TOO_FAST_FOR_CALLS.format(limit=self.turns.gate.per_minute, seconds=wait))
+        if (wait := await self.gate.take(person.id, ctx.conversation)) is not None:
+            raise UsageError(TOO_FAST_FOR_CALLS.format(limit=self.gate.per_minute, seconds=wait))
 
     # -- /memory generate ------------------------------------------------------------------
     async def generate(self, ctx: CommandContext, person: Person, description: str | None = None) -> CommandResult:
@@ -130,7 +134,7 @@ class DraftCommands:
 
     # -- save from conversation ------------------------------------------------------------
     async def save(self, ctx: CommandContext, person: Person, n: Any = None) -> CommandResult:
-        conversation = await self.turns.conversation_for(ctx.conversation)
+        conversation = await self.cast.conversation_for(ctx.conversation)
         if n is not None:
             count = parse_count(n, "n", 1, MAX_SELECTED_MESSAGES)
             latest = await self.store.conversations.recent_messages(conversation.id, count)
@@ -141,7 +145,7 @@ class DraftCommands:
 
     async def remember(self, ctx: CommandContext, person: Person, platform_message_id: str) -> CommandResult:
         """Add one message (by its platform id) to the person's selection."""
-        conversation = await self.turns.conversation_for(ctx.conversation)
+        conversation = await self.cast.conversation_for(ctx.conversation)
         message = await self.store.conversations.message_by_platform_id(conversation.id, str(platform_message_id))
         if message is None:
             return CommandResult("I can only remember messages of our conversation that I have seen.", ok=False)
@@ -173,7 +177,7 @@ class DraftCommands:
         ]])
 
     async def _press_draft(self, ctx, person: Person, verb: str) -> CommandResult:
-        conversation = await self.turns.conversation_for(ctx.conversation)
+        conversation = await self.cast.conversation_for(ctx.conversation)
         messages = await self._selected(person, conversation.id)
         if not messages:
             return CommandResult(no_selection(ctx), ok=False)
@@ -199,7 +203,7 @@ class DraftCommands:
         return result
 
     async def _press_as_is(self, ctx, person: Person, verb: str) -> CommandResult:
-        conversation = await self.turns.conversation_for(ctx.conversation)
+        conversation = await self.cast.conversation_for(ctx.conversation)
         messages = await self._selected(person, conversation.id)
         if not messages:
             return CommandResult(no_selection(ctx), ok=False)
@@ -210,12 +214,12 @@ class DraftCommands:
         return await self._save_pinned(ctx, person, content)
 
     async def _save_pinned(self, ctx, person: Person, content: str) -> CommandResult:
-        row = await save_memory(self.turns, person, CHARACTER, content, pinned=True, source="conversation")
-        conversation = await self.turns.conversation_for(ctx.conversation)
+        row = await save_memory(self.store, self.counter, person, CHARACTER, content, pinned=True, source="conversation")
+        conversation = await self.cast.conversation_for(ctx.conversation)
         await self.store.drafts.set_selection(person.id, conversation.id, [])
         return CommandResult(f"Saved #{row.id} (pinned): {content}")
 
     async def _press_clear_selection(self, ctx, person: Person, verb: str) -> CommandResult:
-        conversation = await self.turns.conversation_for(ctx.conversation)
+        conversation = await self.cast.conversation_for(ctx.conversation)
         await self.store.drafts.set_selection(person.id, conversation.id, [])
         return CommandResult("Selection cleared.")

@@ -28,8 +28,8 @@ from bot.contract import Attachment, CommandContext, CommandResult
 from bot.saved_memories import cap_text, memory_marks, memory_text_error, scope_error
 from bot.text import parse_number
 from bot.tokens import TokenCounter
-from bot.turn import TurnHandler
-from storage.ports import CHARACTER, GLOBAL, CapReached, MemoryRow
+from bot.cast import Cast
+from storage.ports import CHARACTER, GLOBAL, CapReached, MemoryRow, Store
 
 PAGE_SIZE = 10
 PINNED_QUESTION = (
@@ -43,9 +43,9 @@ def _iso(timestamp: float) -> str:
 
 
 class SavedMemoryCommands:
-    def __init__(self, turns: TurnHandler, counter: TokenCounter, clock: Callable[[], float]):
-        self.turns = turns
-        self.store = turns.store
+    def __init__(self, store: Store, cast: Cast, counter: TokenCounter, clock: Callable[[], float]):
+        self.store = store
+        self.cast = cast
         self.counter = counter
         self.clock = clock
         self.commands = {
@@ -122,7 +122,7 @@ class SavedMemoryCommands:
             raise UsageError(error)
         pinned = parse_bool(pin, "pin", "yes or no")
         content = text.strip()
-        row = await save_memory(self.turns, person, scope, content, pinned=pinned, source="person")
+        row = await save_memory(self.store, self.counter, person, scope, content, pinned=pinned, source="person")
         where = "every character" if scope == GLOBAL else person.character_name
         return CommandResult(f"Saved #{row.id}{' (pinned)' if pinned else ''} for {where}: {content}")
 
@@ -228,7 +228,7 @@ class SavedMemoryCommands:
                              "saved memories. The conversation summary goes on.")
 
     async def why(self, ctx: CommandContext, person: Person) -> CommandResult:
-        conversation = await self.turns.conversation_for(ctx.conversation)
+        conversation = await self.cast.conversation_for(ctx.conversation)
         turn = await self.store.turns.last_receipt(conversation.id, person.id, person.character_id)
         if turn is None or not turn.receipt:
             return CommandResult(f"There is no reply of {person.character_name} to you in this conversation yet.")

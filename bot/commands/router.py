@@ -25,7 +25,10 @@ from bot.contract import NOT_ALLOWED, STALE_BUTTON, CommandContext, CommandResul
 from bot.gate import Gate
 from bot.rebuild import Rebuilds
 from bot.text import parse_number
-from bot.turn import TurnHandler
+from bot.cast import Cast
+from bot.llm import LLMClient
+from bot.tokens import TokenCounter
+from storage.ports import Store
 
 NOT_A_PERSON = (
     "I keep memories for people, and this message was sent on behalf of a chat or by a bot, so there "
@@ -37,21 +40,21 @@ class MemoryCommands:
     """The router: one table of commands and one of button verbs, gathered from the modules by
     subject; it checks who asks before any of them runs."""
 
-    def __init__(self, turns: TurnHandler, gate: Gate, rebuilds: Rebuilds, clock: Callable[[], float] = time.time,
-                 writes_first: Callable[[str], bool] = lambda character: False):
-        self.turns = turns
+    def __init__(self, store: Store, cast: Cast, counter: TokenCounter, llm: LLMClient, gate: Gate, rebuilds: Rebuilds,
+                 clock: Callable[[], float] = time.time, writes_first: Callable[[str], bool] = lambda character: False):
+        self.store = store
+        self.cast = cast
         self.gate = gate
-        self.store = turns.store
         self.clock = clock
         self.table = leaves()
-        summary = SummaryCommands(turns, rebuilds)
-        self.drafts = DraftCommands(turns)
+        summary = SummaryCommands(store, cast, counter, rebuilds)
+        self.drafts = DraftCommands(store, cast, counter, llm, gate)
         self.forms = summary.forms
         self.commands: dict[str, Callable[..., Awaitable[CommandResult]]] = {"help": self.help}
         # Every button verb, with the kinds of its arguments (parsed fail-closed, see Press).
         self.presses: dict[str, Press] = {"cancel": Press(self._press_cancel)}
-        for subject in (SavedMemoryCommands(turns, turns.counter, clock), summary, self.drafts,
-                        AccountCommands(turns.store, rebuilds, clock), CheckinCommands(turns.store, writes_first)):
+        for subject in (SavedMemoryCommands(store, cast, counter, clock), summary, self.drafts,
+                        AccountCommands(store, rebuilds, clock), CheckinCommands(store, writes_first)):
             self.commands |= subject.commands
             self.presses |= subject.presses
 
@@ -110,7 +113,7 @@ class MemoryCommands:
                 return stale
             number = parse_number(action.args[0])
             pressed = await self.store.turns.turn(number) if number is not None else None
-            answered_by = self.turns.stored_by_id(pressed.character_id) if pressed is not None else None
+            answered_by = self.cast.stored_by_id(pressed.character_id) if pressed is not None else None
             if answered_by is not None and not self.gate.lets_in(answered_by.character.name, ctx.asker):
                 return CommandResult(NOT_ALLOWED, ok=False, refused=True)
             return CommandResult("", regenerate=action.args[0])
@@ -157,17 +160,17 @@ class MemoryCommands:
         else the adapter's."""
         assert ctx.identity is not None, "nobody in particular has no memories"
         person_id = await self.store.people.person_for_identity(ctx.identity.platform, ctx.identity.user_id)
-        stored = self.turns.stored_by_id(character_id) if character_id is not None else None
+        stored = self.cast.stored_by_id(character_id) if character_id is not None else None
         if named is not None:
-            stored = self.turns.characters.get(str(named).strip().casefold())
+            stored = self.cast.named(str(named))
             if stored is None:
-                names = ", ".join(s.character.name for s in self.turns.characters.values())
+                names = ", ".join(self.cast.names())
                 raise UsageError(f"There is no character called “{str(named)[:40]}”. The characters: {names}.")
         elif stored is None and ctx.conversation.is_shared:
-            conversation = await self.turns.conversation_for(ctx.conversation)
+            conversation = await self.cast.conversation_for(ctx.conversation)
             last = await self.store.turns.last_receipt(conversation.id, person_id)
-            stored = self.turns.stored_by_id(last.character_id) if last is not None else None
-        stored = stored or self.turns.character(ctx.conversation.character)
+            stored = self.cast.stored_by_id(last.character_id) if last is not None else None
+        stored = stored or self.cast.character(ctx.conversation.character)
         if not self.gate.lets_in(stored.character.name, ctx.asker):  # the character acted on decides
             raise UsageError(NOT_ALLOWED)
         return Person(person_id, stored.id, stored.character.name)

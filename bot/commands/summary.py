@@ -13,7 +13,9 @@ from bot.commands.base import Person, Press, UsageError, button, number_arg, plu
 from bot.contract import CommandContext, CommandResult, Form
 from bot.prompt import TIER_TITLES
 from bot.rebuild import Rebuilds
-from bot.turn import TurnHandler
+from bot.cast import Cast
+from bot.tokens import TokenCounter
+from storage.ports import Store
 from bot.text import parse_number
 
 SUMMARY_ENTRY_MAX_CHARS = 4_000  # what a person may write into one entry
@@ -28,10 +30,10 @@ def parse_entry_id(value: Any) -> int:
 
 
 class SummaryCommands:
-    def __init__(self, turns: TurnHandler, rebuilds: Rebuilds):
-        self.turns = turns
-        self.store = turns.store
-        self.counter = turns.counter
+    def __init__(self, store: Store, cast: Cast, counter: TokenCounter, rebuilds: Rebuilds):
+        self.store = store
+        self.cast = cast
+        self.counter = counter
         self.rebuilds = rebuilds
         self.commands = {"summary": self.summary, "rebuild": self.rebuild}
         self.presses = {
@@ -45,7 +47,7 @@ class SummaryCommands:
 
     async def summary(self, ctx: CommandContext, person: Person, edit: Any = None,
                       text: str | None = None) -> CommandResult:
-        conversation = await self.turns.conversation_for(ctx.conversation)
+        conversation = await self.cast.conversation_for(ctx.conversation)
         if edit is not None:
             return await self._submit_edit(ctx, person, conversation.id, parse_entry_id(edit), text)
         if text:
@@ -79,7 +81,7 @@ class SummaryCommands:
         return count
 
     async def _press_edit(self, ctx, person: Person, verb: str, entry_id: int) -> CommandResult:
-        conversation = await self.turns.conversation_for(ctx.conversation)
+        conversation = await self.cast.conversation_for(ctx.conversation)
         entry = next((e for e in await self.store.summaries.summaries(conversation.id) if e.id == entry_id), None)
         if entry is None:
             return CommandResult(f"There is no summary entry S{entry_id} any more.", ok=False)
@@ -100,13 +102,13 @@ class SummaryCommands:
             raise UsageError(f"That text is {len(content):,} characters long; a summary entry can be at most "
                              f"{SUMMARY_ENTRY_MAX_CHARS:,} characters.")
         if conversation_id is None:
-            conversation_id = (await self.turns.conversation_for(ctx.conversation)).id
+            conversation_id = (await self.cast.conversation_for(ctx.conversation)).id
         if not await self.store.summaries.edit_summary(conversation_id, entry_id, content, self.counter.count(content)):
             raise UsageError(f"There is no summary entry S{entry_id} in this conversation.")
         return CommandResult(f"S{entry_id} now reads as you wrote it. It is kept as written when the summary grows.")
 
     async def rebuild(self, ctx: CommandContext, person: Person) -> CommandResult:
-        conversation = await self.turns.conversation_for(ctx.conversation)
+        conversation = await self.cast.conversation_for(ctx.conversation)
         existing = await self.store.summaries.rebuild(conversation.id)
         if existing is not None and existing.status == "failed":
             return CommandResult(
@@ -127,7 +129,7 @@ class SummaryCommands:
         return await self.rebuild(ctx, person)
 
     async def _press_rebuild_choice(self, ctx, person: Person, verb: str) -> CommandResult:
-        conversation = await self.turns.conversation_for(ctx.conversation)
+        conversation = await self.cast.conversation_for(ctx.conversation)
         existing = await self.store.summaries.rebuild(conversation.id)
         if existing is None or existing.status != "failed":
             return CommandResult("There is no stopped rebuild here any more.", ok=False)
