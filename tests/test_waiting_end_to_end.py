@@ -6,7 +6,9 @@ seconds; after the restart every message is answered, once, in the order it was 
 import asyncio
 import os
 import signal
+import sqlite3
 import time
+from contextlib import closing
 
 import pytest
 
@@ -32,7 +34,11 @@ async def test_a_hundred_waiting_turns_cost_no_cpu_no_typing_and_no_shutdown_tim
     process = await start_bot(config, telegram, tmp_path, log_level="INFO")
     asked = [telegram.send(group, telegram.user(5000 + n, f"P{n}"), f"@mira_bot hello {n}") for n in range(PEOPLE)]
     await telegram.wait_for(lambda: telegram.bot_messages(GROUP), timeout=30)  # the first is being answered
-    await asyncio.sleep(1.0)  # every update fetched and stored: 99 wait in line
+
+    def all_stored() -> bool:  # every message is in; all but the one being answered wait in line
+        with closing(sqlite3.connect(tmp_path / "data" / "keepsake.sqlite3")) as db:
+            return db.execute("SELECT COUNT(*) FROM messages WHERE role = 'user'").fetchone()[0] == PEOPLE
+    await telegram.wait_for(all_stored, timeout=30)
 
     typing_before, cpu_before, at = len(telegram.calls_to("sendChatAction")), cpu_seconds(process.pid), time.monotonic()
     await asyncio.sleep(4.0)
