@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import discord
 
 from adapters.base import ChatAdapter
-from bot.contract import Asker, Button, ConversationKey
-
-if TYPE_CHECKING:
-    from adapters.discord import DiscordAdapter
+from bot.contract import Asker, Button, ConversationKey, Core
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +58,34 @@ class Webhooks:
         self._known.pop((channel_id, character.casefold()), None)
 
 
+class Host(Protocol):
+    """What a hosted character's voice asks of the host bot's adapter (adapters/discord.py)."""
+
+    core: Core
+    limit: int
+    failures: tuple[type[BaseException], ...]
+    webhooks: Webhooks
+
+    def place_of(self, conversation: ConversationKey) -> discord.abc.Messageable: ...
+    def permissions_in(self, conversation: ConversationKey) -> discord.Permissions | None: ...
+    def refuses_person(self, failure: BaseException) -> bool: ...
+    def view_of(self, rows: list[list[Button]]) -> discord.ui.View | None: ...
+    async def can_speak(self, conversation: ConversationKey) -> bool: ...
+    async def asker_for(self, conversation: ConversationKey, user_id: str) -> Asker | None: ...
+    async def send(self, place: discord.abc.Messageable, text: str, buttons: list[list[Button]],
+                   reply_to: str | None, formatted: bool = True) -> str: ...
+    async def edit(self, place: discord.abc.Messageable, message_id: str, text: str, buttons: list[list[Button]],
+                   formatted: bool = True) -> None: ...
+    async def delete(self, place: discord.abc.Messageable, message_id: str) -> None: ...
+    async def drop_buttons(self, place: discord.abc.Messageable, message_id: str) -> None: ...
+
+
 class WebhookVoice(ChatAdapter[Spot]):
     """A character the host bot voices: by webhook in server channels, as the host in DMs."""
 
     platform = "discord"
 
-    def __init__(self, host: "DiscordAdapter", character: str):
+    def __init__(self, host: Host, character: str):
         super().__init__(host.core, character)
         self.host = host
         self.limit = host.limit
