@@ -36,12 +36,11 @@ from bot.config import CheckinsConfig
 from bot.contract import Button, ConversationKey, FirstWriter, Unreachable
 from bot.gate import Gate
 from bot.llm import LLMClient, LLMError
+from bot.context import read_context
 from bot.prompt import build_prompt
 from bot.registry import Present
-from bot.saved_memories import memories_for_prompt
 from bot.tokens import TokenCounter
-from bot.window import WINDOW_MAX_MESSAGES, live_window
-from storage.ports import Absence, Store
+from storage.ports import Absence, ConversationRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +177,7 @@ class CheckIns:
             if await self.gate.past(absence.person_id, key):
                 return False  # past [limits] right now: a later scan tries again (nothing taken)
             try:
-                text, receipt = await self._compose(stored, absence)
+                text, receipt = await self._compose(stored, conversation, absence)
             except LLMError as failure:
                 log.warning("a check-in in conversation %d could not be written (%s); the next scan tries again",
                             absence.conversation_id, failure)
@@ -207,20 +206,13 @@ class CheckIns:
             self.after_delivery(absence.conversation_id)
             return True
 
-    async def _compose(self, stored: StoredCharacter, absence: Absence) -> tuple[str, dict]:
+    async def _compose(self, stored: StoredCharacter, conversation: ConversationRow,
+                       absence: Absence) -> tuple[str, dict]:
         """The check-in, from what a turn reads (no recall, no tools), and its receipt."""
         now = self.clock()
-        learning = await self.store.memories.learning_enabled(absence.person_id, stored.id)
-        memories = await memories_for_prompt(self.store, absence.person_id, stored.id) if learning else None
-        summary = await self.store.summaries.summaries(absence.conversation_id)
-        newest_first = await self.store.conversations.recent_messages(absence.conversation_id, WINDOW_MAX_MESSAGES)
-        window = live_window(newest_first, self.context_window)
-        speaker = next((m.speaker_name for m in newest_first if m.person_id == absence.person_id), "them")
-        lore = await asyncio.to_thread(stored.character.lorebook.entries_for, [m.content for m in reversed(window)],
-                                       self.context_window)
-        prompt = build_prompt(character=stored.character, character_tokens=stored.prompt_tokens, speaker_name=speaker,
-                              shared=False, memories=memories, summary=summary, window=window, recalled=[],
-                              lore=lore, tools=False, now=now)
+        context = await read_context(self.store, stored, conversation, absence.person_id, self.context_window)
+        speaker = next((m.speaker_name for m in reversed(context.window) if m.person_id == absence.person_id), "them")
+        prompt = build_prompt(context, speaker_name=speaker, tools=False, now=now)
         instruction = INSTRUCTION.format(user=speaker, absence=absence_words(now - absence.last_at))
         completion = await self.llm.complete([*prompt.messages, {"role": "system", "content": instruction}])
         text = completion.text.strip()

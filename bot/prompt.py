@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from bot.characters import Character
-from bot.lorebook import LoreEntry
-from bot.recall import Passage, day_of, recalled_line
-from bot.saved_memories import SelectedMemories, memory_marks
-from storage.ports import MemoryRow, MessageRow, SummaryRow
+from bot.context import Context
+from bot.recall import day_of, recalled_line
+from bot.saved_memories import memory_marks
+from storage.ports import MemoryRow, MessageRow
 
 MEMORY_GUIDANCE = """\
 Your memory: saved memories hold lasting facts about the person (a preferred name, a birthday, an \
@@ -120,22 +120,14 @@ def _another_character(row: MessageRow, character: Character, shared: bool) -> b
     return shared and row.role == "assistant" and row.speaker_name.casefold() != character.name.casefold()
 
 
-def build_prompt(
-    *,
-    character: Character,
-    character_tokens: int,
-    speaker_name: str,
-    shared: bool,
-    memories: SelectedMemories | None,
-    summary: Sequence[SummaryRow],
-    window: list[MessageRow],
-    tools: bool,
-    now: float,
-    unseen: str | None = None,
-    recalled: Sequence[Passage] = (),
-    lore: Sequence[LoreEntry] = (),
-    images: Sequence[str] = (),
-) -> Prompt:
+def build_prompt(context: Context, *, speaker_name: str, tools: bool, now: float, unseen: str | None = None,
+                 images: Sequence[str] = ()) -> Prompt:
+    """The prompt of a reply to `speaker_name` from what it reads (`context`, bot/context.py):
+    `tools` offered or not, `unseen` naming what came with the message that the model cannot
+    read, `images` (data URLs) for it to look at."""
+    character, character_tokens = context.character.character, context.character.prompt_tokens
+    shared, memories, summary, window = context.shared, context.memories, context.summary, context.window
+    recalled, lore = context.recalled, context.lore
     system = system_prompt(character, speaker_name, tools)
     if shared:
         system += "\n\n" + SHARED_NOTE.format(user=speaker_name)

@@ -48,14 +48,14 @@ from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
 from bot.contract import (
     Button, ConversationKey, Identity, IncomingFile, IncomingMessage, QueuedTurn, Reply, ReplySink,
 )
+from bot.context import read_context
 from bot.prompt import Prompt, build_prompt
 from bot.recall import NEAREST as RECALL_NEAREST
 from bot.recall import Passage, recall
 from bot.semantic import SemanticRecall
-from bot.saved_memories import memories_for_prompt
 from bot.text import clean_text, parse_number
 from bot.tokens import TokenCounter
-from bot.window import WINDOW_MAX_MESSAGES, live_window, window_token_budget
+from bot.window import WINDOW_MAX_MESSAGES, window_token_budget
 from storage.ports import ConversationRow, LeftTheLine, MessageRow, Store
 
 log = logging.getLogger(__name__)
@@ -304,32 +304,15 @@ class TurnHandler:
         try:
             if sink is not None:
                 await sink("")  # the turn has begun (an adapter shows typing only now)
-            learning = person_id is not None and await self.store.memories.learning_enabled(person_id, stored.id)
-            memories = await memories_for_prompt(self.store, person_id, stored.id) if learning else None
-            summary = await self.store.summaries.summaries(conversation.id)
-            newest_first = await self.store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=user_row.pos)
-            window = live_window(newest_first, self.context_window)
-            recalled = await self._recall(conversation.id, user_row, newest_first, window, embedding)
-            lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
-                stored.character.lorebook.entries_for, [m.content for m in reversed(window)], self.context_window)
-            tools_on = learning and self.llm.tools_supported is not False
+            async def recalling(newest_first: list[MessageRow], window: list[MessageRow]) -> list[Passage]:
+                return await self._recall(conversation.id, user_row, newest_first, window, embedding)
+            context = await read_context(self.store, stored, conversation, person_id, self.context_window,
+                                         up_to_pos=user_row.pos, recalling=recalling)
+            tools_on = context.learning and self.llm.tools_supported is not False
 
             def prompt_with(images: Sequence[tuple[str, str]], unseen: Sequence[str]) -> Prompt:
-                return build_prompt(
-                    character=stored.character,
-                    character_tokens=stored.prompt_tokens,
-                    speaker_name=user_row.speaker_name,
-                    shared=conversation.is_shared,
-                    memories=memories,
-                    summary=summary,
-                    window=window,
-                    recalled=recalled,
-                    lore=lore,
-                    tools=tools_on,
-                    now=self.clock(),
-                    unseen=in_words(unseen) if unseen else None,
-                    images=[url for _, url in images],
-                )
+                return build_prompt(context, speaker_name=user_row.speaker_name, tools=tools_on, now=self.clock(),
+                                    unseen=in_words(unseen) if unseen else None, images=[url for _, url in images])
 
             prompt = prompt_with(images, unseen)
             tools = MemoryTools(self.store, self.counter, person_id, stored.id, turn_id) if tools_on else None

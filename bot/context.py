@@ -1,0 +1,52 @@
+"""What a reply reads (SPEC 3-5, 11, 13), in one place for a turn and a check-in alike: the
+character's card, the person's saved memories in play (none for nobody in particular, or with
+Learn from chat off), the summary, the live window, the older passages recall brings back, and
+the lorebook entries the recent messages call up. `bot/prompt.py` builds the prompt from it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from bot.characters import StoredCharacter
+from bot.lorebook import LoreEntry
+from bot.recall import Passage
+from bot.saved_memories import SelectedMemories, memories_for_prompt
+from bot.window import WINDOW_MAX_MESSAGES, live_window
+from storage.ports import ConversationRow, MessageRow, Store, SummaryRow
+
+# Given the newest messages (newest first) and the live window, the passages to recall.
+Recalling = Callable[[list[MessageRow], list[MessageRow]], Awaitable[list[Passage]]]
+
+
+@dataclass(frozen=True)
+class Context:
+    character: StoredCharacter
+    shared: bool  # a shared chat: people's lines are named, and so are other characters'
+    memories: SelectedMemories | None  # None: no saved memories are read (nor written) this time
+    summary: list[SummaryRow]
+    window: list[MessageRow]  # oldest first
+    recalled: list[Passage]
+    lore: list[LoreEntry]
+
+    @property
+    def learning(self) -> bool:
+        """Whether saved memories are read, so the model may write them too."""
+        return self.memories is not None
+
+
+async def read_context(store: Store, character: StoredCharacter, conversation: ConversationRow,
+                       person_id: int | None, context_window: int, up_to_pos: int | None = None,
+                       recalling: Recalling | None = None) -> Context:
+    """Read what a reply sees of `conversation` (up to the message at `up_to_pos`), for the
+    person `person_id` (None: nobody in particular). Only what it needs: never the whole history."""
+    learning = person_id is not None and await store.memories.learning_enabled(person_id, character.id)
+    memories = await memories_for_prompt(store, person_id, character.id) if learning else None
+    summary = await store.summaries.summaries(conversation.id)
+    newest_first = await store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=up_to_pos)
+    window = live_window(newest_first, context_window)
+    recalled = await recalling(newest_first, window) if recalling is not None else []
+    lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
+        character.character.lorebook.entries_for, [m.content for m in reversed(window)], context_window)
+    return Context(character, conversation.is_shared, memories, list(summary), window, recalled, lore)
