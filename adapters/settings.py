@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from bot.contract import SettingProblem
+from bot.contract import SettingProblem, env_name
 
 
 def _digits_as_number(value: Any) -> Any:
@@ -24,6 +24,7 @@ Id = Annotated[int, BeforeValidator(_digits_as_number)]
 # TOML gives lists; a setting keeps them as tuples (frozen, like every setting)
 Ids = Annotated[tuple[Id, ...], BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
 Text = Annotated[str, Field(min_length=1)]
+EnvName = Annotated[str, Field(min_length=1), BeforeValidator(env_name)]  # a variable's name, never a secret
 
 
 class Section(BaseModel):
@@ -43,7 +44,7 @@ class DiscordSection(Section):
 
     shard_count: int | None = Field(None, ge=1)  # None: discord.py decides (one process runs every shard)
     shard_ids: Ids | None = None
-    host_token_env: Text | None = None
+    host_token_env: EnvName | None = None
 
     @model_validator(mode="after")
     def _shards_exist(self) -> "DiscordSection":
@@ -59,7 +60,7 @@ class DiscordSection(Section):
 class DiscordCharacter(Section):
     """A character's Discord keys."""
 
-    discord_token_env: Text | None = None
+    discord_token_env: EnvName | None = None
     discord_always_on_channels: Ids = ()  # channel ids where every message is answered
     discord_dev_guild: Id | None = Field(None, ge=1)  # slash commands synced here only (they show at once)
 
@@ -125,7 +126,7 @@ class TelegramSection(Section):
     webhook_url: Text | None = None
     listen: Text = "0.0.0.0"
     port: int = Field(8443, ge=1, le=65_535)
-    secret_token_env: Text | None = None
+    secret_token_env: EnvName | None = None
 
     @model_validator(mode="after")
     def _webhook_is_complete(self) -> "TelegramSection":
@@ -148,7 +149,7 @@ class TelegramSection(Section):
 class TelegramCharacter(Section):
     """A character's Telegram keys."""
 
-    telegram_token_env: Text | None = None
+    telegram_token_env: EnvName | None = None
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from bot.access import AccessRules, rule_problem
-from bot.contract import SettingProblem
+from bot.contract import SettingProblem, env_name
 from storage.factory import StorageURLError, check_url
 
 
@@ -90,6 +90,7 @@ def _access_rules(table: Any) -> Any:
 
 
 Text = Annotated[str, Field(min_length=1), BeforeValidator(lambda v: v.strip() if isinstance(v, str) else v)]
+EnvName = Annotated[str, Field(min_length=1), BeforeValidator(env_name)]  # a variable's name, never a secret
 HttpURL = Annotated[Text, AfterValidator(_http)]
 FilePath = Annotated[Path, BeforeValidator(_path)]
 Port = Annotated[int, Field(ge=1, le=65_535)]
@@ -104,7 +105,7 @@ class Section(BaseModel):
 
 class LLMConfig(Section):
     base_url: HttpURL = "https://api.openai.com/v1"
-    api_key_env: Text = "OPENAI_API_KEY"
+    api_key_env: EnvName = "OPENAI_API_KEY"
     model: Text = "gpt-4o-mini"
     context_window: int = Field(128_000, ge=1024)
     max_reply_tokens: int = Field(800, ge=1)
@@ -123,7 +124,7 @@ class LLMConfig(Section):
 
 class StorageConfig(Section):
     url: Text = "sqlite:///data/keepsake.sqlite3"
-    password_env: Text | None = None  # the PostgreSQL password, kept out of the file
+    password_env: EnvName | None = None  # the PostgreSQL password, kept out of the file
     backup_dir: FilePath | None = None
     retention_days: int | None = Field(None, ge=1)
     _base: Path = PrivateAttr(Path("."))
@@ -168,7 +169,7 @@ class RecallConfig(Section):
     budget_tokens: int = Field(1_500, ge=1)  # never more than 10 % of the context window (SPEC 11)
     embedding_model: Text | None = None
     embedding_base_url: HttpURL | None = None  # the embedding server, when it is not [llm] base_url
-    embedding_api_key_env: Text | None = None  # its key's variable (default: [llm] api_key_env)
+    embedding_api_key_env: EnvName | None = None  # its key's variable (default: [llm] api_key_env)
 
     @model_validator(mode="after")
     def _embedding_key_is_set(self) -> "RecallConfig":

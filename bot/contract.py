@@ -29,6 +29,17 @@ def where_named(text: str, name: str) -> int | None:
     return match.start() if match else None
 
 
+def env_name(value: object) -> object:
+    """A `*_env` key's value (SPEC 10): the name of an environment variable. Anything else — a
+    bot token pasted in its place, most often — is refused without being repeated, since it may
+    be the secret itself."""
+    if isinstance(value, str) and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value.strip()):
+        raise ValueError("expected the name of an environment variable (like MIRA_TELEGRAM_TOKEN); this value "
+                         "is not one, and looks like it may be the secret itself, so it is not shown: put the "
+                         "secret in a variable and write the variable's name here")
+    return value.strip() if isinstance(value, str) else value
+
+
 @dataclass(frozen=True)
 class Identity:
     """One platform account: `discord:<user id>`, `telegram:<user id>`, `console:<name>`."""

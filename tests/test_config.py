@@ -354,3 +354,24 @@ def test_the_checkins_table_of_spec_section_14_loads_under_the_character(monkeyp
     path.write_text(SPEC_SECTION_10 + SPEC_SECTION_14)
     checkins = load_config(path).characters[0].checkins
     assert (checkins.after_hours, checkins.quiet_hours, checkins.timezone) == (48, (1320, 540), "Europe/Paris")
+
+
+@pytest.mark.parametrize("section, key", [
+    (("characters", 0), "telegram_token_env"), (("characters", 0), "discord_token_env"),
+    (("discord",), "host_token_env"), (("llm",), "api_key_env")])
+def test_a_token_pasted_where_a_variable_name_belongs_is_refused_and_never_printed(tmp_path, section, key):
+    """SPEC 10: a `*_env` key names an environment variable; a secret written in its place is
+    refused with one line naming the key, and the line never repeats the secret."""
+    from bot.cli import platform_settings
+
+    pasted = "123456789:AAHsecretlooking-token_value"
+    raw = config_dict("http://x/v1", tmp_path / "db")
+    table = raw
+    for part in section:
+        table = table.setdefault(part, {}) if isinstance(part, str) else table[part]
+    table[key] = pasted
+    with pytest.raises(ConfigError) as refused:
+        platform_settings(parse_config(raw, tmp_path))
+    where = ".".join(part if isinstance(part, str) else f"[{part}]" for part in section).replace(".[", "[")
+    assert str(refused.value).startswith(f"{where}.{key}: expected the name of an environment variable")
+    assert pasted not in str(refused.value) and "123456789" not in str(refused.value)
