@@ -52,7 +52,8 @@ async def measure(size: int, turns: int, storage_url: str | None) -> dict[str, f
         try:
             person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
             await fill_memories(runtime, person)
-            conversation = await runtime.cast.conversation_for(KEY)
+            lookups = getattr(runtime, "cast", None) or runtime.turns  # a tree from before the Cast: its turn handler
+            conversation = await lookups.conversation_for(KEY)
             for n in range(size):
                 line = HISTORY.format(n=n)
                 await runtime.store.conversations.add_user_message(conversation.id, person, "Ann", line,
