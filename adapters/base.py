@@ -27,7 +27,7 @@ import abc
 import asyncio
 import contextlib
 import logging
-from typing import Any, Awaitable, Callable, Generic, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
 
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream
@@ -38,6 +38,7 @@ from bot.contract import (
 
 log = logging.getLogger(__name__)
 RECOVER_EVERY_S = 15.0
+RECOVERY_GRACE_S = 5.0  # a stopping adapter lets a recovery under way finish this long
 CANNOT_REPLACE = ("This reply can't be changed any more (it was posted through a webhook that is gone). "
                   "Send your message again instead.")
 Place = TypeVar("Place")  # where a conversation lives on the platform (a chat and topic; a channel)
@@ -199,6 +200,21 @@ class ChatAdapter(abc.ABC, Generic[Place]):
                     await self.edit(place, partial[0], INTERRUPTED, [], formatted=False)
             except self.failures as failure:
                 log.warning("%s: could not recover an interrupted reply: %s", self.platform, failure)
+
+    @contextlib.asynccontextmanager
+    async def recovering(self, recover: Callable[[asyncio.Event], Awaitable[None]]) -> AsyncIterator[None]:
+        """Run `recover(done)` while the block runs; when it ends, a recovery under way finishes
+        (its reply delivered and marked shown, not cut off in between) for RECOVERY_GRACE_S at
+        most, and is then stopped."""
+        done = asyncio.Event()
+        task = asyncio.create_task(recover(done))
+        try:
+            yield
+        finally:
+            done.set()
+            await asyncio.wait({task}, timeout=RECOVERY_GRACE_S)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     async def keep_recovering(self, stop: asyncio.Event) -> None:
         """Recover until `stop` is set; a recovery under way finishes first, so a reply it

@@ -236,12 +236,8 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                                       f"({self.settings.token_env}): {refused}") from None
             connection = asyncio.create_task(self.client.connect(reconnect=True))
             stopping = asyncio.create_task(stop.wait())
-            done_recovering = asyncio.Event()
-            recovery = asyncio.create_task(self.recover_when_ready(done_recovering))
-            done, _ = await asyncio.wait({connection, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            done_recovering.set()  # a recovery under way finishes (its reply marked shown); a stuck one is cut off
-            await asyncio.wait({recovery}, timeout=5)
-            recovery.cancel()
+            async with self.recovering(self.recover_when_ready):
+                done, _ = await asyncio.wait({connection, stopping}, return_when=asyncio.FIRST_COMPLETED)
             await self.client.close()
             stopping.cancel()
             if connection in done:

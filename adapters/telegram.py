@@ -294,18 +294,13 @@ class TelegramAdapter(ChatAdapter[Place]):
                  if "telegram" in spec.platforms])
             await application.start()
             log.info("Telegram: %s is online as @%s", self.character_name, application.bot.username)
-            done_recovering = asyncio.Event()
-            recovery = asyncio.create_task(self.keep_recovering(done_recovering))
             try:
-                if self.settings.mode == "webhook":
-                    await self.serve_webhook(application, stop)
-                else:
-                    await self.poll(application, stop)
+                async with self.recovering(self.keep_recovering):
+                    if self.settings.mode == "webhook":
+                        await self.serve_webhook(application, stop)
+                    else:
+                        await self.poll(application, stop)
             finally:
-                done_recovering.set()  # a recovery under way finishes (its reply marked shown); a stuck one is cut off
-                await asyncio.wait({recovery}, timeout=5)
-                recovery.cancel()
-                await asyncio.gather(recovery, return_exceptions=True)
                 await application.stop()
         finally:
             await application.shutdown()

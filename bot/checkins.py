@@ -145,7 +145,7 @@ class CheckIns:
         stored = self.cast.character(character)
         at_once = asyncio.Semaphore(AT_ONCE)
 
-        async def check_in(writer: FirstWriter, absence: Absence, pace: "Pace") -> bool:
+        async def check_in(writer: FirstWriter, absence: Absence, pace: Pace) -> bool:
             async with at_once:
                 try:
                     return await self._check_in(writer, stored, absence, pace)
@@ -161,7 +161,7 @@ class CheckIns:
         metrics.CHECKIN_SCANS.labels(stored.character.name).inc()
         return sent
 
-    async def _check_in(self, writer: FirstWriter, stored: StoredCharacter, absence: Absence, pace: "Pace") -> bool:
+    async def _check_in(self, writer: FirstWriter, stored: StoredCharacter, absence: Absence, pace: Pace) -> bool:
         async with self.store.coordination.claim(f"checkin:{absence.conversation_id}", CLAIM_LEASE_S) as mine:
             if not mine:
                 return False  # another process is writing this one

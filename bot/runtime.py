@@ -106,11 +106,12 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     checkins = CheckIns(store, cast, gate, llm, counter, window,
                         {c.name: c.checkins for c in config.characters if c.checkins},
                         after_delivery=summarizer.schedule, clock=clock)
-    commands = MemoryCommands(store, cast, counter, llm, gate, rebuilds, clock=clock, writes_first=checkins.writes_first)
+    commands = MemoryCommands(store, cast, counter, llm, gate, rebuilds, clock=clock,
+                              writes_first=checkins.writes_first)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)
     core = Keepsake(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
                     after_delivery=summarizer.schedule, clock=clock)
-    return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications, checkins,
-                   scenes, gate, core)
+    return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications,
+                   checkins, scenes, gate, core)

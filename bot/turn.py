@@ -304,6 +304,7 @@ class TurnHandler:
         try:
             if sink is not None:
                 await sink("")  # the turn has begun (an adapter shows typing only now)
+
             async def recalling(newest_first: list[MessageRow], window: list[MessageRow]) -> list[Passage]:
                 return await self._recall(conversation.id, user_row, newest_first, window, embedding)
             context = await read_context(self.store, stored, conversation, person_id, self.context_window,

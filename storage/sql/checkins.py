@@ -31,6 +31,20 @@ async def count_person_message(tx: Connection, conversation_id: int, person_id: 
         conversation_id, person_id, at, from_messages)
 
 
+async def drop_checkin(tx: Connection, message_id: int) -> None:
+    """Inside a transaction: a check-in that never reached the person goes, message and turn."""
+    await tx.execute("DELETE FROM turns WHERE reply_message_id = $1 AND kind = 'checkin'", message_id)
+    await tx.execute("DELETE FROM messages WHERE id = $1", message_id)
+
+
+async def checkin_cut_off(tx: Connection, conversation_id: int, message_id: int) -> None:
+    """Inside a transaction: a check-in whose process died before it was shown goes, and the
+    absence waits for one again (if the person still wants them): it is sent once, or not at all."""
+    await drop_checkin(tx, message_id)
+    await tx.execute(f"UPDATE checkins SET waiting = {WANTED}, sent_at = NULL WHERE conversation_id = $1",
+                     conversation_id)
+
+
 class SQLCheckins(Checkins):
     def __init__(self, db: Database, holder: str):
         self.db = db
@@ -69,8 +83,7 @@ class SQLCheckins(Checkins):
 
     async def withdraw(self, absence: Absence, message_id: int, wait_again: bool) -> None:
         async with self.db.transaction() as tx:
-            await tx.execute("DELETE FROM turns WHERE reply_message_id = $1 AND kind = 'checkin'", message_id)
-            await tx.execute("DELETE FROM messages WHERE id = $1", message_id)
+            await drop_checkin(tx, message_id)
             if wait_again:
                 await tx.execute("UPDATE checkins SET waiting = true, sent_at = NULL "
                                  "WHERE conversation_id = $1 AND last_at = $2", absence.conversation_id, absence.last_at)

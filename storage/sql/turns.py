@@ -29,7 +29,7 @@ from typing import Any
 
 from storage.ports import RECOVER_WITHIN_S, Arrival, LeftTheLine, CallLimit, InterruptedTurn, MessageRow, Turns, TurnRow
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
-from storage.sql.checkins import WANTED, count_person_message
+from storage.sql.checkins import checkin_cut_off, count_person_message
 from storage.sql.conversations import insert_message, next_place, platform_ids_of, read_platform_ids, set_platform_ids
 from storage.sql.coordination import take_call
 from storage.sql.database import Connection, Database
@@ -56,12 +56,10 @@ async def withdraw_unshown(tx: Connection, reply_message_id: int, interrupted: b
                         "WHERE reply_message_id = $1 AND NOT shown", reply_message_id)
     if turn is None:
         return 0
-    await tx.execute("DELETE FROM messages WHERE id = $1", reply_message_id)
     if turn["kind"] == "checkin":
-        await tx.execute("DELETE FROM turns WHERE id = $1", turn["id"])
-        await tx.execute(f"UPDATE checkins SET waiting = {WANTED}, sent_at = NULL WHERE conversation_id = $1",
-                         turn["conversation_id"])
+        await checkin_cut_off(tx, turn["conversation_id"], reply_message_id)
         return 1
+    await tx.execute("DELETE FROM messages WHERE id = $1", reply_message_id)
     await undo_journal(tx, turn["id"])
     await tx.execute("UPDATE turns SET status = 'failed', shown = true, reply_message_id = NULL WHERE id = $1",
                      turn["id"])
