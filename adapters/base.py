@@ -32,7 +32,17 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream
 from bot.contract import (
-    INTERRUPTED, Asker, Button, ConversationKey, Core, Identity, IncomingMessage, QueuedTurn, Reply, ReplySink,
+    INTERRUPTED,
+    Asker,
+    Button,
+    ConversationKey,
+    Core,
+    Identity,
+    IncomingMessage,
+    QueuedTurn,
+    Reply,
+    ReplySink,
+    TurnRef,
     Unreachable,
 )
 
@@ -161,7 +171,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
                 await self.quietly(self.drop_buttons(place, previous[-1]))
         return ids
 
-    async def regenerate(self, place: Place, conversation: ConversationKey, presser: Identity, turn: str,
+    async def regenerate(self, place: Place, conversation: ConversationKey, presser: Identity, turn: TurnRef,
                          pressed: str, acknowledge: Callable[[str | None], Awaitable[None]]) -> str | None:
         """Regenerate the reply whose button was pressed (message `pressed`). The press is
         acknowledged at once, with the reason when it is refused. Returns what went wrong after

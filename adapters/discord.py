@@ -68,6 +68,7 @@ from bot.contract import (
     IncomingMessage,
     OptionSpec,
     PlatformRefused,
+    TurnRef,
     where_named,
 )
 
@@ -555,7 +556,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             rest = CommandResult("\n".join(chunks[1:]), result.buttons, result.attachment)
             await self.followup(interaction, rest)
 
-    async def on_regenerate(self, interaction: discord.Interaction, turn: str) -> None:
+    async def on_regenerate(self, interaction: discord.Interaction, turn: TurnRef) -> None:
         async def acknowledge(refusal: str | None) -> None:
             if refusal:
                 await interaction.response.send_message(refusal, ephemeral=True)

@@ -53,10 +53,10 @@ from telegram.constants import ChatAction, ChatType, MessageLimit, ParseMode
 from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import (
     Application,
+    ApplicationHandlerStop,
     CallbackQueryHandler,
     CommandHandler,
     ContextTypes,
-    ApplicationHandlerStop,
     MessageHandler,
     TypeHandler,
     filters,
@@ -72,15 +72,16 @@ from bot.contract import (
     NOT_ALLOWED,
     STALE_BUTTON,
     Asker,
-    Core,
     Button,
     CommandContext,
     CommandResult,
     ConversationKey,
+    Core,
     Identity,
     IncomingFile,
     IncomingMessage,
     PlatformRefused,
+    TurnRef,
     where_named,
 )
 
@@ -720,7 +721,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             await self.core.answered_in(
                 PLATFORM, str(message.chat_id), [str(m.message_id) for m in sent], ctx.conversation)
 
-    async def on_regenerate(self, update: Update, turn: str) -> None:
+    async def on_regenerate(self, update: Update, turn: TurnRef) -> None:
         query = update.callback_query
         message = query.message
         place = self.place(message)

@@ -19,9 +19,9 @@ from typing import Any, AsyncIterator, Callable
 import asyncpg
 import httpx2
 
-from bot.runtime import Runtime, build_runtime
 from bot.config import parse_config
-from bot.tokens import TokenCounter
+from bot.model.tokens import TokenCounter
+from bot.runtime import Runtime, build_runtime
 
 API_KEY_ENV = "KEEPSAKE_BENCH_API_KEY"
 SUMMARY_OPENINGS = ("You keep the memory of a conversation", "You keep the long-term memory")

@@ -40,11 +40,11 @@ from pathlib import Path
 import httpx2
 
 from bench.common import InstantLLM, bench_runtime, kind_of, machine, temp_folder
-from bot import semantic
 from bot.contract import ConversationKey, Identity, IncomingMessage
-from bot.prompt import RECALL_INTRO
-from bot.recall import STOP_WORDS, WORD
-from bot.tokens import TokenCounter
+from bot.memory import semantic
+from bot.memory.recall import STOP_WORDS, WORD
+from bot.model.tokens import TokenCounter
+from bot.turn.prompt import RECALL_INTRO
 
 LAST = 50
 BM25_TOP, BM25_K1, BM25_B = 8, 1.2, 0.75

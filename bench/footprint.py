@@ -20,7 +20,6 @@ import psutil
 from bench.common import InstantLLM, bench_runtime, machine, temp_folder
 from bot.contract import ConversationKey, Identity, IncomingMessage
 
-
 HISTORY = 60
 LINE = ("history message %d: we walked the harbour wall at dusk, counted the fishing boats coming in "
         "and talked about the storm that is due on Thursday")

@@ -25,8 +25,8 @@ from pathlib import Path
 from bench.common import SUMMARY_SHARE, InstantLLM, bench_runtime, machine, temp_folder
 from bench.token_economy import NAMES, Fact, cut_at_window, holds, small_talk
 from bot.contract import ConversationKey, Identity, IncomingMessage
+from bot.model.tokens import TokenCounter
 from bot.runtime import Runtime
-from bot.tokens import TokenCounter
 
 CONTEXT_WINDOW = 128_000
 MESSAGES = 1_500  # before the questions

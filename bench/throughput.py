@@ -28,10 +28,19 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import InstantLLM, bench_runtime, chat_line, machine, percentile, question, temp_folder, throwaway_schema
+from bench.common import (
+    InstantLLM,
+    bench_runtime,
+    chat_line,
+    machine,
+    percentile,
+    question,
+    temp_folder,
+    throwaway_schema,
+)
 from bot.contract import ConversationKey, Identity, IncomingMessage
+from bot.memory.saved_memories import CAPS
 from bot.runtime import Runtime
-from bot.saved_memories import CAPS
 from storage.factory import open_store
 
 

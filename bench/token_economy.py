@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bench.common import InstantLLM, bench_runtime, machine, temp_folder
 from bot.contract import ConversationKey, Identity, IncomingMessage
-from bot.tokens import TokenCounter
+from bot.model.tokens import TokenCounter
 
 TURNS = 1_000
 CONTEXT_WINDOW = 128_000

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from bench.common import (
     InstantLLM,
-    chat_line,
     bench_runtime,
+    chat_line,
     fill_memories,
     machine,
     percentile,
@@ -33,9 +33,9 @@ from bench.common import (
     temp_folder,
     throwaway_schema,
 )
-from bot.runtime import Runtime
-from bot.llm import TextSink
 from bot.contract import ConversationKey, Identity, IncomingMessage
+from bot.model.llm import TextSink
+from bot.runtime import Runtime
 
 SIZES = (1_000, 10_000, 100_000)
 EMBEDDING_MODEL = "text-embedding-3-small"

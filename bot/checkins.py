@@ -8,7 +8,7 @@
   older than `after_hours` — never inside `quiet_hours` read in `timezone` — for each platform
   whose adapter runs in this process and can write first (`FirstWriter`).
 - Each is claimed through the database (one process at a time); someone the gate
-  (bot/gate.py) does not let in is passed over; someone past `[limits]` right now waits for a
+  (bot/access/gate.py) does not let in is passed over; someone past `[limits]` right now waits for a
   later scan, but a check-in — the character's own message — takes nothing from their
   allowance. Check-ins go out at most `PER_SECOND` a second per writer (Telegram accepts about
   30 messages a second per bot). The model
@@ -29,17 +29,17 @@ from datetime import datetime
 from typing import Callable
 
 from bot import metrics
-from bot.actions import encode_action
-from bot.cast import Cast
-from bot.characters import StoredCharacter
+from bot.access.gate import Gate
+from bot.characters.cards import StoredCharacter
+from bot.characters.cast import Cast
+from bot.commands.buttons import encode_action
 from bot.config import CheckinsConfig
 from bot.contract import Button, ConversationKey, FirstWriter, Unreachable
-from bot.gate import Gate
-from bot.llm import LLMClient, LLMError
-from bot.context import read_context
-from bot.prompt import build_prompt
+from bot.model.llm import LLMClient, LLMError
+from bot.model.tokens import TokenCounter
 from bot.registry import Present
-from bot.tokens import TokenCounter
+from bot.turn.context import read_context
+from bot.turn.prompt import build_prompt
 from storage.ports import Absence, ConversationRow, Store
 
 log = logging.getLogger(__name__)

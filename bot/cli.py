@@ -23,8 +23,8 @@ from bot import metrics
 from bot.config import Config, ConfigError, checked, load_config
 from bot.contract import Core, PlatformRefused
 from bot.logs import config_secrets, log_to_file, redact, setup_logging
+from bot.memory.saved_memories import CAPS
 from bot.runtime import build_runtime
-from bot.saved_memories import CAPS
 from storage.factory import StorageURLError, masked, open_store
 
 if TYPE_CHECKING:

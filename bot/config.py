@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import tomllib
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from bot.access import AccessRules, rule_problem
+from bot.access.rules import AccessRules, rule_problem
 from bot.contract import SettingProblem, env_name
 from storage.factory import StorageURLError, check_url
 

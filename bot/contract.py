@@ -16,6 +16,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
+from bot.text import parse_number
+
 # Words the core owns that an adapter shows as they are.
 NOT_ALLOWED = "Sorry, I'm not able to talk with you here."  # [access] said no (SPEC 13)
 STALE_BUTTON = "This button no longer works."
@@ -85,7 +87,7 @@ class IncomingMessage:
     `speaker` is None for *nobody in particular* (SPEC section 2): a message sent on behalf of a
     chat (an anonymous group admin, "send as channel", a channel post) or by a bot or webhook.
     The character may answer it, but no saved memories are read or written for it.
-    `files` are what came with it to read or look at (bot/attachments.py); `unseen` names
+    `files` are what came with it to read or look at (bot/turn/attachments.py); `unseen` names
     anything else that came with the text which the character cannot read ("a sticker").
     `kept` is called once the message is stored and queued for its turn, or refused: a webhook
     acknowledges the update then, so the platform delivers again what a crash lost, and updates
@@ -94,7 +96,7 @@ class IncomingMessage:
     to it, its name); False for a message of an always-on channel addressed to no one, which in
     a scene one character answers (SPEC 15).
     `asker`: who writes and where, for `[access]`, decided by the core's gate for whichever
-    character ends up answering (bot/gate.py); None only on the console (its owner's)."""
+    character ends up answering (bot/access/gate.py); None only on the console (its owner's)."""
 
     conversation: ConversationKey
     speaker: Identity | None
@@ -111,7 +113,7 @@ class IncomingMessage:
 @dataclass(frozen=True)
 class Button:
     label: str
-    action: str  # opaque, signed with the owner's person id (see bot/actions.py)
+    action: str  # opaque, signed with the owner's person id (see bot/commands/buttons.py)
     danger: bool = False
 
 
@@ -119,6 +121,24 @@ class Button:
 class Attachment:
     filename: str
     data: bytes
+
+
+@dataclass(frozen=True)
+class TurnRef:
+    """A turn, as an adapter holds it: handed back as it came (delivery, Regenerate). In button
+    data it is written as its number (`str`) and read back by `TurnRef.parse`, the one place that
+    reads it."""
+
+    id: int
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+    @classmethod
+    def parse(cls, text: str) -> TurnRef | None:
+        """The turn a button names, or None when the text is not one (stale, forged, garbled)."""
+        number = parse_number(text)
+        return cls(number) if number is not None else None
 
 
 @dataclass
@@ -134,7 +154,7 @@ class Reply:
     text: str
     is_error: bool = False
     duplicate: bool = False
-    turn: str | None = None
+    turn: TurnRef | None = None
     buttons: list[list[Button]] = field(default_factory=list)
     on_behalf: Asker | None = None
 
@@ -161,7 +181,7 @@ class CommandResult:
     form: Form | None = None
     ok: bool = True
     refused: bool = False  # a button or form that is not the presser's, or no longer valid
-    regenerate: str | None = None  # a Regenerate button: the turn whose reply to replace (Core.regenerate)
+    regenerate: TurnRef | None = None  # a Regenerate button: the turn whose reply to replace (Core.regenerate)
     apart: bool = False  # a button's answer shown as a message of its own: the pressed one keeps its text
 
 
@@ -340,13 +360,13 @@ class Core(Protocol):
         """The platform refused `reply` (or delivering it failed): it is taken back, as if never
         said (SPEC 15, "What was not shown was not said")."""
 
-    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: str) -> str | None:
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef) -> str | None:
         """Why this person may not regenerate that reply now; None if they may."""
 
-    async def shown_as(self, turn: str) -> list[str]:
+    async def shown_as(self, turn: TurnRef) -> list[str]:
         """The platform messages a turn's reply shows as."""
 
-    async def regenerate(self, key: ConversationKey, presser: Identity, turn: str,
+    async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef,
                          on_text: ReplySink | None = None) -> Reply:
         """Replace the latest reply, undoing its memory writes (SPEC 5)."""
 
@@ -402,7 +422,7 @@ class Core(Protocol):
 
     # -- who, and how often ------------------------------------------------------------------
     def lets_in(self, character: str, asker: Asker) -> bool:
-        """[access] (the core's gate, bot/gate.py): whether both the global rules and the
+        """[access] (the core's gate, bot/access/gate.py): whether both the global rules and the
         character's own let `asker` in."""
 
     def rules_name_roles(self, character: str | None = None) -> bool:

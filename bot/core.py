@@ -3,7 +3,7 @@ top of the turn handler, the /memory service and the store. Besides passing a tu
 keeps what is about platform messages rather than about answering: which platform messages a
 reply shows as, where a private answer's buttons act, edits and deletions of stored messages,
 greetings, the replies a crash cut off and update deduplication. `[access]` and `[limits]` are
-the gate's (bot/gate.py), asked for the character that answers on every path."""
+the gate's (bot/access/gate.py), asked for the character that answers on every path."""
 
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ import time
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
+from bot.access.gate import Gate
+from bot.characters.cast import Cast
 from bot.checkins import CheckIns
-from bot.commands import MemoryCommands
+from bot.commands.router import MemoryCommands
 from bot.commands.table import TABLE, help_text
-from bot.cast import Cast
-from bot.gate import Gate
-from bot.tokens import TokenCounter
 from bot.contract import (
     NOT_ALLOWED,
     Asker,
@@ -34,12 +33,14 @@ from bot.contract import (
     QueuedTurn,
     Reply,
     ReplySink,
+    TurnRef,
     Voice,
 )
+from bot.model.tokens import TokenCounter
 from bot.registry import Present
 from bot.scenes import Scenes
 from bot.text import clean_text, parse_number
-from bot.turn import TurnHandler
+from bot.turn.handler import TurnHandler
 from storage.ports import RECOVER_WITHIN_S, Store
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,7 @@ class Keepsake:
         await self.scenes.heard(key)
 
     async def delivered(self, reply: Reply, platform_message_ids: list[str]) -> list[str]:
-        turn = await self.store.turns.turn(int(reply.turn)) if reply.turn is not None else None
+        turn = await self.store.turns.turn(reply.turn.id) if reply.turn is not None else None
         if turn is None or turn.reply_message_id is None:
             return []
         await self.store.turns.shown(turn.reply_message_id, list(platform_message_ids))
@@ -124,23 +125,22 @@ class Keepsake:
         return await self.store.turns.shown_before(turn.id)
 
     async def undelivered(self, reply: Reply) -> None:
-        turn = await self.store.turns.turn(int(reply.turn)) if reply.turn is not None else None
+        turn = await self.store.turns.turn(reply.turn.id) if reply.turn is not None else None
         if turn is not None and turn.reply_message_id is not None:
             log.warning("a reply in conversation %d never reached the chat; it is taken back", turn.conversation_id)
             await self.store.turns.withdraw_reply(turn.reply_message_id)
 
-    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: str) -> str | None:
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef) -> str | None:
         return await self.turns.regenerate_refusal(key, presser, turn)
 
-    async def shown_as(self, turn: str) -> list[str]:
+    async def shown_as(self, turn: TurnRef) -> list[str]:
         """The platform ids of a turn's reply (what the Regenerate button was on)."""
-        number = parse_number(turn)
-        row = await self.store.turns.turn(number) if number is not None else None
+        row = await self.store.turns.turn(turn.id)
         if row is None or row.reply_message_id is None:
             return []
         return await self.store.conversations.platform_message_ids(row.reply_message_id)
 
-    async def regenerate(self, key: ConversationKey, presser: Identity, turn: str,
+    async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef,
                          on_text: ReplySink | None = None) -> Reply:
         return await self.turns.regenerate(key, presser, turn, on_text)
 
@@ -211,7 +211,7 @@ class Keepsake:
         assert cut_off.queued is not None, "only a fresh cut-off reply is answered again"
         reply = await self.turns.answer_again(cut_off.conversation, cut_off.queued, on_text)
         if reply.turn is not None:
-            self._answered_again.add(int(reply.turn))
+            self._answered_again.add(reply.turn.id)
         return reply
 
     async def answer_queued(self, key: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None,

@@ -10,25 +10,25 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from bot.characters import StoredCharacter, load_character
-from bot.cast import Cast
+from bot.access.gate import Gate
+from bot.access.limits import CallLimits
+from bot.characters.cards import StoredCharacter, load_character
+from bot.characters.cast import Cast
 from bot.checkins import CheckIns, counted_from
-from bot.commands import MemoryCommands
+from bot.commands.router import MemoryCommands
 from bot.config import Config
 from bot.core import Keepsake, Notifications
-from bot.gate import Gate
-from bot.limits import CallLimits
-from bot.llm import LLMClient
-from bot.prompt import system_prompt
-from bot.rebuild import Rebuilds
-from bot.saved_memories import CAPS
+from bot.memory.rebuild import Rebuilds
+from bot.memory.recall import recall_budget
+from bot.memory.saved_memories import CAPS
+from bot.memory.semantic import SemanticRecall
+from bot.memory.summaries import Summarizer
+from bot.model.llm import LLMClient
+from bot.model.tokens import TokenCounter
 from bot.scenes import Scenes
 from bot.scheduler import BackgroundJobs
-from bot.semantic import SemanticRecall
-from bot.summaries import Summarizer
-from bot.tokens import TokenCounter
-from bot.recall import recall_budget
-from bot.turn import TurnHandler
+from bot.turn.handler import TurnHandler
+from bot.turn.prompt import system_prompt
 from storage.factory import open_store
 from storage.ports import Store
 

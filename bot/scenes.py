@@ -3,7 +3,7 @@ conversation (storage keeps one per shared chat), in which every message names i
 
 - **Who answers** a person's message (`answerer`): the character it is addressed to (a mention,
   a reply, its name); in an always-on channel, a message addressed to no one is answered by one
-  character the person may reach (the gate, bot/gate.py), drawn by its card's
+  character the person may reach (the gate, bot/access/gate.py), drawn by its card's
   `extensions.talkativeness` (default 0.5), never the one that spoke last while another can.
 - **The chain** (`after_reply`): a character's reply that names another character of the scene
   is answered by it, at most `[scenes] max_chain` (≤ 10) character messages in a row, on behalf
@@ -24,9 +24,9 @@ import logging
 import random
 from dataclasses import replace
 
-from bot.cast import Cast
+from bot.access.gate import Gate
+from bot.characters.cast import Cast
 from bot.contract import Asker, ConversationKey, IncomingMessage, QueuedTurn, Voice, where_named
-from bot.gate import Gate
 from bot.registry import Present
 from storage.ports import MessageRow, Store, TurnRow
 

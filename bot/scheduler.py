@@ -26,9 +26,9 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.checkins import CheckIns
 from bot.config import StorageConfig
-from bot.rebuild import Rebuilds
-from bot.semantic import SemanticRecall
-from bot.summaries import Summarizer
+from bot.memory.rebuild import Rebuilds
+from bot.memory.semantic import SemanticRecall
+from bot.memory.summaries import Summarizer
 from storage.ports import Store
 
 log = logging.getLogger(__name__)

@@ -12,10 +12,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.runtime import Runtime, build_runtime  # noqa: E402
-from bot.contract import CommandContext  # noqa: E402
 from bot.config import Config, parse_config  # noqa: E402
-from bot.contract import Asker, ConversationKey, Identity, IncomingMessage  # noqa: E402
+from bot.contract import (  # noqa: E402
+    Asker,
+    CommandContext,  # noqa: E402
+    ConversationKey,
+    Identity,
+    IncomingMessage,
+)
+from bot.runtime import Runtime, build_runtime  # noqa: E402
 from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 

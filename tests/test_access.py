@@ -3,9 +3,9 @@
 
 import pytest
 
-from bot.access import AccessRules
-from bot.contract import Asker
+from bot.access.rules import AccessRules
 from bot.config import ConfigError, parse_config
+from bot.contract import Asker
 from tests.conftest import config_dict
 
 ANN = Asker("telegram", "1001", ("1001",))

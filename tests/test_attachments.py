@@ -9,10 +9,10 @@ import io
 import pytest
 from PIL import Image
 
-from bot.attachments import IMAGE_MAX_SIDE, MAX_IMAGES, image_data_url
 from bot.contract import IncomingFile, IncomingMessage
+from bot.memory.window import window_token_budget
 from bot.runtime import build_runtime
-from bot.window import window_token_budget
+from bot.turn.attachments import IMAGE_MAX_SIDE, MAX_IMAGES, image_data_url
 from tests.conftest import Chat
 from tests.fakes.llm_server import text
 from tests.probes import peak_rss_rise_mb
@@ -171,8 +171,8 @@ async def test_several_long_text_files_are_cut_to_fit_the_window_together(chat_w
 
 
 def test_an_image_over_40_million_pixels_is_refused_from_its_header_before_decoding():
+    from bot.turn.attachments import ImageTooLarge
     from tests.test_untrusted_input_end_to_end import png_of_side
-    from bot.attachments import ImageTooLarge
 
     with pytest.raises(ImageTooLarge, match="6,400×6,400 pixels is over the limit of 40,000,000"):
         image_data_url(png_of_side(6_400))  # 40.96 million pixels
@@ -183,7 +183,7 @@ def test_at_most_2_images_decode_at_once_and_none_is_copied_full_size():
     time, each shrunk in place, so the process grows by what two decodes need, not four."""
     rise, _ = peak_rss_rise_mb(
         "from concurrent.futures import ThreadPoolExecutor\n"
-        "from bot.attachments import image_data_url\n"
+        "from bot.turn.attachments import image_data_url\n"
         "from tests.test_untrusted_input_end_to_end import png_of_side\n"
         "image = png_of_side(6_000)\n"
         "with ThreadPoolExecutor(4) as pool:\n"

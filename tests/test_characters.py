@@ -7,10 +7,11 @@ import zlib
 
 import pytest
 
-from bot.characters import PNG_SIGNATURE, load_character
+from bot.characters.cards import PNG_SIGNATURE, load_character
 from bot.config import CharacterConfig, ConfigError
-from bot.prompt import system_prompt
+from bot.turn.prompt import system_prompt
 from tests.probes import peak_rss_rise_mb
+
 
 def chunk(kind: bytes, body: bytes) -> bytes:
     """One PNG chunk: length, kind, body, CRC."""
@@ -209,7 +210,7 @@ def _peak_rss_mb_loading(path) -> tuple[float, str]:
         "import sys\n"
         "from pathlib import Path\n"
         "from bot.config import CharacterConfig, ConfigError\n"
-        "from bot.characters import load_character\n"
+        "from bot.characters.cards import load_character\n"
         "try:\n"
         "    load_character(CharacterConfig(name='Bomb', card=Path(sys.argv[1])))\n"
         "except ConfigError as problem:\n"

@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 
 import pytest
 
+from bot.access.rules import AccessRules
 from bot.checkins import PER_SECOND
 from bot.config import parse_config
-from bot.access import AccessRules
 from bot.contract import Asker, Button, ConversationKey, Unreachable
 from bot.runtime import build_runtime
 from tests.conftest import Chat, FakeClock, config_dict

@@ -303,7 +303,7 @@ def test_the_postgresql_password_may_come_from_password_env_and_is_redacted(monk
 
 async def test_a_password_from_password_env_opens_the_database(tmp_path):
     """On the test server (trust auth ignores the password; the URL it builds must still be valid)."""
-    from bot.saved_memories import CAPS
+    from bot.memory.saved_memories import CAPS
     from storage.factory import open_store
     from tests.postgres import fresh_schema_url
 

@@ -8,13 +8,13 @@ import logging
 import pytest
 
 from adapters.discord import DiscordAdapter
+from adapters.settings import DiscordSettings
 from adapters.splitting import open_fence
+from bot.access.rules import AccessRules
 from bot.commands.table import TABLE
-from bot.access import AccessRules
+from bot.config import parse_config
 from bot.contract import ConversationKey
 from bot.runtime import build_runtime
-from bot.config import parse_config
-from adapters.settings import DiscordSettings
 from tests.conftest import RunningAdapters, adapter_settings, config_dict, eventually
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text, tool_calls

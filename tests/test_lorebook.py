@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from bot.characters import load_character
+from bot.characters.cards import load_character
+from bot.characters.lorebook import Lorebook, read_lorebook
 from bot.config import CharacterConfig, ConfigError, parse_config
-from bot.lorebook import Lorebook, read_lorebook
 from bot.runtime import build_runtime
 from tests.conftest import Chat, config_dict
 
@@ -100,7 +100,7 @@ def test_a_broken_regex_key_is_skipped_with_a_warning_and_the_card_still_loads(t
     path = tmp_path / "nox.json"
     path.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Nox", "character_book": {"entries": [
         entry("Broken", ["/(/", "reactor"]), entry("Fine", ["lamp"])]}}}))
-    with caplog.at_level("WARNING", logger="bot.lorebook"):
+    with caplog.at_level("WARNING", logger="bot.characters.lorebook"):
         lore = load_character(CharacterConfig(name="Nox", card=path)).lorebook.counted(len)
     assert fired(lore, "the reactor and the lamp") == ["Broken", "Fine"]
     assert [r.getMessage() for r in caplog.records] == [
@@ -113,7 +113,7 @@ def test_a_catastrophic_key_is_given_up_after_its_time_limit_and_skipped_with_on
 
     lore = book(entry("Trap", ["/(a|aa)+$/"]), entry("Lamp", ["lamp"]))
     message = "lamp " + "a" * 40 + "!"  # (a|aa)+$ would backtrack for hours on this
-    with caplog.at_level("WARNING", logger="bot.lorebook"):
+    with caplog.at_level("WARNING", logger="bot.characters.lorebook"):
         started = time.monotonic()
         assert fired(lore, message) == ["Lamp"]
         assert time.monotonic() - started < 1.0
@@ -129,7 +129,7 @@ def test_a_turns_lorebook_matching_stops_after_its_budget_of_1_second(caplog):
 
     traps = [entry(f"Trap {n}", [f"/(a|aa)+{n}$/"]) for n in range(30)]  # 30 × 0.1 s if nothing stopped it
     lore = book(*traps, entry("Lamp", ["lamp"]))
-    with caplog.at_level("WARNING", logger="bot.lorebook"):
+    with caplog.at_level("WARNING", logger="bot.characters.lorebook"):
         started = time.monotonic()
         assert fired(lore, "lamp " + "a" * 40 + "!") == []
         assert time.monotonic() - started < 1.5

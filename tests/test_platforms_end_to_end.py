@@ -17,11 +17,11 @@ import pytest
 from PIL import Image
 
 from bot.contract import NOT_ALLOWED
-from bot.attachments import IMAGE_MAX_SIDE
+from bot.turn.attachments import IMAGE_MAX_SIDE
 from tests.conftest import API_KEY_ENV, ROOT
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.llm_server import text
+from tests.fakes.telegram_server import FakeTelegram
 from tests.process import SITECUSTOMIZE, answer_to, final_reply_to, stop_bot, write_config
 
 ANN, BOB, CAI, DAN, EVE = 701, 702, 703, 704, 705

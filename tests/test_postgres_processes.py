@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from bot.saved_memories import CAPS
+from bot.memory.saved_memories import CAPS
 from storage.factory import open_store
 from tests.postgres import fresh_schema_url
 

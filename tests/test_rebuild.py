@@ -3,8 +3,8 @@ restart, failure with resume or start over, never two at once."""
 
 import asyncio
 
+from bot.memory.rebuild import DONE
 from bot.runtime import build_runtime
-from bot.rebuild import DONE
 from tests.conftest import Chat
 from tests.fakes.llm_server import hang, status, text
 from tests.fakes.summarizer import kind_of
@@ -151,7 +151,7 @@ async def test_a_summary_entry_the_person_edited_reaches_the_rebuilt_summary_wor
 
 
 async def test_rebuilding_a_short_conversation_says_there_was_nothing_to_rebuild(runtime, llm):
-    from bot.rebuild import NOTHING_YET
+    from bot.memory.rebuild import NOTHING_YET
 
     ann = Chat(runtime)
     told: list[str] = []

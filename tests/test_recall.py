@@ -5,8 +5,8 @@ the context window), as data after the summary; `/memory why` lists them."""
 
 import pytest
 
-from bot.prompt import RECALL_INTRO
 from bot.runtime import build_runtime
+from bot.turn.prompt import RECALL_INTRO
 from tests.conftest import Chat, FakeClock
 from tests.fakes.llm_server import text
 from tests.fakes.summarizer import kind_of
@@ -172,7 +172,7 @@ async def test_a_hit_that_only_repeats_the_question_is_left_out(runtime, llm, cl
 
 
 async def test_recall_by_meaning_adds_hits_after_the_word_hits_and_never_pushes_one_out(runtime, clock):
-    from bot.recall import recall
+    from bot.memory.recall import recall
 
     ann = Chat(runtime)
     await history(ann, clock, ["the key is under the blue flowerpot", "haha ok",

@@ -6,7 +6,7 @@ import sqlite3
 from contextlib import closing
 
 import storage.sqlite.database as sqlite_database
-from bot.saved_memories import CAPS
+from bot.memory.saved_memories import CAPS
 from storage.factory import open_store
 from storage.sqlite.migrations import MIGRATIONS
 from tests.postgres import fresh_schema_url

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from bot.runtime import build_runtime
 from bot.contract import ConversationKey, Identity, IncomingMessage
+from bot.runtime import build_runtime
 from tests.conftest import API_KEY_ENV, ROOT, Chat
 from tests.fakes.llm_server import Step, cut, drop, status, text, tool_calls
 

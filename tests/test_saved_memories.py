@@ -1,7 +1,7 @@
 """SPEC section 5 — saved memories: budgets, the prompt's selection, recent, pinned, Clear all,
 Learn from chat."""
 
-from bot.saved_memories import split_evenly
+from bot.memory.saved_memories import split_evenly
 from tests.conftest import DAY, Chat
 
 

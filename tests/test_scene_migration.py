@@ -6,7 +6,7 @@ import pytest
 
 import storage.postgres.database as postgres_database
 import storage.sqlite.database as sqlite_database
-from bot.saved_memories import CAPS
+from bot.memory.saved_memories import CAPS
 from storage.factory import open_store
 from storage.sql.migrations import SCENES_JOIN
 from tests.postgres import fresh_schema_url

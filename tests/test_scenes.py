@@ -12,9 +12,9 @@ import random
 
 import pytest
 
-from bot.characters import load_character
+from bot.characters.cards import load_character
 from bot.config import ConfigError, parse_config
-from bot.contract import NOT_ALLOWED, Asker, ConversationKey, QueuedTurn, Identity, IncomingMessage, Reply
+from bot.contract import NOT_ALLOWED, Asker, ConversationKey, Identity, IncomingMessage, QueuedTurn, Reply
 from bot.runtime import build_runtime
 from bot.scenes import characters_in_a_row, drawn_by_talkativeness, named
 from tests.conftest import Chat, FakeClock, config_dict, eventually, shown
@@ -466,7 +466,7 @@ async def scene_rows_conversation(runtime):
 async def crashed_mid_chain(llm, tmp_path):
     """A process died while Aki answered Mira in a scene (PostgreSQL: a process is gone the moment
     its connection drops); another process, with both voices, is left to recover."""
-    from bot.saved_memories import CAPS
+    from bot.memory.saved_memories import CAPS
     from storage.factory import open_store
 
     schemas = fresh_schema_url()

@@ -4,7 +4,7 @@ both schemas hold the same tables with the same columns, but for what truly diff
 
 from pathlib import Path
 
-from bot.saved_memories import CAPS
+from bot.memory.saved_memories import CAPS
 from storage.factory import open_store
 from tests.postgres import fresh_schema_url
 

@@ -136,7 +136,7 @@ async def test_a_malformed_embedding_answer_means_full_text_alone_and_one_warnin
         assert "Ann: my cousin Ingrid keeps three goats" in recall_block(llm)  # full text alone
         await ann.say("and the goats' names?")
         await runtime.jobs.embed_waiting()
-    warnings = [r for r in caplog.records if r.name == "bot.semantic"]
+    warnings = [r for r in caplog.records if r.name == "bot.memory.semantic"]
     assert len(warnings) == 1 and "semantic recall" in warnings[0].getMessage()
     assert not any(r.levelname == "ERROR" for r in caplog.records)
 

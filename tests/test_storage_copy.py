@@ -10,8 +10,8 @@ from contextlib import closing
 
 import pytest
 
+from bot.memory.saved_memories import CAPS
 from bot.runtime import build_runtime
-from bot.saved_memories import CAPS
 from storage.copy import COPY_MARK, NOT_COPIED, TABLES
 from storage.factory import open_store
 from tests.conftest import ROOT, Chat

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
+from adapters.settings import TelegramSettings
 from adapters.streaming import ThrottledStream
 from adapters.telegram import TelegramAdapter
-from bot.runtime import build_runtime
-from bot.config import parse_config
+from bot.access.rules import AccessRules
 from bot.commands.table import TABLE
-from bot.access import AccessRules
+from bot.config import parse_config
 from bot.contract import ConversationKey
-from adapters.settings import TelegramSettings
+from bot.runtime import build_runtime
 from tests.conftest import RunningAdapters, adapter_settings, config_dict, eventually
 from tests.fakes.llm_server import text, tool_calls
 from tests.fakes.telegram_server import FakeTelegram, parse_html

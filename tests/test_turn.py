@@ -3,13 +3,12 @@ privacy in shared conversations, bad input."""
 
 import asyncio
 import logging
-
 import os
 import sys
 
-from bot.runtime import build_runtime
 from bot.contract import ConversationKey, Identity, IncomingMessage
-from bot.turn import EMPTY_MESSAGE, NOT_SAVED
+from bot.runtime import build_runtime
+from bot.turn.handler import EMPTY_MESSAGE, NOT_SAVED
 from tests.conftest import ROOT, Chat
 from tests.fakes.llm_server import cut, drop, garbled, hang, status, text, tool_calls
 

@@ -1,7 +1,7 @@
 """SPEC section 3 — the live window."""
 
-from bot.tokens import OFFLINE_FALLBACK, TokenCounter
-from bot.window import live_window, window_token_budget
+from bot.memory.window import live_window, window_token_budget
+from bot.model.tokens import OFFLINE_FALLBACK, TokenCounter
 from storage.ports import MessageRow
 from tests.conftest import Chat
 from tests.fakes.llm_server import text
@@ -91,7 +91,7 @@ def test_window_takes_the_newest_messages_contiguously_never_skipping_a_long_one
 
 
 def test_a_summary_batch_takes_pending_messages_in_order_never_skipping_one():
-    from bot.summaries import take_batch
+    from bot.memory.summaries import take_batch
 
     oldest_first = rows(5, 100)[::-1]
     oldest_first[1] = MessageRow(99, 1, 4, "user", 1, "Ann", "long", 6_000, None, 0.0)

@@ -1,5 +1,2 @@
-"""/memory, /link and /forgetme (SPEC section 6): the table, the router and the commands by subject."""
-
-from bot.commands.router import MemoryCommands
-
-__all__ = ["MemoryCommands"]
+"""/memory, /link and /forgetme (SPEC section 6): the table, the router, the button codec and
+the commands by subject."""

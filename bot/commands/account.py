@@ -14,8 +14,8 @@ from typing import Callable
 
 from bot.commands.base import Person, Press, UsageError, button, memories_word
 from bot.contract import CommandContext, CommandResult
-from bot.rebuild import Rebuilds
-from bot.saved_memories import MAX_PINNED_PER_SCOPE, MAX_UNPINNED_PER_SCOPE
+from bot.memory.rebuild import Rebuilds
+from bot.memory.saved_memories import MAX_PINNED_PER_SCOPE, MAX_UNPINNED_PER_SCOPE
 from storage.ports import CapReached, Store
 
 LINK_CODE_TTL_S = 10 * 60

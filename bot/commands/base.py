@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from bot.actions import encode_action
+from bot.commands.buttons import encode_action
 from bot.contract import Button, CommandResult
-from bot.saved_memories import cap_text, memory_number
+from bot.memory.saved_memories import cap_text, memory_number
+from bot.model.tokens import TokenCounter
 from bot.text import parse_number
-from bot.tokens import TokenCounter
 from storage.ports import SCOPES, CapReached, MemoryRow, Store
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.access.gate import Gate
+from bot.access.limits import TOO_FAST_FOR_CALLS
+from bot.characters.cast import Cast
 from bot.commands.base import (
     Person,
     Press,
@@ -20,21 +23,17 @@ from bot.commands.base import (
     parse_count,
     save_memory,
 )
-from bot.drafting import (
+from bot.contract import CommandContext, CommandResult
+from bot.memory.drafting import (
     MAX_SELECTED_MESSAGES,
     as_is,
     description_error,
     draft_from_description,
     draft_from_messages,
 )
-from bot.limits import TOO_FAST_FOR_CALLS
-from bot.llm import LLMError
-from bot.contract import CommandContext, CommandResult
-from bot.saved_memories import MAX_MEMORY_CHARS, cap_text
-from bot.cast import Cast
-from bot.gate import Gate
-from bot.llm import LLMClient
-from bot.tokens import TokenCounter
+from bot.memory.saved_memories import MAX_MEMORY_CHARS, cap_text
+from bot.model.llm import LLMClient, LLMError
+from bot.model.tokens import TokenCounter
 from storage.ports import CHARACTER, CapReached, MessageRow, Store
 
 # How a person picks messages to remember, in the words of their platform.
@@ -68,7 +67,7 @@ class DraftCommands:
         }
 
     async def _take_call(self, ctx: CommandContext, person: Person) -> None:
-        """[limits]: a draft is a model call on the person's behalf (bot/limits.py)."""
+        """[limits]: a draft is a model call on the person's behalf (bot/access/limits.py)."""
         if (wait := await self.gate.take(person.id, ctx.conversation)) is not None:
             raise UsageError(TOO_FAST_FOR_CALLS.format(limit=self.gate.per_minute, seconds=wait))
 

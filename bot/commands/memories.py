@@ -10,6 +10,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from bot.characters.cast import Cast
 from bot.commands.base import (
     Person,
     Press,
@@ -25,10 +26,9 @@ from bot.commands.base import (
     scope_or_all_arg,
 )
 from bot.contract import Attachment, CommandContext, CommandResult
-from bot.saved_memories import cap_text, memory_marks, memory_text_error, scope_error
+from bot.memory.saved_memories import cap_text, memory_marks, memory_text_error, scope_error
+from bot.model.tokens import TokenCounter
 from bot.text import parse_number
-from bot.tokens import TokenCounter
-from bot.cast import Cast
 from storage.ports import CHARACTER, GLOBAL, CapReached, MemoryRow, Store
 
 PAGE_SIZE = 10

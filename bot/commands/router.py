@@ -5,7 +5,7 @@ with the words after the command (Telegram, console), `press(ctx, data)` for a b
 `submit(ctx, data, text)` for a form. Every answer is a `CommandResult` shown only to the person
 who asked. The commands are declared once in table.py and live in modules by subject (memories,
 summary, drafts, account); this router parses what people typed by the table, checks who asks
-(the gate, bot/gate.py, for the character a command or button acts on), and dispatches.
+(the gate, bot/access/gate.py, for the character a command or button acts on), and dispatches.
 """
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ from __future__ import annotations
 import time
 from typing import Any, Awaitable, Callable
 
-from bot.actions import NOT_YOUR_BUTTON, decode_action
+from bot.access.gate import Gate
+from bot.characters.cast import Cast
 from bot.commands.account import AccountCommands
 from bot.commands.base import Person, Press, UsageError
+from bot.commands.buttons import NOT_YOUR_BUTTON, decode_action
 from bot.commands.checkins import CheckinCommands
 from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands
 from bot.commands.summary import SummaryCommands
 from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
-from bot.contract import NOT_ALLOWED, STALE_BUTTON, CommandContext, CommandResult
-from bot.gate import Gate
-from bot.rebuild import Rebuilds
+from bot.contract import NOT_ALLOWED, STALE_BUTTON, CommandContext, CommandResult, TurnRef
+from bot.memory.rebuild import Rebuilds
+from bot.model.llm import LLMClient
+from bot.model.tokens import TokenCounter
 from bot.text import parse_number
-from bot.cast import Cast
-from bot.llm import LLMClient
-from bot.tokens import TokenCounter
 from storage.ports import Store
 
 NOT_A_PERSON = (
@@ -111,12 +111,12 @@ class MemoryCommands:
         if action is not None and action.verb == "regen":
             if len(action.args) != 1:
                 return stale
-            number = parse_number(action.args[0])
-            pressed = await self.store.turns.turn(number) if number is not None else None
+            turn = TurnRef.parse(action.args[0])
+            pressed = await self.store.turns.turn(turn.id) if turn is not None else None
             answered_by = self.cast.stored_by_id(pressed.character_id) if pressed is not None else None
             if answered_by is not None and not self.gate.lets_in(answered_by.character.name, ctx.asker):
                 return CommandResult(NOT_ALLOWED, ok=False, refused=True)
-            return CommandResult("", regenerate=action.args[0])
+            return CommandResult("", regenerate=turn)
         press = self.presses.get(action.verb) if action else None
         args = press.parse(action.args) if press else None
         if action is None or press is None or args is None:

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.actions import encode_action
+from bot.characters.cast import Cast
 from bot.commands.base import Person, Press, UsageError, button, number_arg, plural
+from bot.commands.buttons import encode_action
 from bot.contract import CommandContext, CommandResult, Form
-from bot.prompt import TIER_TITLES
-from bot.rebuild import Rebuilds
-from bot.cast import Cast
-from bot.tokens import TokenCounter
-from storage.ports import Store
+from bot.memory.rebuild import Rebuilds
+from bot.model.tokens import TokenCounter
 from bot.text import parse_number
+from bot.turn.prompt import TIER_TITLES
+from storage.ports import Store
 
 SUMMARY_ENTRY_MAX_CHARS = 4_000  # what a person may write into one entry
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.commands.base import UsageError
 from bot.contract import CommandSpec, OptionSpec
-from bot.drafting import MAX_SELECTED_MESSAGES
+from bot.memory.drafting import MAX_SELECTED_MESSAGES
 from bot.text import parse_number
 from storage.ports import SCOPES
 

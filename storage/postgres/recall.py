@@ -8,7 +8,7 @@ from storage.postgres.database import Database
 from storage.rows import MESSAGE_COLUMNS, messages
 from storage.sql.conversations import messages_at
 
-WORDS = "to_tsquery('english', $2)"  # the terms are words only (see bot/recall.py): no query syntax
+WORDS = "to_tsquery('english', $2)"  # the terms are words only (see bot/memory/recall.py): no query syntax
 
 
 class PostgresRecall(Recall):

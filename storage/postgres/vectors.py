@@ -11,8 +11,8 @@ import logging
 
 import asyncpg
 
-from storage.sql.vectors import WaitingVectors
 from storage.postgres.database import MIGRATION_LOCK, Database
+from storage.sql.vectors import WaitingVectors
 
 log = logging.getLogger(__name__)
 

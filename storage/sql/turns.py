@@ -27,7 +27,7 @@ import bisect
 import json
 from typing import Any
 
-from storage.ports import RECOVER_WITHIN_S, Arrival, LeftTheLine, CallLimit, InterruptedTurn, MessageRow, Turns, TurnRow
+from storage.ports import RECOVER_WITHIN_S, Arrival, CallLimit, InterruptedTurn, LeftTheLine, MessageRow, TurnRow, Turns
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
 from storage.sql.checkins import checkin_cut_off, count_person_message
 from storage.sql.conversations import insert_message, next_place, platform_ids_of, read_platform_ids, set_platform_ids

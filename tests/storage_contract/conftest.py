@@ -9,7 +9,7 @@ from typing import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from bot.saved_memories import CAPS
+from bot.memory.saved_memories import CAPS
 from storage.factory import open_store
 from storage.ports import Store
 from tests.conftest import FakeClock

@@ -9,7 +9,6 @@ from storage.ports import CallLimit, CapReached, LeftTheLine
 from tests.conftest import eventually
 
 
-
 async def test_a_job_is_claimed_by_one_process_and_free_again_after(open_backend):
     first, second = await open_backend(), await open_backend()
     async with first.coordination.claim("summary:1", 60) as mine:

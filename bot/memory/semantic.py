@@ -2,7 +2,7 @@
 embedded in the background through the model server's `/v1/embeddings`, in batches, newest
 first (a backfill of older ones included; a change of model embeds them all again), and each
 new message is embedded for its own turn, whose recall then adds the places nearest in meaning
-after the word matches (bot/recall.py). The server is `[recall] embedding_base_url` when set
+after the word matches (bot/memory/recall.py). The server is `[recall] embedding_base_url` when set
 (else `[llm] base_url`); background batches are small and wait while a turn's own request is
 out, so a turn never queues behind a backfill on a server that answers one request at a time.
 
@@ -23,8 +23,8 @@ import time
 from typing import Callable
 
 from bot import metrics
-from bot.llm import LLMClient, LLMError
-from bot.tokens import TokenCounter
+from bot.model.llm import LLMClient, LLMError
+from bot.model.tokens import TokenCounter
 from storage.ports import MessageRow, Store
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,9 @@ import logging
 import time
 from typing import Callable, Sequence
 
-from bot.characters import StoredCharacter
-from bot.conversation_tasks import ConversationTasks
-from bot.llm import LLMClient, LLMError
-from bot.summary_prompts import (
+from bot.characters.cards import StoredCharacter
+from bot.memory.conversation_tasks import ConversationTasks
+from bot.memory.summary_prompts import (
     BATCH_PROMPT,
     COMPACT_PROMPT,
     FOLD_PROMPT,
@@ -32,8 +31,9 @@ from bot.summary_prompts import (
     system_message,
     transcript,
 )
-from bot.tokens import TokenCounter
-from bot.window import WINDOW_MAX_MESSAGES, live_window, take_within
+from bot.memory.window import WINDOW_MAX_MESSAGES, live_window, take_within
+from bot.model.llm import LLMClient, LLMError
+from bot.model.tokens import TokenCounter
 from storage.ports import MessageRow, Store, SummaryRow
 
 log = logging.getLogger(__name__)

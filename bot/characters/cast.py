@@ -5,7 +5,7 @@ the turn handler for it)."""
 
 from __future__ import annotations
 
-from bot.characters import StoredCharacter
+from bot.characters.cards import StoredCharacter
 from bot.contract import ConversationKey, Identity
 from bot.text import clean_text
 from storage.ports import ConversationRow, Store

@@ -4,12 +4,12 @@ Order of the messages sent each turn:
 1. system — the character (a card's system_prompt wraps ours through `{{original}}`) and the
    guidance on what belongs in memory and what in the summary;
 2. system — the lorebook entries the recent messages call up (the card author's text, like the
-   description; bot/lorebook.py), when any do;
+   description; bot/characters/lorebook.py), when any do;
 3. system — the speaker's saved memories, as data the person told the character, never as
    instructions (each entry JSON-quoted so it cannot break out of its line);
 4. system — the conversation summary: long-term, then merged, then recent, oldest first;
 5. system — recalled passages: older words of this conversation the new message calls back
-   (bot/recall.py), oldest first, quoted as data;
+   (bot/memory/recall.py), oldest first, quoted as data;
 6. the live window, oldest first, the current message last (with its images, as image parts,
    when the model can look at them);
 7. system — a note when the current message came with something the character cannot see (a photo);
@@ -25,10 +25,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from bot.characters import Character
-from bot.context import Context
-from bot.recall import day_of, recalled_line
-from bot.saved_memories import memory_marks
+from bot.characters.cards import Character
+from bot.memory.recall import day_of, recalled_line
+from bot.memory.saved_memories import memory_marks
+from bot.turn.context import Context
 from storage.ports import MemoryRow, MessageRow
 
 MEMORY_GUIDANCE = """\
@@ -122,7 +122,7 @@ def _another_character(row: MessageRow, character: Character, shared: bool) -> b
 
 def build_prompt(context: Context, *, speaker_name: str, tools: bool, now: float, unseen: str | None = None,
                  images: Sequence[str] = ()) -> Prompt:
-    """The prompt of a reply to `speaker_name` from what it reads (`context`, bot/context.py):
+    """The prompt of a reply to `speaker_name` from what it reads (`context`, bot/turn/context.py):
     `tools` offered or not, `unseen` naming what came with the message that the model cannot
     read, `images` (data URLs) for it to look at."""
     character, character_tokens = context.character.character, context.character.prompt_tokens

@@ -3,7 +3,7 @@ that needs them.
 
 Each turn searches this conversation's messages older than the live window for the words of the
 person's new message (common words left out, and words that fill much of the conversation:
-they point at nothing in particular); with semantic recall on (bot/semantic.py), the places
+they point at nothing in particular); with semantic recall on (bot/memory/semantic.py), the places
 ranked by meaning join after the word matches, so they add hits and never push one out. Hits
 with nothing in them, or that mostly repeat the new message or a hit already taken (echoes: a
 person asks about the same things again), are left out. The hits come with a neighbour on each
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
 from datetime import datetime, timezone
+from typing import Sequence
 
 from storage.ports import MessageRow, Store
 

@@ -7,7 +7,7 @@ event) and translate the verdict into platform words; they never decide themselv
 - `lets_in(character, asker)`: both `[access]` and the character's own `access` must let the
   asker in. The console (`asker` None or platform "console") is its owner's: always let in.
 - `take(person_id, key)`: one model call from `[limits] turns_per_minute`, counted in the
-  database (bot/limits.py). A chain turn is taken from the person whose message started the
+  database (bot/access/limits.py). A chain turn is taken from the person whose message started the
   chain; a check-in, the character's own message, takes nothing (SPEC 14), but waits while the
   person is `past` their allowance.
 """
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import logging
 
-from bot.access import AccessRules
+from bot.access.limits import CallLimits
+from bot.access.rules import AccessRules
 from bot.contract import Asker, ConversationKey
-from bot.limits import CallLimits
 from storage.ports import CallLimit, Store
 
 log = logging.getLogger(__name__)

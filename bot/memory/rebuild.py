@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 from typing import Awaitable, Callable
 
-from bot.conversation_tasks import ConversationTasks
-from bot.llm import LLMError
-from bot.summaries import Summarizer
-from bot.summary_prompts import as_verbatim, verbatim_lines
+from bot.memory.conversation_tasks import ConversationTasks
+from bot.memory.summaries import Summarizer
+from bot.memory.summary_prompts import as_verbatim, verbatim_lines
+from bot.model.llm import LLMError
 from storage.ports import RebuildRow, Store, SummaryRow
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ import json
 import logging
 from typing import Any
 
-from bot.saved_memories import MAX_MEMORY_CHARS, cap_text, memory_number, memory_text_error, scope_error
-from bot.tokens import TokenCounter
+from bot.memory.saved_memories import MAX_MEMORY_CHARS, cap_text, memory_number, memory_text_error, scope_error
+from bot.model.tokens import TokenCounter
 from storage.ports import CHARACTER, GLOBAL, CapReached, PinnedMemory, Store
 
 log = logging.getLogger(__name__)

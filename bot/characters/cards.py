@@ -5,7 +5,7 @@ A card is `.json` (V1, V2 or V3; a UTF-8 byte-order mark is fine), a `.png` whos
 `.charx` (a zip holding `card.json`). A bad card is one line naming the file and the problem.
 Fields used: name, description, personality, scenario, first_mes, mes_example,
 system_prompt, post_history_instructions, alternate_greetings, and the lorebook
-(`character_book`: bot/lorebook.py). `{{char}}` and `{{user}}` are replaced when a prompt is
+(`character_book`: bot/characters/lorebook.py). `{{char}}` and `{{user}}` are replaced when a prompt is
 built; `creator_notes` are never read into a prompt.
 """
 
@@ -23,8 +23,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.characters.lorebook import Lorebook, LorebookError, read_lorebook
 from bot.config import CharacterConfig, ConfigError
-from bot.lorebook import Lorebook, LorebookError, read_lorebook
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CARD_CHUNKS = ("ccv3", "chara")  # the PNG text chunks that hold a card, preferred first

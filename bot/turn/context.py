@@ -1,7 +1,7 @@
 """What a reply reads (SPEC 3-5, 11, 13), in one place for a turn and a check-in alike: the
 character's card, the person's saved memories in play (none for nobody in particular, or with
 Learn from chat off), the summary, the live window, the older passages recall brings back, and
-the lorebook entries the recent messages call up. `bot/prompt.py` builds the prompt from it."""
+the lorebook entries the recent messages call up. `bot/turn/prompt.py` builds the prompt from it."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from bot.characters import StoredCharacter
-from bot.lorebook import LoreEntry
-from bot.recall import Passage
-from bot.saved_memories import SelectedMemories, memories_for_prompt
-from bot.window import WINDOW_MAX_MESSAGES, live_window
+from bot.characters.cards import StoredCharacter
+from bot.characters.lorebook import LoreEntry
+from bot.memory.recall import Passage
+from bot.memory.saved_memories import SelectedMemories, memories_for_prompt
+from bot.memory.window import WINDOW_MAX_MESSAGES, live_window
 from storage.ports import ConversationRow, MessageRow, Store, SummaryRow
 
 # Given the newest messages (newest first) and the live window, the passages to recall.

@@ -31,8 +31,8 @@ from typing import Sequence
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from bot.contract import IMAGE_MAX_SIDE, IncomingFile
+from bot.model.tokens import TokenCounter
 from bot.text import clean_text
-from bot.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import re
 
-from bot.llm import LLMClient
-from bot.saved_memories import MAX_MEMORY_CHARS
-from bot.summary_prompts import transcript
+from bot.memory.saved_memories import MAX_MEMORY_CHARS
+from bot.memory.summary_prompts import transcript
+from bot.model.llm import LLMClient
 from storage.ports import MessageRow
 
 MAX_DESCRIPTION_CHARS = 1_000

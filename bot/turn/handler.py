@@ -1,6 +1,6 @@
 """The turn handler: one IncomingMessage in, one Reply out.
 
-1. Check the message: its text files are read into it (bot/attachments.py), its images and
+1. Check the message: its text files are read into it (bot/turn/attachments.py), its images and
    anything else the character cannot read are named in a placeholder ("[a photo] caption");
    with nothing to read at all, or longer than the live window can ever hold, a clear answer.
    Text that cannot be stored as UTF-8 (a lone surrogate) is cleaned first.
@@ -36,26 +36,33 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Hashable, Sequence
 
 from bot import metrics
-from bot.actions import encode_action
-from bot.contract import STALE_BUTTON
-from bot.cast import Cast
-from bot.characters import StoredCharacter
-from bot.attachments import in_words, kind_of, prepare_images, read_text_files
-from bot.gate import Gate
-from bot.limits import TOO_FAST, TOO_FAST_FOR_CALLS
-from bot.llm import Completion, ImagesRefused, LLMClient, LLMError
-from bot.memory_tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
+from bot.access.gate import Gate
+from bot.access.limits import TOO_FAST, TOO_FAST_FOR_CALLS
+from bot.characters.cards import StoredCharacter
+from bot.characters.cast import Cast
+from bot.commands.buttons import encode_action
 from bot.contract import (
-    Button, ConversationKey, Identity, IncomingFile, IncomingMessage, QueuedTurn, Reply, ReplySink,
+    Button,
+    ConversationKey,
+    Identity,
+    IncomingFile,
+    IncomingMessage,
+    QueuedTurn,
+    Reply,
+    ReplySink,
+    TurnRef,
 )
-from bot.context import read_context
-from bot.prompt import Prompt, build_prompt
-from bot.recall import NEAREST as RECALL_NEAREST
-from bot.recall import Passage, recall
-from bot.semantic import SemanticRecall
-from bot.text import clean_text, parse_number
-from bot.tokens import TokenCounter
-from bot.window import WINDOW_MAX_MESSAGES, window_token_budget
+from bot.memory.recall import NEAREST as RECALL_NEAREST
+from bot.memory.recall import Passage, recall
+from bot.memory.semantic import SemanticRecall
+from bot.memory.tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
+from bot.memory.window import WINDOW_MAX_MESSAGES, window_token_budget
+from bot.model.llm import Completion, ImagesRefused, LLMClient, LLMError
+from bot.model.tokens import TokenCounter
+from bot.text import clean_text
+from bot.turn.attachments import in_words, kind_of, prepare_images, read_text_files
+from bot.turn.context import read_context
+from bot.turn.prompt import Prompt, build_prompt
 from storage.ports import ConversationRow, LeftTheLine, MessageRow, Store
 
 log = logging.getLogger(__name__)
@@ -151,7 +158,7 @@ class TurnHandler:
         self.store = store
         self.recall_tokens = recall_tokens  # the recall budget (0: recall is off)
         self.semantic = semantic  # recall by meaning too ([recall] embedding_model); None: by words only
-        self.gate = gate  # [access] and [limits] (bot/gate.py)
+        self.gate = gate  # [access] and [limits] (bot/access/gate.py)
         self.llm = llm
         self.counter = counter
         self.cast = cast
@@ -229,7 +236,7 @@ class TurnHandler:
         return _Queued(stored, conversation, person_id, arrival.message, arrival.ticket, unseen, images)
 
     async def regenerate(
-        self, key: ConversationKey, presser: Identity, turn: str, on_text: ReplySink | None = None
+        self, key: ConversationKey, presser: Identity, turn: TurnRef, on_text: ReplySink | None = None
     ) -> Reply:
         """Replace the latest reply (in a scene, its character's latest), undoing the memory
         writes its turn made (pinned entries are left alone). Only the person it answered may."""
@@ -237,31 +244,26 @@ class TurnHandler:
         conversation = await self.cast.conversation_for(key)
         if refusal := await self.regenerate_refusal(key, presser, turn):
             return Reply(refusal, is_error=True)
-        turn_id = int(turn)  # a number: checked by regenerate_refusal
         if (wait := await self.gate.take(person_id, key)) is not None:
             return Reply(TOO_FAST_FOR_CALLS.format(limit=self.gate.per_minute, seconds=wait), is_error=True)
-        old = await self.store.turns.turn(turn_id)
+        old = await self.store.turns.turn(turn.id)
         stored = self.cast.stored_by_id(old.character_id) or self.cast.character(key.character)
-        new_turn = await self.store.turns.begin_regenerate(turn_id)  # checks "latest" again, as it starts
+        new_turn = await self.store.turns.begin_regenerate(turn.id)  # checks "latest" again, as it starts
         if new_turn is None:
             return Reply(NOT_LATEST, is_error=True)
         user_row = await self.store.conversations.message(old.user_message_id)
         assert user_row is not None  # a turn's message goes only with the turn
         return await self._answer(stored, conversation, person_id, user_row, new_turn, on_text)
 
-    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn_id: str) -> str | None:
-        """Why this person may not regenerate this reply now, or None if they may. `turn_id`
-        may come straight from a button."""
-        number = parse_number(turn_id)
-        if number is None:
-            return STALE_BUTTON
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef) -> str | None:
+        """Why this person may not regenerate this reply now, or None if they may."""
         person_id = await self.cast.person_for(presser)
         conversation = await self.cast.conversation_for(key)
-        pressed = await self.store.turns.turn(number)
+        pressed = await self.store.turns.turn(turn.id)
         if pressed is None or pressed.conversation_id != conversation.id:
             return NOT_LATEST
         latest = await self.store.turns.latest_turn(conversation.id, character_id=pressed.character_id)
-        if latest is None or latest.id != number:
+        if latest is None or latest.id != turn.id:
             return NOT_LATEST
         if latest.person_id != person_id:
             return "Only the person this reply answered can regenerate it."
@@ -342,7 +344,7 @@ class TurnHandler:
         buttons = []
         if person_id is not None:  # nobody in particular cannot press a button
             buttons = [[Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))]]
-        return Reply(text, turn=str(turn_id), buttons=buttons)
+        return Reply(text, turn=TurnRef(turn_id), buttons=buttons)
 
     async def _recall(self, conversation_id: int, user_row: MessageRow, newest_first: list[MessageRow],
                       window: list[MessageRow], embedding: asyncio.Task | None) -> list[Passage]:

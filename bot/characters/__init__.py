@@ -1,0 +1,2 @@
+"""The characters: cards in every format, their lorebooks, and the Cast a process runs (stored
+ids, conversation and person lookups)."""

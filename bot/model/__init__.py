@@ -1,0 +1,1 @@
+"""The model server: the OpenAI-compatible client and token counting."""
