@@ -31,14 +31,14 @@ AdapterStarter = Callable[[Core, asyncio.Event], Awaitable[None]]
 
 async def _run_discord(core: Core, characters: tuple[str, ...], settings: DiscordSettings,
                        stop: asyncio.Event) -> None:
-    from adapters.discord import DiscordAdapter
+    from adapters.discord.adapter import DiscordAdapter
 
     await DiscordAdapter(core, characters, settings).run(stop)
 
 
 async def _run_telegram(core: Core, characters: tuple[str, ...], settings: TelegramSettings,
                         stop: asyncio.Event) -> None:
-    from adapters.telegram import TelegramAdapter
+    from adapters.telegram.adapter import TelegramAdapter
 
     (character,) = characters
     await TelegramAdapter(core, character, settings).run(stop)

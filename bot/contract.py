@@ -338,10 +338,9 @@ class Voice(Protocol):
         behalf of the person whose message started the chain."""
 
 
-class Core(Protocol):
-    """What an adapter may ask of the core."""
+class Conversation(Protocol):
+    """A conversation's messages and replies: what every chat adapter asks (SPEC 3-5, 9)."""
 
-    # -- conversations ---------------------------------------------------------------------
     def character_name(self, name: str) -> str:
         """The configured name of a character (as the config spells it)."""
 
@@ -360,16 +359,6 @@ class Core(Protocol):
         """The platform refused `reply` (or delivering it failed): it is taken back, as if never
         said (SPEC 15, "What was not shown was not said")."""
 
-    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef) -> str | None:
-        """Why this person may not regenerate that reply now; None if they may."""
-
-    async def shown_as(self, turn: TurnRef) -> list[str]:
-        """The platform messages a turn's reply shows as."""
-
-    async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef,
-                         on_text: ReplySink | None = None) -> Reply:
-        """Replace the latest reply, undoing its memory writes (SPEC 5)."""
-
     async def edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:
         """A person edited a message: the stored one changes (a command is never run again)."""
 
@@ -382,6 +371,24 @@ class Core(Protocol):
     def other_greetings(self, key: ConversationKey, choice: str = "") -> str | None:
         """The line telling how to see the character's other greetings, if it has any."""
 
+
+class Regenerating(Protocol):
+    """The Regenerate button (SPEC 5): only the person a reply answered may replace it."""
+
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef) -> str | None:
+        """Why this person may not regenerate that reply now; None if they may."""
+
+    async def shown_as(self, turn: TurnRef) -> list[str]:
+        """The platform messages a turn's reply shows as."""
+
+    async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef,
+                         on_text: ReplySink | None = None) -> Reply:
+        """Replace the latest reply, undoing its memory writes (SPEC 5)."""
+
+
+class Recovery(Protocol):
+    """Replies a crash cut off, and lines a gone process held up (SPEC 9)."""
+
     async def cut_off(self, platform: str, character: str) -> list[CutOff]:
         """Claim the replies a crash cut off on this platform for this character."""
 
@@ -391,7 +398,10 @@ class Core(Protocol):
         """Return when this process found a gone process's turn holding a line up (recover now),
         or after `timeout_s`."""
 
-    # -- commands and buttons ---------------------------------------------------------------
+
+class Commands(Protocol):
+    """/memory, /link, /forgetme and their buttons and forms (SPEC 6), declared once in a table."""
+
     async def command(self, ctx: CommandContext, text: str) -> CommandResult:
         """A command typed as text (`/memory add …`, `/link CODE`, `/help`)."""
 
@@ -413,6 +423,11 @@ class Core(Protocol):
     def command_table(self) -> tuple[CommandSpec, ...]:
         """Every command, as declared once: adapters build their menus and trees from it."""
 
+
+class PrivateAnswers(Protocol):
+    """Telegram: a command asked in a group is answered in the person's DM, and its buttons act
+    in the group."""
+
     async def answered_in(self, platform: str, chat_id: str, platform_message_ids: list[str],
                           key: ConversationKey) -> None:
         """These private messages answer a command asked in `key` (their buttons act there)."""
@@ -420,13 +435,20 @@ class Core(Protocol):
     async def asked_in(self, platform: str, chat_id: str, platform_message_id: str,
                        character: str) -> ConversationKey | None: ...
 
-    # -- who, and how often ------------------------------------------------------------------
+
+class Gatekeeping(Protocol):
+    """Who may reach which character (SPEC 13), as the core's gate decides."""
+
     def lets_in(self, character: str, asker: Asker) -> bool:
         """[access] (the core's gate, bot/access/gate.py): whether both the global rules and the
         character's own let `asker` in."""
 
     def rules_name_roles(self, character: str | None = None) -> bool:
         """Whether an [access] rule for this character (None: for any) names a Discord role."""
+
+
+class Coordination(Protocol):
+    """What several processes on one database do once (SPEC 9)."""
 
     async def first_delivery(self, update_key: str) -> bool:
         """True the first time any process sees this platform update (SPEC 9)."""
@@ -435,14 +457,16 @@ class Core(Protocol):
         """Run `action` in one process when `fingerprint` differs from the one the last run left
         (Discord's slash-command sync)."""
 
+
+class Presence(Protocol):
+    """What an adapter joins while it runs: notifications, check-ins (SPEC 14), a scene's voices
+    (SPEC 15)."""
+
     def listening(self, notifier: Notifier) -> AbstractContextManager[None]:
         """Deliver background notifications to `notifier` while the block runs."""
 
     def writing_first(self, writer: FirstWriter) -> AbstractContextManager[None]:
         """Deliver the character's check-ins on the writer's platform while the block runs."""
-
-    def portrait(self, character: str) -> bytes | None:
-        """The character's picture (a PNG card's image), for an avatar; None without one."""
 
     def voicing(self, voice: Voice) -> AbstractContextManager[None]:
         """The character speaks through `voice` in scenes on its platform while the block runs."""
@@ -452,3 +476,12 @@ class Core(Protocol):
         """Answer a scene's queued turn (Voice.continue_scene): a character's reply to another
         character's, unless a person wrote in between, or the chain's starter may not reach this
         character (then a Reply that sends nothing)."""
+
+    def portrait(self, character: str) -> bytes | None:
+        """The character's picture (a PNG card's image), for an avatar; None without one."""
+
+
+class Core(Conversation, Regenerating, Recovery, Commands, PrivateAnswers, Gatekeeping, Coordination, Presence,
+           Protocol):
+    """All an adapter may ask of the core: the small protocols above, each one subject. The core
+    (bot/core.py) implements them all; a part of an adapter that needs one asks for that one."""

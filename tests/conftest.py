@@ -15,10 +15,11 @@ sys.path.insert(0, str(ROOT))
 from bot.config import Config, parse_config  # noqa: E402
 from bot.contract import (  # noqa: E402
     Asker,
-    CommandContext,  # noqa: E402
+    CommandContext,
     ConversationKey,
     Identity,
     IncomingMessage,
+    TurnRef,
 )
 from bot.runtime import Runtime, build_runtime  # noqa: E402
 from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
@@ -144,7 +145,7 @@ class Chat:
         message = IncomingMessage(self.key, self.identity, self.name, text, asker=self.asker)
         return await shown(self.runtime, await self.runtime.turns.handle(message, on_text=on_text))
 
-    async def regenerate(self, turn: str):
+    async def regenerate(self, turn: TurnRef):
         return await shown(self.runtime, await self.runtime.turns.regenerate(self.key, self.identity, turn))
 
     async def memory(self, text: str):
@@ -163,7 +164,7 @@ class Chat:
 async def shown(runtime: Runtime, reply):
     """The reply as an adapter shows it: the platform took it (Turns.shown), and nothing else
     an adapter's delivery sets off (no summaries, no scene) follows."""
-    turn = await runtime.store.turns.turn(int(reply.turn)) if reply.turn is not None else None
+    turn = await runtime.store.turns.turn(reply.turn.id) if reply.turn is not None else None
     if turn is not None and turn.reply_message_id is not None:
         await runtime.store.turns.shown(turn.reply_message_id, [])
     return reply

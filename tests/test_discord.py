@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from adapters.discord import DiscordAdapter
+from adapters.discord.adapter import DiscordAdapter
 from adapters.settings import DiscordSettings
 from adapters.splitting import open_fence
 from bot.access.rules import AccessRules

@@ -29,4 +29,4 @@ def test_secrets_are_compared_in_constant_time():
                            timeout=60)
     assert found.returncode == 0, found.stderr
     assert found.stdout.split() == []
-    assert "hmac.compare_digest(" in (ROOT / "adapters" / "telegram.py").read_text()
+    assert "hmac.compare_digest(" in (ROOT / "adapters" / "telegram" / "transport.py").read_text()

@@ -8,7 +8,7 @@ import pytest
 
 from adapters.settings import TelegramSettings
 from adapters.streaming import ThrottledStream
-from adapters.telegram import TelegramAdapter
+from adapters.telegram.adapter import TelegramAdapter
 from bot.access.rules import AccessRules
 from bot.commands.table import TABLE
 from bot.config import parse_config
@@ -362,7 +362,7 @@ async def test_an_adapter_run_again_by_its_supervisor_adds_no_second_listener(bo
 
 
 def test_the_file_url_sits_beside_a_configured_base_url():
-    from adapters.telegram import file_url
+    from adapters.telegram.messages import file_url
 
     assert file_url("https://api.telegram.org/bot") == "https://api.telegram.org/file/bot"
     assert file_url("http://bot.example:8081/bot/") == "http://bot.example:8081/file/bot"

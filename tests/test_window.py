@@ -80,7 +80,7 @@ async def test_text_written_in_one_trip_is_stored_exactly(runtime, llm):
     conversation = await runtime.cast.conversation_for(ann.key)
     stored = await runtime.store.conversations.recent_messages(conversation.id, 1)
     assert stored[0].content == nasty.strip() == reply.text
-    assert (await runtime.store.turns.turn(int(reply.turn))).receipt["window_messages"] == 1
+    assert (await runtime.store.turns.turn(reply.turn.id)).receipt["window_messages"] == 1
 
 
 def test_window_takes_the_newest_messages_contiguously_never_skipping_a_long_one():

@@ -109,10 +109,10 @@ class MemoryCommands:
         stale = CommandResult(STALE_BUTTON, ok=False, refused=True)
         action = decode_action(data)
         if action is not None and action.verb == "regen":
-            if len(action.args) != 1:
+            turn = TurnRef.parse(action.args[0]) if len(action.args) == 1 else None
+            if turn is None:
                 return stale
-            turn = TurnRef.parse(action.args[0])
-            pressed = await self.store.turns.turn(turn.id) if turn is not None else None
+            pressed = await self.store.turns.turn(turn.id)
             answered_by = self.cast.stored_by_id(pressed.character_id) if pressed is not None else None
             if answered_by is not None and not self.gate.lets_in(answered_by.character.name, ctx.asker):
                 return CommandResult(NOT_ALLOWED, ok=False, refused=True)

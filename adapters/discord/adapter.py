@@ -25,7 +25,7 @@ message content; `allowed_mentions` none on the client, so no reply, edit or fol
   a server channel; nothing of theirs is stored.
 - A token Discord refuses (HTTP 401 at login) stops this adapter with one clear error.
 - A host bot (`[discord] host_token_env`, SPEC 15) voices every character without a bot of its
-  own, each through a channel webhook under its name and picture (adapters/discord_webhooks.py):
+  own, each through a channel webhook under its name and picture (webhooks.py):
   a message naming a character, or replying to its message, is that character's; a mention of
   the host bot, or an always-on channel, leaves the choice to the scene. Its own account speaks
   in DMs (as the first character it voices) and takes the slash commands and buttons of all.
@@ -35,138 +35,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import inspect
-import io
-import json
 import logging
 import re
 from dataclasses import replace
-from functools import partial
-from typing import Literal, Optional
 
 import discord
-from discord import app_commands
 
 from adapters.base import ChatAdapter
-from adapters.discord_webhooks import Webhooks, WebhookVoice
-from adapters.downloads import read_capped
+from adapters.discord.commands import SOMETHING_WENT_WRONG, Interactions
+from adapters.discord.messages import LIMIT, PLATFORM, Messageable, asker_of, files_of, place_of, unseen_in, view_of
+from adapters.discord.webhooks import Webhooks, WebhookVoice
 from adapters.settings import DiscordSettings
-from adapters.splitting import split_message
 from bot.contract import (
     NOT_ALLOWED,
     Asker,
     Button,
-    CommandContext,
-    CommandResult,
-    CommandSpec,
     ConversationKey,
     Core,
-    Form,
     Identity,
-    IncomingFile,
     IncomingMessage,
-    OptionSpec,
     PlatformRefused,
-    TurnRef,
     where_named,
 )
 
 log = logging.getLogger(__name__)
 # Characters never speak in voice channels: no warning that voice's libraries (PyNaCl, davey) are missing.
 discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
-PLATFORM = "discord"
-LIMIT = 2_000
-SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side. Try again."
 CANNOT_SPEAK = "{character} can't speak in this channel: the bot needs the Manage Webhooks permission here."
-Messageable = discord.abc.Messageable  # where a conversation lives: a channel, a thread, a DM
-
-
-def slash_option_type(option: OptionSpec) -> object:
-    """The annotation discord.py turns into the option's type: choices, a number range, yes/no."""
-    if option.choices:
-        return Literal[option.choices]
-    if option.kind == "number":
-        return app_commands.Range[int, option.low, option.high]
-    return bool if option.kind == "yes_no" else str
-
-
-def unseen_in(message: discord.Message) -> str | None:
-    """What the message carries besides text and attachments, in words; None if nothing."""
-    return "a sticker" if message.stickers else None
-
-
-def files_of(message: discord.Message) -> tuple[IncomingFile, ...]:
-    """The message's attachments; their bytes are fetched only when the core reads them."""
-    return tuple(
-        IncomingFile(a.filename, a.content_type, a.size,
-                     "an image" if (a.content_type or "").startswith("image/") else "a file",
-                     partial(read_capped, a.url))
-        for a in message.attachments
-    )
-
-
-def view_of(rows: list[list[Button]]) -> discord.ui.View | None:
-    """Buttons as a view. It is stopped at once: clicks come through on_interaction instead of
-    discord.py's view store, which would otherwise keep every view in memory forever."""
-    if not rows:
-        return None
-    view = discord.ui.View(timeout=None)
-    for r, row in enumerate(rows[:5]):
-        for button in row[:5]:
-            style = discord.ButtonStyle.danger if button.danger else discord.ButtonStyle.secondary
-            view.add_item(discord.ui.Button(label=button.label[:80], custom_id=button.action[:100],
-                                            style=style, row=r))
-    view.stop()
-    return view
-
-
-def place_of(channel) -> tuple[str, str | None, bool]:
-    """(chat id, thread id, shared) of a Discord channel: shared unless it is a DM. A channel
-    discord.py has not cached (a partial one, from a raw event) is in a server when its event
-    named a guild."""
-    if isinstance(channel, discord.Thread):
-        return str(channel.parent_id), str(channel.id), True
-    if isinstance(channel, discord.DMChannel):
-        return str(channel.id), None, False
-    if isinstance(channel, discord.GroupChannel):
-        return str(channel.id), None, True
-    in_guild = getattr(channel, "guild", None) is not None or getattr(channel, "guild_id", None) is not None
-    return str(channel.id), None, in_guild
-
-
-def asker_of(user: discord.abc.User, channel) -> Asker:
-    """Who writes and where, for [access]: the user, their roles in the guild, the channel (and a
-    thread's parent channel)."""
-    places: tuple[str, ...] = ()
-    if channel is not None:  # an interaction may come without its channel
-        chat_id, thread_id, _ = place_of(channel)
-        places = (chat_id,) if thread_id is None else (thread_id, chat_id)
-    roles = tuple(str(role.id) for role in getattr(user, "roles", ()))  # a Member's; a DM has none
-    return Asker(PLATFORM, str(user.id), places, roles)
-
-
-class SummaryModal(discord.ui.Modal):
-    def __init__(self, adapter: "DiscordAdapter", form: Form):
-        super().__init__(title=form.title[:45], timeout=600)
-        self.adapter, self.form = adapter, form
-        self.text = discord.ui.TextInput(label=form.label[:45], style=discord.TextStyle.paragraph,
-                                         default=form.prefill[:form.max_length], max_length=form.max_length)
-        self.add_item(self.text)
-
-    async def on_submit(self, interaction: discord.Interaction) -> None:
-        await interaction.response.defer(ephemeral=True, thinking=True)
-        result = await self.adapter.core.submit(self.adapter.context(interaction), self.form.action,
-                                                            self.text.value)
-        await self.adapter.followup(interaction, result)
 
 
 class DiscordAdapter(ChatAdapter[Messageable]):
     platform = PLATFORM
     limit = LIMIT
     failures = (discord.HTTPException,)
-
-    view_of = staticmethod(view_of)
 
     def __init__(self, core: Core, characters: str | tuple[str, ...], settings: DiscordSettings):
         names = (characters,) if isinstance(characters, str) else characters
@@ -191,33 +92,15 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         self.speakers: dict[str, ChatAdapter] = (
             {name.casefold(): WebhookVoice(self, core.character_name(name)) for name in names}
             if settings.hosted else {self.character_name.casefold(): self})
-        self.tree = app_commands.CommandTree(self.client)
-        self.tree.on_error = self.on_command_error
-        self.tree.interaction_check = self.interaction_check
-        self._register_commands()
-        self.client.setup_hook = self.setup_hook
+        self.commands = Interactions(self)
+        self.client.setup_hook = self.commands.sync
         self.client.event(self.on_ready)
         self.client.event(self.on_message)
         self.client.event(self.on_raw_message_edit)
         self.client.event(self.on_raw_message_delete)
-        self.client.event(self.on_interaction)
+        self.client.event(self.commands.on_interaction)
 
     # -- lifecycle -------------------------------------------------------------------------
-    async def setup_hook(self) -> None:
-        """Sync the slash commands, from one process only: the one that claims the sync, and
-        only when the commands changed since the last sync (their fingerprint is kept in the
-        database), so shards and processes starting together do not each sync them."""
-        guild = discord.Object(self.settings.dev_guild) if self.settings.dev_guild else None
-        if guild is not None:
-            self.tree.copy_global_to(guild=guild)
-        commands = [command.to_dict(self.tree) for command in self.tree.get_commands(guild=guild)]
-        fingerprint = hashlib.sha256(json.dumps(commands, sort_keys=True).encode()).hexdigest()
-        key = f"discord_commands:{self.character_name}:{guild.id if guild else 'global'}"
-
-        async def sync() -> None:
-            await self.tree.sync(guild=guild)
-        await self.core.once_per_change(key, fingerprint, sync)
-
     async def on_ready(self) -> None:
         log.info("Discord: %s is online as %s", self.character_name, self.client.user)
 
@@ -313,13 +196,6 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         chat_id, thread_id, shared = place_of(channel)
         return ConversationKey(PLATFORM, chat_id, thread_id, self.character_name, shared)
 
-    def context(self, interaction: discord.Interaction) -> CommandContext:
-        """Who asks and where; their `Asker` as `interaction_check` found it (roles and all)."""
-        user = interaction.user
-        asker = interaction.extras.get("asker") or asker_of(user, interaction.channel)
-        return CommandContext(self.key(interaction.channel), Identity(PLATFORM, str(user.id)), user.display_name,
-                              asker)
-
     def always_on_here(self, message: discord.Message) -> bool:
         chat_id, _, _ = place_of(message.channel)
         return message.guild is not None and (chat_id in self.always_on or str(message.channel.id) in self.always_on)
@@ -412,62 +288,6 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         return self.client.get_channel(channel_id) or self.client.get_partial_messageable(
             channel_id, guild_id=guild_id)
 
-    # -- /memory, /link, /forgetme, Remember this -------------------------------------------------
-    def _register_commands(self) -> None:
-        """The slash-command tree, made from the core's command table: a group becomes a slash
-        group, a command acting on a message becomes an item of a message's Apps menu."""
-        for spec in self.core.command_table():
-            if PLATFORM not in spec.platforms:
-                continue
-            if spec.message_menu:
-                self.tree.add_command(app_commands.ContextMenu(name=spec.message_menu, callback=self.remember_this))
-            elif spec.subcommands:
-                description = f"What {' and '.join(s.character_name for s in self.speakers.values())} remember" \
-                    if len(self.speakers) > 1 else f"What {self.character_name} remembers about you"
-                group = app_commands.Group(name=spec.name, description=description)
-                for sub in spec.subcommands:
-                    group.add_command(self.slash_command(sub))
-                self.tree.add_command(group)
-            else:
-                self.tree.add_command(self.slash_command(spec))
-
-    def slash_command(self, spec: CommandSpec) -> app_commands.Command:
-        """One slash command whose typed options are the spec's (discord.py reads them from the
-        callback's signature, which is made here)."""
-
-        async def callback(interaction: discord.Interaction, **options) -> None:
-            await interaction.response.defer(ephemeral=True, thinking=True)
-            result = await self.core.run(self.context(interaction), spec.name, options)
-            await self.followup(interaction, result)
-
-        parameters = [inspect.Parameter("interaction", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                        annotation=discord.Interaction)]
-        for option in spec.options:
-            kind = slash_option_type(option)
-            parameters.append(inspect.Parameter(
-                option.name, inspect.Parameter.KEYWORD_ONLY, annotation=kind if option.required else Optional[kind],
-                default=inspect.Parameter.empty if option.required else None))
-        callback.__signature__ = inspect.Signature(parameters)
-        described = app_commands.describe(**{option.name: option.description for option in spec.options})
-        return app_commands.Command(name=spec.name, description=spec.description, callback=described(callback))
-
-    async def remember_this(self, interaction: discord.Interaction, message: discord.Message) -> None:
-        await interaction.response.defer(ephemeral=True, thinking=True)
-        result = await self.core.remember(self.context(interaction), str(message.id))
-        await self.followup(interaction, result)
-
-    async def followup(self, interaction: discord.Interaction, result: CommandResult) -> None:
-        """Send a command's answer privately, split at 2,000 characters, buttons on the last."""
-        chunks = split_message(result.text, LIMIT)
-        for i, chunk in enumerate(chunks):
-            last = i == len(chunks) - 1
-            kwargs = {}
-            if last and result.buttons:
-                kwargs["view"] = view_of(result.buttons)
-            if last and result.attachment is not None:
-                kwargs["file"] = discord.File(io.BytesIO(result.attachment.data), filename=result.attachment.filename)
-            await interaction.followup.send(chunk, ephemeral=True, **kwargs)
-
     async def asker(self, user: discord.abc.User, channel) -> Asker | None:
         """Who writes, runs a command or presses a button, for the core's gate. A DM's author
         carries no roles: when a rule names a role, their roles in every server the bot shares
@@ -494,80 +314,3 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                     continue  # not in this server
             roles.extend(str(role.id) for role in member.roles)
         return tuple(roles)
-
-    async def interaction_check(self, interaction: discord.Interaction) -> bool:
-        """[access] for commands and buttons: someone no character of this bot lets in is told
-        so, privately. The core's gate decides again for the character a command or button acts
-        on (a host bot's `character:Aki`), with the asker kept here."""
-        asker = await self.asker(interaction.user, interaction.channel)
-        interaction.extras["asker"] = asker
-        if asker is not None and any(self.core.lets_in(speaker.character_name, asker)
-                                     for speaker in self.speakers.values()):
-            return True
-        await self.quietly(interaction.response.send_message(NOT_ALLOWED, ephemeral=True))
-        return False
-
-    async def on_command_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
-        log.error("Discord command failed: %s", error, exc_info=error)
-        text = "Sorry, something went wrong on my side. Nothing was changed; try again."
-        if interaction.response.is_done():
-            await self.quietly(interaction.followup.send(text, ephemeral=True))
-        else:
-            await self.quietly(interaction.response.send_message(text, ephemeral=True))
-
-    # -- buttons ---------------------------------------------------------------------------
-    async def on_interaction(self, interaction: discord.Interaction) -> None:
-        if interaction.type != discord.InteractionType.component or not interaction.data:
-            return
-        custom_id = interaction.data.get("custom_id", "")
-        if not await self.interaction_check(interaction):
-            return
-        try:
-            await self.press(interaction, custom_id)
-        except Exception:
-            log.exception("Discord: a button press failed")
-            text = SOMETHING_WENT_WRONG
-            if interaction.response.is_done():
-                await self.quietly(interaction.followup.send(text, ephemeral=True))
-            else:
-                await self.quietly(interaction.response.send_message(text, ephemeral=True))
-
-    async def press(self, interaction: discord.Interaction, custom_id: str) -> None:
-        result = await self.core.press(self.context(interaction), custom_id)
-        if result.regenerate is not None:
-            await self.on_regenerate(interaction, result.regenerate)
-            return
-        if result.form is not None:
-            await interaction.response.send_modal(SummaryModal(self, result.form))
-            return
-        if result.refused:
-            await interaction.response.send_message(result.text, ephemeral=True)
-            return
-        if result.apart:  # the pressed message keeps its text; the answer is a message of its own
-            await interaction.response.edit_message(view=None)
-            await self.followup(interaction, result)
-            return
-        chunks = split_message(result.text, LIMIT)
-        attachments = [discord.File(io.BytesIO(result.attachment.data), filename=result.attachment.filename)] \
-            if result.attachment is not None and len(chunks) == 1 else []
-        await interaction.response.edit_message(
-            content=chunks[0], view=view_of(result.buttons) if len(chunks) == 1 else None, attachments=attachments)
-        if len(chunks) > 1:
-            rest = CommandResult("\n".join(chunks[1:]), result.buttons, result.attachment)
-            await self.followup(interaction, rest)
-
-    async def on_regenerate(self, interaction: discord.Interaction, turn: TurnRef) -> None:
-        async def acknowledge(refusal: str | None) -> None:
-            if refusal:
-                await interaction.response.send_message(refusal, ephemeral=True)
-            else:
-                await interaction.response.defer()
-
-        presser = Identity(PLATFORM, str(interaction.user.id))
-        pressed = interaction.message
-        speaker = self.speakers.get(pressed.author.name.casefold(), self) if pressed.webhook_id else self
-        key = replace(self.key(interaction.channel), character=speaker.character_name)
-        place = interaction.channel if speaker is self else speaker.place_of(key)
-        failed = await speaker.regenerate(place, key, presser, turn, str(pressed.id), acknowledge)
-        if failed:
-            await interaction.followup.send(failed, ephemeral=True)

@@ -19,38 +19,25 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
   reaches a vision model through getFile; a text file is read as text; for anything else, or
   without vision, the caption is answered and the character says it cannot see the rest.
 - An edited message changes the stored one; an edited command is never run again.
-- Updates arrive by our own long-polling loop (into PTB's update queue) or, with `mode =
-  "webhook"`, at our own webhook server (secret token checked), which hands each update to PTB
-  itself so it can acknowledge it once its message is kept: every handler is shared.
-  A token Telegram refuses (HTTP 401) stops this adapter with one clear error.
+- Updates arrive through a transport (transport.py: long polling, or the webhook server);
+  every handler is shared. A token Telegram refuses (HTTP 401) stops this adapter with one
+  clear error. Reading Telegram's objects and writing ours in its terms is in messages.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import hmac
-import html
 import logging
-import math
-import re
-import time
-import warnings
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
-from urllib.parse import urlsplit
+from typing import Any, Awaitable
 
-from aiohttp import web
 from telegram import (
     BotCommand,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
     Message,
     ReplyParameters,
     Update,
 )
-from telegram.constants import ChatAction, ChatType, MessageLimit, ParseMode
-from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
+from telegram.constants import ChatAction, ChatType, ParseMode
+from telegram.error import BadRequest, Forbidden, InvalidToken, TelegramError
 from telegram.ext import (
     Application,
     ApplicationHandlerStop,
@@ -67,6 +54,23 @@ from adapters.downloads import read_capped
 from adapters.settings import TelegramSettings
 from adapters.splitting import split_message
 from adapters.streaming import typing
+from adapters.telegram.messages import (
+    LIMIT,
+    PLATFORM,
+    Place,
+    addressed,
+    asker_of,
+    file_url,
+    keyboard,
+    place_of,
+    speaker_name_of,
+    speaker_of,
+    strip_mention,
+    to_html,
+    unseen_in,
+    with_flood_retry,
+)
+from adapters.telegram.transport import POLL_TIMEOUT_S, Polling, Transport, WebhookServer
 from bot.contract import (
     IMAGE_MAX_SIDE,
     NOT_ALLOWED,
@@ -82,161 +86,14 @@ from bot.contract import (
     IncomingMessage,
     PlatformRefused,
     TurnRef,
-    where_named,
 )
 
 log = logging.getLogger(__name__)
-PLATFORM = "telegram"
-LIMIT = MessageLimit.MAX_TEXT_LENGTH  # 4,096
-POLL_TIMEOUT_S = 10
-KEEP_WAIT_S = 10.0  # a webhook update is acknowledged by then at the latest
-POLL_RETRY_MAX_S = 60.0
-MAX_FLOOD_RETRIES = 3
+
 ANSWERED_HERE = ("start", "help", "remember")  # commands of the table this adapter answers itself
 OPEN_DM_FIRST = ("{name}, I answer /memory privately, but I can't write to you yet: open a chat with "
                  "me (tap my name, then Start) and send the command again.")
 SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side handling that. Try again."
-UNSEEN_KINDS = (  # what a message carries that the character cannot read, in the order checked
-    ("sticker", "a sticker"), ("animation", "a GIF"), ("video", "a video"),
-    ("video_note", "a video message"), ("voice", "a voice message"), ("audio", "an audio file"),
-)
-
-
-def unseen_in(message: Message) -> str | None:
-    """What the message carries besides text and files, in words ("a sticker"); None if nothing."""
-    for attribute, words in UNSEEN_KINDS:
-        if getattr(message, attribute, None):
-            return words
-    if message.effective_attachment and not (message.photo or message.document):
-        return "an attachment"
-    return None
-
-
-def speaker_of(message: Message) -> Identity | None:
-    """The person who wrote the message; None for nobody in particular: a message sent on
-    behalf of a chat (anonymous admins, "send as channel", channel posts), or by a bot."""
-    user = message.from_user
-    if message.sender_chat is not None or user is None or user.is_bot or message.is_automatic_forward:
-        return None
-    return Identity(PLATFORM, str(user.id))
-
-
-def speaker_name_of(message: Message) -> str:
-    if message.sender_chat is not None:
-        return message.sender_chat.effective_name or "someone"
-    return message.from_user.full_name if message.from_user else "someone"
-
-
-ITALIC = re.compile(r"(?<![*\w])\*(?![\s*])([^*\n]+?)(?<!\s)\*(?![*\w])|(?<!\w)_(?![\s_])([^_\n]+?)(?<!\s)_(?!\w)")
-
-
-def to_html(chunk: str) -> str:
-    """Escape everything; then render ``` fences as <pre>, `code` as <code>, **bold** as <b>, and
-    a card's *actions* (or _actions_) as <i>. A marker left open (a reply still streaming) stays
-    as it is."""
-    out = []
-    for i, part in enumerate(re.split(r"(```[^\n]*\n.*?```)", chunk, flags=re.DOTALL)):
-        if i % 2:
-            body = part.split("\n", 1)[1].removesuffix("```").rstrip("\n")
-            out.append(f"<pre>{html.escape(body, quote=False)}</pre>")
-            continue
-        for j, piece in enumerate(re.split(r"(`[^`\n]+`)", part)):
-            if j % 2:
-                out.append(f"<code>{html.escape(piece[1:-1], quote=False)}</code>")
-                continue
-            text = html.escape(piece, quote=False)
-            text = re.sub(r"\*\*([^*\n]+)\*\*", r"<b>\1</b>", text)
-            out.append(ITALIC.sub(lambda m: f"<i>{m.group(1) or m.group(2)}</i>", text))
-    return "".join(out)
-
-
-def file_url(base_url: str) -> str:
-    """The Bot API's file URL beside its base URL: …/bot → …/file/bot."""
-    return base_url.rstrip("/").removesuffix("/bot") + "/file/bot"
-
-
-def keyboard(rows: list[list[Button]]) -> InlineKeyboardMarkup | None:
-    if not rows:
-        return None
-    return InlineKeyboardMarkup([[InlineKeyboardButton(b.label, callback_data=b.action) for b in row]
-                                 for row in rows])
-
-
-def flood_wait(flood: RetryAfter) -> float:
-    """RetryAfter's wait in seconds (an int in PTB 22, a timedelta from PTB 23 on)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the int form warns that it will change
-        wait = flood.retry_after
-    return wait.total_seconds() if isinstance(wait, dt.timedelta) else float(wait)
-
-
-async def with_flood_retry(call: Callable[[], Awaitable[Any]]) -> Any:
-    """Run a Bot API call, waiting out Telegram's RetryAfter (flood control) a few times."""
-    for attempt in range(MAX_FLOOD_RETRIES + 1):
-        try:
-            return await call()
-        except RetryAfter as flood:
-            if attempt == MAX_FLOOD_RETRIES:
-                raise
-            wait = flood_wait(flood)
-            log.warning("Telegram flood control: waiting %.1f s", wait)
-            await asyncio.sleep(wait)
-
-
-def asker_of(update: Update) -> Asker:
-    """Who writes, runs a command or presses a button, and where, for the core's gate: the
-    person (None for nobody in particular), the chat, and the chat a message is sent as (a
-    channel posting into a group is judged by its own rules too)."""
-    query, message, chat = update.callback_query, update.effective_message, update.effective_chat
-    if query is not None:
-        user_id: str | None = str(query.from_user.id)
-    else:
-        speaker = speaker_of(message) if message is not None else None
-        user_id = speaker.user_id if speaker is not None else None
-    places = (str(chat.id),) if chat is not None else ()
-    sent_as = message.sender_chat if message is not None and query is None else None
-    if sent_as is not None and sent_as.id != (chat.id if chat is not None else None):
-        places += (str(sent_as.id),)
-    return Asker(PLATFORM, user_id, places)
-
-
-def _update_from(data: Any, bot) -> Update:
-    """A webhook body as an Update; raises for anything else ([], {}, null, {"message": 7})."""
-    if not isinstance(data, dict) or isinstance(data.get("update_id"), bool) or not isinstance(data.get("update_id"), int):
-        raise ValueError("no update_id")
-    return Update.de_json(data, bot)
-
-
-class OncePerMinute:
-    """A WARNING at most once a minute (SPEC 9: a flood of bad requests is no flood of log
-    lines); the next one says how many were held back."""
-
-    def __init__(self) -> None:
-        self.last, self.held = -math.inf, 0
-
-    def warn(self, message: str, *args: Any) -> None:
-        now = time.monotonic()
-        if now - self.last < 60:
-            self.held += 1
-            return
-        if self.held:
-            message += f" ({self.held} more in the minute before)"
-        log.warning(message, *args)
-        self.last, self.held = now, 0
-
-
-@dataclass(frozen=True)
-class Place:
-    """Where a conversation lives on Telegram."""
-
-    chat_id: int
-    thread_id: int | None
-    shared: bool
-
-    @staticmethod
-    def of(conversation: ConversationKey) -> "Place":
-        thread = int(conversation.thread_id) if conversation.thread_id else None
-        return Place(int(conversation.chat_id), thread, conversation.is_shared)
 
 
 class TelegramAdapter(ChatAdapter[Place]):
@@ -250,8 +107,9 @@ class TelegramAdapter(ChatAdapter[Place]):
         self.token = settings.token
         self.base_url = settings.base_url
         self.application: Application | None = None
-        self._keeping: dict[int, asyncio.Future] = {}  # webhook updates waiting for their message to be kept
-        self._malformed = OncePerMinute()  # webhook bodies that are no update
+        self.transport: Transport = (
+            WebhookServer(settings, self.character_name, self._refusable) if settings.mode == "webhook"
+            else Polling(self._refusable))
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self) -> Application:
@@ -262,7 +120,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             .base_file_url(file_url(self.base_url))
             .concurrent_updates(True)
             .get_updates_read_timeout(POLL_TIMEOUT_S + 5)
-            .updater(None)  # we fetch updates ourselves: see poll()
+            .updater(None)  # updates come through our own transport (transport.py)
             .build()
         )
         application.add_handler(TypeHandler(Update, self.gatekeeper), group=-1)  # before every handler
@@ -297,105 +155,11 @@ class TelegramAdapter(ChatAdapter[Place]):
             log.info("Telegram: %s is online as @%s", self.character_name, application.bot.username)
             try:
                 async with self.recovering(self.keep_recovering):
-                    if self.settings.mode == "webhook":
-                        await self.serve_webhook(application, stop)
-                    else:
-                        await self.poll(application, stop)
+                    await self.transport.run(application, stop)
             finally:
                 await application.stop()
         finally:
             await application.shutdown()
-
-    async def poll(self, application: Application, stop: asyncio.Event) -> None:
-        """Long-poll getUpdates into the application's queue until `stop` is set. Network trouble
-        is retried with backoff; a refused token (HTTP 401) stops the adapter for good."""
-        bot = application.bot
-        await self._refusable(bot.delete_webhook())  # polling and a webhook exclude each other
-        offset: int | None = None
-        delay = 1.0
-        stopping = asyncio.create_task(stop.wait())
-        try:
-            while not stop.is_set():
-                fetch = asyncio.create_task(bot.get_updates(
-                    offset=offset, timeout=POLL_TIMEOUT_S, allowed_updates=Update.ALL_TYPES))
-                await asyncio.wait({fetch, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                if not fetch.done():
-                    fetch.cancel()
-                    await asyncio.gather(fetch, return_exceptions=True)
-                    break
-                try:
-                    updates = await self._refusable(fetch)
-                except RetryAfter as flood:
-                    await self._pause(stop, flood_wait(flood))
-                    continue
-                except TelegramError as failure:
-                    log.warning("Telegram: fetching updates failed (%s); retrying in %.0f s", failure, delay)
-                    await self._pause(stop, delay)
-                    delay = min(delay * 2, POLL_RETRY_MAX_S)
-                    continue
-                delay = 1.0
-                for update in updates:
-                    await application.update_queue.put(update)
-                    offset = update.update_id + 1
-            if offset is not None:  # confirm what was fetched, so it is not fetched again
-                await self.quietly(bot.get_updates(offset=offset, timeout=0))
-        finally:
-            stopping.cancel()
-
-    async def serve_webhook(self, application: Application, stop: asyncio.Event) -> None:
-        """Serve PTB's updates on [telegram] listen:port at webhook_url's path until `stop`:
-        Telegram posts each update with the secret token; anything without it gets 403 and is
-        dropped. An update is acknowledged once its message is stored and queued for its turn
-        (or its handler is done, or KEEP_WAIT_S passed): a crash before that makes Telegram
-        deliver it again, and updates posted one after another to several processes behind a
-        load balancer keep their order. GET /healthz answers 200 while the adapter runs."""
-        settings = self.settings
-        secret = settings.secret_token
-
-        async def receive(request: web.Request) -> web.Response:
-            given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
-            if not hmac.compare_digest(given.encode(), secret.encode()):  # constant time
-                return web.Response(status=403, text="wrong secret token")
-            try:
-                update = _update_from(await request.json(), application.bot)
-            except Exception as problem:  # anything a caller can post that is no update
-                self._malformed.warn("Telegram webhook of %s: a body that is not an update was refused with 400 "
-                                     "(%s); further ones are counted quietly for a minute",
-                                     self.character_name, type(problem).__name__)
-                return web.Response(status=400, text="not an update")
-            kept = asyncio.get_running_loop().create_future()
-            self._keeping[update.update_id] = kept
-            try:
-                handled = application.create_task(application.process_update(update), update=update)
-                await asyncio.wait({handled, kept}, timeout=KEEP_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                self._keeping.pop(update.update_id, None)
-            return web.Response(text="ok")
-
-        async def healthz(request: web.Request) -> web.Response:
-            return web.json_response({"ok": True, "character": self.character_name})
-
-        server = web.Application()
-        server.router.add_post(urlsplit(settings.webhook_url).path or "/", receive)
-        server.router.add_get("/healthz", healthz)
-        runner = web.AppRunner(server, access_log=None)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, settings.listen, settings.port).start()
-            await self._refusable(application.bot.set_webhook(
-                settings.webhook_url, secret_token=secret, allowed_updates=Update.ALL_TYPES))
-            log.info("Telegram: %s takes updates at %s (serving %s:%d)", self.character_name,
-                     settings.webhook_url, settings.listen, settings.port)
-            await stop.wait()
-        finally:
-            await runner.cleanup()
-
-    def kept_signal(self, update: Update) -> Callable[[], None] | None:
-        """What tells the webhook that an update's message is kept (None when polling)."""
-        waiting = self._keeping.get(update.update_id)
-        if waiting is None:
-            return None
-        return lambda: None if waiting.done() else waiting.set_result(None)
 
     async def _refusable(self, call: Awaitable[Any]) -> Any:
         """A Bot API call where a refused token stops the adapter for good."""
@@ -405,12 +169,6 @@ class TelegramAdapter(ChatAdapter[Place]):
             raise PlatformRefused(f"Telegram refused the bot token of {self.character_name} "
                                   f"({self.settings.token_env}): {refused}") from None
 
-    @staticmethod
-    async def _pause(stop: asyncio.Event, seconds: float) -> None:
-        try:
-            await asyncio.wait_for(stop.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
 
     # -- the platform's primitives for the shared reply flow (adapters/base.py) ---------------
     @property
@@ -476,32 +234,9 @@ class TelegramAdapter(ChatAdapter[Place]):
         await self.bot.edit_message_reply_markup(place.chat_id, int(message_id), reply_markup=None)
 
     # -- normalizing updates -------------------------------------------------------------------
-    @staticmethod
-    def place(message: Message) -> Place:
-        thread = message.message_thread_id if message.is_topic_message else None
-        return Place(message.chat_id, thread, message.chat.type != ChatType.PRIVATE)
-
     def key(self, place: Place) -> ConversationKey:
         thread = str(place.thread_id) if place.thread_id is not None else None
         return ConversationKey(PLATFORM, str(place.chat_id), thread, self.character_name, place.shared)
-
-    def addressed(self, message: Message, bot_id: int, username: str) -> bool:
-        """DMs always; in groups a mention of the bot (in the text or a caption), a reply to it, or
-        the character's name (SPEC 15; a bot reads a group's other messages only with its privacy
-        mode off)."""
-        if message.chat.type == ChatType.PRIVATE:
-            return True
-        if where_named(message.text or message.caption or "", self.character_name) is not None:
-            return True
-        reply = message.reply_to_message
-        if reply is not None and reply.from_user is not None and reply.from_user.id == bot_id:
-            return True
-        mentions = [*message.parse_entities(["mention"]).values(),
-                    *message.parse_caption_entities(["mention"]).values()]
-        entities = [*(message.entities or []), *(message.caption_entities or [])]
-        return any(m.lower() == f"@{username.lower()}" for m in mentions) or any(
-            e.user is not None and e.user.id == bot_id for e in entities if e.type == "text_mention"
-        )
 
     def files_of(self, message: Message) -> tuple[IncomingFile, ...]:
         """A photo (its smallest size that is still big enough for the model) or a document;
@@ -524,13 +259,10 @@ class TelegramAdapter(ChatAdapter[Place]):
         file = await self.bot.get_file(file_id)
         return await read_capped(file.file_path or "", limit)
 
-    def strip_mention(self, text: str, username: str) -> str:
-        return re.sub(rf"@{re.escape(username)}\b", "", text, flags=re.IGNORECASE).strip()
-
     def context(self, update: Update) -> CommandContext:
         """Who sent a command, and where. A button press always comes from the person pressing."""
         message = update.effective_message
-        place = self.place(message)
+        place = place_of(message)
         if update.callback_query is not None:
             user = update.callback_query.from_user
             return CommandContext(self.key(place), Identity(PLATFORM, str(user.id)), user.full_name,
@@ -571,8 +303,8 @@ class TelegramAdapter(ChatAdapter[Place]):
         bot = context.bot
         if message is None:
             return
-        place = self.place(message)
-        if not self.addressed(message, bot.id, bot.username):
+        place = place_of(message)
+        if not addressed(message, bot.id, bot.username, self.character_name):
             if place.shared and speaker_of(message) is not None:  # a person, to no character: a chain ends
                 await self.core.heard(self.key(place))
             return
@@ -580,11 +312,11 @@ class TelegramAdapter(ChatAdapter[Place]):
             conversation=self.key(place),
             speaker=speaker_of(message),
             speaker_name=speaker_name_of(message),
-            text=self.strip_mention(message.text or message.caption or "", bot.username),
+            text=strip_mention(message.text or message.caption or "", bot.username),
             platform_message_id=str(message.message_id),
             unseen=unseen_in(message),
             files=self.files_of(message),
-            kept=self.kept_signal(update),
+            kept=self.transport.kept_signal(update),
             asker=asker_of(update),
         )
         await self.answer(place, incoming)
@@ -614,13 +346,13 @@ class TelegramAdapter(ChatAdapter[Place]):
         message = update.edited_message
         if message is None or not message.text:
             return
-        text = self.strip_mention(message.text, context.bot.username)
-        await self.core.edited(self.key(self.place(message)), str(message.message_id), text)
+        text = strip_mention(message.text, context.bot.username)
+        await self.core.edited(self.key(place_of(message)), str(message.message_id), text)
 
     # -- commands --------------------------------------------------------------------------
     async def on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.effective_message
-        place = self.place(message)
+        place = place_of(message)
         choice = " ".join(context.args or [])
         greeting = await self.core.greet(self.key(place), speaker_name_of(message), choice)
         await message.reply_text(greeting.text)
@@ -655,7 +387,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         user = update.effective_user
         bot = context.bot
         if not ctx.conversation.is_shared or ctx.identity is None:
-            await self.show_result(bot, self.place(message), result)
+            await self.show_result(bot, place_of(message), result)
             return
         try:
             sent = await self.show_result(bot, Place(user.id, None, False), result)
@@ -709,8 +441,8 @@ class TelegramAdapter(ChatAdapter[Place]):
             return
         await query.answer()
         if result.apart:  # the pressed message keeps its text; the answer is a message of its own
-            await self.quietly(self.drop_buttons(self.place(message), str(message.message_id)))
-            await self.show_result(context.bot, self.place(message), result)
+            await self.quietly(self.drop_buttons(place_of(message), str(message.message_id)))
+            await self.show_result(context.bot, place_of(message), result)
             return
         chunks = split_message(result.text, LIMIT)
         markup = keyboard(result.buttons) if len(chunks) == 1 else None
@@ -724,7 +456,7 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def on_regenerate(self, update: Update, turn: TurnRef) -> None:
         query = update.callback_query
         message = query.message
-        place = self.place(message)
+        place = place_of(message)
 
         async def acknowledge(refusal: str | None) -> None:
             await (query.answer(refusal, show_alert=True) if refusal else query.answer())

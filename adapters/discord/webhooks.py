@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import discord
 
 from adapters.base import ChatAdapter
+from adapters.discord.messages import view_of
 from bot.contract import Asker, Button, ConversationKey, Core
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class Webhooks:
 
 
 class Host(Protocol):
-    """What a hosted character's voice asks of the host bot's adapter (adapters/discord.py)."""
+    """What a hosted character's voice asks of the host bot's adapter (adapter.py)."""
 
     core: Core
     limit: int
@@ -69,7 +70,6 @@ class Host(Protocol):
     def place_of(self, conversation: ConversationKey) -> discord.abc.Messageable: ...
     def permissions_in(self, conversation: ConversationKey) -> discord.Permissions | None: ...
     def refuses_person(self, failure: BaseException) -> bool: ...
-    def view_of(self, rows: list[list[Button]]) -> discord.ui.View | None: ...
     async def can_speak(self, conversation: ConversationKey) -> bool: ...
     async def asker_for(self, conversation: ConversationKey, user_id: str) -> Asker | None: ...
     async def send(self, place: discord.abc.Messageable, text: str, buttons: list[list[Button]],
@@ -126,7 +126,7 @@ class WebhookVoice(ChatAdapter[Spot]):
         if not place.shared:
             return await self.host.edit(place.messageable, message_id, text, buttons, formatted)
         await self._hooked(place, lambda hook: hook.edit_message(
-            int(message_id), content=text, view=self.host.view_of(buttons), **self._thread(place)))
+            int(message_id), content=text, view=view_of(buttons), **self._thread(place)))
 
     async def delete(self, place: Spot, message_id: str) -> None:
         if not place.shared:
@@ -163,7 +163,7 @@ class WebhookVoice(ChatAdapter[Spot]):
             return await call(await self.host.webhooks.of(place.channel_id, self.character_name))
 
     def _view(self, buttons: list[list[Button]]) -> dict[str, Any]:
-        view = self.host.view_of(buttons)
+        view = view_of(buttons)
         return {"view": view} if view is not None else {}
 
     @staticmethod

@@ -1,0 +1,71 @@
+"""Discord's objects read in our words, and ours written in Discord's: where a channel's
+conversation lives, who asks (for the gate), what a message brings (files, a sticker), and
+buttons as a view."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import discord
+
+from adapters.downloads import read_capped
+from bot.contract import Asker, Button, IncomingFile
+
+PLATFORM = "discord"
+LIMIT = 2_000
+Messageable = discord.abc.Messageable  # where a conversation lives: a channel, a thread, a DM
+
+
+def unseen_in(message: discord.Message) -> str | None:
+    """What the message carries besides text and attachments, in words; None if nothing."""
+    return "a sticker" if message.stickers else None
+
+
+def files_of(message: discord.Message) -> tuple[IncomingFile, ...]:
+    """The message's attachments; their bytes are fetched only when the core reads them."""
+    return tuple(
+        IncomingFile(a.filename, a.content_type, a.size,
+                     "an image" if (a.content_type or "").startswith("image/") else "a file",
+                     partial(read_capped, a.url))
+        for a in message.attachments
+    )
+
+
+def view_of(rows: list[list[Button]]) -> discord.ui.View | None:
+    """Buttons as a view. It is stopped at once: clicks come through on_interaction instead of
+    discord.py's view store, which would otherwise keep every view in memory forever."""
+    if not rows:
+        return None
+    view = discord.ui.View(timeout=None)
+    for r, row in enumerate(rows[:5]):
+        for button in row[:5]:
+            style = discord.ButtonStyle.danger if button.danger else discord.ButtonStyle.secondary
+            view.add_item(discord.ui.Button(label=button.label[:80], custom_id=button.action[:100],
+                                            style=style, row=r))
+    view.stop()
+    return view
+
+
+def place_of(channel) -> tuple[str, str | None, bool]:
+    """(chat id, thread id, shared) of a Discord channel: shared unless it is a DM. A channel
+    discord.py has not cached (a partial one, from a raw event) is in a server when its event
+    named a guild."""
+    if isinstance(channel, discord.Thread):
+        return str(channel.parent_id), str(channel.id), True
+    if isinstance(channel, discord.DMChannel):
+        return str(channel.id), None, False
+    if isinstance(channel, discord.GroupChannel):
+        return str(channel.id), None, True
+    in_guild = getattr(channel, "guild", None) is not None or getattr(channel, "guild_id", None) is not None
+    return str(channel.id), None, in_guild
+
+
+def asker_of(user: discord.abc.User, channel) -> Asker:
+    """Who writes and where, for [access]: the user, their roles in the guild, the channel (and a
+    thread's parent channel)."""
+    places: tuple[str, ...] = ()
+    if channel is not None:  # an interaction may come without its channel
+        chat_id, thread_id, _ = place_of(channel)
+        places = (chat_id,) if thread_id is None else (thread_id, chat_id)
+    roles = tuple(str(role.id) for role in getattr(user, "roles", ()))  # a Member's; a DM has none
+    return Asker(PLATFORM, str(user.id), places, roles)

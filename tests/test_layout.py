@@ -1,0 +1,112 @@
+"""The house rules of the tree (STYLE, issue #40), checked on the source: the layers, no import
+cycles, folders by subject, small adapters, handles parsed in one place."""
+
+import ast
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PACKAGES = ("bot", "adapters", "storage")
+ENTRY = {"bot.__main__", "bot.cli"}  # the entry point picks the adapters
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every project module `name` imports, anywhere in it (inside functions and under
+    TYPE_CHECKING too: a circle only for annotations is still a circle to a reader)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+MODULES = _modules()
+GRAPH = {name: _imports(name, path, set(MODULES)) for name, path in MODULES.items()}
+
+
+def _third_party(path: Path) -> set[str]:
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_the_core_never_imports_discord_or_telegram():
+    for name, path in MODULES.items():
+        if name.startswith("bot."):
+            assert not _third_party(path) & {"discord", "telegram"}, name
+
+
+def test_adapters_know_only_the_contract_of_the_core():
+    for name, deps in GRAPH.items():
+        if name.startswith("adapters"):
+            assert {d for d in deps if d.startswith("bot")} <= {"bot.contract"}, name
+
+
+def test_storage_imports_nothing_above_it_and_the_core_no_adapter():
+    for name, deps in GRAPH.items():
+        if name.startswith("storage"):
+            assert not {d for d in deps if d.split(".")[0] in ("bot", "adapters")}, name
+        if name.startswith("bot") and name not in ENTRY:
+            assert not {d for d in deps if d.startswith("adapters")}, name
+
+
+def test_no_module_imports_itself_back_through_others():
+    def reaches(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for dep in GRAPH[todo.pop()]:
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+        return seen
+
+    assert [name for name in GRAPH if name in reaches(name)] == []
+
+
+def test_scenes_check_ins_and_commands_do_not_import_the_turn_handler():
+    for name, deps in GRAPH.items():
+        if name in ("bot.scenes", "bot.checkins") or name.startswith("bot.commands"):
+            assert "bot.turn.handler" not in deps, name
+
+
+def test_at_most_15_modules_sit_directly_in_bot():
+    assert len(list((ROOT / "bot").glob("*.py"))) <= 15
+
+
+def test_no_adapter_module_is_over_500_lines():
+    for path in (ROOT / "adapters").rglob("*.py"):
+        assert len(path.read_text().splitlines()) <= 500, path.relative_to(ROOT)
+
+
+def test_handles_are_read_in_one_place_never_split_on_colons():
+    """A turn is a `TurnRef` and button data goes through one codec (bot/commands/buttons.py)."""
+    for path in (ROOT / "bot").rglob("*.py"):
+        text = path.read_text()
+        assert 'split(":")' not in text and "split(':')" not in text, path.relative_to(ROOT)
