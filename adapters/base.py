@@ -44,6 +44,7 @@ from bot.contract import (
     ReplySink,
     TurnRef,
     Unreachable,
+    VoiceNote,
 )
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     platform: str
     limit: int  # characters a message may hold
     failures: tuple[type[BaseException], ...] = ()  # the platform library's errors (logged and ignored)
+    shows_waveforms = False  # a voice note is sent with its waveform (Discord's voice messages)
 
     def __init__(self, core: Core, character_name: str):
         self.core = core
@@ -78,6 +80,10 @@ class ChatAdapter(abc.ABC, Generic[Place]):
 
     @abc.abstractmethod
     async def delete(self, place: Place, message_id: str) -> None: ...
+
+    @abc.abstractmethod
+    async def send_voice(self, place: Place, note: VoiceNote) -> str:
+        """Send a voice note (SPEC 16); its id."""
 
     @abc.abstractmethod
     async def drop_buttons(self, place: Place, message_id: str) -> None: ...
@@ -145,6 +151,20 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         if reply.duplicate:  # nothing to send: answered before, or elsewhere
             return
         await self.deliver(place, reply_to, reply, live)
+        if reply.spoken:
+            await self.speak(place, reply)
+
+    async def speak(self, place: Place, reply: Reply) -> None:
+        """After its text, the reply as a voice note (SPEC 16). Speech that fails leaves the
+        text alone: one WARNING (the core's when the speech failed, this one when sending it)."""
+        note = await self.core.voice_note(reply, self.shows_waveforms)
+        if note is None:
+            return
+        try:
+            await self.send_voice(place, note)
+        except Exception as failure:
+            log.warning("%s: a reply's voice note could not be sent (%s: %s); the text stands", self.platform,
+                        type(failure).__name__, failure)
 
     async def deliver(self, place: Place, reply_to: str | None, reply: Reply, existing: list[str]) -> list[str]:
         """Send the final reply, split, in place of `existing` messages (a streamed preview, or

@@ -69,6 +69,8 @@ class InstantLLM:
         self.calls = {"reply": 0, "summary": 0}
         self.last_reply_prompt: list[dict] = []
         self.own_time_s = 0.0  # the fake model's own work, which a turn's overhead excludes
+        self.transcript = "what a voice note said"  # /audio/transcriptions answers this
+        self.speech = b""  # /audio/speech answers these bytes (bench.voice sets real OGG/Opus)
         self._canned_stream = b""
         self._canned = json.dumps({  # a plain reply, encoded once
             "id": "bench", "object": "chat.completion", "created": int(time.time()), "model": "gpt-4o-mini",
@@ -96,6 +98,10 @@ class InstantLLM:
             self.own_time_s += time.perf_counter() - started
 
     def _answer(self, request: httpx2.Request) -> httpx2.Response:
+        if request.url.path.endswith("/audio/transcriptions"):
+            return httpx2.Response(200, json={"text": self.transcript})
+        if request.url.path.endswith("/audio/speech"):
+            return httpx2.Response(200, content=self.speech, headers={"content-type": "audio/ogg"})
         if request.url.path.endswith("/embeddings"):
             return self._embeddings(json.loads(request.content))
         if self._canned_stream and b'"stream":true' in request.content:
@@ -140,9 +146,10 @@ UNIT_STEPS = [x / 100 for x in range(-100, 101)]
 async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float] = time.time,
                         storage_url: str | None = None, embedding_model: str | None = None,
                         checkins: dict[str, Any] | None = None, embedding_base_url: str | None = None,
-                        **llm_options: Any) -> Runtime:
+                        voice: dict[str, Any] | None = None, **llm_options: Any) -> Runtime:
     """A runtime on an SQLite file in `folder`, or on the database `storage_url` names; with
-    `embedding_model`, semantic recall on; with `checkins`, Mira's [characters.checkins]."""
+    `embedding_model`, semantic recall on; with `checkins`, Mira's [characters.checkins]; with
+    `voice`, a [voice] table."""
     os.environ.setdefault(API_KEY_ENV, "sk-bench")
     raw = {
         "llm": {"base_url": "http://llm.invalid/v1", "api_key_env": API_KEY_ENV, "model": "gpt-4o-mini",
@@ -152,7 +159,7 @@ async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float
         | ({"embedding_base_url": embedding_base_url} if embedding_base_url else {}),
         "characters": [{"name": "Mira", "persona": "You are Mira, a kind lighthouse keeper on a northern island.",
                         **({"checkins": checkins} if checkins else {})}],
-    }
+    } | ({"voice": voice} if voice is not None else {})
     return await build_runtime(parse_config(raw, folder), clock=clock, llm_http_client=llm.http_client())
 
 

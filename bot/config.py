@@ -205,6 +205,31 @@ class ScenesConfig(Section):
     max_chain: int = Field(3, ge=0, le=MAX_CHAIN)
 
 
+class VoiceConfig(Section):
+    """[voice] (SPEC 16, bot/voice/): voice notes heard through an OpenAI-compatible
+    /audio/transcriptions, and replies spoken through /audio/speech when `speech_model` is set.
+    Without this table a voice note is answered with one line: the character reads text here."""
+
+    base_url: HttpURL | None = None  # default: [llm] base_url
+    api_key_env: EnvName | None = None  # default: [llm] api_key_env
+    transcription_model: Text = "whisper-1"
+    speech_model: Text | None = None  # unset: replies are never spoken
+    reply_in_voice: Literal["never", "when-spoken-to", "always"] = "when-spoken-to"
+    max_seconds: int = Field(300, ge=1, le=3600)  # a longer voice note is refused before it is fetched
+
+    @model_validator(mode="after")
+    def _key_is_set(self) -> "VoiceConfig":
+        if self.api_key_env and env_secret(self.api_key_env) is None:
+            raise SettingProblem("api_key_env", f"environment variable {self.api_key_env} is not set")
+        return self
+
+    def server(self, llm: LLMConfig) -> LLMConfig:
+        """The audio server: [llm]'s, or the one named here."""
+        changes = {key: value for key, value in (("base_url", self.base_url), ("api_key_env", self.api_key_env))
+                   if value}
+        return llm.model_copy(update=changes)
+
+
 def _quiet_hours(value: Any) -> Any:
     """`"22:00-09:00"` → (1320, 540): minutes after midnight where the quiet starts and ends."""
     if not isinstance(value, str):
@@ -249,6 +274,7 @@ class CharacterConfig(BaseModel):
     persona: Text | None = None
     access: Access = AccessRules()  # this character's own allow and deny lists
     checkins: CheckinsConfig | None = None  # SPEC 14: off unless the table is there
+    voice: Text = "alloy"  # SPEC 16: the voice its replies are spoken in ([voice] speech_model)
 
     @model_validator(mode="after")
     def _card_or_persona(self) -> "CharacterConfig":
@@ -273,6 +299,7 @@ class Config(BaseModel):
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
     scenes: ScenesConfig = ScenesConfig()
+    voice: VoiceConfig | None = None  # SPEC 16: off unless the table is there
     access: Access = AccessRules()
 
     @model_validator(mode="before")

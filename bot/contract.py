@@ -71,13 +71,16 @@ class IncomingFile:
     """A file that came with a message: a photo, an image, a text file, anything. `read(limit)`
     fetches its first `limit` bytes from the platform as a stream (never the whole file), only
     when the core uses them; `what` names it in words ("a photo", "a file") for when the
-    character cannot read it."""
+    character cannot read it. `spoken`: a voice note or audio the person sent, heard through
+    [voice] (SPEC 16), with its length in `seconds` as the platform tells it."""
 
     name: str
     content_type: str | None
     size: int | None
     what: str
     read: Callable[[int], Awaitable[bytes]] = field(compare=False, repr=False)
+    spoken: bool = False
+    seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,8 @@ class Reply:
     scene answered it through its own adapter, or a person wrote before a scene's next
     character could answer, or `[access]` keeps the asker out in a shared chat (silence).
     `on_behalf`: who the turn answered for (the person whose message started a scene's chain),
-    handed back with `Core.delivered` so a chain that follows answers for them too."""
+    handed back with `Core.delivered` so a chain that follows answers for them too.
+    `spoken`: after the text, the reply is sent as a voice note too (`Core.voice_note`, SPEC 16)."""
 
     text: str
     is_error: bool = False
@@ -157,6 +161,17 @@ class Reply:
     turn: TurnRef | None = None
     buttons: list[list[Button]] = field(default_factory=list)
     on_behalf: Asker | None = None
+    spoken: bool = False
+
+
+@dataclass(frozen=True)
+class VoiceNote:
+    """A reply spoken (SPEC 16): OGG/Opus audio with what a platform shows of it — its length,
+    and (when asked for) a waveform of up to 256 amplitudes (0-255); else b""."""
+
+    audio: bytes = field(repr=False)
+    seconds: float
+    waveform: bytes = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -481,7 +496,15 @@ class Presence(Protocol):
         """The character's picture (a PNG card's image), for an avatar; None without one."""
 
 
-class Core(Conversation, Regenerating, Recovery, Commands, PrivateAnswers, Gatekeeping, Coordination, Presence,
-           Protocol):
+class Speaking(Protocol):
+    """Replies in the character's voice (SPEC 16)."""
+
+    async def voice_note(self, reply: Reply, waveform: bool = False) -> VoiceNote | None:
+        """A `spoken` reply as a voice note in its character's voice, with its waveform when the
+        platform shows one; None when speech failed (said once in the log): the text stands alone."""
+
+
+class Core(Conversation, Speaking, Regenerating, Recovery, Commands, PrivateAnswers, Gatekeeping, Coordination,
+           Presence, Protocol):
     """All an adapter may ask of the core: the small protocols above, each one subject. The core
     (bot/core.py) implements them all; a part of an adapter that needs one asks for that one."""

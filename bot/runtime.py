@@ -29,6 +29,9 @@ from bot.scenes import Scenes
 from bot.scheduler import BackgroundJobs
 from bot.turn.handler import TurnHandler
 from bot.turn.prompt import system_prompt
+from bot.voice.listening import Listening
+from bot.voice.server import VoiceServer
+from bot.voice.speaking import Speaking, speaks
 from storage.factory import open_store
 from storage.ports import Store
 
@@ -52,6 +55,7 @@ class Runtime:
     scenes: Scenes
     gate: Gate
     core: Keepsake  # what adapters get (the Core protocol of bot/contract.py)
+    voice: VoiceServer | None = None  # [voice] (SPEC 16)
 
     def start(self) -> None:
         """Start the background jobs (inside the running event loop)."""
@@ -65,6 +69,8 @@ class Runtime:
         await self.rebuilds.stop()
         await self.summarizer.stop()
         await self.llm.close()
+        if self.voice is not None:
+            await self.voice.close()
         await self.store.close()
 
 
@@ -99,8 +105,13 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     gate = Gate(store, config.access, {c.name: c.access for c in config.characters},
                 CallLimits(store, config.limits.turns_per_minute))
     cast = Cast(store, characters)
+    voice, listening = None, None  # voice notes are read as text only without [voice]
+    if config.voice is not None:
+        voice = VoiceServer(config.voice, config.llm, http_client=llm_http_client)
+        listening = Listening(voice, config.voice.max_seconds)
     turns = TurnHandler(store, llm, counter, cast, window, gate, counted_from, clock=clock, recall_tokens=recall_tokens,
-                        semantic=semantic)
+                        semantic=semantic, listening=listening,
+                        speaks=lambda spoken_to: speaks(config.voice, spoken_to))
     notifications = Notifications(store, cast)
     rebuilds = Rebuilds(store, summarizer, notifications.notify)
     checkins = CheckIns(store, cast, gate, llm, counter, window,
@@ -112,6 +123,8 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                           checkins=checkins)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)
     core = Keepsake(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
-                    after_delivery=summarizer.schedule, clock=clock)
+                    after_delivery=summarizer.schedule, clock=clock,
+                    speaking=Speaking(voice) if voice is not None and speaks(config.voice, True) else None,
+                    voices={c.name: c.voice for c in config.characters})
     return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications,
-                   checkins, scenes, gate, core)
+                   checkins, scenes, gate, core, voice)

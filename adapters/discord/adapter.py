@@ -18,6 +18,8 @@ message content; `allowed_mentions` none on the client, so no reply, edit or fol
   `on_interaction`, so buttons keep working after a restart.
 - Messages by bots and webhooks are not from a person (SPEC section 2); they are not answered,
   so two bots can never talk to each other in a loop, and nothing is stored for them.
+- A voice message or audio attachment is heard through [voice] (SPEC 16); a spoken reply goes
+  out as a real voice message (an audio file where Discord refuses one).
 - An image, sticker or file is never silently ignored: an image attachment reaches a vision
   model, a text file is read as text; for anything else, or without vision, the text with it is
   answered and the character says it cannot see the rest.
@@ -43,7 +45,18 @@ import discord
 
 from adapters.base import ChatAdapter
 from adapters.discord.commands import SOMETHING_WENT_WRONG, Interactions
-from adapters.discord.messages import LIMIT, PLATFORM, Messageable, asker_of, files_of, place_of, unseen_in, view_of
+from adapters.discord.messages import (
+    LIMIT,
+    PLATFORM,
+    Messageable,
+    VoiceFile,
+    asker_of,
+    audio_file,
+    files_of,
+    place_of,
+    unseen_in,
+    view_of,
+)
 from adapters.discord.webhooks import Webhooks, WebhookVoice
 from adapters.settings import DiscordSettings
 from bot.contract import (
@@ -55,6 +68,7 @@ from bot.contract import (
     Identity,
     IncomingMessage,
     PlatformRefused,
+    VoiceNote,
     where_named,
 )
 
@@ -68,6 +82,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     platform = PLATFORM
     limit = LIMIT
     failures = (discord.HTTPException,)
+    shows_waveforms = True
 
     def __init__(self, core: Core, characters: str | tuple[str, ...], settings: DiscordSettings):
         names = (characters,) if isinstance(characters, str) else characters
@@ -185,6 +200,20 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                    formatted: bool = True) -> None:
         await place.get_partial_message(int(message_id)).edit(content=text, view=view_of(buttons))
 
+    async def send_voice(self, place: Messageable, note: VoiceNote) -> str:
+        """A real voice message (the voice-message flag, with its length and waveform), sent
+        through discord.py's own request building; where Discord refuses it, an audio file."""
+        try:
+            with discord.http.handle_message_parameters(file=VoiceFile(note),
+                                                        flags=discord.MessageFlags(voice=True)) as params:
+                sent = await self.client.http.send_message(place.id, params=params)
+            return str(sent["id"])
+        except discord.HTTPException as refused:
+            if refused.status >= 500:
+                raise
+            log.info("Discord refused a voice message in %s (%s); sending it as an audio file", place.id, refused)
+            return str((await place.send(file=audio_file(note))).id)
+
     async def delete(self, place: Messageable, message_id: str) -> None:
         await place.get_partial_message(int(message_id)).delete()
 
@@ -298,7 +327,8 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             try:
                 asker = replace(asker, roles=await self.roles_everywhere(user))
             except discord.HTTPException as failure:
-                log.warning("Discord: the roles of %s could not be looked up (%s); not let in for now", user.id, failure)
+                log.warning("Discord: the roles of %s could not be looked up (%s); not let in for now",
+                            user.id, failure)
                 return None
         return asker
 

@@ -4,12 +4,15 @@ buttons as a view."""
 
 from __future__ import annotations
 
+import base64
+import io
 from functools import partial
+from typing import Any
 
 import discord
 
 from adapters.downloads import read_capped
-from bot.contract import Asker, Button, IncomingFile
+from bot.contract import Asker, Button, IncomingFile, VoiceNote
 
 PLATFORM = "discord"
 LIMIT = 2_000
@@ -21,14 +24,40 @@ def unseen_in(message: discord.Message) -> str | None:
     return "a sticker" if message.stickers else None
 
 
+def file_of(attachment: discord.Attachment) -> IncomingFile:
+    """An attachment; its bytes are fetched only when the core reads them. A voice message (an
+    audio/ogg attachment with its length and waveform) or another audio file is heard through
+    [voice] (SPEC 16)."""
+    content_type = (attachment.content_type or "").split(";")[0].strip().lower()
+    fetch = partial(read_capped, attachment.url)
+    if attachment.is_voice_message() or content_type.startswith("audio/"):
+        what = "a voice message" if attachment.is_voice_message() else "an audio file"
+        return IncomingFile(attachment.filename, attachment.content_type, attachment.size, what, fetch,
+                            spoken=True, seconds=attachment.duration)
+    what = "an image" if content_type.startswith("image/") else "a file"
+    return IncomingFile(attachment.filename, attachment.content_type, attachment.size, what, fetch)
+
+
 def files_of(message: discord.Message) -> tuple[IncomingFile, ...]:
-    """The message's attachments; their bytes are fetched only when the core reads them."""
-    return tuple(
-        IncomingFile(a.filename, a.content_type, a.size,
-                     "an image" if (a.content_type or "").startswith("image/") else "a file",
-                     partial(read_capped, a.url))
-        for a in message.attachments
-    )
+    return tuple(file_of(attachment) for attachment in message.attachments)
+
+
+class VoiceFile(discord.File):
+    """A voice note as a Discord voice message's attachment: with its length and waveform
+    (base64), which discord.py's File does not send."""
+
+    def __init__(self, note: VoiceNote):
+        super().__init__(io.BytesIO(note.audio), filename="voice-message.ogg")
+        self.note = note
+
+    def to_dict(self, index: int) -> dict[str, Any]:
+        return super().to_dict(index) | {"duration_secs": round(self.note.seconds, 2),
+                                         "waveform": base64.b64encode(self.note.waveform).decode()}
+
+
+def audio_file(note: VoiceNote) -> discord.File:
+    """A voice note as a plain audio attachment (where a voice message is refused)."""
+    return discord.File(io.BytesIO(note.audio), filename="reply.ogg")
 
 
 def view_of(rows: list[list[Button]]) -> discord.ui.View | None:

@@ -18,8 +18,8 @@ from typing import Any, Protocol
 import discord
 
 from adapters.base import ChatAdapter
-from adapters.discord.messages import view_of
-from bot.contract import Asker, Button, ConversationKey, Core
+from adapters.discord.messages import audio_file, view_of
+from bot.contract import Asker, Button, ConversationKey, Core, VoiceNote
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +78,14 @@ class Host(Protocol):
                    formatted: bool = True) -> None: ...
     async def delete(self, place: discord.abc.Messageable, message_id: str) -> None: ...
     async def drop_buttons(self, place: discord.abc.Messageable, message_id: str) -> None: ...
+    async def send_voice(self, place: discord.abc.Messageable, note: VoiceNote) -> str: ...
 
 
 class WebhookVoice(ChatAdapter[Spot]):
     """A character the host bot voices: by webhook in server channels, as the host in DMs."""
 
     platform = "discord"
+    shows_waveforms = True
 
     def __init__(self, host: Host, character: str):
         super().__init__(host.core, character)
@@ -119,6 +121,15 @@ class WebhookVoice(ChatAdapter[Spot]):
         message = await self._hooked(place, lambda hook: hook.send(
             text, username=self.character_name, wait=True, allowed_mentions=discord.AllowedMentions.none(),
             **self._view(buttons), **self._thread(place)))
+        return str(message.id)
+
+    async def send_voice(self, place: Spot, note: VoiceNote) -> str:
+        """In a DM as the host; in a channel by the character's webhook, as an audio file (a
+        webhook sends no voice message)."""
+        if not place.shared:
+            return await self.host.send_voice(place.messageable, note)
+        message = await self._hooked(place, lambda hook: hook.send(
+            username=self.character_name, wait=True, file=audio_file(note), **self._thread(place)))
         return str(message.id)
 
     async def edit(self, place: Spot, message_id: str, text: str, buttons: list[list[Button]],

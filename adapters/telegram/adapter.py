@@ -15,6 +15,8 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
 - A message sent on behalf of a chat (`sender_chat`: anonymous admins, "send as channel",
   channel posts) or by a bot is from nobody in particular (SPEC section 2): it may be answered,
   but no memories are read or written for it, and /memory tells it to write as the person.
+- A voice message, audio file or video message is heard through [voice] (SPEC 16), and a
+  spoken reply goes out with `sendVoice`.
 - A photo, sticker or file is never silently ignored. A photo (or an image sent as a file)
   reaches a vision model through getFile; a text file is read as text; for anything else, or
   without vision, the caption is answered and the character says it cannot see the rest.
@@ -65,6 +67,7 @@ from adapters.telegram.messages import (
     place_of,
     speaker_name_of,
     speaker_of,
+    spoken_in,
     strip_mention,
     to_html,
     unseen_in,
@@ -86,6 +89,7 @@ from bot.contract import (
     IncomingMessage,
     PlatformRefused,
     TurnRef,
+    VoiceNote,
 )
 
 log = logging.getLogger(__name__)
@@ -230,6 +234,12 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def delete(self, place: Place, message_id: str) -> None:
         await self.bot.delete_message(place.chat_id, int(message_id))
 
+    async def send_voice(self, place: Place, note: VoiceNote) -> str:
+        sent = await with_flood_retry(lambda: self.bot.send_voice(
+            place.chat_id, note.audio, duration=max(1, round(note.seconds)), filename="reply.ogg",
+            message_thread_id=place.thread_id))
+        return str(sent.message_id)
+
     async def drop_buttons(self, place: Place, message_id: str) -> None:
         await self.bot.edit_message_reply_markup(place.chat_id, int(message_id), reply_markup=None)
 
@@ -252,6 +262,10 @@ class TelegramAdapter(ChatAdapter[Place]):
             return (IncomingFile(document.file_name or "file", document.mime_type, document.file_size,
                                  "an image" if image else "a file",
                                  lambda limit: self.download(document.file_id, limit)),)
+        if spoken := spoken_in(message):
+            words, name, content_type, file, seconds = spoken
+            return (IncomingFile(name, content_type, file.file_size, words,
+                                 lambda limit: self.download(file.file_id, limit), spoken=True, seconds=seconds),)
         return ()
 
     async def download(self, file_id: str, limit: int) -> bytes:

@@ -27,7 +27,11 @@ LIMIT = MessageLimit.MAX_TEXT_LENGTH  # 4,096
 MAX_FLOOD_RETRIES = 3
 UNSEEN_KINDS = (  # what a message carries that the character cannot read, in the order checked
     ("sticker", "a sticker"), ("animation", "a GIF"), ("video", "a video"),
-    ("video_note", "a video message"), ("voice", "a voice message"), ("audio", "an audio file"),
+)
+SPOKEN_KINDS = (  # what a person says aloud, heard through [voice] (SPEC 16): attribute, words, name, type
+    ("voice", "a voice message", "voice.ogg", "audio/ogg"),
+    ("audio", "an audio file", "audio.mp3", "audio/mpeg"),
+    ("video_note", "a video message", "video_note.mp4", "video/mp4"),
 )
 
 
@@ -36,7 +40,7 @@ def unseen_in(message: Message) -> str | None:
     for attribute, words in UNSEEN_KINDS:
         if getattr(message, attribute, None):
             return words
-    if message.effective_attachment and not (message.photo or message.document):
+    if message.effective_attachment and not (message.photo or message.document or spoken_in(message)):
         return "an attachment"
     return None
 
@@ -91,12 +95,30 @@ def keyboard(rows: list[list[Button]]) -> InlineKeyboardMarkup | None:
                                  for row in rows])
 
 
-def flood_wait(flood: RetryAfter) -> float:
-    """RetryAfter's wait in seconds (an int in PTB 22, a timedelta from PTB 23 on)."""
+def _seconds(read: Callable[[], Any]) -> float | None:
+    """A PTB duration in seconds (an int in PTB 22, a timedelta from PTB 23 on)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the int form warns that it will change
-        wait = flood.retry_after
-    return wait.total_seconds() if isinstance(wait, dt.timedelta) else float(wait)
+        value = read()
+    if value is None:
+        return None
+    return value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+
+
+def flood_wait(flood: RetryAfter) -> float:
+    """RetryAfter's wait in seconds."""
+    return _seconds(lambda: flood.retry_after) or 0.0
+
+
+def spoken_in(message: Message) -> tuple[str, str, str, Any, float | None] | None:
+    """A voice note, audio file or video message: (words, file name, type, the PTB file, its
+    length in seconds), or None."""
+    for attribute, words, name, content_type in SPOKEN_KINDS:
+        file = getattr(message, attribute, None)
+        if file is not None:
+            return (words, getattr(file, "file_name", None) or name, getattr(file, "mime_type", None) or content_type,
+                    file, _seconds(lambda: file.duration))
+    return None
 
 
 async def with_flood_retry(call: Callable[[], Awaitable[Any]]) -> Any:

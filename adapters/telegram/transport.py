@@ -47,7 +47,8 @@ async def pause(stop: asyncio.Event, seconds: float) -> None:
 
 def _update_from(data: Any, bot) -> Update:
     """A webhook body as an Update; raises for anything else ([], {}, null, {"message": 7})."""
-    if not isinstance(data, dict) or isinstance(data.get("update_id"), bool) or not isinstance(data.get("update_id"), int):
+    update_id = data.get("update_id") if isinstance(data, dict) else None
+    if isinstance(update_id, bool) or not isinstance(update_id, int):
         raise ValueError("no update_id")
     return Update.de_json(data, bot)
 

@@ -12,8 +12,8 @@ as text, and words for whatever the character cannot read.
   person's words, cut to what the live window can hold. It is read as a stream up to
   TEXT_MAX_BYTES, never downloaded whole; a file that is not text after all (NUL bytes, or
   mostly bytes that are not UTF-8) is named, not read.
-- Anything else (a sticker, a voice message, a PDF) is named, and the character says it cannot
-  see it.
+- A voice note is heard where [voice] is on (bot/voice/listening.py).
+- Anything else (a sticker, a PDF) is named, and the character says it cannot see it.
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ TEXT_SUFFIXES = frozenset(
 
 
 def kind_of(file: IncomingFile) -> str:
-    """What the core does with a file: "image" (to look at), "text" (to read) or "other"."""
+    """What the core does with a file: "voice" (to hear, bot/voice/), "image" (to look at),
+    "text" (to read) or "other"."""
+    if file.spoken:
+        return "voice"
     content_type = (file.content_type or "").split(";")[0].strip().lower()
     if content_type.startswith("image/") and content_type != "image/svg+xml":  # SVG is no picture to a model
         return "image"

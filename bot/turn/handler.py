@@ -63,6 +63,7 @@ from bot.text import clean_text
 from bot.turn.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.turn.context import read_context
 from bot.turn.prompt import Prompt, build_prompt
+from bot.voice.listening import COULD_NOT_HEAR, NOT_TRANSCRIBED, TEXT_ONLY, Listening, spoken, was_spoken
 from storage.ports import ConversationRow, LeftTheLine, MessageRow, Store
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,8 @@ class TurnHandler:
         clock: Callable[[], float] = time.time,
         recall_tokens: int = 0,
         semantic: SemanticRecall | None = None,
+        listening: Listening | None = None,
+        speaks: Callable[[bool], bool] = lambda spoken_to: False,
     ):
         self.store = store
         self.recall_tokens = recall_tokens  # the recall budget (0: recall is off)
@@ -166,6 +169,8 @@ class TurnHandler:
         self.context_window = context_window
         self.clock = clock
         self.arrivals = ArrivalOrder()  # storing and queueing, per conversation key
+        self.listening = listening  # voice notes heard ([voice], SPEC 16); None: the character reads text only
+        self.speaks = speaks  # whether a reply is spoken, given whether its message was a voice note
 
     # -- a turn ----------------------------------------------------------------------------
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
@@ -198,6 +203,18 @@ class TurnHandler:
         cannot be kept."""
         text = clean_text(message.text).strip()
         kinds = [(kind_of(file), file) for file in message.files]
+        voices = [file for kind, file in kinds if kind == "voice"]
+        if voices and self.listening is None:
+            if not text:
+                return Reply(TEXT_ONLY.format(name=message.conversation.character), is_error=True)
+            kinds = [("other" if kind == "voice" else kind, file) for kind, file in kinds]
+        elif voices:
+            heard = await self._heard(message, voices[0], text)
+            if isinstance(heard, Reply):
+                return heard
+            text = heard
+            kinds = [("other", file) if kind == "voice" and file is not voices[0] else (kind, file)
+                     for kind, file in kinds]
         images = [file for kind, file in kinds if kind == "image"]
         text_files = [file for kind, file in kinds if kind == "text"]
         unseen = ([message.unseen] if message.unseen else []) + [file.what for kind, file in kinds if kind == "other"]
@@ -234,6 +251,31 @@ class TurnHandler:
         if arrival.ticket is None:
             return Reply(TOO_FAST.format(limit=self.gate.per_minute, seconds=arrival.wait_s), is_error=True)
         return _Queued(stored, conversation, person_id, arrival.message, arrival.ticket, unseen, images)
+
+    async def _heard(self, message: IncomingMessage, note: IncomingFile, words: str) -> str | Reply:
+        """A voice note as the text of the person's message (SPEC 16), or the one line they get
+        instead: refused from the platform's metadata; past `[limits]` (hearing it is a model
+        call on their behalf); or not understood, when the message is kept as NOT_TRANSCRIBED
+        and not answered."""
+        assert self.listening is not None
+        if refusal := self.listening.refusal(note):
+            return Reply(refusal, is_error=True)
+        person_id = await self.cast.person_for(message.speaker)
+        if (wait := await self.gate.take(person_id, message.conversation)) is not None:
+            return Reply(TOO_FAST_FOR_CALLS.format(limit=self.gate.per_minute, seconds=wait), is_error=True)
+        transcript, why = await self.listening.hear(note)
+        if transcript is not None:
+            return spoken(clean_text(transcript), words)
+        kept = "\n".join(part for part in (NOT_TRANSCRIBED, words) if part)
+        try:
+            conversation = await self.cast.conversation_for(message.conversation)
+            await self.store.conversations.add_user_message(
+                conversation.id, person_id, self.cast.as_a_person(message.speaker_name), kept,
+                self.counter.count(kept), message.platform_message_id)
+        except Exception:
+            log.exception("a voice note to %s could not be stored", message.conversation)
+            return Reply(NOT_SAVED, is_error=True)
+        return Reply(COULD_NOT_HEAR.format(reason=why), is_error=True)
 
     async def regenerate(
         self, key: ConversationKey, presser: Identity, turn: TurnRef, on_text: ReplySink | None = None
@@ -344,7 +386,7 @@ class TurnHandler:
         buttons = []
         if person_id is not None:  # nobody in particular cannot press a button
             buttons = [[Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))]]
-        return Reply(text, turn=TurnRef(turn_id), buttons=buttons)
+        return Reply(text, turn=TurnRef(turn_id), buttons=buttons, spoken=self.speaks(was_spoken(user_row.content)))
 
     async def _recall(self, conversation_id: int, user_row: MessageRow, newest_first: list[MessageRow],
                       window: list[MessageRow], embedding: asyncio.Task | None) -> list[Passage]:

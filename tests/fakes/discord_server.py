@@ -26,7 +26,10 @@ import discord
 import yarl
 from aiohttp import web
 
+from tests.audio import is_ogg_opus, seconds_of
+
 EPHEMERAL = 64
+VOICE_MESSAGE = 8192  # the message flag of a voice message
 _snowflakes = itertools.count(1_100_000_000_000_000_000)
 
 
@@ -54,12 +57,17 @@ class Sent:
     attachments: list = field(default_factory=list)
     interaction_token: str | None = None
     edits: int = 0
+    described: list = field(default_factory=list)  # the body's `attachments`: each file's id, name, length, waveform
     username: str = ""  # a webhook message's name (its character's)
     webhook_id: str | None = None
 
     @property
     def ephemeral(self) -> bool:
         return bool(self.flags & EPHEMERAL)
+
+    @property
+    def voice_message(self) -> bool:
+        return bool(self.flags & VOICE_MESSAGE)
 
     def buttons(self) -> list[dict]:
         return [c for row in self.components for c in row.get("components", []) if c.get("type") == 2]
@@ -89,6 +97,7 @@ class FakeDiscord:
         self.webhooks: dict[str, dict] = {}  # channel webhooks by id, as Discord returns them
         self.avatars: dict[str, bytes] = {}  # webhook id → the avatar image it was made with
         self.no_manage_webhooks: set[str] = set()  # channels whose overwrites deny the bot Manage Webhooks
+        self.no_voice_messages: set[str] = set()  # channels where voice messages are refused (50173)
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -168,7 +177,8 @@ class FakeDiscord:
     def message_payload(self, channel_id: str, author: dict, content: str, *, guild: bool = True,
                         message_id: str | None = None, reference: dict | None = None,
                         mentions: list[dict] | None = None, roles: tuple[str, ...] = (),
-                        attachments: tuple[tuple[str, str, bytes], ...] = ()) -> dict:
+                        attachments: tuple[tuple[str, str, bytes], ...] = (), voice: bytes | None = None,
+                        seconds: float | None = None) -> dict:
         payload: dict[str, Any] = {
             "id": message_id or snowflake(), "channel_id": channel_id, "author": author, "content": content,
             "timestamp": now(), "edited_timestamp": None, "tts": False, "mention_everyone": False,
@@ -176,6 +186,11 @@ class FakeDiscord:
             "embeds": [], "pinned": False,
             "type": 19 if reference else 0, "flags": 0, "components": [],
         }
+        if voice is not None:  # a voice message: one audio/ogg attachment with its length and waveform
+            attached = self._attached("voice-message.ogg", "audio/ogg", voice)
+            attached |= {"duration_secs": seconds if seconds is not None else seconds_of(voice),
+                         "waveform": base64.b64encode(bytes(range(0, 256, 4))).decode()}
+            payload["attachments"], payload["flags"] = [attached], VOICE_MESSAGE
         if guild:
             payload["guild_id"] = self.guild_id
             payload["member"] = {k: v for k, v in self.member(author, roles).items() if k != "user"}
@@ -199,9 +214,11 @@ class FakeDiscord:
 
     async def say(self, channel_id: str, author: dict, content: str, *, guild: bool = True,
                   reply_to: Sent | None = None, mention_bot: bool = False, roles: tuple[str, ...] = (),
-                  attachments: tuple[tuple[str, str, bytes], ...] = ()) -> dict:
+                  attachments: tuple[tuple[str, str, bytes], ...] = (), voice: bytes | None = None,
+                  seconds: float | None = None) -> dict:
         """A person posts a message (with `roles` in the guild; `attachments` as (file name, MIME
-        type, bytes)); returns its payload."""
+        type, bytes); `voice`: a voice message's OGG/Opus, of `seconds` as Discord tells it, else
+        its real length); returns its payload."""
         reference = None
         if reply_to is not None:
             reference = self._payload_of(reply_to)
@@ -209,7 +226,7 @@ class FakeDiscord:
             content = f"<@{self.app_id}> {content}"
         payload = self.message_payload(channel_id, author, content, guild=guild, reference=reference,
                                        mentions=[self.bot] if mention_bot else [], roles=roles,
-                                       attachments=attachments)
+                                       attachments=attachments, voice=voice, seconds=seconds)
         if not guild:
             self.dm_channels.add(channel_id)
         await self.dispatch("MESSAGE_CREATE", payload)
@@ -359,9 +376,22 @@ class FakeDiscord:
 
     def _store(self, channel_id: str, body: dict, files: list, author: str, token: str | None = None) -> Sent:
         sent = Sent(snowflake(), channel_id, body.get("content") or "", author, body.get("components") or [],
-                    body.get("flags") or 0, body.get("allowed_mentions"), files, token)
+                    body.get("flags") or 0, body.get("allowed_mentions"), files, token,
+                    described=body.get("attachments") or [])
         self.messages.append(sent)
         return sent
+
+    def _voice_refused(self, channel_id: str, body: dict, files: list) -> web.Response | None:
+        """What Discord asks of a voice message: no text, one Ogg/Opus file described with its
+        length and waveform."""
+        if channel_id in self.no_voice_messages:
+            return self._json({"message": "Cannot send voice messages in this channel", "code": 50173}, status=403)
+        described = body.get("attachments") or []
+        if body.get("content") or len(files) != 1 or len(described) != 1 or not is_ogg_opus(files[0]["data"]) \
+                or not isinstance(described[0].get("duration_secs"), (int, float)) \
+                or not base64.b64decode(described[0].get("waveform") or ""):
+            return self._json({"message": "Invalid Form Body: voice message", "code": 50035}, status=400)
+        return None
 
     def author_of(self, sent: Sent) -> dict:
         if sent.webhook_id is None:
@@ -435,6 +465,10 @@ class FakeDiscord:
             if parts[2:] == ["messages"] and method == "POST" and channel_id in self.closed_dms:
                 return self._json({"message": "Cannot send messages to this user", "code": 50007}, status=403)
             if parts[2:] == ["messages"] and method == "POST":
+                refused = self._voice_refused(channel_id, body, files) if (body.get("flags") or 0) & VOICE_MESSAGE \
+                    else None
+                if refused is not None:
+                    return refused
                 return self._json(self._payload_of(self._store(channel_id, body, files, self.app_id)))
             if len(parts) == 4 and parts[2] == "messages":
                 if method == "PATCH":

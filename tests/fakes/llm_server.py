@@ -5,6 +5,11 @@ scripted step (or the `responder`, or the default reply) and is recorded, so a t
 what the prompt held. Steps: `text`, `tool_calls`, `status` (429/500/… with headers), `hang`
 (a timeout), `cut` (a stream that breaks off part-way), `drop` (connection reset), `garbled`
 (a 200 whose body is not a chat completion).
+
+It also serves the two audio endpoints (SPEC 16): /v1/audio/transcriptions answers the next
+scripted transcript (`hears`) and refuses with 400, as OpenAI does, a file that is not a valid
+Ogg/Opus stream; /v1/audio/speech answers real OGG/Opus audio, a second for every 15 characters
+of its input. Both record what they got.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from aiohttp import web
+
+from tests.audio import is_ogg_opus, ogg_opus
 
 _ids = itertools.count(1)
 
@@ -88,16 +95,26 @@ class ScriptedLLM:
         self._runner: web.AppRunner | None = None
         self.base_url = ""
         self.answering = 0  # chat completions being answered now
+        self.transcripts: deque[str | int] = deque()  # what the next voice notes said; an int: that HTTP error
+        self.transcriptions: list[dict[str, Any]] = []  # model, filename, content_type, audio, ogg_opus
+        self.speech_requests: list[dict[str, Any]] = []  # model, voice, input, response_format
+        self.speech_status: int | None = None  # answer /v1/audio/speech with this HTTP error
         self.most_at_once = 0  # the most ever answered at once
 
     def add(self, *steps: Step) -> None:
         self.script.extend(steps)
+
+    def hears(self, *transcripts: str | int) -> None:
+        """What the next voice notes say ("" for silence), or an HTTP error code."""
+        self.transcripts.extend(transcripts)
 
     async def start(self) -> str:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcriptions)
+        app.router.add_post("/v1/audio/speech", self._speech)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -144,6 +161,31 @@ class ScriptedLLM:
                 for i, text in enumerate(inputs)]
         return web.json_response({"object": "list", "data": data, "model": body["model"],
                                   "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+
+    async def _transcriptions(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        upload = form["file"]
+        audio = upload.file.read()
+        self.transcriptions.append({"model": form.get("model"), "filename": upload.filename,
+                                    "content_type": upload.content_type, "audio": audio,
+                                    "ogg_opus": is_ogg_opus(audio)})
+        if not is_ogg_opus(audio):
+            return web.json_response({"error": {"message": "Invalid file format.", "type": "invalid_request_error"}},
+                                     status=400)
+        said = self.transcripts.popleft() if self.transcripts else "(something was said)"
+        if isinstance(said, int):
+            return web.json_response({"error": {"message": "scripted transcription failure"}}, status=said)
+        return web.json_response({"text": said})
+
+    async def _speech(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.speech_requests.append(body)
+        if self.speech_status:
+            return web.json_response({"error": {"message": "scripted speech failure"}}, status=self.speech_status)
+        if body.get("response_format") != "opus":
+            return web.json_response({"error": {"message": "this fake speaks opus only"}}, status=400)
+        audio = ogg_opus(seconds=min(30.0, max(1.0, len(body["input"]) / 15)))
+        return web.Response(body=audio, content_type="audio/ogg")
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

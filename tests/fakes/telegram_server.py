@@ -25,6 +25,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from tests.audio import is_ogg_opus, seconds_of
+
 ALLOWED_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler",
                 "a", "code", "pre", "blockquote", "tg-emoji"}
 MAX_TEXT = 4096
@@ -85,6 +87,7 @@ class ChatMessage:
     thread_id: int | None = None
     reply_to: int | None = None
     document: dict | None = None
+    voice: dict | None = None  # a voice note the bot sent: its bytes, duration, and whether it is Ogg/Opus
     edits: int = 0
 
     def buttons(self) -> list[dict]:
@@ -188,18 +191,21 @@ class FakeTelegram:
 
     def send(self, chat: dict, user: dict | None, text: str, *, reply_to: int | None = None,
              thread_id: int | None = None, sender_chat: dict | None = None, photo: bool | bytes = False,
-             sticker: bool = False, document: tuple[str, str, bytes] | None = None) -> int:
+             sticker: bool = False, document: tuple[str, str, bytes] | None = None,
+             voice: bytes | None = None, seconds: int | None = None, size: int | None = None) -> int:
         """A person sends a message; returns its message id. `sender_chat`: sent on behalf of a
         chat (an anonymous admin, "send as channel"); `photo` (True, or the image's bytes):
         `text` is the photo's caption; `document`: (file name, MIME type, bytes), `text` its
-        caption; `user` None: a message with no `from` at all."""
+        caption; `voice`: a voice note's OGG/Opus bytes, with the length Telegram tells
+        (`seconds`, else its real length) and size (`size`, else its real one); `user` None: a
+        message with no `from` at all."""
         message_id = next(self._message_ids)
         message: dict[str, Any] = {"message_id": message_id, "date": int(time.time()), "chat": chat}
         if user is not None:
             message["from"] = user
         if sender_chat is not None:
             message["sender_chat"] = sender_chat
-        attached = bool(photo or sticker or document)
+        attached = bool(photo or sticker or document or voice)
         text_key, entities_key = ("caption", "caption_entities") if attached else ("text", "entities")
         if photo:
             data = photo if isinstance(photo, bytes) else b"not really a photo"
@@ -211,6 +217,12 @@ class FakeTelegram:
             self.files[f"doc{message_id}"] = data
             message["document"] = {"file_id": f"doc{message_id}", "file_unique_id": f"d{message_id}",
                                    "file_name": name, "mime_type": mime_type, "file_size": len(data)}
+        if voice is not None:
+            self.files[f"voice{message_id}"] = voice
+            length = seconds if seconds is not None else max(1, round(seconds_of(voice)))
+            message["voice"] = {"file_id": f"voice{message_id}", "file_unique_id": f"v{message_id}",
+                                "duration": length, "mime_type": "audio/ogg",
+                                "file_size": size if size is not None else len(voice)}
         if sticker:
             message["sticker"] = {"file_id": f"sticker{message_id}", "file_unique_id": f"s{message_id}",
                                   "type": "regular", "width": 512, "height": 512, "is_animated": False,
@@ -444,6 +456,19 @@ class FakeTelegram:
         chat = self.chats[int(params["chat_id"])]
         chat[:] = [m for m in chat if m.message_id != int(params["message_id"])]
         return True
+
+    async def _m_sendVoice(self, params: dict):
+        upload = params.get("voice")
+        audio = upload["data"] if isinstance(upload, dict) else b""
+        if not is_ogg_opus(audio):
+            return self._error(400, "Bad Request: the voice note is not OGG/Opus")
+        chat_id = int(params["chat_id"])
+        message = ChatMessage(next(self._message_ids), chat_id, "", self._my_id,
+                              thread_id=params.get("message_thread_id"),
+                              voice={"data": audio, "duration": params.get("duration"), "ogg_opus": True})
+        self.chats[chat_id].append(message)
+        return {**self._message_json(message), "voice": {"file_id": "v1", "file_unique_id": "uv1",
+                                                         "duration": int(params.get("duration") or 1)}}
 
     async def _m_sendDocument(self, params: dict):
         chat_id = int(params["chat_id"])

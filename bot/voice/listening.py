@@ -1,0 +1,74 @@
+"""Hearing a voice note (SPEC 16 "In" and "Bounded").
+
+A voice note is refused from the platform's word on it, before anything is fetched: longer than
+`[voice] max_seconds`, or larger than MAX_BYTES. Otherwise it is fetched (up to MAX_BYTES),
+transcribed, and the turn goes on with the transcript as the person's message, marked as
+spoken (SPOKEN). The audio is never stored. A transcription that fails or comes back empty
+keeps the message as NOT_TRANSCRIBED, and the person gets one line (COULD_NOT_HEAR). Taking the
+transcription's model call under `[limits]` is the turn handler's, which knows the person.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bot.contract import IncomingFile
+from bot.voice.server import VoiceFailed, VoiceServer
+
+log = logging.getLogger(__name__)
+
+SPOKEN = "🎤"  # the stored message of a voice note starts with it
+NOT_TRANSCRIBED = "(a voice note that could not be transcribed)"
+MAX_BYTES = 25 * 1024 * 1024  # the transcription endpoint's own limit
+TEXT_ONLY = "{name} reads text only here — voice notes aren't switched on. Could you type it?"
+TOO_LONG = ("That voice note is {seconds} long; I can listen to at most {limit}. "
+            "Could you send a shorter one, or type it?")
+TOO_BIG = "That voice note is larger than 25 MB, more than I can listen to. Could you send a shorter one, or type it?"
+COULD_NOT_HEAR = ("I couldn't make out your voice note ({reason}). I've kept a note that you sent one; "
+                  "could you say it again, or type it?")
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes and rest else f"{minutes} min" if minutes else f"{rest} s"
+
+
+def spoken(transcript: str, words: str = "") -> str:
+    """The stored message of a voice note: the mark, what was said, and any words sent with it."""
+    return "\n".join(part for part in (f"{SPOKEN} {transcript}", words) if part)
+
+
+def was_spoken(text: str) -> bool:
+    return text.startswith(SPOKEN)
+
+
+class Listening:
+    def __init__(self, server: VoiceServer, max_seconds: int):
+        self.server = server
+        self.max_seconds = max_seconds
+
+    def refusal(self, note: IncomingFile) -> str | None:
+        """Why this voice note is not listened to, from the platform's metadata; None: it is."""
+        if note.seconds is not None and note.seconds > self.max_seconds:
+            return TOO_LONG.format(seconds=_duration(note.seconds), limit=_duration(self.max_seconds))
+        if note.size is not None and note.size > MAX_BYTES:
+            return TOO_BIG
+        return None
+
+    async def hear(self, note: IncomingFile) -> tuple[str | None, str]:
+        """(what was said, "") or (None, why it could not be heard, for the person)."""
+        try:
+            audio = await note.read(MAX_BYTES + 1)
+            if len(audio) > MAX_BYTES:
+                return None, "it is larger than 25 MB"
+            transcript = await self.server.transcribe(note.name, audio, note.content_type)
+        except VoiceFailed as failure:
+            log.warning("a voice note could not be transcribed: %s", failure)
+            return None, str(failure)
+        except Exception as failure:  # the platform would not hand the file over
+            log.warning("a voice note could not be fetched: %s: %s", type(failure).__name__, failure)
+            return None, "I could not fetch it"
+        if not transcript:
+            log.info("a voice note was transcribed as nothing")
+            return None, "I heard no words in it"
+        return transcript, ""
