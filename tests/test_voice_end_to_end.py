@@ -21,6 +21,8 @@ from tests.process import answer_to, bot_running, final_reply_to, llm_table, log
 ANN, BOB, CAI, DAN, EVE = 801, 802, 803, 804, 805
 DISCORD_ANN = FakeDiscord.user("900000000000000021", "Ann")
 DISCORD_ANN_DM = "910000000000000021"
+DISCORD_BEA = FakeDiscord.user("900000000000000022", "Bea")
+DISCORD_BEA_DM = "910000000000000022"
 
 
 def config(llm, *, telegram=None, discord_fake=None, voice: str | None = "speech_model = \"tts-1\"") -> str:
@@ -191,10 +193,18 @@ async def test_a_discord_voice_message_is_heard_and_answered_with_a_real_voice_m
                                                 timeout=30))[-1]
         assert not fallback.voice_message and is_ogg_opus(fallback.attachments[0]["data"])
 
+        # An audio file attached (not a voice message) is heard too.
+        llm.hears("a memo about the ferry times")
+        await discord_fake.say(DISCORD_BEA_DM, DISCORD_BEA, "", guild=False,
+                               attachments=(("memo.ogg", "audio/ogg", ogg_opus(1.0)),))
+        await discord_fake.wait_for(lambda: from_bot(DISCORD_BEA_DM)[1:], timeout=30)  # the text, then the voice
+        assert {"role": "user", "content": "🎤 a memo about the ferry times"} in llm.requests[-1]["messages"]
+        assert llm.transcriptions[-1]["filename"] == "memo.ogg"
+
         # Longer than max_seconds, from Discord's own word on its length: one line, nothing fetched.
         heard = len(llm.transcriptions)
-        await discord_fake.say(DISCORD_ANN_DM, DISCORD_ANN, "", guild=False, voice=ogg_opus(1.0), seconds=400.0)
-        line = (await discord_fake.wait_for(lambda: (found := from_bot(DISCORD_ANN_DM))[4:] and found,
+        await discord_fake.say(DISCORD_BEA_DM, DISCORD_BEA, "", guild=False, voice=ogg_opus(1.0), seconds=400.0)
+        line = (await discord_fake.wait_for(lambda: (found := from_bot(DISCORD_BEA_DM))[2:] and found,
                                             timeout=30))[-1]
         assert line.content == TOO_LONG.format(seconds="6 min 40 s", limit="5 min")
         assert len(llm.transcriptions) == heard
