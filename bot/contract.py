@@ -297,6 +297,12 @@ class CommandSpec:
     subcommands: tuple["CommandSpec", ...] = ()  # a group: /memory view, /memory add, …
     platforms: frozenset[str] = frozenset({"discord", "telegram", "console"})
     message_menu: str = ""  # on Discord, a message's Apps menu item of this name instead
+    key: str = ""  # what the core runs it by, where two groups have a subcommand of one name
+
+    @property
+    def handler(self) -> str:
+        """The name `Core.run` takes for it."""
+        return self.key or self.name
 
     def usage(self) -> str:
         """`<id> <text>`, `[scope] [page]`, `<on|off>`: the options as /help shows them."""

@@ -193,10 +193,60 @@ class People(abc.ABC):
         pins over the pin cap become unpinned (counted in the report)."""
 
     @abc.abstractmethod
+    async def persona(self, person_id: int) -> Persona | None: ...
+
+    @abc.abstractmethod
+    async def set_persona(self, person_id: int, persona: Persona | None) -> None:
+        """Set (None: clear) the person's persona."""
+
+    @abc.abstractmethod
     async def forget_person(self, person_id: int) -> list[int]:
         """Delete every row about the person: identities, memories, settings, their messages
         and the replies to them, their turns, and their one-to-one conversations. Returns the
         shared conversations they spoke in, whose summaries still need rebuilding without them."""
+
+
+class Persona(NamedTuple):
+    """Who a person is in the story, as they wrote it (SPEC 17), with its tokens."""
+
+    text: str
+    tokens: int
+
+
+class DayTotals(NamedTuple):
+    turns: int
+    tokens_in: int
+    tokens_out: int
+    people: int  # people with at least one turn
+    checkins: int
+
+
+class Usage(abc.ABC):
+    """What is spent on each person's behalf (SPEC 17): turns and their tokens, and check-ins,
+    by day (`YYYY-MM-DD` in [limits] timezone) and character, across processes."""
+
+    @abc.abstractmethod
+    async def add_turn(self, person_id: int, character_id: int, day: str, tokens_in: int, tokens_out: int) -> None:
+        """A model call made for the person (a turn, Regenerate, a draft), with its tokens."""
+
+    @abc.abstractmethod
+    async def add_checkin(self, person_id: int, character_id: int, day: str) -> None: ...
+
+    @abc.abstractmethod
+    async def spent(self, person_id: int, first_day: str, last_day: str) -> int:
+        """The person's tokens (in and out) from `first_day` to `last_day`, both included."""
+
+    @abc.abstractmethod
+    async def notice_once(self, person_id: int, day: str) -> bool:
+        """True the first time it is asked for this person and day (any process): tell them."""
+
+    @abc.abstractmethod
+    async def totals(self, first_day: str, last_day: str) -> dict[str | None, DayTotals]:
+        """The totals of those days by character name, and of all characters (key None)."""
+
+    @abc.abstractmethod
+    async def top_spenders(self, first_day: str, last_day: str, limit: int) -> list[tuple[str, int]]:
+        """The people who spent most tokens in those days, most first: (display name, tokens)."""
 
 
 class Characters(abc.ABC):
@@ -722,6 +772,7 @@ class Store(abc.ABC):
     vectors: Vectors
     coordination: Coordination
     checkins: Checkins
+    usage: Usage
 
     @abc.abstractmethod
     async def close(self) -> None: ...

@@ -127,11 +127,13 @@ def in_play(memories: list[MemoryRow]) -> MemoriesInPlay:
     return MemoriesInPlay(pinned=pinned, unpinned=unpinned)
 
 
-def person_export(identities: list[Any], memories: list[Any], settings: list[Any]) -> dict[str, Any]:
-    """What /memory export hands a person: identities (platform, user_id), memories (the memory
-    columns and the character's `name`) and Learn-from-chat settings (name, learn)."""
+def person_export(identities: list[Any], memories: list[Any], settings: list[Any],
+                  persona: str | None = None) -> dict[str, Any]:
+    """What /memory export hands a person: identities (platform, user_id), their persona, memories
+    (the memory columns and the character's `name`) and Learn-from-chat settings (name, learn)."""
     return {
         "identities": [f"{r['platform']}:{r['user_id']}" for r in identities],
+        "persona": persona,
         "memories": [
             {"id": r["id"], "scope": GLOBAL if r["character_id"] is None else CHARACTER, "character": r["name"],
              "content": r["content"], "pinned": bool(r["pinned"]), "source": r["source"],

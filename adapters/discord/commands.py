@@ -124,15 +124,21 @@ class Interactions:
             if spec.message_menu:
                 self.tree.add_command(app_commands.ContextMenu(name=spec.message_menu, callback=self.remember_this))
             elif spec.subcommands:
-                speakers = self.adapter.speakers.values()
-                description = f"What {' and '.join(s.character_name for s in speakers)} remember" \
-                    if len(speakers) > 1 else f"What {self.adapter.character_name} remembers about you"
-                group = app_commands.Group(name=spec.name, description=description)
+                group = app_commands.Group(name=spec.name, description=self.described(spec))
                 for sub in spec.subcommands:
                     group.add_command(self.slash_command(sub))
                 self.tree.add_command(group)
             else:
                 self.tree.add_command(self.slash_command(spec))
+
+    def described(self, group: CommandSpec) -> str:
+        """A group's description: /memory's names the characters whose memories it shows."""
+        if group.name != "memory":
+            return group.description[:100]
+        speakers = self.adapter.speakers.values()
+        if len(speakers) > 1:
+            return f"What {' and '.join(s.character_name for s in speakers)} remember"[:100]
+        return f"What {self.adapter.character_name} remembers about you"[:100]
 
     def slash_command(self, spec: CommandSpec) -> app_commands.Command:
         """One slash command whose typed options are the spec's (discord.py reads them from the
@@ -140,7 +146,7 @@ class Interactions:
 
         async def callback(interaction: discord.Interaction, **options) -> None:
             await interaction.response.defer(ephemeral=True, thinking=True)
-            result = await self.core.run(self.context(interaction), spec.name, options)
+            result = await self.core.run(self.context(interaction), spec.handler, options)
             await self.followup(interaction, result)
 
         parameters = [inspect.Parameter("interaction", inspect.Parameter.POSITIONAL_OR_KEYWORD,

@@ -236,6 +236,8 @@ class SavedMemoryCommands:
         tokens = r["tokens"]
         what = "check-in (it wrote first)" if r.get("checkin") else "last reply to you"
         lines = [f"The prompt of {person.character_name}'s {what} held:"]
+        if tokens.get("persona"):
+            lines.append(f"• Your persona (/persona view) — {tokens['persona']:,} tokens")
         if not r.get("learning", True):
             lines.append("• Saved memories: none — Learn from chat was off.")
         else:

@@ -21,6 +21,7 @@ from bot.commands.buttons import NOT_YOUR_BUTTON, decode_action
 from bot.commands.checkins import CheckinCommands
 from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands
+from bot.commands.persona import PersonaCommands
 from bot.commands.summary import SummaryCommands
 from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
 from bot.contract import NOT_ALLOWED, STALE_BUTTON, CommandContext, CommandResult, TurnRef
@@ -54,7 +55,8 @@ class MemoryCommands:
         # Every button verb, with the kinds of its arguments (parsed fail-closed, see Press).
         self.presses: dict[str, Press] = {"cancel": Press(self._press_cancel)}
         for subject in (SavedMemoryCommands(store, cast, counter, clock), summary, self.drafts,
-                        AccountCommands(store, rebuilds, clock), CheckinCommands(store, writes_first)):
+                        AccountCommands(store, rebuilds, clock), CheckinCommands(store, writes_first),
+                        PersonaCommands(store, counter)):
             self.commands |= subject.commands
             self.presses |= subject.presses
 
@@ -64,7 +66,7 @@ class MemoryCommands:
         if ctx.identity is None:
             return CommandResult(NOT_A_PERSON, ok=False)
         spec = self.table.get((name or "").lower())
-        command = self.commands.get(spec.name) if spec else None
+        command = self.commands.get(spec.handler) if spec else None
         if command is None:
             return CommandResult(f"There is no /memory {name[:40]}. The commands are:\n{self.help_text(ctx)}", ok=False)
         options = {k: v for k, v in (options or {}).items() if v is not None}
@@ -98,7 +100,7 @@ class MemoryCommands:
             options = parse_text(spec, path, rest)
         except UsageError as problem:
             return CommandResult(str(problem), ok=False)
-        return await self.run(ctx, spec.name, options)
+        return await self.run(ctx, spec.handler, options)
 
     def help_text(self, ctx: CommandContext) -> str:
         return help_text(ctx.conversation.platform)

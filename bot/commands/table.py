@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.commands.base import UsageError
+from bot.commands.persona import MAX_PERSONA
 from bot.contract import CommandSpec, OptionSpec
 from bot.memory.drafting import MAX_SELECTED_MESSAGES
 from bot.text import parse_number
@@ -66,6 +67,13 @@ TABLE: tuple[CommandSpec, ...] = (
         CommandSpec("why", "What was in the prompt of the last reply, layer by layer"),
         CommandSpec("export", "All your memories as a JSON file"),
     ))),
+    CommandSpec("persona", "Who you are in the story: /persona set, view, clear", subcommands=(
+        CommandSpec("set", "Tell every character who you are in the story: name, looks, role", options=(
+            OptionSpec("text", f"Who you are (at most {MAX_PERSONA:,} characters)", required=True, rest=True),),
+            key="persona_set"),
+        CommandSpec("view", "Show your persona", key="persona_view"),
+        CommandSpec("clear", "Remove your persona", key="persona_clear"),
+    )),
     CommandSpec("remember", "Reply to a message with this to keep it as a memory",
                 platforms=frozenset({"telegram", "discord"}), message_menu="Remember this"),
     CommandSpec("link", "Link your Discord and Telegram accounts", options=(
@@ -84,8 +92,9 @@ def commands_for(platform: str) -> list[CommandSpec]:
 
 
 def leaves() -> dict[str, CommandSpec]:
-    """Every command that runs, by name (`view`, `link`): a group's subcommands stand for it."""
-    return {leaf.name: leaf for spec in TABLE for leaf in (spec.subcommands or (spec,))}
+    """Every command that runs, by the name the core runs it by (`view`, `link`, `persona_view`):
+    a group's subcommands stand for it."""
+    return {leaf.handler: leaf for spec in TABLE for leaf in (spec.subcommands or (spec,))}
 
 
 def help_text(platform: str) -> str:

@@ -1,5 +1,5 @@
 """What a reply reads (SPEC 3-5, 11, 13), in one place for a turn and a check-in alike: the
-character's card, the person's saved memories in play (none for nobody in particular, or with
+character's card, the person's persona and saved memories in play (none for nobody in particular, or with
 Learn from chat off), the summary, the live window, the older passages recall brings back, and
 the lorebook entries the recent messages call up. `bot/turn/prompt.py` builds the prompt from it."""
 
@@ -14,7 +14,7 @@ from bot.characters.lorebook import LoreEntry
 from bot.memory.recall import Passage
 from bot.memory.saved_memories import SelectedMemories, memories_for_prompt
 from bot.memory.window import WINDOW_MAX_MESSAGES, live_window
-from storage.ports import ConversationRow, MessageRow, Store, SummaryRow
+from storage.ports import ConversationRow, MessageRow, Persona, Store, SummaryRow
 
 # Given the newest messages (newest first) and the live window, the passages to recall.
 Recalling = Callable[[list[MessageRow], list[MessageRow]], Awaitable[list[Passage]]]
@@ -29,6 +29,7 @@ class Context:
     window: list[MessageRow]  # oldest first
     recalled: list[Passage]
     lore: list[LoreEntry]
+    persona: Persona | None = None  # who the person speaking is in the story (SPEC 17)
 
     @property
     def learning(self) -> bool:
@@ -41,6 +42,7 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
                        recalling: Recalling | None = None) -> Context:
     """Read what a reply sees of `conversation` (up to the message at `up_to_pos`), for the
     person `person_id` (None: nobody in particular). Only what it needs: never the whole history."""
+    persona = await store.people.persona(person_id) if person_id is not None else None
     learning = person_id is not None and await store.memories.learning_enabled(person_id, character.id)
     memories = await memories_for_prompt(store, person_id, character.id) if learning else None
     summary = await store.summaries.summaries(conversation.id)
@@ -49,4 +51,4 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
     recalled = await recalling(newest_first, window) if recalling is not None else []
     lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
         character.character.lorebook.entries_for, [m.content for m in reversed(window)], context_window)
-    return Context(character, conversation.is_shared, memories, list(summary), window, recalled, lore)
+    return Context(character, conversation.is_shared, memories, list(summary), window, recalled, lore, persona)

@@ -8,7 +8,15 @@ seconds since the epoch, as there. Ids are identities BY DEFAULT so `storage cop
 
 from __future__ import annotations
 
-from storage.sql.migrations import CHECKINS, HARDENING_II, HARDENING_III, SCENES_FINISH, SCENES_JOIN, SCENES_MOVE
+from storage.sql.migrations import (
+    CHECKINS,
+    HARDENING_II,
+    HARDENING_III,
+    PERSONAS_AND_BUDGETS,
+    SCENES_FINISH,
+    SCENES_JOIN,
+    SCENES_MOVE,
+)
 
 MIGRATIONS: list[str] = [
     # 1 — everything the SQLite store has after its migration 8, and the processes sharing the
@@ -285,4 +293,6 @@ MIGRATIONS: list[str] = [
     """ + SCENES_FINISH,
     # 7 — hardening III, as SQLite's 15
     "ALTER TABLE conversations ADD COLUMN heard_at DOUBLE PRECISION;" + HARDENING_III,
+    # 8 — personas and budgets, as SQLite's 16
+    PERSONAS_AND_BUDGETS,
 ]

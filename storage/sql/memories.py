@@ -187,7 +187,8 @@ class SQLMemories(Memories):
         settings = await self.db.all(
             "SELECT c.name, s.learn FROM person_settings s JOIN characters c ON c.id = s.character_id "
             "WHERE s.person_id = $1 ORDER BY c.name", person_id)
-        return person_export(identities, rows, settings)
+        persona = await self.db.value("SELECT persona FROM persons WHERE id = $1", person_id)
+        return person_export(identities, rows, settings, persona)
 
     async def learning_enabled(self, person_id: int, character_id: int) -> bool:
         learn = await self.db.value("SELECT learn FROM person_settings WHERE person_id = $1 AND character_id = $2",

@@ -46,6 +46,30 @@ HARDENING_III = """
     CREATE INDEX turns_unshown ON turns(id) WHERE NOT shown;
 """
 
+# Personas and budgets (SPEC 17): a person's persona (with its tokens, counted once as it is
+# written) on their row; the tokens, turns and check-ins spent on their behalf by day (the day in
+# [limits] timezone) and character; and the days they were told they are past their allowance.
+PERSONAS_AND_BUDGETS = """
+    ALTER TABLE persons ADD COLUMN persona TEXT;
+    ALTER TABLE persons ADD COLUMN persona_tokens INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE usage_days (
+        person_id     BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        day           TEXT NOT NULL,
+        character_id  BIGINT NOT NULL,
+        turns         INTEGER NOT NULL DEFAULT 0,
+        tokens_in     BIGINT NOT NULL DEFAULT 0,
+        tokens_out    BIGINT NOT NULL DEFAULT 0,
+        checkins      INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (person_id, day, character_id)
+    );
+    CREATE INDEX usage_days_by_day ON usage_days(day);
+    CREATE TABLE budget_notices (
+        person_id  BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        day        TEXT NOT NULL,
+        PRIMARY KEY (person_id, day)
+    );
+"""
+
 # Scenes (SPEC 15). A turn names the character that answers (a scene's characters share one
 # conversation); the turns stored before say their conversation's character. Then every chat
 # keeps one shared conversation — its scene: where characters of the deployment had a

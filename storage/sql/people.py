@@ -3,7 +3,7 @@ Rules that count a person's memories hold the person's row first."""
 
 from __future__ import annotations
 
-from storage.ports import CHARACTER, GLOBAL, CapReached, Characters, MemoryCaps, MergeReport, People
+from storage.ports import CHARACTER, GLOBAL, CapReached, Characters, MemoryCaps, MergeReport, People, Persona
 from storage.sql.database import Database
 from storage.sql.memories import count_memories, hold_people
 
@@ -75,6 +75,19 @@ class SQLPeople(People):
                              self.db.dialect.ids(to_unpin))
             for table in ("memories", "identities", "messages", "turns", "turn_queue", "link_failures", "checkins"):
                 await tx.execute(f"UPDATE {table} SET person_id = $1 WHERE person_id = $2", keep, absorb)
+            # One persona a person: the one kept, else the other's. What each spent adds up.
+            await tx.execute("UPDATE persons SET persona = COALESCE(persona, (SELECT persona FROM persons WHERE id = $2)), "
+                             "persona_tokens = CASE WHEN persona IS NULL THEN (SELECT persona_tokens FROM persons "
+                             "WHERE id = $2) ELSE persona_tokens END WHERE id = $1", keep, absorb)
+            await tx.execute(
+                "INSERT INTO usage_days (person_id, day, character_id, turns, tokens_in, tokens_out, checkins) "
+                "SELECT $1, day, character_id, turns, tokens_in, tokens_out, checkins FROM usage_days WHERE person_id = $2 "
+                "ON CONFLICT (person_id, day, character_id) DO UPDATE SET turns = usage_days.turns + excluded.turns, "
+                "tokens_in = usage_days.tokens_in + excluded.tokens_in, "
+                "tokens_out = usage_days.tokens_out + excluded.tokens_out, "
+                "checkins = usage_days.checkins + excluded.checkins", keep, absorb)
+            await tx.execute("INSERT INTO budget_notices (person_id, day) SELECT $1, day FROM budget_notices "
+                             "WHERE person_id = $2 ON CONFLICT DO NOTHING", keep, absorb)
             # Learn from chat and check-ins: where the two differ, off wins (the more private choice).
             await tx.execute(
                 "INSERT INTO person_settings (person_id, character_id, learn, checkins) "
@@ -85,6 +98,14 @@ class SQLPeople(People):
             await tx.execute("DELETE FROM persons WHERE id = $1", absorb)
             await tx.execute("DELETE FROM link_codes WHERE person_id = $1", keep)  # a code works once
             return MergeReport(unpinned_pins=len(to_unpin))
+
+    async def persona(self, person_id: int) -> Persona | None:
+        row = await self.db.one("SELECT persona, persona_tokens FROM persons WHERE id = $1", person_id)
+        return Persona(row["persona"], row["persona_tokens"]) if row is not None and row["persona"] else None
+
+    async def set_persona(self, person_id: int, persona: Persona | None) -> None:
+        await self.db.execute("UPDATE persons SET persona = $2, persona_tokens = $3 WHERE id = $1", person_id,
+                              persona.text if persona else None, persona.tokens if persona else 0)
 
     async def forget_person(self, person_id: int) -> list[int]:
         async with self.db.transaction() as tx:

@@ -13,6 +13,7 @@ from storage.sql.memories import SQLMemories
 from storage.sql.people import SQLCharacters, SQLPeople
 from storage.sql.summaries import SQLSummaries
 from storage.sql.turns import SQLTurns
+from storage.sql.usage import SQLUsage
 
 MODEL_CALLS_KEPT_S = 86_400  # far past any [limits] window
 
@@ -31,6 +32,7 @@ class SQLStore(Store):
         self.vectors = vectors
         self.coordination = SQLCoordination(db, holder)
         self.checkins = SQLCheckins(db, holder)
+        self.usage = SQLUsage(db)
 
     async def close(self) -> None:
         await self.db.close()

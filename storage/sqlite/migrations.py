@@ -7,7 +7,15 @@ released: a change to the schema is a new entry at the end of MIGRATIONS.
 
 from __future__ import annotations
 
-from storage.sql.migrations import CHECKINS, HARDENING_II, HARDENING_III, SCENES_FINISH, SCENES_JOIN, SCENES_MOVE
+from storage.sql.migrations import (
+    CHECKINS,
+    HARDENING_II,
+    HARDENING_III,
+    PERSONAS_AND_BUDGETS,
+    SCENES_FINISH,
+    SCENES_JOIN,
+    SCENES_MOVE,
+)
 
 # a message the full-text index holds: stored since the index, or reached by its backfill
 INDEXED = ("(m.id >= (SELECT older_than_id FROM recall_backfill) "
@@ -343,4 +351,6 @@ MIGRATIONS: list[str] = [
     """ + SCENES_FINISH,
     # 15 — hardening III (SPEC 14, 15; storage/sql/migrations.py)
     "ALTER TABLE conversations ADD COLUMN heard_at REAL;" + HARDENING_III,
+    # 16 — personas and budgets (SPEC 17; storage/sql/migrations.py)
+    PERSONAS_AND_BUDGETS,
 ]

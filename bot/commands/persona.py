@@ -1,0 +1,43 @@
+"""`/persona set|view|clear` (SPEC 17): who a person is in the story — one persona a person,
+across characters, chats and linked accounts. The prompt carries it as data about them
+(bot/turn/prompt.py), only in their own turns."""
+
+from __future__ import annotations
+
+from bot.commands.base import Person, UsageError
+from bot.contract import CommandContext, CommandResult
+from bot.model.tokens import TokenCounter
+from bot.text import clean_text
+from storage.ports import Persona, Store
+
+MAX_PERSONA = 1_000  # characters
+NO_PERSONA = ("You have no persona yet. /persona set <text> tells every character who you are in the story: "
+              "your name, looks, role.")
+
+
+class PersonaCommands:
+    def __init__(self, store: Store, counter: TokenCounter):
+        self.store = store
+        self.counter = counter
+        self.commands = {"persona_set": self.set, "persona_view": self.view, "persona_clear": self.clear}
+        self.presses = {}
+
+    async def set(self, ctx: CommandContext, person: Person, text: str = "") -> CommandResult:
+        text = clean_text(text).strip()
+        if not text:
+            raise UsageError("Write who you are after /persona set, e.g. /persona set I'm Ann, a sailor with a "
+                             "scar over one eye.")
+        if len(text) > MAX_PERSONA:
+            raise UsageError(f"A persona is at most {MAX_PERSONA:,} characters; this one is {len(text):,}. "
+                             "Shorten it and send it again.")
+        await self.store.people.set_persona(person.id, Persona(text, self.counter.count(text)))
+        return CommandResult(f"Your persona is set. Every character will know you as:\n{text}")
+
+    async def view(self, ctx: CommandContext, person: Person) -> CommandResult:
+        persona = await self.store.people.persona(person.id)
+        return CommandResult(f"Your persona:\n{persona.text}" if persona else NO_PERSONA)
+
+    async def clear(self, ctx: CommandContext, person: Person) -> CommandResult:
+        had = await self.store.people.persona(person.id)
+        await self.store.people.set_persona(person.id, None)
+        return CommandResult("Your persona is gone." if had else NO_PERSONA)

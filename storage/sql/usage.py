@@ -1,0 +1,54 @@
+"""What is spent on each person's behalf, by day and character (the Usage port, SPEC 17):
+one row a person, day and character, added to as turns and check-ins happen, so a turn's budget
+check reads a few rows by the primary key, never the history."""
+
+from __future__ import annotations
+
+from storage.ports import DayTotals, Usage
+from storage.sql.database import Database
+
+_ADD = ("INSERT INTO usage_days (person_id, day, character_id, turns, tokens_in, tokens_out, checkins) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (person_id, day, character_id) DO UPDATE SET "
+        "turns = usage_days.turns + excluded.turns, tokens_in = usage_days.tokens_in + excluded.tokens_in, "
+        "tokens_out = usage_days.tokens_out + excluded.tokens_out, checkins = usage_days.checkins + excluded.checkins")
+_TOTALS = ("SELECT {name} AS name, COALESCE(SUM(u.turns), 0) AS turns, COALESCE(SUM(u.tokens_in), 0) AS tokens_in, "
+           "COALESCE(SUM(u.tokens_out), 0) AS tokens_out, COUNT(DISTINCT CASE WHEN u.turns > 0 THEN u.person_id END) "
+           "AS people, COALESCE(SUM(u.checkins), 0) AS checkins FROM usage_days u {join} "
+           "WHERE u.day BETWEEN $1 AND $2 {group}")
+
+
+class SQLUsage(Usage):
+    def __init__(self, db: Database):
+        self.db = db
+
+    async def add_turn(self, person_id: int, character_id: int, day: str, tokens_in: int, tokens_out: int) -> None:
+        await self.db.execute(_ADD, person_id, day, character_id, 1, tokens_in, tokens_out, 0)
+
+    async def add_checkin(self, person_id: int, character_id: int, day: str) -> None:
+        await self.db.execute(_ADD, person_id, day, character_id, 0, 0, 0, 1)
+
+    async def spent(self, person_id: int, first_day: str, last_day: str) -> int:
+        return await self.db.value(
+            "SELECT COALESCE(SUM(tokens_in + tokens_out), 0) FROM usage_days "
+            "WHERE person_id = $1 AND day BETWEEN $2 AND $3", person_id, first_day, last_day)
+
+    async def notice_once(self, person_id: int, day: str) -> bool:
+        told = await self.db.value("INSERT INTO budget_notices (person_id, day) VALUES ($1, $2) "
+                                   "ON CONFLICT DO NOTHING RETURNING person_id", person_id, day)
+        return told is not None
+
+    async def totals(self, first_day: str, last_day: str) -> dict[str | None, DayTotals]:
+        everyone = await self.db.one(_TOTALS.format(name="NULL", join="", group=""), first_day, last_day)
+        by_character = await self.db.all(_TOTALS.format(
+            name="c.name", join="JOIN characters c ON c.id = u.character_id", group="GROUP BY c.name ORDER BY c.name"),
+            first_day, last_day)
+        return {row["name"]: DayTotals(row["turns"], row["tokens_in"], row["tokens_out"], row["people"],
+                                       row["checkins"]) for row in [everyone, *by_character]}
+
+    async def top_spenders(self, first_day: str, last_day: str, limit: int) -> list[tuple[str, int]]:
+        rows = await self.db.all(
+            "SELECT u.person_id, SUM(u.tokens_in + u.tokens_out) AS spent, (SELECT m.speaker_name FROM messages m "
+            "WHERE m.person_id = u.person_id ORDER BY m.id DESC LIMIT 1) AS name FROM usage_days u "
+            "WHERE u.day BETWEEN $1 AND $2 GROUP BY u.person_id ORDER BY spent DESC, u.person_id LIMIT $3",
+            first_day, last_day, limit)
+        return [(row["name"] or f"person {row['person_id']}", row["spent"]) for row in rows]
