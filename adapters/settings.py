@@ -45,6 +45,7 @@ class DiscordSection(Section):
     shard_count: int | None = Field(None, ge=1)  # None: discord.py decides (one process runs every shard)
     shard_ids: Ids | None = None
     host_token_env: EnvName | None = None
+    nsfw_in_dms: bool = False  # SPEC 17: age-restricted characters answer in DMs too
 
     @model_validator(mode="after")
     def _shards_exist(self) -> "DiscordSection":
@@ -76,6 +77,7 @@ class DiscordSettings:
     shard_count: int | None = None
     shard_ids: tuple[int, ...] | None = None
     hosted: bool = False  # the host bot's ([discord] host_token_env): it voices characters by webhook
+    nsfw_in_dms: bool = False  # DMs count as age-restricted places (SPEC 17)
 
     def secrets(self) -> set[str]:
         """What the logs must never show."""
@@ -96,7 +98,8 @@ def discord_settings(section: DiscordSection, character: DiscordCharacter) -> Di
     if token is None:
         return None
     return DiscordSettings(token, token_env, frozenset(str(c) for c in character.discord_always_on_channels),
-                           character.discord_dev_guild, section.shard_count, section.shard_ids, hosted)
+                           character.discord_dev_guild, section.shard_count, section.shard_ids, hosted,
+                           section.nsfw_in_dms)
 
 
 def discord_adapters(found: list[tuple[str, DiscordSettings]]) -> list[tuple[tuple[str, ...], DiscordSettings]]:
@@ -127,6 +130,7 @@ class TelegramSection(Section):
     listen: Text = "0.0.0.0"
     port: int = Field(8443, ge=1, le=65_535)
     secret_token_env: EnvName | None = None
+    allow_nsfw: bool = False  # SPEC 17: Telegram has no age-restricted chats; this lets such characters answer
 
     @model_validator(mode="after")
     def _webhook_is_complete(self) -> "TelegramSection":
@@ -164,6 +168,7 @@ class TelegramSettings:
     listen: str = "0.0.0.0"
     port: int = 8443
     secret_token: str | None = None
+    allow_nsfw: bool = False  # every chat counts as an age-restricted place (SPEC 17)
 
     def secrets(self) -> set[str]:
         """What the logs must never show."""
@@ -175,4 +180,5 @@ def telegram_settings(section: TelegramSection, character: TelegramCharacter) ->
     if token is None:
         return None
     return TelegramSettings(token, character.telegram_token_env or "", section.base_url, section.mode,
-                            section.webhook_url, section.listen, section.port, secret(section.secret_token_env))
+                            section.webhook_url, section.listen, section.port, secret(section.secret_token_env),
+                            section.allow_nsfw)

@@ -171,7 +171,7 @@ class CheckIns:
                             if platform == writer.platform), None)
             if key is None or user_id is None:
                 return False
-            if not self.gate.lets_in(stored.character.name, await writer.asker_for(key, user_id)):
+            if not self.gate.may_answer(stored.character.name, await writer.asker_for(key, user_id)):
                 await self.store.checkins.pass_over(absence)  # [access]: they get none
                 return False
             if await self.gate.past(absence.person_id, key):
@@ -203,6 +203,7 @@ class CheckIns:
                      stored.character.name, absence.person_id, writer.platform, absence.conversation_id,
                      absence_words(self.clock() - absence.last_at))
             metrics.CHECKINS_SENT.labels(stored.character.name).inc()
+            await self.gate.budgets.checked_in(absence.person_id, stored.id)
             self.after_delivery(absence.conversation_id)
             return True
 

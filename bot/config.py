@@ -190,8 +190,37 @@ class MetricsConfig(Section):
     listen: Text = "127.0.0.1"
 
 
+def _time_zone(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            ZoneInfo(value.strip())
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"expected a time zone's IANA name like \"Europe/Paris\", got {value!r}") from None
+        return value.strip()
+    return value
+
+
 class LimitsConfig(Section):
     turns_per_minute: int | None = Field(None, ge=1)  # per person, across platforms and processes
+    tokens_per_day: int | None = Field(None, ge=1)  # SPEC 17: per person, prompt + reply tokens
+    timezone: Annotated[str, BeforeValidator(_time_zone)] = "UTC"  # when a day starts
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+def _owner_id(value: Any) -> Any:
+    if isinstance(value, str) and not re.fullmatch(r"(discord|telegram):\S+", value.strip()):
+        raise ValueError(f"expected \"discord:<user id>\" or \"telegram:<user id>\", got {value!r}")
+    return value.strip() if isinstance(value, str) else value
+
+
+class OwnerConfig(Section):
+    """[owner] (SPEC 17): who may see /stats (the console, its owner's, always may)."""
+
+    ids: Annotated[tuple[Annotated[str, BeforeValidator(_owner_id)], ...],
+                   BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)] = ()
 
 
 MAX_CHAIN = 10  # SPEC 15 "A chain is bounded"
@@ -241,16 +270,6 @@ def _quiet_hours(value: Any) -> Any:
     return start_h * 60 + start_m, end_h * 60 + end_m
 
 
-def _time_zone(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            ZoneInfo(value.strip())
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"expected a time zone's IANA name like \"Europe/Paris\", got {value!r}") from None
-        return value.strip()
-    return value
-
-
 class CheckinsConfig(Section):
     """`[characters.checkins]` (SPEC 14): writing first after an absence; off without this table."""
 
@@ -275,6 +294,7 @@ class CharacterConfig(BaseModel):
     access: Access = AccessRules()  # this character's own allow and deny lists
     checkins: CheckinsConfig | None = None  # SPEC 14: off unless the table is there
     voice: Text = "alloy"  # SPEC 16: the voice its replies are spoken in ([voice] speech_model)
+    nsfw: bool | None = None  # SPEC 17: age-restricted; None: as the card's tags say ("nsfw", any case)
 
     @model_validator(mode="after")
     def _card_or_persona(self) -> "CharacterConfig":
@@ -300,6 +320,7 @@ class Config(BaseModel):
     limits: LimitsConfig = LimitsConfig()
     scenes: ScenesConfig = ScenesConfig()
     voice: VoiceConfig | None = None  # SPEC 16: off unless the table is there
+    owner: OwnerConfig = OwnerConfig()
     access: Access = AccessRules()
 
     @model_validator(mode="before")

@@ -240,6 +240,7 @@ class Asker:
     user_id: str | None
     places: tuple[str, ...] = ()  # the chat (and the chat a message is sent as); or the channel, and a thread's parent
     roles: tuple[str, ...] = ()  # Discord roles: in the guild; in a DM, in every server the bot shares
+    age_restricted: bool = False  # where they write allows age-restricted characters (SPEC 17)
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,10 @@ class Keepsake:
             if message.kept is not None:
                 message.kept()
             return Reply("", duplicate=True) if key.is_shared else Reply(NOT_ALLOWED, is_error=True)
+        if refusal := self.gate.age_refusal(key.character, message.asker):  # one line, no model call
+            if message.kept is not None:
+                message.kept()
+            return Reply(refusal, is_error=True)
         reply = await self.turns.handle(message, on_text)
         reply.on_behalf = message.asker
         return reply

@@ -35,6 +35,8 @@ SEMANTIC_PAUSES = Counter("keepsake_semantic_recall_pauses",
                           ["reason"], registry=REGISTRY)
 CHECKIN_SCANS = Counter("keepsake_checkin_scans", "Scans for due check-ins, by character.", ["character"],
                         registry=REGISTRY)
+TOKENS = Counter("keepsake_tokens", "Tokens spent on people's behalf, by direction (in: prompt | out: reply).",
+                 ["direction"], registry=REGISTRY)
 CHECKINS_SENT = Counter("keepsake_checkins_sent", "Check-ins sent, by character.", ["character"], registry=REGISTRY)
 SUMMARY_JOBS_PENDING = Gauge("keepsake_summary_jobs_pending",
                              "Conversations this process is summarizing or about to.", registry=REGISTRY)

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from bot.access.budgets import Budgets
 from bot.access.gate import Gate
 from bot.access.limits import CallLimits
 from bot.characters.cards import StoredCharacter, load_character
@@ -103,7 +104,12 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         if not await semantic.start():
             semantic = None
     gate = Gate(store, config.access, {c.name: c.access for c in config.characters},
-                CallLimits(store, config.limits.turns_per_minute))
+                CallLimits(store, config.limits.turns_per_minute),
+                Budgets(store, config.limits.tokens_per_day, config.limits.zone, clock),
+                age_restricted=frozenset(name for name, character in loaded if character.nsfw))
+    if gate.age_restricted:
+        log.info("age-restricted characters (SPEC 17: only in age-restricted places): %s",
+                 ", ".join(name for name, character in loaded if character.nsfw))
     cast = Cast(store, characters)
     voice, listening = None, None  # voice notes are read as text only without [voice]
     if config.voice is not None:
@@ -118,7 +124,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                         {c.name: c.checkins for c in config.characters if c.checkins},
                         after_delivery=summarizer.schedule, clock=clock)
     commands = MemoryCommands(store, cast, counter, llm, gate, rebuilds, clock=clock,
-                              writes_first=checkins.writes_first)
+                              writes_first=checkins.writes_first, owners=frozenset(config.owner.ids))
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)

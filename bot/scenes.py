@@ -93,7 +93,7 @@ class Scenes:
             return key.character
         if by_name := named(message.text, present):
             return by_name
-        present = [name for name in present if self.gate.lets_in(name, message.asker, quiet=True)
+        present = [name for name in present if self.gate.may_answer(name, message.asker, quiet=True)
                    and await self.can_speak(key, name)] or [key.character]
         conversation = await self.cast.conversation_for(key)
         last = await self.store.conversations.recent_messages(conversation.id, 1)
@@ -141,7 +141,7 @@ class Scenes:
         stored = self.cast.character(target)
         key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
                               stored.character.name, True)
-        if not self.gate.lets_in(target, on_behalf):  # not through another character either
+        if not self.gate.may_answer(target, on_behalf):  # not through another character either
             log.info("a scene in %s:%s: %s does not answer for the person who started the chain ([access]); "
                      "the chain ends", conversation.platform, conversation.chat_id, target)
             return
@@ -151,9 +151,9 @@ class Scenes:
             return
         # The chain turn is the starter's (turn.person_id, passed along the chain): it takes a model
         # call from their [limits], and their /forgetme removes it with their own messages.
-        if (wait := await self.gate.take(turn.person_id, key)) is not None:
-            log.info("a scene in %s:%s stops: its starter is past [limits] (free in %d s); %s waits for a person",
-                     conversation.platform, conversation.chat_id, wait, target)
+        if refusal := await self.gate.call_refusal(turn.person_id, key):
+            log.info("a scene in %s:%s stops: its starter is past [limits] (%s); %s waits for a person",
+                     conversation.platform, conversation.chat_id, refusal, target)
             return
         ticket = await self.store.turns.queue_turn(conversation.id, turn.person_id, reply.id, character_id=stored.id)
         voice = self.voice(conversation.platform, target)

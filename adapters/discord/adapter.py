@@ -322,7 +322,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         carries no roles: when a rule names a role, their roles in every server the bot shares
         with them are asked of Discord; if that fails, None: not let in (a deny must not be
         skipped)."""
-        asker = asker_of(user, channel)
+        asker = asker_of(user, channel, self.settings.nsfw_in_dms)
         if not isinstance(user, discord.Member) and self.core.rules_name_roles():
             try:
                 asker = replace(asker, roles=await self.roles_everywhere(user))

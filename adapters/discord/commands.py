@@ -111,7 +111,8 @@ class Interactions:
     def context(self, interaction: discord.Interaction) -> CommandContext:
         """Who asks and where; their `Asker` as `interaction_check` found it (roles and all)."""
         user = interaction.user
-        asker = interaction.extras.get("asker") or asker_of(user, interaction.channel)
+        asker = interaction.extras.get("asker") or asker_of(user, interaction.channel,
+                                                             self.adapter.settings.nsfw_in_dms)
         return CommandContext(self.adapter.key(interaction.channel), Identity(PLATFORM, str(user.id)),
                               user.display_name, asker)
 

@@ -89,12 +89,16 @@ def place_of(channel) -> tuple[str, str | None, bool]:
     return str(channel.id), None, in_guild
 
 
-def asker_of(user: discord.abc.User, channel) -> Asker:
-    """Who writes and where, for [access]: the user, their roles in the guild, the channel (and a
-    thread's parent channel)."""
+def asker_of(user: discord.abc.User, channel, nsfw_in_dms: bool = False) -> Asker:
+    """Who writes and where, for the gate: the user, their roles in the guild, the channel (and a
+    thread's parent channel), and whether it is an age-restricted place (SPEC 17): a server
+    channel marked so, or a thread of one; a DM with `[discord] nsfw_in_dms`."""
     places: tuple[str, ...] = ()
+    age_restricted = False
     if channel is not None:  # an interaction may come without its channel
-        chat_id, thread_id, _ = place_of(channel)
+        chat_id, thread_id, shared = place_of(channel)
         places = (chat_id,) if thread_id is None else (thread_id, chat_id)
+        marked = getattr(channel, "is_nsfw", None)  # a thread answers for its parent channel
+        age_restricted = bool(marked()) if shared and callable(marked) else not shared and nsfw_in_dms
     roles = tuple(str(role.id) for role in getattr(user, "roles", ()))  # a Member's; a DM has none
-    return Asker(PLATFORM, str(user.id), places, roles)
+    return Asker(PLATFORM, str(user.id), places, roles, age_restricted)

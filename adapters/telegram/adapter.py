@@ -201,7 +201,7 @@ class TelegramAdapter(ChatAdapter[Place]):
 
     async def asker_for(self, conversation: ConversationKey, user_id: str) -> Asker:
         """Who this person is in this chat, as a message of theirs would say (for the gate)."""
-        return Asker(PLATFORM, user_id, (conversation.chat_id,))
+        return Asker(PLATFORM, user_id, (conversation.chat_id,), age_restricted=self.settings.allow_nsfw)
 
     def typing(self, place: Place):
         return typing(lambda: self.bot.send_chat_action(place.chat_id, ChatAction.TYPING,
@@ -273,6 +273,9 @@ class TelegramAdapter(ChatAdapter[Place]):
         file = await self.bot.get_file(file_id)
         return await read_capped(file.file_path or "", limit)
 
+    def asker(self, update: Update) -> Asker:
+        return asker_of(update, self.settings.allow_nsfw)
+
     def context(self, update: Update) -> CommandContext:
         """Who sent a command, and where. A button press always comes from the person pressing."""
         message = update.effective_message
@@ -280,8 +283,8 @@ class TelegramAdapter(ChatAdapter[Place]):
         if update.callback_query is not None:
             user = update.callback_query.from_user
             return CommandContext(self.key(place), Identity(PLATFORM, str(user.id)), user.full_name,
-                                  asker_of(update))
-        return CommandContext(self.key(place), speaker_of(message), speaker_name_of(message), asker_of(update))
+                                  self.asker(update))
+        return CommandContext(self.key(place), speaker_of(message), speaker_name_of(message), self.asker(update))
 
     # -- conversation ----------------------------------------------------------------------
     async def gatekeeper(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -290,7 +293,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         line, a pressed button a notice; a group, silence. (A command naming another character is
         decided again by the gate for that character.)"""
         query, chat = update.callback_query, update.effective_chat
-        if self.core.lets_in(self.character_name, asker_of(update)):
+        if self.core.lets_in(self.character_name, self.asker(update)):
             if not await self.first_delivery(update, context.bot.id):
                 log.info("Telegram update %d reached %s again; it was taken the first time", update.update_id,
                          self.character_name)
@@ -331,7 +334,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             unseen=unseen_in(message),
             files=self.files_of(message),
             kept=self.transport.kept_signal(update),
-            asker=asker_of(update),
+            asker=self.asker(update),
         )
         await self.answer(place, incoming)
 
@@ -445,7 +448,8 @@ class TelegramAdapter(ChatAdapter[Place]):
         origin = await self.core.asked_in(PLATFORM, str(message.chat_id), str(message.message_id), self.character_name)
         if origin is not None:  # an answer sent to the DM acts in the group it was asked in (judged there)
             ctx = CommandContext(origin, ctx.identity, ctx.display_name,
-                                 Asker(PLATFORM, str(query.from_user.id), (origin.chat_id,)))
+                                 Asker(PLATFORM, str(query.from_user.id), (origin.chat_id,),
+                                       age_restricted=self.settings.allow_nsfw))
         result = await self.core.press(ctx, query.data or "")
         if result.regenerate is not None:
             await self.on_regenerate(update, result.regenerate)

@@ -134,10 +134,11 @@ async def with_flood_retry(call: Callable[[], Awaitable[Any]]) -> Any:
             await asyncio.sleep(wait)
 
 
-def asker_of(update: Update) -> Asker:
+def asker_of(update: Update, allow_nsfw: bool = False) -> Asker:
     """Who writes, runs a command or presses a button, and where, for the core's gate: the
     person (None for nobody in particular), the chat, and the chat a message is sent as (a
-    channel posting into a group is judged by its own rules too)."""
+    channel posting into a group is judged by its own rules too). Telegram has no age-restricted
+    chats: every chat counts as one only with `[telegram] allow_nsfw` (SPEC 17)."""
     query, message, chat = update.callback_query, update.effective_message, update.effective_chat
     if query is not None:
         user_id: str | None = str(query.from_user.id)
@@ -148,7 +149,7 @@ def asker_of(update: Update) -> Asker:
     sent_as = message.sender_chat if message is not None and query is None else None
     if sent_as is not None and sent_as.id != (chat.id if chat is not None else None):
         places += (str(sent_as.id),)
-    return Asker(PLATFORM, user_id, places)
+    return Asker(PLATFORM, user_id, places, age_restricted=allow_nsfw)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,13 @@ event) and translate the verdict into platform words; they never decide themselv
 
 - `lets_in(character, asker)`: both `[access]` and the character's own `access` must let the
   asker in. The console (`asker` None or platform "console") is its owner's: always let in.
+- `age_refusal(character, asker)`: an age-restricted character (SPEC 17) answers only where the
+  asker writes in an age-restricted place (as the adapter describes it); elsewhere, one line
+  saying why and no model call. `may_answer` is both, for the paths that only choose (a scene's
+  draw, a chain, a check-in).
 - `take(person_id, key)`: one model call from `[limits] turns_per_minute`, counted in the
-  database (bot/access/limits.py). A chain turn is taken from the person whose message started the
+  database (bot/access/limits.py); `call_refusal` asks `[limits] tokens_per_day` first
+  (bot/access/budgets.py, SPEC 17). A chain turn is taken from the person whose message started the
   chain; a check-in, the character's own message, takes nothing (SPEC 14), but waits while the
   person is `past` their allowance.
 """
@@ -16,21 +21,29 @@ from __future__ import annotations
 
 import logging
 
-from bot.access.limits import CallLimits
+from bot.access.budgets import Budgets
+from bot.access.limits import TOO_FAST_FOR_CALLS, CallLimits
 from bot.access.rules import AccessRules
 from bot.contract import Asker, ConversationKey
 from storage.ports import CallLimit, Store
 
 log = logging.getLogger(__name__)
 
+AGE_RESTRICTED = {  # SPEC 17: one line saying why, in each platform's words
+    "discord": "{name} is an age-restricted character and talks only in age-restricted channels.",
+    "telegram": "{name} is an age-restricted character and does not talk on Telegram here.",
+}
+
 
 class Gate:
     def __init__(self, store: Store, access: AccessRules, character_access: dict[str, AccessRules],
-                 limits: CallLimits):
+                 limits: CallLimits, budgets: Budgets, age_restricted: frozenset[str] = frozenset()):
         self.store = store
         self.access = access
         self.character_access = {name.casefold(): rules for name, rules in character_access.items()}
         self.limits = limits
+        self.budgets = budgets
+        self.age_restricted = frozenset(name.casefold() for name in age_restricted)
 
     # -- [access] ----------------------------------------------------------------------------
     def _rules(self, character: str) -> tuple[AccessRules, ...]:
@@ -47,6 +60,18 @@ class Gate:
                      character, asker.platform, asker.user_id or "(a chat)", ", ".join(asker.places) or "-")
         return allowed
 
+    def age_refusal(self, character: str, asker: Asker | None) -> str | None:
+        """Why an age-restricted character does not answer there (SPEC 17); None: it may."""
+        if character.casefold() not in self.age_restricted or asker is None or asker.platform == "console" \
+                or asker.age_restricted:
+            return None
+        return AGE_RESTRICTED[asker.platform].format(name=character)
+
+    def may_answer(self, character: str, asker: Asker | None, quiet: bool = False) -> bool:
+        """Both rules at once: `[access]` lets the asker in, and an age-restricted character is
+        in an age-restricted place."""
+        return self.lets_in(character, asker, quiet) and self.age_refusal(character, asker) is None
+
     def names_roles(self, character: str | None = None) -> bool:
         """Whether a rule for `character` (None: for any character) names a Discord role, so a
         DM's author's roles must be looked up first."""
@@ -61,6 +86,16 @@ class Gate:
     def limit_for(self, person_id: int | None, key: ConversationKey) -> CallLimit | None:
         """The allowance a message's model call is taken from, as it is stored (atomically)."""
         return self.limits.limit_for(person_id, key)
+
+    async def call_refusal(self, person_id: int | None, key: ConversationKey) -> str | None:
+        """Take a model call on this person's behalf (a Regenerate, a draft, hearing a voice
+        note, a chain turn): None when taken, else why not — past today's tokens, or past
+        `turns_per_minute` (how long to wait)."""
+        if await self.budgets.past(person_id):
+            return self.budgets.refusal()
+        if (wait := await self.take(person_id, key)) is not None:
+            return TOO_FAST_FOR_CALLS.format(limit=self.per_minute, seconds=wait)
+        return None
 
     async def take(self, person_id: int | None, key: ConversationKey) -> int | None:
         """Take a model call on this person's behalf: None when taken, else seconds to wait."""

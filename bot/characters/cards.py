@@ -59,6 +59,7 @@ class Character:
     lorebook: Lorebook = Lorebook()
     talkativeness: float = TALKATIVENESS  # how readily it speaks up in a scene (SPEC 15)
     portrait: bytes | None = field(default=None, repr=False)  # a PNG card's image: its avatar where one is shown
+    nsfw: bool = False  # age-restricted (SPEC 17): the config's `nsfw`, else the card's tags
 
     def fill(self, text: str, user: str) -> str:
         """Replace {{char}} (the card's nickname, else the name) and {{user}} (the speaker's
@@ -82,7 +83,7 @@ class Character:
 def load_character(config: CharacterConfig) -> Character:
     """Build the character from its config; a malformed card raises ConfigError."""
     if config.persona is not None:
-        return Character(name=config.name, description=config.persona)
+        return Character(name=config.name, description=config.persona, nsfw=bool(config.nsfw))
     assert config.card is not None
     data = read_card(config.card)
     fields = {key: _text_field(data, key, config.card) for key in CARD_FIELDS}
@@ -93,8 +94,15 @@ def load_character(config: CharacterConfig) -> Character:
         fields["lorebook"] = read_lorebook(data.get("character_book"), card=str(config.card))
     except LorebookError as problem:
         raise ConfigError(f"character card {config.card}: {problem}") from None
+    fields["nsfw"] = config.nsfw if config.nsfw is not None else _tagged_nsfw(data)
     # The config's name is what people and /commands use; the card's name is the fallback.
     return Character(name=config.name, **fields)
+
+
+def _tagged_nsfw(data: dict) -> bool:
+    """Whether the card's `tags` include "nsfw" (any case)."""
+    tags = data.get("tags")
+    return isinstance(tags, list) and any(isinstance(tag, str) and tag.strip().casefold() == "nsfw" for tag in tags)
 
 
 def read_card(path: Path) -> dict:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from bot.access.gate import Gate
-from bot.access.limits import TOO_FAST_FOR_CALLS
 from bot.characters.cast import Cast
 from bot.commands.base import (
     Person,
@@ -68,8 +67,8 @@ class DraftCommands:
 
     async def _take_call(self, ctx: CommandContext, person: Person) -> None:
         """[limits]: a draft is a model call on the person's behalf (bot/access/limits.py)."""
-        if (wait := await self.gate.take(person.id, ctx.conversation)) is not None:
-            raise UsageError(TOO_FAST_FOR_CALLS.format(limit=self.gate.per_minute, seconds=wait))
+        if refusal := await self.gate.call_refusal(person.id, ctx.conversation):
+            raise UsageError(refusal)
 
     # -- /memory generate ------------------------------------------------------------------
     async def generate(self, ctx: CommandContext, person: Person, description: str | None = None) -> CommandResult:

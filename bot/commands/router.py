@@ -22,6 +22,7 @@ from bot.commands.checkins import CheckinCommands
 from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands
 from bot.commands.persona import PersonaCommands
+from bot.commands.usage import UsageCommands
 from bot.commands.summary import SummaryCommands
 from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
 from bot.contract import NOT_ALLOWED, STALE_BUTTON, CommandContext, CommandResult, TurnRef
@@ -42,7 +43,8 @@ class MemoryCommands:
     subject; it checks who asks before any of them runs."""
 
     def __init__(self, store: Store, cast: Cast, counter: TokenCounter, llm: LLMClient, gate: Gate, rebuilds: Rebuilds,
-                 clock: Callable[[], float] = time.time, writes_first: Callable[[str], bool] = lambda character: False):
+                 clock: Callable[[], float] = time.time, writes_first: Callable[[str], bool] = lambda character: False,
+                 owners: frozenset[str] = frozenset()):
         self.store = store
         self.cast = cast
         self.gate = gate
@@ -56,7 +58,7 @@ class MemoryCommands:
         self.presses: dict[str, Press] = {"cancel": Press(self._press_cancel)}
         for subject in (SavedMemoryCommands(store, cast, counter, clock), summary, self.drafts,
                         AccountCommands(store, rebuilds, clock), CheckinCommands(store, writes_first),
-                        PersonaCommands(store, counter)):
+                        PersonaCommands(store, counter), UsageCommands(store, gate.budgets, owners)):
             self.commands |= subject.commands
             self.presses |= subject.presses
 

@@ -82,6 +82,8 @@ TABLE: tuple[CommandSpec, ...] = (
     CommandSpec("checkins", "Let me write first after you've been away a while, or not", options=(
         OptionSpec("state", "on: I may write first after a while; off: I never do", required=True,
                    choices=("on", "off")),), platforms=frozenset({"discord", "telegram"})),
+    CommandSpec("usage", "Your tokens today and this month, against your daily allowance"),
+    CommandSpec("stats", "For the bot's owner: turns, tokens and people, today and the last 7 days"),
     CommandSpec("help", "How I work", platforms=TEXT_ONLY),
 )
 

@@ -32,12 +32,12 @@ import asyncio
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Awaitable, Callable, Hashable, Sequence
 
 from bot import metrics
 from bot.access.gate import Gate
-from bot.access.limits import TOO_FAST, TOO_FAST_FOR_CALLS
+from bot.access.limits import TOO_FAST
 from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
 from bot.commands.buttons import encode_action
@@ -235,6 +235,12 @@ class TurnHandler:
         try:
             person_id = await self.cast.person_for(message.speaker)
             conversation = await self.cast.conversation_for(message.conversation)
+            if await self.gate.budgets.past(person_id):  # past today's tokens (SPEC 17): kept, not answered
+                await self.store.conversations.add_user_message(
+                    conversation.id, person_id, self.cast.as_a_person(message.speaker_name), text, tokens,
+                    message.platform_message_id)
+                told = person_id is not None and await self.gate.budgets.first_notice_today(person_id)
+                return Reply(self.gate.budgets.refusal(), is_error=True) if told else Reply("", duplicate=True)
             # One transaction: stored (once per platform id), a model call taken under [limits],
             # and queued in the conversation's line in the database (every process), in arrival order.
             arrival = await self.store.turns.store_and_queue(
@@ -261,8 +267,8 @@ class TurnHandler:
         if refusal := self.listening.refusal(note):
             return Reply(refusal, is_error=True)
         person_id = await self.cast.person_for(message.speaker)
-        if (wait := await self.gate.take(person_id, message.conversation)) is not None:
-            return Reply(TOO_FAST_FOR_CALLS.format(limit=self.gate.per_minute, seconds=wait), is_error=True)
+        if refusal := await self.gate.call_refusal(person_id, message.conversation):
+            return Reply(refusal, is_error=True)
         transcript, why = await self.listening.hear(note)
         if transcript is not None:
             return spoken(clean_text(transcript), words)
@@ -286,8 +292,8 @@ class TurnHandler:
         conversation = await self.cast.conversation_for(key)
         if refusal := await self.regenerate_refusal(key, presser, turn):
             return Reply(refusal, is_error=True)
-        if (wait := await self.gate.take(person_id, key)) is not None:
-            return Reply(TOO_FAST_FOR_CALLS.format(limit=self.gate.per_minute, seconds=wait), is_error=True)
+        if refusal := await self.gate.call_refusal(person_id, key):
+            return Reply(refusal, is_error=True)
         old = await self.store.turns.turn(turn.id)
         stored = self.cast.stored_by_id(old.character_id) or self.cast.character(key.character)
         new_turn = await self.store.turns.begin_regenerate(turn.id)  # checks "latest" again, as it starts
@@ -381,8 +387,11 @@ class TurnHandler:
             "at": self.clock(),
             "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
         }
-        await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, text, self.counter.count(text),
-                                           receipt)
+        reply_tokens = self.counter.count(text)
+        await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, text, reply_tokens, receipt)
+        await self.gate.budgets.spend(person_id, stored.id,  # as the server's usage says, else as counted
+                                      completion.prompt_tokens or prompt.receipt["tokens"]["total"],
+                                      completion.completion_tokens or reply_tokens)
         buttons = []
         if person_id is not None:  # nobody in particular cannot press a button
             buttons = [[Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))]]
@@ -419,14 +428,17 @@ class TurnHandler:
     async def _complete_with_tools(
         self, messages: list[dict], tools: MemoryTools | None, on_text: Callable[[str], Awaitable[None]] | None
     ) -> Completion:
+        """The final answer, with the tokens of every round (SPEC 17 counts them all)."""
         messages = list(messages)
+        spent_in = spent_out = 0
         for round_number in range(MAX_TOOL_ROUNDS + 1):
             offer_tools = tools is not None and round_number < MAX_TOOL_ROUNDS
             completion = await self.llm.complete(
                 messages, tools=TOOL_SPECS if offer_tools else None, on_text=on_text
             )
+            spent_in, spent_out = spent_in + completion.prompt_tokens, spent_out + completion.completion_tokens
             if not (offer_tools and completion.tool_calls):
-                return completion
+                return replace(completion, prompt_tokens=spent_in, completion_tokens=spent_out)
             messages.append({
                 "role": "assistant",
                 "content": completion.text or None,

@@ -81,6 +81,7 @@ class FakeDiscord:
         self.guild_id = snowflake()
         self.channel_id = snowflake()  # a channel people must mention the bot in
         self.always_on_id = snowflake()  # a channel configured always-on
+        self.age_restricted_id = snowflake()  # a channel marked age-restricted (NSFW), for SPEC 17
         self.role_id = snowflake()  # a role of the guild ("Regulars"), given with say(..., roles=…)
         self.member_roles: dict[str, tuple[str, ...]] = {}  # user id → roles, for GET guilds/…/members/…
         self.files: dict[str, bytes] = {}  # attachment id → bytes, served at the attachment's URL
@@ -147,7 +148,8 @@ class FakeDiscord:
         overwrites = [{"id": self.app_id, "type": 1, "allow": "0", "deny": str(MANAGE_WEBHOOKS)}] \
             if channel_id in self.no_manage_webhooks else []
         return {"id": channel_id, "type": 0, "name": name, "position": 0, "guild_id": self.guild_id,
-                "permission_overwrites": overwrites, "parent_id": None, "nsfw": False, "topic": None}
+                "permission_overwrites": overwrites, "parent_id": None, "nsfw": channel_id == self.age_restricted_id,
+                "topic": None}
 
     def _guild(self) -> dict:
         return {
@@ -158,7 +160,8 @@ class FakeDiscord:
                        "flags": 0},
                       {"id": self.role_id, "name": "Regulars", "permissions": "0", "position": 1, "color": 0,
                        "hoist": False, "managed": False, "mentionable": False, "flags": 0}],
-            "channels": [self._channel(self.channel_id, "tavern"), self._channel(self.always_on_id, "lounge")],
+            "channels": [self._channel(self.channel_id, "tavern"), self._channel(self.always_on_id, "lounge"),
+                         self._channel(self.age_restricted_id, "after-dark")],
             "threads": [], "members": [self.member(self.bot)], "member_count": 3, "large": False,
             "unavailable": False, "features": [], "emojis": [], "stickers": [], "stage_instances": [],
             "guild_scheduled_events": [], "soundboard_sounds": [], "voice_states": [], "presences": [],
