@@ -45,10 +45,12 @@ async def deliver(runtime, reply, platform_id: str) -> None:
         await runtime.turns.delivered(reply, [platform_id])
 
 
-async def measure(size: int, turns: int, storage_url: str | None) -> dict[str, float]:
+async def measure(size: int, turns: int, storage_url: str | None, tokens_per_day: int | None = None
+                  ) -> dict[str, float]:
     with temp_folder() as folder:
         llm = InstantLLM()
-        runtime = await bench_runtime(Path(folder), llm, storage_url=storage_url)
+        budget = {"limits": {"tokens_per_day": tokens_per_day}} if tokens_per_day else {}  # a tree from #38 on
+        runtime = await bench_runtime(Path(folder), llm, storage_url=storage_url, **budget)
         try:
             person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
             await fill_memories(runtime, person)
@@ -80,11 +82,11 @@ async def measure(size: int, turns: int, storage_url: str | None) -> dict[str, f
     return {"cpu_ms": round(cpu_ms, 3), "p50_ms": round(measured[len(measured) // 2], 3)}
 
 
-async def run(size: int, turns: int, postgres: str | None) -> dict[str, float]:
+async def run(size: int, turns: int, postgres: str | None, tokens_per_day: int | None) -> dict[str, float]:
     if postgres:
         async with throwaway_schema(postgres) as url:
-            return await measure(size, turns, url)
-    return await measure(size, turns, None)
+            return await measure(size, turns, url, tokens_per_day)
+    return await measure(size, turns, None, tokens_per_day)
 
 
 def main() -> None:
@@ -92,8 +94,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1000, help="stored messages before the measured turns")
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--postgres", metavar="URL", help="a PostgreSQL server (a throwaway schema)")
+    parser.add_argument("--tokens-per-day", type=int, help="[limits] tokens_per_day (a tree from SPEC 17 on)")
     args = parser.parse_args()
-    figures = asyncio.run(run(args.size, args.turns, args.postgres))
+    figures = asyncio.run(run(args.size, args.turns, args.postgres, args.tokens_per_day))
     print(json.dumps({"tree": str(Path(bot.__file__).parent.parent), **figures}))
 
 

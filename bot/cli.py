@@ -102,6 +102,10 @@ async def run_bot(config: Config) -> int:
     """Run every adapter that has a token until SIGINT/SIGTERM (exit 0), or until every adapter
     has stopped for good because its platform refused it (exit 1, so a supervisor notices)."""
     adapters = platform_adapters(config)
+    host = config.platforms.get("discord", {}).get("host_token_env")
+    if isinstance(host, str) and not os.environ.get(host):
+        log.warning("[discord] host_token_env names %s, which is not set: the characters without a Discord bot of "
+                    "their own stay off Discord", host)
     if not adapters:
         names = ", ".join(token_variables(config))
         log.error("no platform adapter can start: set a bot token in %s, or chat in the terminal "
@@ -156,10 +160,24 @@ def platform_settings(config: Config) -> list[tuple["Platform", str, Any]]:
                 if key not in character_keys:
                     raise ConfigError(f"characters[{i}].{key}: unknown key (check its spelling)")
             mine = {key: value for key, value in keys.items() if key in platform.character.model_fields}
+            _one_bot_each(config, i, mine)
             settings = platform.settings(section, checked(platform.character, mine, ("characters", i)))
             if settings is not None:
                 found.append((platform, character.name, settings))
     return found
+
+
+def _one_bot_each(config: Config, i: int, keys: dict[str, Any]) -> None:
+    """Two characters on one bot token answer as one bot (Telegram refuses the second poller
+    with 409 Conflict): each `*_token_env` names a variable no earlier character names."""
+    for key, variable in keys.items():
+        if not key.endswith("_token_env"):
+            continue
+        for j, other in enumerate(config.characters[:i]):
+            if other.platform_keys.get(key) == variable:
+                raise ConfigError(f"characters[{i}].{key}: {variable} is also characters[{j}]'s ({other.name}); "
+                                  "each character needs a bot of its own (or, on Discord, leave it out and "
+                                  "set [discord] host_token_env)")
 
 
 def platform_adapters(config: Config) -> list[tuple[str, "AdapterStarter"]]:

@@ -20,6 +20,17 @@ def clean_text(text: str) -> str:
     return cleaned.replace("\x00", "")
 
 
+def length_problem(text: str | None, limit: int, *, empty: str, what: str) -> str | None:
+    """Why a person's text is refused, in words they understand: `empty` when there is none;
+    too long past `limit` characters ("That memory is 501 characters long; …")."""
+    text = (text or "").strip()
+    if not text:
+        return empty
+    if len(text) > limit:
+        return f"{what} is {len(text):,} characters long; it can be at most {limit:,} characters. Please shorten it."
+    return None
+
+
 def parse_number(value: Any, low: int = 1, high: int = MAX_NUMBER) -> int | None:
     """`value` as an int in [low, high] if it is one (an int, or ASCII digits); else None."""
     if isinstance(value, bool):

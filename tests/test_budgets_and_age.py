@@ -2,13 +2,14 @@
 decided in the gate (through the real processes: tests/test_owners_end_to_end.py)."""
 
 import json
+import re
 
 import pytest
 
 from bot.access.budgets import PAST_BUDGET
 from bot.access.gate import AGE_RESTRICTED
 from bot.characters.cards import load_character
-from bot.config import parse_config
+from bot.config import ConfigError, parse_config
 from bot.contract import Asker, ConversationKey, IncomingMessage
 from bot.runtime import build_runtime
 from tests.conftest import DAY, Chat, FakeClock, config_dict
@@ -113,3 +114,21 @@ async def test_an_age_restricted_character_answers_only_in_age_restricted_places
         assert not answered.is_error and len(llm.requests) == 1
     finally:
         await runtime.close()
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"limits": {"tokens_per_day": 0}}, "limits.tokens_per_day: expected a whole number ≥ 1"),
+    ({"limits": {"timezone": "Mars/Base"}}, "limits.timezone: expected a time zone's IANA name"),
+    ({"owner": {"ids": ["123"]}}, 'owner.ids[0]: expected "discord:<user id>" or "telegram:<user id>"'),
+    ({"owner": {"idz": []}}, "owner.idz: unknown key"),
+    ({"characters": [{"name": "Mira", "persona": "x", "nsfw": "yes"}]}, "characters[0].nsfw: expected true or false"),
+    ({"telegram": {"allow_nsfw": 1}}, "telegram.allow_nsfw: expected true or false"),
+    ({"discord": {"nsfw_in_dms": "true"}}, "discord.nsfw_in_dms: expected true or false"),
+])
+def test_the_keys_of_spec_17_are_checked_naming_the_key(tmp_path, monkeypatch, section, message):
+    from tests.test_config import checked_config
+
+    monkeypatch.setenv("KEEPSAKE_TEST_API_KEY", "x")
+    raw = config_dict("http://x/v1", tmp_path / "db") | section
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        checked_config(raw, tmp_path)

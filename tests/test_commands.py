@@ -59,7 +59,7 @@ async def test_another_persons_id_answers_like_an_unknown_one(ann, bob):
     ("/memory clear everything", "Scope must be character or global, not “everything”."),
     ("/memory why now", "/memory why takes no arguments, not “now”."),
     ("/memory delete -3", "is not a memory number"),
-    ("/memory add " + "x" * 501, "That memory is 501 characters long; a memory can hold at most 500"),
+    ("/memory add " + "x" * 501, "That memory is 501 characters long; it can be at most 500 characters"),
 ])
 async def test_bad_input_gets_a_clear_answer(ann, line, expected):
     result = await ann.memory(line)

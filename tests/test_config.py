@@ -375,3 +375,13 @@ def test_a_token_pasted_where_a_variable_name_belongs_is_refused_and_never_print
     where = ".".join(part if isinstance(part, str) else f"[{part}]" for part in section).replace(".[", "[")
     assert str(refused.value).startswith(f"{where}.{key}: expected the name of an environment variable")
     assert pasted not in str(refused.value) and "123456789" not in str(refused.value)
+
+
+@pytest.mark.parametrize("key", ["telegram_token_env", "discord_token_env"])
+def test_two_characters_naming_one_bot_token_variable_is_one_line_naming_the_key(tmp_path, key):
+    """#36: Telegram answers a second poller of one token with 409 Conflict; say it at start-up."""
+    raw = config_dict("http://x/v1", tmp_path / "db")
+    raw["characters"] = [{"name": "Mira", "persona": "x", key: "SHARED_TOKEN"},
+                         {"name": "Aki", "persona": "y", key: "SHARED_TOKEN"}]
+    with pytest.raises(ConfigError, match=re.escape(f"characters[1].{key}: SHARED_TOKEN is also characters[0]'s (Mira)")):
+        platform_settings(parse_config(raw, tmp_path))

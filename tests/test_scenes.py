@@ -540,3 +540,18 @@ async def test_a_scenes_summary_is_written_for_every_character_who_speaks_in_it(
     assert llm.requests[0]["messages"][0]["content"].startswith(
         "You keep the memory of a conversation for Mira and Aki, characters in a chat.")
     assert "When a person corrects Mira and Aki" in llm.requests[0]["messages"][0]["content"]
+
+
+PERSONA_SAILOR = "I'm Ann, a sailor with a scar over one eye, back from the northern sea."
+
+
+async def test_in_a_scene_only_the_speakers_persona_is_in_the_prompt(scene, llm):
+    runtime = await scene()
+    ann, bob = Person(runtime, "501", "Ann"), Person(runtime, "502", "Bob")
+    await ann.memory(f"/persona set {PERSONA_SAILOR}")
+    await bob.memory("/persona set I'm Bob, the lighthouse's cook.")
+    llm.add(text("Ahoy."), text("Hello, cook."))
+    await ann.says("hello Mira")
+    assert PERSONA_SAILOR in llm.prompt_text() and "lighthouse's cook" not in llm.prompt_text()
+    await bob.says("hello Mira")
+    assert "lighthouse's cook" in llm.prompt_text() and PERSONA_SAILOR not in llm.prompt_text()

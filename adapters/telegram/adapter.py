@@ -59,6 +59,7 @@ from adapters.streaming import typing
 from adapters.telegram.messages import (
     LIMIT,
     PLATFORM,
+    PRIVACY_MODE,
     Place,
     addressed,
     asker_of,
@@ -157,6 +158,8 @@ class TelegramAdapter(ChatAdapter[Place]):
                  if "telegram" in spec.platforms])
             await application.start()
             log.info("Telegram: %s is online as @%s", self.character_name, application.bot.username)
+            if not application.bot.can_read_all_group_messages:  # getMe says so
+                log.warning(PRIVACY_MODE, application.bot.username, self.character_name, application.bot.username)
             try:
                 async with self.recovering(self.keep_recovering):
                     await self.transport.run(application, stop)
@@ -372,7 +375,9 @@ class TelegramAdapter(ChatAdapter[Place]):
         place = place_of(message)
         choice = " ".join(context.args or [])
         greeting = await self.core.greet(self.key(place), speaker_name_of(message), choice)
-        await message.reply_text(greeting.text)
+        # the card's *actions* in italics, as in replies (an error line is the bot's own words)
+        await self.send(place, greeting.text, [], str(message.message_id) if place.shared else None,
+                        formatted=not greeting.is_error)
         if hint := self.core.other_greetings(self.key(place), choice):
             await message.reply_text(hint)
 

@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 PLATFORM = "telegram"
 LIMIT = MessageLimit.MAX_TEXT_LENGTH  # 4,096
 MAX_FLOOD_RETRIES = 3
+PRIVACY_MODE = ("Telegram: @%s is in privacy mode: in groups it hears only messages that mention it, reply to it "
+                "or are commands, so a scene's \"%s, …\" never reaches it. To let it hear a group: BotFather → "
+                "/setprivacy → @%s → Disable, then remove it from the group and add it again")
 UNSEEN_KINDS = (  # what a message carries that the character cannot read, in the order checked
     ("sticker", "a sticker"), ("animation", "a GIF"), ("video", "a video"),
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bot.commands.base import Person, UsageError
 from bot.contract import CommandContext, CommandResult
 from bot.model.tokens import TokenCounter
-from bot.text import clean_text
+from bot.text import clean_text, length_problem
 from storage.ports import Persona, Store
 
 MAX_PERSONA = 1_000  # characters
@@ -24,12 +24,9 @@ class PersonaCommands:
 
     async def set(self, ctx: CommandContext, person: Person, text: str = "") -> CommandResult:
         text = clean_text(text).strip()
-        if not text:
-            raise UsageError("Write who you are after /persona set, e.g. /persona set I'm Ann, a sailor with a "
-                             "scar over one eye.")
-        if len(text) > MAX_PERSONA:
-            raise UsageError(f"A persona is at most {MAX_PERSONA:,} characters; this one is {len(text):,}. "
-                             "Shorten it and send it again.")
+        if problem := length_problem(text, MAX_PERSONA, what="That persona", empty=(
+                "Write who you are after /persona set, e.g. /persona set I'm Ann, a sailor with a scar over one eye.")):
+            raise UsageError(problem)
         await self.store.people.set_persona(person.id, Persona(text, self.counter.count(text)))
         return CommandResult(f"Your persona is set. Every character will know you as:\n{text}")
 

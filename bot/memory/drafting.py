@@ -16,6 +16,7 @@ import re
 from bot.memory.saved_memories import MAX_MEMORY_CHARS
 from bot.memory.summary_prompts import transcript
 from bot.model.llm import LLMClient
+from bot.text import length_problem
 from storage.ports import MessageRow
 
 MAX_DESCRIPTION_CHARS = 1_000
@@ -37,13 +38,8 @@ Do not invent anything the messages do not say. Answer with a JSON array of stri
 
 
 def description_error(description: str | None) -> str | None:
-    text = (description or "").strip()
-    if not text:
-        return "Describe what the character should know about you, e.g. /memory generate I'm a nurse on night shifts."
-    if len(text) > MAX_DESCRIPTION_CHARS:
-        return (f"That description is {len(text):,} characters long; it can be at most "
-                f"{MAX_DESCRIPTION_CHARS:,} characters.")
-    return None
+    return length_problem(description, MAX_DESCRIPTION_CHARS, what="That description", empty=(
+        "Describe what the character should know about you, e.g. /memory generate I'm a nurse on night shifts."))
 
 
 def parse_drafts(text: str) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.text import parse_number
+from bot.text import length_problem, parse_number
 from storage.ports import CHARACTER, GLOBAL, SCOPES, CapReached, MemoryCaps, MemoryRow, Store
 
 MAX_UNPINNED_PER_SCOPE = 100
@@ -42,13 +42,7 @@ def split_evenly(available: dict[str, int], total: int) -> dict[str, int]:
 
 def memory_text_error(text: str | None) -> str | None:
     """Why a memory text is refused, in words a person understands; None when it is fine."""
-    text = (text or "").strip()
-    if not text:
-        return "A memory needs some text."
-    if len(text) > MAX_MEMORY_CHARS:
-        return (f"That memory is {len(text):,} characters long; a memory can hold at most "
-                f"{MAX_MEMORY_CHARS} characters. Please shorten it.")
-    return None
+    return length_problem(text, MAX_MEMORY_CHARS, what="That memory", empty="A memory needs some text.")
 
 
 def memory_number(value: object) -> int | None:
