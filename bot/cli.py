@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
                               "are Sam's, and seen again only with --name Sam (default: $USER, else Guest)")
     console.add_argument("--verbose", action="store_true", help="show log lines in the terminal, not in a file")
     console.add_argument("--model", help="use this model instead of [llm] model (e.g. one you pulled into Ollama)")
+    console.add_argument("--base-url", help="use this model server instead of [llm] base_url "
+                                            "(e.g. http://localhost:8080/v1 for llama.cpp's server)")
     storage = sub.add_parser("storage", help="move a deployment to another database")
     storage.add_argument("action", choices=["copy"])
     storage.add_argument("--from", dest="source", required=True, help="sqlite:///data/keepsake.sqlite3")
@@ -73,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config, needs_llm=args.command != "characters")
         if args.command == "console" and args.model:
             config = config.changed("llm", model=args.model)
+        if args.command == "console" and args.base_url:
+            if not args.base_url.lower().startswith(("http://", "https://")):
+                raise ConfigError(f"--base-url: expected an address starting with http:// or https://, "
+                                  f"got {args.base_url!r}")
+            config = config.changed("llm", base_url=args.base_url)
         if args.command == "console" and not args.verbose:  # log lines would land in the chat
             log_file = config.storage.base / "keepsake-console.log"
             log_to_file(log_file)

@@ -261,12 +261,14 @@ class VoiceConfig(Section):
 
 def _quiet_hours(value: Any) -> Any:
     """`"22:00-09:00"` → (1320, 540): minutes after midnight where the quiet starts and ends."""
-    if not isinstance(value, str):
-        return value
-    found = re.fullmatch(r"\s*([01]?\d|2[0-3]):([0-5]\d)\s*-\s*([01]?\d|2[0-3]):([0-5]\d)\s*", value)
+    found = re.fullmatch(r"\s*([01]?\d|2[0-3]):([0-5]\d)\s*-\s*([01]?\d|2[0-3]):([0-5]\d)\s*", value) \
+        if isinstance(value, str) else None
     if not found:
-        raise ValueError(f"expected a range like \"22:00-09:00\", got {value!r}")
+        raise ValueError(f"expected a range like \"22:00-09:00\" (one text), got {value!r}")
     start_h, start_m, end_h, end_m = (int(part) for part in found.groups())
+    if (start_h, start_m) == (end_h, end_m):
+        raise ValueError(f"{value!r} starts and ends at the same time, so it would never be quiet; "
+                         "expected a range like \"22:00-09:00\"")
     return start_h * 60 + start_m, end_h * 60 + end_m
 
 
@@ -395,8 +397,9 @@ def checked(model: type[BaseModel], raw: Any, where: tuple[str | int, ...] = (),
 
 
 def one_line(error: ValidationError, where: tuple[str | int, ...] = ()) -> str:
-    """`llm.tools: expected one of auto | on | off, got 'maybe'`: the first problem, naming its key."""
-    first = error.errors()[0]
+    """`llm.tools: expected one of auto | on | off, got 'maybe'`: the first problem, naming its key.
+    An unknown key is named before anything else: a misspelt key also leaves its own key missing."""
+    first = min(error.errors(), key=lambda problem: problem["type"] != "extra_forbidden")
     loc: list[str | int] = [*where, *first["loc"]]
     found = first.get("ctx", {}).get("error")
     if isinstance(found, SettingProblem):

@@ -284,6 +284,7 @@ class OptionSpec:
     rest: bool = False  # typed text: takes the rest of the line, spaces and all
     keyword: bool = False  # typed text: written after its own name (`summary edit S3 …`)
     in_usage: bool = True  # shown in the command's /help line (`character:`, said once at the end instead)
+    shown: str = ""  # what the /help line calls its value (default: its name): `edit <entry>`
 
 
 @dataclass(frozen=True)
@@ -311,7 +312,7 @@ class CommandSpec:
         for option in self.options:
             if not option.in_usage:
                 continue
-            value = "|".join(option.choices) if option.required and option.choices else option.name
+            value = "|".join(option.choices) if option.required and option.choices else option.shown or option.name
             word = f"{option.name} <{value}>" if option.keyword else f"<{value}>" if option.required else value
             words.append(word if option.required else f"[{word}]")
         return " ".join(words)

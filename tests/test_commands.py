@@ -196,3 +196,11 @@ async def test_a_bad_memory_number_names_no_memory_the_person_does_not_have(ann)
     for line in ("/memory edit abc hello", "/memory delete", "/memory pin ²"):
         answer = await ann.memory(line)
         assert not answer.ok and "#12" not in answer.text and "/memory view" in answer.text
+
+
+def test_help_calls_each_value_by_what_it_is():
+    """#36: `/memory summary [edit <edit>] [text]` said nothing; each value is named in words."""
+    from bot.commands.table import help_text
+
+    assert "/memory summary [edit <entry>] [new text] — " in help_text("console")
+    assert "<edit>" not in help_text("console")

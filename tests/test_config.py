@@ -323,6 +323,13 @@ async def test_a_password_from_password_env_opens_the_database(tmp_path):
     ({"after_hours": 48, "timezone": "Europe/Atlantis"}, "characters[0].checkins.timezone: expected a time zone's IANA name"),
     ({"after_hours": 48, "scan_seconds": -1}, "characters[0].checkins.scan_seconds: expected a number above 0"),
     ({"after_hours": 48, "every": 5}, "characters[0].checkins.every: unknown key"),
+    # #36: each names the key and shows the expected form
+    ({"after_hours": 48, "quiet_hours": ["22:00", "09:00"]},
+     'characters[0].checkins.quiet_hours: expected a range like "22:00-09:00" (one text)'),
+    ({"after_hours": 48, "quiet_hours": 22}, 'characters[0].checkins.quiet_hours: expected a range like "22:00-09:00"'),
+    ({"after_hours": 48, "quiet_hours": "09:00-09:00"},
+     "characters[0].checkins.quiet_hours: '09:00-09:00' starts and ends at the same time, so it would never be quiet"),
+    ({"after_minutes": 1}, "characters[0].checkins.after_minutes: unknown key"),
 ])
 def test_section_14_checkins_are_checked_naming_the_key(tmp_path, checkins, message):
     raw = config_dict("http://x/v1", tmp_path / "db")

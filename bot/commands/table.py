@@ -55,8 +55,8 @@ TABLE: tuple[CommandSpec, ...] = (
                        choices=("on", "off")),)),
         CommandSpec("summary", "This conversation's summary, and how much is not summarized yet",
                     "this conversation's summary; edit S3 <text> changes entry S3", options=(
-            OptionSpec("edit", "The entry to change, as in S3", keyword=True),
-            OptionSpec("text", "The entry's new text", rest=True))),
+            OptionSpec("edit", "The entry to change, as in S3", keyword=True, shown="entry"),
+            OptionSpec("text", "The entry's new text", rest=True, shown="new text"))),
         CommandSpec("rebuild", "Rebuild this conversation's summary from its whole history"),
         CommandSpec("generate", "Let the AI draft memories from what you tell it", options=(
             OptionSpec("description", "What the character should know about you (at most 1,000 characters)",
