@@ -263,7 +263,8 @@ async def run_console(config: Config, character: str, user_name: str) -> int:
     config.character(character)  # a clear error for an unknown name
     runtime = await build_runtime(config)
     runtime.start()
-    await runtime.llm.probe()
+    for problem in await runtime.llm.probe():  # said where the person is, not only in the log file
+        print(f"(Keepsake) {problem[0].upper()}{problem[1:]}.")
     try:
         await Console(runtime.core, character, user_name).run(stdin_lines())
     finally:

@@ -246,3 +246,18 @@ async def test_the_readmes_first_command_ends_in_a_reply_with_a_model_on_this_ma
     assert process.returncode == 0, err.decode()
     assert "Mira: Hello from a model on this machine." in out.decode()
     assert llm.requests[-1]["model"] == "llama3.1"
+
+
+async def test_a_model_the_server_does_not_have_is_named_in_the_console_with_what_it_has(tmp_path, llm):
+    """#36: the start-up line "has no model … (it lists: …)" reaches the person, not only the log file."""
+    local = (ROOT / "config.local.toml").read_text()
+    (tmp_path / "config.local.toml").write_text(local.replace('"characters/', f'"{ROOT}/characters/'))
+    env = {k: v for k, v in os.environ.items() if k != API_KEY_ENV} | {"PYTHONPATH": str(ROOT)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "console", "--character", "Mira", "--config", "config.local.toml",
+        "--model", "qwen2.5", "--base-url", llm.base_url, "--name", "Sam", cwd=tmp_path, env=env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(b"/quit\n"), 60)
+    assert process.returncode == 0, err.decode()
+    assert f"(Keepsake) The model server at {llm.base_url} has no model 'qwen2.5' (it lists: {llm.model}); " \
+           "check [llm] model, or pull it (Ollama: ollama pull qwen2.5)." in out.decode()

@@ -235,24 +235,27 @@ class LLMClient:
                       self.config.base_url, self.config.model, status, said or "(no message)")
         return LLMError(f"the model server answered HTTP {status}" + (f": {said}" if said else ""))
 
-    async def probe(self) -> None:
+    async def probe(self) -> list[str]:
         """At start-up: ask the server which models it has (GET /v1/models) and say so when the
-        configured one is not among them. Never fatal: some servers lack the route."""
+        configured one is not among them (a WARNING, and returned for the console to show where
+        the person is). Never fatal: some servers lack the route."""
         try:
             listed = [model.id async for model in self.client.with_options(timeout=5.0, max_retries=0).models.list()]
         except openai.APIConnectionError:
-            log.warning("the model server at %s ([llm] base_url) cannot be reached yet; replies will fail "
-                        "until it can", self.config.base_url)
-            return
+            problem = (f"the model server at {self.config.base_url} ([llm] base_url) cannot be reached yet; "
+                       "replies will fail until it can")
+            log.warning(problem)
+            return [problem]
         except Exception as failure:  # no /v1/models here, or an answer of another shape: nothing to check
             log.info("the model server at %s did not list its models (%s)", self.config.base_url,
                      type(failure).__name__)
-            return
-        wanted = {self.config.model, self.summary_model}
-        for model in sorted(wanted - set(listed)):
-            log.warning("the model server at %s has no model %r (it lists: %s); check [llm] model, or pull it "
-                        "(Ollama: ollama pull %s)", self.config.base_url, model, ", ".join(listed[:10]) or "none",
-                        model)
+            return []
+        problems = [f"the model server at {self.config.base_url} has no model {model!r} (it lists: "
+                    f"{', '.join(listed[:10]) or 'none'}); check [llm] model, or pull it (Ollama: ollama pull {model})"
+                    for model in sorted({self.config.model, self.summary_model} - set(listed))]
+        for problem in problems:
+            log.warning(problem)
+        return problems
 
     async def _plain(self, request: dict[str, Any]) -> Completion:
         answer = await self.client.post(CHAT_PATH, content=_encoded(request), cast_to=httpx.Response)
