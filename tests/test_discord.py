@@ -5,6 +5,7 @@ import asyncio
 import json
 import logging
 
+import discord
 import pytest
 
 from adapters.discord.adapter import DiscordAdapter
@@ -553,3 +554,8 @@ async def test_the_log_says_discord_is_online_and_warns_of_no_voice_support(star
     await start()
     await discord_fake.wait_for(lambda: "Discord: Mira is online as Mira" in caplog.text)
     assert "PyNaCl" not in caplog.text and "voice will NOT be supported" not in caplog.text
+    # #36: the invite link with exactly the permissions the README lists (no Manage Webhooks: not a host)
+    wanted = discord.Permissions(view_channel=True, read_message_history=True, send_messages=True,
+                                 send_messages_in_threads=True, attach_files=True, send_voice_messages=True)
+    assert (f"https://discord.com/oauth2/authorize?client_id={discord_fake.app_id}"
+            f"&scope=bot+applications.commands&permissions={wanted.value}") in caplog.text

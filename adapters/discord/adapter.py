@@ -53,6 +53,7 @@ from adapters.discord.messages import (
     asker_of,
     audio_file,
     files_of,
+    invite_url,
     place_of,
     unseen_in,
     view_of,
@@ -117,7 +118,9 @@ class DiscordAdapter(ChatAdapter[Messageable]):
 
     # -- lifecycle -------------------------------------------------------------------------
     async def on_ready(self) -> None:
-        log.info("Discord: %s is online as %s", self.character_name, self.client.user)
+        log.info("Discord: %s is online as %s; invite it to a server with exactly the permissions it needs: %s",
+                 self.character_name, self.client.user,
+                 invite_url(self.client.application_id or self.client.user.id, self.settings.hosted))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, sharing the event loop with the other adapters."""

@@ -24,6 +24,20 @@ def unseen_in(message: discord.Message) -> str | None:
     return "a sticker" if message.stickers else None
 
 
+def needed_permissions(hosted: bool) -> discord.Permissions:
+    """What the bot needs in a server (the README lists them): see channels and their history,
+    send messages (in threads too), attach files (an export, a voice note as a file) and send
+    voice messages; a host bot also manages webhooks, its characters' voices (SPEC 15)."""
+    return discord.Permissions(view_channel=True, read_message_history=True, send_messages=True,
+                               send_messages_in_threads=True, attach_files=True, send_voice_messages=True,
+                               manage_webhooks=hosted)
+
+
+def invite_url(application_id: int, hosted: bool) -> str:
+    return discord.utils.oauth_url(application_id, permissions=needed_permissions(hosted),
+                                   scopes=("bot", "applications.commands"))
+
+
 def file_of(attachment: discord.Attachment) -> IncomingFile:
     """An attachment; its bytes are fetched only when the core reads them. A voice message (an
     audio/ogg attachment with its length and waveform) or another audio file is heard through
