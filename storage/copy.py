@@ -1,7 +1,7 @@
 """`python -m bot storage copy --from sqlite:///… --to postgresql://…`: a whole deployment moved
 from its SQLite file into PostgreSQL — people, identities, characters, conversations, messages,
 turns, memories with their journal, summaries, rebuilds, drafts, selections, settings, check-in
-marks and link codes — keeping every id, so buttons and references made before the move keep working.
+marks, personas, what was spent on each person's behalf and link codes — keeping every id, so buttons and references made before the move keep working.
 
 Rows are copied table by table in key order, in batches, with `ON CONFLICT DO NOTHING`: a copy
 that stopped half-way is resumed by running the command again, and running it twice changes
@@ -41,6 +41,8 @@ TABLES: list[tuple[str, tuple[str, ...]]] = [
     ("memory_journal", ("id",)),
     ("person_settings", ("person_id", "character_id")),
     ("checkins", ("conversation_id",)),
+    ("usage_days", ("person_id", "day", "character_id")),
+    ("budget_notices", ("person_id", "day")),
     ("link_codes", ("code",)),
     ("summaries", ("id",)),
     ("rebuilds", ("conversation_id",)),

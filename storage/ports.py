@@ -15,7 +15,7 @@ import abc
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 ANSWER_ORIGINS_KEPT_S = 30 * 86_400  # a private answer's buttons act in its group for 30 days (maintain)
 RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again (SPEC 9)
@@ -302,6 +302,11 @@ class Conversations(abc.ABC):
     @abc.abstractmethod
     async def count_messages(self, conversation_id: int, after_pos: int, up_to_pos: int | None = None) -> int:
         """How many messages have after_pos < pos (<= up_to_pos)."""
+
+    @abc.abstractmethod
+    async def message_numbers(self, conversation_id: int, positions: Sequence[int]) -> dict[int, int]:
+        """Which message of the conversation (1 = its first) sits at each of these places, in one
+        statement (a summary's entries name the messages they cover)."""
 
     @abc.abstractmethod
     async def message(self, message_id: int) -> MessageRow | None: ...

@@ -141,7 +141,7 @@ async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, 
 
     store = runtime.store
     export = await store.memories.export_person(ann_id)
-    assert export == {"identities": [], "memories": [], "learn_from_chat": {}}
+    assert export == {"identities": [], "persona": None, "memories": [], "learn_from_chat": {}}
     assert await store.people.identities_of(ann_id) == []
     assert await store.turns.last_receipt(group, ann_id) is None
     dm = (await runtime.cast.conversation_for(ann.key)).id  # the one-to-one conversation went whole

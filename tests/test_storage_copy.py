@@ -37,7 +37,7 @@ async def copy(source: str, target: str, *extra: str) -> tuple[int, str]:
 
 async def populate(runtime, llm) -> None:
     """A deployment with history: memories (one pinned, one written by the AI), a summary of old
-    messages, a draft and a setting."""
+    messages, a draft, a setting, a persona and what was spent."""
     ann, bob = Chat(runtime), Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")
     await ann.memory("/memory add I keep bees on the roof")
     pinned = await ann.memory("/memory add My sister is called Ines")
@@ -64,6 +64,8 @@ async def populate(runtime, llm) -> None:
     for n in range(4):
         await cai.say(f"a message in Cai's DM, number {n}")  # a check-in mark
     await cai.memory("/checkins off")
+    await ann.memory("/persona set I'm Ann, a beekeeper")  # a persona (SPEC 17); usage_days has every turn
+    await runtime.store.usage.notice_once(await ann.person_id(), "2027-01-15")  # told she was past her tokens
 
 
 @pytest.mark.timeout(120)

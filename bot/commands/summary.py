@@ -58,10 +58,10 @@ class SummaryCommands:
         lines = [f"Summary of this conversation with {person.character_name}:"]
         if not entries:
             lines.append("(nothing summarized yet: the conversation still fits in the live window)")
+        numbers = await self.store.conversations.message_numbers(
+            conversation.id, sorted({pos for entry in entries for pos in (entry.first_pos, entry.last_pos)}))
         for entry in entries:
-            first = await self._number_in_conversation(conversation.id, entry.first_pos)
-            last = await self._number_in_conversation(conversation.id, entry.last_pos)
-            span = f"messages {first}–{last}"
+            span = f"messages {numbers[entry.first_pos]}–{numbers[entry.last_pos]}"
             edited = ", edited by a person" if entry.edited else ""
             lines.append(f"\n[{TIER_TITLES[entry.tier]}] S{entry.id} · {span} · {entry.tokens:,} tokens{edited}")
             lines.append(entry.content)
@@ -74,11 +74,6 @@ class SummaryCommands:
         buttons = [edits[i:i + 5] for i in range(0, min(len(edits), 20), 5)]
         buttons.append([button(person, "Rebuild", "rebuild")])
         return CommandResult("\n".join(lines), buttons=buttons)
-
-    async def _number_in_conversation(self, conversation_id: int, pos: int) -> int:
-        """Which message of this conversation (1 = its first) sits at `pos`."""
-        count = await self.store.conversations.count_messages(conversation_id, -1, up_to_pos=pos)
-        return count
 
     async def _press_edit(self, ctx, person: Person, verb: str, entry_id: int) -> CommandResult:
         conversation = await self.cast.conversation_for(ctx.conversation)

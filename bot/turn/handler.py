@@ -236,9 +236,7 @@ class TurnHandler:
             person_id = await self.cast.person_for(message.speaker)
             conversation = await self.cast.conversation_for(message.conversation)
             if await self.gate.budgets.past(person_id):  # past today's tokens (SPEC 17): kept, not answered
-                await self.store.conversations.add_user_message(
-                    conversation.id, person_id, self.cast.as_a_person(message.speaker_name), text, tokens,
-                    message.platform_message_id)
+                await self._keep_unanswered(message, person_id, text)
                 told = person_id is not None and await self.gate.budgets.first_notice_today(person_id)
                 return Reply(self.gate.budgets.refusal(), is_error=True) if told else Reply("", duplicate=True)
             # One transaction: stored (once per platform id), a model call taken under [limits],
@@ -272,16 +270,19 @@ class TurnHandler:
         transcript, why = await self.listening.hear(note)
         if transcript is not None:
             return spoken(clean_text(transcript), words)
-        kept = "\n".join(part for part in (NOT_TRANSCRIBED, words) if part)
         try:
-            conversation = await self.cast.conversation_for(message.conversation)
-            await self.store.conversations.add_user_message(
-                conversation.id, person_id, self.cast.as_a_person(message.speaker_name), kept,
-                self.counter.count(kept), message.platform_message_id)
+            await self._keep_unanswered(message, person_id, "\n".join(part for part in (NOT_TRANSCRIBED, words) if part))
         except Exception:
             log.exception("a voice note to %s could not be stored", message.conversation)
             return Reply(NOT_SAVED, is_error=True)
         return Reply(COULD_NOT_HEAR.format(reason=why), is_error=True)
+
+    async def _keep_unanswered(self, message: IncomingMessage, person_id: int | None, text: str) -> None:
+        """Store the person's message without queueing a turn: it is kept, and not answered."""
+        conversation = await self.cast.conversation_for(message.conversation)
+        await self.store.conversations.add_user_message(conversation.id, person_id,
+                                                        self.cast.as_a_person(message.speaker_name), text,
+                                                        self.counter.count(text), message.platform_message_id)
 
     async def regenerate(
         self, key: ConversationKey, presser: Identity, turn: TurnRef, on_text: ReplySink | None = None

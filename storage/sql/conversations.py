@@ -9,6 +9,8 @@ written after a later message arrived still follows the message it answers.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from storage.ports import ConversationRow, Conversations, MessageRow
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_sent_order, message, messages
 from storage.sql.database import Connection, Database
@@ -151,6 +153,15 @@ class SQLConversations(Conversations):
     async def count_messages(self, conversation_id: int, after_pos: int, up_to_pos: int | None = None) -> int:
         return await self.db.value("SELECT COUNT(*) FROM messages WHERE conversation_id = $1 AND pos > $2 "
                                    "AND (CAST($3 AS BIGINT) IS NULL OR pos <= $3)", conversation_id, after_pos, up_to_pos)
+
+    async def message_numbers(self, conversation_id: int, positions: Sequence[int]) -> dict[int, int]:
+        if not positions:
+            return {}
+        # one pass over the conversation's places, counting those at or before each wanted one
+        counts = ", ".join(f"COUNT(CASE WHEN pos <= ${i + 2} THEN 1 END) AS n{i}" for i in range(len(positions)))
+        row = await self.db.one(f"SELECT {counts} FROM messages WHERE conversation_id = $1",
+                                conversation_id, *positions)
+        return {pos: row[f"n{i}"] for i, pos in enumerate(positions)}
 
     async def message(self, message_id: int) -> MessageRow | None:
         row = await self.db.one(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = $1", message_id)

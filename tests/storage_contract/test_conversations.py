@@ -93,3 +93,11 @@ async def test_in_a_scene_the_reply_before_is_the_same_characters(store: Store, 
         shown[sent] = turn
     assert await store.turns.shown_before(shown["m2"]) == ["m1"]
     assert await store.turns.shown_before(shown["a1"]) == []
+
+
+async def test_message_numbers_are_counted_for_many_places_in_one_statement(store, chat, ann):
+    """/memory summary names the messages an entry covers: the nth of the conversation."""
+    rows = [await store.conversations.add_user_message(chat, ann, "Ann", f"message {n}", 2, None) for n in range(5)]
+    numbers = await store.conversations.message_numbers(chat, [rows[0].pos, rows[2].pos, rows[4].pos])
+    assert numbers == {rows[0].pos: 1, rows[2].pos: 3, rows[4].pos: 5}
+    assert await store.conversations.message_numbers(chat, []) == {}
