@@ -27,7 +27,7 @@ import abc
 import asyncio
 import contextlib
 import logging
-from typing import Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Sequence, TypeVar
 
 from adapters.splitting import split_message
 from adapters.streaming import ThrottledStream
@@ -260,7 +260,8 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             for task in (found, stopping):
                 task.cancel()
 
-    async def write_first(self, conversation: ConversationKey, text: str, buttons: list[list[Button]]) -> list[str]:
+    async def write_first(self, conversation: ConversationKey, text: str, buttons: list[list[Button]],
+                          stale: Sequence[str] = ()) -> list[str]:
         """A check-in in a one-to-one conversation (SPEC 14); the ids of its messages."""
         place = self.place_of(conversation)
         chunks = split_message(text, self.limit)
@@ -272,6 +273,8 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             if self.refuses_person(failure):
                 raise Unreachable(str(failure)) from failure
             raise
+        for message_id in stale:
+            await self.quietly(self.drop_buttons(place, message_id))
         return ids
 
     async def notified(self, conversation: ConversationKey, text: str) -> None:

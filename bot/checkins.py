@@ -182,6 +182,7 @@ class CheckIns:
                 log.warning("a check-in in conversation %d could not be written (%s); the next scan tries again",
                             absence.conversation_id, failure)
                 return False
+            stale = await self._regenerate_shown(absence.conversation_id)  # read before the check-in is a turn too
             row = await self.store.checkins.store(absence, stored.character.name, text, self.counter.count(text),
                                                   receipt)
             if row is None:
@@ -189,7 +190,7 @@ class CheckIns:
             buttons = [[Button(DONT_WRITE_FIRST, encode_action(absence.person_id, "nocheckin"))]]
             await pace()
             try:
-                shown = await writer.write_first(key, text, buttons)
+                shown = await writer.write_first(key, text, buttons, stale)
             except Unreachable as refused:
                 log.info("a check-in in conversation %d was refused (%s): none until the person writes again",
                          absence.conversation_id, refused)
@@ -206,6 +207,14 @@ class CheckIns:
             await self.gate.budgets.checked_in(absence.person_id, stored.id)
             self.after_delivery(absence.conversation_id)
             return True
+
+    async def _regenerate_shown(self, conversation_id: int) -> list[str]:
+        """Where the latest reply shows its Regenerate button, which stops working once a check-in
+        follows it (only the latest reply can be regenerated): it goes when the check-in is sent."""
+        latest = await self.store.turns.latest_turn(conversation_id)
+        if latest is None or latest.reply_message_id is None:
+            return []
+        return (await self.store.conversations.platform_message_ids(latest.reply_message_id))[-1:]
 
     async def _compose(self, stored: StoredCharacter, conversation: ConversationRow,
                        absence: Absence) -> tuple[str, dict]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from bot.text import parse_number
 
@@ -337,8 +337,11 @@ class FirstWriter(Protocol):
         """Who this person is there, as a message they would send would say (for the gate);
         None when the platform cannot tell now (then they are not let in)."""
 
-    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]]) -> list[str]:
-        """Send the message; the platform ids it shows as. Raises Unreachable when refused."""
+    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]],
+                          stale: Sequence[str] = ()) -> list[str]:
+        """Send the message; the platform ids it shows as. Raises Unreachable when refused. Once
+        it is sent, the buttons of the `stale` messages go (the Regenerate of the reply before:
+        the latest reply shown carries the one button that works)."""
 
 
 class Voice(Protocol):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Sequence
 from datetime import datetime, timezone
 
 import pytest
@@ -34,15 +35,18 @@ class Writer:
 
     def __init__(self, refuses: bool = False):
         self.sent: list[tuple[ConversationKey, str, list[list[Button]]]] = []
+        self.stale: list[str] = []  # messages whose buttons the check-ins took away
         self.refuses = refuses
 
     async def asker_for(self, key: ConversationKey, user_id: str) -> Asker:
         return Asker("telegram", user_id, (key.chat_id,))
 
-    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]]) -> list[str]:
+    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]],
+                          stale: Sequence[str] = ()) -> list[str]:
         if self.refuses:
             raise Unreachable("Forbidden: bot was blocked by the user")
         self.sent.append((key, text, buttons))
+        self.stale.extend(stale)
         return [str(9000 + len(self.sent))]
 
 
@@ -113,6 +117,20 @@ async def test_a_one_to_one_conversation_quiet_for_after_hours_gets_one_message(
     assert "tools" not in prompt
     assert "has not written for 2 days. Write to them first" in prompt["messages"][-1]["content"]
     assert "message 3 about my garden" in llm.prompt_text()  # the live window is in the prompt
+
+
+async def test_a_check_in_takes_the_regenerate_button_from_the_reply_before_it(bot, llm):
+    """#36: after a check-in the earlier reply's Regenerate could only answer "Only the latest
+    reply can be regenerated": its button goes once the check-in is sent."""
+    clock, runtime, ann = await away(bot)
+    conversation = await runtime.cast.conversation_for(ann.key)
+    latest = await runtime.store.turns.latest_turn(conversation.id)
+    await runtime.store.conversations.set_platform_message_ids(conversation.id, latest.reply_message_id,
+                                                               ["reply-76", "reply-77"])
+    writer = Writer()
+    llm.add(text("Thinking of your garden today."))
+    assert await scan(runtime, writer) == 1
+    assert writer.stale == ["reply-77"]  # its last part, which carries the button
 
 
 async def test_a_check_in_is_stored_as_the_characters_message_in_the_window(bot, llm):
@@ -199,9 +217,9 @@ async def test_a_scan_sends_at_most_10_check_ins_a_second_per_bot(bot, llm):
     writer, sent_at = Writer(), []
     write_first = writer.write_first
 
-    async def timed(key, text, buttons):
+    async def timed(key, text, buttons, stale=()):
         sent_at.append(time.monotonic())
-        return await write_first(key, text, buttons)
+        return await write_first(key, text, buttons, stale)
     writer.write_first = timed
     assert await scan(runtime, writer) == 25
     assert PER_SECOND == 10  # any 11 sends in a row span a second (less the timer's jitter)

@@ -251,6 +251,26 @@ async def test_a_chain_turn_reads_no_persons_saved_memories(scene, llm):
     assert "rope" not in json.dumps(llm.requests[1]["messages"])  # …Aki's chain turn does not
 
 
+async def test_a_chain_reply_carries_its_starters_regenerate_which_reads_nobodys_memories_again(scene, llm):
+    """#36: after a chain the latest reply shown carries the one working Regenerate button — the
+    person whose message started the chain presses it; the new reply reads no one's memories."""
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    await ann.acting_as("Aki").memory("/memory add scope:global Ann owes Aki a rope")
+    llm.add(text("Aki, Ann is here."), text("Mira, so I see."))
+    await Person(runtime, "501", "Ann").says("Mira, hello")
+    await eventually(lambda: said(runtime, "Aki") == ["Mira, so I see."])
+    chained = scene_voices[id(runtime)]["Aki"].said[0]
+    regenerate, = [button for row in chained.buttons for button in row]
+    assert regenerate.label == "🔄 Regenerate"
+    pressed = await ann.acting_as("Aki").press(regenerate.action)
+    assert pressed.regenerate == chained.turn
+    aki_key = ConversationKey("telegram", GROUP, None, "Aki", True)
+    llm.add(text("Mira. Ann. Evening."))
+    again = await shown(runtime, await runtime.core.regenerate(aki_key, Identity("telegram", "501"), chained.turn))
+    assert again.text == "Mira. Ann. Evening." and "rope" not in json.dumps(llm.requests[-1]["messages"])
+
+
 async def test_max_chain_0_lets_no_character_answer_another(scene, llm):
     runtime = await scene(max_chain=0)
     ann = Person(runtime, "501", "Ann")

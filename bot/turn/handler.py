@@ -271,7 +271,7 @@ class TurnHandler:
         if transcript is not None:
             return spoken(clean_text(transcript), words)
         try:
-            await self._keep_unanswered(message, person_id, "\n".join(part for part in (NOT_TRANSCRIBED, words) if part))
+            await self._keep_unanswered(message, person_id, "\n".join(filter(None, (NOT_TRANSCRIBED, words))))
         except Exception:
             log.exception("a voice note to %s could not be stored", message.conversation)
             return Reply(NOT_SAVED, is_error=True)
@@ -302,6 +302,8 @@ class TurnHandler:
             return Reply(NOT_LATEST, is_error=True)
         user_row = await self.store.conversations.message(old.user_message_id)
         assert user_row is not None  # a turn's message goes only with the turn
+        if user_row.role == "assistant":  # a chain turn (SPEC 15) reads nobody's memories, again
+            return await self._answer(stored, conversation, None, user_row, new_turn, on_text, answered_for=person_id)
         return await self._answer(stored, conversation, person_id, user_row, new_turn, on_text)
 
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef) -> str | None:
@@ -333,7 +335,9 @@ class TurnHandler:
         if row is None or (row.role == "assistant" and await self.store.conversations.written_since(row)):
             await self.store.turns.fail_turn(new_turn)
             return Reply("", duplicate=True)
-        return await self._answer(stored, conversation, row.person_id, row, new_turn, on_text)
+        # a chain turn reads nobody's memories; its Regenerate is the chain's starter's (the turn's person)
+        starter = (await self.store.turns.turn(new_turn)).person_id if row.role == "assistant" else None
+        return await self._answer(stored, conversation, row.person_id, row, new_turn, on_text, answered_for=starter)
 
     @metrics.timed_turn
     async def _answer(
@@ -347,10 +351,13 @@ class TurnHandler:
         unseen: Sequence[str] = (),
         images: Sequence[tuple[str, str]] = (),
         embedding: asyncio.Task | None = None,
+        answered_for: int | None = None,
     ) -> Reply:
         """Answer `user_row` as turn `turn_id` (a running turn row). `images` are (words, data
         URL) pairs for the model to look at; `unseen`, words for what it cannot; `embedding`,
-        the message's vector on its way (semantic recall), when it was asked for already."""
+        the message's vector on its way (semantic recall), when it was asked for already;
+        `answered_for`: whose Regenerate button the reply carries when it is not `person_id`'s
+        (a chain turn: the person whose message started the chain)."""
         sink = self._recording(turn_id, on_text) if on_text else None
         try:
             if sink is not None:
@@ -394,8 +401,9 @@ class TurnHandler:
                                       completion.prompt_tokens or prompt.receipt["tokens"]["total"],
                                       completion.completion_tokens or reply_tokens)
         buttons = []
-        if person_id is not None:  # nobody in particular cannot press a button
-            buttons = [[Button(REGENERATE_LABEL, encode_action(person_id, "regen", turn_id))]]
+        presser = answered_for if answered_for is not None else person_id
+        if presser is not None:  # nobody in particular cannot press a button
+            buttons = [[Button(REGENERATE_LABEL, encode_action(presser, "regen", turn_id))]]
         return Reply(text, turn=TurnRef(turn_id), buttons=buttons, spoken=self.speaks(was_spoken(user_row.content)))
 
     async def _recall(self, conversation_id: int, user_row: MessageRow, newest_first: list[MessageRow],
