@@ -238,15 +238,21 @@ async def test_a_reply_someone_wrote_after_starts_no_chain(scene, llm):
     assert await queued(runtime) == 0 and aki.continued == 0 and len(llm.requests) == 2
 
 
-async def test_a_chain_turn_reads_no_persons_saved_memories(scene, llm):
-    """A character answering another answers no person: it reads nobody's saved memories, not
-    even those of the person whose message started the chain."""
+async def chain_after_a_memory(scene, llm) -> tuple:
+    """Ann saved a memory for Aki, then wrote to Mira, whose reply named Aki, who answered."""
     runtime = await scene()
     ann = Person(runtime, "501", "Ann")
     await ann.acting_as("Aki").memory("/memory add scope:global Ann owes Aki a rope")
     llm.add(text("Aki, Ann is here."), text("Mira, so I see."))
     await Person(runtime, "501", "Ann").says("Mira, hello")
     await eventually(lambda: said(runtime, "Aki") == ["Mira, so I see."])
+    return runtime, ann
+
+
+async def test_a_chain_turn_reads_no_persons_saved_memories(scene, llm):
+    """A character answering another answers no person: it reads nobody's saved memories, not
+    even those of the person whose message started the chain."""
+    runtime, _ = await chain_after_a_memory(scene, llm)
     assert "owes Aki a rope" in json.dumps(llm.requests[0]["messages"])  # Ann's own turn reads them…
     assert "rope" not in json.dumps(llm.requests[1]["messages"])  # …Aki's chain turn does not
 
@@ -254,12 +260,7 @@ async def test_a_chain_turn_reads_no_persons_saved_memories(scene, llm):
 async def test_a_chain_reply_carries_its_starters_regenerate_which_reads_nobodys_memories_again(scene, llm):
     """#36: after a chain the latest reply shown carries the one working Regenerate button — the
     person whose message started the chain presses it; the new reply reads no one's memories."""
-    runtime = await scene()
-    ann = Person(runtime, "501", "Ann")
-    await ann.acting_as("Aki").memory("/memory add scope:global Ann owes Aki a rope")
-    llm.add(text("Aki, Ann is here."), text("Mira, so I see."))
-    await Person(runtime, "501", "Ann").says("Mira, hello")
-    await eventually(lambda: said(runtime, "Aki") == ["Mira, so I see."])
+    runtime, ann = await chain_after_a_memory(scene, llm)
     chained = scene_voices[id(runtime)]["Aki"].said[0]
     regenerate, = [button for row in chained.buttons for button in row]
     assert regenerate.label == "🔄 Regenerate"
