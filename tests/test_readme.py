@@ -36,3 +36,15 @@ def test_each_config_example_in_the_readme_works_as_written(block, monkeypatch):
             assert (ROOT / character["card"]).is_file(), f"{character['card']} is not in the repository"
     config = parse_config(raw, base=ROOT)
     platform_settings(config)
+
+
+def test_the_systemd_unit_runs_the_bot_as_the_readme_does_and_does_not_loop_on_a_refused_token():
+    import configparser
+
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read_string((ROOT / "deploy" / "keepsake.service").read_text())
+    service = unit["Service"]
+    assert service["ExecStart"].endswith("/.venv/bin/python -m bot --config /opt/keepsake/config.toml")
+    assert "python -m bot --config config.toml" in README
+    assert service["Restart"] == "on-failure"
+    assert set(service["RestartPreventExitStatus"].split()) == {"1", "2"}  # every token refused; a config error
