@@ -48,3 +48,38 @@ def test_the_systemd_unit_runs_the_bot_as_the_readme_does_and_does_not_loop_on_a
     assert "python -m bot --config config.toml" in README
     assert service["Restart"] == "on-failure"
     assert set(service["RestartPreventExitStatus"].split()) == {"1", "2"}  # every token refused; a config error
+
+
+@pytest.mark.timeout(120)
+async def test_the_telegram_with_ollama_guide_followed_literally_ends_in_a_reply(tmp_path, llm, telegram):
+    """#36: the guide's config as written, in a folder with Keepsake's characters, its token in
+    the variable it names and no API key variable: the README's run command answers on Telegram.
+    Only the two servers' addresses point at the fakes."""
+    import asyncio
+    import os
+    import shutil
+    import sys
+
+    from tests.fakes.llm_server import text
+    from tests.process import final_reply_to, logged, stop_bot
+
+    guide = README.split("## Telegram with Ollama, step by step")[1].split("\n## ")[0]
+    block, = re.findall(r"```toml\n(.*?)```", guide, flags=re.DOTALL)
+    command = re.search(r"\*\*Run it\*\*: `\. \.venv/bin/activate && (python -m bot [^`]*)`", guide).group(1).split()
+    config = block.replace("http://localhost:11434/v1", llm.base_url)
+    config += f'\n[telegram]\nbase_url = "{telegram.base_url}"\n'  # the fake Bot API instead of Telegram's
+    (tmp_path / "config.toml").write_text(config)
+    shutil.copytree(ROOT / "characters", tmp_path / "characters")
+    llm.model = "llama3.1"
+    env = {k: v for k, v in os.environ.items() if k != API_KEY_ENV and k != "OPENAI_API_KEY"} | {
+        "PYTHONPATH": str(ROOT), "MIRA_TELEGRAM_TOKEN": telegram.token, "KEEPSAKE_LOG_LEVEL": "INFO"}
+    process = await asyncio.create_subprocess_exec(sys.executable, *command[1:], cwd=tmp_path, env=env,
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert "@mira_bot" in await logged(process, "Telegram: Mira is online as")
+        ann, ann_dm = telegram.user(1201, "Ann"), telegram.chat(1201)
+        llm.add(text("Welcome to the lighthouse, Ann."))
+        reply = await final_reply_to(telegram, 1201, telegram.send(ann_dm, ann, "hello Mira"))
+        assert reply.text == "Welcome to the lighthouse, Ann." and llm.requests[-1]["model"] == "llama3.1"
+    finally:
+        await stop_bot(process)
