@@ -1,4 +1,4 @@
-"""#36: every config example in the README works as written — each ```toml block parses, and,
+"""#36: every config example in the README and its reference pages (docs/) works as written — each ```toml block parses, and,
 set into a minimal config (the model server, and Mira's card where a block writes "# ..." for
 the rest of her table), passes every check the bot makes at start-up, with each card it names
 in the repository."""
@@ -13,7 +13,8 @@ from bot.config import parse_config
 from tests.conftest import API_KEY_ENV, ROOT
 
 README = (ROOT / "README.md").read_text()
-BLOCKS = re.findall(r"```toml\n(.*?)```", README, flags=re.DOTALL)
+PAGES = [README] + [page.read_text() for page in sorted((ROOT / "docs").glob("*.md"))]  # the README's reference pages
+BLOCKS = [block for page in PAGES for block in re.findall(r"```toml\n(.*?)```", page, flags=re.DOTALL)]
 BASE = {"llm": {"base_url": "http://localhost:11434/v1", "api_key_env": API_KEY_ENV},
         "characters": [{"name": "Mira", "card": "characters/mira.json"}]}
 
