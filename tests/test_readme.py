@@ -84,3 +84,8 @@ async def test_the_telegram_with_ollama_guide_followed_literally_ends_in_a_reply
         assert reply.text == "Welcome to the lighthouse, Ann." and llm.requests[-1]["model"] == "llama3.1"
     finally:
         await stop_bot(process)
+
+
+def test_the_consoles_log_file_is_never_committed():
+    """#36: `python -m bot console` logs to keepsake-console.log beside the config."""
+    assert "keepsake-console.log" in (ROOT / ".gitignore").read_text().split()
