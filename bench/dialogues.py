@@ -21,6 +21,12 @@ more about that summarizer than about recall.
 A second figure counts only the evidence lines that hold a rare word (one found in at most 3
 messages of the conversation): the details a summary drops and the last messages rarely hold.
 
+The fair question for the recall block (SPEC 11, issue #39) is asked at equal tokens: for each
+question, plain BM25 over the same older messages the block searches (those before the live
+window), its best hits with a neighbour each side taken in rank order while they fit in the
+block's own token count. The difference in evidence (block − BM25, in points) is printed with
+its spread over the conversations.
+
     python -m bench.dialogues --data path/to/locomo/data [--conversations 10] [--embeddings URL MODEL]
 """
 
@@ -46,6 +52,7 @@ from bot.memory.recall import STOP_WORDS, WORD
 from bot.model.tokens import TokenCounter
 from bot.turn.prompt import RECALL_INTRO
 
+NAMES = ("keepsake", "recall", "bm25_equal", "bm25", "last")
 LAST = 50
 BM25_TOP, BM25_K1, BM25_B = 8, 1.2, 0.75
 RARE_IN = 3  # a word in at most this many messages of a conversation is rare
@@ -136,7 +143,7 @@ async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[st
     asks = [qa for qa in conversation["qa"] if qa.get("evidence") and all(e in line_of for e in qa["evidence"])]
     counts = Counter(w for _, lines, _ in blocks for w in set(words(" ".join(t for _, t in lines))))
     rare = {dia: any(counts[w] <= RARE_IN for w in words(text)) for dia, text in line_of.items()}
-    tallies = {name: Tally() for name in ("keepsake", "recall", "bm25", "last")}
+    tallies = {name: Tally() for name in NAMES}
     block_of = {dia: i for i, (_, lines, _) in enumerate(blocks) for dia, _ in lines}
     asked_after: dict[int, list[dict]] = {}  # each question, asked ASK_LATER blocks after its last evidence
     for qa in asks:
@@ -166,6 +173,12 @@ async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[st
             recalled = next((str(m["content"]) for m in llm.last_reply_prompt
                              if str(m.get("content") or "").startswith(RECALL_INTRO)), "")
             tallies["recall"].add(recalled, evidence, marks, counter.count(recalled))
+            # the same older messages the block searched: all before the live window (the question
+            # and the window's other messages are the prompt's last user and assistant lines)
+            in_window = sum(1 for m in llm.last_reply_prompt if m.get("role") in ("user", "assistant")) - 1
+            older = archive[:max(0, len(archive) - 2 - in_window)]  # the question and its reply came last
+            same_room = _within(older, bm25(older, qa["question"], len(older)), counter.count(recalled), counter)
+            tallies["bm25_equal"].add("\n".join(same_room), evidence, marks, counter.count("\n".join(same_room)))
             for name, texts in kept.items():
                 tallies[name].add("\n".join(texts) + "\n" + qa["question"], evidence, marks,
                                   sum(counter.count(t) + 4 for t in texts) + counter.count(qa["question"]))
@@ -198,6 +211,21 @@ async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[st
         finally:
             await runtime.close()
     return tallies
+
+
+def _within(archive: list[str], hits: list[int], budget: int, counter: TokenCounter) -> list[str]:
+    """The best hits, each with a neighbour each side, in rank order while they fit in `budget`
+    tokens (the lines in archive order)."""
+    kept: set[int] = set()
+    used = 0
+    for i in hits:
+        new = [j for j in (i - 1, i, i + 1) if 0 <= j < len(archive) and j not in kept]
+        cost = sum(counter.count(archive[j]) + 1 for j in new)  # a line break between lines
+        if used + cost > budget:
+            break
+        kept.update(new)
+        used += cost
+    return [archive[j] for j in sorted(kept)]
 
 
 def _around(archive: list[str], hits: list[int]) -> list[str]:
@@ -233,11 +261,14 @@ async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None
     semantic.QUERY_WAIT_S = 120.0
     counter = TokenCounter("gpt-4o-mini")
     files = sorted(data.rglob("*.json"))[:conversations]
-    totals = {name: Tally() for name in ("keepsake", "recall", "bm25", "last")}
+    totals = {name: Tally() for name in NAMES}
     full = []
+    ahead: list[float] = []  # per conversation: the block's evidence − BM25's at equal tokens, in points
     for path in files:
         conversation = json.loads(path.read_text())
-        for name, tally in (await replay(conversation, counter, embeddings)).items():
+        tallies = await replay(conversation, counter, embeddings)
+        ahead.append(100 * (tallies["recall"].row("")["evidence"] - tallies["bm25_equal"].row("")["evidence"]))
+        for name, tally in tallies.items():
             total = totals[name]
             total.found += tally.found
             total.evidence += tally.evidence
@@ -247,10 +278,13 @@ async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None
         full.append(full_history_tokens(conversation, counter))
     names = {"keepsake": "Keepsake (window + summary + recall)" + (" with embeddings" if embeddings else ""),
              "recall": "Keepsake's recall block alone",
+             "bm25_equal": "plain BM25 over the same older messages, at the block's tokens",
              "bm25": f"plain BM25, top {BM25_TOP} ± 1", "last": f"the last {LAST} messages"}
+    recall, equal = totals["recall"].row(""), totals["bm25_equal"].row("")
     return {"conversations": len(files), "questions": len(totals["keepsake"].tokens),
             "full_history_tokens": statistics.mean(full),
-            "rows": [totals[key].row(name) for key, name in names.items()]}
+            "rows": [totals[key].row(name) for key, name in names.items()],
+            "ahead_points": 100 * (recall["evidence"] - equal["evidence"]), "ahead_by_conversation": ahead}
 
 
 def main() -> None:
@@ -269,7 +303,10 @@ def main() -> None:
     print("prompt | evidence lines in it | rare-word evidence | tokens a question | evidence per 1k tokens")
     for row in result["rows"]:
         print(f"{row['name']} | {100 * row['evidence']:.1f} % | {100 * row['rare']:.1f} % | {row['tokens']:,.0f} | "
-              f"{1000 * row['evidence'] / row['tokens']:.3f}")
+              f"{1000 * row['evidence'] / max(1, row['tokens']):.3f}")
+    spread = result["ahead_by_conversation"]
+    print(f"the recall block − plain BM25 at equal tokens: {result['ahead_points']:+.1f} points over all questions; "
+          f"by conversation {min(spread):+.1f} to {max(spread):+.1f} (median {statistics.median(spread):+.1f})")
 
 
 if __name__ == "__main__":

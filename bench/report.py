@@ -57,7 +57,7 @@ def dialogue_lines(result: dict, by_meaning: dict | None, embeddings: list[str] 
         "| prompt | evidence in the prompt | rare-word evidence | tokens a question | ÷ full history | evidence per 1k tokens |",
         "|---|---|---|---|---|---|",
         *[f"| {r['name']} | {100 * r['evidence']:.1f} % | {100 * r['rare']:.1f} % | {r['tokens']:,.0f} | "
-          f"{100 * r['tokens'] / full:.0f} % | {1000 * r['evidence'] / r['tokens']:.3f} |" for r in rows],
+          f"{100 * r['tokens'] / full:.0f} % | {1000 * r['evidence'] / max(1, r['tokens']):.3f} |" for r in rows],
         "",
         *meaning,
     ]
@@ -143,10 +143,12 @@ def main() -> None:
           for name, (found, whole, _) in scanned.items()],
     ]
     if locomo:
-        keepsake, _, bm25, _ = locomo["rows"]
+        keepsake, _, _, bm25, _ = locomo["rows"]
         share = keepsake["tokens"] / locomo["full_history_tokens"]
         per_token = (keepsake["evidence"] / keepsake["tokens"], bm25["evidence"] / bm25["tokens"])
+        ahead = locomo["ahead_by_conversation"]
         lines += [
+            f"| 9 | LoCoMo: evidence in the recall block − plain BM25 over the same older messages at equal tokens (by conversation) | {locomo['ahead_points']:+.1f} points ({min(ahead):+.1f} to {max(ahead):+.1f}) | ≥ +3 points | {verdict(locomo['ahead_points'] >= 3)} |",
             f"| 9 | LoCoMo: evidence in Keepsake's prompt, at what share of the full history's tokens | {100 * keepsake['evidence']:.1f} % at {100 * share:.0f} % | ≥ 92 % at ≤ 12 % | {verdict(keepsake['evidence'] >= 0.92 and share <= 0.12)} |",
             f"| 9 | LoCoMo: evidence per 1k prompt tokens, Keepsake ÷ plain BM25 top 8 ± 1 | {1000 * per_token[0]:.3f} ÷ {1000 * per_token[1]:.3f} | > 1 | {verdict(per_token[0] > per_token[1])} |",
         ]
