@@ -186,3 +186,18 @@ async def test_recall_by_meaning_adds_hits_after_the_word_hits_and_never_pushes_
     assert "the key is under the blue flowerpot" in recalled  # the word hit keeps its place
     assert "we buried the old tin box under the oak" in recalled  # meaning adds one
     assert recalled.count("haha ok") <= 1  # only as a neighbour, never as a hit of its own
+
+
+async def test_a_recalled_passage_says_its_day_once_and_each_speaker(runtime, llm, clock):
+    """#39: a date on every recalled line cost more than it told (LoCoMo: the block held 1.2
+    points more evidence in 12 % fewer tokens without the repeats); the day heads its passage,
+    and again only where it changes."""
+    ann = Chat(runtime)
+    for line in ["the ferry to Lofoten leaves at six", "the ferry captain is called Oddvar"]:
+        await ann.say(line)  # a message and its reply: neighbours, one passage when recalled
+    await history(ann, clock, small_talk(60))
+    await ann.say("what is the ferry captain called?")
+    passage = recall_block(llm).split("\n", 1)[1].split("\n…\n")[0].splitlines()
+    assert len(passage) >= 3 and any("Ann: the ferry captain is called Oddvar" in line for line in passage)
+    assert passage[0].startswith("[") and not any(line.startswith("[") for line in passage[1:])
+    assert all(line.split(": ", 1)[0].split("] ")[-1] in ("Ann", "Mira") for line in passage)

@@ -9,7 +9,8 @@ with nothing in them, or that mostly repeat the new message or a hit already tak
 person asks about the same things again), are left out. The hits come with a neighbour on each
 side; hits next to each other merge into one passage. The passages are taken best first until
 the recall budget is spent — `[recall] budget_tokens`, never more than 10 % of the context
-window — and shown oldest first, with date and speaker, in a labelled block after the summary:
+window — and shown oldest first, each line with its speaker and each passage with its day (said
+once, not on every line: a date costs tokens), in a labelled block after the summary:
 data the conversation held, never instructions.
 """
 
@@ -29,7 +30,8 @@ REPEAT_SHARE = 0.9  # a message this much of whose words were said already repea
 COMMON_ABOVE = 200  # a word in more messages of the conversation than this points at nothing
 MAX_TERMS = 12
 CONTEXT_SHARE = 0.10  # recall never takes more than this share of the context window
-TOKENS_PER_LINE = 6  # the date and speaker a recalled line carries, roughly
+TOKENS_PER_LINE = 6  # the date and speaker the first recalled line of a day carries, roughly
+TOKENS_PER_FOLLOWING_LINE = 3  # the speaker of a line after the first of its day in a passage
 
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being below
@@ -136,13 +138,22 @@ def _merge(by_pos: dict[int, MessageRow]) -> list[Passage]:
             passages[-1].append(by_pos[pos])
         else:
             passages.append([by_pos[pos]])
-    return [Passage(group, sum(m.tokens + TOKENS_PER_LINE for m in group)) for group in passages]
+    return [Passage(group, sum(m.tokens for m in group) + sum(
+        TOKENS_PER_LINE if dated else TOKENS_PER_FOLLOWING_LINE for dated in _dated(group))) for group in passages]
+
+
+def _dated(passage: list[MessageRow]) -> list[bool]:
+    """Which lines of a passage carry their day: the first, and one whose day differs from the line before."""
+    days = [day_of(m) for m in passage]
+    return [i == 0 or days[i] != days[i - 1] for i in range(len(days))]
 
 
 def day_of(message: MessageRow) -> str:
     return datetime.fromtimestamp(message.created_at, timezone.utc).strftime("%Y-%m-%d")
 
 
-def recalled_line(message: MessageRow) -> str:
-    """A recalled message with its day and speaker (a person, or in a scene any character)."""
-    return f"[{day_of(message)}] {message.speaker_name}: {message.content}"
+def recalled_lines(passage: Passage) -> list[str]:
+    """A passage's messages with their speaker (a person, or in a scene any character), the day
+    said once where it starts (and again where it changes): a line's date costs tokens."""
+    return [f"[{day_of(m)}] {m.speaker_name}: {m.content}" if dated else f"{m.speaker_name}: {m.content}"
+            for m, dated in zip(passage.messages, _dated(passage.messages))]
