@@ -267,6 +267,7 @@ async def test_a_chain_reply_carries_its_starters_regenerate_which_reads_nobodys
     pressed = await ann.acting_as("Aki").press(regenerate.action)
     assert pressed.regenerate == chained.turn
     aki_key = ConversationKey("telegram", GROUP, None, "Aki", True)
+    await eventually(lambda: len(said(runtime, "Mira")) == 2)  # Aki's reply named Mira: the chain's last turn
     llm.add(text("Mira. Ann. Evening."))
     again = await shown(runtime, await runtime.core.regenerate(aki_key, Identity("telegram", "501"), chained.turn))
     assert again.text == "Mira. Ann. Evening." and "rope" not in json.dumps(llm.requests[-1]["messages"])
