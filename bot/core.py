@@ -93,7 +93,7 @@ class Keepsake:
         self.notifications = notifications
         self.after_delivery = after_delivery  # background work once a reply is out (summaries)
         self.speaking = speaking  # replies spoken ([voice] speech_model); None: never
-        self.voices = {name.casefold(): voice for name, voice in (voices or {}).items()}  # each character's voice
+        self.voices = {name.casefold(): voice for name, voice in (voices or {}).items()}  # every character's voice
 
     # -- conversations -----------------------------------------------------------------------
     def character_name(self, name: str) -> str:
@@ -138,8 +138,7 @@ class Keepsake:
         speaker = self.cast.stored_by_id(turn.character_id) if turn is not None else None
         if not reply.spoken or self.speaking is None or speaker is None:
             return None
-        voice = self.voices.get(speaker.character.name.casefold(), "alloy")
-        return await self.speaking.voice_note(reply.text, voice, waveform)
+        return await self.speaking.voice_note(reply.text, self.voices[speaker.character.name.casefold()], waveform)
 
     async def undelivered(self, reply: Reply) -> None:
         turn = await self.store.turns.turn(reply.turn.id) if reply.turn is not None else None

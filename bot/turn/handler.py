@@ -82,7 +82,6 @@ FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files ar
 REGENERATE_LABEL = "🔄 Regenerate"
 
 
-
 class ArrivalOrder:
     """One line per key: `join` takes a place at once (no await, so places follow the order in
     which messages arrived), and `async with place` waits until every earlier place has left."""
@@ -106,7 +105,6 @@ class ArrivalOrder:
             del self._lines[key]
         elif was_first:
             line[0].set_result(None)
-
 
 
 class _Spot:
