@@ -6,9 +6,11 @@ about them and, for each, the lines that hold the answer (its evidence). Its tex
 ship: point this benchmark at the unzipped folder (`--data`, or KEEPSAKE_LOCOMO).
 
 Each conversation is replayed through the real bot: the first speaker is the person, the second
-the character (the model answers each of the person's turns with the second speaker's real next
-lines), a day and time per session, summaries written by the benchmark's blind summarizer as
-they come due. Every question with evidence is asked *inside* the conversation, 40 turns after its last
+the character, named as in LoCoMo (the model answers each of the person's turns with the second
+speaker's real next lines; where the second speaker opens a session, its lines are the
+conversation's greeting or a check-in after the person's absence, as a character speaks unasked),
+a day and time per session, summaries written by the benchmark's blind summarizer as they come
+due. Every question with evidence is asked *inside* the conversation, 40 turns after its last
 evidence line (or at the end), and stays in it (later ones can find earlier questions, as in
 real use); at each the benchmark checks which evidence lines are in the prompt, word for word,
 and counts its tokens.
@@ -137,7 +139,7 @@ def turns_of(conversation: dict) -> list[tuple[str, list[tuple[str, str]], float
 
 
 async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[str, str] | None) -> dict[str, Tally]:
-    person = conversation["speaker_a"]  # the second speaker is the character
+    person, character = conversation["speaker_a"], conversation["speaker_b"]  # the second speaker is the character
     blocks = turns_of(conversation)
     line_of = {dia: text for _, lines, _ in blocks for dia, text in lines}
     asks = [qa for qa in conversation["qa"] if qa.get("evidence") and all(e in line_of for e in qa["evidence"])]
@@ -153,8 +155,10 @@ async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[st
     llm = ReplayLLM()
     with temp_folder() as folder:
         runtime = await bench_runtime(Path(folder), llm, clock, embedding_model=embeddings[1] if embeddings else None,
-                                      embedding_base_url=embeddings[0] if embeddings else None)
-        key, who = ConversationKey("console", "locomo", None, "Mira"), Identity("console", person)
+                                      embedding_base_url=embeddings[0] if embeddings else None,
+                                      checkins={"after_hours": 1.0},  # a session the character opens is a check-in
+                                      character=character)
+        key, who = ConversationKey("telegram", "locomo", None, character), Identity("telegram", person)
         archive: list[str] = []  # every stored message's text, in order (the baselines' view)
 
         async def person_says(text: str, when: float, reply: str | None) -> None:
@@ -188,11 +192,10 @@ async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[st
             for i, (speaker, lines, when) in enumerate(blocks):
                 text = "\n".join(t for _, t in lines)
                 if speaker != person:  # the character's lines answer the person's last turn
-                    if pending is None:  # or it speaks first: its greeting
-                        conversation_id = (await runtime.cast.conversation_for(key)).id
-                        await runtime.store.conversations.add_greeting(conversation_id, "Mira", text,
-                                                                       counter.count(text))
-                        archive.append(text)
+                    if pending is None:  # or it speaks first: its greeting, or a check-in
+                        clock.now = max(clock.now + 1, when)
+                        if await _speak_first(runtime, key, text, counter.count(text), when):
+                            archive.append(text)
                     else:
                         await person_says(*pending, text)
                         pending = None
@@ -208,6 +211,9 @@ async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[st
                         await ask(qa)
             if pending is not None:
                 await person_says(*pending, None)
+            # the baselines' archive is the store's messages, one for one: "older" above relies on it
+            conversation_id = (await runtime.cast.conversation_for(key)).id
+            assert len(archive) == await runtime.store.conversations.count_messages(conversation_id, 0)
         finally:
             await runtime.close()
     return tallies
@@ -231,6 +237,20 @@ def _within(archive: list[str], hits: list[int], budget: int, counter: TokenCoun
 def _around(archive: list[str], hits: list[int]) -> list[str]:
     keep = sorted({j for i in hits for j in (i - 1, i, i + 1) if 0 <= j < len(archive)})
     return [archive[j] for j in keep]
+
+
+async def _speak_first(runtime, key: ConversationKey, text: str, tokens: int, when: float) -> bool:
+    """The character opens a session: as the conversation's greeting, later as a check-in after
+    the person's absence (SPEC 14, the way a character speaks unasked). Whether it was stored: a
+    check-in only follows MIN_MESSAGES of the person's messages."""
+    conversation = await runtime.cast.conversation_for(key)
+    if await runtime.store.conversations.add_greeting(conversation.id, key.character, text, tokens):
+        return True
+    character_id = runtime.cast.character(key.character).id
+    absence = next((a for a in await runtime.store.checkins.due(character_id, key.platform, when, 10)
+                    if a.conversation_id == conversation.id), None)
+    return absence is not None and await runtime.store.checkins.store(absence, key.character, text, tokens,
+                                                                      {}) is not None
 
 
 class Clock:

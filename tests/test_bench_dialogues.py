@@ -17,3 +17,27 @@ def test_the_baseline_takes_its_best_hits_with_neighbours_within_the_blocks_toke
     assert _within(ARCHIVE, hits, one_group, counter) == ARCHIVE[19:22]
     assert _within(ARCHIVE, hits, one_group - 1, counter) == []  # never past the budget
     assert _within(ARCHIVE, hits, 0, counter) == []
+
+
+def _session(opening: str, count: int) -> list[dict]:
+    """Melanie opens with `opening`, then the two alternate with small talk."""
+    lines = [("Melanie", opening)] + [(("Caroline", "Melanie")[n % 2], f"small talk {n} about the grey weather")
+                                      for n in range(count)]
+    return [{"speaker": who, "text": said} for who, said in lines]
+
+
+async def test_a_session_the_character_opens_is_stored_as_its_greeting_or_a_check_in():
+    """The replay stores every line the baselines search: where the second speaker opens a
+    session, as the greeting (the first) or a check-in after the person's absence (later ones),
+    never dropped; the archive and the store hold the same messages (the replay asserts it)."""
+    from bench.dialogues import replay
+
+    sessions = [_session("hi Caroline, welcome to the island", 60), _session("I adopted a puppy called Biscuit!", 60)]
+    conversation = {"speaker_a": "Caroline", "speaker_b": "Melanie",
+                    "session_1_date_time": "1:00 pm on 8 May, 2023", "session_2_date_time": "2:00 pm on 15 May, 2023",
+                    "qa": [{"question": "What is Melanie's puppy called?", "evidence": ["D2:1"]},
+                           {"question": "How did Melanie welcome Caroline?", "evidence": ["D1:1"]}]}
+    for n, lines in enumerate(sessions, 1):
+        conversation[f"session_{n}"] = [line | {"dia_id": f"D{n}:{k}"} for k, line in enumerate(lines, 1)]
+    tallies = await replay(conversation, TokenCounter("gpt-4o-mini"), None)
+    assert tallies["keepsake"].found == tallies["keepsake"].evidence == 2
