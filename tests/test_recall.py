@@ -162,6 +162,18 @@ async def test_recall_takes_passages_until_its_budget_is_spent_not_a_fixed_count
     assert sum(fact in recall_block(llm) for fact in facts) == 16  # more than 8: 1,500 tokens hold them all
 
 
+async def test_the_speakers_names_are_not_searched_for(runtime, llm, clock):
+    """#39: nearly every line is the person's or the character's, and a name in them finds the
+    lines that greet one of them, not what the message asks about."""
+    ann = Chat(runtime)
+    greetings = [f"good morning Mira, it is Ann again, day {n}" for n in range(5)]
+    await history(ann, clock, greetings + ["the ferry to Lofoten leaves at six"] + small_talk(60))
+    await ann.say("Mira, this is Ann: when does the ferry leave?")
+    block = recall_block(llm)
+    assert "Ann: the ferry to Lofoten leaves at six" in block
+    assert not any(greeting in block for greeting in greetings[:-1])  # the last one is the ferry line's neighbour
+
+
 async def test_a_hit_that_only_repeats_the_question_is_left_out(runtime, llm, clock):
     ann = Chat(runtime)
     await history(ann, clock, ["how are Ingrid's goats?", "my cousin Ingrid keeps three goats in Tromsø"]

@@ -2,8 +2,8 @@
 that needs them.
 
 Each turn searches this conversation's messages older than the live window for the words of the
-person's new message (common words left out, and words that fill much of the conversation:
-they point at nothing in particular); with semantic recall on (bot/memory/semantic.py), the places
+person's new message (common words left out, the speakers' names, and words that fill much of the
+conversation: they point at nothing in particular); with semantic recall on (bot/memory/semantic.py), the places
 ranked by meaning join after the word matches, so they add hits and never push one out. Hits
 with nothing in them, or that mostly repeat the new message or a hit already taken (echoes: a
 person asks about the same things again), are left out. The hits come with a neighbour on each
@@ -77,15 +77,19 @@ def echoes(hit: str, said: str) -> bool:
     return hit.rstrip().endswith("?") and len(content & there) >= ECHO_SHARE * len(content)
 
 
-def query_terms(text: str) -> list[str]:
-    """The words of a message worth searching for: its content words in order, each once."""
-    return list(dict.fromkeys(_carrying(text)))[:MAX_TERMS]
+def query_terms(text: str, speakers: Sequence[str] = ()) -> list[str]:
+    """The words of a message worth searching for: its content words in order, each once, not
+    the words of the speakers' names (nearly every line is one of theirs: "Ann" finds the lines
+    that greet Ann, not what the message asks about)."""
+    names = {word for name in speakers for word in WORD.findall(name.lower())}
+    return [word for word in dict.fromkeys(_carrying(text)) if word not in names][:MAX_TERMS]
 
 
 async def recall(store: Store, conversation_id: int, text: str, before_pos: int, budget: int,
-                 nearest: Sequence[int] = ()) -> list[Passage]:
+                 nearest: Sequence[int] = (), speakers: Sequence[str] = ()) -> list[Passage]:
     """Passages of this conversation before `before_pos` (the live window's first message) that
-    the message `text` calls back, within `budget` tokens, oldest first.
+    the message `text` calls back, within `budget` tokens, oldest first. `speakers`: the names
+    of the person and the character, left out of the search.
 
     The candidates are the best matches of its words (up to CANDIDATES), then the places
     `nearest` ranks by meaning that the words did not find: meaning adds hits, it never pushes a
@@ -94,7 +98,7 @@ async def recall(store: Store, conversation_id: int, text: str, before_pos: int,
     left out. Each hit comes with a neighbour on each side; neighbouring ones merge into one
     passage; the word hits' passages are taken best first until the budget is spent, then
     meaning's with what is left."""
-    terms = query_terms(text)
+    terms = query_terms(text, speakers)
     if budget <= 0 or not (terms or nearest):
         return []
     hits = await store.recall.search(conversation_id, terms, before_pos, CANDIDATES, COMMON_ABOVE) if terms else []

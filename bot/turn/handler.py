@@ -362,7 +362,8 @@ class TurnHandler:
                 await sink("")  # the turn has begun (an adapter shows typing only now)
 
             async def recalling(newest_first: list[MessageRow], window: list[MessageRow]) -> list[Passage]:
-                return await self._recall(conversation.id, user_row, newest_first, window, embedding)
+                return await self._recall(conversation.id, stored.character.name, user_row, newest_first, window,
+                                          embedding)
             context = await read_context(self.store, stored, conversation, person_id, self.context_window,
                                          up_to_pos=user_row.pos, recalling=recalling)
             tools_on = context.learning and self.llm.tools_supported is not False
@@ -404,8 +405,9 @@ class TurnHandler:
             buttons = [[Button(REGENERATE_LABEL, encode_action(presser, "regen", turn_id))]]
         return Reply(text, turn=TurnRef(turn_id), buttons=buttons, spoken=self.speaks(was_spoken(user_row.content)))
 
-    async def _recall(self, conversation_id: int, user_row: MessageRow, newest_first: list[MessageRow],
-                      window: list[MessageRow], embedding: asyncio.Task | None) -> list[Passage]:
+    async def _recall(self, conversation_id: int, character_name: str, user_row: MessageRow,
+                      newest_first: list[MessageRow], window: list[MessageRow],
+                      embedding: asyncio.Task | None) -> list[Passage]:
         """Older words the message calls back (none when the window holds the whole conversation)."""
         if not self.recall_tokens or (len(window) == len(newest_first) < WINDOW_MAX_MESSAGES):
             return []
@@ -414,7 +416,7 @@ class TurnHandler:
             embedding = embedding or self._embedding(user_row)
             nearest = await self.semantic.nearest(embedding, conversation_id, window[0].pos, RECALL_NEAREST)
         return await recall(self.store, conversation_id, user_row.content, window[0].pos, self.recall_tokens,
-                            nearest)
+                            nearest, speakers=(user_row.speaker_name, character_name))
 
     def _embedding(self, user_row: MessageRow) -> asyncio.Task | None:
         """Ask for the message's vector (semantic recall on), without waiting for it."""
