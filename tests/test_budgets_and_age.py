@@ -13,6 +13,7 @@ from bot.config import ConfigError, parse_config
 from bot.contract import Asker, ConversationKey, IncomingMessage
 from bot.runtime import build_runtime
 from tests.conftest import DAY, Chat, FakeClock, config_dict
+from tests.fakes.summarizer import extractive
 from tests.postgres import fresh_schema_url
 
 GROUP = "-100"
@@ -64,6 +65,27 @@ async def test_usage_shows_a_persons_tokens_today_and_this_month(budgeted, llm):
     spent = await runtime.store.usage.spent(await ann.person_id(), "2027-01-15", "2027-01-15")
     assert spent > 0
     assert (await ann.memory("/usage")).text == f"Your tokens today: {spent:,} of 1,000 a day.\nThis month: {spent:,}."
+
+
+async def test_drafts_by_the_ai_are_spent_on_the_persons_allowance(budgeted, llm):
+    """/memory generate and Draft with AI are model calls on the person's behalf: their tokens
+    count in `/usage` and against `tokens_per_day` like a turn's."""
+    (runtime, _), _ = budgeted
+    ann = Chat(runtime)
+    llm.responder = extractive
+    await runtime.store.conversations.add_user_message(  # a message to draft from, stored without a turn
+        (await runtime.cast.conversation_for(ann.key)).id, await ann.person_id(), "Ann", "I moved to Oslo", 5, None)
+
+    async def spent() -> int:
+        return await runtime.store.usage.spent(await ann.person_id(), "2027-01-15", "2027-01-15")
+
+    await ann.memory("/memory generate I'm a night nurse. My cat is called Tofu")
+    after_generate = await spent()
+    assert after_generate > 0
+    picked = await ann.memory("/memory save 1")
+    drafts = await ann.press(picked.buttons[0][0].action)
+    assert "Keep one of these" in drafts.text
+    assert await spent() > after_generate
 
 
 async def test_stats_is_for_the_owner_only_and_shows_today_the_week_and_who_spent_most(budgeted, llm):

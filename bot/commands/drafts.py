@@ -25,6 +25,7 @@ from bot.commands.base import (
 from bot.contract import CommandContext, CommandResult
 from bot.memory.drafting import (
     MAX_SELECTED_MESSAGES,
+    Drafted,
     as_is,
     description_error,
     draft_from_description,
@@ -70,15 +71,22 @@ class DraftCommands:
         if refusal := await self.gate.call_refusal(person.id, ctx.conversation):
             raise UsageError(refusal)
 
+    async def _spent(self, person: Person, drafted: Drafted) -> list[str]:
+        """The call's tokens go to the person's usage (SPEC 17: spent on their behalf); its drafts."""
+        await self.gate.budgets.spend(person.id, person.character_id, drafted.tokens_in, drafted.tokens_out)
+        return drafted.drafts
+
     # -- /memory generate ------------------------------------------------------------------
     async def generate(self, ctx: CommandContext, person: Person, description: str | None = None) -> CommandResult:
         if error := description_error(description):
             raise UsageError(error)
         await self._take_call(ctx, person)
         try:
-            drafts = await draft_from_description(self.llm, person.character_name, ctx.display_name, description)
+            drafted = await draft_from_description(self.llm, self.counter, person.character_name, ctx.display_name,
+                                                   description)
         except LLMError as failure:
             raise UsageError(f"I couldn't draft memories just now ({failure}). Try again in a moment.") from None
+        drafts = await self._spent(person, drafted)
         if not drafts:
             return CommandResult("I found nothing lasting to remember in that description.")
         draft_id = await self.store.drafts.save_drafts(person.id, "generate", drafts)
@@ -181,9 +189,10 @@ class DraftCommands:
             return CommandResult(no_selection(ctx), ok=False)
         await self._take_call(ctx, person)
         try:
-            drafts = await draft_from_messages(self.llm, person.character_name, messages)
+            drafted = await draft_from_messages(self.llm, self.counter, person.character_name, messages)
         except LLMError as failure:
             raise UsageError(f"I couldn't draft a memory just now ({failure}). Try again, or use them as-is.") from None
+        drafts = await self._spent(person, drafted)
         if not drafts:
             raise UsageError("I couldn't draft a memory from those messages. Try Use as-is.")
         draft_id = await self.store.drafts.save_drafts(person.id, "save", drafts)

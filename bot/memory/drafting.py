@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 from bot.memory.saved_memories import MAX_MEMORY_CHARS
 from bot.memory.summary_prompts import transcript
 from bot.model.llm import LLMClient
+from bot.model.tokens import TokenCounter
 from bot.text import length_problem
 from storage.ports import MessageRow
 
@@ -69,19 +71,28 @@ def as_is(messages: list[MessageRow]) -> str:
     return transcript(messages)
 
 
-async def draft_from_description(llm: LLMClient, character: str, user: str, description: str) -> list[str]:
+@dataclass(frozen=True)
+class Drafted:
+    drafts: list[str]
+    tokens_in: int  # what the call cost, as the server's usage says, else as counted (SPEC 17)
+    tokens_out: int
+
+
+async def draft_from_description(llm: LLMClient, counter: TokenCounter, character: str, user: str,
+                                 description: str) -> Drafted:
     prompt = GENERATE_PROMPT.replace("{char}", character).replace("{user}", user)
-    completion = await llm.complete(
-        [{"role": "system", "content": prompt}, {"role": "user", "content": description.strip()}],
-        model=llm.summary_model, max_tokens=600,
-    )
-    return parse_drafts(completion.text)
+    return await _draft(llm, counter, prompt, description.strip(), max_tokens=600)
 
 
-async def draft_from_messages(llm: LLMClient, character: str, messages: list[MessageRow]) -> list[str]:
+async def draft_from_messages(llm: LLMClient, counter: TokenCounter, character: str,
+                              messages: list[MessageRow]) -> Drafted:
     prompt = FROM_MESSAGES_PROMPT.replace("{char}", character)
-    completion = await llm.complete(
-        [{"role": "system", "content": prompt}, {"role": "user", "content": transcript(messages)}],
-        model=llm.summary_model, max_tokens=700,
-    )
-    return parse_drafts(completion.text)
+    return await _draft(llm, counter, prompt, transcript(messages), max_tokens=700)
+
+
+async def _draft(llm: LLMClient, counter: TokenCounter, prompt: str, given: str, max_tokens: int) -> Drafted:
+    completion = await llm.complete([{"role": "system", "content": prompt}, {"role": "user", "content": given}],
+                                    model=llm.summary_model, max_tokens=max_tokens)
+    return Drafted(parse_drafts(completion.text),
+                   completion.prompt_tokens or counter.count(prompt) + counter.count(given),
+                   completion.completion_tokens or counter.count(completion.text))
