@@ -183,7 +183,18 @@ async def test_a_hit_that_only_repeats_the_question_is_left_out(runtime, llm, cl
     assert "my cousin Ingrid keeps three goats in Tromsø" in block and "how are Ingrid's goats?" not in block
 
 
-async def test_recall_by_meaning_adds_hits_after_the_word_hits_and_never_pushes_one_out(runtime, clock):
+def test_a_word_hit_that_meaning_also_ranks_high_passes_one_it_does_not():
+    """Reciprocal-rank fusion (SPEC 11) of the word hits: 1 / (10 + rank) from each ranking;
+    places only meaning found follow every word hit (#39: on LoCoMo, letting them pass one cost
+    evidence)."""
+    from bot.memory.recall import fused
+
+    assert fused([11, 12, 13], [13, 90, 91]) == [13, 11, 12, 90, 91]
+    assert fused([11, 12, 13], []) == [11, 12, 13]  # words alone: their own order
+    assert fused([], [90, 91]) == [90, 91]
+
+
+async def test_places_only_meaning_found_join_after_the_word_hits_and_never_push_one_out(runtime, clock):
     from bot.memory.recall import recall
 
     ann = Chat(runtime)

@@ -3,8 +3,8 @@ that needs them.
 
 Each turn searches this conversation's messages older than the live window for the words of the
 person's new message (common words left out, the speakers' names, and words that fill much of the
-conversation: they point at nothing in particular); with semantic recall on (bot/memory/semantic.py), the places
-ranked by meaning join after the word matches, so they add hits and never push one out. Hits
+conversation: they point at nothing in particular); with semantic recall on
+(bot/memory/semantic.py), the ranking by meaning is fused with the words' (`fused`). Hits
 with nothing in them, or that mostly repeat the new message or a hit already taken (echoes: a
 person asks about the same things again), are left out. The hits come with a neighbour on each
 side; hits next to each other merge into one passage. The passages are taken best first until
@@ -24,7 +24,8 @@ from typing import Sequence
 from storage.ports import MessageRow, Store
 
 CANDIDATES = 32  # best word matches looked at; the budget, not this count, decides how many are taken
-NEAREST = 16  # places ranked by meaning looked at (they join after the word matches)
+NEAREST = 48  # places ranked by meaning looked at
+FUSION_K = 10  # reciprocal-rank fusion: a ranking gives a place 1 / (FUSION_K + its rank)
 ECHO_SHARE = 0.7  # a question this much of whose content words were said already asks it again
 REPEAT_SHARE = 0.9  # a message this much of whose words were said already repeats it
 COMMON_ABOVE = 200  # a word in more messages of the conversation than this points at nothing
@@ -85,30 +86,42 @@ def query_terms(text: str, speakers: Sequence[str] = ()) -> list[str]:
     return [word for word in dict.fromkeys(_carrying(text)) if word not in names][:MAX_TERMS]
 
 
+def fused(by_words: Sequence[int], by_meaning: Sequence[int]) -> list[int]:
+    """Places to recall, best first, from the ranking by words and the ranking by meaning: the
+    word hits in the order of reciprocal-rank fusion (each ranking gives a place
+    1 / (FUSION_K + its rank), so a word hit that meaning ranks high passes one it does not), then
+    the places only meaning found, in its order. Measured on LoCoMo (#39), a place only meaning
+    found was worth less than any word hit: fusing them too, so that one could pass a weak word
+    hit, cost evidence."""
+    by_meaning_rank = {pos: rank for rank, pos in enumerate(by_meaning, 1)}
+    score = {pos: 1 / (FUSION_K + rank) + (1 / (FUSION_K + by_meaning_rank[pos]) if pos in by_meaning_rank else 0.0)
+             for rank, pos in enumerate(by_words, 1)}
+    return sorted(by_words, key=lambda pos: -score[pos]) + [pos for pos in by_meaning if pos not in score]
+
+
 async def recall(store: Store, conversation_id: int, text: str, before_pos: int, budget: int,
                  nearest: Sequence[int] = (), speakers: Sequence[str] = ()) -> list[Passage]:
     """Passages of this conversation before `before_pos` (the live window's first message) that
     the message `text` calls back, within `budget` tokens, oldest first. `speakers`: the names
     of the person and the character, left out of the search.
 
-    The candidates are the best matches of its words (up to CANDIDATES), then the places
-    `nearest` ranks by meaning that the words did not find: meaning adds hits, it never pushes a
-    word hit out. A candidate with no content words ("I see.", "haha ok") or one that mostly
-    repeats the new message or a hit already taken (an echo: ECHO_SHARE of its content words) is
-    left out. Each hit comes with a neighbour on each side; neighbouring ones merge into one
-    passage; the word hits' passages are taken best first until the budget is spent, then
-    meaning's with what is left."""
+    The candidates are the best matches of its words (up to CANDIDATES) and the places
+    `nearest` ranks by meaning, in the order `fused` gives them. A candidate with no content
+    words ("I see.", "haha ok") or one that mostly repeats the new message or a hit already taken
+    (an echo: ECHO_SHARE of its content words) is left out. Each hit comes with a neighbour on
+    each side; neighbouring ones merge into one passage; the word hits' passages are taken best
+    first until the budget is spent, then those of the places only meaning found with what is
+    left."""
     terms = query_terms(text, speakers)
     if budget <= 0 or not (terms or nearest):
         return []
     hits = await store.recall.search(conversation_id, terms, before_pos, CANDIDATES, COMMON_ABOVE) if terms else []
-    by_words = [hit.pos for hit in hits]
-    words_found = set(by_words)
-    ranked = by_words + [pos for pos in nearest if pos not in words_found]
+    words_found = {hit.pos for hit in hits}
+    ranked = fused([hit.pos for hit in hits], nearest)
     if not ranked:
         return []
     candidates = {m.pos: m for m in hits} | {m.pos: m for m in await store.recall.messages_at(
-        conversation_id, sorted(set(ranked) - set(by_words)))}
+        conversation_id, sorted(set(ranked) - words_found))}
     said = [text]  # the new message and the hits taken so far
     chosen: list[int] = []
     for pos in ranked:
@@ -123,8 +136,7 @@ async def recall(store: Store, conversation_id: int, text: str, before_pos: int,
     rank = {pos: i for i, pos in enumerate(chosen)}
     taken: dict[int, MessageRow] = {}
     used = 0
-    # The word hits' passages first, then meaning's with what budget is left: a passage of
-    # meaning never takes the room of a word hit's.
+    # The word hits' passages first, then those only meaning found, with what budget is left.
     for group in ([p for p in chosen if p in words_found], [p for p in chosen if p not in words_found]):
         pool = {p: by_pos[p] for pos in group for p in (pos - 1, pos, pos + 1) if p in by_pos and p not in taken}
         for passage in sorted(_merge(pool), key=lambda p: min(rank.get(m.pos, len(rank)) for m in p.messages)):
