@@ -6,7 +6,7 @@ the context window), as data after the summary; `/memory why` lists them."""
 import pytest
 
 from bot.runtime import build_runtime
-from bot.turn.prompt import RECALL_INTRO
+from bot.turn.prompt import MESSAGE_OVERHEAD_TOKENS, RECALL_INTRO
 from tests.conftest import Chat, FakeClock
 from tests.fakes.llm_server import text
 from tests.fakes.summarizer import kind_of
@@ -73,11 +73,20 @@ async def test_recall_stays_within_10_percent_of_a_small_context_window(make_con
         apart = [line for goat, talk in zip(goats, small_talk(150)) for line in (goat, talk)]  # hits never merge
         await history(ann, clock, apart + small_talk(60))
         await ann.say("which goat escaped from the pen near the chapel?")
-        assert recall_block(llm)
+        block = recall_block(llm)
         receipt = (await runtime.store.turns.latest_turn(1)).receipt
         assert 600 < receipt["tokens"]["recall"] <= 800  # the 10 % binds: 1,500 would take more
+        # as the model gets it, too: days, speakers, the heading and the gaps between passages
+        assert runtime.counter.count(block) + MESSAGE_OVERHEAD_TOKENS <= 800
     finally:
         await runtime.close()
+
+
+def test_the_blocks_own_tokens_are_reserved_from_its_budget():
+    from bot.memory.recall import BLOCK_TOKENS
+    from bot.model.tokens import TokenCounter
+
+    assert BLOCK_TOKENS >= TokenCounter("gpt-4o-mini").count(RECALL_INTRO + "\n") + MESSAGE_OVERHEAD_TOKENS
 
 
 async def test_recall_is_left_out_when_turned_off(make_config, llm, clock):

@@ -31,8 +31,11 @@ REPEAT_SHARE = 0.9  # a message this much of whose words were said already repea
 COMMON_ABOVE = 200  # a word in more messages of the conversation than this points at nothing
 MAX_TERMS = 12
 CONTEXT_SHARE = 0.10  # recall never takes more than this share of the context window
-TOKENS_PER_LINE = 6  # the date and speaker the first recalled line of a day carries, roughly
-TOKENS_PER_FOLLOWING_LINE = 3  # the speaker of a line after the first of its day in a passage
+# What the block adds to its messages' own tokens (counted with cl100k and o200k; a long name costs more):
+TOKENS_PER_LINE = 11  # the day and speaker heading the first recalled line of a day, and its line break
+TOKENS_PER_FOLLOWING_LINE = 4  # the speaker of a line after the first of its day in a passage, and its line break
+TOKENS_PER_PASSAGE = 2  # the "…" that parts it from the passage before
+BLOCK_TOKENS = 35  # the block's heading (bot/turn/prompt.py: RECALL_INTRO) and its chat message's overhead
 
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being below
@@ -113,7 +116,8 @@ async def recall(store: Store, conversation_id: int, text: str, before_pos: int,
     first until the budget is spent, then those of the places only meaning found with what is
     left."""
     terms = query_terms(text, speakers)
-    if budget <= 0 or not (terms or nearest):
+    room = budget - BLOCK_TOKENS  # for the passages
+    if room <= 0 or not (terms or nearest):
         return []
     hits = await store.recall.search(conversation_id, terms, before_pos, CANDIDATES, COMMON_ABOVE) if terms else []
     words_found = {hit.pos for hit in hits}
@@ -140,7 +144,7 @@ async def recall(store: Store, conversation_id: int, text: str, before_pos: int,
     for group in ([p for p in chosen if p in words_found], [p for p in chosen if p not in words_found]):
         pool = {p: by_pos[p] for pos in group for p in (pos - 1, pos, pos + 1) if p in by_pos and p not in taken}
         for passage in sorted(_merge(pool), key=lambda p: min(rank.get(m.pos, len(rank)) for m in p.messages)):
-            if used + passage.tokens <= budget:
+            if used + passage.tokens <= room:
                 taken.update((m.pos, m) for m in passage.messages)
                 used += passage.tokens
     return _merge(taken)
@@ -154,7 +158,7 @@ def _merge(by_pos: dict[int, MessageRow]) -> list[Passage]:
             passages[-1].append(by_pos[pos])
         else:
             passages.append([by_pos[pos]])
-    return [Passage(group, sum(m.tokens for m in group) + sum(
+    return [Passage(group, TOKENS_PER_PASSAGE + sum(m.tokens for m in group) + sum(
         TOKENS_PER_LINE if dated else TOKENS_PER_FOLLOWING_LINE for dated in _dated(group))) for group in passages]
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from bot.characters.cards import Character
-from bot.memory.recall import day_of, recalled_lines
+from bot.memory.recall import BLOCK_TOKENS, day_of, recalled_lines
 from bot.memory.saved_memories import memory_marks
 from bot.turn.context import Context
 from storage.ports import MemoryRow, MessageRow
@@ -169,7 +169,7 @@ def build_prompt(context: Context, *, speaker_name: str, tools: bool, now: float
     if recalled:
         passages = ["\n".join(recalled_lines(p)) for p in recalled]
         messages.append({"role": "system", "content": RECALL_INTRO + "\n" + f"\n{RECALL_GAP}\n".join(passages)})
-        tokens["recall"] = sum(p.tokens for p in recalled) + MESSAGE_OVERHEAD_TOKENS
+        tokens["recall"] = sum(p.tokens for p in recalled) + BLOCK_TOKENS
 
     for row in window:
         if (row.role == "user" and shared) or _another_character(row, character, shared):
