@@ -454,7 +454,7 @@ async def test_a_persons_message_addressed_to_no_character_ends_the_chain(scene,
 async def test_a_person_named_like_a_character_is_shown_to_the_model_as_a_person(scene, llm):
     runtime = await scene()
     impostor, ann = Person(runtime, "777", "aki"), Person(runtime, "501", "Ann")
-    llm.add(text("Aye, Aki the person."), text("Hello, Ann."))
+    llm.add(text("Aye, it is lifting."), text("Hello, Ann."))  # naming Aki would start a chain to the character
     await impostor.says("Mira, the fog is lifting")
     await ann.says("hello Mira")
     lines = prompt_lines(llm)
