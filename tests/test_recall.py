@@ -203,6 +203,43 @@ def test_a_word_hit_that_meaning_also_ranks_high_passes_one_it_does_not():
     assert fused([], [90, 91]) == [90, 91]
 
 
+def test_only_the_24_best_places_only_meaning_found_join_the_word_hits():
+    """#39: past their first two dozen, places only meaning found cost the block more room than
+    they brought; meaning still ranks 200 places, so that nearly every word hit has its rank."""
+    from bot.memory.recall import NEAREST, fused
+
+    by_meaning = list(range(1_000, 1_000 + NEAREST))
+    assert NEAREST == 200
+    assert fused([7, 8], by_meaning) == [7, 8] + by_meaning[:24]
+    assert fused([7, 1_150], by_meaning)[:2] == [7, 1_150]  # a word hit meaning ranks 151st still gets that rank
+
+
+def test_a_message_is_a_question_when_every_sentence_of_it_asks():
+    from bot.memory.recall import only_asks
+
+    assert only_asks("What did you do in May?") and only_asks("Where were you? Who came along?")
+    assert not only_asks("We hiked the ridge in May. Have you been?")  # it tells something, too
+    assert not only_asks("We hiked the ridge in May.") and not only_asks("")
+
+
+async def test_a_message_that_only_asks_is_not_recalled_by_meaning(runtime, clock):
+    """An embedding model puts a question near other questions by their form, whatever they ask
+    about (#39: on LoCoMo, ranking them cost recall by meaning two thirds of what it added)."""
+    from bot.memory.recall import recall
+
+    ann = Chat(runtime)
+    await history(ann, clock, ["what do you cook on Sundays?", "haha ok", "nothing much", "ok", "sure",
+                               "my grandmother taught me her fish soup"] + small_talk(70))
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
+    by_place = {m.content: m.pos for m in await runtime.store.recall.messages_at(conversation, list(range(0, 20)))}
+    nearest = [by_place["what do you cook on Sundays?"], by_place["my grandmother taught me her fish soup"]]
+    passages = await recall(runtime.store, conversation, "what did your family make for dinner?", 10**6, 1_500,
+                            nearest)
+    recalled = [m.content for p in passages for m in p.messages]
+    assert "my grandmother taught me her fish soup" in recalled  # meaning's second place, a statement
+    assert "what do you cook on Sundays?" not in recalled  # its first, a question: not recalled
+
+
 async def test_places_only_meaning_found_join_after_the_word_hits_and_never_push_one_out(runtime, clock):
     from bot.memory.recall import recall
 

@@ -4,7 +4,8 @@ that needs them.
 Each turn searches this conversation's messages older than the live window for the words of the
 person's new message (common words left out, the speakers' names, and words that fill much of the
 conversation: they point at nothing in particular); with semantic recall on
-(bot/memory/semantic.py), the ranking by meaning is fused with the words' (`fused`). Hits
+(bot/memory/semantic.py), the ranking by meaning is fused with the words' (`fused`); a message
+that only asks is not ranked by meaning (`only_asks`). Hits
 with nothing in them, or that mostly repeat the new message or a hit already taken (echoes: a
 person asks about the same things again), are left out. The hits come with a neighbour on each
 side; hits next to each other merge into one passage. The passages are taken best first until
@@ -24,7 +25,8 @@ from typing import Sequence
 from storage.ports import MessageRow, Store
 
 CANDIDATES = 32  # best word matches looked at; the budget, not this count, decides how many are taken
-NEAREST = 48  # places ranked by meaning looked at
+NEAREST = 200  # places ranked by meaning: enough that nearly every word hit has its rank by meaning too
+MEANING_ONLY = 24  # the best places only meaning found that may join, after the word hits
 FUSION_K = 10  # reciprocal-rank fusion: a ranking gives a place 1 / (FUSION_K + its rank)
 ECHO_SHARE = 0.7  # a question this much of whose content words were said already asks it again
 REPEAT_SHARE = 0.9  # a message this much of whose words were said already repeats it
@@ -48,6 +50,7 @@ will with would you your yours yourself yourselves im ive id youre dont didnt ca
 also really maybe yes yeah ok okay oh hi hello hey please thanks thank tell know think remember
 """.split())
 WORD = re.compile(r"\w+")
+SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,16 @@ def echoes(hit: str, said: str) -> bool:
     return hit.rstrip().endswith("?") and len(content & there) >= ECHO_SHARE * len(content)
 
 
+def only_asks(text: str) -> bool:
+    """Whether every sentence of a message is a question. Meaning does not rank such a message:
+    an embedding model puts a question near other questions by their form ("What did Ann do
+    in May?" near "What does Ann like?"), whatever they ask about, and a question holds no
+    answer. Measured on LoCoMo (#39), ranking them cost recall by meaning two thirds of what it
+    added."""
+    sentences = [s.strip() for s in SENTENCE.findall(text) if s.strip()]
+    return bool(sentences) and all(s.endswith("?") for s in sentences)
+
+
 def query_terms(text: str, speakers: Sequence[str] = ()) -> list[str]:
     """The words of a message worth searching for: its content words in order, each once, not
     the words of the speakers' names (nearly every line is one of theirs: "Ann" finds the lines
@@ -93,13 +106,14 @@ def fused(by_words: Sequence[int], by_meaning: Sequence[int]) -> list[int]:
     """Places to recall, best first, from the ranking by words and the ranking by meaning: the
     word hits in the order of reciprocal-rank fusion (each ranking gives a place
     1 / (FUSION_K + its rank), so a word hit that meaning ranks high passes one it does not), then
-    the places only meaning found, in its order. Measured on LoCoMo (#39), a place only meaning
-    found was worth less than any word hit: fusing them too, so that one could pass a weak word
-    hit, cost evidence."""
+    the best MEANING_ONLY places only meaning found, in its order. Measured on LoCoMo (#39), a
+    place only meaning found was worth less than any word hit: fusing them too, so that one could
+    pass a weak word hit, cost evidence; and past its first two dozen they cost more room than
+    they brought."""
     by_meaning_rank = {pos: rank for rank, pos in enumerate(by_meaning, 1)}
     score = {pos: 1 / (FUSION_K + rank) + (1 / (FUSION_K + by_meaning_rank[pos]) if pos in by_meaning_rank else 0.0)
              for rank, pos in enumerate(by_words, 1)}
-    return sorted(by_words, key=lambda pos: -score[pos]) + [pos for pos in by_meaning if pos not in score]
+    return sorted(by_words, key=lambda pos: -score[pos]) + [pos for pos in by_meaning if pos not in score][:MEANING_ONLY]
 
 
 async def recall(store: Store, conversation_id: int, text: str, before_pos: int, budget: int,
@@ -109,23 +123,24 @@ async def recall(store: Store, conversation_id: int, text: str, before_pos: int,
     of the person and the character, left out of the search.
 
     The candidates are the best matches of its words (up to CANDIDATES) and the places
-    `nearest` ranks by meaning, in the order `fused` gives them. A candidate with no content
-    words ("I see.", "haha ok") or one that mostly repeats the new message or a hit already taken
-    (an echo: ECHO_SHARE of its content words) is left out. Each hit comes with a neighbour on
-    each side; neighbouring ones merge into one passage; the word hits' passages are taken best
-    first until the budget is spent, then those of the places only meaning found with what is
-    left."""
+    `nearest` ranks by meaning (but those that `only_asks`), in the order `fused` gives them. A
+    candidate with no content words ("I see.", "haha ok") or one that mostly repeats the new
+    message or a hit already taken (an echo: ECHO_SHARE of its content words) is left out. Each
+    hit comes with a neighbour on each side; neighbouring ones merge into one passage; the word
+    hits' passages are taken best first until the budget is spent, then those of the places only
+    meaning found with what is left."""
     terms = query_terms(text, speakers)
     room = budget - BLOCK_TOKENS  # for the passages
     if room <= 0 or not (terms or nearest):
         return []
     hits = await store.recall.search(conversation_id, terms, before_pos, CANDIDATES, COMMON_ABOVE) if terms else []
+    near = {m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(nearest))} if nearest else {}
     words_found = {hit.pos for hit in hits}
-    ranked = fused([hit.pos for hit in hits], nearest)
+    by_meaning = [pos for pos in nearest if pos in near and not only_asks(near[pos].content)]
+    ranked = fused([hit.pos for hit in hits], by_meaning)
     if not ranked:
         return []
-    candidates = {m.pos: m for m in hits} | {m.pos: m for m in await store.recall.messages_at(
-        conversation_id, sorted(set(ranked) - words_found))}
+    candidates = near | {m.pos: m for m in hits}
     said = [text]  # the new message and the hits taken so far
     chosen: list[int] = []
     for pos in ranked:
