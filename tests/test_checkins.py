@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Sequence
 from datetime import datetime, timezone
+from typing import Sequence
 
 import pytest
 

@@ -22,9 +22,9 @@ from bot.commands.checkins import CheckinCommands
 from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands
 from bot.commands.persona import PersonaCommands
-from bot.commands.usage import UsageCommands
 from bot.commands.summary import SummaryCommands
 from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
+from bot.commands.usage import UsageCommands
 from bot.contract import NOT_ALLOWED, STALE_BUTTON, CommandContext, CommandResult, TurnRef
 from bot.memory.rebuild import Rebuilds
 from bot.model.llm import LLMClient
