@@ -224,7 +224,7 @@ def test_a_message_is_a_question_when_every_sentence_of_it_asks():
 
 async def test_a_message_that_only_asks_is_not_recalled_by_meaning(runtime, clock):
     """An embedding model puts a question near other questions by their form, whatever they ask
-    about (#39: on LoCoMo, ranking them cost recall by meaning two thirds of what it added)."""
+    about (#39: on LoCoMo, ranking them held recall by meaning to +1.3 points instead of +2.0)."""
     from bot.memory.recall import recall
 
     ann = Chat(runtime)

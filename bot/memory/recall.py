@@ -88,8 +88,8 @@ def only_asks(text: str) -> bool:
     """Whether every sentence of a message is a question. Meaning does not rank such a message:
     an embedding model puts a question near other questions by their form ("What did Ann do
     in May?" near "What does Ann like?"), whatever they ask about, and a question holds no
-    answer. Measured on LoCoMo (#39), ranking them cost recall by meaning two thirds of what it
-    added."""
+    answer. Measured on LoCoMo (#39), ranking them held recall by meaning to +1.3 points of
+    evidence instead of +2.0."""
     sentences = [s.strip() for s in SENTENCE.findall(text) if s.strip()]
     return bool(sentences) and all(s.endswith("?") for s in sentences)
 
