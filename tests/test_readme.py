@@ -4,9 +4,9 @@ the rest of her table), passes every check the bot makes at start-up, with each 
 in the repository."""
 
 import re
+import tomllib
 
 import pytest
-import tomllib
 
 from bot.cli import platform_settings
 from bot.config import parse_config

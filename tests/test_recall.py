@@ -211,7 +211,8 @@ def test_only_the_24_best_places_only_meaning_found_join_the_word_hits():
     by_meaning = list(range(1_000, 1_000 + NEAREST))
     assert NEAREST == 200
     assert fused([7, 8], by_meaning) == [7, 8] + by_meaning[:24]
-    assert fused([7, 1_150], by_meaning)[:2] == [7, 1_150]  # a word hit meaning ranks 151st still gets that rank
+    # a word hit meaning ranks 151st still gets that rank: 1/14 + 1/161 passes the third word hit's 1/13
+    assert fused([7, 8, 9, 1_150], by_meaning)[:4] == [7, 8, 1_150, 9]
 
 
 def test_a_message_is_a_question_when_every_sentence_of_it_asks():
