@@ -87,18 +87,21 @@ def absence_words(seconds: float) -> str:
 
 
 class Pace:
-    """At most `per_second` calls a second return, in the order they came (a bot's sends)."""
+    """At most `per_second` calls a second return, in the order they came (a bot's sends). Each
+    waits a gap after the call before it actually returned, not after its planned time: a wake-up
+    the event loop delays must not bunch the sends after it."""
 
     def __init__(self, per_second: float):
         self.gap = 1 / per_second
-        self.next = 0.0
+        self.last = -float("inf")
+        self.lock = asyncio.Lock()
 
     async def __call__(self) -> None:
-        now = time.monotonic()
-        at = max(now, self.next)
-        self.next = at + self.gap
-        if at > now:
-            await asyncio.sleep(at - now)
+        async with self.lock:
+            wait = self.last + self.gap - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self.last = time.monotonic()
 
 
 class CheckIns:
