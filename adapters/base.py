@@ -191,12 +191,14 @@ class ChatAdapter(abc.ABC, Generic[Place]):
                 await self.quietly(self.drop_buttons(place, previous[-1]))
         return ids
 
-    async def regenerate(self, place: Place, conversation: ConversationKey, presser: Identity, turn: TurnRef,
-                         pressed: str, acknowledge: Callable[[str | None], Awaitable[None]]) -> str | None:
-        """Regenerate the reply whose button was pressed (message `pressed`). The press is
-        acknowledged at once, with the reason when it is refused. Returns what went wrong after
-        that (the model failed: the old reply stays, intact), for the presser; else None."""
-        refusal = await self.core.regenerate_refusal(conversation, presser, turn)
+    async def regenerate(self, place: Place, conversation: ConversationKey, presser: Identity, asker: Asker | None,
+                         turn: TurnRef, pressed: str, acknowledge: Callable[[str | None], Awaitable[None]]
+                         ) -> str | None:
+        """Regenerate the reply whose button was pressed (message `pressed`) by `presser`, who
+        presses as `asker` (for the gate). The press is acknowledged at once, with the reason
+        when it is refused. Returns what went wrong after that (the model failed: the old reply
+        stays, intact), for the presser; else None."""
+        refusal = await self.core.regenerate_refusal(conversation, presser, turn, asker)
         existing = await self.core.shown_as(turn) or [pressed]
         if refusal is None and not await self.replaceable(place, existing):
             refusal = CANNOT_REPLACE  # no model call for a reply that could not be shown
@@ -204,7 +206,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         if refusal:
             return None
         async with self.typing(place):  # no live edits: a failure must leave the old reply whole
-            reply = await self.core.regenerate(conversation, presser, turn)
+            reply = await self.core.regenerate(conversation, presser, turn, asker)
         if reply.is_error:
             return reply.text
         await self.deliver(place, None, reply, existing)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from bot.contract import (
+    Asker,
     Button,
     CommandContext,
     CommandResult,
@@ -95,7 +96,8 @@ class Console:
                        if PLATFORM in spec.platforms and spec.name not in ("start", "help")}
         # each name is a person of its own, with a conversation of its own (SPEC 2: never another's words)
         self.key = ConversationKey(PLATFORM, f"local:{user_name}", None, self.character_name, is_shared=False)
-        self.context = CommandContext(self.key, self.identity, user_name)
+        self.asker = Asker(PLATFORM, user_name)  # the console is its owner's: the gate lets it in
+        self.context = CommandContext(self.key, self.identity, user_name, self.asker)
         self.buttons: list[Button] = []
         self.last_turn: str | None = None
 
@@ -167,7 +169,7 @@ class Console:
                 await self.deliver(await self.core.answer_again(item, on_text=stream), stream)
 
     async def chat(self, text: str) -> None:
-        message = IncomingMessage(self.key, self.identity, self.user_name, text)
+        message = IncomingMessage(self.key, self.identity, self.user_name, text, asker=self.asker)
         stream = _Stream(self.out, self.character_name)
         await self.deliver(await self.core.handle(message, on_text=stream), stream)
 
@@ -176,7 +178,7 @@ class Console:
             self.say(f"{PROGRAM} There is no reply to regenerate yet.")
             return
         stream = _Stream(self.out, self.character_name)
-        reply = await self.core.regenerate(self.key, self.identity, self.last_turn, on_text=stream)
+        reply = await self.core.regenerate(self.key, self.identity, self.last_turn, self.asker, on_text=stream)
         await self.deliver(reply, stream)
 
     async def deliver(self, reply: Reply, stream: "_Stream") -> None:

@@ -99,7 +99,8 @@ class IncomingMessage:
     to it, its name); False for a message of an always-on channel addressed to no one, which in
     a scene one character answers (SPEC 15).
     `asker`: who writes and where, for `[access]`, decided by the core's gate for whichever
-    character ends up answering (bot/access/gate.py); None only on the console (its owner's)."""
+    character ends up answering (bot/access/gate.py); the console's is `Asker("console", …)`, its
+    owner's. None means nobody is known to ask: let in nowhere (SPEC 15: no asker means no)."""
 
     conversation: ConversationKey
     speaker: Identity | None
@@ -223,7 +224,8 @@ class PlatformRefused(Exception):
 class CommandContext:
     """Who asks, and where: taken from the platform event, never from model output. `identity`
     is None when the event comes from nobody in particular (a chat, a bot: SPEC section 2).
-    `asker` is what `[access]` judges for the character the command acts on (None: the console)."""
+    `asker` is what `[access]` judges for the character the command acts on (the console's: its
+    owner's, always let in; None: let in nowhere)."""
 
     conversation: ConversationKey
     identity: Identity | None
@@ -236,7 +238,7 @@ class Asker:
     """Who writes, and where, as the platform event says, for `[access]` (SPEC 13). `user_id` is
     None for nobody in particular (a chat or channel writing, a bot)."""
 
-    platform: str  # "telegram" or "discord" (the console is its owner's: always let in)
+    platform: str  # "telegram", "discord" or "console" (the console is its owner's: always let in)
     user_id: str | None
     places: tuple[str, ...] = ()  # the chat (and the chat a message is sent as); or the channel, and a thread's parent
     roles: tuple[str, ...] = ()  # Discord roles: in the guild; in a DM, in every server the bot shares
@@ -401,15 +403,18 @@ class Conversation(Protocol):
 class Regenerating(Protocol):
     """The Regenerate button (SPEC 5): only the person a reply answered may replace it."""
 
-    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef) -> str | None:
-        """Why this person may not regenerate that reply now; None if they may."""
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef,
+                                 asker: Asker | None) -> str | None:
+        """Why this person (`asker`, where they press) may not regenerate that reply now; None if
+        they may. The gate decides for the reply's character, as for a message."""
 
     async def shown_as(self, turn: TurnRef) -> list[str]:
         """The platform messages a turn's reply shows as."""
 
-    async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef,
+    async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef, asker: Asker | None,
                          on_text: ReplySink | None = None) -> Reply:
-        """Replace the latest reply, undoing its memory writes (SPEC 5)."""
+        """Replace the latest reply, undoing its memory writes (SPEC 5). A chain it starts is
+        the presser's (`asker`), under each character's rules."""
 
 
 class Recovery(Protocol):

@@ -146,8 +146,9 @@ class Keepsake:
             log.warning("a reply in conversation %d never reached the chat; it is taken back", turn.conversation_id)
             await self.store.turns.withdraw_reply(turn.reply_message_id)
 
-    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef) -> str | None:
-        return await self.turns.regenerate_refusal(key, presser, turn)
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef,
+                                 asker: Asker | None) -> str | None:
+        return await self.turns.regenerate_refusal(key, presser, turn, asker)
 
     async def shown_as(self, turn: TurnRef) -> list[str]:
         """The platform ids of a turn's reply (what the Regenerate button was on)."""
@@ -156,9 +157,9 @@ class Keepsake:
             return []
         return await self.store.conversations.platform_message_ids(row.reply_message_id)
 
-    async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef,
+    async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef, asker: Asker | None,
                          on_text: ReplySink | None = None) -> Reply:
-        return await self.turns.regenerate(key, presser, turn, on_text)
+        return await self.turns.regenerate(key, presser, turn, asker, on_text)
 
     async def edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:
         text = clean_text(text).strip()

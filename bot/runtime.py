@@ -119,7 +119,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                         semantic=semantic, listening=listening,
                         speaks=lambda spoken_to: speaks(config.voice, spoken_to))
     notifications = Notifications(store, cast)
-    rebuilds = Rebuilds(store, summarizer, notifications.notify)
+    rebuilds = Rebuilds(store, summarizer, notifications.notify, gate.spend)
     checkins = CheckIns(store, cast, gate, llm, counter, window,
                         {c.name: c.checkins for c in config.characters if c.checkins},
                         after_delivery=summarizer.schedule, clock=clock)

@@ -151,7 +151,7 @@ class Scenes:
             return
         # The chain turn is the starter's (turn.person_id, passed along the chain): it takes a model
         # call from their [limits], and their /forgetme removes it with their own messages.
-        if refusal := await self.gate.call_refusal(turn.person_id, key):
+        if refusal := await self.gate.call_refusal(turn.person_id, key, target, on_behalf):
             log.info("a scene in %s:%s stops: its starter is past [limits] (%s); %s waits for a person",
                      conversation.platform, conversation.chat_id, refusal, target)
             return

@@ -43,6 +43,7 @@ TABLES: list[tuple[str, tuple[str, ...]]] = [
     ("checkins", ("conversation_id",)),
     ("usage_days", ("person_id", "day", "character_id")),
     ("budget_notices", ("person_id", "day")),
+    ("forgotten_spend", ("platform", "user_id", "day", "character_id")),
     ("link_codes", ("code",)),
     ("summaries", ("id",)),
     ("rebuilds", ("conversation_id",)),

@@ -200,10 +200,12 @@ class People(abc.ABC):
         """Set (None: clear) the person's persona."""
 
     @abc.abstractmethod
-    async def forget_person(self, person_id: int) -> list[int]:
+    async def forget_person(self, person_id: int, day: str) -> list[int]:
         """Delete every row about the person: identities, memories, settings, their messages
-        and the replies to them, their turns, and their one-to-one conversations. Returns the
-        shared conversations they spoke in, whose summaries still need rebuilding without them."""
+        and the replies to them, their turns, and their one-to-one conversations. Only their
+        spend of `day` (today) stays, as counts against each platform id, until the day is
+        over (their allowance does not start afresh). Returns the shared conversations they
+        spoke in, whose summaries still need rebuilding without them."""
 
 
 class Persona(NamedTuple):
@@ -234,7 +236,15 @@ class Usage(abc.ABC):
 
     @abc.abstractmethod
     async def spent(self, person_id: int, first_day: str, last_day: str) -> int:
-        """The person's tokens (in and out) from `first_day` to `last_day`, both included."""
+        """The person's tokens (in and out) from `first_day` to `last_day`, both included; a
+        forgotten person's spend of the day they left counts for whoever writes from their
+        platform ids again."""
+
+    @abc.abstractmethod
+    async def hold(self, turn_id: int, person_id: int, day: str, tokens: int, allowance: int) -> bool:
+        """Let a running turn hold `tokens` (what it may still spend) against the person's
+        allowance: True when what they spent that day plus what their other running turns hold
+        is under `allowance` (checked and held at once, in every process); else False."""
 
     @abc.abstractmethod
     async def notice_once(self, person_id: int, day: str) -> bool:

@@ -138,7 +138,7 @@ class Chat:
         self.name = name
         self.key = ConversationKey(platform, chat_id, None, "Mira", is_shared=shared)
         # who asks, for [access], as the platform's adapter says it (the console: its owner, always let in)
-        self.asker = Asker(platform, user, (chat_id,)) if platform != "console" else None
+        self.asker = Asker(platform, user, (chat_id,) if platform != "console" else ())
         self.ctx = CommandContext(self.key, self.identity, name, self.asker)
 
     async def say(self, text: str, on_text=None):
@@ -146,7 +146,7 @@ class Chat:
         return await shown(self.runtime, await self.runtime.turns.handle(message, on_text=on_text))
 
     async def regenerate(self, turn: TurnRef):
-        return await shown(self.runtime, await self.runtime.turns.regenerate(self.key, self.identity, turn))
+        return await shown(self.runtime, await self.runtime.turns.regenerate(self.key, self.identity, turn, self.asker))
 
     async def memory(self, text: str):
         return await self.runtime.commands.run_text(self.ctx, text)

@@ -1,6 +1,7 @@
 """SPEC 17: `[limits] tokens_per_day` with `/usage` and `/stats`, and age-restricted characters,
 decided in the gate (through the real processes: tests/test_owners_end_to_end.py)."""
 
+import asyncio
 import json
 import re
 
@@ -13,6 +14,7 @@ from bot.config import ConfigError, parse_config
 from bot.contract import Asker, ConversationKey, IncomingMessage
 from bot.runtime import build_runtime
 from tests.conftest import DAY, Chat, FakeClock, config_dict
+from tests.fakes.llm_server import text
 from tests.fakes.summarizer import extractive
 from tests.postgres import fresh_schema_url
 
@@ -154,3 +156,89 @@ def test_the_keys_of_spec_17_are_checked_naming_the_key(tmp_path, monkeypatch, s
     raw = config_dict("http://x/v1", tmp_path / "db") | section
     with pytest.raises(ConfigError, match=re.escape(message)):
         checked_config(raw, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def small_allowance(request, llm, tmp_path):
+    """Two runtimes (two processes) on one database, with 300 tokens a person a day."""
+    schemas = fresh_schema_url() if request.param == "postgresql" else None
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    if schemas:
+        raw["storage"] = {"url": await anext(schemas)}
+    raw["limits"] = {"tokens_per_day": 300}
+    clock = FakeClock(1_800_000_000.0)
+    runtimes = [await build_runtime(parse_config(raw, tmp_path), clock=clock) for _ in range(2)]
+    yield runtimes
+    for runtime in runtimes:
+        await runtime.close()
+    if schemas:
+        await anext(schemas, None)
+
+
+async def test_twenty_messages_at_once_past_a_small_allowance_get_at_most_two_answers(small_allowance, llm):
+    """SPEC 17, a budget holds under a burst: 300 tokens a day, 20 messages sent at once through
+    two processes in two chats; a turn costs some 200-400 tokens here. Every message is kept."""
+    first, second = small_allowance
+    chats = [Chat(first, platform="telegram", chat_id="dm-ann"),
+             Chat(second, platform="telegram", chat_id="-100", shared=True)]
+    llm.add(*(text(f"Answer {n}.", delay=0.1) for n in range(20)))  # the turns overlap
+    replies = await asyncio.gather(*(chats[n % 2].say(f"message {n}") for n in range(20)))
+    answered = [reply for reply in replies if not reply.is_error and not reply.duplicate]
+    assert 1 <= len(answered) <= 2 and len(llm.requests) == len(answered)
+    assert [reply.text for reply in replies if reply.is_error] == [PAST_BUDGET.format(limit=300)]  # told once
+    kept = await first.store.db.value("SELECT COUNT(*) FROM messages WHERE content LIKE 'message %'")
+    assert kept == 20
+
+
+async def test_forgetme_does_not_give_a_fresh_allowance(small_allowance, llm):
+    """SPEC 17: /forgetme deletes the person, not today's spend (kept against the platform id)."""
+    runtime, _ = small_allowance
+    ann = Chat(runtime, platform="telegram")
+    while await runtime.store.usage.spent(await ann.person_id(), runtime.gate.budgets.today(),
+                                          runtime.gate.budgets.today()) < 300:
+        await ann.say("hello")
+    asked = await ann.memory("/forgetme")
+    assert (await ann.press(asked.buttons[0][0].action)).text.startswith("Done.")
+    requests = len(llm.requests)
+    again = await ann.say("hello again, I'm new here")
+    assert again.text == PAST_BUDGET.format(limit=300) and len(llm.requests) == requests
+    assert "of 300 a day" in (await ann.memory("/usage")).text
+
+
+async def test_memory_rebuild_is_under_the_persons_allowance_and_spent_on_them(small_allowance, llm):
+    """SPEC 17: /memory rebuild is model calls on the person's behalf: refused past the
+    allowance, and what it spends is theirs."""
+    runtime, _ = small_allowance
+    ann = Chat(runtime, platform="telegram")
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
+    person = await ann.person_id()
+    for n in range(80):  # a history longer than the live window, stored without turns
+        await runtime.store.conversations.add_user_message(conversation, person, "Ann", f"old message {n}", 4, None)
+    llm.responder = extractive
+    started = await ann.memory("/memory rebuild")
+    assert started.text.startswith("Rebuilding this conversation's summary")
+    await runtime.rebuilds.idle()
+    today = runtime.gate.budgets.today()
+    spent = await runtime.store.usage.spent(person, today, today)
+    assert spent > 0 and len(llm.requests) >= 1
+    while spent < 300:  # spend the rest of the day
+        await runtime.store.usage.add_turn(person, runtime.cast.character("Mira").id, today, 300, 0)
+        spent = await runtime.store.usage.spent(person, today, today)
+    requests = len(llm.requests)
+    refused = await ann.memory("/memory rebuild")
+    assert not refused.ok and refused.text == PAST_BUDGET.format(limit=300) and len(llm.requests) == requests
+
+
+async def test_memory_generate_for_an_age_restricted_character_calls_no_model_where_it_may_not_talk(
+        llm, tmp_path, clock):
+    """SPEC 17: /memory generate is under the character's age rule, like a message."""
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["characters"][0]["nsfw"] = True
+    runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)
+    try:
+        ann = Chat(runtime, platform="telegram")  # Telegram without allow_nsfw: not an age-restricted place
+        refused = await ann.memory("/memory generate I'm a night nurse")
+        assert not refused.ok and refused.text == AGE_RESTRICTED["telegram"].format(name="Mira")
+        assert llm.requests == []
+    finally:
+        await runtime.close()

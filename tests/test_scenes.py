@@ -12,6 +12,7 @@ import random
 
 import pytest
 
+from bot.access.gate import AGE_RESTRICTED
 from bot.characters.cards import load_character
 from bot.config import ConfigError, parse_config
 from bot.contract import NOT_ALLOWED, Asker, ConversationKey, Identity, IncomingMessage, QueuedTurn, Reply
@@ -269,7 +270,8 @@ async def test_a_chain_reply_carries_its_starters_regenerate_which_reads_nobodys
     aki_key = ConversationKey("telegram", GROUP, None, "Aki", True)
     await eventually(lambda: len(said(runtime, "Mira")) == 2)  # Aki's reply named Mira: the chain's last turn
     llm.add(text("Mira. Ann. Evening."))
-    again = await shown(runtime, await runtime.core.regenerate(aki_key, Identity("telegram", "501"), chained.turn))
+    again = await shown(runtime, await runtime.core.regenerate(aki_key, Identity("telegram", "501"), chained.turn,
+                                                               ann.asker))
     assert again.text == "Mira. Ann. Evening." and "rope" not in json.dumps(llm.requests[-1]["messages"])
 
 
@@ -359,8 +361,8 @@ async def test_regenerate_replaces_that_characters_latest_reply_only(scene, llm)
     mira_turn = scene_voices[id(runtime)]["Mira"].said[0].turn
     presser = Identity("telegram", "501")
     mira_key = ConversationKey("telegram", GROUP, None, "Mira", True)
-    assert await runtime.core.regenerate_refusal(mira_key, presser, mira_turn) is None  # Mira's latest
-    reply = await shown(runtime, await runtime.core.regenerate(mira_key, presser, mira_turn))
+    assert await runtime.core.regenerate_refusal(mira_key, presser, mira_turn, ann.asker) is None  # Mira's latest
+    reply = await shown(runtime, await runtime.core.regenerate(mira_key, presser, mira_turn, ann.asker))
     assert reply.text == "Mira's second."
     assert [m.content for m in await scene_rows(runtime) if m.role == "assistant"] == ["Mira's second.",
                                                                                        "Aki's first."]
@@ -577,3 +579,89 @@ async def test_in_a_scene_only_the_speakers_persona_is_in_the_prompt(scene, llm)
     assert PERSONA_SAILOR in llm.prompt_text() and "lighthouse's cook" not in llm.prompt_text()
     await bob.says("hello Mira")
     assert "lighthouse's cook" in llm.prompt_text() and PERSONA_SAILOR not in llm.prompt_text()
+
+
+async def regenerated_into_naming_aki(runtime, llm, person: "Person", *then: str) -> Reply:
+    """`person` writes to Mira, then regenerates her reply into one that names Aki (the model
+    says `then` after it)."""
+    llm.add(text("Good evening."))
+    await person.says("Mira, evening")
+    mira_turn = scene_voices[id(runtime)]["Mira"].said[-1].turn
+    llm.add(text("Aki, come and say hello."), *(text(t) for t in then))
+    mira_key = ConversationKey("telegram", GROUP, None, "Mira", True)
+    reply = await runtime.core.regenerate(mira_key, person.identity, mira_turn, person.asker)
+    await scene_voices[id(runtime)]["Mira"].deliver(reply)
+    return reply
+
+
+async def test_a_regenerated_reply_starts_a_chain_only_for_someone_the_next_character_lets_in(scene, llm):
+    """#46: Zed, whom Aki denies, regenerates Mira's reply into one naming Aki: Aki does not
+    answer (the chain is Zed's, under Aki's [access]); Ann, whom Aki lets in, gets Aki's answer."""
+    runtime = await scene(aki={"access": {"deny": ["telegram:502"]}})
+    zed, ann = Person(runtime, "502", "Zed"), Person(runtime, "501", "Ann")
+    assert (await regenerated_into_naming_aki(runtime, llm, zed)).text == "Aki, come and say hello."
+    await asyncio.sleep(0)  # a chain turn would be queued as the reply is delivered
+    assert await queued(runtime) == 0 and said(runtime, "Aki") == [] and len(llm.requests) == 2
+
+    await regenerated_into_naming_aki(runtime, llm, ann, "Hello, Ann.")
+    await eventually(lambda: said(runtime, "Aki") == ["Hello, Ann."])
+
+
+async def test_a_regenerated_reply_starts_no_chain_to_an_age_restricted_character_where_it_may_not_talk(scene, llm):
+    """#46: Telegram without `allow_nsfw`: Vex (age-restricted) answers nobody, a Regenerate included."""
+    runtime = await scene(aki={"nsfw": True})
+    ann = Person(runtime, "501", "Ann")
+    await regenerated_into_naming_aki(runtime, llm, ann)
+    await asyncio.sleep(0)
+    assert await queued(runtime) == 0 and said(runtime, "Aki") == [] and len(llm.requests) == 2
+
+
+async def test_a_regenerated_reply_with_nobody_known_behind_it_starts_no_chain(scene, llm):
+    """Off the console, no asker means no: a Regenerate whose asker is unknown chains to nobody."""
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    llm.add(text("Good evening."))
+    await ann.says("Mira, evening")
+    mira_turn = scene_voices[id(runtime)]["Mira"].said[-1].turn
+    mira_key = ConversationKey("telegram", GROUP, None, "Mira", True)
+    assert await runtime.core.regenerate_refusal(mira_key, ann.identity, mira_turn, None) == NOT_ALLOWED
+    refused = await runtime.core.regenerate(mira_key, ann.identity, mira_turn, None)
+    assert refused.is_error and refused.text == NOT_ALLOWED and len(llm.requests) == 1
+
+
+async def test_regenerate_follows_the_answering_characters_access_and_age_rule(scene, llm):
+    """The button path: Aki's reply to Ann, pressed where Aki's [access] denies her now (or where
+    Aki, age-restricted, may not talk), is refused at the press, with no model call."""
+    first = await scene()
+    ann = Person(first, "501", "Ann")
+    llm.add(text("Evening, Ann."))
+    await ann.says("evening", to="Aki")
+    aki_turn = scene_voices[id(first)]["Aki"].said[-1].turn
+    aki_key = ConversationKey("telegram", GROUP, None, "Aki", True)
+    assert await first.core.regenerate_refusal(aki_key, ann.identity, aki_turn, ann.asker) is None
+    denies = await scene(aki={"access": {"deny": ["telegram:501"]}})  # a process with the rule, same database
+    assert await denies.core.regenerate_refusal(aki_key, ann.identity, aki_turn, ann.asker) == NOT_ALLOWED
+    refused = await denies.core.regenerate(aki_key, ann.identity, aki_turn, ann.asker)
+    assert refused.is_error and refused.text == NOT_ALLOWED
+    restricted = await scene(aki={"nsfw": True})
+    why = await restricted.core.regenerate_refusal(aki_key, ann.identity, aki_turn, ann.asker)
+    assert why == AGE_RESTRICTED["telegram"].format(name="Aki")
+    assert len(llm.requests) == 1
+
+
+async def test_a_chain_turn_is_spent_on_the_person_who_started_the_chain(scene, llm):
+    """SPEC 17: a chain turn is a model call on its starter's behalf — on their allowance and
+    in /usage — and so is regenerating it."""
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    llm.add(text("Aki, what do you make of the fog?"), text("Thick as soup."))
+    await ann.says("Mira, fog tonight?")
+    await eventually(lambda: said(runtime, "Aki") == ["Thick as soup."])
+    person = await ann.person_id()
+    turns = await runtime.store.db.value("SELECT SUM(turns) FROM usage_days WHERE person_id = $1", person)
+    assert turns == 2
+    chained = scene_voices[id(runtime)]["Aki"].said[0]
+    llm.add(text("Soup, and worse."))
+    aki_key = ConversationKey("telegram", GROUP, None, "Aki", True)
+    await shown(runtime, await runtime.core.regenerate(aki_key, ann.identity, chained.turn, ann.asker))
+    assert await runtime.store.db.value("SELECT SUM(turns) FROM usage_days WHERE person_id = $1", person) == 3

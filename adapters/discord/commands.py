@@ -252,6 +252,7 @@ class Interactions:
         speaker = host.speakers.get(pressed.author.name.casefold(), host) if pressed.webhook_id else host
         key = replace(host.key(interaction.channel), character=speaker.character_name)
         place = interaction.channel if speaker is host else speaker.place_of(key)
-        failed = await speaker.regenerate(place, key, presser, turn, str(pressed.id), acknowledge)
+        failed = await speaker.regenerate(place, key, presser, interaction.extras.get("asker"), turn, str(pressed.id),
+                                          acknowledge)
         if failed:
             await interaction.followup.send(failed, ephemeral=True)

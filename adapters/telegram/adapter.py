@@ -485,7 +485,8 @@ class TelegramAdapter(ChatAdapter[Place]):
             await (query.answer(refusal, show_alert=True) if refusal else query.answer())
 
         presser = Identity(PLATFORM, str(query.from_user.id))
-        failed = await self.regenerate(place, self.key(place), presser, turn, str(message.message_id), acknowledge)
+        failed = await self.regenerate(place, self.key(place), presser, self.asker(update), turn,
+                                       str(message.message_id), acknowledge)
         if failed:
             await self.send(place, failed, [], str(message.message_id))
 

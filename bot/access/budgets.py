@@ -45,6 +45,14 @@ class Budgets:
         today = self.today()
         return await self.store.usage.spent(person_id, today, today) >= self.per_day
 
+    async def hold(self, person_id: int | None, turn_id: int, tokens: int) -> bool:
+        """A turn starting now may spend up to `tokens`: whether it may start, judged against
+        what the person spent today plus what their running turns may still spend (SPEC 17, a
+        budget holds under a burst), and held in the database while it runs."""
+        if self.per_day is None or person_id is None:
+            return True
+        return await self.store.usage.hold(turn_id, person_id, self.today(), tokens, self.per_day)
+
     def refusal(self) -> str:
         return PAST_BUDGET.format(limit=self.per_day or 0)
 

@@ -5,7 +5,8 @@ button naming a character, a check-in. Adapters describe who asks (`Asker`, from
 event) and translate the verdict into platform words; they never decide themselves.
 
 - `lets_in(character, asker)`: both `[access]` and the character's own `access` must let the
-  asker in. The console (`asker` None or platform "console") is its owner's: always let in.
+  asker in. The console (platform "console") is its owner's: always let in. No asker (a reply
+  regenerated or a chain with nobody known behind it) is let in nowhere.
 - `age_refusal(character, asker)`: an age-restricted character (SPEC 17) answers only where the
   asker writes in an age-restricted place (as the adapter describes it); elsewhere, one line
   saying why and no model call. `may_answer` is both, for the paths that only choose (a scene's
@@ -24,7 +25,7 @@ import logging
 from bot.access.budgets import Budgets
 from bot.access.limits import TOO_FAST_FOR_CALLS, CallLimits
 from bot.access.rules import AccessRules
-from bot.contract import Asker, ConversationKey
+from bot.contract import NOT_ALLOWED, Asker, ConversationKey
 from storage.ports import CallLimit, Store
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ AGE_RESTRICTED = {  # SPEC 17: one line saying why, in each platform's words
     "discord": "{name} is an age-restricted character and talks only in age-restricted channels.",
     "telegram": "{name} is an age-restricted character and does not talk on Telegram here.",
 }
+NOT_HERE = "{name} is an age-restricted character and does not talk here."
 
 
 class Gate:
@@ -52,7 +54,11 @@ class Gate:
     def lets_in(self, character: str, asker: Asker | None, quiet: bool = False) -> bool:
         """Whether `asker` may reach `character` (SPEC 13): both rule sets must let them in. A
         refusal is logged unless `quiet` (a scene only choosing among characters)."""
-        if asker is None or asker.platform == "console":
+        if asker is None:
+            if not quiet:
+                log.info("%s: a call with nobody known to ask for it is not let in", character)
+            return False
+        if asker.platform == "console":
             return True
         allowed = all(rules.lets_in(asker) for rules in self._rules(character))
         if not allowed and not quiet:
@@ -62,10 +68,11 @@ class Gate:
 
     def age_refusal(self, character: str, asker: Asker | None) -> str | None:
         """Why an age-restricted character does not answer there (SPEC 17); None: it may."""
-        if character.casefold() not in self.age_restricted or asker is None or asker.platform == "console" \
-                or asker.age_restricted:
+        if character.casefold() not in self.age_restricted:
             return None
-        return AGE_RESTRICTED[asker.platform].format(name=character)
+        if asker is not None and (asker.platform == "console" or asker.age_restricted):
+            return None
+        return AGE_RESTRICTED.get(asker.platform if asker is not None else "", NOT_HERE).format(name=character)
 
     def may_answer(self, character: str, asker: Asker | None, quiet: bool = False) -> bool:
         """Both rules at once: `[access]` lets the asker in, and an age-restricted character is
@@ -87,15 +94,41 @@ class Gate:
         """The allowance a message's model call is taken from, as it is stored (atomically)."""
         return self.limits.limit_for(person_id, key)
 
-    async def call_refusal(self, person_id: int | None, key: ConversationKey) -> str | None:
-        """Take a model call on this person's behalf (a Regenerate, a draft, hearing a voice
-        note, a chain turn): None when taken, else why not — past today's tokens, or past
-        `turns_per_minute` (how long to wait)."""
+    async def call_refusal(self, person_id: int | None, key: ConversationKey, character: str,
+                           asker: Asker | None) -> str | None:
+        """Take a model call on this person's behalf for `character` (a Regenerate, a draft, a
+        rebuild, hearing a voice note, a chain turn): None when taken, else why not — `[access]`
+        keeps the asker out, the character is age-restricted where they ask, they are past
+        today's tokens, or past `turns_per_minute` (how long to wait). Every model call made for
+        a person passes here or, for a message, through its one transaction (`limit_for`)."""
+        if not self.lets_in(character, asker):
+            return NOT_ALLOWED
+        if refusal := self.age_refusal(character, asker):
+            return refusal
         if await self.budgets.past(person_id):
             return self.budgets.refusal()
         if (wait := await self.take(person_id, key)) is not None:
             return TOO_FAST_FOR_CALLS.format(limit=self.per_minute, seconds=wait)
         return None
+
+    async def hold(self, person_id: int | None, turn_id: int, tokens: int) -> bool:
+        """Whether a turn for this person may start now, its `tokens` held against their
+        allowance while it runs (bot/access/budgets.py)."""
+        return await self.budgets.hold(person_id, turn_id, tokens)
+
+    async def past_allowance(self, person_id: int | None) -> bool:
+        """Whether the person has spent today's tokens (nobody in particular has no allowance)."""
+        return await self.budgets.past(person_id)
+
+    async def allowance_notice(self, person_id: int | None) -> str | None:
+        """The line for a person past today's tokens: the first time today only (any process)."""
+        if person_id is not None and await self.budgets.first_notice_today(person_id):
+            return self.budgets.refusal()
+        return None
+
+    async def spend(self, person_id: int | None, character_id: int, tokens_in: int, tokens_out: int) -> None:
+        """What a model call made for this person cost, on their allowance (SPEC 17)."""
+        await self.budgets.spend(person_id, character_id, tokens_in, tokens_out)
 
     async def take(self, person_id: int | None, key: ConversationKey) -> int | None:
         """Take a model call on this person's behalf: None when taken, else seconds to wait."""

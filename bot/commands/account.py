@@ -46,10 +46,11 @@ def _platform_name(platform: str) -> str:
 
 
 class AccountCommands:
-    def __init__(self, store: Store, rebuilds: Rebuilds, clock: Callable[[], float]):
+    def __init__(self, store: Store, rebuilds: Rebuilds, clock: Callable[[], float], today: Callable[[], str]):
         self.store = store
         self.rebuilds = rebuilds
         self.clock = clock
+        self.today = today  # the day in [limits] timezone: its spend outlives /forgetme (SPEC 17)
         self.commands = {"link": self.link, "forgetme": self.forgetme}
         self.presses = {"link": Press(self._press_link, link_code_arg), "forget": Press(self._press_forget)}
 
@@ -123,6 +124,6 @@ class AccountCommands:
         )
 
     async def _press_forget(self, ctx, person: Person, verb: str) -> CommandResult:
-        for conversation_id in await self.store.people.forget_person(person.id):
+        for conversation_id in await self.store.people.forget_person(person.id, self.today()):
             await self.rebuilds.refresh(conversation_id)  # their words leave the summaries too
         return CommandResult("Done. Everything stored about you is deleted.")

@@ -68,12 +68,12 @@ class DraftCommands:
 
     async def _take_call(self, ctx: CommandContext, person: Person) -> None:
         """[limits]: a draft is a model call on the person's behalf (bot/access/limits.py)."""
-        if refusal := await self.gate.call_refusal(person.id, ctx.conversation):
+        if refusal := await self.gate.call_refusal(person.id, ctx.conversation, person.character_name, ctx.asker):
             raise UsageError(refusal)
 
     async def _spent(self, person: Person, drafted: Drafted) -> list[str]:
         """The call's tokens go to the person's usage (SPEC 17: spent on their behalf); its drafts."""
-        await self.gate.budgets.spend(person.id, person.character_id, drafted.tokens_in, drafted.tokens_out)
+        await self.gate.spend(person.id, person.character_id, drafted.tokens_in, drafted.tokens_out)
         return drafted.drafts
 
     # -- /memory generate ------------------------------------------------------------------

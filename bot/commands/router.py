@@ -50,14 +50,14 @@ class MemoryCommands:
         self.gate = gate
         self.clock = clock
         self.table = leaves()
-        summary = SummaryCommands(store, cast, counter, rebuilds)
+        summary = SummaryCommands(store, cast, counter, rebuilds, gate)
         self.drafts = DraftCommands(store, cast, counter, llm, gate)
         self.forms = summary.forms
         self.commands: dict[str, Callable[..., Awaitable[CommandResult]]] = {"help": self.help}
         # Every button verb, with the kinds of its arguments (parsed fail-closed, see Press).
         self.presses: dict[str, Press] = {"cancel": Press(self._press_cancel)}
         for subject in (SavedMemoryCommands(store, cast, counter, clock), summary, self.drafts,
-                        AccountCommands(store, rebuilds, clock), CheckinCommands(store, writes_first),
+                        AccountCommands(store, rebuilds, clock, gate.budgets.today), CheckinCommands(store, writes_first),
                         PersonaCommands(store, counter), UsageCommands(store, gate.budgets, owners)):
             self.commands |= subject.commands
             self.presses |= subject.presses

@@ -12,6 +12,7 @@ from bot.characters.cast import Cast
 from bot.commands.base import Person, Press, UsageError, button, number_arg, plural
 from bot.commands.buttons import encode_action
 from bot.contract import CommandContext, CommandResult, Form
+from bot.access.gate import Gate
 from bot.memory.rebuild import Rebuilds
 from bot.model.tokens import TokenCounter
 from bot.text import parse_number
@@ -30,8 +31,9 @@ def parse_entry_id(value: Any) -> int:
 
 
 class SummaryCommands:
-    def __init__(self, store: Store, cast: Cast, counter: TokenCounter, rebuilds: Rebuilds):
+    def __init__(self, store: Store, cast: Cast, counter: TokenCounter, rebuilds: Rebuilds, gate: Gate):
         self.store = store
+        self.gate = gate  # a rebuild is model calls on the person's behalf (SPEC 17)
         self.cast = cast
         self.counter = counter
         self.rebuilds = rebuilds
@@ -102,6 +104,12 @@ class SummaryCommands:
             raise UsageError(f"There is no summary entry S{entry_id} in this conversation.")
         return CommandResult(f"S{entry_id} now reads as you wrote it. It is kept as written when the summary grows.")
 
+    async def _take_call(self, ctx: CommandContext, person: Person) -> None:
+        """A rebuild (started, resumed or started over) is under the person's `[limits]`, their
+        allowance and the character's age rule, like a message; its calls are spent on them."""
+        if refusal := await self.gate.call_refusal(person.id, ctx.conversation, person.character_name, ctx.asker):
+            raise UsageError(refusal)
+
     async def rebuild(self, ctx: CommandContext, person: Person) -> CommandResult:
         conversation = await self.cast.conversation_for(ctx.conversation)
         existing = await self.store.summaries.rebuild(conversation.id)
@@ -112,6 +120,8 @@ class SummaryCommands:
                           button(person, "Start over", "rbrestart"),
                           button(person, "Cancel the rebuild", "rbcancel", danger=True)]],
             )
+        if existing is None:
+            await self._take_call(ctx, person)
         if existing is not None or await self.rebuilds.start(conversation.id, person.id) is None:
             return CommandResult("A rebuild of this conversation's summary is already running. "
                                  "I'll tell you when it is done.")
@@ -131,6 +141,7 @@ class SummaryCommands:
         if verb == "rbcancel":
             await self.rebuilds.cancel(conversation.id)
             return CommandResult("The rebuild is cancelled; the current summary stays.")
+        await self._take_call(ctx, person)
         if verb == "rbrestart":
             await self.rebuilds.restart(conversation.id)
             return CommandResult("Starting the rebuild over from the first message. I'll tell you when it is done.")

@@ -20,13 +20,15 @@ from typing import Awaitable, Callable
 from bot.memory.conversation_tasks import ConversationTasks
 from bot.memory.summaries import Summarizer
 from bot.memory.summary_prompts import as_verbatim, verbatim_lines
-from bot.model.llm import LLMError
+from bot.model.llm import Completion, LLMError
 from storage.ports import RebuildRow, Store, SummaryRow
 
 log = logging.getLogger(__name__)
 
 # Tell a person something about a conversation: (conversation id, person id, text).
 Notify = Callable[[int, int | None, str], Awaitable[None]]
+# Spend tokens on someone's allowance: (person id, character id, tokens in, tokens out).
+Spend = Callable[[int | None, int, int, int], Awaitable[None]]
 
 REBUILD_LEASE_S = 600.0  # a process that dies mid-rebuild leaves it to another after this
 DONE = "The summary of this conversation has been rebuilt from its whole history, and is in use now."
@@ -37,8 +39,9 @@ FAILED = ("The summary rebuild stopped: {reason}. The old summary is still in us
 
 
 class Rebuilds:
-    def __init__(self, store: Store, summarizer: Summarizer, notify: Notify):
+    def __init__(self, store: Store, summarizer: Summarizer, notify: Notify, spend: Spend):
         self.store = store
+        self.spend = spend  # a rebuild a person asked for is spent on their allowance (SPEC 17)
         self.summarizer = summarizer
         self.notify = notify
         self._tasks = ConversationTasks("rebuild")
@@ -92,12 +95,18 @@ class Rebuilds:
             row = await self.store.summaries.rebuild(conversation_id)
             if row is None or row.status != "running":
                 return
+            conversation = await self.store.conversations.conversation_by_id(conversation_id)
+            assert conversation is not None  # a rebuild goes with its conversation
+
+            async def charge(completion: Completion) -> None:
+                await self.spend(row.person_id, conversation.character_id, completion.prompt_tokens,
+                                 completion.completion_tokens)
             try:
-                await self.summarizer.consolidate(conversation_id, row.generation)
+                await self.summarizer.consolidate(conversation_id, row.generation, charge)
                 corrections = await self._corrections_to_carry(conversation_id, row.generation)
                 covered: int | None = row.progress_pos
                 while covered is not None:
-                    covered = await self.summarizer.step(conversation_id, row.generation, covered, corrections)
+                    covered = await self.summarizer.step(conversation_id, row.generation, covered, corrections, charge)
                     if covered is not None:
                         corrections = [c for c in corrections if c.first_pos > covered]
                 for correction in corrections:  # no rebuilt batch reached it: it stays on its own

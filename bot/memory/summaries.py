@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Sequence
+from typing import Awaitable, Callable, Sequence
 
 from bot.characters.cards import StoredCharacter
 from bot.memory.conversation_tasks import ConversationTasks
@@ -32,11 +32,12 @@ from bot.memory.summary_prompts import (
     transcript,
 )
 from bot.memory.window import WINDOW_MAX_MESSAGES, live_window, take_within
-from bot.model.llm import LLMClient, LLMError
+from bot.model.llm import Completion, LLMClient, LLMError
 from bot.model.tokens import TokenCounter
 from storage.ports import MessageRow, Store, SummaryRow
 
 log = logging.getLogger(__name__)
+Charge = Callable[[Completion], Awaitable[None]]  # spends a model call on someone's allowance
 
 BATCH_MIN_MESSAGES = 10
 BATCH_MIN_TOKENS = 2_000
@@ -151,22 +152,23 @@ class Summarizer:
             await self.store.summaries.set_summary_retry(conversation_id, 0, None)
 
     async def step(self, conversation_id: int, generation: int, covered: int,
-                   corrections: Sequence[SummaryRow] = ()) -> int | None:
+                   corrections: Sequence[SummaryRow] = (), charge: Charge | None = None) -> int | None:
         """If a batch is due after position `covered`, summarize it into a Recent summary of
         `generation` and return the new covered position; else None. `corrections` (entries a
-        person edited, during a rebuild) that begin within the batch go in with it, kept as written."""
+        person edited, during a rebuild) that begin within the batch go in with it, kept as written.
+        `charge`: whose allowance each model call is spent on (a rebuild a person asked for)."""
         before = await self._due_before(conversation_id, covered)
         if before is None:
             return None
         pending = await self.store.conversations.messages_between(conversation_id, covered, before, BATCH_MAX_MESSAGES)
         batch = take_batch(pending)
         edits = [as_verbatim(c.content) for c in corrections if c.first_pos <= batch[-1].pos]
-        text = await self._write("recent", conversation_id, [transcript(batch), *edits], BATCH_PROMPT)
+        text = await self._write("recent", conversation_id, [transcript(batch), *edits], BATCH_PROMPT, charge)
         await self.store.summaries.write_summary(
             conversation_id, generation, "recent", text, self.counter.count(text),
             batch[0].pos, batch[-1].pos, replaces=[], covered_pos=batch[-1].pos,
         )
-        await self.consolidate(conversation_id, generation)
+        await self.consolidate(conversation_id, generation, charge)
         return batch[-1].pos
 
     async def _due_before(self, conversation_id: int, covered: int) -> int | None:
@@ -184,18 +186,19 @@ class Summarizer:
         behind = [m for m in newest_first if covered < m.pos < before]
         return before if batch_is_due(len(behind), sum(m.tokens for m in behind)) else None
 
-    async def consolidate(self, conversation_id: int, generation: int) -> None:
+    async def consolidate(self, conversation_id: int, generation: int, charge: Charge | None = None) -> None:
         """4 Recent → 1 Merged; 4 Merged → folded into Long-term; compact Long-term over 110 %."""
         entries = await self.store.summaries.summaries(conversation_id, generation)
         recent = [e for e in entries if e.tier == "recent"]
         if len(recent) >= RECENT_PER_MERGED:
-            await self._combine(conversation_id, generation, "merged", recent[:RECENT_PER_MERGED], MERGE_PROMPT)
+            await self._combine(conversation_id, generation, "merged", recent[:RECENT_PER_MERGED], MERGE_PROMPT,
+                                charge)
             entries = await self.store.summaries.summaries(conversation_id, generation)
         merged = [e for e in entries if e.tier == "merged"]
         long_term = next((e for e in entries if e.tier == "long_term"), None)
         if len(merged) >= MERGED_PER_FOLD:
             folded = merged[:MERGED_PER_FOLD]
-            entry = await self._text_of("long_term", conversation_id, folded, FOLD_PROMPT)
+            entry = await self._text_of("long_term", conversation_id, folded, FOLD_PROMPT, charge)
             content = f"{long_term.content}\n\n{entry}" if long_term else entry
             long_term = await self.store.summaries.write_summary(
                 conversation_id, generation, "long_term", content, self.counter.count(content),
@@ -203,14 +206,15 @@ class Summarizer:
                 replaces=([long_term.id] if long_term else []) + [e.id for e in folded],
             )
         if long_term and long_term.tokens > LONG_TERM_CAP_TOKENS * COMPACT_ABOVE:
-            await self.compact(conversation_id, generation, long_term)
+            await self.compact(conversation_id, generation, long_term, charge)
 
-    async def compact(self, conversation_id: int, generation: int, long_term: SummaryRow) -> None:
+    async def compact(self, conversation_id: int, generation: int, long_term: SummaryRow,
+                      charge: Charge | None = None) -> None:
         """Turn the earliest half of the Long-term timeline into short period overviews."""
         sections = [s for s in long_term.content.split("\n\n") if s.strip()]
         half = max(1, len(sections) // 2)
         earliest, rest = sections[:half], sections[half:]
-        overview = await self._write("compact", conversation_id, ["\n\n".join(earliest)], COMPACT_PROMPT)
+        overview = await self._write("compact", conversation_id, ["\n\n".join(earliest)], COMPACT_PROMPT, charge)
         content = "\n\n".join([overview, *rest])
         await self.store.summaries.write_summary(
             conversation_id, generation, "long_term", content, self.counter.count(content),
@@ -218,19 +222,21 @@ class Summarizer:
         )
 
     async def _combine(self, conversation_id: int, generation: int, tier: str,
-                       parts: list[SummaryRow], prompt: str) -> None:
-        text = await self._text_of(tier, conversation_id, parts, prompt)
+                       parts: list[SummaryRow], prompt: str, charge: Charge | None) -> None:
+        text = await self._text_of(tier, conversation_id, parts, prompt, charge)
         await self.store.summaries.write_summary(
             conversation_id, generation, tier, text, self.counter.count(text),
             parts[0].first_pos, parts[-1].last_pos, replaces=[p.id for p in parts],
         )
 
-    async def _text_of(self, tier: str, conversation_id: int, parts: list[SummaryRow], prompt: str) -> str:
+    async def _text_of(self, tier: str, conversation_id: int, parts: list[SummaryRow], prompt: str,
+                       charge: Charge | None) -> str:
         # An entry the person edited goes in marked [verbatim], so it survives as written.
         texts = [as_verbatim(p.content) if p.edited else p.content for p in parts]
-        return await self._write(tier, conversation_id, texts, prompt)
+        return await self._write(tier, conversation_id, texts, prompt, charge)
 
-    async def _write(self, kind: str, conversation_id: int, inputs: list[str], prompt: str) -> str:
+    async def _write(self, kind: str, conversation_id: int, inputs: list[str], prompt: str,
+                     charge: Charge | None = None) -> str:
         conversation = await self.store.conversations.conversation_by_id(conversation_id)
         character = self.characters[conversation.character_id].character
         body = "\n\n---\n\n".join(inputs)
@@ -242,6 +248,8 @@ class Summarizer:
             model=self.llm.summary_model,
             max_tokens=SUMMARY_MAX_TOKENS[kind],
         )
+        if charge is not None:
+            await charge(completion)
         text = completion.text.strip()
         if not text:
             raise LLMError("the model sent an empty summary")

@@ -131,6 +131,10 @@ class LLMClient:
         self.vision_supported: bool | None = {"on": True, "off": False}.get(config.vision)
 
     @property
+    def max_reply_tokens(self) -> int:
+        return self.config.max_reply_tokens
+
+    @property
     def summary_model(self) -> str:
         return self.config.summary_model or self.config.model
 

@@ -42,6 +42,8 @@ from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
 from bot.commands.buttons import encode_action
 from bot.contract import (
+    NOT_ALLOWED,
+    Asker,
     Button,
     ConversationKey,
     Identity,
@@ -233,10 +235,9 @@ class TurnHandler:
         try:
             person_id = await self.cast.person_for(message.speaker)
             conversation = await self.cast.conversation_for(message.conversation)
-            if await self.gate.budgets.past(person_id):  # past today's tokens (SPEC 17): kept, not answered
+            if await self.gate.past_allowance(person_id):  # past today's tokens (SPEC 17): kept, not answered
                 await self._keep_unanswered(message, person_id, text)
-                told = person_id is not None and await self.gate.budgets.first_notice_today(person_id)
-                return Reply(self.gate.budgets.refusal(), is_error=True) if told else Reply("", duplicate=True)
+                return await self._past_allowance(person_id)
             # One transaction: stored (once per platform id), a model call taken under [limits],
             # and queued in the conversation's line in the database (every process), in arrival order.
             arrival = await self.store.turns.store_and_queue(
@@ -263,7 +264,8 @@ class TurnHandler:
         if refusal := self.listening.refusal(note):
             return Reply(refusal, is_error=True)
         person_id = await self.cast.person_for(message.speaker)
-        if refusal := await self.gate.call_refusal(person_id, message.conversation):
+        if refusal := await self.gate.call_refusal(person_id, message.conversation, message.conversation.character,
+                                                   message.asker):
             return Reply(refusal, is_error=True)
         transcript, why = await self.listening.hear(note)
         if transcript is not None:
@@ -275,6 +277,11 @@ class TurnHandler:
             return Reply(NOT_SAVED, is_error=True)
         return Reply(COULD_NOT_HEAR.format(reason=why), is_error=True)
 
+    async def _past_allowance(self, person_id: int | None) -> Reply:
+        """A person past today's tokens is told once a day; after that, silence."""
+        line = await self.gate.allowance_notice(person_id)
+        return Reply(line, is_error=True) if line else Reply("", duplicate=True)
+
     async def _keep_unanswered(self, message: IncomingMessage, person_id: int | None, text: str) -> None:
         """Store the person's message without queueing a turn: it is kept, and not answered."""
         conversation = await self.cast.conversation_for(message.conversation)
@@ -282,30 +289,37 @@ class TurnHandler:
                                                         self.cast.as_a_person(message.speaker_name), text,
                                                         self.counter.count(text), message.platform_message_id)
 
-    async def regenerate(
-        self, key: ConversationKey, presser: Identity, turn: TurnRef, on_text: ReplySink | None = None
-    ) -> Reply:
+    async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef, asker: Asker | None,
+                         on_text: ReplySink | None = None) -> Reply:
         """Replace the latest reply (in a scene, its character's latest), undoing the memory
-        writes its turn made (pinned entries are left alone). Only the person it answered may."""
+        writes its turn made (pinned entries are left alone). Only the person it answered may,
+        and only where the gate lets them reach the reply's character; a chain the new reply
+        starts is theirs (`on_behalf`), under each character's rules (SPEC 17)."""
         person_id = await self.cast.person_for(presser)
         conversation = await self.cast.conversation_for(key)
-        if refusal := await self.regenerate_refusal(key, presser, turn):
-            return Reply(refusal, is_error=True)
-        if refusal := await self.gate.call_refusal(person_id, key):
+        if refusal := await self.regenerate_refusal(key, presser, turn, asker):
             return Reply(refusal, is_error=True)
         old = await self.store.turns.turn(turn.id)
         stored = self.cast.stored_by_id(old.character_id) or self.cast.character(key.character)
+        if refusal := await self.gate.call_refusal(person_id, key, stored.character.name, asker):
+            return Reply(refusal, is_error=True)
         new_turn = await self.store.turns.begin_regenerate(turn.id)  # checks "latest" again, as it starts
         if new_turn is None:
             return Reply(NOT_LATEST, is_error=True)
         user_row = await self.store.conversations.message(old.user_message_id)
         assert user_row is not None  # a turn's message goes only with the turn
         if user_row.role == "assistant":  # a chain turn (SPEC 15) reads nobody's memories, again
-            return await self._answer(stored, conversation, None, user_row, new_turn, on_text, answered_for=person_id)
-        return await self._answer(stored, conversation, person_id, user_row, new_turn, on_text)
+            reply = await self._answer(stored, conversation, None, user_row, new_turn, on_text, answered_for=person_id)
+        else:
+            reply = await self._answer(stored, conversation, person_id, user_row, new_turn, on_text)
+        reply.on_behalf = asker
+        return reply
 
-    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef) -> str | None:
-        """Why this person may not regenerate this reply now, or None if they may."""
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef,
+                                 asker: Asker | None) -> str | None:
+        """Why this person may not regenerate this reply now, or None if they may: only the
+        latest reply, only the person it answered, and only where the gate lets them reach its
+        character (`[access]`, the age rule) — a Regenerate is a model call like a message."""
         person_id = await self.cast.person_for(presser)
         conversation = await self.cast.conversation_for(key)
         pressed = await self.store.turns.turn(turn.id)
@@ -316,7 +330,10 @@ class TurnHandler:
             return NOT_LATEST
         if latest.person_id != person_id:
             return "Only the person this reply answered can regenerate it."
-        return None
+        character = (self.cast.stored_by_id(pressed.character_id) or self.cast.character(key.character)).character.name
+        if not self.gate.lets_in(character, asker):
+            return NOT_ALLOWED
+        return self.gate.age_refusal(character, asker)
 
     async def answer_again(self, key: ConversationKey, queued: QueuedTurn, on_text: ReplySink | None = None) -> Reply:
         """Answer a queued message once its turn comes: a message a crash cut off (its memory
@@ -373,6 +390,12 @@ class TurnHandler:
                                     unseen=in_words(unseen) if unseen else None, images=[url for _, url in images])
 
             prompt = prompt_with(images, unseen)
+            # Whose allowance it is spent on (a chain turn: its starter's), and whether it may
+            # start: what running turns may still spend counts (SPEC 17, a burst holds).
+            charged = person_id if person_id is not None else answered_for
+            if not await self.gate.hold(charged, turn_id, prompt.receipt["tokens"]["total"] + self.llm.max_reply_tokens):
+                await asyncio.shield(self.store.turns.fail_turn(turn_id))
+                return await self._past_allowance(charged)
             tools = MemoryTools(self.store, self.counter, person_id, stored.id, turn_id) if tools_on else None
             try:
                 completion = await self._complete_with_tools(prompt.messages, tools, sink)
@@ -395,10 +418,11 @@ class TurnHandler:
             "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
         }
         reply_tokens = self.counter.count(text)
+        # spent before the turn ends, so what it cost is counted before its hold is let go
+        await self.gate.spend(charged, stored.id,  # as the server's usage says, else as counted
+                              completion.prompt_tokens or prompt.receipt["tokens"]["total"],
+                              completion.completion_tokens or reply_tokens)
         await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, text, reply_tokens, receipt)
-        await self.gate.budgets.spend(person_id, stored.id,  # as the server's usage says, else as counted
-                                      completion.prompt_tokens or prompt.receipt["tokens"]["total"],
-                                      completion.completion_tokens or reply_tokens)
         buttons = []
         presser = answered_for if answered_for is not None else person_id
         if presser is not None:  # nobody in particular cannot press a button

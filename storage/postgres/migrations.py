@@ -12,6 +12,7 @@ from storage.sql.migrations import (
     CHECKINS,
     HARDENING_II,
     HARDENING_III,
+    HARDENING_IV,
     PERSONAS_AND_BUDGETS,
     SCENES_FINISH,
     SCENES_JOIN,
@@ -295,4 +296,6 @@ MIGRATIONS: list[str] = [
     "ALTER TABLE conversations ADD COLUMN heard_at DOUBLE PRECISION;" + HARDENING_III,
     # 8 — personas and budgets, as SQLite's 16
     PERSONAS_AND_BUDGETS,
+    # 9 — hardening IV, as SQLite's 17
+    HARDENING_IV,
 ]

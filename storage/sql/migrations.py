@@ -70,6 +70,26 @@ PERSONAS_AND_BUDGETS = """
     );
 """
 
+# Hardening IV (SPEC 17). A running turn holds what it may still spend (its prompt and
+# max_reply_tokens) against its person's allowance until it is spent, so a burst is judged
+# against what is spent plus what running turns may spend; the running turns are found by
+# person. `/forgetme` keeps the day's spend as a count against each platform id, nothing else,
+# so the allowance does not start afresh; /stats counts it too.
+HARDENING_IV = """
+    ALTER TABLE turns ADD COLUMN hold_tokens BIGINT NOT NULL DEFAULT 0;
+    CREATE INDEX turns_running_by_person ON turns(person_id) WHERE status = 'running';
+    CREATE TABLE forgotten_spend (
+        platform      TEXT NOT NULL,
+        user_id       TEXT NOT NULL,
+        day           TEXT NOT NULL,
+        character_id  BIGINT NOT NULL,
+        turns         INTEGER NOT NULL DEFAULT 0,
+        tokens_in     BIGINT NOT NULL DEFAULT 0,
+        tokens_out    BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (platform, user_id, day, character_id)
+    );
+"""
+
 # Scenes (SPEC 15). A turn names the character that answers (a scene's characters share one
 # conversation); the turns stored before say their conversation's character. Then every chat
 # keeps one shared conversation — its scene: where characters of the deployment had a

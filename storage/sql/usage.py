@@ -11,10 +11,17 @@ _ADD = ("INSERT INTO usage_days (person_id, day, character_id, turns, tokens_in,
         "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (person_id, day, character_id) DO UPDATE SET "
         "turns = usage_days.turns + excluded.turns, tokens_in = usage_days.tokens_in + excluded.tokens_in, "
         "tokens_out = usage_days.tokens_out + excluded.tokens_out, checkins = usage_days.checkins + excluded.checkins")
+# what people spent, with what forgotten people spent on the day they left (counted, nobody named)
+_SPENDING = ("(SELECT person_id, day, character_id, turns, tokens_in, tokens_out, checkins FROM usage_days "
+             "UNION ALL SELECT NULL, day, character_id, turns, tokens_in, tokens_out, 0 FROM forgotten_spend)")
 _TOTALS = ("SELECT {name} AS name, COALESCE(SUM(u.turns), 0) AS turns, COALESCE(SUM(u.tokens_in), 0) AS tokens_in, "
            "COALESCE(SUM(u.tokens_out), 0) AS tokens_out, COUNT(DISTINCT CASE WHEN u.turns > 0 THEN u.person_id END) "
-           "AS people, COALESCE(SUM(u.checkins), 0) AS checkins FROM usage_days u {join} "
+           "AS people, COALESCE(SUM(u.checkins), 0) AS checkins FROM " + _SPENDING + " u {join} "
            "WHERE u.day BETWEEN $1 AND $2 {group}")
+_SPENT = ("SELECT (SELECT COALESCE(SUM(tokens_in + tokens_out), 0) FROM usage_days "
+          "WHERE person_id = $1 AND day BETWEEN $2 AND $3) + (SELECT COALESCE(SUM(f.tokens_in + f.tokens_out), 0) "
+          "FROM forgotten_spend f JOIN identities i ON i.platform = f.platform AND i.user_id = f.user_id "
+          "WHERE i.person_id = $1 AND f.day BETWEEN $2 AND $3)")
 
 
 class SQLUsage(Usage):
@@ -28,9 +35,18 @@ class SQLUsage(Usage):
         await self.db.execute(_ADD, person_id, day, character_id, 0, 0, 0, 1)
 
     async def spent(self, person_id: int, first_day: str, last_day: str) -> int:
-        return await self.db.value(
-            "SELECT COALESCE(SUM(tokens_in + tokens_out), 0) FROM usage_days "
-            "WHERE person_id = $1 AND day BETWEEN $2 AND $3", person_id, first_day, last_day)
+        return await self.db.value(_SPENT, person_id, first_day, last_day)
+
+    async def hold(self, turn_id: int, person_id: int, day: str, tokens: int, allowance: int) -> bool:
+        async with self.db.transaction() as tx:
+            await self.db.dialect.serialize(tx, f"allowance:{person_id}")
+            spent = await tx.value(_SPENT, person_id, day, day)
+            held = await tx.value("SELECT COALESCE(SUM(hold_tokens), 0) FROM turns "
+                                  "WHERE person_id = $1 AND status = 'running' AND id <> $2", person_id, turn_id)
+            if spent + held >= allowance:
+                return False
+            await tx.execute("UPDATE turns SET hold_tokens = $2 WHERE id = $1", turn_id, tokens)
+            return True
 
     async def notice_once(self, person_id: int, day: str) -> bool:
         told = await self.db.value("INSERT INTO budget_notices (person_id, day) VALUES ($1, $2) "

@@ -11,6 +11,7 @@ from storage.sql.migrations import (
     CHECKINS,
     HARDENING_II,
     HARDENING_III,
+    HARDENING_IV,
     PERSONAS_AND_BUDGETS,
     SCENES_FINISH,
     SCENES_JOIN,
@@ -353,4 +354,6 @@ MIGRATIONS: list[str] = [
     "ALTER TABLE conversations ADD COLUMN heard_at REAL;" + HARDENING_III,
     # 16 — personas and budgets (SPEC 17; storage/sql/migrations.py)
     PERSONAS_AND_BUDGETS,
+    # 17 — hardening IV (SPEC 17; storage/sql/migrations.py)
+    HARDENING_IV,
 ]

@@ -55,7 +55,7 @@ async def test_forgetting_a_person_leaves_no_row_about_them(store: Store, ann, m
     await store.turns.finish_turn(turn, asked, "Mira", "hi Ann", 2, {})
     group = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
     await store.conversations.add_user_message(group, ann, "Ann", "in the group", 2, None)
-    assert await store.people.forget_person(ann) == [group]
+    assert await store.people.forget_person(ann, "2027-01-15") == [group]
     assert await store.conversations.conversation_by_id(chat) is None  # one-to-one: gone whole
     assert await store.conversations.recent_messages(group, 10) == []
     assert await store.people.identities_of(ann) == []

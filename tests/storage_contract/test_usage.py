@@ -53,9 +53,41 @@ async def test_link_adds_up_what_both_spent_and_keeps_one_persona(store, ann, mi
     assert not await store.usage.notice_once(ann, DAY)  # told already, as the other account
 
 
-async def test_forgetting_a_person_forgets_their_persona_and_spending(store, ann, mira):
+async def test_forgetting_a_person_keeps_only_todays_spend_against_their_platform_id(store, ann, mira):
+    """SPEC 17: /forgetme does not give a fresh allowance — the day's spend stays as a count
+    against the platform id (and in /stats), nothing else; an earlier day's is gone with them."""
     await store.people.set_persona(ann, Persona("a sailor", 3))
-    await store.usage.add_turn(ann, mira, DAY, 100, 10)
-    await store.people.forget_person(ann)
+    await store.usage.add_turn(ann, mira, DAY, 1_000, 100)
+    await store.usage.add_turn(ann, mira, NEXT_DAY, 100, 10)
+    await store.people.forget_person(ann, NEXT_DAY)
     assert await store.usage.totals(DAY, DAY) == {None: DayTotals(0, 0, 0, 0, 0)}
+    assert (await store.usage.totals(NEXT_DAY, NEXT_DAY))[None] == DayTotals(1, 100, 10, 0, 0)
     assert await store.db.value("SELECT COUNT(*) FROM budget_notices") == 0
+    back = await store.people.person_for_identity("telegram", "501")  # writes again: a new person
+    assert await store.people.persona(back) is None
+    assert await store.usage.spent(back, NEXT_DAY, NEXT_DAY) == 110
+    assert await store.usage.spent(back, DAY, DAY) == 0
+    stranger = await store.people.person_for_identity("telegram", "502")
+    assert await store.usage.spent(stranger, NEXT_DAY, NEXT_DAY) == 0
+
+
+async def running_turn(store, person: int, mira: int) -> int:
+    chat = (await store.conversations.conversation("telegram", f"dm-{person}-{mira}", None, mira, False)).id
+    message = await store.conversations.add_user_message(chat, person, "Ann", "hello", 1, None)
+    return await store.turns.start_turn(await store.turns.queue_turn(chat, person, message.id))
+
+
+async def test_a_running_turn_holds_what_it_may_spend_so_a_burst_stops_at_the_allowance(store, ann, mira):
+    """SPEC 17 "A budget holds under a burst": a turn may start while what was spent plus what
+    running turns hold is under the allowance; a turn that finishes holds nothing more."""
+    aki = await store.characters.ensure_character("Aki")
+    first, second = await running_turn(store, ann, mira), await running_turn(store, ann, aki)
+    assert await store.usage.hold(first, ann, DAY, 1_000, allowance=300)  # nothing spent, nothing held
+    assert not await store.usage.hold(second, ann, DAY, 1_000, allowance=300)  # the first may spend 1,000
+    await store.usage.add_turn(ann, mira, DAY, 100, 50)
+    await store.turns.fail_turn(first)  # it ended: its hold is over, its 150 spent
+    assert await store.usage.hold(second, ann, DAY, 1_000, allowance=300)
+    await store.usage.add_turn(ann, aki, DAY, 100, 50)
+    await store.turns.fail_turn(second)
+    third = await running_turn(store, ann, mira)
+    assert not await store.usage.hold(third, ann, DAY, 10, allowance=300)  # exactly 300 spent: past it
