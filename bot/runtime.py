@@ -62,7 +62,16 @@ class Runtime:
         """Start the background jobs (inside the running event loop)."""
         self.jobs.start()
 
+    def abandon_audio(self) -> None:
+        """Stopping: voice notes being heard and replies being spoken are given up at once, so a
+        hanging audio server never holds up the exit (SPEC 16); a note stays kept as its placeholder."""
+        if self.turns.listening is not None:
+            self.turns.listening.in_flight.abandon()
+        if self.core.speaking is not None:
+            self.core.speaking.in_flight.abandon()
+
     async def close(self) -> None:
+        self.abandon_audio()
         await self.jobs.stop()
         await self.scenes.stop()
         if self.turns.semantic is not None:

@@ -296,8 +296,9 @@ class Conversations(abc.ABC):
     async def add_user_message(
         self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
         tokens: int, platform_message_id: str | None,
-    ) -> MessageRow:
-        """Store a message after every message of the conversation stored before it."""
+    ) -> MessageRow | None:
+        """Store a message after every message of the conversation stored before it; None when
+        its platform id is stored already (a platform delivered it again)."""
 
     @abc.abstractmethod
     async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None
@@ -332,6 +333,11 @@ class Conversations(abc.ABC):
     async def edit_platform_message(
         self, conversation_id: int, platform_message_id: str, content: str, tokens: int
     ) -> bool: ...
+
+    @abc.abstractmethod
+    async def fill_in(self, message_id: int, content: str, tokens: int) -> MessageRow | None:
+        """A person's message stored as a placeholder gets its text (a voice note heard after it
+        took its place, SPEC 16); None when it is gone meanwhile (deleted, /forgetme)."""
 
     @abc.abstractmethod
     async def delete_platform_message(self, conversation_id: int, platform_message_id: str) -> bool: ...

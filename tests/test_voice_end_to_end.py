@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.access.limits import TOO_FAST_FOR_CALLS
+from bot.access.limits import TOO_FAST
 from bot.voice.listening import COULD_NOT_HEAR, NOT_TRANSCRIBED, TEXT_ONLY, TOO_BIG, TOO_LONG
 from tests.audio import is_ogg_opus, ogg_opus
 from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text
-from tests.process import answer_to, bot_running, final_reply_to, llm_table, logged
+from tests.process import answer_to, bot_running, final_reply_to, llm_table, logged, stop_bot
 
 ANN, BOB, CAI, DAN, EVE = 801, 802, 803, 804, 805
 DISCORD_ANN = FakeDiscord.user("900000000000000021", "Ann")
@@ -136,7 +136,7 @@ async def test_voice_note_bounds_and_failures_each_get_one_line_on_telegram(tmp_
             await telegram.wait_for(lambda: len(voice_notes(telegram, CAI)) == n, timeout=30)  # spoken too
         heard = len(llm.transcriptions)
         line = await answer_to(telegram, CAI, telegram.send(cai_dm, cai, "", voice=ogg_opus(1.0)))
-        assert line.text.startswith(TOO_FAST_FOR_CALLS.split("{")[0]) and len(llm.transcriptions) == heard
+        assert line.text.startswith(TOO_FAST.split("{")[0]) and len(llm.transcriptions) == heard  # kept, as typed
 
         # Speech that fails leaves the text reply alone, with one WARNING.
         llm.speech_status = 500
@@ -209,3 +209,63 @@ async def test_a_discord_voice_message_is_heard_and_answered_with_a_real_voice_m
         assert line.content == TOO_LONG.format(seconds="6 min 40 s", limit="5 min")
         assert len(llm.transcriptions) == heard
     assert not holds_any_of(database_bytes(tmp_path), audio)
+
+
+GROUP = -100801
+
+
+@pytest.mark.timeout(120)
+async def test_a_voice_note_is_judged_by_its_own_length_not_by_what_the_platform_claims(tmp_path, llm, telegram):
+    """SPEC 16 / #46: with max_seconds = 5, an 8-second note claiming 3 s (or no length at all)
+    is refused after the download, before any upload; a note of exactly 5 s is heard."""
+    voice = 'speech_model = "tts-1"\nmax_seconds = 5'
+    async with bot_running(tmp_path, config(llm, telegram=telegram, voice=voice), MIRA_TELEGRAM_TOKEN=telegram.token):
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        ann, ann_dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
+        line = await answer_to(telegram, ANN, telegram.send(ann_dm, ann, "", voice=ogg_opus(8.0), seconds=3))
+        assert line.text == TOO_LONG.format(seconds="8 s", limit="5 s")
+        line = await answer_to(telegram, ANN, telegram.send(ann_dm, ann, "", voice=ogg_opus(8.0), seconds=0))
+        assert line.text == TOO_LONG.format(seconds="8 s", limit="5 s")
+        assert llm.transcriptions == [] and len(telegram.calls_to("getFile")) == 2  # fetched, never uploaded
+        llm.hears("the lamp is out")
+        llm.add(text("I'll light it."))
+        reply = await final_reply_to(telegram, ANN, telegram.send(ann_dm, ann, "", voice=ogg_opus(5.0), seconds=5))
+        assert reply.text == "I'll light it." and len(llm.transcriptions) == 1
+
+
+@pytest.mark.timeout(120)
+async def test_a_hanging_transcription_holds_nobody_else_and_a_stop_abandons_it_within_10_seconds(
+        tmp_path, llm, telegram):
+    """SPEC 16 / #46: Ann's voice note is stored (as its placeholder) at once and heard while
+    Bob's message, a second later in the same group, is answered; SIGTERM then exits within
+    10 s, and both messages are kept."""
+    async with bot_running(tmp_path, config(llm, telegram=telegram), MIRA_TELEGRAM_TOKEN=telegram.token) as process:
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        group = telegram.chat(GROUP, "supergroup", "Harbour")
+        ann, bob = telegram.user(ANN, "Ann"), telegram.user(BOB, "Bob")
+        llm.transcription_delay_s = 60.0  # the audio server hangs
+        telegram.send(group, ann, "@mira_bot", voice=ogg_opus(1.0))
+        await telegram.wait_for(lambda: llm.transcribing == 1, timeout=30)
+        llm.add(text("Aye, Bob, it is lit."))
+        asked = telegram.send(group, bob, "@mira_bot is the lamp lit?")
+        reply = await final_reply_to(telegram, GROUP, asked)
+        assert reply.text == "Aye, Bob, it is lit."
+        assert stored(tmp_path, "SELECT speaker_name, content FROM messages WHERE role = 'user' ORDER BY pos") == [
+            ("Ann", NOT_TRANSCRIBED), ("Bob", "is the lamp lit?")]
+        started = asyncio.get_running_loop().time()
+        await stop_bot(process)
+        assert asyncio.get_running_loop().time() - started < 10
+    assert stored(tmp_path, "SELECT COUNT(*) FROM messages WHERE role = 'user'") == [(2,)]
+
+
+@pytest.mark.timeout(120)
+async def test_at_most_two_voice_notes_are_fetched_and_transcribed_at_once_in_a_process(tmp_path, llm, telegram):
+    """SPEC 16 / #46: a flood of notes waits its turn, holding nothing (memory stays flat)."""
+    async with bot_running(tmp_path, config(llm, telegram=telegram), MIRA_TELEGRAM_TOKEN=telegram.token):
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        llm.transcription_delay_s = 0.3
+        people = [telegram.user(900 + n, f"P{n}") for n in range(6)]
+        for person in people:
+            telegram.send(telegram.chat(person["id"]), person, "", voice=ogg_opus(1.0))
+        await telegram.wait_for(lambda: len(llm.transcriptions) == 6, timeout=60)
+        assert llm.most_transcribing == 2

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 
 from bot.access.budgets import Budgets
-from bot.access.limits import TOO_FAST_FOR_CALLS, CallLimits
+from bot.access.limits import TOO_FAST, TOO_FAST_FOR_CALLS, CallLimits
 from bot.access.rules import AccessRules
 from bot.contract import NOT_ALLOWED, Asker, ConversationKey
 from storage.ports import CallLimit, Store
@@ -95,12 +95,13 @@ class Gate:
         return self.limits.limit_for(person_id, key)
 
     async def call_refusal(self, person_id: int | None, key: ConversationKey, character: str,
-                           asker: Asker | None) -> str | None:
+                           asker: Asker | None, kept: bool = False) -> str | None:
         """Take a model call on this person's behalf for `character` (a Regenerate, a draft, a
         rebuild, hearing a voice note, a chain turn): None when taken, else why not — `[access]`
         keeps the asker out, the character is age-restricted where they ask, they are past
         today's tokens, or past `turns_per_minute` (how long to wait). Every model call made for
-        a person passes here or, for a message, through its one transaction (`limit_for`)."""
+        a person passes here or, for a message, through its one transaction (`limit_for`).
+        `kept`: the person's message is kept all the same (a voice note), and the rate line says so."""
         if not self.lets_in(character, asker):
             return NOT_ALLOWED
         if refusal := self.age_refusal(character, asker):
@@ -108,7 +109,7 @@ class Gate:
         if await self.budgets.past(person_id):
             return self.budgets.refusal()
         if (wait := await self.take(person_id, key)) is not None:
-            return TOO_FAST_FOR_CALLS.format(limit=self.per_minute, seconds=wait)
+            return (TOO_FAST if kept else TOO_FAST_FOR_CALLS).format(limit=self.per_minute, seconds=wait)
         return None
 
     async def hold(self, person_id: int | None, turn_id: int, tokens: int) -> bool:

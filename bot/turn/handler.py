@@ -65,7 +65,8 @@ from bot.text import clean_text
 from bot.turn.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.turn.context import read_context
 from bot.turn.prompt import Prompt, build_prompt
-from bot.voice.listening import COULD_NOT_HEAR, NOT_TRANSCRIBED, TEXT_ONLY, Listening, spoken, was_spoken
+from bot.voice.in_flight import Abandoned
+from bot.voice.listening import NOT_TRANSCRIBED, TEXT_ONLY, Listening, spoken, was_spoken
 from storage.ports import ConversationRow, LeftTheLine, MessageRow, Store
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,21 @@ class _Queued:
     images: list[IncomingFile]  # to look at, when the model can
 
 
+@dataclass(frozen=True)
+class _ToHear:
+    """A voice note stored as its placeholder, to be heard before its turn is queued."""
+
+    key: ConversationKey
+    character: StoredCharacter
+    conversation: ConversationRow
+    person_id: int | None
+    user_row: MessageRow
+    note: IncomingFile
+    words: str  # what came with it besides the note
+    unseen: list[str]
+    images: list[IncomingFile]
+
+
 def _arrival_key(key: ConversationKey) -> tuple:
     """A conversation's line in this process: a shared chat's is its scene's, whoever answers."""
     return key.platform, key.chat_id, key.thread_id, "" if key.is_shared else key.character.casefold()
@@ -182,6 +198,8 @@ class TurnHandler:
         finally:
             if message.kept is not None:
                 message.kept()
+        if isinstance(queued, _ToHear):  # stored as its placeholder: heard now, holding no one else
+            queued = await self._hear_and_queue(queued)
         if isinstance(queued, Reply):
             return queued
         # While the turn waits for its place: its message's vector is asked for, and its images
@@ -197,30 +215,25 @@ class TurnHandler:
                                   on_text, unseen=queued.unseen + seen.unreadable, images=seen.looked_at,
                                   embedding=embedding)
 
-    async def _store_and_queue(self, message: IncomingMessage) -> Reply | _Queued:
+    async def _store_and_queue(self, message: IncomingMessage) -> Reply | _Queued | _ToHear:
         """Store the message (its text files read into it; its images and anything else the
         character cannot read named in a placeholder) and queue its turn; or the answer when it
-        cannot be kept."""
+        cannot be kept. A voice note is stored as its placeholder, to be heard (`_ToHear`)."""
         text = clean_text(message.text).strip()
         kinds = [(kind_of(file), file) for file in message.files]
         voices = [file for kind, file in kinds if kind == "voice"]
-        if voices and self.listening is None:
-            if not text:
-                return Reply(TEXT_ONLY.format(name=message.conversation.character), is_error=True)
-            kinds = [("other" if kind == "voice" else kind, file) for kind, file in kinds]
-        elif voices:
-            heard = await self._heard(message, voices[0], text)
-            if isinstance(heard, Reply):
-                return heard
-            text = heard
-            kinds = [("other", file) if kind == "voice" and file is not voices[0] else (kind, file)
-                     for kind, file in kinds]
+        note = voices[0] if voices and self.listening is not None else None
+        if voices and self.listening is None and not text:
+            return Reply(TEXT_ONLY.format(name=message.conversation.character), is_error=True)
+        if note is not None and (refusal := self.listening.refusal(note)):  # from the metadata, nothing fetched
+            return Reply(refusal, is_error=True)
+        kinds = [("other", file) if kind == "voice" and file is not note else (kind, file) for kind, file in kinds]
         images = [file for kind, file in kinds if kind == "image"]
         text_files = [file for kind, file in kinds if kind == "text"]
         unseen = ([message.unseen] if message.unseen else []) + [file.what for kind, file in kinds if kind == "other"]
         if self.llm.vision_supported is False:
             unseen, images = unseen + [file.what for file in images], []
-        if not (text or text_files or images):
+        if not (text or text_files or images or note):
             return Reply(CANNOT_SEE.format(what=in_words(unseen)) if unseen else EMPTY_MESSAGE, is_error=True)
         if images or unseen:
             text = f"[{in_words([file.what for file in images] + unseen)}] {text}".strip()
@@ -228,6 +241,9 @@ class TurnHandler:
         if text_files:
             room = budget - self.counter.count(text) - FILE_HEADING_TOKENS * len(text_files)
             text = f"{text}\n\n{await read_text_files(text_files, self.counter, room)}".strip()
+        words = text  # what came with a voice note besides the note
+        if note is not None:
+            text = "\n".join(filter(None, (NOT_TRANSCRIBED, words)))  # its placeholder until it is heard
         tokens = self.counter.count(text)
         if tokens > budget:
             return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
@@ -238,6 +254,9 @@ class TurnHandler:
             if await self.gate.past_allowance(person_id):  # past today's tokens (SPEC 17): kept, not answered
                 await self._keep_unanswered(message, person_id, text)
                 return await self._past_allowance(person_id)
+            if note is not None:
+                return await self._keep_to_hear(message, note, stored, conversation, person_id, text, words,
+                                                unseen, images)
             # One transaction: stored (once per platform id), a model call taken under [limits],
             # and queued in the conversation's line in the database (every process), in arrival order.
             arrival = await self.store.turns.store_and_queue(
@@ -255,37 +274,58 @@ class TurnHandler:
             return Reply(TOO_FAST.format(limit=self.gate.per_minute, seconds=arrival.wait_s), is_error=True)
         return _Queued(stored, conversation, person_id, arrival.message, arrival.ticket, unseen, images)
 
-    async def _heard(self, message: IncomingMessage, note: IncomingFile, words: str) -> str | Reply:
-        """A voice note as the text of the person's message (SPEC 16), or the one line they get
-        instead: refused from the platform's metadata; past `[limits]` (hearing it is a model
-        call on their behalf); or not understood, when the message is kept as NOT_TRANSCRIBED
-        and not answered."""
+    async def _keep_to_hear(self, message: IncomingMessage, note: IncomingFile, stored: StoredCharacter,
+                            conversation: ConversationRow, person_id: int | None, placeholder: str, words: str,
+                            unseen: list[str], images: list[IncomingFile]) -> Reply | _ToHear:
+        """A voice note is stored at once as its placeholder (kept, whatever happens next); hearing
+        it is a model call on the person's behalf (the gate: `[limits]`, past which it stays kept
+        as its placeholder and the person hears the line a typed message gets)."""
+        refusal = await self.gate.call_refusal(person_id, message.conversation, stored.character.name, message.asker,
+                                               kept=True)
+        row = await self._keep_unanswered(message, person_id, placeholder)
+        if row is None:
+            log.info("a voice note delivered again to %s was already stored", message.conversation)
+            return Reply("", duplicate=True)
+        if refusal:
+            return Reply(refusal, is_error=True)
+        return _ToHear(message.conversation, stored, conversation, person_id, row, note, words, unseen, images)
+
+    async def _hear_and_queue(self, heard: _ToHear) -> Reply | _Queued:
+        """Hear a stored voice note while other messages of its chat go on (SPEC 16: a slow
+        transcription holds nobody else), fill its text in, and queue its turn; or the one line
+        the person gets instead (the placeholder stays)."""
         assert self.listening is not None
-        if refusal := self.listening.refusal(note):
-            return Reply(refusal, is_error=True)
-        person_id = await self.cast.person_for(message.speaker)
-        if refusal := await self.gate.call_refusal(person_id, message.conversation, message.conversation.character,
-                                                   message.asker):
-            return Reply(refusal, is_error=True)
-        transcript, why = await self.listening.hear(note)
-        if transcript is not None:
-            return spoken(clean_text(transcript), words)
         try:
-            await self._keep_unanswered(message, person_id, "\n".join(filter(None, (NOT_TRANSCRIBED, words))))
-        except Exception:
-            log.exception("a voice note to %s could not be stored", message.conversation)
-            return Reply(NOT_SAVED, is_error=True)
-        return Reply(COULD_NOT_HEAR.format(reason=why), is_error=True)
+            transcript, line = await self.listening.hear(heard.note)
+        except Abandoned:  # stopping: the note stays kept as its placeholder
+            return Reply("", duplicate=True)
+        if transcript is None:
+            return Reply(line, is_error=True)
+        transcript = clean_text(transcript)
+        await self.gate.spend(heard.person_id, heard.character.id, 0, self.counter.count(transcript))
+        text = spoken(transcript, heard.words)
+        tokens, budget = self.counter.count(text), window_token_budget(self.context_window)
+        if tokens > budget:
+            return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
+        row = await self.store.conversations.fill_in(heard.user_row.id, text, tokens)
+        if row is None:  # deleted meanwhile
+            return Reply("", duplicate=True)
+        if (wait := await self.gate.take(heard.person_id, heard.key)) is not None:  # answering is a call too
+            return Reply(TOO_FAST.format(limit=self.gate.per_minute, seconds=wait), is_error=True)
+        ticket = await self.store.turns.queue_turn(heard.conversation.id, heard.person_id, row.id,
+                                                   character_id=heard.character.id)
+        return _Queued(heard.character, heard.conversation, heard.person_id, row, ticket, heard.unseen, heard.images)
 
     async def _past_allowance(self, person_id: int | None) -> Reply:
         """A person past today's tokens is told once a day; after that, silence."""
         line = await self.gate.allowance_notice(person_id)
         return Reply(line, is_error=True) if line else Reply("", duplicate=True)
 
-    async def _keep_unanswered(self, message: IncomingMessage, person_id: int | None, text: str) -> None:
-        """Store the person's message without queueing a turn: it is kept, and not answered."""
+    async def _keep_unanswered(self, message: IncomingMessage, person_id: int | None, text: str) -> MessageRow | None:
+        """Store the person's message without queueing a turn: it is kept, and not answered
+        (None: it was stored before, the platform delivered it again)."""
         conversation = await self.cast.conversation_for(message.conversation)
-        await self.store.conversations.add_user_message(conversation.id, person_id,
+        return await self.store.conversations.add_user_message(conversation.id, person_id,
                                                         self.cast.as_a_person(message.speaker_name), text,
                                                         self.counter.count(text), message.platform_message_id)
 

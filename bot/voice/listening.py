@@ -1,18 +1,26 @@
 """Hearing a voice note (SPEC 16 "In" and "Bounded").
 
 A voice note is refused from the platform's word on it, before anything is fetched: longer than
-`[voice] max_seconds`, or larger than MAX_BYTES. Otherwise it is fetched (up to MAX_BYTES),
-transcribed, and the turn goes on with the transcript as the person's message, marked as
-spoken (SPOKEN). The audio is never stored. A transcription that fails or comes back empty
-keeps the message as NOT_TRANSCRIBED, and the person gets one line (COULD_NOT_HEAR). Taking the
-transcription's model call under `[limits]` is the turn handler's, which knows the person.
+`[voice] max_seconds`, or larger than MAX_BYTES. Otherwise it is fetched (up to MAX_BYTES), and
+its own length is read from the stream (off the event loop): a note longer than `max_seconds`
+whatever the platform claimed, or one that is no audio we can read, is refused before anything
+is uploaded. Then it is transcribed (a timed-out upload is tried again once at most), and the
+turn goes on with the transcript as the person's message, marked as spoken (SPOKEN). The audio
+is never stored. A transcription that fails or comes back empty keeps the message as
+NOT_TRANSCRIBED, and the person gets one line. At most LISTENING_AT_ONCE notes are fetched and
+transcribed at once in a process, and on stop those in flight are abandoned (bot/voice/in_flight.py).
+Taking the transcription's model call under `[limits]` is the turn handler's, which knows the
+person.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from bot.contract import IncomingFile
+from bot.voice.audio import NotAudio, seconds_of
+from bot.voice.in_flight import InFlight
 from bot.voice.server import VoiceFailed, VoiceServer
 
 log = logging.getLogger(__name__)
@@ -20,6 +28,7 @@ log = logging.getLogger(__name__)
 SPOKEN = "🎤"  # the stored message of a voice note starts with it
 NOT_TRANSCRIBED = "(a voice note that could not be transcribed)"
 MAX_BYTES = 25 * 1024 * 1024  # the transcription endpoint's own limit
+LISTENING_AT_ONCE = 2  # voice notes fetched and transcribed at once in a process
 TEXT_ONLY = "{name} reads text only here — voice notes aren't switched on. Could you type it?"
 TOO_LONG = ("That voice note is {seconds} long; I can listen to at most {limit}. "
             "Could you send a shorter one, or type it?")
@@ -46,29 +55,47 @@ class Listening:
     def __init__(self, server: VoiceServer, max_seconds: int):
         self.server = server
         self.max_seconds = max_seconds
+        self.in_flight = InFlight(LISTENING_AT_ONCE)
 
     def refusal(self, note: IncomingFile) -> str | None:
         """Why this voice note is not listened to, from the platform's metadata; None: it is."""
         if note.seconds is not None and note.seconds > self.max_seconds:
-            return TOO_LONG.format(seconds=_duration(note.seconds), limit=_duration(self.max_seconds))
+            return self._too_long(note.seconds)
         if note.size is not None and note.size > MAX_BYTES:
             return TOO_BIG
         return None
 
+    def _too_long(self, seconds: float) -> str:
+        return TOO_LONG.format(seconds=_duration(seconds), limit=_duration(self.max_seconds))
+
     async def hear(self, note: IncomingFile) -> tuple[str | None, str]:
-        """(what was said, "") or (None, why it could not be heard, for the person)."""
+        """(what was said, "") or (None, the one line the person gets instead). Abandoned when
+        the process stops meanwhile (bot/voice/in_flight.py)."""
+        return await self.in_flight.run(lambda: self._hear(note))
+
+    async def _hear(self, note: IncomingFile) -> tuple[str | None, str]:
         try:
             audio = await note.read(MAX_BYTES + 1)
-            if len(audio) > MAX_BYTES:
-                return None, "it is larger than 25 MB"
+        except Exception as failure:  # the platform would not hand the file over
+            log.warning("a voice note could not be fetched: %s: %s", type(failure).__name__, failure)
+            return None, COULD_NOT_HEAR.format(reason="I could not fetch it")
+        if len(audio) > MAX_BYTES:
+            return None, TOO_BIG
+        try:  # its own length decides, not the platform's word (nothing is decoded)
+            seconds = await asyncio.to_thread(seconds_of, audio)
+        except NotAudio as problem:
+            log.info("a voice note is no audio that can be read (%s); it is not transcribed", problem)
+            return None, COULD_NOT_HEAR.format(reason="it is not audio I can play")
+        if seconds > self.max_seconds:
+            log.info("a voice note said to last %s lasts %.1f s; refused (max_seconds %d)",
+                     "?" if note.seconds is None else f"{note.seconds:g} s", seconds, self.max_seconds)
+            return None, self._too_long(seconds)
+        try:
             transcript = await self.server.transcribe(note.name, audio, note.content_type)
         except VoiceFailed as failure:
             log.warning("a voice note could not be transcribed: %s", failure)
-            return None, str(failure)
-        except Exception as failure:  # the platform would not hand the file over
-            log.warning("a voice note could not be fetched: %s: %s", type(failure).__name__, failure)
-            return None, "I could not fetch it"
+            return None, COULD_NOT_HEAR.format(reason=failure)
         if not transcript:
             log.info("a voice note was transcribed as nothing")
-            return None, "I heard no words in it"
+            return None, COULD_NOT_HEAR.format(reason="I heard no words in it")
         return transcript, ""

@@ -15,6 +15,9 @@ from bot.config import LLMConfig, VoiceConfig
 log = logging.getLogger(__name__)
 
 
+TRANSCRIPTION_RETRIES = 1  # the same audio is uploaded again once at most (SPEC 16: a timeout is no reason for four)
+
+
 class VoiceFailed(Exception):
     """The audio server could not be used or answered unusably (after the client's retries)."""
 
@@ -40,9 +43,10 @@ class VoiceServer:
         await self.client.close()
 
     async def transcribe(self, name: str, audio: bytes, content_type: str | None) -> str:
-        """What was said, as text ("" when nothing was)."""
+        """What was said, as text ("" when nothing was); a failed upload is tried again once at most."""
         try:
-            answer = await self.client.audio.transcriptions.create(
+            once = self.client.with_options(max_retries=min(TRANSCRIPTION_RETRIES, self.client.max_retries))
+            answer = await once.audio.transcriptions.create(
                 model=self.config.transcription_model, file=(name, audio, content_type or "application/octet-stream"))
         except openai.OpenAIError as exc:
             raise VoiceFailed(_reason(exc)) from exc

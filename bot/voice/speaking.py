@@ -14,6 +14,7 @@ import regex
 from bot.config import VoiceConfig
 from bot.contract import VoiceNote
 from bot.voice.audio import NotAudio, describe, seconds_of
+from bot.voice.in_flight import Abandoned, InFlight
 from bot.voice.server import VoiceFailed, VoiceServer
 
 log = logging.getLogger(__name__)
@@ -47,9 +48,13 @@ def words_to_say(text: str, limit: int = SPEECH_MAX_CHARS) -> str:
     return cut.rsplit(" ", 1)[0] if " " in cut else cut
 
 
+SPEAKING_AT_ONCE = 2  # replies spoken at once in a process
+
+
 class Speaking:
     def __init__(self, server: VoiceServer):
         self.server = server
+        self.in_flight = InFlight(SPEAKING_AT_ONCE)  # abandoned at once on stop
 
     async def voice_note(self, text: str, voice: str, waveform: bool) -> VoiceNote | None:
         """The reply as a voice note (with its waveform only when asked: decoding costs); None
@@ -58,11 +63,13 @@ class Speaking:
         if not words:
             return None
         try:
-            audio = await self.server.speak(words, voice)
+            audio = await self.in_flight.run(lambda: self.server.speak(words, voice))
             if waveform:
                 seconds, shape = await asyncio.to_thread(describe, audio)
             else:
                 seconds, shape = seconds_of(audio), b""
+        except Abandoned:
+            return None
         except (VoiceFailed, NotAudio) as failure:
             log.warning("a reply could not be spoken (%s); it was sent as text only", failure)
             return None

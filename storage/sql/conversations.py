@@ -127,13 +127,11 @@ class SQLConversations(Conversations):
     async def add_user_message(
         self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
         tokens: int, platform_message_id: str | None,
-    ) -> MessageRow:
+    ) -> MessageRow | None:
         async with self.db.transaction() as tx:
-            stored = await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "user",
-                                          person_id, speaker_name, content, tokens, platform_message_id,
-                                          self.db.clock())
-        assert stored is not None, "a platform id stored twice goes through Turns.store_and_queue"
-        return stored
+            return await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "user",
+                                        person_id, speaker_name, content, tokens, platform_message_id,
+                                        self.db.clock())
 
     async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None
                               ) -> list[MessageRow]:
@@ -187,6 +185,12 @@ class SQLConversations(Conversations):
         return await self.db.execute(
             "UPDATE messages SET content = $1, tokens = $2 WHERE conversation_id = $3 "
             "AND platform_message_id = $4 AND role = 'user'", content, tokens, conversation_id, platform_message_id) > 0
+
+    async def fill_in(self, message_id: int, content: str, tokens: int) -> MessageRow | None:
+        if not await self.db.execute("UPDATE messages SET content = $1, tokens = $2 WHERE id = $3 AND role = 'user'",
+                                     content, tokens, message_id):
+            return None
+        return await self.message(message_id)
 
     async def delete_platform_message(self, conversation_id: int, platform_message_id: str) -> bool:
         return await self.db.execute("DELETE FROM messages WHERE conversation_id = $1 AND platform_message_id = $2",

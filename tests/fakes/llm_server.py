@@ -100,6 +100,9 @@ class ScriptedLLM:
         self.speech_requests: list[dict[str, Any]] = []  # model, voice, input, response_format
         self.speech_status: int | None = None  # answer /v1/audio/speech with this HTTP error
         self.most_at_once = 0  # the most ever answered at once
+        self.transcription_delay_s = 0.0  # each transcription takes this long (a slow or hanging server)
+        self.transcribing = 0  # transcriptions being answered now
+        self.most_transcribing = 0  # the most ever answered at once
 
     def add(self, *steps: Step) -> None:
         self.script.extend(steps)
@@ -163,7 +166,16 @@ class ScriptedLLM:
                                   "usage": {"prompt_tokens": 0, "total_tokens": 0}})
 
     async def _transcriptions(self, request: web.Request) -> web.Response:
+        self.transcribing += 1
+        self.most_transcribing = max(self.most_transcribing, self.transcribing)
+        try:
+            return await self._transcription(request)
+        finally:
+            self.transcribing -= 1
+
+    async def _transcription(self, request: web.Request) -> web.Response:
         form = await request.post()
+        await asyncio.sleep(self.transcription_delay_s)
         upload = form["file"]
         audio = upload.file.read()
         self.transcriptions.append({"model": form.get("model"), "filename": upload.filename,
