@@ -175,3 +175,18 @@ async def test_a_link_code_entered_on_the_platform_that_made_it_says_where_to_en
     code = link_code(await maker.memory("/link"))
     own = await maker.memory(f"/link {code}")
     assert not own.ok and "That is your own code: enter it from your account on the other platform (Telegram)" in own.text
+
+
+async def test_forgetme_leaves_none_of_the_persons_words_in_the_sqlite_file(runtime, llm, tmp_path):
+    """#46: the deleted words are overwritten — the file, its full-text index and its write-ahead
+    log hold no copy of a rare word the person said (kept, edited, recalled)."""
+    ann = Chat(runtime, user="ann", name="Ann", platform="telegram")
+    for n in range(7):
+        await ann.say(f"my boat is called Quillowmere, the {n}th time I say it")
+    on_disk = b"".join(path.read_bytes() for path in tmp_path.glob("keepsake.sqlite3*"))
+    assert on_disk.count(b"Quillowmere") >= 7  # in the file before
+    question = await ann.memory("/forgetme")
+    await ann.press(question.buttons[0][0].action)
+    await runtime.rebuilds.idle()
+    on_disk = b"".join(path.read_bytes() for path in tmp_path.glob("keepsake.sqlite3*"))
+    assert on_disk.count(b"Quillowmere") == 0 and on_disk.count(b"quillowmer") == 0

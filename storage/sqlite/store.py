@@ -11,6 +11,7 @@ from typing import Callable
 import aiosqlite
 
 from storage.ports import MemoryCaps
+from storage.sql.people import SQLPeople
 from storage.sql.store import SQLStore
 from storage.sqlite.database import Database, new_holder
 from storage.sqlite.recall import SQLiteRecall
@@ -19,8 +20,28 @@ from storage.sqlite.vectors import SQLiteVectors
 BACKUPS_KEPT = 7
 
 
+class SQLitePeople(SQLPeople):
+    """Forgetting a person leaves none of their words in the file: deleted pages are overwritten
+    (`secure_delete`), the full-text index is merged without their entries, and the write-ahead
+    log that still holds them is checkpointed and truncated."""
+
+    db: Database
+
+    async def forget_person(self, person_id: int, day: str) -> list[int]:
+        shared = await super().forget_person(person_id, day)
+        async with self.db.transaction() as tx:
+            await tx.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
+        async with self.db.locked_writer() as writer:
+            await writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return shared
+
+
 class SQLiteStore(SQLStore):
     db: Database
+
+    def __init__(self, db: Database, caps: MemoryCaps, holder: str, recall: SQLiteRecall, vectors: SQLiteVectors):
+        super().__init__(db, caps, holder, recall, vectors)
+        self.people = SQLitePeople(db, caps)
 
     @classmethod
     async def open(cls, path: Path, caps: MemoryCaps, options: dict[str, str] | None = None,
