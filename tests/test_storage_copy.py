@@ -66,6 +66,9 @@ async def populate(runtime, llm) -> None:
     await cai.memory("/checkins off")
     await ann.memory("/persona set I'm Ann, a beekeeper")  # a persona (SPEC 17); usage_days has every turn
     await runtime.store.usage.notice_once(await ann.person_id(), "2027-01-15")  # told she was past her tokens
+    dee = Chat(runtime, user="602", name="Dee", chat_id="602", platform="telegram")
+    await dee.say("hello, and goodbye")
+    await runtime.store.people.forget_person(await dee.person_id(), runtime.gate.budgets.today())  # her day's spend stays
 
 
 @pytest.mark.timeout(120)
