@@ -21,15 +21,12 @@ from tests.postgres import fresh_schema_url
 GROUP = "-100"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def budgeted(request, llm, tmp_path):
-    """Two runtimes (two processes) on one database, with 1,000 tokens a person a day."""
-    schemas = fresh_schema_url() if request.param == "postgresql" else None
-    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+async def two_processes(backend: str, llm, tmp_path, **sections):
+    """Two runtimes (two processes) on one database of `backend`, with these config sections."""
+    schemas = fresh_schema_url() if backend == "postgresql" else None
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3") | sections
     if schemas:
         raw["storage"] = {"url": await anext(schemas)}
-    raw["limits"] = {"tokens_per_day": 1_000, "timezone": "Europe/Paris"}
-    raw["owner"] = {"ids": ["telegram:owner-1"]}
     clock = FakeClock(1_800_000_000.0)  # 2027-01-15 09:20 in Paris
     runtimes = [await build_runtime(parse_config(raw, tmp_path), clock=clock) for _ in range(2)]
     yield runtimes, clock
@@ -37,6 +34,14 @@ async def budgeted(request, llm, tmp_path):
         await runtime.close()
     if schemas:
         await anext(schemas, None)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def budgeted(request, llm, tmp_path):
+    """Two processes on one database, with 1,000 tokens a person a day."""
+    async for runtimes in two_processes(request.param, llm, tmp_path, owner={"ids": ["telegram:owner-1"]},
+                                        limits={"tokens_per_day": 1_000, "timezone": "Europe/Paris"}):
+        yield runtimes
 
 
 async def test_past_tokens_per_day_across_two_processes_one_line_a_day_and_messages_kept(budgeted, llm):
@@ -160,19 +165,9 @@ def test_the_keys_of_spec_17_are_checked_naming_the_key(tmp_path, monkeypatch, s
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def small_allowance(request, llm, tmp_path):
-    """Two runtimes (two processes) on one database, with 300 tokens a person a day."""
-    schemas = fresh_schema_url() if request.param == "postgresql" else None
-    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
-    if schemas:
-        raw["storage"] = {"url": await anext(schemas)}
-    raw["limits"] = {"tokens_per_day": 300}
-    clock = FakeClock(1_800_000_000.0)
-    runtimes = [await build_runtime(parse_config(raw, tmp_path), clock=clock) for _ in range(2)]
-    yield runtimes
-    for runtime in runtimes:
-        await runtime.close()
-    if schemas:
-        await anext(schemas, None)
+    """Two processes on one database, with 300 tokens a person a day."""
+    async for runtimes, _ in two_processes(request.param, llm, tmp_path, limits={"tokens_per_day": 300}):
+        yield runtimes
 
 
 async def test_twenty_messages_at_once_past_a_small_allowance_get_at_most_two_answers(small_allowance, llm):
