@@ -28,6 +28,7 @@ from bot.access.gate import Gate
 from bot.characters.cast import Cast
 from bot.contract import Asker, ConversationKey, IncomingMessage, QueuedTurn, Voice, where_named
 from bot.registry import Present
+from bot.turn.handler import CHAIN_ENDED
 from storage.ports import MessageRow, Store, TurnRow
 
 log = logging.getLogger(__name__)
@@ -102,8 +103,10 @@ class Scenes:
                                       last_speaker, self.rng)
 
     async def heard(self, key: ConversationKey) -> None:
-        """A person wrote in a shared chat without addressing any character: a chain there ends."""
-        if len(self.voices) > 1 and self.max_chain:
+        """A person wrote in a shared chat without addressing any character: a chain there ends.
+        A scene is a chat where several characters take part, however many bot accounts (or
+        one host bot) voice them (#54)."""
+        if self.max_chain and len(self.present(key.platform)) > 1:
             await self.store.conversations.heard(key.platform, key.chat_id, key.thread_id)
 
     async def answer_elsewhere(self, message: IncomingMessage, character: str) -> None:
@@ -132,7 +135,9 @@ class Scenes:
         if target is None:
             return
         newest_first = await self.store.conversations.recent_messages(conversation.id, self.max_chain + 1)
-        if await self.store.conversations.written_since(reply):  # a person's message ends the chain
+        # a person's message ends the chain, one written while this reply was being written too
+        if await self.store.conversations.written_since(reply, heard_since=turn.created_at):
+            log.info("a scene in %s:%s: %s", conversation.platform, conversation.chat_id, CHAIN_ENDED)
             return
         if characters_in_a_row(newest_first) >= self.max_chain:
             log.info("a scene in %s:%s reached [scenes] max_chain (%d character messages in a row); %s waits for "

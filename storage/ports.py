@@ -358,10 +358,11 @@ class Conversations(abc.ABC):
         stored): noted, so a scene's chain there ends (SPEC 15). No conversation is made for it."""
 
     @abc.abstractmethod
-    async def written_since(self, message: MessageRow) -> bool:
+    async def written_since(self, message: MessageRow, heard_since: float | None = None) -> bool:
         """Whether anyone wrote in the message's conversation since it: a message placed after
-        it, or a person heard there (`heard`) at or after its time. A person's message ends a
-        scene's chain (SPEC 15)."""
+        it, or a person heard there (`heard`) at or after `heard_since` (default: the message's
+        time; a reply's turn start, so a person writing while it was being written counts). A
+        person's message ends a scene's chain (SPEC 15)."""
 
     @abc.abstractmethod
     async def set_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],

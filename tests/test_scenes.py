@@ -665,3 +665,20 @@ async def test_a_chain_turn_is_spent_on_the_person_who_started_the_chain(scene, 
     aki_key = ConversationKey("telegram", GROUP, None, "Aki", True)
     await shown(runtime, await runtime.core.regenerate(aki_key, ann.identity, chained.turn, ann.asker))
     assert await runtime.store.db.value("SELECT SUM(turns) FROM usage_days WHERE person_id = $1", person) == 3
+
+
+async def test_a_person_writing_to_no_character_while_a_reply_is_written_ends_the_chain_after_it(scene, llm):
+    """#54, SPEC 15: Ann writes to nobody while Mira's reply (which names Aki) is being written:
+    that reply still shows, and Aki does not answer it."""
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    llm.add(text("Aki, what do you make of the fog?", delay=0.5))
+    asking = asyncio.create_task(ann.says("Mira, fog tonight?"))
+    await eventually(lambda: llm.answering == 1)
+    clock = runtime.store.db.clock
+    clock.now += 1  # Mira's turn began a second ago…
+    await runtime.core.heard(ConversationKey("telegram", GROUP, None, "Mira", True))
+    clock.now += 1  # …and her reply is stored a second after Ann wrote
+    await asking
+    assert said(runtime, "Mira") == ["Aki, what do you make of the fog?"]
+    assert await queued(runtime) == 0 and said(runtime, "Aki") == [] and len(llm.requests) == 1

@@ -13,6 +13,7 @@ import asyncio
 import pytest
 
 from bot.contract import NOT_ALLOWED
+from bot.turn.handler import CHAIN_ENDED
 from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text as llm_text
@@ -339,3 +340,37 @@ async def test_regenerate_through_a_deleted_webhook_leaves_the_shown_reply_as_th
     await discord_fake.say(channel, DISCORD_ANN, "Aki, when again?")  # the webhook is made again, once
     await discord_fake.wait_for(lambda: ("Aki", "Six, as I said.") in voices(discord_fake), timeout=30)
     assert ("assistant", "Aye, Ann. The tide turns at six.") in prompt(llm, 1)  # the shown reply is the stored one
+
+
+@pytest.mark.timeout(120)
+async def test_a_persons_message_to_nobody_ends_a_chain_voiced_by_a_discord_host_bot(tmp_path, llm, discord_fake):
+    """#54, SPEC 15: with one host bot voicing Mira and Aki and `max_chain = 10`, Ann's message to
+    no character ends the chain: at most the reply already in flight follows."""
+    config = host_bot_config(llm).replace("[discord]", "[scenes]\nmax_chain = 10\n\n[discord]")
+    async with bot_running(tmp_path, config, KEEPSAKE_DISCORD_HOST="discord-host-token",
+                           KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base) as process:
+        await asyncio.wait_for(discord_fake.identified.wait(), 30)
+        await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
+        llm.add(*(llm_text(("Aki" if n % 2 == 0 else "Mira") + f", line {n}.", delay=1.0) for n in range(10)))
+        await discord_fake.say(discord_fake.channel_id, DISCORD_ANN, "Mira, start talking to Aki")
+        await discord_fake.wait_for(lambda: len(voices(discord_fake)) >= 1 and llm.answering == 1, timeout=30)
+        await discord_fake.say(discord_fake.channel_id, DISCORD_ANN, "Stop, both of you, quiet please.")
+        stopped_at = len(voices(discord_fake))
+        await logged(process, CHAIN_ENDED)  # the next chain turn found Ann's message and sent nothing
+        await discord_fake.wait_for(lambda: llm.answering == 0, timeout=30)
+        assert len(voices(discord_fake)) <= stopped_at + 1 and len(llm.requests) <= stopped_at + 1
+
+
+@pytest.mark.timeout(120)
+async def test_on_telegram_a_persons_message_to_nobody_ends_the_chain(two_bots, llm, telegram):
+    """#54, SPEC 15, a bot account per character: Ann writes to nobody while Mira's reply (naming
+    Aki) is being written; it shows, and Aki does not answer it."""
+    process = two_bots
+    ann, group = telegram.user(ANN, "Ann"), telegram.chat(GROUP, "supergroup", "Harbour")
+    llm.add(llm_text("Aki, what do you make of the fog?", delay=1.0), llm_text("Thick as soup.", delay=1.0))
+    telegram.send(group, ann, "@mira_bot fog tonight?")
+    await telegram.wait_for(lambda: llm.answering == 1, timeout=30)
+    telegram.send(group, ann, "never mind, both of you")
+    await logged(process, CHAIN_ENDED)
+    assert [said for said in scene_messages(telegram) if said[0] != ANN] == [(MIRA_ID, "Aki, what do you make of the fog?")]
+    assert len(llm.requests) == 1

@@ -83,6 +83,7 @@ NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept a
 NOT_LATEST = "Only the latest reply can be regenerated."
 FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files are cut to fit
 REGENERATE_LABEL = "🔄 Regenerate"
+CHAIN_ENDED = "a person wrote since; the chain ends"  # logged where a scene's chain stops (SPEC 15)
 
 
 class ArrivalOrder:
@@ -388,6 +389,8 @@ class TurnHandler:
         except LeftTheLine:
             return Reply("", duplicate=True)
         if row is None or (row.role == "assistant" and await self.store.conversations.written_since(row)):
+            if row is not None:
+                log.info("a scene in %s:%s: %s", key.platform, key.chat_id, CHAIN_ENDED)
             await self.store.turns.fail_turn(new_turn)
             return Reply("", duplicate=True)
         # a chain turn reads nobody's memories; its Regenerate is the chain's starter's (the turn's person)

@@ -209,11 +209,11 @@ class SQLConversations(Conversations):
         await self.db.execute("UPDATE conversations SET heard_at = $1 WHERE platform = $2 AND chat_id = $3 "
                               "AND thread_id = $4 AND is_shared", self.db.clock(), platform, chat_id, thread_id or "")
 
-    async def written_since(self, message: MessageRow) -> bool:
+    async def written_since(self, message: MessageRow, heard_since: float | None = None) -> bool:
         return bool(await self.db.value(
             "SELECT EXISTS (SELECT 1 FROM messages WHERE conversation_id = $1 AND pos > $2) "
             "OR EXISTS (SELECT 1 FROM conversations WHERE id = $1 AND heard_at >= $3)",
-            message.conversation_id, message.pos, message.created_at))
+            message.conversation_id, message.pos, message.created_at if heard_since is None else heard_since))
 
     async def set_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
                                 conversation_id: int) -> None:
