@@ -323,7 +323,8 @@ async def test_anns_memories_never_reach_bobs_prompt_nor_any_public_message(bot,
                                                         text="Ann's secret: she fears the dark", pin=True))
     llm.add(text("Hello, Ann."), text("Hello, Bob."))
     await discord_fake.say(channel, ANN, "hello!", mention_bot=True)
-    await bot_reply(discord_fake, channel)
+    got = await bot_reply(discord_fake, channel)
+    assert llm.requests, [(m.content, m.ephemeral, m.interaction_token) for m in got]
     assert "fears the dark" in llm.prompt_text()
     await discord_fake.say(channel, BOB, "what do you know about Ann?", mention_bot=True)
     await bot_reply(discord_fake, channel, count=2)
