@@ -65,13 +65,59 @@ async def test_past_tokens_per_day_across_two_processes_one_line_a_day_and_messa
     assert not (await ann_here.say("good morning")).is_error
 
 
-async def test_usage_shows_a_persons_tokens_today_and_this_month(budgeted, llm):
+async def test_usage_shows_a_persons_tokens_today_and_this_month_as_the_server_reported_them(budgeted, llm):
+    """SPEC 17: tokens as the server's `usage` reports them (not as counted here); this month
+    apart from today."""
+    (runtime, _), clock = budgeted
+    ann = Chat(runtime)
+    person = await ann.person_id()
+    await runtime.store.usage.add_turn(person, runtime.cast.character("Mira").id, "2027-01-03", 40, 2)  # earlier this month
+    await runtime.store.usage.add_turn(person, runtime.cast.character("Mira").id, "2026-12-31", 500, 5)  # last month
+    await ann.say("hello")
+    reported, = llm.usages
+    spent = reported["prompt_tokens"] + reported["completion_tokens"]
+    assert await runtime.store.usage.spent(person, "2027-01-15", "2027-01-15") == spent
+    assert (await ann.memory("/usage")).text == (f"Your tokens today: {spent:,} of 1,000 a day.\n"
+                                                 f"This month: {spent + 42:,}.")
+
+
+async def test_at_exactly_tokens_per_day_the_person_is_past_it(budgeted, llm):
     (runtime, _), _ = budgeted
     ann = Chat(runtime)
-    await ann.say("hello")
-    spent = await runtime.store.usage.spent(await ann.person_id(), "2027-01-15", "2027-01-15")
-    assert spent > 0
-    assert (await ann.memory("/usage")).text == f"Your tokens today: {spent:,} of 1,000 a day.\nThis month: {spent:,}."
+    person, mira = await ann.person_id(), runtime.cast.character("Mira").id
+    await runtime.store.usage.add_turn(person, mira, "2027-01-15", 999, 0)
+    assert not await runtime.gate.past_allowance(person)
+    await runtime.store.usage.add_turn(person, mira, "2027-01-15", 1, 0)  # exactly 1,000
+    assert await runtime.gate.past_allowance(person)
+    assert (await ann.say("hello")).text == PAST_BUDGET.format(limit=1_000) and llm.requests == []
+
+
+async def test_the_day_starts_in_the_limits_timezone(budgeted, llm):
+    """[limits] timezone = Europe/Paris: at 23:30 UTC it is already tomorrow in Paris, and the
+    spend of the Paris day before does not count."""
+    (runtime, _), clock = budgeted
+    ann = Chat(runtime)
+    person, mira = await ann.person_id(), runtime.cast.character("Mira").id
+    clock.now = 1_800_055_800.0  # 2027-01-15 23:30 UTC = 2027-01-16 00:30 in Paris
+    await runtime.store.usage.add_turn(person, mira, "2027-01-15", 1_000, 0)  # the whole allowance, yesterday in Paris
+    assert runtime.gate.budgets.today() == "2027-01-16"
+    assert not (await ann.say("good morning")).is_error
+
+
+async def test_the_allowance_holds_for_a_regenerate_and_a_draft(budgeted, llm):
+    """SPEC 17: everything spent on a person's behalf asks the allowance — a Regenerate and
+    /memory generate past it are refused, with no model call."""
+    (runtime, _), _ = budgeted
+    ann = Chat(runtime, platform="telegram")
+    reply = await ann.say("hello")
+    person = await ann.person_id()
+    await runtime.store.usage.add_turn(person, runtime.cast.character("Mira").id, "2027-01-15", 1_000, 0)
+    requests = len(llm.requests)
+    regenerated = await ann.regenerate(reply.turn)
+    assert regenerated.is_error and regenerated.text == PAST_BUDGET.format(limit=1_000)
+    drafted = await ann.memory("/memory generate I keep bees")
+    assert not drafted.ok and drafted.text == PAST_BUDGET.format(limit=1_000)
+    assert len(llm.requests) == requests
 
 
 async def test_drafts_by_the_ai_are_spent_on_the_persons_allowance(budgeted, llm):

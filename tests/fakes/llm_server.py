@@ -100,6 +100,7 @@ class ScriptedLLM:
         self.speech_requests: list[dict[str, Any]] = []  # model, voice, input, response_format
         self.speech_status: int | None = None  # answer /v1/audio/speech with this HTTP error
         self.most_at_once = 0  # the most ever answered at once
+        self.usages: list[dict[str, int]] = []  # the `usage` each chat completion reported
         self.transcription_delay_s = 0.0  # each transcription takes this long (a slow or hanging server)
         self.transcribing = 0  # transcriptions being answered now
         self.most_transcribing = 0  # the most ever answered at once
@@ -233,6 +234,7 @@ class ScriptedLLM:
             return web.Response()
         usage = {"prompt_tokens": _approx_tokens(body), "completion_tokens": max(1, len(step.text) // 4)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        self.usages.append(usage)
         if body.get("stream"):
             return await self._stream(request, body, step, usage)
         message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
