@@ -28,7 +28,7 @@ from bot.access.gate import Gate
 from bot.characters.cast import Cast
 from bot.contract import Asker, ConversationKey, IncomingMessage, QueuedTurn, Voice, where_named
 from bot.registry import Present
-from bot.turn.handler import CHAIN_ENDED
+from bot.text import CHAIN_ENDED
 from storage.ports import MessageRow, Store, TurnRow
 
 log = logging.getLogger(__name__)

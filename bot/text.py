@@ -4,6 +4,8 @@
   be encoded as UTF-8 and would make storing fail; it becomes U+FFFD. NUL characters go too.
 - `parse_number`: ASCII digits only, within range. `isdigit()` accepts "²" and "١٢", and a
   30-digit number overflows the database's integers: each is "not a number" here.
+- `CHAIN_ENDED`: the words logged wherever a scene's chain stops because a person wrote (the
+  scene after a reply, the turn handler before a queued chain turn).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 
 MAX_NUMBER = 2**53 - 1  # every id and count fits, in SQLite, PostgreSQL and JSON alike
 _DIGITS = re.compile(r"[0-9]{1,16}")
+
+CHAIN_ENDED = "a person wrote since; the chain ends"  # logged wherever a scene's chain stops (SPEC 15)
 
 
 def clean_text(text: str) -> str:

@@ -57,8 +57,10 @@ async def bot(request, llm, tmp_path):
     url = await anext(schemas) if schemas else None
     runtimes = []
 
-    async def start(clock: FakeClock, checkins: dict | None = None, limits: int | None = None, count: int = 1):
+    async def start(clock: FakeClock, checkins: dict | None = None, limits: int | None = None, count: int = 1,
+                    **character):
         raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+        raw["characters"][0] |= character
         if url:
             raw["storage"] = {"url": url}
         raw["characters"][0]["checkins"] = {"after_hours": 48} | (checkins or {})
@@ -384,3 +386,28 @@ async def test_the_scan_reads_due_conversations_through_an_index(bot, llm):
             await tx.execute("SET LOCAL enable_seqscan = off")  # a small table: show the planner's index
             plan = " ".join(row["QUERY PLAN"] for row in await tx.all("EXPLAIN " + query, *params))
     assert "checkins_due" in plan and "TEMP B-TREE" not in plan  # through the index, in its order
+
+
+async def test_a_check_in_sent_is_counted_in_stats_and_in_prometheus(bot, llm):
+    """SPEC 17: /stats counts check-ins sent (per character); the Prometheus counters move with
+    what is sent and spent."""
+    from bot import metrics
+
+    def counted(counter, *labels) -> float:
+        return counter.labels(*labels)._value.get()
+
+    tokens_in, sent_before = counted(metrics.TOKENS, "in"), counted(metrics.CHECKINS_SENT, "Mira")
+    clock, runtime, ann = await away(bot)
+    assert counted(metrics.TOKENS, "in") > tokens_in  # Ann's four turns
+    llm.add(text("How is the garden?"))
+    assert await scan(runtime, Writer()) == 1
+    totals = await runtime.store.usage.totals("2027-01-15", "2027-01-17")
+    assert totals[None].checkins == 1 and totals["Mira"].checkins == 1
+    assert counted(metrics.CHECKINS_SENT, "Mira") == sent_before + 1
+
+
+async def test_an_age_restricted_character_writes_first_only_where_it_may_talk(bot, llm):
+    """SPEC 17: on Telegram without `allow_nsfw`, an age-restricted Mira writes no check-in."""
+    clock, runtime, ann = await away(bot, nsfw=True)
+    requests = len(llm.requests)
+    assert await scan(runtime, Writer()) == 0 and len(llm.requests) == requests

@@ -110,3 +110,11 @@ async def test_on_discord_an_age_restricted_character_is_silent_outside_age_rest
         await discord_fake.say(discord_fake.age_restricted_id, DISCORD_ANN, "hello", mention_bot=True)
         reply, = await discord_fake.wait_for(lambda: from_bot(discord_fake.age_restricted_id), timeout=30)
         assert reply.content == "Evening, sailor." and len(llm.requests) == 1 and SAILOR in llm.prompt_text()
+
+        # A thread of the age-restricted channel is age-restricted too (it answers for its parent).
+        thread = discord_fake.thread(discord_fake.age_restricted_id)
+        await discord_fake.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
+        llm.add(text("Quiet in here, sailor."))
+        await discord_fake.say(thread["id"], DISCORD_ANN, "a side room?", mention_bot=True)
+        in_thread, = await discord_fake.wait_for(lambda: from_bot(thread["id"]), timeout=30)
+        assert in_thread.content == "Quiet in here, sailor." and len(llm.requests) == 2

@@ -600,7 +600,6 @@ async def test_a_regenerated_reply_starts_a_chain_only_for_someone_the_next_char
     runtime = await scene(aki={"access": {"deny": ["telegram:502"]}})
     zed, ann = Person(runtime, "502", "Zed"), Person(runtime, "501", "Ann")
     assert (await regenerated_into_naming_aki(runtime, llm, zed)).text == "Aki, come and say hello."
-    await asyncio.sleep(0)  # a chain turn would be queued as the reply is delivered
     assert await queued(runtime) == 0 and said(runtime, "Aki") == [] and len(llm.requests) == 2
 
     await regenerated_into_naming_aki(runtime, llm, ann, "Hello, Ann.")
@@ -682,3 +681,30 @@ async def test_a_person_writing_to_no_character_while_a_reply_is_written_ends_th
     await asking
     assert said(runtime, "Mira") == ["Aki, what do you make of the fog?"]
     assert await queued(runtime) == 0 and said(runtime, "Aki") == [] and len(llm.requests) == 1
+
+
+async def test_an_age_restricted_character_is_never_drawn_nor_chained_to_where_it_may_not_talk(scene, llm):
+    """SPEC 17: on Telegram without `allow_nsfw`, Aki (age-restricted) is never drawn for a
+    message addressed to no one (though Mira spoke last), and Mira naming Aki starts no chain."""
+    runtime = await scene(aki={"nsfw": True})
+    ann = Person(runtime, "501", "Ann")
+    for n in range(4):
+        await ann.says(f"anyone about? {n}", addressed=False)
+    assert len(said(runtime, "Mira")) == 4 and said(runtime, "Aki") == []
+    llm.add(text("Aki, come and see the fog."))
+    await ann.says("Mira, fog tonight?")
+    assert await queued(runtime) == 0 and said(runtime, "Aki") == [] and len(llm.requests) == 5
+
+
+async def test_an_unaddressed_message_is_never_drawn_for_a_character_that_cannot_speak_there(scene, llm):
+    """SPEC 15: only characters whose voice can post in the chat take part."""
+    runtime = await scene()
+    scene_voices[id(runtime)]["Aki"].can_speak = lambda key: _cannot()
+    ann = Person(runtime, "501", "Ann")
+    for n in range(4):
+        await ann.says(f"anyone about? {n}", addressed=False)
+    assert len(said(runtime, "Mira")) == 4 and said(runtime, "Aki") == []
+
+
+async def _cannot() -> bool:
+    return False

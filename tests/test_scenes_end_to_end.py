@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from bot.contract import NOT_ALLOWED
-from bot.turn.handler import CHAIN_ENDED
+from bot.text import CHAIN_ENDED
 from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text as llm_text

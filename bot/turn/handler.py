@@ -61,7 +61,7 @@ from bot.memory.tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
 from bot.memory.window import WINDOW_MAX_MESSAGES, window_token_budget
 from bot.model.llm import Completion, ImagesRefused, LLMClient, LLMError
 from bot.model.tokens import TokenCounter
-from bot.text import clean_text
+from bot.text import CHAIN_ENDED, clean_text
 from bot.turn.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.turn.context import read_context
 from bot.turn.prompt import Prompt, build_prompt
@@ -83,7 +83,6 @@ NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept a
 NOT_LATEST = "Only the latest reply can be regenerated."
 FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files are cut to fit
 REGENERATE_LABEL = "🔄 Regenerate"
-CHAIN_ENDED = "a person wrote since; the chain ends"  # logged where a scene's chain stops (SPEC 15)
 
 
 class ArrivalOrder:
