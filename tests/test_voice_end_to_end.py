@@ -4,6 +4,7 @@ server's audio endpoints. The audio is real OGG/Opus made on this machine (tests
 every fake checks that what it gets is a valid Ogg/Opus stream."""
 
 import asyncio
+import base64
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -50,10 +51,21 @@ def database_bytes(folder: Path) -> bytes:
 
 
 def holds_any_of(data: bytes, audio: bytes) -> bool:
-    """Whether `data` holds any 32-byte stretch of the audio that is not filler (varied bytes)."""
+    """Whether `data` holds any 32-byte stretch of the audio that is not filler (varied bytes),
+    as it is or encoded as base64 or hex (the audio kept in a text column is still the audio)."""
     stretches = [audio[i:i + 32] for i in range(0, len(audio) - 32, 256) if len(set(audio[i:i + 32])) > 16]
     assert len(stretches) > 10
-    return any(stretch in data for stretch in stretches)
+    encoded = [base64.b64encode(audio[shift:]) for shift in range(3)]  # base64 of every alignment
+    b64_stretches = [text[i:i + 40] for text in encoded for i in range(0, len(text) - 40, 340)]
+    hex_stretches = [stretch.hex().encode() for stretch in stretches]
+    return any(stretch in data for stretch in (*stretches, *b64_stretches, *hex_stretches))
+
+
+def test_the_audio_check_finds_the_audio_kept_as_it_is_in_base64_or_in_hex():
+    audio = ogg_opus(2.0)
+    for kept in (audio, base64.b64encode(audio), base64.b64encode(b"x" + audio), audio.hex().encode()):
+        assert holds_any_of(b"...some rows..." + kept[len(kept) // 3:] + b"...", audio)
+    assert not holds_any_of(b"nothing of it here" * 1000, audio)
 
 
 def stored(folder: Path, sql: str, *args) -> list[tuple]:
@@ -269,3 +281,18 @@ async def test_at_most_two_voice_notes_are_fetched_and_transcribed_at_once_in_a_
             telegram.send(telegram.chat(person["id"]), person, "", voice=ogg_opus(1.0))
         await telegram.wait_for(lambda: len(llm.transcriptions) == 6, timeout=60)
         assert llm.most_transcribing == 2
+
+
+@pytest.mark.timeout(120)
+async def test_a_telegram_audio_file_and_video_message_are_heard_like_a_voice_note(tmp_path, llm, telegram):
+    async with bot_running(tmp_path, config(llm, telegram=telegram, voice=None) + "\n[voice]\n",
+                           MIRA_TELEGRAM_TOKEN=telegram.token):
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        ann, ann_dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
+        for kind, said in (("audio", "the ferry is late"), ("video_note", "look at the waves")):
+            llm.hears(said)
+            llm.add(text(f"I heard: {said}."))
+            reply = await final_reply_to(telegram, ANN, telegram.send(ann_dm, ann, "", voice=ogg_opus(1.0),
+                                                                       spoken_as=kind))
+            assert reply.text == f"I heard: {said}." and f"🎤 {said}" in llm.prompt_text()
+        assert len(llm.transcriptions) == 2

@@ -3,8 +3,9 @@
 A voice note is refused from the platform's word on it, before anything is fetched: longer than
 `[voice] max_seconds`, or larger than MAX_BYTES. Otherwise it is fetched (up to MAX_BYTES), and
 its own length is read from the stream (off the event loop): a note longer than `max_seconds`
-whatever the platform claimed, or one that is no audio we can read, is refused before anything
-is uploaded. Then it is transcribed (a timed-out upload is tried again once at most), and the
+whatever the platform claimed is refused before anything is uploaded. A container the audio
+library cannot read (a Telegram video message's MP4) is judged by the platform's length; with
+none given, it is not heard. Then it is transcribed (a timed-out upload is tried again once at most), and the
 turn goes on with the transcript as the person's message, marked as spoken (SPOKEN). The audio
 is never stored. A transcription that fails or comes back empty keeps the message as
 NOT_TRANSCRIBED, and the person gets one line. At most LISTENING_AT_ONCE notes are fetched and
@@ -84,8 +85,12 @@ class Listening:
         try:  # its own length decides, not the platform's word (nothing is decoded)
             seconds = await asyncio.to_thread(seconds_of, audio)
         except NotAudio as problem:
-            log.info("a voice note is no audio that can be read (%s); it is not transcribed", problem)
-            return None, COULD_NOT_HEAR.format(reason="it is not audio I can play")
+            # A container the audio library does not read (a video message's MP4, AAC): only
+            # the platform's word is left, already checked; with none, it is not heard.
+            if note.seconds is None:
+                log.info("a voice note with no length given is no audio that can be read (%s)", problem)
+                return None, COULD_NOT_HEAR.format(reason="I could not tell how long it is")
+            seconds = note.seconds
         if seconds > self.max_seconds:
             log.info("a voice note said to last %s lasts %.1f s; refused (max_seconds %d)",
                      "?" if note.seconds is None else f"{note.seconds:g} s", seconds, self.max_seconds)

@@ -192,13 +192,14 @@ class FakeTelegram:
     def send(self, chat: dict, user: dict | None, text: str, *, reply_to: int | None = None,
              thread_id: int | None = None, sender_chat: dict | None = None, photo: bool | bytes = False,
              sticker: bool = False, document: tuple[str, str, bytes] | None = None,
-             voice: bytes | None = None, seconds: int | None = None, size: int | None = None) -> int:
+             voice: bytes | None = None, seconds: int | None = None, size: int | None = None,
+             spoken_as: str = "voice") -> int:
         """A person sends a message; returns its message id. `sender_chat`: sent on behalf of a
         chat (an anonymous admin, "send as channel"); `photo` (True, or the image's bytes):
         `text` is the photo's caption; `document`: (file name, MIME type, bytes), `text` its
         caption; `voice`: a voice note's OGG/Opus bytes, with the length Telegram tells
-        (`seconds`, else its real length) and size (`size`, else its real one); `user` None: a
-        message with no `from` at all."""
+        (`seconds`, else its real length) and size (`size`, else its real one), sent as
+        `spoken_as` ("voice", "audio" or "video_note"); `user` None: a message with no `from` at all."""
         message_id = next(self._message_ids)
         message: dict[str, Any] = {"message_id": message_id, "date": int(time.time()), "chat": chat}
         if user is not None:
@@ -220,9 +221,12 @@ class FakeTelegram:
         if voice is not None:
             self.files[f"voice{message_id}"] = voice
             length = seconds if seconds is not None else max(1, round(seconds_of(voice)))
-            message["voice"] = {"file_id": f"voice{message_id}", "file_unique_id": f"v{message_id}",
-                                "duration": length, "mime_type": "audio/ogg",
-                                "file_size": size if size is not None else len(voice)}
+            message[spoken_as] = {"file_id": f"voice{message_id}", "file_unique_id": f"v{message_id}",
+                                  "duration": length, "file_size": size if size is not None else len(voice)}
+            if spoken_as == "video_note":
+                message[spoken_as]["length"] = 240  # the round video's diameter
+            else:
+                message[spoken_as]["mime_type"] = "audio/ogg"
         if sticker:
             message["sticker"] = {"file_id": f"sticker{message_id}", "file_unique_id": f"s{message_id}",
                                   "type": "regular", "width": 512, "height": 512, "is_animated": False,
