@@ -225,3 +225,25 @@ async def test_a_stopping_process_takes_its_waiting_turns_out_of_line_and_keeps_
     await first.turns.finish_turn(running, one, "Mira", "reply to one", 3, {})
     answered = await asyncio.wait_for(first.turns.start_turn(ticket), 5)  # still in line: taken here
     assert (await first.turns.turn(answered)).user_message_id == two.id
+
+
+async def test_a_waiting_turn_is_woken_at_once_when_the_line_moves(open_backend, monkeypatch):
+    """SPEC 9: the turn that ends wakes the next one of its process — no polling stands in for it
+    (polling is slowed to once in 30 s here: only the wake-up can start it within a second)."""
+    import storage.sql.turns
+
+    monkeypatch.setattr(storage.sql.turns, "POLL_S", 30.0)
+    monkeypatch.setattr(storage.sql.turns, "MAX_POLL_S", 30.0)
+    store = await open_backend()
+    mira = await store.characters.ensure_character("Mira")
+    ann = await store.people.person_for_identity("telegram", "501")
+    chat = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+    first = await store.conversations.add_user_message(chat, ann, "Ann", "first", 1, None)
+    second = await store.conversations.add_user_message(chat, ann, "Ann", "second", 1, None)
+    running = await store.turns.begin_turn(chat, ann, first.id)
+    waiting = asyncio.create_task(store.turns.start_turn(await store.turns.queue_turn(chat, ann, second.id)))
+    await asyncio.sleep(0.2)  # it looked once, and waits
+    assert not waiting.done()
+    await store.turns.finish_turn(running, first, "Mira", "reply", 1, {})
+    started = await asyncio.wait_for(waiting, 1.0)
+    assert (await store.turns.turn(started)).user_message_id == second.id
