@@ -53,14 +53,18 @@ async def test_on_telegram_a_persona_reaches_only_its_owners_turns_and_stats_is_
         await final_reply_to(telegram, BOB, telegram.send(bob_dm, bob, "hello"))
         assert SAILOR not in llm.prompt_text()
 
+        # what each turn cost, as the model server reported it: Ann's hello, then Bob's
+        ann_spent, bob_spent = (u["prompt_tokens"] + u["completion_tokens"] for u in llm.usages)
         usage = await answer_to(telegram, ANN, telegram.send(ann_dm, ann, "/usage"))
-        assert usage.text.startswith("Your tokens today: ") and "of 100,000 a day." in usage.text
+        assert usage.text == f"Your tokens today: {ann_spent:,} of 100,000 a day.\nThis month: {ann_spent:,}."
         refused = await answer_to(telegram, BOB, telegram.send(bob_dm, bob, "/stats"))
         assert refused.text == NOT_OWNER
         owner, owner_dm = telegram.user(OWNER, "Olga"), telegram.chat(OWNER)
         stats = await answer_to(telegram, OWNER, telegram.send(owner_dm, owner, "/stats"))
         assert stats.text.startswith("Today (") and ": 2 turns, " in stats.text and "2 people" in stats.text
-        assert "1. " in stats.text.split("Who spent most in the last 7 days: ")[1]
+        spenders = sorted([("Ann", ann_spent), ("Bob", bob_spent)], key=lambda spent: -spent[1])
+        assert stats.text.endswith("Who spent most in the last 7 days: " + "; ".join(
+            f"{n}. {name} — {tokens:,} tokens" for n, (name, tokens) in enumerate(spenders, 1)))
 
 
 @pytest.mark.timeout(120)
