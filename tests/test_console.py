@@ -235,7 +235,7 @@ async def test_the_readmes_first_command_ends_in_a_reply_with_a_model_on_this_ma
     local = (ROOT / "config.local.toml").read_text()
     port = llm.base_url.split(":")[-1].split("/")[0]
     (tmp_path / "config.local.toml").write_text(local.replace('"characters/', f'"{ROOT}/characters/'))
-    llm.model = "llama3.1"
+    llm.model = "llama3.1:latest"  # as Ollama lists it; it serves "llama3.1" as that one (#47)
     llm.add(text("Hello from a model on this machine."))
     env = {k: v for k, v in os.environ.items() if k != API_KEY_ENV} | {"PYTHONPATH": str(ROOT)}
     process = await asyncio.create_subprocess_exec(
@@ -246,6 +246,7 @@ async def test_the_readmes_first_command_ends_in_a_reply_with_a_model_on_this_ma
     assert process.returncode == 0, err.decode()
     assert "Mira: Hello from a model on this machine." in out.decode()
     assert llm.requests[-1]["model"] == "llama3.1"
+    assert "has no model" not in out.decode() + err.decode()  # no false alarm for an Ollama name without a tag
 
 
 async def test_a_model_the_server_does_not_have_is_named_in_the_console_with_what_it_has(tmp_path, llm):

@@ -349,32 +349,25 @@ async def test_a_caption_is_answered_and_the_model_told_it_cannot_see_the_photo(
     assert len(llm.requests) == 1
 
 
-async def test_a_base_url_missing_v1_gets_a_hint_in_the_log(tmp_path, clock, llm, caplog):
+async def test_a_base_url_missing_v1_gets_a_hint_at_start_up_and_the_person_a_plain_line(tmp_path, clock, llm, caplog):
+    """#47: the /v1 hint is a WARNING at start-up (the probe), and a message reads that the bot is
+    not set up right — never the server's "HTTP 404: 404: Not Found"."""
     from bot.config import parse_config
+    from bot.model.llm import NOT_SET_UP, OWNER_TOLD
+    from bot.turn.handler import LLM_FAILED
     from tests.conftest import config_dict
 
     raw = config_dict(llm.base_url.removesuffix("/v1"), tmp_path / "keepsake.sqlite3")
     runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)
     try:
+        with caplog.at_level(logging.WARNING):
+            await runtime.llm.probe()
+        assert f'try [llm] base_url = "{llm.base_url}"' in caplog.text
         with caplog.at_level(logging.ERROR):
             reply = await Chat(runtime).say("hello?")
-        assert reply.is_error and "HTTP 404" in reply.text
-        assert f'try [llm] base_url = "{llm.base_url}"' in caplog.text
+        assert reply.is_error and reply.text == LLM_FAILED.format(reason=NOT_SET_UP, hint=OWNER_TOLD)
     finally:
         await runtime.close()
-
-
-async def test_a_model_the_server_lacks_is_answered_with_the_servers_own_words(runtime, llm, caplog):
-    """Ollama answers an unknown model with HTTP 404 "model … not found, try pulling it first":
-    the person reads that, and the log names [llm] base_url and model."""
-    llm.add(status(404, 'model "llama3.2" not found, try pulling it first'),
-            status(404, 'model "llama3.2" not found, try pulling it first'))
-    with caplog.at_level(logging.ERROR):
-        reply = await Chat(runtime).say("hello?")
-    assert reply.is_error
-    assert 'HTTP 404: model "llama3.2" not found, try pulling it first' in reply.text
-    assert f"the model server at {llm.base_url} ([llm] base_url) refused model 'gpt-4o-mini' ([llm] model)" \
-        in caplog.text
 
 
 async def test_a_model_server_that_is_down_is_named_by_its_address(tmp_path, clock, llm):
@@ -405,3 +398,30 @@ async def test_start_up_warns_when_the_server_does_not_list_the_configured_model
     llm.model = "gpt-4o-mini"
     await runtime.llm.probe()
     assert "has no model" not in caplog.text
+
+
+async def test_a_model_the_server_does_not_know_is_told_as_a_setup_problem_and_logged_once(ann, llm, caplog):
+    """#47: a wrong model name (HTTP 404) is not "try again in a moment": the person reads that the
+    bot is not set up right and its owner is told; the log says which key, once; no status twice."""
+    from bot.model.llm import NOT_SET_UP, OWNER_TOLD
+    from bot.turn.handler import LLM_FAILED
+
+    llm.add(status(404, "model 'gpt-4o-mini' not found, try pulling it first"),
+            status(404, "model 'gpt-4o-mini' not found, try pulling it first"))
+    with caplog.at_level(logging.ERROR):
+        first, second = await ann.say("hello?"), await ann.say("anyone?")
+    assert first.text == second.text == LLM_FAILED.format(reason=NOT_SET_UP, hint=OWNER_TOLD)
+    assert "try again in a moment" not in first.text
+    assert caplog.text.count("does not know model 'gpt-4o-mini' ([llm] model)") == 1
+    assert await stored_texts(ann) == [("user", "hello?"), ("user", "anyone?")]
+
+
+def test_a_status_is_never_said_twice_in_a_line():
+    import httpx
+    import openai
+
+    from bot.model.llm import server_message
+
+    response = httpx.Response(404, request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
+    assert server_message(openai.NotFoundError("404: Not Found", response=response, body="404: Not Found")) == \
+        "Not Found"

@@ -36,6 +36,8 @@ from bot.config import LLMConfig
 log = logging.getLogger(__name__)
 TextSink = Callable[[str], Awaitable[None]]  # receives the whole text so far
 TRY_AGAIN = "send another or try again in a moment"
+NOT_SET_UP = "I'm not set up right yet: my model server does not know what I asked it for"
+OWNER_TOLD = "the bot's owner has been told, and has to fix it before I can answer"
 STREAM_RETRY_BASE_S = 0.5
 CHAT_PATH = "/chat/completions"
 EMBEDDING_DIMENSIONS = 256  # asked of models that can shorten their vectors (text-embedding-3-*)
@@ -129,6 +131,7 @@ class LLMClient:
         # None: not known yet (auto); False: off by config or refused by the server.
         self.tools_supported: bool | None = {"on": True, "off": False}.get(config.tools)
         self.vision_supported: bool | None = {"on": True, "off": False}.get(config.vision)
+        self._told_owner: set[str] = set()  # setup problems logged already (each once)
 
     @property
     def max_reply_tokens(self) -> int:
@@ -222,27 +225,40 @@ class LLMClient:
         return _vectors_of(answer, len(texts))
 
     def _status_error(self, exc: openai.APIStatusError) -> LLMError:
-        """A final HTTP error, explained to the person with the server's own words (Ollama's
-        "model … not found, try pulling it first") and, where the owner must act, in the log."""
+        """A final HTTP error. A problem only the owner can fix (a refused key, a model or an
+        address the server does not know) is told to the person in plain words — the bot is not
+        set up right, and its owner is told: the detail goes to the log, once. A passing one
+        (429, 5xx) is told with the server's own words and "try again"."""
         status, said = exc.status_code, server_message(exc)
         if status in (401, 403):
-            log.error("the model server refused the API key (HTTP %d): check the key in the environment "
-                      "variable named by [llm] api_key_env (%s)", status, self.config.api_key_env)
-            return LLMError("the model server refused the bot's API key",
-                            hint="the bot's owner has to fix that before I can answer")
+            self._tell_owner(f"the model server refused the API key (HTTP {status}): check the key in the environment "
+                             f"variable named by [llm] api_key_env ({self.config.api_key_env})")
+            return LLMError("the model server refused the bot's API key", hint=OWNER_TOLD)
         if status == 404 and not self.config.base_url.rstrip("/").endswith("/v1"):
-            log.error("the model server answered HTTP 404 at %s: OpenAI-compatible servers usually serve "
-                      "under /v1 — try [llm] base_url = \"%s/v1\"", self.config.base_url,
-                      self.config.base_url.rstrip("/"))
-        elif status in (400, 404):
-            log.error("the model server at %s ([llm] base_url) refused model %r ([llm] model) with HTTP %d: %s",
-                      self.config.base_url, self.config.model, status, said or "(no message)")
+            self._tell_owner(f"the model server answered HTTP 404 at {self.config.base_url}: OpenAI-compatible servers "
+                             f"usually serve under /v1 — try [llm] base_url = \"{self.config.base_url.rstrip('/')}/v1\"")
+            return LLMError(NOT_SET_UP, hint=OWNER_TOLD)
+        if status == 404:
+            self._tell_owner(f"the model server at {self.config.base_url} ([llm] base_url) does not know model "
+                             f"{self.config.model!r} ([llm] model): HTTP 404: {said or '(no message)'}")
+            return LLMError(NOT_SET_UP, hint=OWNER_TOLD)
+        if status == 400:
+            log.error("the model server at %s ([llm] base_url) refused a request for model %r ([llm] model) with "
+                      "HTTP 400: %s", self.config.base_url, self.config.model, said or "(no message)")
         return LLMError(f"the model server answered HTTP {status}" + (f": {said}" if said else ""))
+
+    def _tell_owner(self, problem: str) -> None:
+        """A setup problem, logged once (ERROR): every message would repeat it otherwise."""
+        if problem not in self._told_owner:
+            self._told_owner.add(problem)
+            log.error(problem)
 
     async def probe(self) -> list[str]:
         """At start-up: ask the server which models it has (GET /v1/models) and say so when the
         configured one is not among them (a WARNING, and returned for the console to show where
-        the person is). Never fatal: some servers lack the route."""
+        the person is). A name without a tag is its `:latest` one, as Ollama serves it. A server
+        answering 404 at a base URL without `/v1` gets the hint at once. Never fatal: some
+        servers lack the route."""
         try:
             listed = [model.id async for model in self.client.with_options(timeout=5.0, max_retries=0).models.list()]
         except openai.APIConnectionError:
@@ -250,13 +266,23 @@ class LLMClient:
                        "replies will fail until it can")
             log.warning(problem)
             return [problem]
+        except openai.NotFoundError:
+            if not self.config.base_url.rstrip("/").endswith("/v1"):
+                problem = (f"the model server at {self.config.base_url} answered 404 Not Found; OpenAI-compatible "
+                           f"servers (Ollama, llama.cpp, vLLM) serve under /v1: try [llm] base_url = "
+                           f"\"{self.config.base_url.rstrip('/')}/v1\"")
+                log.warning(problem)
+                return [problem]
+            log.info("the model server at %s did not list its models (NotFoundError)", self.config.base_url)
+            return []
         except Exception as failure:  # no /v1/models here, or an answer of another shape: nothing to check
             log.info("the model server at %s did not list its models (%s)", self.config.base_url,
                      type(failure).__name__)
             return []
+        served = set(listed) | {name.removesuffix(":latest") for name in listed}
         problems = [f"the model server at {self.config.base_url} has no model {model!r} (it lists: "
                     f"{', '.join(listed[:10]) or 'none'}); check [llm] model, or pull it (Ollama: ollama pull {model})"
-                    for model in sorted({self.config.model, self.summary_model} - set(listed))]
+                    for model in sorted({self.config.model, self.summary_model} - served)]
         for problem in problems:
             log.warning(problem)
         return problems
@@ -339,4 +365,6 @@ def server_message(exc: openai.APIStatusError) -> str:
     if isinstance(body, dict):
         body = body.get("message") or ""
     text = " ".join(str(body or "").split())
+    for repeated in (f"{exc.status_code}: ", f"{exc.status_code} "):  # "404: Not Found" after "HTTP 404"
+        text = text.removeprefix(repeated)
     return text[:200]
