@@ -109,6 +109,8 @@ async def run_bot(config: Config) -> int:
     """Run every adapter that has a token until SIGINT/SIGTERM (exit 0), or until every adapter
     has stopped for good because its platform refused it (exit 1, so a supervisor notices)."""
     adapters = platform_adapters(config)
+    for unset in unset_tokens(config):
+        log.warning(unset)
     host = config.platforms.get("discord", {}).get("host_token_env")
     if isinstance(host, str) and not os.environ.get(host):
         log.warning("[discord] host_token_env names %s, which is not set: the characters without a Discord bot of "
@@ -119,6 +121,8 @@ async def run_bot(config: Config) -> int:
                   "with: python -m bot console --character NAME", names or "a *_token_env variable")
         return 1
     runtime = await build_runtime(config)
+    for silent in talking_nowhere(config, runtime.gate.age_restricted):
+        log.warning(silent)
     runtime.start()
     await runtime.llm.probe()
     if config.metrics.port is not None:
@@ -211,6 +215,26 @@ def platform_adapters(config: Config) -> list[tuple[str, "AdapterStarter"]]:
     return adapters
 
 
+def unset_tokens(config: Config) -> list[str]:
+    """A line for each bot token variable a character names that is not set (#47: a platform
+    left out is never silent)."""
+    return [f"{character.name}: {value} (characters[{i}].{key}) is not set, so {character.name} is not on "
+            f"{key.removesuffix('_token_env').capitalize()}; set it to the bot's token, or remove the key"
+            for i, character in enumerate(config.characters) for key, value in character.platform_keys.items()
+            if key.endswith("_token_env") and isinstance(value, str) and not os.environ.get(value)]
+
+
+def talking_nowhere(config: Config, age_restricted: frozenset[str]) -> list[str]:
+    """A line for each age-restricted character on Telegram without `[telegram] allow_nsfw`:
+    it would answer no one there (#47: say so in plain words, with the key that changes it)."""
+    if config.platforms.get("telegram", {}).get("allow_nsfw") is True:
+        return []
+    return [f"{character.name} is an age-restricted character (nsfw) and will answer no one on Telegram: "
+            "Telegram has no age-restricted chats; set [telegram] allow_nsfw = true to let it talk there"
+            for character in config.characters if character.name.casefold() in age_restricted
+            and isinstance(character.platform_keys.get("telegram_token_env"), str)]
+
+
 def token_variables(config: Config) -> list[str]:
     """The variables the config names for bot tokens (`MIRA_TELEGRAM_TOKEN`)."""
     return [value for character in config.characters for key, value in character.platform_keys.items()
@@ -263,6 +287,8 @@ async def run_console(config: Config, character: str, user_name: str) -> int:
 
     config.character(character)  # a clear error for an unknown name
     runtime = await build_runtime(config)
+    for silent in talking_nowhere(config, runtime.gate.age_restricted):
+        log.warning(silent)
     runtime.start()
     for problem in await runtime.llm.probe():  # said where the person is, not only in the log file
         print(f"(Keepsake) {problem[0].upper()}{problem[1:]}.")

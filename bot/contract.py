@@ -243,6 +243,7 @@ class Asker:
     places: tuple[str, ...] = ()  # the chat (and the chat a message is sent as); or the channel, and a thread's parent
     roles: tuple[str, ...] = ()  # Discord roles: in the guild; in a DM, in every server the bot shares
     age_restricted: bool = False  # where they write allows age-restricted characters (SPEC 17)
+    private: bool = False  # a one-to-one chat with the bot (a DM), as the platform says
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,8 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                 Budgets(store, config.limits.tokens_per_day, config.limits.zone, clock),
                 age_restricted=frozenset(name for name, character in loaded if character.nsfw))
     if gate.age_restricted:
-        log.info("age-restricted characters (SPEC 17: only in age-restricted places): %s",
+        log.info("age-restricted characters (they talk only in age-restricted Discord channels, in Discord DMs "
+                 "with [discord] nsfw_in_dms = true, and on Telegram with [telegram] allow_nsfw = true): %s",
                  ", ".join(name for name, character in loaded if character.nsfw))
     cast = Cast(store, characters)
     voice, listening = None, None  # voice notes are read as text only without [voice]

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from bot.access.gate import AGE_RESTRICTED
+from bot.access.gate import AGE_RESTRICTED, NOT_IN_DMS
 from bot.commands.usage import NOT_OWNER
 from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
@@ -33,10 +33,15 @@ def config(llm, *, telegram=None, discord_fake=None, extra: str = "", character:
 @pytest.mark.timeout(120)
 async def test_on_telegram_a_persona_reaches_only_its_owners_turns_and_stats_is_the_owners(tmp_path, llm, telegram):
     host = '\n[discord]\nhost_token_env = "KEEPSAKE_TEST_NO_HOST"\n'  # named, but not set
-    async with bot_running(tmp_path, config(llm, telegram=telegram, extra=host),
+    no_discord = 'discord_token_env = "KEEPSAKE_TEST_NO_DISCORD"\n'  # named, but not set
+    async with bot_running(tmp_path, config(llm, telegram=telegram, extra=host, character=no_discord),
                            MIRA_TELEGRAM_TOKEN=telegram.token) as process:
-        # Start-up says what would otherwise fail in silence (#36): the unset host bot variable,
-        # and a bot in privacy mode (the fake's getMe says can_read_all_group_messages false).
+        # Start-up says what would otherwise fail in silence (#36, #47): a token variable that is
+        # not set, the unset host bot variable, and a bot in privacy mode (the fake's getMe says
+        # can_read_all_group_messages false).
+        unset = await logged(process, "KEEPSAKE_TEST_NO_DISCORD")
+        assert "WARNING" in unset and "Mira: KEEPSAKE_TEST_NO_DISCORD (characters[0].discord_token_env) is not set, " \
+            "so Mira is not on Discord" in unset
         assert "KEEPSAKE_TEST_NO_HOST" in await logged(process, "host_token_env names")
         assert "BotFather → /setprivacy" in await logged(process, "is in privacy mode")
         await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
@@ -73,6 +78,8 @@ async def test_on_telegram_an_age_restricted_character_answers_only_with_allow_n
     async with bot_running(tmp_path, config(llm, telegram=telegram, character="nsfw = true\n"),
                            MIRA_TELEGRAM_TOKEN=telegram.token) as process:
         assert "Mira" in await logged(process, "age-restricted characters")  # said at start-up
+        nowhere = await logged(process, "will answer no one on Telegram")  # in plain words, with the key (#47)
+        assert "WARNING" in nowhere and "set [telegram] allow_nsfw = true" in nowhere
         await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
         line = await answer_to(telegram, ANN, telegram.send(ann_dm, ann, "hello"))
         assert line.text == AGE_RESTRICTED["telegram"].format(name="Mira")
@@ -103,7 +110,8 @@ async def test_on_discord_an_age_restricted_character_is_silent_outside_age_rest
         line, = await discord_fake.wait_for(lambda: from_bot(discord_fake.channel_id), timeout=30)
         await discord_fake.say(DISCORD_ANN_DM, DISCORD_ANN, "hello", guild=False)
         dm_line, = await discord_fake.wait_for(lambda: from_bot(DISCORD_ANN_DM), timeout=30)
-        assert line.content == dm_line.content == why and llm.requests == []
+        assert line.content == why and llm.requests == []
+        assert dm_line.content == NOT_IN_DMS.format(name="Mira")  # a DM is not a channel (#47)
 
         # A persona set by slash command reaches her turn in the age-restricted channel.
         interaction = await discord_fake.slash(DISCORD_ANN, discord_fake.age_restricted_id, "persona", "set",

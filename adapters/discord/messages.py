@@ -115,4 +115,5 @@ def asker_of(user: discord.abc.User, channel, nsfw_in_dms: bool = False) -> Aske
         marked = getattr(channel, "is_nsfw", None)  # a thread answers for its parent channel
         age_restricted = bool(marked()) if shared and callable(marked) else not shared and nsfw_in_dms
     roles = tuple(str(role.id) for role in getattr(user, "roles", ()))  # a Member's; a DM has none
-    return Asker(PLATFORM, str(user.id), places, roles, age_restricted)
+    private = channel is not None and not place_of(channel)[2]
+    return Asker(PLATFORM, str(user.id), places, roles, age_restricted, private)

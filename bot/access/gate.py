@@ -35,6 +35,7 @@ AGE_RESTRICTED = {  # SPEC 17: one line saying why, in each platform's words
     "telegram": "{name} is an age-restricted character and does not talk on Telegram here.",
 }
 NOT_HERE = "{name} is an age-restricted character and does not talk here."
+NOT_IN_DMS = "{name} is an age-restricted character and does not talk in DMs here."
 
 
 class Gate:
@@ -72,6 +73,8 @@ class Gate:
             return None
         if asker is not None and (asker.platform == "console" or asker.age_restricted):
             return None
+        if asker is not None and asker.platform == "discord" and asker.private:
+            return NOT_IN_DMS.format(name=character)
         return AGE_RESTRICTED.get(asker.platform if asker is not None else "", NOT_HERE).format(name=character)
 
     def may_answer(self, character: str, asker: Asker | None, quiet: bool = False) -> bool:
