@@ -125,6 +125,8 @@ async def run_bot(config: Config) -> int:
         log.warning(silent)
     runtime.start()
     await runtime.llm.probe()
+    if runtime.voice is not None:
+        await runtime.voice.probe()
     if config.metrics.port is not None:
         metrics.count_pending_summaries(runtime.summarizer.pending)
         metrics.serve(config.metrics.port, config.metrics.listen)

@@ -296,3 +296,22 @@ async def test_a_telegram_audio_file_and_video_message_are_heard_like_a_voice_no
                                                                        spoken_as=kind))
             assert reply.text == f"I heard: {said}." and f"🎤 {said}" in llm.prompt_text()
         assert len(llm.transcriptions) == 2
+
+
+@pytest.mark.timeout(120)
+async def test_a_voice_server_without_audio_endpoints_is_named_at_start_up(tmp_path, llm, telegram):
+    """#47: [voice] pointed at a server that serves no /v1/audio/* (Ollama, the README's [llm]
+    server) is one WARNING at start-up naming `[voice] base_url` and what it lacks; a server that
+    has them gets none."""
+    no_audio = llm.base_url.removesuffix("/v1") + "/no-audio/v1"
+    voice = f'base_url = "{no_audio}"\nspeech_model = "tts-1"'
+    async with bot_running(tmp_path, config(llm, telegram=telegram, voice=voice),
+                           MIRA_TELEGRAM_TOKEN=telegram.token) as process:
+        lacking = await logged(process, "([voice] base_url) has no /v1/audio/transcriptions")
+        assert "WARNING" in lacking and "Ollama serves no audio" in lacking
+        assert "/v1/audio/speech" in await logged(process, "([voice] base_url) has no")
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)  # started: a stop is heard
+    polls = len(telegram.calls_to("getUpdates"))
+    async with bot_running(tmp_path, config(llm, telegram=telegram), MIRA_TELEGRAM_TOKEN=telegram.token):
+        await telegram.wait_for(lambda: len(telegram.calls_to("getUpdates")) > polls, timeout=30)  # started
+    assert llm.speech_requests == [] and llm.transcriptions == []  # the probe asks nothing of a real server

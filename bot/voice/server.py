@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import httpx
 import openai
 
 from bot.config import LLMConfig, VoiceConfig
@@ -41,6 +42,35 @@ class VoiceServer:
 
     async def close(self) -> None:
         await self.client.close()
+
+    async def probe(self) -> list[str]:
+        """At start-up: whether the server serves the audio endpoints [voice] uses (Ollama, the
+        usual [llm] server, serves none). A route that is missing answers 404 (or 405); one that
+        is there refuses an empty request otherwise. A WARNING naming `[voice] base_url` for each
+        missing one, returned too. Never fatal."""
+        paths = ["/audio/transcriptions"] + (["/audio/speech"] if self.config.speech_model else [])
+        quick = self.client.with_options(timeout=5.0, max_retries=0)
+        problems = []
+        for path in paths:
+            try:
+                await quick.post(path, body={}, cast_to=httpx.Response)
+            except (openai.NotFoundError, openai.APIStatusError) as answer:
+                if getattr(answer, "status_code", None) not in (404, 405):
+                    continue  # there, and refusing an empty request: as it should
+                problems.append(f"the voice server at {self.base_url} ([voice] base_url) has no /v1{path} "
+                                f"(HTTP {answer.status_code}): voice notes cannot be heard"
+                                f"{'' if path.endswith('transcriptions') else ' and replies cannot be spoken'} there. "
+                                "Ollama serves no audio: point [voice] base_url at a server that does "
+                                "(speaches, LocalAI, whisper.cpp's server) — see docs/voice.md")
+            except openai.APIConnectionError:
+                problems.append(f"the voice server at {self.base_url} ([voice] base_url) cannot be reached yet; "
+                                "voice notes will get one line until it can")
+                break
+            except openai.OpenAIError:
+                continue
+        for problem in problems:
+            log.warning(problem)
+        return problems
 
     async def transcribe(self, name: str, audio: bytes, content_type: str | None) -> str:
         """What was said, as text ("" when nothing was); a failed upload is tried again once at most."""

@@ -176,6 +176,8 @@ class ScriptedLLM:
 
     async def _transcription(self, request: web.Request) -> web.Response:
         form = await request.post()
+        if "file" not in form:  # as OpenAI answers a request without audio
+            return web.json_response({"error": {"message": "'file' is a required property"}}, status=400)
         await asyncio.sleep(self.transcription_delay_s)
         upload = form["file"]
         audio = upload.file.read()
@@ -192,6 +194,8 @@ class ScriptedLLM:
 
     async def _speech(self, request: web.Request) -> web.Response:
         body = await request.json()
+        if "input" not in body:  # as OpenAI answers a request without what to say
+            return web.json_response({"error": {"message": "'input' is a required property"}}, status=400)
         self.speech_requests.append(body)
         if self.speech_status:
             return web.json_response({"error": {"message": "scripted speech failure"}}, status=self.speech_status)
