@@ -39,22 +39,34 @@ CONSOLE_COMMANDS = """
 PROGRAM = "(Keepsake)"
 
 
-def plain(text: str) -> str:
-    """A reply without markdown's emphasis and code markers: the terminal shows text, not markup.
-    (Dropping characters one by one keeps a growing stream's text growing.)"""
-    return text.replace("*", "").replace("`", "")
+ITALIC, UPRIGHT = "\x1b[3m", "\x1b[23m"
+
+
+def plain(text: str, italics: bool = False) -> str:
+    """A reply as the terminal shows it: code markers go; a card's *actions* keep their
+    asterisks, or become italics where the terminal can show them (`italics`), so an action
+    never runs into speech. (Each character maps on its own, so a growing stream's text grows.)"""
+    text = text.replace("`", "")
+    if not italics:
+        return text
+    parts = text.split("*")
+    return "".join(part + ((ITALIC if n % 2 == 0 else UPRIGHT) if n < len(parts) - 1 else "")
+                   for n, part in enumerate(parts))
 
 
 class _Stream:
-    """Writes a streamed reply as it arrives; starts over if the model's answer broke off."""
+    """Writes a streamed reply as it arrives; starts over if the model's answer broke off. The
+    character's name is written with its first words (a turn that fails shows no empty line)."""
 
-    def __init__(self, out: TextIO, name: str):
-        self.out, self.name = out, name
+    def __init__(self, out: TextIO, name: str, italics: bool = False):
+        self.out, self.name, self.italics = out, name, italics
         self.text = ""
         self.started = False
 
     async def __call__(self, text: str) -> None:
-        text = plain(text)
+        text = plain(text, self.italics)
+        if not text and not self.started:
+            return  # the turn has begun; nothing to show yet
         if not self.started:
             self.out.write(f"{self.name}: ")
             self.started = True
@@ -90,6 +102,7 @@ class Console:
         self.character_name = core.character_name(character)
         self.user_name = user_name
         self.out = out
+        self.italics = out.isatty()  # *actions* in italics where the terminal shows them, else with asterisks
         self.identity = Identity(PLATFORM, user_name)
         # the table's commands the core answers (/start, /help are answered here)
         self.routed = {spec.name for spec in core.command_table()
@@ -111,9 +124,12 @@ class Console:
         self.out.write(text + "\n")
         self.out.flush()
 
+    def shown_text(self, text: str) -> str:
+        return plain(text, self.italics) + (UPRIGHT if self.italics else "")
+
     async def greet(self, choice: str = "") -> None:
         greeting = await self.core.greet(self.key, self.user_name, choice)
-        self.say(f"{PROGRAM} {greeting.text}" if greeting.is_error else f"{self.character_name}: {plain(greeting.text)}")
+        self.say(f"{PROGRAM} {greeting.text}" if greeting.is_error else f"{self.character_name}: {self.shown_text(greeting.text)}")
         if hint := self.core.other_greetings(self.key, choice):
             self.say(f"{PROGRAM} {hint}")
 
@@ -122,7 +138,13 @@ class Console:
             await self._chat(lines)
 
     async def _chat(self, lines: asyncio.Queue) -> None:
-        await self.greet()
+        left_off = await self.core.left_off(self.key)
+        if left_off:  # a conversation going on: where it was, not the greeting again
+            self.say(f"{PROGRAM} Where you left off:")
+            for speaker, text in left_off:
+                self.say(f"{speaker}: {self.shown_text(text)}")
+        else:
+            await self.greet()
         await self.recover()
         self.say("(type /help for commands, /quit to leave)")
         while True:
@@ -165,30 +187,30 @@ class Console:
         for item in await self.core.cut_off(PLATFORM, self.character_name):
             if item.fresh:
                 self.say(f"{PROGRAM} My answer to “{item.asked_text[:60]}” was cut off; here it is again.")
-                stream = _Stream(self.out, self.character_name)
+                stream = _Stream(self.out, self.character_name, self.italics)
                 await self.deliver(await self.core.answer_again(item, on_text=stream), stream)
 
     async def chat(self, text: str) -> None:
         message = IncomingMessage(self.key, self.identity, self.user_name, text, asker=self.asker)
-        stream = _Stream(self.out, self.character_name)
+        stream = _Stream(self.out, self.character_name, self.italics)
         await self.deliver(await self.core.handle(message, on_text=stream), stream)
 
     async def regenerate(self) -> None:
         if self.last_turn is None:
             self.say(f"{PROGRAM} There is no reply to regenerate yet.")
             return
-        stream = _Stream(self.out, self.character_name)
+        stream = _Stream(self.out, self.character_name, self.italics)
         reply = await self.core.regenerate(self.key, self.identity, self.last_turn, self.asker, on_text=stream)
         await self.deliver(reply, stream)
 
     async def deliver(self, reply: Reply, stream: "_Stream") -> None:
         if stream.text and not reply.is_error:
-            self.say("\n")  # the streamed reply is already on screen
+            self.say(UPRIGHT + "\n" if self.italics else "\n")  # the streamed reply is already on screen
         else:
             if stream.started:
                 self.say()
             # An error is the program speaking, not the character.
-            self.say(f"{PROGRAM} {reply.text}\n" if reply.is_error else f"{self.character_name}: {plain(reply.text)}\n")
+            self.say(f"{PROGRAM} {reply.text}\n" if reply.is_error else f"{self.character_name}: {self.shown_text(reply.text)}\n")
         if reply.turn is not None:
             self.last_turn = reply.turn
             await self.core.delivered(reply, [])

@@ -400,6 +400,10 @@ class Conversation(Protocol):
     def other_greetings(self, key: ConversationKey, choice: str = "") -> str | None:
         """The line telling how to see the character's other greetings, if it has any."""
 
+    async def left_off(self, key: ConversationKey, count: int = 2) -> list[tuple[str, str]]:
+        """The last messages of a conversation going on, oldest first (speaker, text); none for
+        a new one."""
+
 
 class Regenerating(Protocol):
     """The Regenerate button (SPEC 5): only the person a reply answered may replace it."""

@@ -191,6 +191,13 @@ class Keepsake:
                                                         self.counter.count(text))
         return Reply(text)
 
+    async def left_off(self, key: ConversationKey, count: int = 2) -> list[tuple[str, str]]:
+        """The last `count` messages of a conversation going on, oldest first, as (speaker,
+        text); none for a new one (which gets the greeting)."""
+        conversation = await self.cast.conversation_for(key)
+        newest_first = await self.store.conversations.recent_messages(conversation.id, count)
+        return [(row.speaker_name, row.content) for row in reversed(newest_first)]
+
     def other_greetings(self, key: ConversationKey, choice: str = "") -> str | None:
         character = self.cast.character(key.character).character
         shown = parse_number(choice) if choice.strip() else 1

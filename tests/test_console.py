@@ -152,11 +152,21 @@ async def test_the_programs_words_are_marked_as_the_programs_not_the_characters(
     assert "Mira: Sorry" not in out and "Mira: There is no" not in out
 
 
-async def test_markdown_markers_are_not_printed_in_the_terminal(tmp_path, llm):
+async def test_code_markers_are_not_printed_and_actions_keep_their_asterisks_off_a_terminal(tmp_path, llm):
+    """Piped (no terminal to show italics), an *action* keeps its asterisks (#47); at a terminal
+    it is shown in italics (tests/test_console.py::test_at_a_terminal_actions_are_in_italics)."""
     llm.add(text("*Mira smiles.* **Welcome**, Ann — have some `tea`."))
     code, out, err = await run_console(tmp_path, llm, ["hello"])
-    assert "Mira: Mira smiles. Welcome, Ann — have some tea." in out
-    assert "*" not in out.split("hello", 1)[-1] and "`" not in out
+    assert "Mira: *Mira smiles.* **Welcome**, Ann — have some tea." in out and "`" not in out
+
+
+def test_at_a_terminal_actions_are_in_italics():
+    from adapters.console import ITALIC, UPRIGHT, plain
+
+    assert plain("*nods* Noted.", italics=True) == f"{ITALIC}nods{UPRIGHT} Noted."
+    growing = "*nods slowly* Noted"
+    shown = [plain(growing[:n], italics=True) for n in range(len(growing) + 1)]
+    assert all(later.startswith(earlier) for earlier, later in zip(shown, shown[1:]))  # a stream only grows
 
 
 async def test_choices_are_printed_a_row_a_line_and_saving_is_explained_the_console_way(tmp_path, llm):
@@ -262,3 +272,23 @@ async def test_a_model_the_server_does_not_have_is_named_in_the_console_with_wha
     assert process.returncode == 0, err.decode()
     assert f"(Keepsake) The model server at {llm.base_url} has no model 'qwen2.5' (it lists: {llm.model}); " \
            "check [llm] model, or pull it (Ollama: ollama pull qwen2.5)." in out.decode()
+
+
+async def test_a_restarted_console_shows_where_the_talk_left_off_and_keeps_actions_apart_from_speech(tmp_path, llm):
+    """#47: a card's *actions* keep their asterisks where the terminal shows no italics (never
+    "Mira: nods Noted"); a restart greets no one again, it shows where the talk left off; a
+    reply that fails leaves no empty "Mira: " line before the error."""
+    from tests.fakes.llm_server import status
+
+    llm.add(text("*nods slowly* Noted, Ann."))
+    code, out, err = await run_console(tmp_path, llm, ["the tide is at six", "/quit"])
+    assert code == 0, err
+    assert "Mira: *Mira looks up from the logbook.* Oh — hello, Ann." in out  # a new conversation: greeted
+    assert "Mira: *nods slowly* Noted, Ann." in out
+
+    llm.add(status(500, "the server fell over"))
+    code, out, err = await run_console(tmp_path, llm, ["still there?", "/quit"])
+    assert code == 0, err
+    assert "Mira looks up from the logbook" not in out  # not greeted again mid-conversation
+    assert "(Keepsake) Where you left off:\nAnn: the tide is at six\nMira: *nods slowly* Noted, Ann.\n" in out
+    assert "Mira: \n" not in out and "(Keepsake) Sorry, I couldn't answer just now" in out
