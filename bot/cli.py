@@ -162,6 +162,8 @@ def platform_settings(config: Config) -> list[tuple["Platform", str, Any]]:
 
     names = {platform.name for platform in PLATFORMS}
     for key in config.platforms:
+        if key == "character":
+            raise ConfigError("character: unknown table [[character]]; the characters are [[characters]] tables")
         if key not in names:
             raise ConfigError(f"{key}: unknown key (check its spelling)")
     character_keys = {key for platform in PLATFORMS for key in platform.character.model_fields}

@@ -407,6 +407,8 @@ def one_line(error: ValidationError, where: tuple[str | int, ...] = ()) -> str:
     text = _expected(first)
     if first["type"] not in ("missing", "extra_forbidden", "value_error"):
         text += f", got {first['input']!r}"
+    if loc[-1:] == ["tokens_per_day"] and first["type"] == "greater_than_equal":
+        text += " (leave the key out for no limit)"
     return f"{_dotted(loc)}: {text}"
 
 

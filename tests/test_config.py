@@ -392,3 +392,38 @@ def test_two_characters_naming_one_bot_token_variable_is_one_line_naming_the_key
                          {"name": "Aki", "persona": "y", key: "SHARED_TOKEN"}]
     with pytest.raises(ConfigError, match=re.escape(f"characters[1].{key}: SHARED_TOKEN is also characters[0]'s (Mira)")):
         platform_settings(parse_config(raw, tmp_path))
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"limits": {"tokens_per_day": 0}},
+     "limits.tokens_per_day: expected a whole number ≥ 1, got 0 (leave the key out for no limit)"),
+    ({"character": [{"name": "Mira", "persona": "x"}]},
+     "character: unknown table [[character]]; the characters are [[characters]] tables"),
+])
+def test_a_setup_mistake_is_named_with_what_to_do(tmp_path, monkeypatch, section, message):
+    """#47: the one line names the key and what fixes it."""
+    monkeypatch.setenv(API_KEY_ENV, "x")
+    raw = config_dict("http://x/v1", tmp_path / "db") | section
+    with pytest.raises(ConfigError) as raised:
+        checked_config(raw, tmp_path)
+    assert str(raised.value) == message
+
+
+def test_a_card_of_broken_json_is_named_with_its_line_and_column(tmp_path):
+    from bot.characters.cards import load_character
+    from bot.config import CharacterConfig
+
+    card = tmp_path / "mira.json"
+    card.write_text('{\n  "name": "Mira",\n  "description": "keeps the lamp"\n  "personality": "kind"\n}')
+    with pytest.raises(ConfigError) as raised:
+        load_character(CharacterConfig(name="Mira", card=card))
+    assert str(raised.value) == (f"character card {card}: not valid JSON (Expecting ',' delimiter at line 4, "
+                                 "column 3)")
+
+
+def test_stats_say_1_turn_not_1_turns():
+    from bot.commands.usage import _totals
+    from storage.ports import DayTotals
+
+    assert _totals("Today", DayTotals(1, 10, 2, 1, 1)).startswith("Today: 1 turn, 10 tokens in, 2 out, 1 person, 1 check-in")
+    assert _totals("Today", DayTotals(2, 10, 2, 2, 0)).startswith("Today: 2 turns, ")

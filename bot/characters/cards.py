@@ -120,7 +120,8 @@ def read_card(path: Path) -> dict:
     try:
         card = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"character card {path}: not valid JSON ({exc.msg})") from None
+        raise ConfigError(f"character card {path}: not valid JSON ({exc.msg} at line {exc.lineno}, "
+                          f"column {exc.colno})") from None
     if not isinstance(card, dict):
         raise ConfigError(f"character card {path}: expected a JSON object")
     spec = card.get("spec")

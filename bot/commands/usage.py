@@ -14,7 +14,8 @@ TOP_SPENDERS = 5
 
 
 def _totals(label: str, totals: DayTotals) -> str:
-    return (f"{label}: {totals.turns:,} turns, {totals.tokens_in:,} tokens in, {totals.tokens_out:,} out, "
+    return (f"{label}: {totals.turns:,} turn{'' if totals.turns == 1 else 's'}, {totals.tokens_in:,} tokens in, "
+            f"{totals.tokens_out:,} out, "
             f"{totals.people:,} {'person' if totals.people == 1 else 'people'}, "
             f"{totals.checkins:,} check-in{'' if totals.checkins == 1 else 's'}")
 

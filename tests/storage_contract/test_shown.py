@@ -54,7 +54,8 @@ async def test_a_regenerate_that_could_not_be_shown_leaves_the_shown_reply_as_th
 async def test_a_reply_whose_process_died_before_it_was_shown_is_taken_back_and_answered_again(
         open_backend, request):
     if "postgresql" not in request.node.name:
-        pytest.skip("a gone SQLite process is a dead pid: tests/test_checkins_end_to_end.py kills one")
+        pytest.skip("SQLite only: a process that died is found by its pid, which no test can fake in "
+                    "process; tests/test_checkins_end_to_end.py kills a real one instead")
     first, second = await open_backend(), await open_backend()
     mira = await first.characters.ensure_character("Mira")
     ann = await first.people.person_for_identity("telegram", "501")
