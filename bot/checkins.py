@@ -225,7 +225,7 @@ class CheckIns:
         now = self.clock()
         context = await read_context(self.store, stored, conversation, absence.person_id, self.context_window)
         speaker = next((m.speaker_name for m in reversed(context.window) if m.person_id == absence.person_id), "them")
-        prompt = build_prompt(context, speaker_name=speaker, tools=False, now=now)
+        prompt = build_prompt(context, speaker_name=speaker, now=now)  # no tools (SPEC 14)
         instruction = INSTRUCTION.format(user=speaker, absence=absence_words(now - absence.last_at))
         completion = await self.llm.complete([*prompt.messages, {"role": "system", "content": instruction}])
         text = completion.text.strip()

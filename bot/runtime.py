@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from bot.access.budgets import Budgets
 from bot.access.gate import Gate
@@ -25,9 +25,11 @@ from bot.memory.saved_memories import CAPS
 from bot.memory.semantic import SemanticRecall
 from bot.memory.summaries import Summarizer
 from bot.model.llm import LLMClient
+from bot.memory.tools import memory_tools
 from bot.model.tokens import TokenCounter
 from bot.scenes import Scenes
 from bot.scheduler import BackgroundJobs
+from bot.tools.toolbox import Tool, Toolbox, guidance_of
 from bot.turn.handler import TurnHandler
 from bot.turn.prompt import system_prompt
 from bot.voice.listening import Listening
@@ -85,7 +87,9 @@ class Runtime:
 
 
 async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
-                        llm_http_client: Any = None) -> Runtime:
+                        llm_http_client: Any = None, tools: Sequence[Tool] = ()) -> Runtime:
+    """Everything a process runs, built once. `tools`: more tools every character may use,
+    besides the memory tools (SPEC 18; a test's own tool goes here)."""
     # Characters load first: a malformed card stops start-up before anything is opened.
     loaded = [(c.name, load_character(c)) for c in config.characters]
     store = await open_store(config.storage.url, CAPS, config.storage.base, clock, config.storage.password)
@@ -94,11 +98,12 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         log.warning("%d turn(s) were interrupted by a stop; their memory writes were undone, and each "
                     "platform answers them again or marks their partial reply", recovered)
     counter = TokenCounter(config.llm.model)
+    everything = [*memory_tools(store, counter), *tools]  # the toolbox's residents (bot/tools/)
     characters = {}
     for name, character in loaded:
         character = replace(character, lorebook=character.lorebook.counted(counter.count))
         character_id = await store.characters.ensure_character(name)
-        prompt_tokens = counter.count(system_prompt(character, "someone", tools=True))
+        prompt_tokens = counter.count(system_prompt(character, "someone", guidance_of(everything)))
         characters[name] = StoredCharacter(character, character_id, prompt_tokens)
     llm = LLMClient(config.llm, http_client=llm_http_client)
     window = config.llm.context_window
@@ -125,9 +130,10 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     if config.voice is not None:
         voice = VoiceServer(config.voice, config.llm, http_client=llm_http_client)
         listening = Listening(voice, config.voice.max_seconds)
+    toolbox = Toolbox(everything, gate.tool_refusal)
     turns = TurnHandler(store, llm, counter, cast, window, gate, counted_from, clock=clock, recall_tokens=recall_tokens,
                         semantic=semantic, listening=listening,
-                        speaks=lambda spoken_to: speaks(config.voice, spoken_to))
+                        speaks=lambda spoken_to: speaks(config.voice, spoken_to), toolbox=toolbox)
     notifications = Notifications(store, cast)
     rebuilds = Rebuilds(store, summarizer, notifications.notify, gate.spend)
     checkins = CheckIns(store, cast, gate, llm, counter, window,

@@ -9,6 +9,7 @@ import pytest
 
 from bot.characters.cards import PNG_SIGNATURE, load_character
 from bot.config import CharacterConfig, ConfigError
+from bot.memory.tools import GUIDANCE
 from bot.turn.prompt import system_prompt
 from tests.probes import peak_rss_rise_mb
 
@@ -49,7 +50,7 @@ def test_a_json_card_gives_the_fields_with_char_and_user_replaced(tmp_path):
     path = tmp_path / "nox.json"
     path.write_text(json.dumps(CARD))
     character = load_character(CharacterConfig(name="Nox", card=path))
-    prompt = system_prompt(character, "Ann", tools=True)
+    prompt = system_prompt(character, "Ann", GUIDANCE)
     assert "Nox is the ship's AI, talking to Ann." in prompt
     assert prompt.startswith("Custom rules. You are Nox.")  # {{original}} is our own prompt
     assert "End of rules." in prompt
@@ -61,7 +62,7 @@ def test_creator_notes_never_reach_a_prompt(tmp_path):
     path = tmp_path / "nox.json"
     path.write_text(json.dumps(CARD))
     character = load_character(CharacterConfig(name="Nox", card=path))
-    assert "SECRET CREATOR NOTE" not in system_prompt(character, "Ann", tools=True)
+    assert "SECRET CREATOR NOTE" not in system_prompt(character, "Ann", GUIDANCE)
     assert "SECRET CREATOR NOTE" not in repr(character)
 
 
@@ -109,7 +110,7 @@ def test_a_png_without_a_card_chunk_is_a_clear_error(tmp_path):
 
 def test_a_persona_is_a_character_too():
     character = load_character(CharacterConfig(name="Mira", persona="You are Mira."))
-    assert "You are Mira." in system_prompt(character, "Ann", tools=False)
+    assert "You are Mira." in system_prompt(character, "Ann")
 
 
 def png_with_itxt(card: dict, compressed: bool) -> bytes:
@@ -167,7 +168,7 @@ def test_a_v3_nickname_is_what_char_becomes(tmp_path):
     path.write_text(json.dumps(card))
     character = load_character(CharacterConfig(name="Nox", card=path))
     assert character.greeting("Ann") == "Nox-7 here. Hello, Ann."
-    assert "Nox-7 is the ship's AI, talking to Ann." in system_prompt(character, "Ann", tools=True)
+    assert "Nox-7 is the ship's AI, talking to Ann." in system_prompt(character, "Ann", GUIDANCE)
 
 
 def test_alternate_greetings_are_offered_after_first_mes(tmp_path):

@@ -153,11 +153,11 @@ async def test_at_most_5_memory_writes_per_turn_the_rest_get_an_error_result(ann
 def test_the_instructions_and_the_three_tool_schemas_cost_at_most_400_tokens_a_turn():
     import json
 
-    from bot.memory.tools import TOOL_SPECS
+    from bot.memory.tools import GUIDANCE, TOOL_SPECS
     from bot.model.tokens import TokenCounter
-    from bot.turn.prompt import MEMORY_GUIDANCE, TOOLS_GUIDANCE
+    from bot.turn.prompt import MEMORY_GUIDANCE
 
     counter = TokenCounter("gpt-4o-mini")
-    fixed = counter.count(MEMORY_GUIDANCE + " " + TOOLS_GUIDANCE) + counter.count(json.dumps(TOOL_SPECS))
+    fixed = counter.count(MEMORY_GUIDANCE + " " + GUIDANCE) + counter.count(json.dumps(TOOL_SPECS))
     assert fixed <= 400
     assert [spec["function"]["name"] for spec in TOOL_SPECS] == ["save_memory", "update_memory", "delete_memory"]

@@ -115,6 +115,18 @@ class Gate:
             return (TOO_FAST if kept else TOO_FAST_FOR_CALLS).format(limit=self.per_minute, seconds=wait)
         return None
 
+    async def tool_refusal(self, person_id: int | None, character: str, asker: Asker | None) -> str | None:
+        """Whether a tool call of a running turn may run (SPEC 18 "One toolbox, one gate"): the
+        asker may reach the answering character, it may talk there, and the person the turn is
+        for is not past today's tokens. (The turn's own model calls were taken as it started.)"""
+        if not self.lets_in(character, asker, quiet=True):
+            return NOT_ALLOWED
+        if refusal := self.age_refusal(character, asker):
+            return refusal
+        if await self.budgets.past(person_id):
+            return self.budgets.refusal()
+        return None
+
     async def hold(self, person_id: int | None, turn_id: int, tokens: int) -> bool:
         """Whether a turn for this person may start now, its `tokens` held against their
         allowance while it runs (bot/access/budgets.py)."""

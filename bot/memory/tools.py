@@ -1,26 +1,30 @@
-"""The character's memory tools (SPEC section 5.1): save_memory, update_memory, delete_memory.
+"""The character's memory tools (SPEC section 5.1): save_memory, update_memory, delete_memory —
+the toolbox's first residents (bot/tools/toolbox.py).
 
 Whose memories a tool touches is fixed by the code — the speaker of the live turn, taken from
-the platform event — never by model output. The model may change only the speaker's unpinned
-entries; a pinned or unknown id, a full budget or malformed arguments give an error result the
-model can read, never an exception. At most 5 writes a turn (saves, updates and deletes
-together); further calls get an error result. Every write is journaled under the turn, so
-regenerate (or a failed turn) can undo it.
+the platform event (`TurnScope.person_id`) — never by model output. They are offered only to a
+person who lets the character learn. The model may change only the speaker's unpinned entries;
+a pinned or unknown id, a full budget or malformed arguments give an error result the model can
+read, never an exception. At most 5 writes a turn (saves, updates and deletes together); further
+calls get an error result. Every write is journaled under the turn, so regenerate (or a failed
+turn) can undo it.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 from typing import Any
 
 from bot.memory.saved_memories import MAX_MEMORY_CHARS, cap_text, memory_number, memory_text_error, scope_error
 from bot.model.tokens import TokenCounter
+from bot.tools.toolbox import TurnScope, result
 from storage.ports import CHARACTER, GLOBAL, CapReached, PinnedMemory, Store
 
-log = logging.getLogger(__name__)
-MAX_TOOL_ROUNDS = 3
 MAX_WRITES_PER_TURN = 5  # saves, updates and deletes together: one message cannot flood memory
+GUIDANCE = """\
+When the person tells you such a fact, save_memory it (scope "global" if it concerns them in \
+general); update_memory or delete_memory it when it changes or stops being true. Save only what the \
+person said in this conversation, never twice, never text from your memories, the summary or these \
+instructions. Use the tools quietly, then answer in character."""
 
 TOOL_SPECS: list[dict[str, Any]] = [
     {
@@ -67,99 +71,108 @@ TOOL_SPECS: list[dict[str, Any]] = [
 ]
 
 
-def _result(**fields: Any) -> str:
-    return json.dumps(fields)
+WRITES = "memory writes"  # the turn's count of them (TurnScope.counts)
 
 
-class MemoryTools:
-    """Runs one turn's tool calls against the speaker's memories."""
+def _content(arguments: dict[str, Any]) -> tuple[str | None, str | None]:
+    content = arguments.get("content")
+    if not isinstance(content, str):
+        return None, result(error="content must be a string")
+    error = memory_text_error(content)
+    return content.strip(), (result(error=error) if error else None)
 
-    def __init__(self, store: Store, counter: TokenCounter, person_id: int, character_id: int, turn_id: int):
+
+class _MemoryTool:
+    """What the three memory tools share: offered to a person who lets the character learn, at
+    most MAX_WRITES_PER_TURN writes a turn, each counted when it succeeded."""
+
+    name: str
+    spec: dict[str, Any]
+    guidance = GUIDANCE
+
+    def __init__(self, store: Store, counter: TokenCounter):
         self.store = store
         self.counter = counter
-        self.person_id = person_id
-        self.character_id = character_id
-        self.turn_id = turn_id  # every write is journaled under it
-        self.writes = 0
 
-    async def run(self, name: str, raw_arguments: str | None) -> str:
-        try:
-            arguments = json.loads(raw_arguments or "{}")
-        except json.JSONDecodeError as exc:
-            return _result(error=f"arguments are not valid JSON ({exc.msg}); call {name} again "
-                           "with a JSON object")
-        if not isinstance(arguments, dict):
-            return _result(error="arguments must be a JSON object")
-        handler = {
-            "save_memory": self.save_memory,
-            "update_memory": self.update_memory,
-            "delete_memory": self.delete_memory,
-        }.get(name)
-        if handler is None:
-            return _result(error=f"unknown tool {name!r}")
-        if self.writes >= MAX_WRITES_PER_TURN:
-            return _result(error=f"at most {MAX_WRITES_PER_TURN} memory changes are allowed per reply, and "
-                           "they are used up; do not call memory tools again this turn")
-        try:
-            result = await handler(arguments)
-        except Exception:  # the reply goes on; the model reads that the tool failed
-            log.exception("memory tool %s failed", name)
-            return _result(error=f"{name} failed on our side; do not retry it this turn")
-        if json.loads(result).get("ok"):
-            self.writes += 1
-        return result
+    def offered(self, scope: TurnScope) -> bool:
+        return scope.person_id is not None and scope.learning
 
-    def _content(self, arguments: dict[str, Any]) -> tuple[str | None, str | None]:
-        content = arguments.get("content")
-        if not isinstance(content, str):
-            return None, _result(error="content must be a string")
-        error = memory_text_error(content)
-        return content.strip(), (_result(error=error) if error else None)
+    async def run(self, scope: TurnScope, arguments: dict[str, Any]) -> str:
+        if scope.counts.get(WRITES, 0) >= MAX_WRITES_PER_TURN:
+            return result(error=f"at most {MAX_WRITES_PER_TURN} memory changes are allowed per reply, and "
+                          "they are used up; do not call memory tools again this turn")
+        answer, wrote = await self.write(scope, arguments)
+        if wrote:
+            scope.counts[WRITES] = scope.counts.get(WRITES, 0) + 1
+        return answer
 
-    async def save_memory(self, arguments: dict[str, Any]) -> str:
-        content, error = self._content(arguments)
+    async def write(self, scope: TurnScope, arguments: dict[str, Any]) -> tuple[str, bool]:
+        raise NotImplementedError
+
+
+class SaveMemory(_MemoryTool):
+    name, spec = "save_memory", TOOL_SPECS[0]
+
+    async def write(self, scope: TurnScope, arguments: dict[str, Any]) -> tuple[str, bool]:
+        content, error = _content(arguments)
         if error:
-            return error
-        scope = arguments.get("scope") or CHARACTER
-        if error := scope_error(scope):
-            return _result(error=error)
+            return error, False
+        scope_name = arguments.get("scope") or CHARACTER
+        if error := scope_error(scope_name):
+            return result(error=error), False
+        assert scope.person_id is not None  # offered to a person only
         try:
             row = await self.store.memories.add_memory(
-                self.person_id, self.character_id, scope, content, self.counter.count(content),
-                pinned=False, source="ai", turn_id=self.turn_id,
+                scope.person_id, scope.character_id, scope_name, content, self.counter.count(content),
+                pinned=False, source="ai", turn_id=scope.turn_id,
             )
         except CapReached as full:
-            return _result(error=cap_text(full))
-        return _result(ok=True, id=row.id, saved=f"#{row.id}")
+            return result(error=cap_text(full)), False
+        return result(ok=True, id=row.id, saved=f"#{row.id}"), True
 
-    async def update_memory(self, arguments: dict[str, Any]) -> str:
+
+class UpdateMemory(_MemoryTool):
+    name, spec = "update_memory", TOOL_SPECS[1]
+
+    async def write(self, scope: TurnScope, arguments: dict[str, Any]) -> tuple[str, bool]:
         memory_id = memory_number(arguments.get("id"))
         if memory_id is None:
-            return _result(error="id must be a memory number such as 12")
-        content, error = self._content(arguments)
+            return result(error="id must be a memory number such as 12"), False
+        content, error = _content(arguments)
         if error:
-            return error
+            return error, False
+        assert scope.person_id is not None
         try:
             row = await self.store.memories.update_memory(
-                self.person_id, self.character_id, memory_id, content, self.counter.count(content),
-                turn_id=self.turn_id,
+                scope.person_id, scope.character_id, memory_id, content, self.counter.count(content),
+                turn_id=scope.turn_id,
             )
         except PinnedMemory:
-            return _result(error=f"#{memory_id} is pinned by the person; only they can change it")
+            return result(error=f"#{memory_id} is pinned by the person; only they can change it"), False
         if row is None:
-            return _result(error=f"there is no memory #{memory_id}")
-        return _result(ok=True, id=memory_id)
+            return result(error=f"there is no memory #{memory_id}"), False
+        return result(ok=True, id=memory_id), True
 
-    async def delete_memory(self, arguments: dict[str, Any]) -> str:
+
+class DeleteMemory(_MemoryTool):
+    name, spec = "delete_memory", TOOL_SPECS[2]
+
+    async def write(self, scope: TurnScope, arguments: dict[str, Any]) -> tuple[str, bool]:
         memory_id = memory_number(arguments.get("id"))
         if memory_id is None:
-            return _result(error="id must be a memory number such as 12")
+            return result(error="id must be a memory number such as 12"), False
+        assert scope.person_id is not None
         try:
             row = await self.store.memories.delete_memory(
-                self.person_id, self.character_id, memory_id, turn_id=self.turn_id
+                scope.person_id, scope.character_id, memory_id, turn_id=scope.turn_id
             )
         except PinnedMemory:
-            return _result(error=f"#{memory_id} is pinned by the person; only they can delete it")
+            return result(error=f"#{memory_id} is pinned by the person; only they can delete it"), False
         if row is None:
-            return _result(error=f"there is no memory #{memory_id}")
-        return _result(ok=True, id=memory_id)
+            return result(error=f"there is no memory #{memory_id}"), False
+        return result(ok=True, id=memory_id), True
+
+
+def memory_tools(store: Store, counter: TokenCounter) -> list[_MemoryTool]:
+    """The memory tools, in the order they are offered."""
+    return [SaveMemory(store, counter), UpdateMemory(store, counter), DeleteMemory(store, counter)]

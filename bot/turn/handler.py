@@ -57,11 +57,11 @@ from bot.contract import (
 from bot.memory.recall import NEAREST as RECALL_NEAREST
 from bot.memory.recall import Passage, recall
 from bot.memory.semantic import SemanticRecall
-from bot.memory.tools import MAX_TOOL_ROUNDS, TOOL_SPECS, MemoryTools
 from bot.memory.window import WINDOW_MAX_MESSAGES, window_token_budget
 from bot.model.llm import Completion, ImagesRefused, LLMClient, LLMError
 from bot.model.tokens import TokenCounter
 from bot.text import CHAIN_ENDED, clean_text
+from bot.tools.toolbox import MAX_TOOL_ROUNDS, Toolbox, TurnScope, TurnTools
 from bot.turn.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.turn.context import read_context
 from bot.turn.prompt import Prompt, build_prompt
@@ -173,6 +173,7 @@ class TurnHandler:
         semantic: SemanticRecall | None = None,
         listening: Listening | None = None,
         speaks: Callable[[bool], bool] = lambda spoken_to: False,
+        toolbox: Toolbox | None = None,
     ):
         self.store = store
         self.recall_tokens = recall_tokens  # the recall budget (0: recall is off)
@@ -187,6 +188,7 @@ class TurnHandler:
         self.arrivals = ArrivalOrder()  # storing and queueing, per conversation key
         self.listening = listening  # voice notes heard ([voice], SPEC 16); None: the character reads text only
         self.speaks = speaks  # whether a reply is spoken, given whether its message was a voice note
+        self.toolbox = toolbox or Toolbox([], gate.tool_refusal)  # what the character may do mid-reply (bot/tools/)
 
     # -- a turn ----------------------------------------------------------------------------
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
@@ -213,7 +215,7 @@ class TurnHandler:
             return Reply("", duplicate=True)
         return await self._answer(queued.character, queued.conversation, queued.person_id, queued.user_row, new_turn,
                                   on_text, unseen=queued.unseen + seen.unreadable, images=seen.looked_at,
-                                  embedding=embedding)
+                                  embedding=embedding, asker=message.asker)
 
     async def _store_and_queue(self, message: IncomingMessage) -> Reply | _Queued | _ToHear:
         """Store the message (its text files read into it; its images and anything else the
@@ -349,9 +351,10 @@ class TurnHandler:
         user_row = await self.store.conversations.message(old.user_message_id)
         assert user_row is not None  # a turn's message goes only with the turn
         if user_row.role == "assistant":  # a chain turn (SPEC 15) reads nobody's memories, again
-            reply = await self._answer(stored, conversation, None, user_row, new_turn, on_text, answered_for=person_id)
+            reply = await self._answer(stored, conversation, None, user_row, new_turn, on_text, answered_for=person_id,
+                                       asker=asker)
         else:
-            reply = await self._answer(stored, conversation, person_id, user_row, new_turn, on_text)
+            reply = await self._answer(stored, conversation, person_id, user_row, new_turn, on_text, asker=asker)
         reply.on_behalf = asker
         return reply
 
@@ -409,8 +412,10 @@ class TurnHandler:
         images: Sequence[tuple[str, str]] = (),
         embedding: asyncio.Task | None = None,
         answered_for: int | None = None,
+        asker: Asker | None = None,
     ) -> Reply:
-        """Answer `user_row` as turn `turn_id` (a running turn row). `images` are (words, data
+        """Answer `user_row` as turn `turn_id` (a running turn row), for `asker` (who asks and
+        where: the gate of its tools). `images` are (words, data
         URL) pairs for the model to look at; `unseen`, words for what it cannot; `embedding`,
         the message's vector on its way (semantic recall), when it was asked for already;
         `answered_for`: whose Regenerate button the reply carries when it is not `person_id`'s
@@ -425,11 +430,16 @@ class TurnHandler:
                                           embedding)
             context = await read_context(self.store, stored, conversation, person_id, self.context_window,
                                          up_to_pos=user_row.pos, recalling=recalling)
-            tools_on = context.learning and self.llm.tools_supported is not False
+            tools = None  # a server without tools gets none, and no error (SPEC 18)
+            if self.llm.tools_supported is not False:
+                tools = self.toolbox.for_turn(TurnScope(turn_id, person_id, stored.id, stored.character.name, asker,
+                                                        self.clock(), context.learning))
+            guidance = tools.guidance if tools is not None else ""
 
             def prompt_with(images: Sequence[tuple[str, str]], unseen: Sequence[str]) -> Prompt:
-                return build_prompt(context, speaker_name=user_row.speaker_name, tools=tools_on, now=self.clock(),
-                                    unseen=in_words(unseen) if unseen else None, images=[url for _, url in images])
+                return build_prompt(context, speaker_name=user_row.speaker_name, tool_guidance=guidance,
+                                    now=self.clock(), unseen=in_words(unseen) if unseen else None,
+                                    images=[url for _, url in images])
 
             prompt = prompt_with(images, unseen)
             # Whose allowance it is spent on (a chain turn: its starter's), and whether it may
@@ -438,7 +448,6 @@ class TurnHandler:
             if not await self.gate.hold(charged, turn_id, prompt.receipt["tokens"]["total"] + self.llm.max_reply_tokens):
                 await asyncio.shield(self.store.turns.fail_turn(turn_id))
                 return await self._past_allowance(charged)
-            tools = MemoryTools(self.store, self.counter, person_id, stored.id, turn_id) if tools_on else None
             try:
                 completion = await self._complete_with_tools(prompt.messages, tools, sink)
             except ImagesRefused:  # vision "auto", and the server cannot take images: without them
@@ -501,15 +510,16 @@ class TurnHandler:
         return sink
 
     async def _complete_with_tools(
-        self, messages: list[dict], tools: MemoryTools | None, on_text: Callable[[str], Awaitable[None]] | None
+        self, messages: list[dict], tools: TurnTools | None, on_text: Callable[[str], Awaitable[None]] | None
     ) -> Completion:
         """The final answer, with the tokens of every round (SPEC 17 counts them all)."""
         messages = list(messages)
         spent_in = spent_out = 0
+        specs = tools.specs if tools is not None else []
         for round_number in range(MAX_TOOL_ROUNDS + 1):
-            offer_tools = tools is not None and round_number < MAX_TOOL_ROUNDS
+            offer_tools = bool(specs) and round_number < MAX_TOOL_ROUNDS
             completion = await self.llm.complete(
-                messages, tools=TOOL_SPECS if offer_tools else None, on_text=on_text
+                messages, tools=specs if offer_tools else None, on_text=on_text
             )
             spent_in, spent_out = spent_in + completion.prompt_tokens, spent_out + completion.completion_tokens
             if not (offer_tools and completion.tool_calls):
@@ -523,6 +533,7 @@ class TurnHandler:
                     for c in completion.tool_calls
                 ],
             })
+            assert tools is not None  # offered only with tools
             for call in completion.tool_calls:
                 result = await tools.run(call.name, call.arguments)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
