@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Callable
 
 from bot import metrics
+from bot.access.budgets import Budgets
 from bot.access.gate import Gate
 from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
@@ -37,7 +38,7 @@ from bot.config import CheckinsConfig
 from bot.contract import Button, ConversationKey, FirstWriter, Unreachable
 from bot.model.llm import LLMClient, LLMError
 from bot.model.tokens import TokenCounter
-from bot.registry import Present
+from bot.present import Present
 from bot.turn.context import read_context
 from bot.turn.prompt import build_prompt
 from storage.ports import Absence, ConversationRow, Store
@@ -105,10 +106,11 @@ class Pace:
 
 
 class CheckIns:
-    def __init__(self, store: Store, cast: Cast, gate: Gate, llm: LLMClient, counter: TokenCounter,
+    def __init__(self, store: Store, cast: Cast, gate: Gate, budgets: Budgets, llm: LLMClient, counter: TokenCounter,
                  context_window: int, configs: dict[str, CheckinsConfig], after_delivery: Callable[[int], None],
                  clock: Callable[[], float] = time.time):
         self.store = store
+        self.budgets = budgets  # a check-in sent is counted in /stats (it spends no one's allowance)
         self.cast = cast
         self.context_window = context_window
         self.gate = gate
@@ -207,7 +209,7 @@ class CheckIns:
                      stored.character.name, absence.person_id, writer.platform, absence.conversation_id,
                      absence_words(self.clock() - absence.last_at))
             metrics.CHECKINS_SENT.labels(stored.character.name).inc()
-            await self.gate.budgets.checked_in(absence.person_id, stored.id)
+            await self.budgets.checked_in(absence.person_id, stored.id)
             self.after_delivery(absence.conversation_id)
             return True
 

@@ -182,7 +182,7 @@ class Form:
     title: str
     label: str
     prefill: str
-    action: str  # submitted with the text through MemoryCommands.submit
+    action: str  # submitted with the text through CommandRouter.submit
     max_length: int
     instructions: str  # for platforms without forms: the command to send instead
 

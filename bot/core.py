@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from bot.access.gate import Gate
 from bot.characters.cast import Cast
 from bot.checkins import CheckIns
-from bot.commands.router import MemoryCommands
+from bot.commands.router import CommandRouter
 from bot.commands.table import TABLE, help_text
 from bot.contract import (
     NOT_ALLOWED,
@@ -38,7 +38,7 @@ from bot.contract import (
     VoiceNote,
 )
 from bot.model.tokens import TokenCounter
-from bot.registry import Present
+from bot.present import Present
 from bot.scenes import Scenes
 from bot.text import clean_text, parse_number
 from bot.turn.handler import TurnHandler
@@ -77,7 +77,7 @@ class Keepsake:
     """The Core protocol (bot/contract.py), for every adapter of this process."""
 
     def __init__(self, store: Store, cast: Cast, counter: TokenCounter, turns: TurnHandler, gate: Gate,
-                 commands: MemoryCommands, notifications: Notifications, checkins: CheckIns, scenes: Scenes,
+                 commands: CommandRouter, notifications: Notifications, checkins: CheckIns, scenes: Scenes,
                  after_delivery: Callable[[int], None], clock: Callable[[], float] = time.time,
                  speaking: Speaking | None = None, voices: Mapping[str, str] | None = None):
         self.cast = cast

@@ -16,7 +16,7 @@ from bot.access.limits import CallLimits
 from bot.characters.cards import StoredCharacter, load_character
 from bot.characters.cast import Cast
 from bot.checkins import CheckIns, counted_from
-from bot.commands.router import MemoryCommands
+from bot.commands.router import CommandRouter
 from bot.config import Config
 from bot.core import Keepsake, Notifications
 from bot.memory.rebuild import Rebuilds
@@ -33,7 +33,7 @@ from bot.tools.toolbox import Tool, Toolbox, guidance_of
 from bot.turn.handler import TurnHandler
 from bot.turn.prompt import system_prompt
 from bot.voice.listening import Listening
-from bot.voice.server import VoiceServer
+from bot.voice.client import VoiceClient
 from bot.voice.speaking import Speaking, speaks
 from storage.factory import open_store
 from storage.ports import Store
@@ -51,14 +51,14 @@ class Runtime:
     turns: TurnHandler
     summarizer: Summarizer
     rebuilds: Rebuilds
-    commands: MemoryCommands
+    commands: CommandRouter
     jobs: BackgroundJobs
     notifications: Notifications
     checkins: CheckIns
     scenes: Scenes
     gate: Gate
     core: Keepsake  # what adapters get (the Core protocol of bot/contract.py)
-    voice: VoiceServer | None = None  # [voice] (SPEC 16)
+    voice: VoiceClient | None = None  # [voice] (SPEC 16)
 
     def start(self) -> None:
         """Start the background jobs (inside the running event loop)."""
@@ -117,9 +117,9 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         semantic = SemanticRecall(store, embeddings, counter, config.recall.embedding_model)
         if not await semantic.start():
             semantic = None
+    budgets = Budgets(store, config.limits.tokens_per_day, config.limits.zone, clock)
     gate = Gate(store, config.access, {c.name: c.access for c in config.characters},
-                CallLimits(store, config.limits.turns_per_minute),
-                Budgets(store, config.limits.tokens_per_day, config.limits.zone, clock),
+                CallLimits(store, config.limits.turns_per_minute), budgets,
                 age_restricted=frozenset(name for name, character in loaded if character.nsfw))
     if gate.age_restricted:
         log.info("age-restricted characters (they talk only in age-restricted Discord channels, in Discord DMs "
@@ -128,7 +128,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     cast = Cast(store, characters)
     voice, listening = None, None  # voice notes are read as text only without [voice]
     if config.voice is not None:
-        voice = VoiceServer(config.voice, config.llm, http_client=llm_http_client)
+        voice = VoiceClient(config.voice, config.llm, http_client=llm_http_client)
         listening = Listening(voice, config.voice.max_seconds)
     toolbox = Toolbox(everything, gate.tool_refusal)
     turns = TurnHandler(store, llm, counter, cast, window, gate, counted_from, clock=clock, recall_tokens=recall_tokens,
@@ -136,10 +136,10 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                         speaks=lambda spoken_to: speaks(config.voice, spoken_to), toolbox=toolbox)
     notifications = Notifications(store, cast)
     rebuilds = Rebuilds(store, summarizer, notifications.notify, gate.spend)
-    checkins = CheckIns(store, cast, gate, llm, counter, window,
+    checkins = CheckIns(store, cast, gate, budgets, llm, counter, window,
                         {c.name: c.checkins for c in config.characters if c.checkins},
                         after_delivery=summarizer.schedule, clock=clock)
-    commands = MemoryCommands(store, cast, counter, llm, gate, rebuilds, clock=clock,
+    commands = CommandRouter(store, cast, counter, llm, gate, budgets, rebuilds, clock=clock,
                               writes_first=checkins.writes_first, owners=frozenset(config.owner.ids))
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins)

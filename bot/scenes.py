@@ -27,7 +27,7 @@ from dataclasses import replace
 from bot.access.gate import Gate
 from bot.characters.cast import Cast
 from bot.contract import Asker, ConversationKey, IncomingMessage, QueuedTurn, Voice, where_named
-from bot.registry import Present
+from bot.present import Present
 from bot.text import CHAIN_ENDED
 from storage.ports import MessageRow, Store, TurnRow
 

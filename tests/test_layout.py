@@ -110,3 +110,11 @@ def test_handles_are_read_in_one_place_never_split_on_colons():
     for path in (ROOT / "bot").rglob("*.py"):
         text = path.read_text()
         assert 'split(":")' not in text and "split(':')" not in text, path.relative_to(ROOT)
+
+
+def test_nothing_reaches_through_one_service_into_another():
+    """#49: services take what they use (the budgets are handed to whoever counts with them),
+    never `gate.budgets.…`."""
+    reaching = [f"{path.relative_to(ROOT)}:{n}" for path in (ROOT / "bot").rglob("*.py")
+                for n, line in enumerate(path.read_text().splitlines(), 1) if "gate.budgets" in line]
+    assert reaching == []

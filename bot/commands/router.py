@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Awaitable, Callable
 
+from bot.access.budgets import Budgets
 from bot.access.gate import Gate
 from bot.characters.cast import Cast
 from bot.commands.account import AccountCommands
@@ -20,7 +21,7 @@ from bot.commands.base import Person, Press, UsageError
 from bot.commands.buttons import NOT_YOUR_BUTTON, decode_action
 from bot.commands.checkins import CheckinCommands
 from bot.commands.drafts import DraftCommands
-from bot.commands.memories import SavedMemoryCommands
+from bot.commands.memories import SavedCommandRouter
 from bot.commands.persona import PersonaCommands
 from bot.commands.summary import SummaryCommands
 from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
@@ -38,13 +39,13 @@ NOT_A_PERSON = (
 )
 
 
-class MemoryCommands:
+class CommandRouter:
     """The router: one table of commands and one of button verbs, gathered from the modules by
     subject; it checks who asks before any of them runs."""
 
-    def __init__(self, store: Store, cast: Cast, counter: TokenCounter, llm: LLMClient, gate: Gate, rebuilds: Rebuilds,
-                 clock: Callable[[], float] = time.time, writes_first: Callable[[str], bool] = lambda character: False,
-                 owners: frozenset[str] = frozenset()):
+    def __init__(self, store: Store, cast: Cast, counter: TokenCounter, llm: LLMClient, gate: Gate, budgets: Budgets,
+                 rebuilds: Rebuilds, clock: Callable[[], float] = time.time,
+                 writes_first: Callable[[str], bool] = lambda character: False, owners: frozenset[str] = frozenset()):
         self.store = store
         self.cast = cast
         self.gate = gate
@@ -56,9 +57,9 @@ class MemoryCommands:
         self.commands: dict[str, Callable[..., Awaitable[CommandResult]]] = {"help": self.help}
         # Every button verb, with the kinds of its arguments (parsed fail-closed, see Press).
         self.presses: dict[str, Press] = {"cancel": Press(self._press_cancel)}
-        for subject in (SavedMemoryCommands(store, cast, counter, clock), summary, self.drafts,
-                        AccountCommands(store, rebuilds, clock, gate.budgets.today), CheckinCommands(store, writes_first),
-                        PersonaCommands(store, counter), UsageCommands(store, gate.budgets, owners)):
+        for subject in (SavedCommandRouter(store, cast, counter, clock), summary, self.drafts,
+                        AccountCommands(store, rebuilds, clock, budgets.today), CheckinCommands(store, writes_first),
+                        PersonaCommands(store, counter), UsageCommands(store, budgets, owners)):
             self.commands |= subject.commands
             self.presses |= subject.presses
 

@@ -22,7 +22,7 @@ import logging
 from bot.contract import IncomingFile
 from bot.voice.audio import NotAudio, seconds_of
 from bot.voice.in_flight import InFlight
-from bot.voice.server import VoiceFailed, VoiceServer
+from bot.voice.client import VoiceFailed, VoiceClient
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def was_spoken(text: str) -> bool:
 
 
 class Listening:
-    def __init__(self, server: VoiceServer, max_seconds: int):
+    def __init__(self, server: VoiceClient, max_seconds: int):
         self.server = server
         self.max_seconds = max_seconds
         self.in_flight = InFlight(LISTENING_AT_ONCE)

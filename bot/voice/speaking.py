@@ -15,7 +15,7 @@ from bot.config import VoiceConfig
 from bot.contract import VoiceNote
 from bot.voice.audio import NotAudio, describe, seconds_of
 from bot.voice.in_flight import Abandoned, InFlight
-from bot.voice.server import VoiceFailed, VoiceServer
+from bot.voice.client import VoiceFailed, VoiceClient
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ SPEAKING_AT_ONCE = 2  # replies spoken at once in a process
 
 
 class Speaking:
-    def __init__(self, server: VoiceServer):
+    def __init__(self, server: VoiceClient):
         self.server = server
         self.in_flight = InFlight(SPEAKING_AT_ONCE)  # abandoned at once on stop
 

@@ -31,7 +31,7 @@ def _reason(exc: openai.OpenAIError) -> str:
     return f"the voice server could not be reached ({type(exc).__name__})"
 
 
-class VoiceServer:
+class VoiceClient:
     def __init__(self, config: VoiceConfig, llm: LLMConfig, http_client: Any = None):
         self.config = config
         server = config.server(llm)
