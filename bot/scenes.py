@@ -98,7 +98,8 @@ class Scenes:
                    and await self.can_speak(key, name)] or [key.character]
         conversation = await self.cast.conversation_for(key)
         last = await self.store.conversations.recent_messages(conversation.id, 1)
-        last_speaker = last[0].speaker_name if last and last[0].role == "assistant" else None
+        said_last = self.cast.stored_by_id(last[0].character_id) if last and last[0].role == "assistant" else None
+        last_speaker = said_last.character.name if said_last is not None else None
         return drawn_by_talkativeness({name: self.cast.character(name).character.talkativeness for name in present},
                                       last_speaker, self.rng)
 
@@ -130,7 +131,7 @@ class Scenes:
         if reply is None:
             return
         others = [name for name in self.present(conversation.platform)
-                  if name.casefold() != reply.speaker_name.casefold()]
+                  if self.cast.character(name).id != reply.character_id]
         target = named(reply.content, others)
         if target is None:
             return

@@ -84,6 +84,7 @@ class MessageRow(NamedTuple):
     tokens: int
     platform_message_id: str | None
     created_at: float
+    character_id: int | None = None  # a character's message: which character said it (a person's: None)
 
 
 class TurnRow(NamedTuple):

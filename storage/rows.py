@@ -23,7 +23,8 @@ from storage.ports import (
 
 MEMORY_COLUMNS = "id, person_id, character_id, content, tokens, pinned, source, created_at, updated_at"
 MESSAGE_COLUMNS = (
-    "id, conversation_id, pos, role, person_id, speaker_name, content, tokens, platform_message_id, created_at"
+    "id, conversation_id, pos, role, person_id, speaker_name, content, tokens, platform_message_id, created_at, "
+    "character_id"
 )
 TURN_COLUMNS = (
     "id, conversation_id, person_id, user_message_id, reply_message_id, status, receipt, created_at, "

@@ -115,9 +115,10 @@ def memory_line(memory: MemoryRow, now: float) -> str:
     return f"#{memory.id} ({', '.join(memory_marks(memory, now))}): {quoted(memory.content)}"
 
 
-def _another_character(row: MessageRow, character: Character, shared: bool) -> bool:
-    """A reply of another character of the scene (only a shared chat is a scene)."""
-    return shared and row.role == "assistant" and row.speaker_name.casefold() != character.name.casefold()
+def _another_character(row: MessageRow, character_id: int, shared: bool) -> bool:
+    """A reply of another character of the scene (only a shared chat is a scene), by who said it
+    (its character's id: a person named like a character is a person, SPEC 15)."""
+    return shared and row.role == "assistant" and row.character_id != character_id
 
 
 def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidance: str = "",
@@ -132,7 +133,8 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
     if shared:
         system += "\n\n" + SHARED_NOTE.format(user=speaker_name)
     # in a scene (SPEC 15), other characters' replies are lines of others, as a person's are
-    others = list(dict.fromkeys(row.speaker_name for row in window if _another_character(row, character, shared)))
+    others = list(dict.fromkeys(row.speaker_name for row in window
+                                if _another_character(row, context.character.id, shared)))
     if others:
         system += "\n\n" + SCENE_NOTE.format(others=", ".join(others), char=character.nickname or character.name)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
@@ -168,7 +170,7 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
         tokens["recall"] = sum(p.tokens for p in recalled) + BLOCK_TOKENS
 
     for row in window:
-        if (row.role == "user" and shared) or _another_character(row, character, shared):
+        if (row.role == "user" and shared) or _another_character(row, context.character.id, shared):
             messages.append({"role": "user", "content": f"{row.speaker_name}: {row.content}"})
         else:
             messages.append({"role": row.role, "content": row.content})

@@ -17,6 +17,7 @@ from storage.sql.migrations import (
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
+    WHO_SAID_IT,
 )
 
 MIGRATIONS: list[str] = [
@@ -298,4 +299,6 @@ MIGRATIONS: list[str] = [
     PERSONAS_AND_BUDGETS,
     # 9 — hardening IV, as SQLite's 17
     HARDENING_IV,
+    # 10 — who said it, as SQLite's 18
+    WHO_SAID_IT,
 ]

@@ -24,13 +24,14 @@ async def next_place(tx: Connection, conversation_id: int) -> int:
 
 async def insert_message(tx: Connection, conversation_id: int, pos: int, role: str, person_id: int | None,
                          speaker_name: str, content: str, tokens: int, platform_message_id: str | None,
-                         now: float) -> MessageRow | None:
-    """Store one message; None when its platform id is in the conversation already."""
+                         now: float, character_id: int | None = None) -> MessageRow | None:
+    """Store one message (a character's names its `character_id`); None when its platform id is
+    in the conversation already."""
     row = await tx.one(
         "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
-        "platform_message_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING "
-        f"RETURNING {MESSAGE_COLUMNS}",
-        conversation_id, pos, role, person_id, speaker_name, content, tokens, platform_message_id, now)
+        "platform_message_id, created_at, character_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+        f"ON CONFLICT DO NOTHING RETURNING {MESSAGE_COLUMNS}",
+        conversation_id, pos, role, person_id, speaker_name, content, tokens, platform_message_id, now, character_id)
     return message(row) if row else None
 
 
@@ -121,7 +122,8 @@ class SQLConversations(Conversations):
             if await tx.value("SELECT COUNT(*) FROM messages WHERE conversation_id = $1", conversation_id):
                 return False
             await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "assistant", None,
-                                 character_name, content, tokens, None, self.db.clock())
+                                 character_name, content, tokens, None, self.db.clock(),
+                                 await tx.value("SELECT character_id FROM conversations WHERE id = $1", conversation_id))
         return True
 
     async def add_user_message(

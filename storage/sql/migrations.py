@@ -90,6 +90,19 @@ HARDENING_IV = """
     );
 """
 
+# Who said it, by id (#49): a character's message names its character by id, not only by the
+# name a prompt and a scene would match. Old rows: a reply or check-in from its turn; what no turn
+# wrote (a greeting) from the character of that name, else from its conversation's character.
+WHO_SAID_IT = """
+    ALTER TABLE messages ADD COLUMN character_id BIGINT;
+    UPDATE messages SET character_id = (SELECT t.character_id FROM turns t WHERE t.reply_message_id = messages.id)
+        WHERE role = 'assistant';
+    UPDATE messages SET character_id = (SELECT c.id FROM characters c WHERE c.name = messages.speaker_name)
+        WHERE role = 'assistant' AND character_id IS NULL;
+    UPDATE messages SET character_id = (SELECT v.character_id FROM conversations v WHERE v.id = messages.conversation_id)
+        WHERE role = 'assistant' AND character_id IS NULL;
+"""
+
 # Scenes (SPEC 15). A turn names the character that answers (a scene's characters share one
 # conversation); the turns stored before say their conversation's character. Then every chat
 # keeps one shared conversation — its scene: where characters of the deployment had a

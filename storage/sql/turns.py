@@ -281,7 +281,8 @@ class SQLTurns(Turns):
             place = (user_message.pos + 1 if user_message.role == "user"
                      else await next_place(tx, user_message.conversation_id))
             reply = await insert_message(tx, user_message.conversation_id, place, "assistant", None,
-                                         speaker_name, content, tokens, None, self.db.clock())
+                                         speaker_name, content, tokens, None, self.db.clock(),
+                                         await tx.value("SELECT character_id FROM turns WHERE id = $1", turn_id))
             assert reply is not None  # a reply has no platform id yet: nothing to conflict with
             # This turn becomes 'done' with its reply, not yet shown; a turn it regenerates (the
             # same message's earlier 'done' turn) becomes 'replaced' in the same statement. The

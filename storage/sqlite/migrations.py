@@ -16,6 +16,7 @@ from storage.sql.migrations import (
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
+    WHO_SAID_IT,
 )
 
 # a message the full-text index holds: stored since the index, or reached by its backfill
@@ -356,4 +357,6 @@ MIGRATIONS: list[str] = [
     PERSONAS_AND_BUDGETS,
     # 17 — hardening IV (SPEC 17; storage/sql/migrations.py)
     HARDENING_IV,
+    # 18 — who said it, by id (#49; storage/sql/migrations.py)
+    WHO_SAID_IT,
 ]
