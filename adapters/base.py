@@ -4,6 +4,7 @@
   second), then `deliver` the final reply.
 - `deliver`: split the reply at the platform's limit, reuse the streamed messages, put the
   buttons on the last part, and keep the Regenerate button on the latest reply only.
+- after the text, each part of the reply (a voice note) through the platform's one `send_part`.
 - `regenerate`: replace the latest reply (only the person it answered may), never half-way.
 - `recover`: replies a crash cut off — answered again under 5 minutes, else marked; at start
   and every RECOVER_EVERY_S after (`keep_recovering`), since another process sharing the
@@ -39,6 +40,7 @@ from bot.contract import (
     Core,
     Identity,
     IncomingMessage,
+    Part,
     QueuedTurn,
     Reply,
     ReplySink,
@@ -82,8 +84,8 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     async def delete(self, place: Place, message_id: str) -> None: ...
 
     @abc.abstractmethod
-    async def send_voice(self, place: Place, note: VoiceNote) -> str:
-        """Send a voice note (SPEC 16); its id."""
+    async def send_part(self, place: Place, made: VoiceNote) -> str:
+        """Send what a reply carries besides its text (a voice note, SPEC 16); its id."""
 
     @abc.abstractmethod
     async def drop_buttons(self, place: Place, message_id: str) -> None: ...
@@ -151,19 +153,20 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         if reply.duplicate:  # nothing to send: answered before, or elsewhere
             return
         await self.deliver(place, reply_to, reply, live)
-        if reply.spoken:
-            await self.speak(place, reply)
+        for part in reply.parts:
+            await self.send_after(place, part)
 
-    async def speak(self, place: Place, reply: Reply) -> None:
-        """After its text, the reply as a voice note (SPEC 16). Speech that fails leaves the
-        text alone: one WARNING (the core's when the speech failed, this one when sending it)."""
-        note = await self.core.voice_note(reply, self.shows_waveforms)
-        if note is None:
+    async def send_after(self, place: Place, part: Part) -> None:
+        """After its text, a part of the reply (a voice note, SPEC 16), made now. One that fails
+        leaves the text alone: one WARNING (the core's when it could not be made, this one when
+        the platform would not take it)."""
+        made = await part.made(self.shows_waveforms)
+        if made is None:
             return
         try:
-            await self.send_voice(place, note)
+            await self.send_part(place, made)
         except Exception as failure:
-            log.warning("%s: a reply's voice note could not be sent (%s: %s); the text stands", self.platform,
+            log.warning("%s: a reply's %s could not be sent (%s: %s); the text stands", self.platform, part.kind,
                         type(failure).__name__, failure)
 
     async def deliver(self, place: Place, reply_to: str | None, reply: Reply, existing: list[str]) -> list[str]:

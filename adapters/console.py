@@ -37,6 +37,7 @@ CONSOLE_COMMANDS = """
 
 
 PROGRAM = "(Keepsake)"
+CANNOT_SHOW = {"voice": "A voice note"}  # a reply's parts, in words
 
 
 ITALIC, UPRIGHT = "\x1b[3m", "\x1b[23m"
@@ -211,6 +212,9 @@ class Console:
                 self.say()
             # An error is the program speaking, not the character.
             self.say(f"{PROGRAM} {reply.text}\n" if reply.is_error else f"{self.character_name}: {self.shown_text(reply.text)}\n")
+        for part in reply.parts:  # what a terminal cannot show is named, never made
+            self.say(f"{PROGRAM} ({CANNOT_SHOW.get(part.kind, part.kind)} comes with this reply on Discord and "
+                     "Telegram; the console shows text only)")
         if reply.turn is not None:
             self.last_turn = reply.turn
             await self.core.delivered(reply, [])

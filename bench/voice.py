@@ -80,7 +80,8 @@ async def measure(turns: int) -> dict[str, float]:
                                          spoken=True, seconds=NOTE_SECONDS)
                     reply = await runtime.turns.handle(IncomingMessage(KEY, ANN, "Ann", "", files=(voice,)))
                     await runtime.core.delivered(reply, [])
-                    assert reply.spoken and await runtime.core.voice_note(reply, waveform) is not None
+                    spoken_part, = reply.parts
+                    assert await spoken_part.made(waveform) is not None
                 return turn
 
             async def cpu_ms(turn) -> float:

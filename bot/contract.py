@@ -154,7 +154,8 @@ class Reply:
     character could answer, or `[access]` keeps the asker out in a shared chat (silence).
     `on_behalf`: who the turn answered for (the person whose message started a scene's chain),
     handed back with `Core.delivered` so a chain that follows answers for them too.
-    `spoken`: after the text, the reply is sent as a voice note too (`Core.voice_note`, SPEC 16)."""
+    `parts`: what goes out after the text (a voice note, SPEC 16), each through the adapter's
+    one `send_part`."""
 
     text: str
     is_error: bool = False
@@ -162,7 +163,7 @@ class Reply:
     turn: TurnRef | None = None
     buttons: list[list[Button]] = field(default_factory=list)
     on_behalf: Asker | None = None
-    spoken: bool = False
+    parts: list["Part"] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,17 @@ class VoiceNote:
     audio: bytes = field(repr=False)
     seconds: float
     waveform: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Part:
+    """What a reply carries besides its text: a voice note (SPEC 16; pictures and files go the same
+    way). `made(waveform)` makes it as it is sent, after the text — the text never waits for it —
+    with a waveform where the platform shows one; None when it could not be made (the text stands
+    alone). An adapter that cannot send a kind names it (the console)."""
+
+    kind: str  # "voice"
+    made: Callable[[bool], Awaitable[VoiceNote | None]] = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -517,15 +529,7 @@ class Presence(Protocol):
         """The character's picture (a PNG card's image), for an avatar; None without one."""
 
 
-class Speaking(Protocol):
-    """Replies in the character's voice (SPEC 16)."""
-
-    async def voice_note(self, reply: Reply, waveform: bool = False) -> VoiceNote | None:
-        """A `spoken` reply as a voice note in its character's voice, with its waveform when the
-        platform shows one; None when speech failed (said once in the log): the text stands alone."""
-
-
-class Core(Conversation, Speaking, Regenerating, Recovery, Commands, PrivateAnswers, Gatekeeping, Coordination,
+class Core(Conversation, Regenerating, Recovery, Commands, PrivateAnswers, Gatekeeping, Coordination,
            Presence, Protocol):
     """All an adapter may ask of the core: the small protocols above, each one subject. The core
     (bot/core.py) implements them all; a part of an adapter that needs one asks for that one."""

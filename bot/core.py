@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from dataclasses import replace
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable
 
 from bot.access.gate import Gate
 from bot.characters.cast import Cast
@@ -35,14 +35,12 @@ from bot.contract import (
     ReplySink,
     TurnRef,
     Voice,
-    VoiceNote,
 )
 from bot.model.tokens import TokenCounter
 from bot.present import Present
 from bot.scenes import Scenes
 from bot.text import clean_text, parse_number
 from bot.turn.handler import TurnHandler
-from bot.voice.speaking import Speaking
 from storage.ports import RECOVER_WITHIN_S, Store
 
 log = logging.getLogger(__name__)
@@ -78,8 +76,7 @@ class Keepsake:
 
     def __init__(self, store: Store, cast: Cast, counter: TokenCounter, turns: TurnHandler, gate: Gate,
                  commands: CommandRouter, notifications: Notifications, checkins: CheckIns, scenes: Scenes,
-                 after_delivery: Callable[[int], None], clock: Callable[[], float] = time.time,
-                 speaking: Speaking | None = None, voices: Mapping[str, str] | None = None):
+                 after_delivery: Callable[[int], None], clock: Callable[[], float] = time.time):
         self.cast = cast
         self.counter = counter
         self.clock = clock
@@ -92,8 +89,6 @@ class Keepsake:
         self.commands = commands
         self.notifications = notifications
         self.after_delivery = after_delivery  # background work once a reply is out (summaries)
-        self.speaking = speaking  # replies spoken ([voice] speech_model); None: never
-        self.voices = {name.casefold(): voice for name, voice in (voices or {}).items()}  # every character's voice
 
     # -- conversations -----------------------------------------------------------------------
     def character_name(self, name: str) -> str:
@@ -132,13 +127,6 @@ class Keepsake:
         else:
             await self.scenes.after_reply(turn, reply.on_behalf)
         return await self.store.turns.shown_before(turn.id)
-
-    async def voice_note(self, reply: Reply, waveform: bool = False) -> VoiceNote | None:
-        turn = await self.store.turns.turn(reply.turn.id) if reply.turn is not None else None
-        speaker = self.cast.stored_by_id(turn.character_id) if turn is not None else None
-        if not reply.spoken or self.speaking is None or speaker is None:
-            return None
-        return await self.speaking.voice_note(reply.text, self.voices[speaker.character.name.casefold()], waveform)
 
     async def undelivered(self, reply: Reply) -> None:
         turn = await self.store.turns.turn(reply.turn.id) if reply.turn is not None else None

@@ -69,8 +69,8 @@ class Runtime:
         hanging audio server never holds up the exit (SPEC 16); a note stays kept as its placeholder."""
         if self.turns.listening is not None:
             self.turns.listening.in_flight.abandon()
-        if self.core.speaking is not None:
-            self.core.speaking.in_flight.abandon()
+        if self.turns.speaking is not None:
+            self.turns.speaking.in_flight.abandon()
 
     async def close(self) -> None:
         self.abandon_audio()
@@ -133,7 +133,9 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     toolbox = Toolbox(everything, gate.tool_refusal)
     turns = TurnHandler(store, llm, counter, cast, window, gate, counted_from, clock=clock, recall_tokens=recall_tokens,
                         semantic=semantic, listening=listening,
-                        speaks=lambda spoken_to: speaks(config.voice, spoken_to), toolbox=toolbox)
+                        speaks=lambda spoken_to: speaks(config.voice, spoken_to), toolbox=toolbox,
+                        speaking=Speaking(voice) if voice is not None and speaks(config.voice, True) else None,
+                        voices={c.name: c.voice for c in config.characters})
     notifications = Notifications(store, cast)
     rebuilds = Rebuilds(store, summarizer, notifications.notify, gate.spend)
     checkins = CheckIns(store, cast, gate, budgets, llm, counter, window,
@@ -145,8 +147,6 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                           checkins=checkins)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)
     core = Keepsake(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
-                    after_delivery=summarizer.schedule, clock=clock,
-                    speaking=Speaking(voice) if voice is not None and speaks(config.voice, True) else None,
-                    voices={c.name: c.voice for c in config.characters})
+                    after_delivery=summarizer.schedule, clock=clock)
     return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications,
                    checkins, scenes, gate, core, voice)

@@ -9,7 +9,7 @@ from tests.fakes.llm_server import text, tool_calls
 
 
 async def run_console(tmp_path, llm, lines: list[str], card=ROOT / "characters" / "mira.json",
-                      name: str = "Ann") -> tuple[int, str, str]:
+                      name: str = "Ann", extra: str = "") -> tuple[int, str, str]:
     config = tmp_path / "config.toml"
     config.write_text(f"""
 [llm]
@@ -21,6 +21,7 @@ max_retries = 0
 [storage]
 path = "data/keepsake.sqlite3"
 
+{extra}
 [[characters]]
 name = "Mira"
 card = "{card}"
@@ -292,3 +293,15 @@ async def test_a_restarted_console_shows_where_the_talk_left_off_and_keeps_actio
     assert "Mira looks up from the logbook" not in out  # not greeted again mid-conversation
     assert "(Keepsake) Where you left off:\nAnn: the tide is at six\nMira: *nods slowly* Noted, Ann.\n" in out
     assert "Mira: \n" not in out and "(Keepsake) Sorry, I couldn't answer just now" in out
+
+
+async def test_the_console_names_a_voice_note_it_cannot_play_and_never_makes_it(tmp_path, llm):
+    """#49: a reply's parts go through each adapter's one way of sending them; the console names
+    what it cannot show (and asks no speech of the server)."""
+    voice = '[voice]\nspeech_model = "tts-1"\nreply_in_voice = "always"\n'
+    llm.add(text("The lamp is lit."))
+    code, out, err = await run_console(tmp_path, llm, ["is the lamp lit?", "/quit"], extra=voice)
+    assert code == 0, err
+    assert "Mira: The lamp is lit.\n" in out
+    assert "(Keepsake) (A voice note comes with this reply on Discord and Telegram; the console shows text only)" in out
+    assert llm.speech_requests == []

@@ -203,7 +203,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                    formatted: bool = True) -> None:
         await place.get_partial_message(int(message_id)).edit(content=text, view=view_of(buttons))
 
-    async def send_voice(self, place: Messageable, note: VoiceNote) -> str:
+    async def send_part(self, place: Messageable, note: VoiceNote) -> str:
         """A real voice message (the voice-message flag, with its length and waveform), sent
         through discord.py's own request building; where Discord refuses it, an audio file."""
         try:

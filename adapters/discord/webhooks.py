@@ -78,7 +78,7 @@ class Host(Protocol):
                    formatted: bool = True) -> None: ...
     async def delete(self, place: discord.abc.Messageable, message_id: str) -> None: ...
     async def drop_buttons(self, place: discord.abc.Messageable, message_id: str) -> None: ...
-    async def send_voice(self, place: discord.abc.Messageable, note: VoiceNote) -> str: ...
+    async def send_part(self, place: discord.abc.Messageable, note: VoiceNote) -> str: ...
 
 
 class WebhookVoice(ChatAdapter[Spot]):
@@ -123,11 +123,11 @@ class WebhookVoice(ChatAdapter[Spot]):
             **self._view(buttons), **self._thread(place)))
         return str(message.id)
 
-    async def send_voice(self, place: Spot, note: VoiceNote) -> str:
+    async def send_part(self, place: Spot, note: VoiceNote) -> str:
         """In a DM as the host; in a channel by the character's webhook, as an audio file (a
         webhook sends no voice message)."""
         if not place.shared:
-            return await self.host.send_voice(place.messageable, note)
+            return await self.host.send_part(place.messageable, note)
         message = await self._hooked(place, lambda hook: hook.send(
             username=self.character_name, wait=True, file=audio_file(note), **self._thread(place)))
         return str(message.id)

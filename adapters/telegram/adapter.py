@@ -237,7 +237,7 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def delete(self, place: Place, message_id: str) -> None:
         await self.bot.delete_message(place.chat_id, int(message_id))
 
-    async def send_voice(self, place: Place, note: VoiceNote) -> str:
+    async def send_part(self, place: Place, note: VoiceNote) -> str:
         sent = await with_flood_retry(lambda: self.bot.send_voice(
             place.chat_id, note.audio, duration=max(1, round(note.seconds)), filename="reply.ogg",
             message_thread_id=place.thread_id))

@@ -33,7 +33,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Awaitable, Callable, Hashable, Sequence
+from typing import Awaitable, Callable, Hashable, Mapping, Sequence
 
 from bot import metrics
 from bot.access.gate import Gate
@@ -67,6 +67,7 @@ from bot.turn.context import read_context
 from bot.turn.prompt import Prompt, build_prompt
 from bot.voice.in_flight import Abandoned
 from bot.voice.listening import NOT_TRANSCRIBED, TEXT_ONLY, Listening, spoken, was_spoken
+from bot.voice.speaking import Speaking
 from storage.ports import ConversationRow, LeftTheLine, MessageRow, Store
 
 log = logging.getLogger(__name__)
@@ -174,6 +175,8 @@ class TurnHandler:
         listening: Listening | None = None,
         speaks: Callable[[bool], bool] = lambda spoken_to: False,
         toolbox: Toolbox | None = None,
+        speaking: Speaking | None = None,
+        voices: Mapping[str, str] | None = None,
     ):
         self.store = store
         self.recall_tokens = recall_tokens  # the recall budget (0: recall is off)
@@ -188,6 +191,8 @@ class TurnHandler:
         self.arrivals = ArrivalOrder()  # storing and queueing, per conversation key
         self.listening = listening  # voice notes heard ([voice], SPEC 16); None: the character reads text only
         self.speaks = speaks  # whether a reply is spoken, given whether its message was a voice note
+        self.speaking = speaking  # replies spoken ([voice] speech_model); None: never
+        self.voices = {name.casefold(): voice for name, voice in (voices or {}).items()}  # each character's voice
         self.toolbox = toolbox or Toolbox([], gate.tool_refusal)  # what the character may do mid-reply (bot/tools/)
 
     # -- a turn ----------------------------------------------------------------------------
@@ -478,7 +483,10 @@ class TurnHandler:
         presser = answered_for if answered_for is not None else person_id
         if presser is not None:  # nobody in particular cannot press a button
             buttons = [[Button(REGENERATE_LABEL, encode_action(presser, "regen", turn_id))]]
-        return Reply(text, turn=TurnRef(turn_id), buttons=buttons, spoken=self.speaks(was_spoken(user_row.content)))
+        parts = []  # after the text: the reply spoken, when it is (SPEC 16)
+        if self.speaking is not None and self.speaks(was_spoken(user_row.content)):
+            parts.append(self.speaking.part(text, self.voices[stored.character.name.casefold()]))
+        return Reply(text, turn=TurnRef(turn_id), buttons=buttons, parts=parts)
 
     async def _recall(self, conversation_id: int, character_name: str, user_row: MessageRow,
                       newest_first: list[MessageRow], window: list[MessageRow],

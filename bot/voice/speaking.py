@@ -12,7 +12,7 @@ import re
 import regex
 
 from bot.config import VoiceConfig
-from bot.contract import VoiceNote
+from bot.contract import Part, VoiceNote
 from bot.voice.audio import NotAudio, describe, seconds_of
 from bot.voice.in_flight import Abandoned, InFlight
 from bot.voice.client import VoiceFailed, VoiceClient
@@ -55,6 +55,10 @@ class Speaking:
     def __init__(self, server: VoiceClient):
         self.server = server
         self.in_flight = InFlight(SPEAKING_AT_ONCE)  # abandoned at once on stop
+
+    def part(self, text: str, voice: str) -> Part:
+        """The reply spoken in `voice`, as a part sent after its text (made as it is sent)."""
+        return Part("voice", lambda waveform: self.voice_note(text, voice, waveform))
 
     async def voice_note(self, text: str, voice: str, waveform: bool) -> VoiceNote | None:
         """The reply as a voice note (with its waveform only when asked: decoding costs); None
