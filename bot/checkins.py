@@ -35,20 +35,20 @@ from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
 from bot.commands.buttons import encode_action
 from bot.config import CheckinsConfig
-from bot.contract import Button, ConversationKey, FirstWriter, Unreachable
+from bot.contract import Button, ConversationKey, FirstWriter
 from bot.model.llm import LLMClient, LLMError
 from bot.model.tokens import TokenCounter
+from bot.outbox import Letter, Outbox
 from bot.present import Present
 from bot.turn.context import read_context
 from bot.turn.prompt import build_prompt
-from storage.ports import Absence, ConversationRow, Store
+from storage.ports import Absence, ConversationRow, MessageRow, Store
 
 log = logging.getLogger(__name__)
 
 MIN_MESSAGES = 4  # the person's messages in the conversation before a check-in may follow an absence
 SCAN_BATCH = 100  # absences handled per platform and scan; the rest wait for the next scan
 AT_ONCE = 8  # check-ins written at the same time (each waits seconds for the model)
-CLAIM_LEASE_S = 120.0  # one process writes a conversation's check-in at a time
 PER_SECOND = 10  # check-ins sent a second at most, per writer (a bot account)
 DONT_WRITE_FIRST = "🔕 Don't write first"
 INSTRUCTION = """\
@@ -107,7 +107,7 @@ class Pace:
 
 class CheckIns:
     def __init__(self, store: Store, cast: Cast, gate: Gate, budgets: Budgets, llm: LLMClient, counter: TokenCounter,
-                 context_window: int, configs: dict[str, CheckinsConfig], after_delivery: Callable[[int], None],
+                 context_window: int, configs: dict[str, CheckinsConfig], outbox: Outbox,
                  clock: Callable[[], float] = time.time):
         self.store = store
         self.budgets = budgets  # a check-in sent is counted in /stats (it spends no one's allowance)
@@ -117,7 +117,7 @@ class CheckIns:
         self.llm = llm
         self.counter = counter
         self.configs = {name.casefold(): config for name, config in configs.items()}
-        self.after_delivery = after_delivery  # background work once a message is out (summaries)
+        self.outbox = outbox  # how a check-in goes out: claim, gate, compose, store, send (bot/outbox.py)
         self.clock = clock
         self.writers: Present[FirstWriter] = Present()
 
@@ -167,51 +167,16 @@ class CheckIns:
         return sent
 
     async def _check_in(self, writer: FirstWriter, stored: StoredCharacter, absence: Absence, pace: Pace) -> bool:
-        async with self.store.coordination.claim(f"checkin:{absence.conversation_id}", CLAIM_LEASE_S) as mine:
-            if not mine:
-                return False  # another process is writing this one
-            conversation = await self.store.conversations.conversation_by_id(absence.conversation_id)
-            key = self.cast.key_of(conversation) if conversation is not None else None
-            user_id = next((user for platform, user in await self.store.people.identities_of(absence.person_id)
-                            if platform == writer.platform), None)
-            if key is None or user_id is None:
-                return False
-            if not self.gate.may_answer(stored.character.name, await writer.asker_for(key, user_id)):
-                await self.store.checkins.pass_over(absence)  # [access]: they get none
-                return False
-            if await self.gate.past(absence.person_id, key):
-                return False  # past [limits] right now: a later scan tries again (nothing taken)
-            try:
-                text, receipt = await self._compose(stored, conversation, absence)
-            except LLMError as failure:
-                log.warning("a check-in in conversation %d could not be written (%s); the next scan tries again",
-                            absence.conversation_id, failure)
-                return False
-            stale = await self._regenerate_shown(absence.conversation_id)  # read before the check-in is a turn too
-            row = await self.store.checkins.store(absence, stored.character.name, text, self.counter.count(text),
-                                                  receipt)
-            if row is None:
-                return False  # the person wrote meanwhile, or another process sent it
-            buttons = [[Button(DONT_WRITE_FIRST, encode_action(absence.person_id, "nocheckin"))]]
-            await pace()
-            try:
-                shown = await writer.write_first(key, text, buttons, stale)
-            except Unreachable as refused:
-                log.info("a check-in in conversation %d was refused (%s): none until the person writes again",
-                         absence.conversation_id, refused)
-                await self.store.checkins.withdraw(absence, row.id, wait_again=False)
-                return False
-            except Exception:
-                await self.store.checkins.withdraw(absence, row.id, wait_again=True)
-                raise
-            await self.store.turns.shown(row.id, shown)
-            log.info("check-in: %s wrote first to person %d on %s (conversation %d), %s after their last message",
-                     stored.character.name, absence.person_id, writer.platform, absence.conversation_id,
-                     absence_words(self.clock() - absence.last_at))
-            metrics.CHECKINS_SENT.labels(stored.character.name).inc()
-            await self.budgets.checked_in(absence.person_id, stored.id)
-            self.after_delivery(absence.conversation_id)
-            return True
+        conversation = await self.store.conversations.conversation_by_id(absence.conversation_id)
+        key = self.cast.key_of(conversation) if conversation is not None else None
+        user_id = next((user for platform, user in await self.store.people.identities_of(absence.person_id)
+                        if platform == writer.platform), None)
+        if key is None or user_id is None:
+            return False
+        letter = Letter(f"checkin:{absence.conversation_id}", absence.conversation_id, absence.person_id, stored, key,
+                        user_id, writer)
+        return await self.outbox.post(_CheckIn(self, absence, conversation), letter, pace,
+                                      stale=lambda: self._regenerate_shown(absence.conversation_id))
 
     async def _regenerate_shown(self, conversation_id: int) -> list[str]:
         """Where the latest reply shows its Regenerate button, which stops working once a check-in
@@ -238,3 +203,38 @@ class CheckIns:
             "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
         }
         return text, receipt
+
+
+class _CheckIn:
+    """One absence's check-in, as the outbox's source (bot/outbox.py)."""
+
+    def __init__(self, checkins: CheckIns, absence: Absence, conversation: ConversationRow):
+        self.checkins, self.absence, self.conversation = checkins, absence, conversation
+
+    async def may_wait(self, letter: Letter) -> bool:
+        # past [limits] right now: a later scan tries again (a check-in takes nothing from them)
+        return await self.checkins.gate.past(self.absence.person_id, letter.key)
+
+    async def passed_over(self, letter: Letter) -> None:
+        await self.checkins.store.checkins.pass_over(self.absence)  # [access]: they get none
+
+    async def compose(self, letter: Letter) -> tuple[str, dict]:
+        return await self.checkins._compose(letter.character, self.conversation, self.absence)
+
+    async def keep(self, letter: Letter, text: str, receipt: dict) -> MessageRow | None:
+        return await self.checkins.store.checkins.store(self.absence, letter.character.character.name, text,
+                                                        self.checkins.counter.count(text), receipt)
+
+    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool) -> None:
+        await self.checkins.store.checkins.withdraw(self.absence, row.id, wait_again=not for_good)
+
+    def buttons(self, letter: Letter) -> list[list[Button]]:
+        return [[Button(DONT_WRITE_FIRST, encode_action(self.absence.person_id, "nocheckin"))]]
+
+    async def sent(self, letter: Letter) -> None:
+        name = letter.character.character.name
+        log.info("check-in: %s wrote first to person %d on %s (conversation %d), %s after their last message",
+                 name, self.absence.person_id, letter.writer.platform, self.absence.conversation_id,
+                 absence_words(self.checkins.clock() - self.absence.last_at))
+        metrics.CHECKINS_SENT.labels(name).inc()
+        await self.checkins.budgets.checked_in(self.absence.person_id, letter.character.id)

@@ -37,6 +37,7 @@ from bot.contract import (
     Voice,
 )
 from bot.model.tokens import TokenCounter
+from bot.outbox import Delivered
 from bot.present import Present
 from bot.scenes import Scenes
 from bot.text import clean_text, parse_number
@@ -76,7 +77,7 @@ class Keepsake:
 
     def __init__(self, store: Store, cast: Cast, counter: TokenCounter, turns: TurnHandler, gate: Gate,
                  commands: CommandRouter, notifications: Notifications, checkins: CheckIns, scenes: Scenes,
-                 after_delivery: Callable[[int], None], clock: Callable[[], float] = time.time):
+                 delivered: Delivered, clock: Callable[[], float] = time.time):
         self.cast = cast
         self.counter = counter
         self.clock = clock
@@ -88,7 +89,7 @@ class Keepsake:
         self.turns = turns
         self.commands = commands
         self.notifications = notifications
-        self.after_delivery = after_delivery  # background work once a reply is out (summaries)
+        self.shown = delivered  # what follows a reply shown: its mark, summaries (shared with the outbox)
 
     # -- conversations -----------------------------------------------------------------------
     def character_name(self, name: str) -> str:
@@ -120,8 +121,7 @@ class Keepsake:
         turn = await self.store.turns.turn(reply.turn.id) if reply.turn is not None else None
         if turn is None or turn.reply_message_id is None:
             return []
-        await self.store.turns.shown(turn.reply_message_id, list(platform_message_ids))
-        self.after_delivery(turn.conversation_id)
+        await self.shown(turn.conversation_id, turn.reply_message_id, list(platform_message_ids))
         if turn.id in self._answered_again:  # a chain resumes at most once after a crash
             self._answered_again.discard(turn.id)
         else:

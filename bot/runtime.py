@@ -27,6 +27,7 @@ from bot.memory.summaries import Summarizer
 from bot.model.llm import LLMClient
 from bot.memory.tools import memory_tools
 from bot.model.tokens import TokenCounter
+from bot.outbox import Delivered, Outbox
 from bot.scenes import Scenes
 from bot.scheduler import BackgroundJobs
 from bot.tools.toolbox import Tool, Toolbox, guidance_of
@@ -138,15 +139,16 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                         voices={c.name: c.voice for c in config.characters})
     notifications = Notifications(store, cast)
     rebuilds = Rebuilds(store, summarizer, notifications.notify, gate.spend)
+    delivered = Delivered(store, after_delivery=summarizer.schedule)  # a reply's and a letter's (bot/outbox.py)
     checkins = CheckIns(store, cast, gate, budgets, llm, counter, window,
                         {c.name: c.checkins for c in config.characters if c.checkins},
-                        after_delivery=summarizer.schedule, clock=clock)
+                        Outbox(store, gate, delivered), clock=clock)
     commands = CommandRouter(store, cast, counter, llm, gate, budgets, rebuilds, clock=clock,
                               writes_first=checkins.writes_first, owners=frozenset(config.owner.ids))
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)
     core = Keepsake(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
-                    after_delivery=summarizer.schedule, clock=clock)
+                    delivered, clock=clock)
     return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications,
                    checkins, scenes, gate, core, voice)

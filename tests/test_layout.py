@@ -118,3 +118,11 @@ def test_nothing_reaches_through_one_service_into_another():
     reaching = [f"{path.relative_to(ROOT)}:{n}" for path in (ROOT / "bot").rglob("*.py")
                 for n, line in enumerate(path.read_text().splitlines(), 1) if "gate.budgets" in line]
     assert reaching == []
+
+
+def test_one_module_sends_what_a_character_writes_first():
+    """#49: claim, gate, compose, store unshown, send, mark shown, take back — written once, in
+    bot/outbox.py; a check-in (and a reminder next) is a source of it."""
+    senders = {path.relative_to(ROOT).as_posix() for path in (ROOT / "bot").rglob("*.py")
+               if ".write_first(" in path.read_text()}
+    assert senders == {"bot/outbox.py"}

@@ -1,0 +1,121 @@
+"""The outbox (SPEC 14, and reminders next): one way a character's own message goes out, whatever
+wrote it — claim, gate, compose, store unshown, pace, send, mark shown, take back on failure.
+
+- A `Source` (check-ins, bot/checkins.py) says what to write and how it is kept: it composes the
+  text (a model failure raises LLMError: nothing is kept, a later scan tries again), stores it
+  unshown with its own marks in one transaction, takes it back, and notes it was sent.
+- `Outbox.post` runs a `Letter` of a source through the steps, in every process at most once (the
+  claim is the database's), through the writer (the adapter running that character on that
+  platform). Someone the gate does not let in is passed over; a platform that refuses the person
+  (a blocked bot) takes the letter back for good; any other failure takes it back to be tried
+  again. What was not shown was not said (SPEC 15).
+- `Delivered` is what follows a message shown — its mark, and the background work (summaries) —
+  shared by a reply (bot/core.py, `Keepsake.delivered`) and a letter.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Protocol
+
+from bot.access.gate import Gate
+from bot.characters.cards import StoredCharacter
+from bot.contract import Button, ConversationKey, FirstWriter, Unreachable
+from bot.model.llm import LLMError
+from storage.ports import MessageRow, Store
+
+log = logging.getLogger(__name__)
+CLAIM_LEASE_S = 120.0  # one process writes a letter at a time
+
+
+class Delivered:
+    """What follows a message of the character's once the platform shows it."""
+
+    def __init__(self, store: Store, after_delivery: Callable[[int], None]):
+        self.store = store
+        self.after_delivery = after_delivery  # background work (summaries)
+
+    async def __call__(self, conversation_id: int, message_id: int, platform_message_ids: list[str]) -> None:
+        await self.store.turns.shown(message_id, platform_message_ids)
+        self.after_delivery(conversation_id)
+
+
+@dataclass(frozen=True)
+class Letter:
+    """One message a character writes first: who to, where, through which writer."""
+
+    claim: str  # what is claimed in the database while it is written (one process sends it)
+    conversation_id: int
+    person_id: int
+    character: StoredCharacter
+    key: ConversationKey
+    user_id: str  # the person on the writer's platform
+    writer: FirstWriter
+
+
+class Source(Protocol):
+    async def compose(self, letter: Letter) -> tuple[str, dict]:
+        """The text and its receipt; raises LLMError when the model failed (nothing is kept)."""
+
+    async def keep(self, letter: Letter, text: str, receipt: dict) -> MessageRow | None:
+        """Store it unshown, with the source's marks, in one transaction; None: not any more."""
+
+    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool) -> None:
+        """It never reached the chat: unstored; `for_good` when the platform refused the person."""
+
+    async def passed_over(self, letter: Letter) -> None:
+        """The gate does not let the person in: they get none."""
+
+    async def may_wait(self, letter: Letter) -> bool:
+        """True: not now (past [limits] right now), a later scan tries again."""
+
+    def buttons(self, letter: Letter) -> list[list[Button]]: ...
+
+    async def sent(self, letter: Letter) -> None:
+        """It was shown: the source's bookkeeping (counts, the log)."""
+
+
+class Outbox:
+    def __init__(self, store: Store, gate: Gate, delivered: Delivered):
+        self.store = store
+        self.gate = gate
+        self.delivered = delivered
+
+    async def post(self, source: Source, letter: Letter, pace: Callable[[], Awaitable[None]],
+                   stale: Callable[[], Awaitable[list[str]]]) -> bool:
+        """Write and send one letter; whether it went out. `stale`: the messages whose buttons
+        go once it is sent (read before it is stored)."""
+        async with self.store.coordination.claim(letter.claim, CLAIM_LEASE_S) as mine:
+            if not mine:
+                return False  # another process is writing it
+            asker = await letter.writer.asker_for(letter.key, letter.user_id)
+            if not self.gate.may_answer(letter.character.character.name, asker):
+                await source.passed_over(letter)
+                return False
+            if await source.may_wait(letter):
+                return False
+            try:
+                text, receipt = await source.compose(letter)
+            except LLMError as failure:
+                log.warning("a message to write first in conversation %d could not be written (%s); the next scan "
+                            "tries again", letter.conversation_id, failure)
+                return False
+            old_buttons = await stale()
+            row = await source.keep(letter, text, receipt)
+            if row is None:
+                return False  # the person wrote meanwhile, or another process sent it
+            await pace()
+            try:
+                shown = await letter.writer.write_first(letter.key, text, source.buttons(letter), old_buttons)
+            except Unreachable as refused:
+                log.info("a message written first in conversation %d was refused (%s): none until the person "
+                         "writes again", letter.conversation_id, refused)
+                await source.take_back(letter, row, for_good=True)
+                return False
+            except Exception:
+                await source.take_back(letter, row, for_good=False)
+                raise
+            await self.delivered(letter.conversation_id, row.id, shown)
+            await source.sent(letter)
+            return True
