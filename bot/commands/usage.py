@@ -4,6 +4,8 @@ people active, check-ins sent, per character, and the five people who spent most
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bot.access.budgets import Budgets
 from bot.commands.base import Person
 from bot.contract import CommandContext, CommandResult
@@ -11,6 +13,50 @@ from storage.ports import DayTotals, Store
 
 NOT_OWNER = "Only the bot's owner can see /stats."
 TOP_SPENDERS = 5
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A person's tokens (SPEC 17), as every page shows them (the chat here; the memory page too)."""
+
+    today: int
+    month: int
+    allowance: int | None  # a day's, None: no allowance
+
+    def as_text(self) -> str:
+        first = f"Your tokens today: {self.today:,}" + (f" of {self.allowance:,} a day." if self.allowance else
+                                                        " (no daily allowance).")
+        return f"{first}\nThis month: {self.month:,}."
+
+
+@dataclass(frozen=True)
+class Period:
+    """The totals of some days, in all and by character."""
+
+    first: str
+    last: str
+    everyone: DayTotals
+    characters: dict[str, DayTotals]
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What `/stats` shows the owner: today, the last 7 days, who spent most in them."""
+
+    today: Period
+    week: Period
+    spenders: list[tuple[str, int]]  # (display name, tokens), most first
+
+    def as_text(self) -> str:
+        lines = []
+        for label, period in (("Today", self.today), ("The last 7 days", self.week)):
+            days = period.first if period.first == period.last else f"{period.first} – {period.last}"
+            lines.append(_totals(f"{label} ({days})", period.everyone))
+            lines += [_totals(f"  {name}", character) for name, character in period.characters.items()]
+        if self.spenders:
+            lines.append("Who spent most in the last 7 days: " + "; ".join(
+                f"{n}. {name} — {tokens:,} tokens" for n, (name, tokens) in enumerate(self.spenders, 1)))
+        return "\n".join(lines)
 
 
 def _totals(label: str, totals: DayTotals) -> str:
@@ -21,37 +67,36 @@ def _totals(label: str, totals: DayTotals) -> str:
 
 
 class UsageCommands:
+    """The typed results (`usage_of`, `stats`), and the chat commands that render them."""
+
     def __init__(self, store: Store, budgets: Budgets, owners: frozenset[str]):
         self.store = store
         self.budgets = budgets
         self.owners = owners  # "platform:user id"
-        self.commands = {"usage": self.usage, "stats": self.stats}
+        self.commands = {"usage": self.usage, "stats": self.stats_command}
         self.presses = {}
 
-    async def usage(self, ctx: CommandContext, person: Person) -> CommandResult:
+    async def usage_of(self, person_id: int) -> Usage:
         today = self.budgets.today()
-        spent_today = await self.store.usage.spent(person.id, today, today)
-        spent_month = await self.store.usage.spent(person.id, *self.budgets.this_month())
-        allowance = self.budgets.per_day
-        first = f"Your tokens today: {spent_today:,}" + (f" of {allowance:,} a day." if allowance else
-                                                         " (no daily allowance).")
-        return CommandResult(f"{first}\nThis month: {spent_month:,}.")
+        return Usage(await self.store.usage.spent(person_id, today, today),
+                     await self.store.usage.spent(person_id, *self.budgets.this_month()), self.budgets.per_day)
+
+    async def stats(self) -> Stats:
+        async def period(first: str, last: str) -> Period:
+            totals = await self.store.usage.totals(first, last)
+            return Period(first, last, totals.pop(None), totals)
+        return Stats(await period(*self.budgets.days(1)), await period(*self.budgets.days(7)),
+                     await self.store.usage.top_spenders(*self.budgets.days(7), TOP_SPENDERS))
 
     def is_owner(self, ctx: CommandContext) -> bool:
         identity = ctx.identity
         return identity is not None and (identity.platform == "console"
                                          or f"{identity.platform}:{identity.user_id}" in self.owners)
 
-    async def stats(self, ctx: CommandContext, person: Person) -> CommandResult:
+    async def usage(self, ctx: CommandContext, person: Person) -> CommandResult:
+        return CommandResult((await self.usage_of(person.id)).as_text())
+
+    async def stats_command(self, ctx: CommandContext, person: Person) -> CommandResult:
         if not self.is_owner(ctx):
             return CommandResult(NOT_OWNER, ok=False)
-        lines = []
-        for label, (first, last) in (("Today", self.budgets.days(1)), ("The last 7 days", self.budgets.days(7))):
-            totals = await self.store.usage.totals(first, last)
-            lines.append(_totals(f"{label} ({first}{'' if first == last else ' – ' + last})", totals.pop(None)))
-            lines += [_totals(f"  {name}", character) for name, character in totals.items()]
-        spenders = await self.store.usage.top_spenders(*self.budgets.days(7), TOP_SPENDERS)
-        if spenders:
-            lines.append("Who spent most in the last 7 days: " + "; ".join(
-                f"{n}. {name} — {tokens:,} tokens" for n, (name, tokens) in enumerate(spenders, 1)))
-        return CommandResult("\n".join(lines))
+        return CommandResult((await self.stats()).as_text())
