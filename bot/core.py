@@ -228,7 +228,7 @@ class Keepsake:
 
     async def answer_queued(self, key: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None,
                             on_text: ReplySink | None = None) -> Reply:
-        reply = await self.turns.answer_again(key, turn, on_text)
+        reply = await self.turns.answer_again(key, turn, on_text, asker=on_behalf)
         reply.on_behalf = on_behalf  # the chain goes on for whoever started it
         return reply
 

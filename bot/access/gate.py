@@ -118,7 +118,11 @@ class Gate:
     async def tool_refusal(self, person_id: int | None, character: str, asker: Asker | None) -> str | None:
         """Whether a tool call of a running turn may run (SPEC 18 "One toolbox, one gate"): the
         asker may reach the answering character, it may talk there, and the person the turn is
-        for is not past today's tokens. (The turn's own model calls were taken as it started.)"""
+        for is not past today's tokens. (The turn's own model calls were taken as it started.) A
+        message answered again after a crash has no asker any more: it was let in as it came, and
+        only the allowance is asked again."""
+        if asker is None:
+            return self.budgets.refusal() if await self.budgets.past(person_id) else None
         if not self.lets_in(character, asker, quiet=True):
             return NOT_ALLOWED
         if refusal := self.age_refusal(character, asker):

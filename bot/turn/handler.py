@@ -383,11 +383,13 @@ class TurnHandler:
             return NOT_ALLOWED
         return self.gate.age_refusal(character, asker)
 
-    async def answer_again(self, key: ConversationKey, queued: QueuedTurn, on_text: ReplySink | None = None) -> Reply:
+    async def answer_again(self, key: ConversationKey, queued: QueuedTurn, on_text: ReplySink | None = None,
+                           asker: Asker | None = None) -> Reply:
         """Answer a queued message once its turn comes: a message a crash cut off (its memory
         writes were undone), queued again at its place in line (bot/core.py, `Keepsake.cut_off`),
         or in a scene another character's reply (bot/scenes.py) — which nobody answers once
-        anyone wrote since: a person's message ends the chain (nothing is sent)."""
+        anyone wrote since: a person's message ends the chain (nothing is sent). `asker`: the
+        chain's starter; none for a message answered again after a crash (it was let in as it came)."""
         stored = self.cast.character(key.character)
         conversation = await self.cast.conversation_for(key)
         row = await self.store.conversations.message(queued.message_id)
@@ -402,7 +404,8 @@ class TurnHandler:
             return Reply("", duplicate=True)
         # a chain turn reads nobody's memories; its Regenerate is the chain's starter's (the turn's person)
         starter = (await self.store.turns.turn(new_turn)).person_id if row.role == "assistant" else None
-        return await self._answer(stored, conversation, row.person_id, row, new_turn, on_text, answered_for=starter)
+        return await self._answer(stored, conversation, row.person_id, row, new_turn, on_text, answered_for=starter,
+                                  asker=asker)
 
     @metrics.timed_turn
     async def _answer(
