@@ -105,12 +105,8 @@ class Gate:
         today's tokens, or past `turns_per_minute` (how long to wait). Every model call made for
         a person passes here or, for a message, through its one transaction (`limit_for`).
         `kept`: the person's message is kept all the same (a voice note), and the rate line says so."""
-        if not self.lets_in(character, asker):
-            return NOT_ALLOWED
-        if refusal := self.age_refusal(character, asker):
+        if refusal := await self._refusal(person_id, character, asker):
             return refusal
-        if await self.budgets.past(person_id):
-            return self.budgets.refusal()
         if (wait := await self.take(person_id, key)) is not None:
             return (TOO_FAST if kept else TOO_FAST_FOR_CALLS).format(limit=self.per_minute, seconds=wait)
         return None
@@ -123,7 +119,12 @@ class Gate:
         only the allowance is asked again."""
         if asker is None:
             return self.budgets.refusal() if await self.budgets.past(person_id) else None
-        if not self.lets_in(character, asker, quiet=True):
+        return await self._refusal(person_id, character, asker, quiet=True)
+
+    async def _refusal(self, person_id: int | None, character: str, asker: Asker | None,
+                       quiet: bool = False) -> str | None:
+        """`[access]`, the age rule and the allowance, in that order: why not, or None."""
+        if not self.lets_in(character, asker, quiet):
             return NOT_ALLOWED
         if refusal := self.age_refusal(character, asker):
             return refusal
