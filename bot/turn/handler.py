@@ -8,6 +8,8 @@
    conversation are stored in the order they arrived, a new person's very first ones included;
    when storing fails, the person is told plainly that the message was not saved. Past
    `[limits] turns_per_minute` the person is told when to write again (the message is kept).
+   A voice note (SPEC 16) is stored as its placeholder and heard out of the line — a slow audio
+   server holds nobody else — then filled in and queued.
 3. Wait for this conversation's previous turns, in arrival order: the message is queued in the
    conversation's line in the database as it is stored, so turns of one conversation start in
    order and one at a time in every process sharing it; different conversations run
