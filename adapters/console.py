@@ -130,7 +130,8 @@ class Console:
 
     async def greet(self, choice: str = "") -> None:
         greeting = await self.core.greet(self.key, self.user_name, choice)
-        self.say(f"{PROGRAM} {greeting.text}" if greeting.is_error else f"{self.character_name}: {self.shown_text(greeting.text)}")
+        self.say(f"{PROGRAM} {greeting.text}" if greeting.is_error
+                 else f"{self.character_name}: {self.shown_text(greeting.text)}")
         if hint := self.core.other_greetings(self.key, choice):
             self.say(f"{PROGRAM} {hint}")
 
@@ -211,7 +212,8 @@ class Console:
             if stream.started:
                 self.say()
             # An error is the program speaking, not the character.
-            self.say(f"{PROGRAM} {reply.text}\n" if reply.is_error else f"{self.character_name}: {self.shown_text(reply.text)}\n")
+            self.say(f"{PROGRAM} {reply.text}\n" if reply.is_error
+                     else f"{self.character_name}: {self.shown_text(reply.text)}\n")
         for part in reply.parts:  # what a terminal cannot show is named, never made
             self.say(f"{PROGRAM} ({CANNOT_SHOW.get(part.kind, part.kind)} comes with this reply on Discord and "
                      "Telegram; the console shows text only)")

@@ -235,8 +235,9 @@ class LLMClient:
                              f"variable named by [llm] api_key_env ({self.config.api_key_env})")
             return LLMError("the model server refused the bot's API key", hint=OWNER_TOLD)
         if status == 404 and not self.config.base_url.rstrip("/").endswith("/v1"):
+            with_v1 = f"{self.config.base_url.rstrip('/')}/v1"
             self._tell_owner(f"the model server answered HTTP 404 at {self.config.base_url}: OpenAI-compatible servers "
-                             f"usually serve under /v1 — try [llm] base_url = \"{self.config.base_url.rstrip('/')}/v1\"")
+                             f"usually serve under /v1 — try [llm] base_url = \"{with_v1}\"")
             return LLMError(NOT_SET_UP, hint=OWNER_TOLD)
         if status == 404:
             self._tell_owner(f"the model server at {self.config.base_url} ([llm] base_url) does not know model "

@@ -455,7 +455,8 @@ class TurnHandler:
             # Whose allowance it is spent on (a chain turn: its starter's), and whether it may
             # start: what running turns may still spend counts (SPEC 17, a burst holds).
             charged = person_id if person_id is not None else answered_for
-            if not await self.gate.hold(charged, turn_id, prompt.receipt["tokens"]["total"] + self.llm.max_reply_tokens):
+            may_spend = prompt.receipt["tokens"]["total"] + self.llm.max_reply_tokens
+            if not await self.gate.hold(charged, turn_id, may_spend):
                 await asyncio.shield(self.store.turns.fail_turn(turn_id))
                 return await self._past_allowance(charged)
             try:

@@ -123,7 +123,8 @@ class SQLConversations(Conversations):
                 return False
             await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "assistant", None,
                                  character_name, content, tokens, None, self.db.clock(),
-                                 await tx.value("SELECT character_id FROM conversations WHERE id = $1", conversation_id))
+                                 await tx.value("SELECT character_id FROM conversations WHERE id = $1",
+                                                conversation_id))
         return True
 
     async def add_user_message(
