@@ -271,8 +271,8 @@ async def _say(runtime, key, who, person: str, text: str, clock: Clock, when: fl
     reply = await runtime.turns.handle(IncomingMessage(key, who, person, text))
     await runtime.core.delivered(reply, [])
     await runtime.summarizer.idle()
-    if runtime.turns.semantic is not None:
-        while await runtime.turns.semantic.embed_waiting():
+    if runtime.semantic is not None:
+        while await runtime.semantic.embed_waiting():
             pass
 
 

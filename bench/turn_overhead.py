@@ -101,7 +101,7 @@ async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], sto
                                                                       runtime.counter.count(line), None)
                     stored += 1
                 if semantic:  # a live database's vectors keep up, as the background job sees to
-                    while await runtime.turns.semantic.embed_waiting():
+                    while await runtime.semantic.embed_waiting():
                         pass
                 runtime.summarizer.schedule(conversation.id)  # a live conversation's summary keeps up
                 await runtime.summarizer.idle()

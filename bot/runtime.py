@@ -60,6 +60,9 @@ class Runtime:
     gate: Gate
     core: Keepsake  # what adapters get (the Core protocol of bot/contract.py)
     voice: VoiceClient | None = None  # [voice] (SPEC 16)
+    listening: Listening | None = None  # voice notes heard (SPEC 16)
+    speaking: Speaking | None = None  # replies spoken (SPEC 16)
+    semantic: SemanticRecall | None = None  # recall by meaning ([recall] embedding_model)
 
     def start(self) -> None:
         """Start the background jobs (inside the running event loop)."""
@@ -68,17 +71,16 @@ class Runtime:
     def abandon_audio(self) -> None:
         """Stopping: voice notes being heard and replies being spoken are given up at once, so a
         hanging audio server never holds up the exit (SPEC 16); a note stays kept as its placeholder."""
-        if self.turns.listening is not None:
-            self.turns.listening.in_flight.abandon()
-        if self.turns.speaking is not None:
-            self.turns.speaking.in_flight.abandon()
+        for audio in (self.listening, self.speaking):
+            if audio is not None:
+                audio.in_flight.abandon()
 
     async def close(self) -> None:
         self.abandon_audio()
         await self.jobs.stop()
         await self.scenes.stop()
-        if self.turns.semantic is not None:
-            await self.turns.semantic.stop()
+        if self.semantic is not None:
+            await self.semantic.stop()
         await self.rebuilds.stop()
         await self.summarizer.stop()
         await self.llm.close()
@@ -132,10 +134,11 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         voice = VoiceClient(config.voice, config.llm, http_client=llm_http_client)
         listening = Listening(voice, config.voice.max_seconds)
     toolbox = Toolbox(everything, gate.tool_refusal)
+    speaking = Speaking(voice) if voice is not None and speaks(config.voice, True) else None
     turns = TurnHandler(store, llm, counter, cast, window, gate, counted_from, clock=clock, recall_tokens=recall_tokens,
                         semantic=semantic, listening=listening,
                         speaks=lambda spoken_to: speaks(config.voice, spoken_to), toolbox=toolbox,
-                        speaking=Speaking(voice) if voice is not None and speaks(config.voice, True) else None,
+                        speaking=speaking,
                         voices={c.name: c.voice for c in config.characters})
     notifications = Notifications(store, cast)
     rebuilds = Rebuilds(store, summarizer, notifications.notify, gate.spend)
@@ -151,4 +154,4 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     core = Keepsake(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
                     delivered, clock=clock)
     return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications,
-                   checkins, scenes, gate, core, voice)
+                   checkins, scenes, gate, core, voice, listening, speaking, semantic)

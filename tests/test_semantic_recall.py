@@ -61,7 +61,7 @@ async def test_on_postgresql_with_pgvector_a_message_is_recalled_by_meaning(clos
     url = await anext(schemas)
     try:
         runtime = await closing(url=url)
-        assert runtime.turns.semantic is not None
+        assert runtime.semantic is not None
         ann = Chat(runtime)
         await history(ann, clock, [PLANTED] + lines(70))
         await runtime.jobs.embed_waiting()
@@ -95,7 +95,7 @@ async def test_a_turns_own_message_is_embedded_for_it_and_kept(closing, llm, clo
 async def test_a_failing_embedding_server_never_fails_a_turn_and_is_left_alone_for_a_minute(closing, llm, clock,
                                                                                           caplog):
     runtime = await closing()
-    runtime.turns.semantic.clock = clock  # the pause is measured on the test's clock
+    runtime.semantic.clock = clock  # the pause is measured on the test's clock
     ann = Chat(runtime)
     await history(ann, clock, ["my cousin Ingrid keeps three goats"] + lines(70))
     llm.embeddings_status = 500
@@ -175,7 +175,7 @@ async def test_on_postgresql_without_pgvector_recall_stays_full_text_and_says_so
     try:
         with caplog.at_level(logging.WARNING):
             runtime = await closing(url=url)
-        if runtime.turns.semantic is not None:
+        if runtime.semantic is not None:
             pytest.skip("this PostgreSQL server has pgvector (the test wants one without)")
         assert caplog.text.count("cannot keep vectors") == 1
         ann = Chat(runtime)
@@ -215,7 +215,7 @@ async def test_a_turns_message_is_embedded_before_the_next_background_batch_is_a
     llm.embeddings_delay_s = 0.3
     stored = await runtime.store.conversations.add_user_message(
         (await runtime.cast.conversation_for(ann.key)).id, await ann.person_id(), "Ann", "the turn's own message", 5, None)
-    turn = runtime.turns.semantic.embed_message(stored)  # the turn asks first ...
+    turn = runtime.semantic.embed_message(stored)  # the turn asks first ...
     backfill = asyncio.create_task(runtime.jobs.embed_waiting())  # ... while the background job wants to go on
     await turn
     first_batch_at = len(llm.embedding_requests)

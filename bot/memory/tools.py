@@ -12,6 +12,8 @@ turn) can undo it.
 
 from __future__ import annotations
 
+import abc
+
 from typing import Any
 
 from bot.memory.saved_memories import MAX_MEMORY_CHARS, cap_text, memory_number, memory_text_error, scope_error
@@ -82,7 +84,7 @@ def _content(arguments: dict[str, Any]) -> tuple[str | None, str | None]:
     return content.strip(), (result(error=error) if error else None)
 
 
-class _MemoryTool:
+class _MemoryTool(abc.ABC):
     """What the three memory tools share: offered to a person who lets the character learn, at
     most MAX_WRITES_PER_TURN writes a turn, each counted when it succeeded."""
 
@@ -106,8 +108,9 @@ class _MemoryTool:
             scope.counts[WRITES] = scope.counts.get(WRITES, 0) + 1
         return answer
 
+    @abc.abstractmethod
     async def write(self, scope: TurnScope, arguments: dict[str, Any]) -> tuple[str, bool]:
-        raise NotImplementedError
+        """Make the change; what the model reads, and whether it was written."""
 
 
 class SaveMemory(_MemoryTool):
