@@ -74,7 +74,7 @@ PERSONAS_AND_BUDGETS = """
 # max_reply_tokens) against its person's allowance until it is spent, so a burst is judged
 # against what is spent plus what running turns may spend; the running turns are found by
 # person. `/forgetme` keeps the day's spend as a count against each platform id, nothing else,
-# so the allowance does not start afresh; /stats counts it too.
+# so the allowance does not start afresh on any of them; /stats counts it once (`counted`).
 HARDENING_IV = """
     ALTER TABLE turns ADD COLUMN hold_tokens BIGINT NOT NULL DEFAULT 0;
     CREATE INDEX turns_running_by_person ON turns(person_id) WHERE status = 'running';
@@ -86,6 +86,7 @@ HARDENING_IV = """
         turns         INTEGER NOT NULL DEFAULT 0,
         tokens_in     BIGINT NOT NULL DEFAULT 0,
         tokens_out    BIGINT NOT NULL DEFAULT 0,
+        counted       BOOLEAN NOT NULL DEFAULT false,   -- /stats counts one identity of a person
         PRIMARY KEY (platform, user_id, day, character_id)
     );
 """

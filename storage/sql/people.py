@@ -111,13 +111,17 @@ class SQLPeople(People):
         async with self.db.transaction() as tx:
             await tx.execute("DELETE FROM forgotten_spend WHERE day < $1", day)  # kept only until the day ends
             await tx.execute(
-                "INSERT INTO forgotten_spend (platform, user_id, day, character_id, turns, tokens_in, tokens_out) "
-                "SELECT i.platform, i.user_id, u.day, u.character_id, u.turns, u.tokens_in, u.tokens_out "
-                "FROM identities i JOIN usage_days u ON u.person_id = i.person_id WHERE i.person_id = $1 AND u.day = $2 "
+                # against every platform id (the allowance), counted once in /stats (the first id)
+                "INSERT INTO forgotten_spend (platform, user_id, day, character_id, turns, tokens_in, tokens_out, "
+                "counted) SELECT i.platform, i.user_id, u.day, u.character_id, u.turns, u.tokens_in, u.tokens_out, "
+                "i.platform || ':' || i.user_id = (SELECT MIN(platform || ':' || user_id) FROM identities "
+                "WHERE person_id = $1) FROM identities i JOIN usage_days u ON u.person_id = i.person_id "
+                "WHERE i.person_id = $1 AND u.day = $2 "
                 "ON CONFLICT (platform, user_id, day, character_id) DO UPDATE SET "
                 "turns = forgotten_spend.turns + excluded.turns, "
                 "tokens_in = forgotten_spend.tokens_in + excluded.tokens_in, "
-                "tokens_out = forgotten_spend.tokens_out + excluded.tokens_out", person_id, day)
+                "tokens_out = forgotten_spend.tokens_out + excluded.tokens_out, "
+                "counted = forgotten_spend.counted OR excluded.counted", person_id, day)
             shared = [row["conversation_id"] for row in await tx.all(
                 "SELECT DISTINCT m.conversation_id FROM messages m JOIN conversations c "
                 "ON c.id = m.conversation_id WHERE m.person_id = $1 AND c.is_shared", person_id)]

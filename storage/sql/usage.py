@@ -13,7 +13,7 @@ _ADD = ("INSERT INTO usage_days (person_id, day, character_id, turns, tokens_in,
         "tokens_out = usage_days.tokens_out + excluded.tokens_out, checkins = usage_days.checkins + excluded.checkins")
 # what people spent, with what forgotten people spent on the day they left (counted, nobody named)
 _SPENDING = ("(SELECT person_id, day, character_id, turns, tokens_in, tokens_out, checkins FROM usage_days "
-             "UNION ALL SELECT NULL, day, character_id, turns, tokens_in, tokens_out, 0 FROM forgotten_spend)")
+             "UNION ALL SELECT NULL, day, character_id, turns, tokens_in, tokens_out, 0 FROM forgotten_spend WHERE counted)")
 _TOTALS = ("SELECT {name} AS name, COALESCE(SUM(u.turns), 0) AS turns, COALESCE(SUM(u.tokens_in), 0) AS tokens_in, "
            "COALESCE(SUM(u.tokens_out), 0) AS tokens_out, COUNT(DISTINCT CASE WHEN u.turns > 0 THEN u.person_id END) "
            "AS people, COALESCE(SUM(u.checkins), 0) AS checkins FROM " + _SPENDING + " u {join} "

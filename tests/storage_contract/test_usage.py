@@ -91,3 +91,16 @@ async def test_a_running_turn_holds_what_it_may_spend_so_a_burst_stops_at_the_al
     await store.turns.fail_turn(second)
     third = await running_turn(store, ann, mira)
     assert not await store.usage.hold(third, ann, DAY, 10, allowance=300)  # exactly 300 spent: past it
+
+
+async def test_a_forgotten_person_with_two_accounts_is_counted_once_in_stats_and_held_on_both(store, ann, mira):
+    """SPEC 17: linked accounts are one person — /forgetme keeps the day's spend against each
+    platform id (neither starts afresh), and /stats counts it once."""
+    other = await store.people.person_for_identity("discord", "601")
+    await store.people.merge_persons(ann, other)
+    await store.usage.add_turn(ann, mira, DAY, 100, 10)
+    await store.people.forget_person(ann, DAY)
+    assert (await store.usage.totals(DAY, DAY))[None] == DayTotals(1, 100, 10, 0, 0)
+    for platform, user in (("telegram", "501"), ("discord", "601")):
+        back = await store.people.person_for_identity(platform, user)
+        assert await store.usage.spent(back, DAY, DAY) == 110
