@@ -42,7 +42,7 @@ def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
 
 
-class SavedCommandRouter:
+class SavedMemoryCommands:
     def __init__(self, store: Store, cast: Cast, counter: TokenCounter, clock: Callable[[], float]):
         self.store = store
         self.cast = cast

@@ -21,7 +21,7 @@ from bot.commands.base import Person, Press, UsageError
 from bot.commands.buttons import NOT_YOUR_BUTTON, decode_action
 from bot.commands.checkins import CheckinCommands
 from bot.commands.drafts import DraftCommands
-from bot.commands.memories import SavedCommandRouter
+from bot.commands.memories import SavedMemoryCommands
 from bot.commands.persona import PersonaCommands
 from bot.commands.summary import SummaryCommands
 from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
@@ -57,7 +57,7 @@ class CommandRouter:
         self.commands: dict[str, Callable[..., Awaitable[CommandResult]]] = {"help": self.help}
         # Every button verb, with the kinds of its arguments (parsed fail-closed, see Press).
         self.presses: dict[str, Press] = {"cancel": Press(self._press_cancel)}
-        for subject in (SavedCommandRouter(store, cast, counter, clock), summary, self.drafts,
+        for subject in (SavedMemoryCommands(store, cast, counter, clock), summary, self.drafts,
                         AccountCommands(store, rebuilds, clock, budgets.today), CheckinCommands(store, writes_first),
                         PersonaCommands(store, counter), UsageCommands(store, budgets, owners)):
             self.commands |= subject.commands

@@ -176,15 +176,20 @@ async def test_start_up_recovery_leaves_a_live_processs_running_turn_alone(open_
     assert (await second.turns.turn(running)).status == "running"
 
 
-async def test_of_a_processs_waiting_turns_only_the_first_looks_at_the_database(open_backend):
-    """SPEC 9 "Waiting costs nothing": 20 turns wait behind a running one; only the first of them
-    looks, ever less often, and the rest wait for the line to move."""
-    store = await open_backend()
+async def a_running_turn(store):
+    """Ann's first message in a scene, its turn running: (scene, Ann, the message, the turn)."""
     mira = await store.characters.ensure_character("Mira")
     ann = await store.people.person_for_identity("telegram", "501")
     chat = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
     first = await store.conversations.add_user_message(chat, ann, "Ann", "first", 1, None)
-    running = await store.turns.begin_turn(chat, ann, first.id)
+    return chat, ann, first, await store.turns.begin_turn(chat, ann, first.id)
+
+
+async def test_of_a_processs_waiting_turns_only_the_first_looks_at_the_database(open_backend):
+    """SPEC 9 "Waiting costs nothing": 20 turns wait behind a running one; only the first of them
+    looks, ever less often, and the rest wait for the line to move."""
+    store = await open_backend()
+    chat, ann, first, running = await a_running_turn(store)
     later = [await store.conversations.add_user_message(chat, ann, "Ann", f"m{n}", 1, None) for n in range(20)]
     tries: list[int] = []
     try_start = store.turns._try_start
@@ -235,12 +240,8 @@ async def test_a_waiting_turn_is_woken_at_once_when_the_line_moves(open_backend,
     monkeypatch.setattr(storage.sql.turns, "POLL_S", 30.0)
     monkeypatch.setattr(storage.sql.turns, "MAX_POLL_S", 30.0)
     store = await open_backend()
-    mira = await store.characters.ensure_character("Mira")
-    ann = await store.people.person_for_identity("telegram", "501")
-    chat = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
-    first = await store.conversations.add_user_message(chat, ann, "Ann", "first", 1, None)
+    chat, ann, first, running = await a_running_turn(store)
     second = await store.conversations.add_user_message(chat, ann, "Ann", "second", 1, None)
-    running = await store.turns.begin_turn(chat, ann, first.id)
     waiting = asyncio.create_task(store.turns.start_turn(await store.turns.queue_turn(chat, ann, second.id)))
     await asyncio.sleep(0.2)  # it looked once, and waits
     assert not waiting.done()
