@@ -213,6 +213,8 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         if reply.is_error:
             return reply.text
         await self.deliver(place, None, reply, existing)
+        for part in reply.parts:  # a regenerated answer to a voice note is spoken too (SPEC 16)
+            await self.send_after(place, part)
         return None
 
     async def replaceable(self, place: Place, message_ids: list[str]) -> bool:

@@ -315,3 +315,18 @@ async def test_a_voice_server_without_audio_endpoints_is_named_at_start_up(tmp_p
     async with bot_running(tmp_path, config(llm, telegram=telegram), MIRA_TELEGRAM_TOKEN=telegram.token):
         await telegram.wait_for(lambda: len(telegram.calls_to("getUpdates")) > polls, timeout=30)  # started
     assert llm.speech_requests == [] and llm.transcriptions == []  # the probe asks nothing of a real server
+
+
+@pytest.mark.timeout(120)
+async def test_a_regenerated_answer_to_a_voice_note_is_spoken_too(tmp_path, llm, telegram):
+    async with bot_running(tmp_path, config(llm, telegram=telegram), MIRA_TELEGRAM_TOKEN=telegram.token):
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        ann, ann_dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
+        llm.hears("is the lamp lit")
+        llm.add(text("It is lit."), text("Lit, and trimmed."))
+        reply = await final_reply_to(telegram, ANN, telegram.send(ann_dm, ann, "", voice=ogg_opus(1.0)))
+        await telegram.wait_for(lambda: len(voice_notes(telegram, ANN)) == 1, timeout=30)
+        button = next(b for b in reply.buttons() if b["text"] == "🔄 Regenerate")
+        telegram.press(ann_dm, ann, reply.message_id, button["callback_data"])
+        await telegram.wait_for(lambda: len(voice_notes(telegram, ANN)) == 2, timeout=30)
+        assert reply.text == "Lit, and trimmed." and llm.speech_requests[-1]["input"] == "Lit, and trimmed."
