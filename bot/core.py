@@ -184,7 +184,7 @@ class Keepsake:
         text); none for a new one (which gets the greeting)."""
         conversation = await self.cast.conversation_for(key)
         newest_first = await self.store.conversations.recent_messages(conversation.id, count)
-        return [(row.speaker_name, row.content) for row in reversed(newest_first)]
+        return [(row.speaker_name, row.said) for row in reversed(newest_first)]
 
     def other_greetings(self, key: ConversationKey, choice: str = "") -> str | None:
         character = self.cast.character(key.character).character

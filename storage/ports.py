@@ -73,6 +73,9 @@ class MemoryRow(NamedTuple):
         return GLOBAL if self.character_id is None else CHARACTER
 
 
+SPOKEN = "🎤"  # how a voice note reads (SPEC 16): its stored text is what was said, unmarked
+
+
 class MessageRow(NamedTuple):
     id: int
     conversation_id: int
@@ -85,6 +88,12 @@ class MessageRow(NamedTuple):
     platform_message_id: str | None
     created_at: float
     character_id: int | None = None  # a character's message: which character said it (a person's: None)
+    spoken: bool = False  # a voice note the person sent, heard (SPEC 16 "In")
+
+    @property
+    def said(self) -> str:
+        """The message as it reads in a prompt or a list: a voice note marked as spoken."""
+        return f"{SPOKEN} {self.content}" if self.spoken else self.content
 
 
 class TurnRow(NamedTuple):
@@ -336,7 +345,7 @@ class Conversations(abc.ABC):
     ) -> bool: ...
 
     @abc.abstractmethod
-    async def fill_in(self, message_id: int, content: str, tokens: int) -> MessageRow | None:
+    async def fill_in(self, message_id: int, content: str, tokens: int, spoken: bool = False) -> MessageRow | None:
         """A person's message stored as a placeholder gets its text (a voice note heard after it
         took its place, SPEC 16); None when it is gone meanwhile (deleted, /forgetme)."""
 

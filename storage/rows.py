@@ -24,7 +24,7 @@ from storage.ports import (
 MEMORY_COLUMNS = "id, person_id, character_id, content, tokens, pinned, source, created_at, updated_at"
 MESSAGE_COLUMNS = (
     "id, conversation_id, pos, role, person_id, speaker_name, content, tokens, platform_message_id, created_at, "
-    "character_id"
+    "character_id, spoken"
 )
 TURN_COLUMNS = (
     "id, conversation_id, person_id, user_message_id, reply_message_id, status, receipt, created_at, "
@@ -71,7 +71,7 @@ def memories(rows: Sequence[Any], prefix: str = "") -> list[MemoryRow]:
 
 
 def messages(rows: Sequence[Any], prefix: str = "") -> list[MessageRow]:
-    return [MessageRow(*values) for values in _read(rows, MESSAGE_COLUMNS, prefix)]
+    return [MessageRow(*values[:-1], bool(values[-1])) for values in _read(rows, MESSAGE_COLUMNS, prefix)]
 
 
 def memory(row: Any, prefix: str = "") -> MemoryRow:

@@ -93,11 +93,11 @@ async def test_a_telegram_voice_note_is_heard_kept_as_text_and_answered_in_the_c
         # Heard: the audio went up as it came (OGG/Opus, unconverted) to the transcription model.
         heard, = llm.transcriptions
         assert heard["model"] == "whisper-1" and heard["ogg_opus"] and heard["audio"] == audio
-        # The transcript is the person's message: in the prompt, and stored as text marked as spoken.
+        # The transcript is the person's message: in the prompt marked as spoken, stored as spoken text.
         said_aloud = {"role": "user", "content": "🎤 I lost my grandmother's ring at the harbour"}
         assert said_aloud in llm.requests[-1]["messages"]
-        assert stored(tmp_path, "SELECT content FROM messages WHERE role = 'user'") == [
-            ("🎤 I lost my grandmother's ring at the harbour",)]
+        assert stored(tmp_path, "SELECT content, spoken FROM messages WHERE role = 'user'") == [
+            ("I lost my grandmother's ring at the harbour", 1)]
 
         # Spoken back after the text, in Mira's voice, as Ogg/Opus the platform accepted.
         note, = await telegram.wait_for(lambda: voice_notes(telegram, ANN), timeout=30)

@@ -173,7 +173,7 @@ class DraftCommands:
             return CommandResult(no_selection(ctx))
         lines = [f"Chosen messages ({len(messages)} of at most {MAX_SELECTED_MESSAGES}):"]
         for m in messages:
-            text = m.content if len(m.content) <= 200 else m.content[:199] + "…"
+            text = m.said if len(m.said) <= 200 else m.said[:199] + "…"
             lines.append(f"> {m.speaker_name}: {text}")
         lines.append("What is saved from them is pinned.")
         return CommandResult("\n".join(lines), buttons=[[

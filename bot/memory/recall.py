@@ -190,5 +190,5 @@ def day_of(message: MessageRow) -> str:
 def recalled_lines(passage: Passage) -> list[str]:
     """A passage's messages with their speaker (a person, or in a scene any character), the day
     said once where it starts (and again where it changes): a line's date costs tokens."""
-    return [f"[{day_of(m)}] {m.speaker_name}: {m.content}" if dated else f"{m.speaker_name}: {m.content}"
+    return [f"[{day_of(m)}] {m.speaker_name}: {m.said}" if dated else f"{m.speaker_name}: {m.said}"
             for m, dated in zip(passage.messages, _dated(passage.messages))]

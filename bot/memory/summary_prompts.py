@@ -53,7 +53,7 @@ the current state of things (what is true now). Drop what was resolved or no lon
 
 
 def transcript(messages: list[MessageRow]) -> str:
-    return "\n".join(f"{m.speaker_name}: {m.content}" for m in messages)
+    return "\n".join(f"{m.speaker_name}: {m.said}" for m in messages)
 
 
 def system_message(template: str, character_names: list[str]) -> dict[str, str]:

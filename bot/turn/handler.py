@@ -68,9 +68,9 @@ from bot.turn.attachments import in_words, kind_of, prepare_images, read_text_fi
 from bot.turn.context import read_context
 from bot.turn.prompt import Prompt, build_prompt
 from bot.voice.in_flight import Abandoned
-from bot.voice.listening import NOT_TRANSCRIBED, TEXT_ONLY, Listening, spoken, was_spoken
+from bot.voice.listening import NOT_TRANSCRIBED, TEXT_ONLY, Listening, spoken
 from bot.voice.speaking import Speaking
-from storage.ports import ConversationRow, LeftTheLine, MessageRow, Store
+from storage.ports import SPOKEN, ConversationRow, LeftTheLine, MessageRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -313,10 +313,10 @@ class TurnHandler:
         transcript = clean_text(transcript)
         await self.gate.spend(heard.person_id, heard.character.id, 0, self.counter.count(transcript))
         text = spoken(transcript, heard.words)
-        tokens, budget = self.counter.count(text), window_token_budget(self.context_window)
+        tokens, budget = self.counter.count(f"{SPOKEN} {text}"), window_token_budget(self.context_window)
         if tokens > budget:
             return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
-        row = await self.store.conversations.fill_in(heard.user_row.id, text, tokens)
+        row = await self.store.conversations.fill_in(heard.user_row.id, text, tokens, spoken=True)
         if row is None:  # deleted meanwhile
             return Reply("", duplicate=True)
         if (wait := await self.gate.take(heard.person_id, heard.key)) is not None:  # answering is a call too
@@ -490,7 +490,7 @@ class TurnHandler:
         if presser is not None:  # nobody in particular cannot press a button
             buttons = [[Button(REGENERATE_LABEL, encode_action(presser, "regen", turn_id))]]
         parts = []  # after the text: the reply spoken, when it is (SPEC 16)
-        if self.speaking is not None and self.speaks(was_spoken(user_row.content)):
+        if self.speaking is not None and self.speaks(user_row.spoken):
             parts.append(self.speaking.part(text, self.voices[stored.character.name.casefold()]))
         return Reply(text, turn=TurnRef(turn_id), buttons=buttons, parts=parts)
 

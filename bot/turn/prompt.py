@@ -171,9 +171,9 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
 
     for row in window:
         if (row.role == "user" and shared) or _another_character(row, context.character.id, shared):
-            messages.append({"role": "user", "content": f"{row.speaker_name}: {row.content}"})
+            messages.append({"role": "user", "content": f"{row.speaker_name}: {row.said}"})
         else:
-            messages.append({"role": row.role, "content": row.content})
+            messages.append({"role": row.role, "content": row.said})
         tokens["window"] += row.tokens + MESSAGE_OVERHEAD_TOKENS
     if images:  # the current message's images, to look at (they are not stored)
         messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}] + [

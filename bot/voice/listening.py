@@ -6,7 +6,8 @@ its own length is read from the stream (off the event loop): a note longer than 
 whatever the platform claimed is refused before anything is uploaded. A container the audio
 library cannot read (a Telegram video message's MP4) is judged by the platform's length; with
 none given, it is not heard. Then it is transcribed (a timed-out upload is tried again once at most), and the
-turn goes on with the transcript as the person's message, marked as spoken (SPOKEN). The audio
+turn goes on with the transcript as the person's message, stored as spoken (shown marked with
+storage.ports.SPOKEN). The audio
 is never stored. A transcription that fails or comes back empty keeps the message as
 NOT_TRANSCRIBED, and the person gets one line. At most LISTENING_AT_ONCE notes are fetched and
 transcribed at once in a process, and on stop those in flight are abandoned (bot/voice/in_flight.py).
@@ -26,7 +27,6 @@ from bot.voice.client import VoiceFailed, VoiceClient
 
 log = logging.getLogger(__name__)
 
-SPOKEN = "🎤"  # the stored message of a voice note starts with it
 NOT_TRANSCRIBED = "(a voice note that could not be transcribed)"
 MAX_BYTES = 25 * 1024 * 1024  # the transcription endpoint's own limit
 LISTENING_AT_ONCE = 2  # voice notes fetched and transcribed at once in a process
@@ -44,12 +44,8 @@ def _duration(seconds: float) -> str:
 
 
 def spoken(transcript: str, words: str = "") -> str:
-    """The stored message of a voice note: the mark, what was said, and any words sent with it."""
-    return "\n".join(part for part in (f"{SPOKEN} {transcript}", words) if part)
-
-
-def was_spoken(text: str) -> bool:
-    return text.startswith(SPOKEN)
+    """The stored message of a voice note: what was said, and any words sent with it."""
+    return "\n".join(part for part in (transcript, words) if part)
 
 
 class Listening:

@@ -17,6 +17,7 @@ from storage.sql.migrations import (
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
+    SPOKEN_COLUMN,
     WHO_SAID_IT,
 )
 
@@ -301,4 +302,6 @@ MIGRATIONS: list[str] = [
     HARDENING_IV,
     # 10 — who said it, as SQLite's 18
     WHO_SAID_IT,
+    # 11 — spoken, as a column, as SQLite's 19
+    SPOKEN_COLUMN,
 ]

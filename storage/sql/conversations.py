@@ -189,9 +189,10 @@ class SQLConversations(Conversations):
             "UPDATE messages SET content = $1, tokens = $2 WHERE conversation_id = $3 "
             "AND platform_message_id = $4 AND role = 'user'", content, tokens, conversation_id, platform_message_id) > 0
 
-    async def fill_in(self, message_id: int, content: str, tokens: int) -> MessageRow | None:
-        if not await self.db.execute("UPDATE messages SET content = $1, tokens = $2 WHERE id = $3 AND role = 'user'",
-                                     content, tokens, message_id):
+    async def fill_in(self, message_id: int, content: str, tokens: int, spoken: bool = False) -> MessageRow | None:
+        if not await self.db.execute(
+                "UPDATE messages SET content = $1, tokens = $2, spoken = $3 WHERE id = $4 AND role = 'user'",
+                content, tokens, spoken, message_id):
             return None
         return await self.message(message_id)
 

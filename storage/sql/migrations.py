@@ -104,6 +104,13 @@ WHO_SAID_IT = """
         WHERE role = 'assistant' AND character_id IS NULL;
 """
 
+# Spoken, as a column (#49): whether a person's message was a voice note is its own column, no
+# longer a "🎤 " before its text; the old rows lose the mark and gain the column (shown as before).
+SPOKEN_COLUMN = """
+    ALTER TABLE messages ADD COLUMN spoken BOOLEAN NOT NULL DEFAULT false;
+    UPDATE messages SET spoken = true, content = substr(content, 3) WHERE role = 'user' AND content LIKE '🎤 %';
+"""
+
 # Scenes (SPEC 15). A turn names the character that answers (a scene's characters share one
 # conversation); the turns stored before say their conversation's character. Then every chat
 # keeps one shared conversation — its scene: where characters of the deployment had a

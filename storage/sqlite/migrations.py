@@ -16,6 +16,7 @@ from storage.sql.migrations import (
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
+    SPOKEN_COLUMN,
     WHO_SAID_IT,
 )
 
@@ -359,4 +360,6 @@ MIGRATIONS: list[str] = [
     HARDENING_IV,
     # 18 — who said it, by id (#49; storage/sql/migrations.py)
     WHO_SAID_IT,
+    # 19 — spoken, as a column (#49; storage/sql/migrations.py)
+    SPOKEN_COLUMN,
 ]

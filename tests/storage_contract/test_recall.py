@@ -76,8 +76,9 @@ async def test_a_deleted_message_leaves_the_index_so_its_words_never_find_a_late
 async def test_a_placeholder_filled_in_is_searched_by_its_new_words(store: Store, ann, chat):
     """SPEC 16: a voice note takes its place as a placeholder; its transcript fills it in."""
     note, window = await say(store, chat, ann, "(a voice note that could not be transcribed)", "ok")
-    heard = await store.conversations.fill_in(note.id, "🎤 the ferry leaves at noon", 8)
-    assert heard is not None and heard.content == "🎤 the ferry leaves at noon" and heard.pos == note.pos
+    heard = await store.conversations.fill_in(note.id, "the ferry leaves at noon", 8, spoken=True)
+    assert heard is not None and heard.pos == note.pos and heard.spoken
+    assert heard.said == "🎤 the ferry leaves at noon" and heard.content == "the ferry leaves at noon"
     assert [m.id for m in await store.recall.search(chat, ["ferry"], window.pos, 5, common_above=100)] == [note.id]
     await store.conversations.delete_platform_message(chat, note.platform_message_id)
-    assert await store.conversations.fill_in(note.id, "🎤 again", 3) is None
+    assert await store.conversations.fill_in(note.id, "again", 3, spoken=True) is None

@@ -1,7 +1,9 @@
-"""#49 "Who said it, by id": a character's message names its character by id
-(`messages.character_id`), on both backends; the rows stored before are filled in by the
-migration — a reply or check-in from its turn, a greeting from the character of its name, else
-from its conversation's character."""
+"""The house IV's migrations (#49), on both backends, each from rows the version before wrote:
+- "Who said it, by id": a character's message names its character by id (`messages.character_id`);
+  old rows are filled in — a reply or check-in from its turn, a greeting from the character of
+  its name, else from its conversation's character.
+- "Spoken, as a column": a voice note is `messages.spoken`, no longer a "🎤 " before its text;
+  old rows lose the mark and read as before."""
 
 import pytest
 
@@ -10,6 +12,7 @@ import storage.sqlite.database as sqlite_database
 from bot.memory.saved_memories import CAPS
 from storage.factory import open_store
 from storage.postgres.migrations import MIGRATIONS as POSTGRES_MIGRATIONS
+from storage.sql.migrations import SPOKEN_COLUMN, WHO_SAID_IT
 from storage.sqlite.migrations import MIGRATIONS as SQLITE_MIGRATIONS
 from tests.postgres import fresh_schema_url
 
@@ -31,28 +34,39 @@ OLD_ROWS = [  # as the version before wrote them: a scene where Mira greeted, An
 ]
 
 
+SPOKEN_ROWS = OLD_ROWS + [  # and a voice note Ann sent, marked as that version marked it
+    "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, created_at) "
+    "SELECT c.id, 6, 'user', (SELECT MIN(id) FROM persons), 'Ann', '🎤 the ferry leaves at noon', 8, 0 "
+    "FROM conversations c",
+]
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
-async def old_store_url(request, tmp_path, monkeypatch):
-    """A database at the version before `messages.character_id`, holding OLD_ROWS."""
+async def backend(request):
+    """(the database module, its migrations, a store URL with nothing in it)."""
     if request.param == "sqlite":
-        module, migrations, url = sqlite_database, SQLITE_MIGRATIONS, "sqlite:///keepsake.sqlite3"
-    else:
-        module, migrations = postgres_database, POSTGRES_MIGRATIONS
-        schemas = fresh_schema_url()
-        url = await anext(schemas)
-    monkeypatch.setattr(module, "MIGRATIONS", migrations[:-1])
+        yield sqlite_database, SQLITE_MIGRATIONS, "sqlite:///keepsake.sqlite3"
+        return
+    schemas = fresh_schema_url()
+    yield postgres_database, POSTGRES_MIGRATIONS, await anext(schemas)
+    await anext(schemas, None)
+
+
+async def stored_before(backend, migration: str, rows: list[str], tmp_path, monkeypatch) -> str:
+    """The backend's database at the version before `migration`, holding `rows`; its URL."""
+    module, migrations, url = backend
+    monkeypatch.setattr(module, "MIGRATIONS", migrations[:migrations.index(migration)])
     old = await open_store(url, CAPS, tmp_path)
-    for statement in OLD_ROWS:
+    for statement in rows:
         await old.db.execute(statement)
     await old.close()
     monkeypatch.setattr(module, "MIGRATIONS", migrations)
-    yield url
-    if request.param == "postgresql":
-        await anext(schemas, None)
+    return url
 
 
-async def test_old_messages_are_filled_in_with_the_character_that_said_them(old_store_url, tmp_path):
-    store = await open_store(old_store_url, CAPS, tmp_path)
+async def test_old_messages_are_filled_in_with_the_character_that_said_them(backend, tmp_path, monkeypatch):
+    store = await open_store(await stored_before(backend, WHO_SAID_IT, OLD_ROWS, tmp_path, monkeypatch),
+                             CAPS, tmp_path)
     try:
         mira, aki = [await store.characters.ensure_character(name) for name in ("Mira", "Aki")]
         scene = await store.db.value("SELECT id FROM conversations")
@@ -66,5 +80,21 @@ async def test_old_messages_are_filled_in_with_the_character_that_said_them(old_
         turn = await store.turns.begin_turn(scene, ann, asked.id)
         reply = await store.turns.finish_turn(turn, asked, "Mira", "Now, tea.", 3, {})
         assert reply.character_id == mira  # new ones are written with it
+    finally:
+        await store.close()
+
+
+async def test_an_old_voice_note_loses_its_mark_and_is_stored_as_spoken(backend, tmp_path, monkeypatch):
+    store = await open_store(await stored_before(backend, SPOKEN_COLUMN, SPOKEN_ROWS, tmp_path, monkeypatch),
+                             CAPS, tmp_path)
+    try:
+        scene = await store.db.value("SELECT id FROM conversations")
+        said = {m.pos: m for m in await store.conversations.recent_messages(scene, 10)}
+        assert (said[6].content, said[6].spoken) == ("the ferry leaves at noon", True)
+        assert said[6].said == "🎤 the ferry leaves at noon"  # read as before
+        assert (said[2].content, said[2].spoken, said[2].said) == ("hello Aki", False, "hello Aki")
+        assert not await store.db.value("SELECT COUNT(*) FROM messages WHERE content LIKE '🎤%'")
+        # the full-text index follows the text
+        assert [m.pos for m in await store.recall.search(scene, ["ferry"], 7, 5, common_above=100)] == [6]
     finally:
         await store.close()
