@@ -117,7 +117,7 @@ class IncomingMessage:
 @dataclass(frozen=True)
 class Button:
     label: str
-    action: str  # opaque, signed with the owner's person id (see bot/commands/buttons.py)
+    action: str  # opaque, signed with the owner's person id (see bot/buttons.py)
     danger: bool = False
 
 

@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 
 from bot.access.gate import Gate
 from bot.characters.cast import Cast
-from bot.checkins import CheckIns
+from bot.writing_first.checkins import CheckIns
 from bot.commands.router import CommandRouter
 from bot.commands.table import TABLE, help_text
 from bot.contract import (
@@ -37,7 +37,7 @@ from bot.contract import (
     Voice,
 )
 from bot.model.tokens import TokenCounter
-from bot.outbox import Delivered
+from bot.writing_first.outbox import Delivered
 from bot.present import Present
 from bot.scenes import Scenes
 from bot.text import clean_text, parse_number

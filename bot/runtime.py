@@ -15,7 +15,7 @@ from bot.access.gate import Gate
 from bot.access.limits import CallLimits
 from bot.characters.cards import StoredCharacter, load_character
 from bot.characters.cast import Cast
-from bot.checkins import CheckIns, counted_from
+from bot.writing_first.checkins import CheckIns, counted_from
 from bot.commands.router import CommandRouter
 from bot.config import Config
 from bot.core import Keepsake, Notifications
@@ -27,7 +27,7 @@ from bot.memory.summaries import Summarizer
 from bot.model.llm import LLMClient
 from bot.memory.tools import memory_tools
 from bot.model.tokens import TokenCounter
-from bot.outbox import Delivered, Outbox
+from bot.writing_first.outbox import Delivered, Outbox
 from bot.scenes import Scenes
 from bot.scheduler import BackgroundJobs
 from bot.tools.toolbox import Tool, Toolbox, guidance_of
@@ -142,7 +142,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                         voices={c.name: c.voice for c in config.characters})
     notifications = Notifications(store, cast)
     rebuilds = Rebuilds(store, summarizer, notifications.notify, gate.spend)
-    delivered = Delivered(store, after_delivery=summarizer.schedule)  # a reply's and a letter's (bot/outbox.py)
+    delivered = Delivered(store, after_delivery=summarizer.schedule)  # a reply's and a letter's (bot/writing_first/outbox.py)
     checkins = CheckIns(store, cast, gate, budgets, llm, counter, window,
                         {c.name: c.checkins for c in config.characters if c.checkins},
                         Outbox(store, gate, delivered), clock=clock)

@@ -24,7 +24,7 @@ from typing import Awaitable, Callable
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot.checkins import CheckIns
+from bot.writing_first.checkins import CheckIns
 from bot.config import StorageConfig
 from bot.memory.rebuild import Rebuilds
 from bot.memory.semantic import SemanticRecall

@@ -13,7 +13,7 @@ from typing import Sequence
 import pytest
 
 from bot.access.rules import AccessRules
-from bot.checkins import PER_SECOND, Pace
+from bot.writing_first.checkins import PER_SECOND, Pace
 from bot.config import parse_config
 from bot.contract import Asker, Button, ConversationKey, Unreachable
 from bot.runtime import build_runtime

@@ -17,7 +17,7 @@ ON_A_PERSONS_BEHALF = {
         ("TurnHandler", "_store_and_queue", "limit_for")],
     "bot/voice/listening.py": [("TurnHandler", "_keep_to_hear", "call_refusal")],  # hearing a voice note
     "bot/memory/drafting.py": [("DraftCommands", "_take_call", "call_refusal")],  # /memory generate, Draft with AI
-    "bot/checkins.py": [("Outbox", "post", "may_answer")],  # the character's own message, through the outbox
+    "bot/writing_first/checkins.py": [("Outbox", "post", "may_answer")],  # the character's own message, through the outbox
 }
 THE_OWNERS = {
     "bot/memory/summaries.py": "summaries of what was said; a rebuild a person asks for takes a call "
@@ -26,7 +26,7 @@ THE_OWNERS = {
     "bot/voice/speaking.py": "speaking a reply the gate already let through",
 }
 WHERE = {"TurnHandler": "bot/turn/handler.py", "DraftCommands": "bot/commands/drafts.py",
-         "Outbox": "bot/outbox.py", "SummaryCommands": "bot/commands/summary.py"}
+         "Outbox": "bot/writing_first/outbox.py", "SummaryCommands": "bot/commands/summary.py"}
 
 
 def model_callers() -> set[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from bot.commands.buttons import encode_action
+from bot.buttons import encode_action
 from bot.contract import Button, CommandResult
 from bot.memory.saved_memories import cap_text, memory_number
 from bot.model.tokens import TokenCounter

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from bot.checkins import MIN_MESSAGES
+from bot.writing_first.checkins import MIN_MESSAGES
 from bot.commands.base import Person, Press, UsageError, parse_bool
 from bot.contract import CommandContext, CommandResult
 from storage.ports import Store

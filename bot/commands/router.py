@@ -18,7 +18,7 @@ from bot.access.gate import Gate
 from bot.characters.cast import Cast
 from bot.commands.account import AccountCommands
 from bot.commands.base import Person, Press, UsageError
-from bot.commands.buttons import NOT_YOUR_BUTTON, decode_action
+from bot.buttons import NOT_YOUR_BUTTON, decode_action
 from bot.commands.checkins import CheckinCommands
 from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands

@@ -10,7 +10,7 @@ from typing import Any
 
 from bot.characters.cast import Cast
 from bot.commands.base import Person, Press, UsageError, button, number_arg, plural
-from bot.commands.buttons import encode_action
+from bot.buttons import encode_action
 from bot.contract import CommandContext, CommandResult, Form
 from bot.access.gate import Gate
 from bot.memory.rebuild import Rebuilds

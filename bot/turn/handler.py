@@ -42,7 +42,7 @@ from bot.access.gate import Gate
 from bot.access.limits import TOO_FAST
 from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
-from bot.commands.buttons import encode_action
+from bot.buttons import encode_action
 from bot.contract import (
     NOT_ALLOWED,
     Asker,
@@ -187,7 +187,7 @@ class TurnHandler:
         self.llm = llm
         self.counter = counter
         self.cast = cast
-        self.checkin_from = checkin_from  # messages that start an absence's check-in there (bot/checkins.py)
+        self.checkin_from = checkin_from  # messages that start an absence's check-in there (bot/writing_first/checkins.py)
         self.context_window = context_window
         self.clock = clock
         self.arrivals = ArrivalOrder()  # storing and queueing, per conversation key

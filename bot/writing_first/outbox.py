@@ -1,7 +1,7 @@
 """The outbox (SPEC 14, and reminders next): one way a character's own message goes out, whatever
 wrote it — claim, gate, compose, store unshown, pace, send, mark shown, take back on failure.
 
-- A `Source` (check-ins, bot/checkins.py) says what to write and how it is kept: it composes the
+- A `Source` (check-ins, bot/writing_first/checkins.py) says what to write and how it is kept: it composes the
   text (a model failure raises LLMError: nothing is kept, a later scan tries again), stores it
   unshown with its own marks in one transaction, takes it back, and notes it was sent.
 - `Outbox.post` runs a `Letter` of a source through the steps, in every process at most once (the

@@ -33,12 +33,12 @@ from bot.access.budgets import Budgets
 from bot.access.gate import Gate
 from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
-from bot.commands.buttons import encode_action
+from bot.buttons import encode_action
 from bot.config import CheckinsConfig
 from bot.contract import Button, ConversationKey, FirstWriter
 from bot.model.llm import LLMClient, LLMError
 from bot.model.tokens import TokenCounter
-from bot.outbox import Letter, Outbox
+from bot.writing_first.outbox import Letter, Outbox
 from bot.present import Present
 from bot.turn.context import read_context
 from bot.turn.prompt import build_prompt
@@ -117,7 +117,7 @@ class CheckIns:
         self.llm = llm
         self.counter = counter
         self.configs = {name.casefold(): config for name, config in configs.items()}
-        self.outbox = outbox  # how a check-in goes out: claim, gate, compose, store, send (bot/outbox.py)
+        self.outbox = outbox  # how a check-in goes out: claim, gate, compose, store, send (bot/writing_first/outbox.py)
         self.clock = clock
         self.writers: Present[FirstWriter] = Present()
 
@@ -206,7 +206,7 @@ class CheckIns:
 
 
 class _CheckIn:
-    """One absence's check-in, as the outbox's source (bot/outbox.py)."""
+    """One absence's check-in, as the outbox's source (bot/writing_first/outbox.py)."""
 
     def __init__(self, checkins: CheckIns, absence: Absence, conversation: ConversationRow):
         self.checkins, self.absence, self.conversation = checkins, absence, conversation
