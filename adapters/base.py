@@ -65,7 +65,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
 
     def __init__(self, core: Core, character_name: str):
         self.core = core
-        self.character_name = core.character_name(character_name)
+        self.character_name = core.conversation.character_name(character_name)
 
     # -- what a platform supplies -------------------------------------------------------------
     @abc.abstractmethod
@@ -106,22 +106,22 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     def present(self) -> contextlib.ExitStack:
         """Hear notifications, write check-ins and speak in scenes while the block runs."""
         stack = contextlib.ExitStack()
-        stack.enter_context(self.core.listening(self.notified))
-        stack.enter_context(self.core.writing_first(self))
-        stack.enter_context(self.core.voicing(self))
+        stack.enter_context(self.core.presence.listening(self.notified))
+        stack.enter_context(self.core.presence.writing_first(self))
+        stack.enter_context(self.core.presence.voicing(self))
         return stack
 
     async def answer(self, place: Place, incoming: IncomingMessage) -> None:
         """Answer a message: the reply streams into one message, then is delivered whole."""
         reply_to = incoming.platform_message_id if incoming.conversation.is_shared else None
-        await self._stream(place, reply_to, lambda sink: self.core.handle(incoming, on_text=sink))
+        await self._stream(place, reply_to, lambda sink: self.core.conversation.handle(incoming, on_text=sink))
 
     async def answer_here(self, incoming: IncomingMessage) -> None:
         await self.answer(self.place_of(incoming.conversation), incoming)
 
     async def continue_scene(self, conversation: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None) -> None:
         await self._stream(self.place_of(conversation), None,
-                           lambda sink: self.core.answer_queued(conversation, turn, on_behalf, on_text=sink))
+                           lambda sink: self.core.presence.answer_queued(conversation, turn, on_behalf, on_text=sink))
 
     async def _stream(self, place: Place, reply_to: str | None, run: Callable[[ReplySink], Awaitable[Reply]]
                       ) -> None:
@@ -184,12 +184,12 @@ class ChatAdapter(abc.ABC, Generic[Place]):
                     ids.append(await self.send(place, chunk, buttons, reply_to if not ids else None))
         except Exception:  # the platform refused or failed (a cancelled send's fate is unknown)
             if reply.turn is not None:  # what was not shown was not said (SPEC 15)
-                await self.core.undelivered(reply)
+                await self.core.conversation.undelivered(reply)
             raise
         for extra in existing[len(chunks):]:
             await self.quietly(self.delete(place, extra))
         if reply.turn is not None:
-            previous = await self.core.delivered(reply, ids)
+            previous = await self.core.conversation.delivered(reply, ids)
             if previous and previous[-1] not in ids:
                 await self.quietly(self.drop_buttons(place, previous[-1]))
         return ids
@@ -201,15 +201,15 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         presses as `asker` (for the gate). The press is acknowledged at once, with the reason
         when it is refused. Returns what went wrong after that (the model failed: the old reply
         stays, intact), for the presser; else None."""
-        refusal = await self.core.regenerate_refusal(conversation, presser, turn, asker)
-        existing = await self.core.shown_as(turn) or [pressed]
+        refusal = await self.core.regenerating.regenerate_refusal(conversation, presser, turn, asker)
+        existing = await self.core.regenerating.shown_as(turn) or [pressed]
         if refusal is None and not await self.replaceable(place, existing):
             refusal = CANNOT_REPLACE  # no model call for a reply that could not be shown
         await acknowledge(refusal)
         if refusal:
             return None
         async with self.typing(place):  # no live edits: a failure must leave the old reply whole
-            reply = await self.core.regenerate(conversation, presser, turn, asker)
+            reply = await self.core.regenerating.regenerate(conversation, presser, turn, asker)
         if reply.is_error:
             return reply.text
         await self.deliver(place, None, reply, existing)
@@ -226,11 +226,11 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         """Replies a crash cut off: answered again when under 5 minutes old (replacing the
         partial message), otherwise the partial message says it was interrupted (so does a
         scene's reply to a character when a person wrote since)."""
-        for item in await self.core.cut_off(self.platform, self.character_name):
+        for item in await self.core.recovery.cut_off(self.platform, self.character_name):
             place = self.place_of(item.conversation)
             partial = [item.partial_message_id] if item.partial_message_id else []
             try:
-                reply = await self.core.answer_again(item) if item.fresh else None
+                reply = await self.core.recovery.answer_again(item) if item.fresh else None
                 if reply is not None and not reply.duplicate:
                     await self.deliver(place, item.asked if item.conversation.is_shared else None, reply, partial)
                 elif partial:  # too old, or a scene's chain a person ended meanwhile
@@ -261,7 +261,8 @@ class ChatAdapter(abc.ABC, Generic[Place]):
                 await self.recover()
             except Exception:
                 log.exception("%s: recovering interrupted replies failed; trying again later", self.platform)
-            found = asyncio.ensure_future(self.core.stray_found(RECOVER_EVERY_S))  # at once when a waiter found one
+            # at once when a waiter found one
+            found = asyncio.ensure_future(self.core.recovery.stray_found(RECOVER_EVERY_S))
             stopping = asyncio.ensure_future(stop.wait())
             await asyncio.wait({found, stopping}, return_when=asyncio.FIRST_COMPLETED)
             for task in (found, stopping):

@@ -100,13 +100,13 @@ def _read_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, stream: T
 class Console:
     def __init__(self, core: Core, character: str, user_name: str, out: TextIO = sys.stdout):
         self.core = core
-        self.character_name = core.character_name(character)
+        self.character_name = core.conversation.character_name(character)
         self.user_name = user_name
         self.out = out
         self.italics = out.isatty()  # *actions* in italics where the terminal shows them, else with asterisks
         self.identity = Identity(PLATFORM, user_name)
         # the table's commands the core answers (/start, /help are answered here)
-        self.routed = {spec.name for spec in core.command_table()
+        self.routed = {spec.name for spec in core.commands.command_table()
                        if PLATFORM in spec.platforms and spec.name not in ("start", "help")}
         # each name is a person of its own, with a conversation of its own (SPEC 2: never another's words)
         self.key = ConversationKey(PLATFORM, f"local:{user_name}", None, self.character_name, is_shared=False)
@@ -129,18 +129,18 @@ class Console:
         return plain(text, self.italics) + (UPRIGHT if self.italics else "")
 
     async def greet(self, choice: str = "") -> None:
-        greeting = await self.core.greet(self.key, self.user_name, choice)
+        greeting = await self.core.conversation.greet(self.key, self.user_name, choice)
         self.say(f"{PROGRAM} {greeting.text}" if greeting.is_error
                  else f"{self.character_name}: {self.shown_text(greeting.text)}")
-        if hint := self.core.other_greetings(self.key, choice):
+        if hint := self.core.conversation.other_greetings(self.key, choice):
             self.say(f"{PROGRAM} {hint}")
 
     async def run(self, lines: asyncio.Queue) -> None:
-        with self.core.listening(self.notified):
+        with self.core.presence.listening(self.notified):
             await self._chat(lines)
 
     async def _chat(self, lines: asyncio.Queue) -> None:
-        left_off = await self.core.left_off(self.key)
+        left_off = await self.core.conversation.left_off(self.key)
         if left_off:  # a conversation going on: where it was, not the greeting again
             self.say(f"{PROGRAM} Where you left off:")
             for speaker, text in left_off:
@@ -171,7 +171,7 @@ class Console:
             return
         head = text.split()[0][1:].lower()
         if head == "help":
-            self.show(CommandResult(self.core.help_text("console") + CONSOLE_COMMANDS))
+            self.show(CommandResult(self.core.commands.help_text("console") + CONSOLE_COMMANDS))
         elif head == "start":
             await self.greet(text[len("/start"):].strip())
         elif head in ("regenerate", "regen"):
@@ -179,30 +179,31 @@ class Console:
         elif head == "press":
             await self.press(text.split()[1:])
         elif head in self.routed:
-            self.show(await self.core.command(self.context, text))
+            self.show(await self.core.commands.command(self.context, text))
         else:
             self.say(f"{PROGRAM} Unknown command {text.split()[0][:40]}. Type /help for the list.")
 
     async def recover(self) -> None:
         """A reply a stop cut off (SPEC 9): answered again, before anything new, when it is under
         5 minutes old; an older one stays unanswered (the terminal shows no partial message)."""
-        for item in await self.core.cut_off(PLATFORM, self.character_name):
+        for item in await self.core.recovery.cut_off(PLATFORM, self.character_name):
             if item.fresh:
                 self.say(f"{PROGRAM} My answer to “{item.asked_text[:60]}” was cut off; here it is again.")
                 stream = _Stream(self.out, self.character_name, self.italics)
-                await self.deliver(await self.core.answer_again(item, on_text=stream), stream)
+                await self.deliver(await self.core.recovery.answer_again(item, on_text=stream), stream)
 
     async def chat(self, text: str) -> None:
         message = IncomingMessage(self.key, self.identity, self.user_name, text, asker=self.asker)
         stream = _Stream(self.out, self.character_name, self.italics)
-        await self.deliver(await self.core.handle(message, on_text=stream), stream)
+        await self.deliver(await self.core.conversation.handle(message, on_text=stream), stream)
 
     async def regenerate(self) -> None:
         if self.last_turn is None:
             self.say(f"{PROGRAM} There is no reply to regenerate yet.")
             return
         stream = _Stream(self.out, self.character_name, self.italics)
-        reply = await self.core.regenerate(self.key, self.identity, self.last_turn, self.asker, on_text=stream)
+        reply = await self.core.regenerating.regenerate(self.key, self.identity, self.last_turn, self.asker,
+                                                        on_text=stream)
         await self.deliver(reply, stream)
 
     async def deliver(self, reply: Reply, stream: "_Stream") -> None:
@@ -219,7 +220,7 @@ class Console:
                      "Telegram; the console shows text only)")
         if reply.turn is not None:
             self.last_turn = reply.turn
-            await self.core.delivered(reply, [])
+            await self.core.conversation.delivered(reply, [])
 
     async def press(self, args: list[str]) -> None:
         if not args or not (args[0].isascii() and args[0].isdigit() and 1 <= int(args[0]) <= len(self.buttons)):
@@ -227,7 +228,7 @@ class Console:
                      if self.buttons else "There are no buttons to press.")
             return
         button = self.buttons[int(args[0]) - 1]
-        result = await self.core.press(self.context, button.action)
+        result = await self.core.commands.press(self.context, button.action)
         if result.regenerate is not None:
             await self.regenerate()
             return

@@ -91,7 +91,7 @@ async def _measure(folder: Path, clock: Clock, conversations: int, url: str | No
         finding = time.perf_counter() - started
         assert len(found) == DUE
         recorder = Recorder()
-        with runtime.core.writing_first(recorder):
+        with runtime.core.presence.writing_first(recorder):
             started = time.perf_counter()
             sent = await runtime.checkins.scan("Mira")
             took = time.perf_counter() - started

@@ -269,7 +269,7 @@ class Clock:
 async def _say(runtime, key, who, person: str, text: str, clock: Clock, when: float) -> None:
     clock.now = max(clock.now + 1, when)
     reply = await runtime.turns.handle(IncomingMessage(key, who, person, text))
-    await runtime.core.delivered(reply, [])
+    await runtime.core.conversation.delivered(reply, [])
     await runtime.summarizer.idle()
     if runtime.semantic is not None:
         while await runtime.semantic.embed_waiting():

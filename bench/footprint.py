@@ -37,7 +37,7 @@ async def measure(conversations: int) -> tuple[float, float]:
         try:
             warm = IncomingMessage(ConversationKey("telegram", "warm", None, "Mira"), Identity("telegram", "w"),
                                    "W", "hello")
-            await runtime.core.delivered(await runtime.turns.handle(warm), [])
+            await runtime.core.conversation.delivered(await runtime.turns.handle(warm), [])
             start = rss_mb()
 
             async def person(n: int) -> None:
@@ -49,7 +49,7 @@ async def measure(conversations: int) -> tuple[float, float]:
                     await runtime.store.conversations.add_user_message(conversation.id, person_id, f"Person {n}", LINE % h, 40, None)
                 for t in range(3):
                     reply = await runtime.turns.handle(IncomingMessage(key, who, f"Person {n}", f"message {t}"))
-                    await runtime.core.delivered(reply, [])
+                    await runtime.core.conversation.delivered(reply, [])
 
             for first in range(0, conversations, 100):  # 100 at a time, as a busy bot would see them
                 await asyncio.gather(*(person(n) for n in range(first, min(first + 100, conversations))))

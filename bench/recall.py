@@ -95,7 +95,7 @@ async def _feed(runtime: Runtime, llm: InstantLLM, counter: TokenCounter, script
     seen = []
     for line in script + [q.asked for q in asks]:
         reply = await runtime.turns.handle(IncomingMessage(key, ann, "Ann", line))
-        await runtime.core.delivered(reply, [])
+        await runtime.core.conversation.delivered(reply, [])
         await runtime.summarizer.idle()
         if len(transcript) >= 2 * len(script):
             question = asks[len(transcript) // 2 - len(script)]

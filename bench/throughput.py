@@ -60,7 +60,7 @@ async def _talk(runtime: Runtime, people: range, turns: int, latencies: list[flo
             started = time.perf_counter()
             reply = await runtime.turns.handle(IncomingMessage(_key(n), who, f"Person {n}", said(t)))
             latencies.append((time.perf_counter() - started) * 1000)
-            await runtime.core.delivered(reply, [])  # summaries run in the background, as in production
+            await runtime.core.conversation.delivered(reply, [])  # summaries run in the background, as in production
 
     await asyncio.gather(*(person(n) for n in people))
 

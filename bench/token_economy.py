@@ -98,7 +98,7 @@ async def run(plot: Path | None) -> dict:
             for turn in range(TURNS):
                 text = facts[turn // every].text if turn % every == every // 2 else small_talk(turn)
                 reply = await runtime.turns.handle(IncomingMessage(key, ann, "Ann", text))
-                await runtime.core.delivered(reply, [])
+                await runtime.core.conversation.delivered(reply, [])
                 await runtime.summarizer.idle()
                 transcript += [(f"Ann: {text}", counter.count(text) + 4), (reply.text, counter.count(reply.text) + 4)]
                 messages = len(transcript)

@@ -27,7 +27,13 @@ from pathlib import Path
 sys.path.insert(0, ".")  # the checkout this runs in, before any installed copy
 
 import bot  # noqa: E402
-from bench.common import InstantLLM, bench_runtime, fill_memories, temp_folder, throwaway_schema  # noqa: E402
+from bench.common import (  # noqa: E402
+    InstantLLM,
+    bench_runtime,
+    fill_memories,
+    temp_folder,
+    throwaway_schema,
+)
 from bot.contract import ConversationKey, Identity, IncomingMessage  # noqa: E402
 
 KEY = ConversationKey("console", "bench", None, "Mira")
@@ -38,8 +44,9 @@ QUESTION = "turn {n}: how was the night at the lamp?"
 
 
 async def deliver(runtime, reply, platform_id: str) -> None:
-    if hasattr(runtime, "core"):  # the Core protocol (bot/contract.py): one call does both
-        await runtime.core.delivered(reply, [platform_id])
+    if hasattr(runtime, "core"):  # the Core (bot/contract.py): one call does both
+        # a service per protocol since #49; before, one object that was every protocol
+        await getattr(runtime.core, "conversation", runtime.core).delivered(reply, [platform_id])
     else:  # a tree from before the Core protocol: its adapters asked for the previous reply first
         await runtime.turns.shown_before(reply)
         await runtime.turns.delivered(reply, [platform_id])

@@ -56,7 +56,8 @@ async def _turns(
         started = time.perf_counter()
         reply = await runtime.turns.handle(message, on_text=on_text)
         elapsed = time.perf_counter() - started
-        await runtime.core.delivered(reply, [])  # the summary queue runs in the background, as in production
+        # the summary queue runs in the background, as in production
+        await runtime.core.conversation.delivered(reply, [])
         if i >= WARM_UP:
             timings.append(elapsed * 1000)
             overheads.append((elapsed - (llm.own_time_s - model_before)) * 1000)

@@ -71,7 +71,7 @@ async def measure(turns: int) -> dict[str, float]:
 
             async def typed(n: int) -> None:
                 reply = await runtime.turns.handle(IncomingMessage(KEY, ANN, "Ann", f"turn {n}: {question(n)}"))
-                await runtime.core.delivered(reply, [])
+                await runtime.core.conversation.delivered(reply, [])
 
             def spoken(waveform: bool):
                 async def turn(n: int) -> None:
@@ -79,7 +79,7 @@ async def measure(turns: int) -> dict[str, float]:
                     voice = IncomingFile("voice.ogg", "audio/ogg", len(note), "a voice message", fetch,
                                          spoken=True, seconds=NOTE_SECONDS)
                     reply = await runtime.turns.handle(IncomingMessage(KEY, ANN, "Ann", "", files=(voice,)))
-                    await runtime.core.delivered(reply, [])
+                    await runtime.core.conversation.delivered(reply, [])
                     spoken_part, = reply.parts
                     assert await spoken_part.made(waveform) is not None
                 return turn

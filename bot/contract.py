@@ -529,7 +529,17 @@ class Presence(Protocol):
         """The character's picture (a PNG card's image), for an avatar; None without one."""
 
 
-class Core(Conversation, Regenerating, Recovery, Commands, PrivateAnswers, Gatekeeping, Coordination,
-           Presence, Protocol):
-    """All an adapter may ask of the core: the small protocols above, each one subject. The core
-    (bot/core.py) implements them all; a part of an adapter that needs one asks for that one."""
+@dataclass(frozen=True)
+class Core:
+    """All an adapter may ask of the core: one service per subject, each the small protocol above
+    (bot/core.py builds them). A part of an adapter asks the one it needs:
+    `core.conversation.handle(…)`, `core.commands.press(…)`."""
+
+    conversation: Conversation
+    regenerating: Regenerating
+    recovery: Recovery
+    commands: Commands
+    private_answers: PrivateAnswers
+    gatekeeping: Gatekeeping
+    coordination: Coordination
+    presence: Presence

@@ -1,9 +1,12 @@
-"""The core as adapters see it: `Keepsake` implements the `Core` protocol of bot/contract.py on
-top of the turn handler, the /memory service and the store. Besides passing a turn on, it
-keeps what is about platform messages rather than about answering: which platform messages a
-reply shows as, where a private answer's buttons act, edits and deletions of stored messages,
-greetings, the replies a crash cut off and update deduplication. `[access]` and `[limits]` are
-the gate's (bot/access/gate.py), asked for the character that answers on every path."""
+"""The core as adapters see it: the `Core` of bot/contract.py, made by `build_core` of one service
+per protocol, on top of the turn handler, the command router and the store — `Chat`
+(Conversation), `Regenerations`, `CrashRecovery` (Recovery), `CommandDesk` (Commands),
+`PrivateAnswerBook` (PrivateAnswers), `Gatekeeper`, `Coordinator` and `Presences` (Presence).
+Besides passing a turn on, they keep what is about platform messages rather than about answering:
+which platform messages a reply shows as, where a private answer's buttons act, edits and
+deletions of stored messages, greetings, the replies a crash cut off and update deduplication.
+`[access]` and `[limits]` are the gate's (bot/access/gate.py), asked for the character that
+answers on every path."""
 
 from __future__ import annotations
 
@@ -15,7 +18,6 @@ from typing import Any, Awaitable, Callable
 
 from bot.access.gate import Gate
 from bot.characters.cast import Cast
-from bot.writing_first.checkins import CheckIns
 from bot.commands.router import CommandRouter
 from bot.commands.table import TABLE, help_text
 from bot.contract import (
@@ -25,6 +27,7 @@ from bot.contract import (
     CommandResult,
     CommandSpec,
     ConversationKey,
+    Core,
     CutOff,
     FirstWriter,
     Identity,
@@ -37,11 +40,12 @@ from bot.contract import (
     Voice,
 )
 from bot.model.tokens import TokenCounter
-from bot.writing_first.outbox import Delivered
 from bot.present import Present
 from bot.scenes import Scenes
 from bot.text import clean_text, parse_number
 from bot.turn.handler import TurnHandler
+from bot.writing_first.checkins import CheckIns
+from bot.writing_first.outbox import Delivered
 from storage.ports import RECOVER_WITHIN_S, Store
 
 log = logging.getLogger(__name__)
@@ -72,26 +76,38 @@ class Notifications:
         return self.notifiers.joined(notifier)
 
 
-class Keepsake:
-    """The Core protocol (bot/contract.py), for every adapter of this process."""
+class AnsweredAgain:
+    """Turns answered again after a crash: no scene chain follows them (a chain resumes at most
+    once). Shared by the recovery that answers them and the chat that marks them shown."""
+
+    def __init__(self) -> None:
+        self.turns: set[int] = set()
+
+    def add(self, turn_id: int) -> None:
+        self.turns.add(turn_id)
+
+    def taken(self, turn_id: int) -> bool:
+        """Whether this turn was answered again (asked once, as its reply is shown)."""
+        if turn_id in self.turns:
+            self.turns.discard(turn_id)
+            return True
+        return False
+
+
+class Chat:
+    """Conversation (bot/contract.py): messages in, replies out, edits, deletions, greetings."""
 
     def __init__(self, store: Store, cast: Cast, counter: TokenCounter, turns: TurnHandler, gate: Gate,
-                 commands: CommandRouter, notifications: Notifications, checkins: CheckIns, scenes: Scenes,
-                 delivered: Delivered, clock: Callable[[], float] = time.time):
+                 scenes: Scenes, delivered: Delivered, answered_again: AnsweredAgain):
+        self.store = store
         self.cast = cast
         self.counter = counter
-        self.clock = clock
-        self.gate = gate
-        self.checkins = checkins
-        self.scenes = scenes
-        self._answered_again: set[int] = set()  # turns answered again after a crash: no chain follows
-        self.store = store
         self.turns = turns
-        self.commands = commands
-        self.notifications = notifications
+        self.gate = gate
+        self.scenes = scenes
         self.shown = delivered  # what follows a reply shown: its mark, summaries (shared with the outbox)
+        self.answered_again = answered_again
 
-    # -- conversations -----------------------------------------------------------------------
     def character_name(self, name: str) -> str:
         return self.cast.character(name).character.name
 
@@ -122,9 +138,7 @@ class Keepsake:
         if turn is None or turn.reply_message_id is None:
             return []
         await self.shown(turn.conversation_id, turn.reply_message_id, list(platform_message_ids))
-        if turn.id in self._answered_again:  # a chain resumes at most once after a crash
-            self._answered_again.discard(turn.id)
-        else:
+        if not self.answered_again.taken(turn.id):
             await self.scenes.after_reply(turn, reply.on_behalf)
         return await self.store.turns.shown_before(turn.id)
 
@@ -133,21 +147,6 @@ class Keepsake:
         if turn is not None and turn.reply_message_id is not None:
             log.warning("a reply in conversation %d never reached the chat; it is taken back", turn.conversation_id)
             await self.store.turns.withdraw_reply(turn.reply_message_id)
-
-    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef,
-                                 asker: Asker | None) -> str | None:
-        return await self.turns.regenerate_refusal(key, presser, turn, asker)
-
-    async def shown_as(self, turn: TurnRef) -> list[str]:
-        """The platform ids of a turn's reply (what the Regenerate button was on)."""
-        row = await self.store.turns.turn(turn.id)
-        if row is None or row.reply_message_id is None:
-            return []
-        return await self.store.conversations.platform_message_ids(row.reply_message_id)
-
-    async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef, asker: Asker | None,
-                         on_text: ReplySink | None = None) -> Reply:
-        return await self.turns.regenerate(key, presser, turn, asker, on_text)
 
     async def edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:
         text = clean_text(text).strip()
@@ -194,7 +193,41 @@ class Keepsake:
         others = ", ".join(f"/start {n}" for n in range(1, character.greetings + 1) if n != shown)
         return f"{character.name} has other greetings too: {others}."
 
-    # -- after a crash -------------------------------------------------------------------------
+
+class Regenerations:
+    """Regenerating (bot/contract.py): the Regenerate button, as the turn handler decides it."""
+
+    def __init__(self, store: Store, turns: TurnHandler):
+        self.store = store
+        self.turns = turns
+
+    async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef,
+                                 asker: Asker | None) -> str | None:
+        return await self.turns.regenerate_refusal(key, presser, turn, asker)
+
+    async def shown_as(self, turn: TurnRef) -> list[str]:
+        """The platform ids of a turn's reply (what the Regenerate button was on)."""
+        row = await self.store.turns.turn(turn.id)
+        if row is None or row.reply_message_id is None:
+            return []
+        return await self.store.conversations.platform_message_ids(row.reply_message_id)
+
+    async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef, asker: Asker | None,
+                         on_text: ReplySink | None = None) -> Reply:
+        return await self.turns.regenerate(key, presser, turn, asker, on_text)
+
+
+class CrashRecovery:
+    """Recovery (bot/contract.py): the replies a crash cut off, and lines a gone process held."""
+
+    def __init__(self, store: Store, cast: Cast, turns: TurnHandler, answered_again: AnsweredAgain,
+                 clock: Callable[[], float] = time.time):
+        self.store = store
+        self.cast = cast
+        self.turns = turns
+        self.answered_again = answered_again
+        self.clock = clock
+
     async def cut_off(self, platform: str, character: str) -> list[CutOff]:
         """Claim the turns a crash cut off on this platform for this character (each once, by
         whichever adapter asks first, in message order), after interrupting those of processes
@@ -223,45 +256,47 @@ class Keepsake:
         assert cut_off.queued is not None, "only a fresh cut-off reply is answered again"
         reply = await self.turns.answer_again(cut_off.conversation, cut_off.queued, on_text)
         if reply.turn is not None:
-            self._answered_again.add(reply.turn.id)
+            self.answered_again.add(reply.turn.id)
         return reply
-
-    async def answer_queued(self, key: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None,
-                            on_text: ReplySink | None = None) -> Reply:
-        reply = await self.turns.answer_again(key, turn, on_text, asker=on_behalf)
-        reply.on_behalf = on_behalf  # the chain goes on for whoever started it
-        return reply
-
-    def portrait(self, character: str) -> bytes | None:
-        return self.cast.character(character).character.portrait
-
-    def voicing(self, voice: Voice) -> contextlib.AbstractContextManager[None]:
-        return self.scenes.voices.joined(voice)
 
     async def stray_found(self, timeout_s: float) -> None:
         await self.store.turns.stray_found(timeout_s)
 
-    # -- commands and buttons -------------------------------------------------------------------
+
+class CommandDesk:
+    """Commands (bot/contract.py): commands, buttons and forms, through the router."""
+
+    def __init__(self, router: CommandRouter):
+        self.router = router
+
     async def command(self, ctx: CommandContext, text: str) -> CommandResult:
-        return await self.commands.run_text(ctx, text)
+        return await self.router.run_text(ctx, text)
 
     async def run(self, ctx: CommandContext, name: str, options: dict[str, Any]) -> CommandResult:
-        return await self.commands.run(ctx, name, options)
+        return await self.router.run(ctx, name, options)
 
     async def press(self, ctx: CommandContext, action: str) -> CommandResult:
-        return await self.commands.press(ctx, action)
+        return await self.router.press(ctx, action)
 
     async def submit(self, ctx: CommandContext, action: str, text: str) -> CommandResult:
-        return await self.commands.submit(ctx, action, text)
+        return await self.router.submit(ctx, action, text)
 
     async def remember(self, ctx: CommandContext, platform_message_id: str) -> CommandResult:
-        return await self.commands.remember(ctx, platform_message_id)
+        return await self.router.remember(ctx, platform_message_id)
 
     def help_text(self, platform: str) -> str:
         return help_text(platform)
 
     def command_table(self) -> tuple[CommandSpec, ...]:
         return TABLE
+
+
+class PrivateAnswerBook:
+    """PrivateAnswers (bot/contract.py): where a command's private answer acts (Telegram)."""
+
+    def __init__(self, store: Store, cast: Cast):
+        self.store = store
+        self.cast = cast
 
     async def answered_in(self, platform: str, chat_id: str, platform_message_ids: list[str],
                           key: ConversationKey) -> None:
@@ -273,12 +308,25 @@ class Keepsake:
         conversation = await self.store.conversations.answer_origin(platform, chat_id, platform_message_id)
         return self.cast.key_of(conversation) if conversation is not None else None
 
-    # -- who, and how often ---------------------------------------------------------------------
+
+class Gatekeeper:
+    """Gatekeeping (bot/contract.py): the gate's word on who may reach a character."""
+
+    def __init__(self, gate: Gate):
+        self.gate = gate
+
     def lets_in(self, character: str, asker: Asker) -> bool:
         return self.gate.lets_in(character, asker)
 
     def rules_name_roles(self, character: str | None = None) -> bool:
         return self.gate.names_roles(character)
+
+
+class Coordinator:
+    """Coordination (bot/contract.py): what one process of several does once (SPEC 9)."""
+
+    def __init__(self, store: Store):
+        self.store = store
 
     async def first_delivery(self, update_key: str) -> bool:
         return await self.store.coordination.first_delivery(update_key)
@@ -290,8 +338,50 @@ class Keepsake:
                 await action()
                 await coordination.set_meta(key, fingerprint)
 
+
+class Presences:
+    """Presence (bot/contract.py): what an adapter joins while it runs — notifications,
+    check-ins, a scene's voices — and a scene's queued turns."""
+
+    def __init__(self, cast: Cast, turns: TurnHandler, notifications: Notifications, checkins: CheckIns,
+                 scenes: Scenes):
+        self.cast = cast
+        self.turns = turns
+        self.notifications = notifications
+        self.checkins = checkins
+        self.scenes = scenes
+
     def listening(self, notifier: Notifier) -> contextlib.AbstractContextManager[None]:
         return self.notifications.listening(notifier)
 
     def writing_first(self, writer: FirstWriter) -> contextlib.AbstractContextManager[None]:
         return self.checkins.writing_first(writer)
+
+    def voicing(self, voice: Voice) -> contextlib.AbstractContextManager[None]:
+        return self.scenes.voices.joined(voice)
+
+    async def answer_queued(self, key: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None,
+                            on_text: ReplySink | None = None) -> Reply:
+        reply = await self.turns.answer_again(key, turn, on_text, asker=on_behalf)
+        reply.on_behalf = on_behalf  # the chain goes on for whoever started it
+        return reply
+
+    def portrait(self, character: str) -> bytes | None:
+        return self.cast.character(character).character.portrait
+
+
+def build_core(store: Store, cast: Cast, counter: TokenCounter, turns: TurnHandler, gate: Gate,
+               router: CommandRouter, notifications: Notifications, checkins: CheckIns, scenes: Scenes,
+               delivered: Delivered, clock: Callable[[], float] = time.time) -> Core:
+    """The core every adapter of this process gets: one service per protocol."""
+    answered_again = AnsweredAgain()
+    return Core(
+        conversation=Chat(store, cast, counter, turns, gate, scenes, delivered, answered_again),
+        regenerating=Regenerations(store, turns),
+        recovery=CrashRecovery(store, cast, turns, answered_again, clock),
+        commands=CommandDesk(router),
+        private_answers=PrivateAnswerBook(store, cast),
+        gatekeeping=Gatekeeper(gate),
+        coordination=Coordinator(store),
+        presence=Presences(cast, turns, notifications, checkins, scenes),
+    )

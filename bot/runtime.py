@@ -15,27 +15,28 @@ from bot.access.gate import Gate
 from bot.access.limits import CallLimits
 from bot.characters.cards import StoredCharacter, load_character
 from bot.characters.cast import Cast
-from bot.writing_first.checkins import CheckIns, counted_from
 from bot.commands.router import CommandRouter
 from bot.config import Config
-from bot.core import Keepsake, Notifications
+from bot.contract import Core
+from bot.core import Notifications, build_core
 from bot.memory.rebuild import Rebuilds
 from bot.memory.recall import recall_budget
 from bot.memory.saved_memories import CAPS
 from bot.memory.semantic import SemanticRecall
 from bot.memory.summaries import Summarizer
-from bot.model.llm import LLMClient
 from bot.memory.tools import memory_tools
+from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
-from bot.writing_first.outbox import Delivered, Outbox
 from bot.scenes import Scenes
 from bot.scheduler import BackgroundJobs
 from bot.tools.toolbox import Tool, Toolbox, guidance_of
 from bot.turn.handler import TurnHandler
 from bot.turn.prompt import system_prompt
-from bot.voice.listening import Listening
 from bot.voice.client import VoiceClient
+from bot.voice.listening import Listening
 from bot.voice.speaking import Speaking, speaks
+from bot.writing_first.checkins import CheckIns, counted_from
+from bot.writing_first.outbox import Delivered, Outbox
 from storage.factory import open_store
 from storage.ports import Store
 
@@ -58,7 +59,7 @@ class Runtime:
     checkins: CheckIns
     scenes: Scenes
     gate: Gate
-    core: Keepsake  # what adapters get (the Core protocol of bot/contract.py)
+    core: Core  # what adapters get (bot/contract.py)
     voice: VoiceClient | None = None  # [voice] (SPEC 16)
     listening: Listening | None = None  # voice notes heard (SPEC 16)
     speaking: Speaking | None = None  # replies spoken (SPEC 16)
@@ -142,7 +143,8 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                         voices={c.name: c.voice for c in config.characters})
     notifications = Notifications(store, cast)
     rebuilds = Rebuilds(store, summarizer, notifications.notify, gate.spend)
-    delivered = Delivered(store, after_delivery=summarizer.schedule)  # a reply's and a letter's (bot/writing_first/outbox.py)
+    # what follows a message shown, a reply's and a letter's (bot/writing_first/outbox.py)
+    delivered = Delivered(store, after_delivery=summarizer.schedule)
     checkins = CheckIns(store, cast, gate, budgets, llm, counter, window,
                         {c.name: c.checkins for c in config.characters if c.checkins},
                         Outbox(store, gate, delivered), clock=clock)
@@ -151,7 +153,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)
-    core = Keepsake(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
-                    delivered, clock=clock)
+    core = build_core(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
+                      delivered, clock=clock)
     return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications,
                    checkins, scenes, gate, core, voice, listening, speaking, semantic)

@@ -143,10 +143,11 @@ class Chat:
 
     async def say(self, text: str, on_text=None):
         message = IncomingMessage(self.key, self.identity, self.name, text, asker=self.asker)
-        return await shown(self.runtime, await self.runtime.core.handle(message, on_text=on_text))
+        return await shown(self.runtime, await self.runtime.core.conversation.handle(message, on_text=on_text))
 
     async def regenerate(self, turn: TurnRef):
-        return await shown(self.runtime, await self.runtime.core.regenerate(self.key, self.identity, turn, self.asker))
+        reply = await self.runtime.core.regenerating.regenerate(self.key, self.identity, turn, self.asker)
+        return await shown(self.runtime, reply)
 
     async def memory(self, text: str):
         return await self.runtime.commands.run_text(self.ctx, text)

@@ -180,12 +180,12 @@ async def test_an_age_restricted_character_answers_only_in_age_restricted_places
             return IncomingMessage(key, None, "Ann", text, asker=Asker("discord", "501", (key.chat_id,),
                                                                          age_restricted=age_restricted))
 
-        refused = await runtime.core.handle(message("hello", age_restricted=False))
+        refused = await runtime.core.conversation.handle(message("hello", age_restricted=False))
         assert refused.text == AGE_RESTRICTED["discord"].format(name="Mira") and refused.is_error
-        in_a_dm = await runtime.core.handle(message("hello", age_restricted=False, shared=False))
+        in_a_dm = await runtime.core.conversation.handle(message("hello", age_restricted=False, shared=False))
         assert in_a_dm.text == refused.text
         assert llm.requests == [] and await runtime.store.db.value("SELECT COUNT(*) FROM messages") == 0
-        answered = await runtime.core.handle(message("hello", age_restricted=True))
+        answered = await runtime.core.conversation.handle(message("hello", age_restricted=True))
         assert not answered.is_error and len(llm.requests) == 1
     finally:
         await runtime.close()

@@ -13,10 +13,10 @@ from typing import Sequence
 import pytest
 
 from bot.access.rules import AccessRules
-from bot.writing_first.checkins import PER_SECOND, Pace
 from bot.config import parse_config
 from bot.contract import Asker, Button, ConversationKey, Unreachable
 from bot.runtime import build_runtime
+from bot.writing_first.checkins import PER_SECOND, Pace
 from tests.conftest import Chat, FakeClock, config_dict
 from tests.fakes.llm_server import status, text
 from tests.postgres import fresh_schema_url
@@ -97,7 +97,7 @@ async def away(bot, **start):
 
 
 async def scan(runtime, writer: Writer) -> int:
-    with runtime.core.writing_first(writer):
+    with runtime.core.presence.writing_first(writer):
         return await runtime.checkins.scan("Mira")
 
 
@@ -359,7 +359,7 @@ async def test_two_processes_scanning_at_once_send_exactly_one(bot, llm):
     clock.now += 49 * HOUR
     one, two = Writer(), Writer()
     calls = len(llm.requests)
-    with first.core.writing_first(one), second.core.writing_first(two):
+    with first.core.presence.writing_first(one), second.core.presence.writing_first(two):
         sent = await asyncio.gather(first.checkins.scan("Mira"), second.checkins.scan("Mira"))
     assert sum(sent) == 1 and len(one.sent) + len(two.sent) == 1
     assert len(llm.requests) == calls + 1  # one process claimed it: one model call, not two

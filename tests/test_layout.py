@@ -126,3 +126,16 @@ def test_one_module_sends_what_a_character_writes_first():
     senders = {path.relative_to(ROOT).as_posix() for path in (ROOT / "bot").rglob("*.py")
                if ".write_first(" in path.read_text()}
     assert senders == {"bot/writing_first/outbox.py"}
+
+
+def test_no_class_in_bot_has_more_than_20_public_methods():
+    """#49: the core is one small service per protocol of the contract, not one class of 34."""
+    too_big = {}
+    for path in (ROOT / "bot").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                public = [item.name for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          and not item.name.startswith("_")]
+                if len(public) > 20:
+                    too_big[f"{path.relative_to(ROOT)}:{node.name}"] = len(public)
+    assert too_big == {}

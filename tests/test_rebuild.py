@@ -75,7 +75,7 @@ async def test_a_rebuild_killed_half_way_resumes_after_restart_and_swaps_at_once
 
     llm.responder = resumed = Script("NEW")
     try:
-        with restarted.core.listening(notifier):  # as an adapter would
+        with restarted.core.presence.listening(notifier):  # as an adapter would
             restarted.start()
             await wait_for(lambda: asyncio.sleep(0, bool(told)))
         assert told == [DONE]
@@ -95,7 +95,7 @@ async def test_a_failed_rebuild_tells_the_person_who_can_resume_it(runtime, llm)
     async def notifier(conversation, message):
         told.append(message)
 
-    with runtime.core.listening(notifier):  # as an adapter would
+    with runtime.core.presence.listening(notifier):  # as an adapter would
         conversation = await history(ann, 50 + 40)
         llm.responder = Script("NEW", fail=True)
         await ann.memory("/memory rebuild")
@@ -159,7 +159,7 @@ async def test_rebuilding_a_short_conversation_says_there_was_nothing_to_rebuild
     async def notifier(conversation, message):
         told.append(message)
 
-    with runtime.core.listening(notifier):
+    with runtime.core.presence.listening(notifier):
         await ann.say("hello")
         await ann.memory("/memory rebuild")
         await runtime.rebuilds.idle()

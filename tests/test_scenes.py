@@ -39,7 +39,7 @@ class Voice:
         self.hold: asyncio.Event | None = None  # set: a scene's next answer waits for it
 
     async def answer_here(self, message: IncomingMessage) -> None:
-        await self.deliver(await self.core.handle(message))
+        await self.deliver(await self.core.conversation.handle(message))
 
     async def can_speak(self, key: ConversationKey) -> bool:
         return True
@@ -47,13 +47,13 @@ class Voice:
     async def continue_scene(self, key: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None) -> None:
         if self.hold is not None:
             await self.hold.wait()
-        await self.deliver(await self.core.answer_queued(key, turn, on_behalf))
+        await self.deliver(await self.core.presence.answer_queued(key, turn, on_behalf))
         self.continued += 1
 
     async def deliver(self, reply: Reply) -> None:
         if reply.duplicate:
             return
-        await self.core.delivered(reply, [f"{self.character_name}-{len(self.said) + 1}"])
+        await self.core.conversation.delivered(reply, [f"{self.character_name}-{len(self.said) + 1}"])
         self.said.append(reply)
 
 
@@ -99,7 +99,7 @@ async def scene(request, llm, tmp_path):
             started.append(runtime)
             scene_voices[id(runtime)] = {name: Voice(runtime, name) for name in ("Mira", "Aki")}
             for voice in scene_voices[id(runtime)].values():
-                voicing.enter_context(runtime.core.voicing(voice))
+                voicing.enter_context(runtime.core.presence.voicing(voice))
         return runtimes if processes > 1 else runtimes[0]
     yield start
     voicing.close()
@@ -232,8 +232,9 @@ async def test_a_reply_someone_wrote_after_starts_no_chain(scene, llm):
     mira, aki = scene_voices[id(runtime)]["Mira"], scene_voices[id(runtime)]["Aki"]
     aki.hold = asyncio.Event()  # an answer queued for Aki would stay in line
     llm.add(text("Aki, what do you make of the fog?"), text("Tea's ready, Ann."))
-    reply = await runtime.core.handle(IncomingMessage(ConversationKey("telegram", GROUP, None, "Mira", True),
-                                                      ann.identity, "Ann", "Mira, fog tonight?", "1", asker=ann.asker))
+    reply = await runtime.core.conversation.handle(IncomingMessage(
+        ConversationKey("telegram", GROUP, None, "Mira", True), ann.identity, "Ann", "Mira, fog tonight?", "1",
+        asker=ann.asker))
     await ann.says("never mind, Mira: tea?", message_id="2")  # Ann writes before Mira's reply is delivered
     await mira.deliver(reply)
     assert await queued(runtime) == 0 and aki.continued == 0 and len(llm.requests) == 2
@@ -270,8 +271,8 @@ async def test_a_chain_reply_carries_its_starters_regenerate_which_reads_nobodys
     aki_key = ConversationKey("telegram", GROUP, None, "Aki", True)
     await eventually(lambda: len(said(runtime, "Mira")) == 2)  # Aki's reply named Mira: the chain's last turn
     llm.add(text("Mira. Ann. Evening."))
-    again = await shown(runtime, await runtime.core.regenerate(aki_key, Identity("telegram", "501"), chained.turn,
-                                                               ann.asker))
+    again = await runtime.core.regenerating.regenerate(aki_key, Identity("telegram", "501"), chained.turn, ann.asker)
+    again = await shown(runtime, again)
     assert again.text == "Mira. Ann. Evening." and "rope" not in json.dumps(llm.requests[-1]["messages"])
 
 
@@ -361,8 +362,9 @@ async def test_regenerate_replaces_that_characters_latest_reply_only(scene, llm)
     mira_turn = scene_voices[id(runtime)]["Mira"].said[0].turn
     presser = Identity("telegram", "501")
     mira_key = ConversationKey("telegram", GROUP, None, "Mira", True)
-    assert await runtime.core.regenerate_refusal(mira_key, presser, mira_turn, ann.asker) is None  # Mira's latest
-    reply = await shown(runtime, await runtime.core.regenerate(mira_key, presser, mira_turn, ann.asker))
+    # Mira's latest
+    assert await runtime.core.regenerating.regenerate_refusal(mira_key, presser, mira_turn, ann.asker) is None
+    reply = await shown(runtime, await runtime.core.regenerating.regenerate(mira_key, presser, mira_turn, ann.asker))
     assert reply.text == "Mira's second."
     assert [m.content for m in await scene_rows(runtime) if m.role == "assistant"] == ["Mira's second.",
                                                                                        "Aki's first."]
@@ -447,7 +449,7 @@ async def test_a_persons_message_addressed_to_no_character_ends_the_chain(scene,
     llm.add(text("Aki, what do you make of the fog?"))
     await ann.says("Mira, fog tonight?")  # delivered: Aki's answer is queued
     # …while Ann writes to the channel, to nobody (an ordinary channel: not stored, not answered)
-    await runtime.core.heard(ConversationKey("telegram", GROUP, None, "Mira", True))
+    await runtime.core.conversation.heard(ConversationKey("telegram", GROUP, None, "Mira", True))
     aki.hold.set()
     await eventually(lambda: aki.continued == 1)
     assert said(runtime, "Aki") == [] and len(llm.requests) == 1
@@ -513,7 +515,7 @@ async def crashed_mid_chain(llm, tmp_path):
     scene_voices[id(alive)] = {name: Voice(alive, name) for name in ("Mira", "Aki")}
     with contextlib.ExitStack() as voicing:
         for voice in scene_voices[id(alive)].values():
-            voicing.enter_context(alive.core.voicing(voice))
+            voicing.enter_context(alive.core.presence.voicing(voice))
         yield alive
     scene_voices.pop(id(alive))
     await alive.close()
@@ -524,12 +526,12 @@ async def test_a_chain_cut_off_by_a_crash_is_answered_again_once_and_goes_no_fur
     alive = crashed_mid_chain
     voices = scene_voices[id(alive)]
     llm.add(text("Mira, thick as soup."))
-    cut, = await alive.core.cut_off("telegram", "Aki")
+    cut, = await alive.core.recovery.cut_off("telegram", "Aki")
     assert cut.fresh and cut.asked_text == "Aki, what do you make of it?"
-    await voices["Aki"].deliver(await alive.core.answer_again(cut))  # delivered: no chain was queued
+    await voices["Aki"].deliver(await alive.core.recovery.answer_again(cut))  # delivered: no chain was queued
     assert [r.text for r in voices["Aki"].said] == ["Mira, thick as soup."] and voices["Mira"].said == []
     assert len(llm.requests) == 1 and await queued(alive) == 0  # it named Mira: no chain after a recovery
-    assert await alive.core.cut_off("telegram", "Aki") == []  # answered again once
+    assert await alive.core.recovery.cut_off("telegram", "Aki") == []  # answered again once
 
 
 async def test_a_chain_cut_off_by_a_crash_is_not_answered_again_once_a_person_wrote(crashed_mid_chain, llm):
@@ -542,8 +544,8 @@ async def test_a_chain_cut_off_by_a_crash_is_not_answered_again_once_a_person_wr
     async def stored() -> bool:  # Ann's message is in, waiting behind the cut-off turn
         return (await scene_rows(alive))[-1].content == "Mira, never mind the fog: tea?"
     await eventually(stored)
-    cut, = await alive.core.cut_off("telegram", "Aki")
-    assert (await alive.core.answer_again(cut)).duplicate  # the person's message ended the chain
+    cut, = await alive.core.recovery.cut_off("telegram", "Aki")
+    assert (await alive.core.recovery.answer_again(cut)).duplicate  # the person's message ended the chain
     await writing
     assert voices["Aki"].said == [] and [r.text for r in voices["Mira"].said] == ["Tea's on, Ann."]
     assert len(llm.requests) == 1
@@ -589,7 +591,7 @@ async def regenerated_into_naming_aki(runtime, llm, person: "Person", *then: str
     mira_turn = scene_voices[id(runtime)]["Mira"].said[-1].turn
     llm.add(text("Aki, come and say hello."), *(text(t) for t in then))
     mira_key = ConversationKey("telegram", GROUP, None, "Mira", True)
-    reply = await runtime.core.regenerate(mira_key, person.identity, mira_turn, person.asker)
+    reply = await runtime.core.regenerating.regenerate(mira_key, person.identity, mira_turn, person.asker)
     await scene_voices[id(runtime)]["Mira"].deliver(reply)
     return reply
 
@@ -623,8 +625,8 @@ async def test_a_regenerated_reply_with_nobody_known_behind_it_starts_no_chain(s
     await ann.says("Mira, evening")
     mira_turn = scene_voices[id(runtime)]["Mira"].said[-1].turn
     mira_key = ConversationKey("telegram", GROUP, None, "Mira", True)
-    assert await runtime.core.regenerate_refusal(mira_key, ann.identity, mira_turn, None) == NOT_ALLOWED
-    refused = await runtime.core.regenerate(mira_key, ann.identity, mira_turn, None)
+    assert await runtime.core.regenerating.regenerate_refusal(mira_key, ann.identity, mira_turn, None) == NOT_ALLOWED
+    refused = await runtime.core.regenerating.regenerate(mira_key, ann.identity, mira_turn, None)
     assert refused.is_error and refused.text == NOT_ALLOWED and len(llm.requests) == 1
 
 
@@ -637,13 +639,13 @@ async def test_regenerate_follows_the_answering_characters_access_and_age_rule(s
     await ann.says("evening", to="Aki")
     aki_turn = scene_voices[id(first)]["Aki"].said[-1].turn
     aki_key = ConversationKey("telegram", GROUP, None, "Aki", True)
-    assert await first.core.regenerate_refusal(aki_key, ann.identity, aki_turn, ann.asker) is None
+    assert await first.core.regenerating.regenerate_refusal(aki_key, ann.identity, aki_turn, ann.asker) is None
     denies = await scene(aki={"access": {"deny": ["telegram:501"]}})  # a process with the rule, same database
-    assert await denies.core.regenerate_refusal(aki_key, ann.identity, aki_turn, ann.asker) == NOT_ALLOWED
-    refused = await denies.core.regenerate(aki_key, ann.identity, aki_turn, ann.asker)
+    assert await denies.core.regenerating.regenerate_refusal(aki_key, ann.identity, aki_turn, ann.asker) == NOT_ALLOWED
+    refused = await denies.core.regenerating.regenerate(aki_key, ann.identity, aki_turn, ann.asker)
     assert refused.is_error and refused.text == NOT_ALLOWED
     restricted = await scene(aki={"nsfw": True})
-    why = await restricted.core.regenerate_refusal(aki_key, ann.identity, aki_turn, ann.asker)
+    why = await restricted.core.regenerating.regenerate_refusal(aki_key, ann.identity, aki_turn, ann.asker)
     assert why == AGE_RESTRICTED["telegram"].format(name="Aki")
     assert len(llm.requests) == 1
 
@@ -662,7 +664,7 @@ async def test_a_chain_turn_is_spent_on_the_person_who_started_the_chain(scene, 
     chained = scene_voices[id(runtime)]["Aki"].said[0]
     llm.add(text("Soup, and worse."))
     aki_key = ConversationKey("telegram", GROUP, None, "Aki", True)
-    await shown(runtime, await runtime.core.regenerate(aki_key, ann.identity, chained.turn, ann.asker))
+    await shown(runtime, await runtime.core.regenerating.regenerate(aki_key, ann.identity, chained.turn, ann.asker))
     assert await runtime.store.db.value("SELECT SUM(turns) FROM usage_days WHERE person_id = $1", person) == 3
 
 
@@ -676,7 +678,7 @@ async def test_a_person_writing_to_no_character_while_a_reply_is_written_ends_th
     await eventually(lambda: llm.answering == 1)
     clock = runtime.store.db.clock
     clock.now += 1  # Mira's turn began a second ago…
-    await runtime.core.heard(ConversationKey("telegram", GROUP, None, "Mira", True))
+    await runtime.core.conversation.heard(ConversationKey("telegram", GROUP, None, "Mira", True))
     clock.now += 1  # …and her reply is stored a second after Ann wrote
     await asking
     assert said(runtime, "Mira") == ["Aki, what do you make of the fog?"]

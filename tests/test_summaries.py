@@ -141,7 +141,7 @@ async def test_summarizing_starts_only_after_the_reply_was_delivered(ann, llm):
     reply = await ann.say("one more")
     await ann.runtime.summarizer.idle()  # had the turn started summarizing, this would wait for it
     assert summary_calls(llm) == []
-    await ann.runtime.core.delivered(reply, [])
+    await ann.runtime.core.conversation.delivered(reply, [])
     await ann.runtime.summarizer.idle()
     assert len(summary_calls(llm, "batch")) == 1
 
@@ -150,7 +150,7 @@ async def test_a_reply_is_delivered_while_the_summarizers_call_still_hangs(ann, 
     await stored(ann, 60)
     llm.add(text("first reply"), hang(30))  # the summary call hangs
     reply = await ann.say("hello")
-    await ann.runtime.core.delivered(reply, [])
+    await ann.runtime.core.conversation.delivered(reply, [])
     while len(llm.requests) < 2:
         await asyncio.sleep(0.01)
     second = await asyncio.wait_for(ann.say("are you there?"), timeout=3)
@@ -217,7 +217,7 @@ async def test_a_fact_from_message_5_is_still_in_the_prompt_at_message_300_and_t
         line = "Remember this! My sister's name is Kari and she lives in Tromsø!" if n == 5 else \
             f"Small talk number {n} about the weather and the sea and the lamp."
         reply = await ann.say(line)
-        await ann.runtime.core.delivered(reply, [])
+        await ann.runtime.core.conversation.delivered(reply, [])
         await ann.runtime.summarizer.idle()
         if n in (100, 200, 300):
             turn = await ann.runtime.store.turns.latest_turn(await conversation_of(ann))

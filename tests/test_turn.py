@@ -254,8 +254,8 @@ async def test_a_20000_character_message_gets_an_answer(ann, llm):
 async def test_a_greeting_opens_a_one_to_one_conversation_but_is_not_stored_in_a_shared_one(runtime, llm):
     ann = Chat(runtime)
     in_group = Chat(runtime, chat_id="group", shared=True)
-    await runtime.core.greet(ann.key, "Ann")
-    await runtime.core.greet(in_group.key, "Ann")  # it names Ann: it would outlive her /forgetme
+    await runtime.core.conversation.greet(ann.key, "Ann")
+    await runtime.core.conversation.greet(in_group.key, "Ann")  # it names Ann: it would outlive her /forgetme
     assert [role for role, _ in await stored_texts(ann)] == ["assistant"]
     assert await stored_texts(in_group) == []
 

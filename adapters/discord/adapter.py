@@ -104,9 +104,9 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                 intents=intents, allowed_mentions=discord.AllowedMentions.none(), shard_count=shards.shard_count,
                 shard_ids=list(shards.shard_ids) if shards.shard_ids is not None else None)
         # who speaks: this bot's own character, or (a host bot) every character it voices by webhook
-        self.webhooks = Webhooks(self.client, core.portrait)
+        self.webhooks = Webhooks(self.client, core.presence.portrait)
         self.speakers: dict[str, ChatAdapter] = (
-            {name.casefold(): WebhookVoice(self, core.character_name(name)) for name in names}
+            {name.casefold(): WebhookVoice(self, core.conversation.character_name(name)) for name in names}
             if settings.hosted else {self.character_name.casefold(): self})
         self.commands = Interactions(self)
         self.client.setup_hook = self.commands.sync
@@ -269,11 +269,12 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         answering = self.addressed(message)
         if answering is None:
             if message.guild is not None:  # a person wrote, to no character: a scene's chain ends
-                await self.core.heard(self.key(message.channel))
+                await self.core.conversation.heard(self.key(message.channel))
             return
         speaker, addressed = answering
         asker = await self.asker(message.author, message.channel)
-        if asker is None or not self.core.lets_in(speaker.character_name, asker):  # the gate, for who answers
+        # the gate, for who answers
+        if asker is None or not self.core.gatekeeping.lets_in(speaker.character_name, asker):
             if message.guild is None:  # a DM gets one line; a server channel, silence
                 await self.quietly(message.channel.send(NOT_ALLOWED))
             return
@@ -309,11 +310,12 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         if content is None or author.get("bot"):
             return
         key = self.key(self.channel(payload.channel_id, payload.guild_id))
-        await self.core.edited(key, str(payload.message_id), re.sub(rf"<@!?{self.client.user.id}>", "", content))
+        text = re.sub(rf"<@!?{self.client.user.id}>", "", content)
+        await self.core.conversation.edited(key, str(payload.message_id), text)
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         key = self.key(self.channel(payload.channel_id, payload.guild_id))
-        await self.core.deleted(key, str(payload.message_id))
+        await self.core.conversation.deleted(key, str(payload.message_id))
 
     def channel(self, channel_id: int, guild_id: int | None):
         """The cached channel (threads included), or a partial one: uncached and guildless is a DM."""
@@ -326,7 +328,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         with them are asked of Discord; if that fails, None: not let in (a deny must not be
         skipped)."""
         asker = asker_of(user, channel, self.settings.nsfw_in_dms)
-        if not isinstance(user, discord.Member) and self.core.rules_name_roles():
+        if not isinstance(user, discord.Member) and self.core.gatekeeping.rules_name_roles():
             try:
                 asker = replace(asker, roles=await self.roles_everywhere(user))
             except discord.HTTPException as failure:

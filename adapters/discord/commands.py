@@ -25,12 +25,10 @@ from bot.contract import (
     Asker,
     CommandContext,
     CommandResult,
-    Commands,
     CommandSpec,
     ConversationKey,
-    Coordination,
+    Core,
     Form,
-    Gatekeeping,
     Identity,
     OptionSpec,
     TurnRef,
@@ -59,19 +57,15 @@ class SummaryModal(discord.ui.Modal):
 
     async def on_submit(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        result = await self.interactions.core.submit(self.interactions.context(interaction), self.form.action,
+        result = await self.interactions.core.commands.submit(self.interactions.context(interaction), self.form.action,
                                                             self.text.value)
         await self.interactions.followup(interaction, result)
-
-
-class AnsweringCore(Commands, Gatekeeping, Coordination, Protocol):
-    """What the commands ask of the core: its commands, its gate, and one sync among processes."""
 
 
 class CommandHost(Protocol):
     """What the commands ask of their Discord adapter (a ChatAdapter itself)."""
 
-    core: AnsweringCore
+    core: Core  # the commands ask its commands, gatekeeping and coordination
     client: discord.Client
     settings: DiscordSettings
     character_name: str
@@ -106,7 +100,7 @@ class Interactions:
 
         async def sync() -> None:
             await self.tree.sync(guild=guild)
-        await self.core.once_per_change(key, fingerprint, sync)
+        await self.core.coordination.once_per_change(key, fingerprint, sync)
 
     def context(self, interaction: discord.Interaction) -> CommandContext:
         """Who asks and where; their `Asker` as `interaction_check` found it (roles and all)."""
@@ -119,7 +113,7 @@ class Interactions:
     def _register_commands(self) -> None:
         """The slash-command tree, made from the core's command table: a group becomes a slash
         group, a command acting on a message becomes an item of a message's Apps menu."""
-        for spec in self.core.command_table():
+        for spec in self.core.commands.command_table():
             if PLATFORM not in spec.platforms:
                 continue
             if spec.message_menu:
@@ -147,7 +141,7 @@ class Interactions:
 
         async def callback(interaction: discord.Interaction, **options) -> None:
             await interaction.response.defer(ephemeral=True, thinking=True)
-            result = await self.core.run(self.context(interaction), spec.handler, options)
+            result = await self.core.commands.run(self.context(interaction), spec.handler, options)
             await self.followup(interaction, result)
 
         parameters = [inspect.Parameter("interaction", inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -163,7 +157,7 @@ class Interactions:
 
     async def remember_this(self, interaction: discord.Interaction, message: discord.Message) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        result = await self.core.remember(self.context(interaction), str(message.id))
+        result = await self.core.commands.remember(self.context(interaction), str(message.id))
         await self.followup(interaction, result)
 
     async def followup(self, interaction: discord.Interaction, result: CommandResult) -> None:
@@ -184,7 +178,7 @@ class Interactions:
         on (a host bot's `character:Aki`), with the asker kept here."""
         asker = await self.adapter.asker(interaction.user, interaction.channel)
         interaction.extras["asker"] = asker
-        if asker is not None and any(self.core.lets_in(speaker.character_name, asker)
+        if asker is not None and any(self.core.gatekeeping.lets_in(speaker.character_name, asker)
                                      for speaker in self.adapter.speakers.values()):
             return True
         await self.adapter.quietly(interaction.response.send_message(NOT_ALLOWED, ephemeral=True))
@@ -216,7 +210,7 @@ class Interactions:
                 await self.adapter.quietly(interaction.response.send_message(text, ephemeral=True))
 
     async def press(self, interaction: discord.Interaction, custom_id: str) -> None:
-        result = await self.core.press(self.context(interaction), custom_id)
+        result = await self.core.commands.press(self.context(interaction), custom_id)
         if result.regenerate is not None:
             await self.on_regenerate(interaction, result.regenerate)
             return

@@ -132,7 +132,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         new = filters.UpdateType.MESSAGE  # commands run from new messages only, never from edits
         application.add_handler(CommandHandler("start", self.on_start, filters=new))
         application.add_handler(CommandHandler("help", self.on_help, filters=new))
-        routed = [spec.name for spec in self.core.command_table()
+        routed = [spec.name for spec in self.core.commands.command_table()
                   if "telegram" in spec.platforms and spec.name not in ANSWERED_HERE]
         application.add_handler(CommandHandler(routed, self.on_memory_command, filters=new))
         application.add_handler(CommandHandler("remember", self.on_remember, filters=new))
@@ -154,7 +154,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         await self._refusable(application.initialize())
         try:
             await application.bot.set_my_commands(
-                [BotCommand(spec.name, spec.description) for spec in self.core.command_table()
+                [BotCommand(spec.name, spec.description) for spec in self.core.commands.command_table()
                  if "telegram" in spec.platforms])
             await application.start()
             log.info("Telegram: %s is online as @%s", self.character_name, application.bot.username)
@@ -296,7 +296,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         line, a pressed button a notice; a group, silence. (A command naming another character is
         decided again by the gate for that character.)"""
         query, chat = update.callback_query, update.effective_chat
-        if self.core.lets_in(self.character_name, self.asker(update)):
+        if self.core.gatekeeping.lets_in(self.character_name, self.asker(update)):
             if not await self.first_delivery(update, context.bot.id):
                 log.info("Telegram update %d reached %s again; it was taken the first time", update.update_id,
                          self.character_name)
@@ -316,7 +316,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         message = update.message
         if message is not None and not (message.text or message.caption or "").startswith("/"):
             return True
-        return await self.core.first_delivery(f"{PLATFORM}:{bot_id}:{update.update_id}")
+        return await self.core.coordination.first_delivery(f"{PLATFORM}:{bot_id}:{update.update_id}")
 
     async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
@@ -326,7 +326,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         place = place_of(message)
         if not addressed(message, bot.id, bot.username, self.character_name):
             if place.shared and speaker_of(message) is not None:  # a person, to no character: a chain ends
-                await self.core.heard(self.key(place))
+                await self.core.conversation.heard(self.key(place))
             return
         incoming = IncomingMessage(
             conversation=self.key(place),
@@ -367,29 +367,29 @@ class TelegramAdapter(ChatAdapter[Place]):
         if message is None or not message.text:
             return
         text = strip_mention(message.text, context.bot.username)
-        await self.core.edited(self.key(place_of(message)), str(message.message_id), text)
+        await self.core.conversation.edited(self.key(place_of(message)), str(message.message_id), text)
 
     # -- commands --------------------------------------------------------------------------
     async def on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.effective_message
         place = place_of(message)
         choice = " ".join(context.args or [])
-        greeting = await self.core.greet(self.key(place), speaker_name_of(message), choice)
+        greeting = await self.core.conversation.greet(self.key(place), speaker_name_of(message), choice)
         # the card's *actions* in italics, as in replies (an error line is the bot's own words)
         await self.send(place, greeting.text, [], str(message.message_id) if place.shared else None,
                         formatted=not greeting.is_error)
-        if hint := self.core.other_greetings(self.key(place), choice):
+        if hint := self.core.conversation.other_greetings(self.key(place), choice):
             await message.reply_text(hint)
 
     async def on_help(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         intro = (f"I'm {self.character_name}. Talk to me here; in a group, mention me or reply to me. "
                  "I remember what matters to you — see and change it with /memory:\n\n")
-        await update.effective_message.reply_text(intro + self.core.help_text("telegram"))
+        await update.effective_message.reply_text(intro + self.core.commands.help_text("telegram"))
 
     async def on_memory_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         ctx = self.context(update)
         text = update.effective_message.text or ""
-        result = await self.core.command(ctx, text)
+        result = await self.core.commands.command(ctx, text)
         await self.answer_privately(update, context, ctx, result)
 
     async def on_remember(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -398,7 +398,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         if original is None:
             result = CommandResult("Reply to the message you want me to remember with /remember.", ok=False)
         else:
-            result = await self.core.remember(ctx, str(original.message_id))
+            result = await self.core.commands.remember(ctx, str(original.message_id))
         await self.answer_privately(update, context, ctx, result)
 
     async def answer_privately(self, update: Update, context: ContextTypes.DEFAULT_TYPE,
@@ -417,7 +417,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             note = OPEN_DM_FIRST.format(name=user.first_name)
             await with_flood_retry(lambda: message.reply_text(note))
             return
-        await self.core.answered_in(  # its buttons act in the group
+        await self.core.private_answers.answered_in(  # its buttons act in the group
             PLATFORM, str(user.id), [str(m.message_id) for m in sent], ctx.conversation)
 
     async def show_result(self, bot, place: Place, result: CommandResult) -> list[Message]:
@@ -450,12 +450,13 @@ class TelegramAdapter(ChatAdapter[Place]):
             return
         message = query.message
         ctx = self.context(update)  # who presses: always the person behind this callback
-        origin = await self.core.asked_in(PLATFORM, str(message.chat_id), str(message.message_id), self.character_name)
+        origin = await self.core.private_answers.asked_in(PLATFORM, str(message.chat_id), str(message.message_id),
+                                                          self.character_name)
         if origin is not None:  # an answer sent to the DM acts in the group it was asked in (judged there)
             ctx = CommandContext(origin, ctx.identity, ctx.display_name,
                                  Asker(PLATFORM, str(query.from_user.id), (origin.chat_id,),
                                        age_restricted=self.settings.allow_nsfw))
-        result = await self.core.press(ctx, query.data or "")
+        result = await self.core.commands.press(ctx, query.data or "")
         if result.regenerate is not None:
             await self.on_regenerate(update, result.regenerate)
             return
@@ -473,7 +474,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         if len(chunks) > 1 or result.attachment is not None:  # the rest, below the edited message
             rest = CommandResult("\n".join(chunks[1:]), result.buttons if len(chunks) > 1 else [], result.attachment)
             sent = await self.show_result(context.bot, Place(message.chat_id, None, False), rest)
-            await self.core.answered_in(
+            await self.core.private_answers.answered_in(
                 PLATFORM, str(message.chat_id), [str(m.message_id) for m in sent], ctx.conversation)
 
     async def on_regenerate(self, update: Update, turn: TurnRef) -> None:

@@ -25,7 +25,7 @@
    retries, undo the turn's memory writes and answer with a short plain error.
 After the adapter delivered the reply it calls `Core.delivered` (bot/core.py), which starts
 background work. A turn a crash cut off mid-reply is answered again (`answer_again`) when it is
-less than 5 minutes old, replacing the partial message; see `Keepsake.cut_off`.
+less than 5 minutes old, replacing the partial message; see `CrashRecovery.cut_off`.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from typing import Awaitable, Callable, Hashable, Mapping, Sequence
 from bot import metrics
 from bot.access.gate import Gate
 from bot.access.limits import TOO_FAST
+from bot.buttons import encode_action
 from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
-from bot.buttons import encode_action
 from bot.contract import (
     NOT_ALLOWED,
     Asker,
@@ -187,7 +187,8 @@ class TurnHandler:
         self.llm = llm
         self.counter = counter
         self.cast = cast
-        self.checkin_from = checkin_from  # messages that start an absence's check-in there (bot/writing_first/checkins.py)
+        # messages that start an absence's check-in there (bot/writing_first/checkins.py)
+        self.checkin_from = checkin_from
         self.context_window = context_window
         self.clock = clock
         self.arrivals = ArrivalOrder()  # storing and queueing, per conversation key
@@ -388,7 +389,7 @@ class TurnHandler:
     async def answer_again(self, key: ConversationKey, queued: QueuedTurn, on_text: ReplySink | None = None,
                            asker: Asker | None = None) -> Reply:
         """Answer a queued message once its turn comes: a message a crash cut off (its memory
-        writes were undone), queued again at its place in line (bot/core.py, `Keepsake.cut_off`),
+        writes were undone), queued again at its place in line (bot/core.py, `CrashRecovery.cut_off`),
         or in a scene another character's reply (bot/scenes.py) — which nobody answers once
         anyone wrote since: a person's message ends the chain (nothing is sent). `asker`: the
         chain's starter; none for a message answered again after a crash (it was let in as it came)."""

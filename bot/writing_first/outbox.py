@@ -10,7 +10,7 @@ wrote it — claim, gate, compose, store unshown, pace, send, mark shown, take b
   (a blocked bot) takes the letter back for good; any other failure takes it back to be tried
   again. What was not shown was not said (SPEC 15).
 - `Delivered` is what follows a message shown — its mark, and the background work (summaries) —
-  shared by a reply (bot/core.py, `Keepsake.delivered`) and a letter.
+  shared by a reply (bot/core.py, `Chat.delivered`) and a letter.
 """
 
 from __future__ import annotations
