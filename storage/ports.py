@@ -460,11 +460,12 @@ class Turns(abc.ABC):
     @abc.abstractmethod
     async def finish_turn(
         self, turn_id: int, user_message: MessageRow, speaker_name: str,
-        content: str, tokens: int, receipt: dict[str, Any],
+        content: str, tokens: int, receipt: dict[str, Any], character_id: int | None = None,
     ) -> MessageRow:
         """Store the reply and the receipt in one transaction and return the stored reply, not
         yet shown (`shown`); a regenerated turn replaces the old reply, which goes once the new
-        one is shown."""
+        one is shown. `character_id`: the answering character, as the turn names it (read from
+        the turn when the caller does not have it at hand)."""
 
     @abc.abstractmethod
     async def shown(self, reply_message_id: int, platform_message_ids: list[str]) -> None:

@@ -485,7 +485,8 @@ class TurnHandler:
         await self.gate.spend(charged, stored.id,  # as the server's usage says, else as counted
                               completion.prompt_tokens or prompt.receipt["tokens"]["total"],
                               completion.completion_tokens or reply_tokens)
-        await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, text, reply_tokens, receipt)
+        await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, text, reply_tokens, receipt,
+                                           character_id=stored.id)
         buttons = []
         presser = answered_for if answered_for is not None else person_id
         if presser is not None:  # nobody in particular cannot press a button

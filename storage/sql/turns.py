@@ -273,16 +273,17 @@ class SQLTurns(Turns):
 
     async def finish_turn(
         self, turn_id: int, user_message: MessageRow, speaker_name: str,
-        content: str, tokens: int, receipt: dict[str, Any],
+        content: str, tokens: int, receipt: dict[str, Any], character_id: int | None = None,
     ) -> MessageRow:
         async with self.db.transaction() as tx:
+            if character_id is None:
+                character_id = await tx.value("SELECT character_id FROM turns WHERE id = $1", turn_id)
             # a reply to a person's message takes the place right after it; a character answering
             # another character's reply (a scene's chain) takes the next place
             place = (user_message.pos + 1 if user_message.role == "user"
                      else await next_place(tx, user_message.conversation_id))
             reply = await insert_message(tx, user_message.conversation_id, place, "assistant", None,
-                                         speaker_name, content, tokens, None, self.db.clock(),
-                                         await tx.value("SELECT character_id FROM turns WHERE id = $1", turn_id))
+                                         speaker_name, content, tokens, None, self.db.clock(), character_id)
             assert reply is not None  # a reply has no platform id yet: nothing to conflict with
             # This turn becomes 'done' with its reply, not yet shown; a turn it regenerates (the
             # same message's earlier 'done' turn) becomes 'replaced' in the same statement. The
