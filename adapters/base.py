@@ -156,6 +156,10 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         for part in reply.parts:
             await self.send_after(place, part)
 
+    def small(self, line: str) -> str:
+        """A line shown small under a reply (the platform's own way, where it has one)."""
+        return line
+
     async def send_after(self, place: Place, part: Part) -> None:
         """After its text, a part of the reply (a voice note, SPEC 16), made now. One that fails
         leaves the text alone: one WARNING (the core's when it could not be made, this one when
@@ -171,8 +175,10 @@ class ChatAdapter(abc.ABC, Generic[Place]):
 
     async def deliver(self, place: Place, reply_to: str | None, reply: Reply, existing: list[str]) -> list[str]:
         """Send the final reply, split, in place of `existing` messages (a streamed preview, or
-        the reply it regenerates); buttons on its last part."""
-        chunks = split_message(reply.text, self.limit)
+        the reply it regenerates); buttons on its last part, and its note (what its tools did,
+        SPEC 18) as a small line under it."""
+        text = f"{reply.text}\n\n{self.small(reply.note)}" if reply.note else reply.text
+        chunks = split_message(text, self.limit)
         ids: list[str] = []
         try:
             for i, chunk in enumerate(chunks):

@@ -215,6 +215,8 @@ class Console:
             # An error is the program speaking, not the character.
             self.say(f"{PROGRAM} {reply.text}\n" if reply.is_error
                      else f"{self.character_name}: {self.shown_text(reply.text)}\n")
+        if reply.note:  # what the turn's tools did (SPEC 18 [tools] show)
+            self.say(f"  {reply.note}")
         for part in reply.parts:  # what a terminal cannot show is named, never made
             self.say(f"{PROGRAM} ({CANNOT_SHOW.get(part.kind, part.kind)} comes with this reply on Discord and "
                      "Telegram; the console shows text only)")

@@ -52,12 +52,14 @@ async def deliver(runtime, reply, platform_id: str) -> None:
         await runtime.turns.delivered(reply, [platform_id])
 
 
-async def measure(size: int, turns: int, storage_url: str | None, tokens_per_day: int | None = None
-                  ) -> dict[str, float]:
+async def measure(size: int, turns: int, storage_url: str | None, tokens_per_day: int | None = None,
+                  no_tools: bool = False) -> dict[str, float]:
     with temp_folder() as folder:
         llm = InstantLLM()
-        budget = {"limits": {"tokens_per_day": tokens_per_day}} if tokens_per_day else {}  # a tree from #38 on
-        runtime = await bench_runtime(Path(folder), llm, storage_url=storage_url, **budget)
+        options: dict = {"limits": {"tokens_per_day": tokens_per_day}} if tokens_per_day else {}  # a tree from #38 on
+        if no_tools:  # a tree from #50 on: no [tools] but the memory tools, as before SPEC 18
+            options["tools"] = {"enabled": []}
+        runtime = await bench_runtime(Path(folder), llm, storage_url=storage_url, **options)
         try:
             person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
             await fill_memories(runtime, person)
@@ -89,11 +91,12 @@ async def measure(size: int, turns: int, storage_url: str | None, tokens_per_day
     return {"cpu_ms": round(cpu_ms, 3), "p50_ms": round(measured[len(measured) // 2], 3)}
 
 
-async def run(size: int, turns: int, postgres: str | None, tokens_per_day: int | None) -> dict[str, float]:
+async def run(size: int, turns: int, postgres: str | None, tokens_per_day: int | None,
+              no_tools: bool = False) -> dict[str, float]:
     if postgres:
         async with throwaway_schema(postgres) as url:
-            return await measure(size, turns, url, tokens_per_day)
-    return await measure(size, turns, None, tokens_per_day)
+            return await measure(size, turns, url, tokens_per_day, no_tools)
+    return await measure(size, turns, None, tokens_per_day, no_tools)
 
 
 def main() -> None:
@@ -102,8 +105,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--postgres", metavar="URL", help="a PostgreSQL server (a throwaway schema)")
     parser.add_argument("--tokens-per-day", type=int, help="[limits] tokens_per_day (a tree from SPEC 17 on)")
+    parser.add_argument("--no-tools", action="store_true", help="[tools] enabled = [] (a tree from SPEC 18 on)")
     args = parser.parse_args()
-    figures = asyncio.run(run(args.size, args.turns, args.postgres, args.tokens_per_day))
+    figures = asyncio.run(run(args.size, args.turns, args.postgres, args.tokens_per_day, args.no_tools))
     print(json.dumps({"tree": str(Path(bot.__file__).parent.parent), **figures}))
 
 

@@ -90,6 +90,7 @@ def _access_rules(table: Any) -> Any:
 
 
 Text = Annotated[str, Field(min_length=1), BeforeValidator(lambda v: v.strip() if isinstance(v, str) else v)]
+Listed = BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)  # a TOML list, as a tuple
 EnvName = Annotated[str, Field(min_length=1), BeforeValidator(env_name)]  # a variable's name, never a secret
 HttpURL = Annotated[Text, AfterValidator(_http)]
 FilePath = Annotated[Path, BeforeValidator(_path)]
@@ -220,7 +221,7 @@ class OwnerConfig(Section):
     """[owner] (SPEC 17): who may see /stats (the console, its owner's, always may)."""
 
     ids: Annotated[tuple[Annotated[str, BeforeValidator(_owner_id)], ...],
-                   BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)] = ()
+                   Listed] = ()
 
 
 MAX_CHAIN = 10  # SPEC 15 "A chain is bounded"
@@ -285,6 +286,50 @@ class CheckinsConfig(Section):
         return ZoneInfo(self.timezone)
 
 
+BUILT_IN_TOOLS = ("dice", "time", "search", "read", "remind", "picture")  # SPEC 18
+ToolName = Literal["dice", "time", "search", "read", "remind", "picture"]
+ToolNames = Annotated[tuple[ToolName, ...], Listed]
+
+
+class SearchConfig(Section):
+    """`[tools.search]`: a SearXNG instance the owner runs (its JSON API; may be on this machine)."""
+
+    url: HttpURL
+
+
+class ReadConfig(Section):
+    """`[tools.read]`: reading a web page the person linked or a search returned (SPEC 18)."""
+
+    max_bytes: int = Field(2_000_000, ge=1_000, le=50_000_000)
+    deny_domains: Annotated[tuple[Text, ...], Listed] = ()
+
+
+class MCPServerConfig(Section):
+    """A `[[tools.mcp]]` table: an MCP server the owner trusts, over streamable HTTP (`url`) or a
+    command it starts (`command`); only the `tools` named are offered."""
+
+    name: Text
+    url: HttpURL | None = None
+    command: Annotated[tuple[Text, ...], Listed] = ()
+    tools: Annotated[tuple[Text, ...], Field(min_length=1), Listed]
+
+    @model_validator(mode="after")
+    def _url_or_command(self) -> "MCPServerConfig":
+        if (self.url is None) == (not self.command):
+            raise SettingProblem("url", "give either url = \"http://…/mcp\" or command = [\"program\", \"arg\"]")
+        return self
+
+
+class ToolsConfig(Section):
+    """`[tools]` (SPEC 18): what characters may use; each character's `tools` narrows it."""
+
+    enabled: ToolNames = BUILT_IN_TOOLS
+    show: bool = True  # a small line under a reply naming what was used
+    search: SearchConfig | None = None  # no search without a SearXNG instance
+    read: ReadConfig = ReadConfig()
+    mcp: Annotated[tuple[MCPServerConfig, ...], Listed] = ()
+
+
 class CharacterConfig(BaseModel):
     """A `[[characters]]` table: the core's keys; the others are its platforms' (checked by them)."""
 
@@ -297,6 +342,8 @@ class CharacterConfig(BaseModel):
     checkins: CheckinsConfig | None = None  # SPEC 14: off unless the table is there
     voice: Text = "alloy"  # SPEC 16: the voice its replies are spoken in ([voice] speech_model)
     nsfw: bool | None = None  # SPEC 17: age-restricted; None: as the card's tags say ("nsfw", any case)
+    # SPEC 18: this character's own tools (built-in and MCP names); None: all of [tools] enabled
+    tools: Annotated[tuple[Text, ...], Listed] | None = None
 
     @model_validator(mode="after")
     def _card_or_persona(self) -> "CharacterConfig":
@@ -324,6 +371,7 @@ class Config(BaseModel):
     voice: VoiceConfig | None = None  # SPEC 16: off unless the table is there
     owner: OwnerConfig = OwnerConfig()
     access: Access = AccessRules()
+    tools: ToolsConfig = ToolsConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -344,6 +392,16 @@ class Config(BaseModel):
         for i, name in enumerate(names):
             if name in names[:i]:
                 raise SettingProblem(f"characters[{i}].name", f"{self.characters[i].name!r} is used twice")
+        return self
+
+    @model_validator(mode="after")
+    def _tools_known(self) -> "Config":
+        known = set(BUILT_IN_TOOLS) | {name for server in self.tools.mcp for name in server.tools}
+        for i, character in enumerate(self.characters):
+            for name in character.tools or ():
+                if name not in known:
+                    raise SettingProblem(f"characters[{i}].tools", f"no tool named {name!r} (known: "
+                                         f"{', '.join(sorted(known))}; an MCP server's tools as [[tools.mcp]] tools names them)")
         return self
 
     @property

@@ -155,7 +155,8 @@ class Reply:
     `on_behalf`: who the turn answered for (the person whose message started a scene's chain),
     handed back with `Core.delivered` so a chain that follows answers for them too.
     `parts`: what goes out after the text (a voice note, SPEC 16), each through the adapter's
-    one `send_part`."""
+    one `send_part`. `note`: a small line shown under the text, never stored — what the turn's
+    tools did (SPEC 18 `[tools] show`: "🎲 2d6+1 → 9 · 🔎 searched: tide tables Brest")."""
 
     text: str
     is_error: bool = False
@@ -164,6 +165,7 @@ class Reply:
     buttons: list[list[Button]] = field(default_factory=list)
     on_behalf: Asker | None = None
     parts: list["Part"] = field(default_factory=list)
+    note: str = ""
 
 
 @dataclass(frozen=True)

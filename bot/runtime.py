@@ -29,6 +29,8 @@ from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
 from bot.scenes import Scenes
 from bot.scheduler import BackgroundJobs
+from bot.tools.egress import Egress
+from bot.tools.setup import allowed_tools, configured_tools
 from bot.tools.toolbox import Tool, Toolbox, guidance_of
 from bot.turn.handler import TurnHandler
 from bot.turn.prompt import system_prompt
@@ -91,9 +93,11 @@ class Runtime:
 
 
 async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
-                        llm_http_client: Any = None, tools: Sequence[Tool] = ()) -> Runtime:
+                        llm_http_client: Any = None, tools: Sequence[Tool] = (), egress: Egress | None = None
+                        ) -> Runtime:
     """Everything a process runs, built once. `tools`: more tools every character may use,
-    besides the memory tools (SPEC 18; a test's own tool goes here)."""
+    besides the memory tools and the configured ones (SPEC 18; a test's own tool goes here);
+    `egress`: how `read` reaches pages (a test's resolver and dialling; else the system's)."""
     # Characters load first: a malformed card stops start-up before anything is opened.
     loaded = [(c.name, load_character(c)) for c in config.characters]
     store = await open_store(config.storage.url, CAPS, config.storage.base, clock, config.storage.password)
@@ -102,12 +106,17 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         log.warning("%d turn(s) were interrupted by a stop; their memory writes were undone, and each "
                     "platform answers them again or marks their partial reply", recovered)
     counter = TokenCounter(config.llm.model)
-    everything = [*memory_tools(store, counter), *tools]  # the toolbox's residents (bot/tools/)
+    remembering = memory_tools(store, counter)
+    # the toolbox's residents (bot/tools/), and what each character may use of them
+    everything = [*remembering, *await configured_tools(config, egress), *tools]
+    allowed = allowed_tools(config, remembering)
     characters = {}
     for name, character in loaded:
         character = replace(character, lorebook=character.lorebook.counted(counter.count))
         character_id = await store.characters.ensure_character(name)
-        prompt_tokens = counter.count(system_prompt(character, "someone", guidance_of(everything)))
+        own = allowed.get(name.casefold())
+        guidance = guidance_of([tool for tool in everything if own is None or tool.name in own])
+        prompt_tokens = counter.count(system_prompt(character, "someone", guidance))
         characters[name] = StoredCharacter(character, character_id, prompt_tokens)
     llm = LLMClient(config.llm, http_client=llm_http_client)
     window = config.llm.context_window
@@ -134,7 +143,8 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     if config.voice is not None:
         voice = VoiceClient(config.voice, config.llm, http_client=llm_http_client)
         listening = Listening(voice, config.voice.max_seconds)
-    toolbox = Toolbox(everything, gate.tool_refusal)
+    toolbox = Toolbox(everything, gate.tool_refusal, counter, allowed, show=config.tools.show,
+                      zone=config.limits.timezone)
     speaking = Speaking(voice) if voice is not None and speaks(config.voice, True) else None
     turns = TurnHandler(store, llm, counter, cast, window, gate, counted_from, clock=clock, recall_tokens=recall_tokens,
                         semantic=semantic, listening=listening,

@@ -162,6 +162,14 @@ class Chat:
         return await self.runtime.store.people.person_for_identity(self.identity.platform, self.identity.user_id)
 
 
+MEMORY_TOOLS = {"save_memory", "update_memory", "delete_memory"}
+
+
+def offers_memory_tools(request: dict) -> bool:
+    """Whether a model request offered the memory tools (other tools, SPEC 18, may be there)."""
+    return any(spec["function"]["name"] in MEMORY_TOOLS for spec in request.get("tools", []))
+
+
 async def shown(runtime: Runtime, reply):
     """The reply as an adapter shows it: the platform took it (Turns.shown), and nothing else
     an adapter's delivery sets off (no summaries, no scene) follows."""

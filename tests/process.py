@@ -107,7 +107,10 @@ async def final_reply_to(telegram: FakeTelegram, chat_id: int, message_id: int):
     return (await telegram.wait_for(final, timeout=30))[-1]
 
 
-# Loaded by a bot process whose PYTHONPATH holds it: points discord.py at the fake Discord.
+# Loaded by a bot process whose PYTHONPATH holds it: points discord.py at the fake Discord; and
+# with KEEPSAKE_TEST_WEB ("name=address,…;port") hands the safe egress of `read` (SPEC 18) a
+# resolver of test names and dials their public address on loopback (tests/fakes/web_pages.py),
+# as tests/test_egress.py does in process: the guard still checks every address.
 SITECUSTOMIZE = '''
 import os
 if os.environ.get("KEEPSAKE_TEST_DISCORD_BASE"):
@@ -115,5 +118,22 @@ if os.environ.get("KEEPSAKE_TEST_DISCORD_BASE"):
     base = os.environ["KEEPSAKE_TEST_DISCORD_BASE"]
     discord.http.Route.BASE = base + "/api/v10"
     discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(base.replace("http", "ws") + "/gateway")
+if os.environ.get("KEEPSAKE_TEST_WEB"):
+    import bot.tools.egress as egress
+    listed, _, web_port = os.environ["KEEPSAKE_TEST_WEB"].partition(";")
+    names = dict(pair.split("=") for pair in listed.split(","))
+    public = set(names.values())
+
+    async def resolve(host, port):
+        if host not in names:
+            raise OSError(f"no test name {host}")
+        return [names[host]]
+
+    def dial(address, port):
+        return ("127.0.0.1", int(web_port)) if address in public else (address, port)
+
+    built = egress.Egress.__init__
+    egress.Egress.__init__ = lambda self, max_bytes, deny_domains=(), **_: built(self, max_bytes, deny_domains,
+                                                                                  resolve=resolve, dial=dial)
 '''
 

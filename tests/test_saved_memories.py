@@ -2,7 +2,7 @@
 Learn from chat."""
 
 from bot.memory.saved_memories import split_evenly
-from tests.conftest import DAY, Chat
+from tests.conftest import DAY, Chat, offers_memory_tools
 
 
 async def fill(chat: Chat, scope: str, count: int, pinned: bool = False, prefix: str = "fact") -> None:
@@ -176,7 +176,7 @@ async def test_learn_from_chat_off_means_neither_tools_nor_memories_in_the_promp
     assert "neither saves nor reads" in off.text
     await ann.say("what am I allergic to?")
     assert "peanuts" not in llm.prompt_text()
-    assert "tools" not in llm.requests[-1]
+    assert not offers_memory_tools(llm.requests[-1])
     await ann.memory("/memory learning on")
     await ann.say("and now?")
     assert "peanuts" in llm.prompt_text()

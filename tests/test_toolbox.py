@@ -8,6 +8,7 @@ import random
 
 from bot.config import parse_config
 from bot.contract import Asker
+from bot.model.tokens import TokenCounter
 from bot.runtime import build_runtime
 from bot.tools.toolbox import Toolbox, TurnScope, result
 from tests.conftest import ROOT, Chat, config_dict
@@ -41,8 +42,8 @@ class Dice:
 
 async def test_a_tool_added_at_start_up_is_offered_and_run_without_touching_the_turn(llm, tmp_path, clock):
     dice = Dice()
-    runtime = await build_runtime(parse_config(config_dict(llm.base_url, tmp_path / "k.sqlite3"), tmp_path),
-                                  clock=clock, tools=[dice])
+    raw = config_dict(llm.base_url, tmp_path / "k.sqlite3") | {"tools": {"enabled": []}}  # no built-in ones
+    runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock, tools=[dice])
     try:
         ann = Chat(runtime, platform="telegram")
         llm.add(tool_calls(("roll_dice", {"notation": "2d6"})), text("Seven — the harbour gods smile."))
@@ -72,7 +73,7 @@ async def test_every_tool_call_is_asked_of_the_gate_and_bad_arguments_are_an_err
     async def gate(person_id, character, asker):
         return refusal if asker is None or asker.user_id == "zed" else None
 
-    box = Toolbox([dice], gate)
+    box = Toolbox([dice], gate, TokenCounter("gpt-4o-mini"))
     ann = box.for_turn(TurnScope(1, 7, 1, "Mira", Asker("telegram", "ann"), 0.0, True))
     zed = box.for_turn(TurnScope(2, 8, 1, "Mira", Asker("telegram", "zed"), 0.0, True))
     assert json.loads(await zed.run("roll_dice", '{"notation": "1d20"}')) == {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import while_progressing
+from tests.conftest import offers_memory_tools, while_progressing
 from tests.fakes.llm_server import text
 from tests.process import answer_to, final_reply_to, start_bot, stop_bot, write_config
 
@@ -139,7 +139,8 @@ async def test_an_outsider_meets_a_safe_bot(tmp_path, llm, telegram):
         await answer_to(telegram, group_a["id"], said)
         said = telegram.send(group_b, admin, "@mira_bot what do you know about me?", sender_chat=group_b)
         assert (await answer_to(telegram, group_b["id"], said)).text == "I don't know you."
-        assert "tools" not in llm.requests[-2] and "tools" not in llm.requests[-1]  # nothing can be saved
+        # nothing can be saved
+        assert not offers_memory_tools(llm.requests[-2]) and not offers_memory_tools(llm.requests[-1])
         assert "99000" not in llm.prompt_text()
         said = telegram.send(group_b, admin, "/memory view", sender_chat=group_b)
         assert "Write as yourself" in (await answer_to(telegram, group_b["id"], said)).text

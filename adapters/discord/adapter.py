@@ -161,6 +161,9 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     def place_of(self, conversation: ConversationKey) -> Messageable:
         return self.client.get_partial_messageable(int(conversation.thread_id or conversation.chat_id))
 
+    def small(self, line: str) -> str:
+        return f"-# {line}"  # Discord's subtext
+
     def typing(self, place: Messageable):
         return place.typing()
 

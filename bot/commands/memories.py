@@ -266,6 +266,17 @@ class SavedMemoryCommands:
                      f"{tokens['window']:,} tokens")
         lines.append(f"• Character and instructions: {tokens['system']:,} tokens")
         lines.append(f"Total ≈ {tokens['total']:,} tokens.")
+        calls = r.get("tools", [])
+        if calls:  # SPEC 18: each tool call, its arguments and what it cost
+            lines.append(f"Tools used: {len(calls)}, each answer read back by the model:")
+            for call in calls:
+                arguments = json.dumps(call["arguments"], ensure_ascii=False)
+                arguments = arguments if len(arguments) <= 120 else arguments[:119] + "…"
+                lines.append(f"  – {call['name']} {arguments} — {call['tokens']:,} tokens")
+            spent = r.get("llm_tokens") or {}
+            if spent.get("prompt"):
+                lines.append(f"  Every round together, as the model server counted: {spent['prompt']:,} prompt + "
+                             f"{spent.get('completion', 0):,} reply tokens.")
         return CommandResult("\n".join(lines))
 
     async def export(self, ctx: CommandContext, person: Person) -> CommandResult:

@@ -19,7 +19,7 @@
    lorebook entries the recent messages call up. A message from nobody in particular (a chat, a
    bot: SPEC section 2) reads and writes no saved memories.
 5. Ask the model — with the images when it can look at them (a server that refuses them is asked
-   again without) — running its memory tools (at most 3 rounds, at most 5 memory writes),
+   again without) — running its tools (at most 4 rounds, at most 5 memory writes; bot/tools/),
    streaming text to the adapter, which tells us where the partial reply shows.
 6. Store the reply and the turn's receipt in one transaction; or, when the model failed after its
    retries, undo the turn's memory writes and answer with a short plain error.
@@ -196,7 +196,8 @@ class TurnHandler:
         self.speaks = speaks  # whether a reply is spoken, given whether its message was a voice note
         self.speaking = speaking  # replies spoken ([voice] speech_model); None: never
         self.voices = {name.casefold(): voice for name, voice in (voices or {}).items()}  # each character's voice
-        self.toolbox = toolbox or Toolbox([], gate.tool_refusal)  # what the character may do mid-reply (bot/tools/)
+        # what the character may do mid-reply (bot/tools/)
+        self.toolbox = toolbox or Toolbox([], gate.tool_refusal, counter)
 
     # -- a turn ----------------------------------------------------------------------------
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
@@ -444,7 +445,9 @@ class TurnHandler:
             tools = None  # a server without tools gets none, and no error (SPEC 18)
             if self.llm.tools_supported is not False:
                 tools = self.toolbox.for_turn(TurnScope(turn_id, person_id, stored.id, stored.character.name, asker,
-                                                        self.clock(), context.learning))
+                                                        self.clock(), context.learning, zone=self.toolbox.zone,
+                                                        # a person's words (a chain turn answers a character's)
+                                                        words=user_row.content if user_row.role == "user" else ""))
             guidance = tools.guidance if tools is not None else ""
 
             def prompt_with(images: Sequence[tuple[str, str]], unseen: Sequence[str]) -> Prompt:
@@ -461,11 +464,11 @@ class TurnHandler:
                 await asyncio.shield(self.store.turns.fail_turn(turn_id))
                 return await self._past_allowance(charged)
             try:
-                completion = await self._complete_with_tools(prompt.messages, tools, sink)
+                completion, counted_in = await self._complete_with_tools(prompt, tools, sink)
             except ImagesRefused:  # vision "auto", and the server cannot take images: without them
                 unseen, images = [*unseen, *(what for what, _ in images)], []
                 prompt = prompt_with(images, unseen)
-                completion = await self._complete_with_tools(prompt.messages, tools, sink)
+                completion, counted_in = await self._complete_with_tools(prompt, tools, sink)
             text = completion.text.strip()
             if not text:
                 raise LLMError("the model sent an empty answer")
@@ -476,14 +479,16 @@ class TurnHandler:
         except BaseException:
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
             raise
+        calls = tools.scope.journal.calls if tools is not None else []
         receipt = prompt.receipt | {
             "at": self.clock(),
             "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
+            "tools": [{"name": call.name, "arguments": call.arguments, "tokens": call.tokens} for call in calls],
         }
         reply_tokens = self.counter.count(text)
         # spent before the turn ends, so what it cost is counted before its hold is let go
         await self.gate.spend(charged, stored.id,  # as the server's usage says, else as counted
-                              completion.prompt_tokens or prompt.receipt["tokens"]["total"],
+                              completion.prompt_tokens or counted_in,
                               completion.completion_tokens or reply_tokens)
         await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, text, reply_tokens, receipt,
                                            character_id=stored.id)
@@ -494,7 +499,8 @@ class TurnHandler:
         parts = []  # after the text: the reply spoken, when it is (SPEC 16)
         if self.speaking is not None and self.speaks(user_row.spoken):
             parts.append(self.speaking.part(text, self.voices[stored.character.name.casefold()]))
-        return Reply(text, turn=TurnRef(turn_id), buttons=buttons, parts=parts)
+        note = tools.scope.journal.shown if tools is not None and self.toolbox.show else ""
+        return Reply(text, turn=TurnRef(turn_id), buttons=buttons, parts=parts, note=note)
 
     async def _recall(self, conversation_id: int, character_name: str, user_row: MessageRow,
                       newest_first: list[MessageRow], window: list[MessageRow],
@@ -526,11 +532,13 @@ class TurnHandler:
         return sink
 
     async def _complete_with_tools(
-        self, messages: list[dict], tools: TurnTools | None, on_text: Callable[[str], Awaitable[None]] | None
-    ) -> Completion:
-        """The final answer, with the tokens of every round (SPEC 17 counts them all)."""
-        messages = list(messages)
-        spent_in = spent_out = 0
+        self, prompt: Prompt, tools: TurnTools | None, on_text: Callable[[str], Awaitable[None]] | None
+    ) -> tuple[Completion, int]:
+        """The final answer, with the tokens of every round as the server reports them (SPEC 17
+        counts them all); and the prompt tokens of every round as counted here, for a server that
+        reports none: the prompt each time, and what the tools answered before it."""
+        messages = list(prompt.messages)
+        spent_in = spent_out = counted_in = 0
         specs = tools.specs if tools is not None else []
         for round_number in range(MAX_TOOL_ROUNDS + 1):
             offer_tools = bool(specs) and round_number < MAX_TOOL_ROUNDS
@@ -538,8 +546,10 @@ class TurnHandler:
                 messages, tools=specs if offer_tools else None, on_text=on_text
             )
             spent_in, spent_out = spent_in + completion.prompt_tokens, spent_out + completion.completion_tokens
+            counted_in += prompt.receipt["tokens"]["total"] + (
+                sum(call.tokens for call in tools.scope.journal.calls) if tools is not None else 0)
             if not (offer_tools and completion.tool_calls):
-                return replace(completion, prompt_tokens=spent_in, completion_tokens=spent_out)
+                return replace(completion, prompt_tokens=spent_in, completion_tokens=spent_out), counted_in
             messages.append({
                 "role": "assistant",
                 "content": completion.text or None,
@@ -553,4 +563,4 @@ class TurnHandler:
             for call in completion.tool_calls:
                 result = await tools.run(call.name, call.arguments)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-        return completion  # not reached: the last round offers no tools
+        return completion, counted_in  # not reached: the last round offers no tools

@@ -1,0 +1,56 @@
+"""The tools of this deployment, from the config (SPEC 18): the built-in ones `[tools] enabled`
+names (each that can run here: `search` needs `[tools.search] url`; `remind` and `picture` come
+with their own sections), and the named tools of the MCP servers that answer at start-up. Which
+a character may use: its own `tools`, else all of them; the memory tools (SPEC 5) always."""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+from bot.config import Config
+from bot.tools.clock import Clock
+from bot.tools.dice import Dice
+from bot.tools.egress import Egress
+from bot.tools.toolbox import Tool
+from bot.tools.web import Read, Search
+
+log = logging.getLogger(__name__)
+
+
+async def configured_tools(config: Config, egress: Egress | None = None) -> list[Tool]:
+    """The built-in tools `[tools] enabled` names that can run here, then the MCP servers' tools
+    (an MCP tool named like a built-in one is left out, with a WARNING)."""
+    settings = config.tools
+    tools: list[Tool] = []
+    for name in settings.enabled:
+        if name == "dice":
+            tools.append(Dice())
+        elif name == "time":
+            tools.append(Clock())
+        elif name == "read":
+            tools.append(Read(egress or Egress(settings.read.max_bytes, settings.read.deny_domains)))
+        elif name == "search" and settings.search is not None:
+            tools.append(Search(settings.search.url))
+    if not settings.mcp:
+        return tools
+    # the MCP SDK is loaded only for a deployment that lists servers (it takes ~0.8 s and ~45 MB)
+    from bot.tools.mcp_servers import discover
+
+    taken = {tool.name for tool in tools}
+    for tool in await discover(settings.mcp):
+        if tool.name in taken:
+            log.warning("MCP server %s: its tool %r has the name of another tool; it is left out",
+                        tool.server.name, tool.name)
+            continue
+        taken.add(tool.name)
+        tools.append(tool)
+    return tools
+
+
+def allowed_tools(config: Config, always: Sequence[Tool]) -> dict[str, frozenset[str]]:
+    """Each character that names its own `tools`: those, and the `always` ones (casefolded name →
+    tool names); a character that names none may use every tool."""
+    kept = frozenset(tool.name for tool in always)
+    return {character.name.casefold(): frozenset(character.tools) | kept
+            for character in config.characters if character.tools is not None}
