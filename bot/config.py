@@ -330,6 +330,13 @@ class ToolsConfig(Section):
     mcp: Annotated[tuple[MCPServerConfig, ...], Listed] = ()
 
 
+class RemindersConfig(Section):
+    """`[reminders]` (SPEC 19): a reminder due while every process was down is sent at start-up
+    saying how late, within `grace_hours`; later than that, as missed."""
+
+    grace_hours: float = Field(12.0, ge=0, le=24 * 30)
+
+
 class CharacterConfig(BaseModel):
     """A `[[characters]]` table: the core's keys; the others are its platforms' (checked by them)."""
 
@@ -372,6 +379,7 @@ class Config(BaseModel):
     owner: OwnerConfig = OwnerConfig()
     access: Access = AccessRules()
     tools: ToolsConfig = ToolsConfig()
+    reminders: RemindersConfig = RemindersConfig()
 
     @model_validator(mode="before")
     @classmethod

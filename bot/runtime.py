@@ -39,6 +39,7 @@ from bot.voice.listening import Listening
 from bot.voice.speaking import Speaking, speaks
 from bot.writing_first.checkins import CheckIns, counted_from
 from bot.writing_first.outbox import Delivered, Outbox
+from bot.writing_first.reminders import RemindersDue
 from storage.factory import open_store
 from storage.ports import Store
 
@@ -66,6 +67,7 @@ class Runtime:
     listening: Listening | None = None  # voice notes heard (SPEC 16)
     speaking: Speaking | None = None  # replies spoken (SPEC 16)
     semantic: SemanticRecall | None = None  # recall by meaning ([recall] embedding_model)
+    reminders: RemindersDue | None = None  # reminders sent when due (SPEC 19)
 
     def start(self) -> None:
         """Start the background jobs (inside the running event loop)."""
@@ -108,7 +110,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     counter = TokenCounter(config.llm.model)
     remembering = memory_tools(store, counter)
     # the toolbox's residents (bot/tools/), and what each character may use of them
-    everything = [*remembering, *await configured_tools(config, egress), *tools]
+    everything = [*remembering, *await configured_tools(config, store, egress), *tools]
     allowed = allowed_tools(config, remembering)
     characters = {}
     for name, character in loaded:
@@ -155,15 +157,19 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     rebuilds = Rebuilds(store, summarizer, notifications.notify, gate.spend)
     # what follows a message shown, a reply's and a letter's (bot/writing_first/outbox.py)
     delivered = Delivered(store, after_delivery=summarizer.schedule)
+    outbox = Outbox(store, gate, delivered)  # what a character writes first goes out one way
     checkins = CheckIns(store, cast, gate, budgets, llm, counter, window,
                         {c.name: c.checkins for c in config.characters if c.checkins},
-                        Outbox(store, gate, delivered), clock=clock)
+                        outbox, clock=clock, zone=config.limits.timezone)
+    reminders = RemindersDue(store, cast, gate, llm, counter, window, outbox, checkins.writers,
+                             config.reminders.grace_hours, clock=clock)
     commands = CommandRouter(store, cast, counter, llm, gate, budgets, rebuilds, clock=clock,
-                              writes_first=checkins.writes_first, owners=frozenset(config.owner.ids))
+                              writes_first=checkins.writes_first, owners=frozenset(config.owner.ids),
+                              default_zone=config.limits.timezone)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
-                          checkins=checkins)
+                          checkins=checkins, reminders=reminders)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)
     core = build_core(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
                       delivered, clock=clock)
     return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications,
-                   checkins, scenes, gate, core, voice, listening, speaking, semantic)
+                   checkins, scenes, gate, core, voice, listening, speaking, semantic, reminders)

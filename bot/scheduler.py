@@ -25,6 +25,7 @@ from typing import Awaitable, Callable
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.writing_first.checkins import CheckIns
+from bot.writing_first.reminders import RemindersDue
 from bot.config import StorageConfig
 from bot.memory.rebuild import Rebuilds
 from bot.memory.semantic import SemanticRecall
@@ -46,9 +47,10 @@ EMBED_LEASE_S = 300.0
 class BackgroundJobs:
     def __init__(self, store: Store, summarizer: Summarizer, rebuilds: Rebuilds, storage: StorageConfig,
                  clock: Callable[[], float] = time.time, semantic: SemanticRecall | None = None,
-                 checkins: CheckIns | None = None):
+                 checkins: CheckIns | None = None, reminders: RemindersDue | None = None):
         self.store = store
         self.checkins = checkins
+        self.reminders = reminders
         self.semantic = semantic
         self.summarizer = summarizer
         self.rebuilds = rebuilds
@@ -70,6 +72,8 @@ class BackgroundJobs:
             jobs.append(("recall-embeddings", self.embed_waiting, {"seconds": EMBED_EVERY_S}))
         if self.checkins is not None:  # SPEC 14: a scan per character with [characters.checkins]
             jobs += [(job_id, scan, {"seconds": every}) for job_id, scan, every in self.checkins.jobs()]
+        if self.reminders is not None:  # SPEC 19: a scan per character for due reminders
+            jobs += [(job_id, scan, {"seconds": every}) for job_id, scan, every in self.reminders.jobs()]
         for job_id, func, every in jobs:
             # misfire_grace_time None: a run that starts late on a busy machine still runs, without
             # APScheduler's "run time … was missed" warning (coalesce runs it once).

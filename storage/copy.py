@@ -41,6 +41,7 @@ TABLES: list[tuple[str, tuple[str, ...]]] = [
     ("memory_journal", ("id",)),
     ("person_settings", ("person_id", "character_id")),
     ("checkins", ("conversation_id",)),
+    ("reminders", ("id",)),
     ("usage_days", ("person_id", "day", "character_id")),
     ("budget_notices", ("person_id", "day")),
     ("forgotten_spend", ("platform", "user_id", "day", "character_id")),

@@ -210,6 +210,14 @@ class People(abc.ABC):
         """Set (None: clear) the person's persona."""
 
     @abc.abstractmethod
+    async def profile(self, person_id: int) -> Profile:
+        """What a turn reads of the person in one look: their persona and time zone."""
+
+    @abc.abstractmethod
+    async def set_time_zone(self, person_id: int, zone: str | None) -> None:
+        """The person's time zone, an IANA name (None: the deployment's, `[limits] timezone`)."""
+
+    @abc.abstractmethod
     async def forget_person(self, person_id: int, day: str) -> list[int]:
         """Delete every row about the person: identities, memories, settings, their messages
         and the replies to them, their turns, and their one-to-one conversations. Only their
@@ -223,6 +231,11 @@ class Persona(NamedTuple):
 
     text: str
     tokens: int
+
+
+class Profile(NamedTuple):
+    persona: Persona | None
+    time_zone: str | None  # an IANA name; None: the deployment's
 
 
 class DayTotals(NamedTuple):
@@ -760,6 +773,65 @@ class Checkins(abc.ABC):
         (switching on is not writing: an absence that had its check-in keeps it had)."""
 
 
+class ReminderRow(NamedTuple):
+    """A pending reminder (SPEC 19): when (UTC seconds; `zone` is the person's, where it was
+    resolved), what to say, and how it repeats (once, daily, weekly)."""
+
+    id: int
+    person_id: int
+    character_id: int
+    conversation_id: int
+    due_at: float
+    zone: str
+    words: str
+    repeat: str
+    created_at: float
+
+
+class TooManyReminders(Exception):
+    """The person has as many pending reminders as they may have."""
+
+
+class Reminders(abc.ABC):
+    """Reminders (SPEC 19): set by a turn's `remind` tool, written by the character when due
+    through the outbox (one process sends each), taken back with the turn that set them."""
+
+    @abc.abstractmethod
+    async def add(self, person_id: int, character_id: int, conversation_id: int, turn_id: int, due_at: float,
+                  zone: str, words: str, repeat: str, cap: int) -> ReminderRow:
+        """Store one; raises TooManyReminders when the person has `cap` pending (counted inside
+        the write)."""
+
+    @abc.abstractmethod
+    async def pending(self, person_id: int) -> list[ReminderRow]:
+        """The person's pending reminders, soonest first."""
+
+    @abc.abstractmethod
+    async def cancel(self, person_id: int, reminder_id: int) -> bool:
+        """Cancel one of the person's reminders; False when they have none of that number."""
+
+    @abc.abstractmethod
+    async def due(self, character_id: int, platform: str, now: float, limit: int) -> list[ReminderRow]:
+        """This character's reminders due by `now` in conversations on `platform`, soonest first,
+        not being sent."""
+
+    @abc.abstractmethod
+    async def keep(self, reminder: ReminderRow, next_due_at: float | None, speaker_name: str, content: str,
+                   tokens: int, receipt: dict[str, Any]) -> MessageRow | None:
+        """In one transaction: store the character's letter for it, unshown (a turn of kind
+        'reminder'), and mark the reminder as being sent; once the letter is shown it goes (or
+        moves to `next_due_at`, a repeating one). None when it is no longer due (cancelled,
+        sent by another process)."""
+
+    @abc.abstractmethod
+    async def take_back(self, message_id: int) -> None:
+        """The letter never reached the chat: it goes, and its reminder is due again."""
+
+    @abc.abstractmethod
+    async def drop(self, reminder_id: int) -> None:
+        """No letter for this reminder: it goes (the person may not be written to any more)."""
+
+
 class Coordination(abc.ABC):
     """What several processes sharing one database agree on (SPEC sections 9 and 12) besides
     who answers a conversation now (a running turn, see Turns.begin_turn): who runs a piece of
@@ -806,6 +878,7 @@ class Store(abc.ABC):
     coordination: Coordination
     checkins: Checkins
     usage: Usage
+    reminders: Reminders
 
     @abc.abstractmethod
     async def close(self) -> None: ...

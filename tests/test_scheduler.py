@@ -56,7 +56,8 @@ async def test_three_restarts_in_a_day_keep_one_of_each_job_and_run_the_daily_ma
         runs.append(await start_and_stop(make_config, clock))
         clock.now += 3_600  # an hour later, the next start
     assert [ran for ran, _ in runs] == [[True], [False], [False]]
-    assert [jobs for _, jobs in runs] == [["maintenance", "rebuild-resume", "recall-backfill", "summary-retry"]] * 3
+    assert [jobs for _, jobs in runs] == [["maintenance", "rebuild-resume", "recall-backfill", "reminders:mira",
+                                           "summary-retry"]] * 3
     assert len(backups(tmp_path)) == 1
 
 

@@ -64,6 +64,9 @@ async def populate(runtime, llm) -> None:
     for n in range(4):
         await cai.say(f"a message in Cai's DM, number {n}")  # a check-in mark
     await cai.memory("/checkins off")
+    await cai.run("timezone", zone="Europe/Paris")  # a time zone (SPEC 19)
+    llm.add(tool_calls(("remind", {"what": "feed the bees", "day": "tomorrow", "time": "09:00"})), text("I will."))
+    await cai.say("remind me tomorrow at nine to feed the bees")  # a reminder waiting
     await ann.memory("/persona set I'm Ann, a beekeeper")  # a persona (SPEC 17); usage_days has every turn
     await runtime.store.usage.notice_once(await ann.person_id(), "2027-01-15")  # told she was past her tokens
     dee = Chat(runtime, user="602", name="Dee", chat_id="602", platform="telegram")

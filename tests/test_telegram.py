@@ -94,7 +94,7 @@ async def quiet(telegram: FakeTelegram, for_s: float = 0.15) -> None:
 async def test_commands_are_published_with_set_my_commands_at_start_up(bot, telegram):
     commands = telegram.calls_to("setMyCommands")[0]["commands"]
     assert [c["command"] for c in commands] == ["start", "memory", "persona", "remember", "link", "forgetme", "checkins",
-                                              "usage", "stats", "help"]
+                                              "timezone", "reminders", "usage", "stats", "help"]
     assert [(c["command"], c["description"]) for c in commands] == [
         (spec.name, spec.description) for spec in TABLE if "telegram" in spec.platforms]
 

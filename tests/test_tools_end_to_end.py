@@ -126,7 +126,8 @@ async def test_dice_search_a_linked_page_and_an_mcp_tool_through_the_real_proces
 
 
 @pytest.mark.timeout(120)
-async def test_dice_and_an_mcp_tool_through_the_real_process_on_discord(tmp_path, llm, discord_fake, outside):
+async def test_dice_search_a_linked_page_and_an_mcp_tool_through_the_real_process_on_discord(
+        tmp_path, llm, discord_fake, outside):
     searxng, notes, web = outside
     llm.responder = using_tools
     async with bot_running(tmp_path, config(llm, searxng, notes), MIRA_DISCORD_TOKEN="discord-token-18",
@@ -144,8 +145,17 @@ async def test_dice_and_an_mcp_tool_through_the_real_process_on_discord(tmp_path
         assert reply.content == (f"The dice show {rolled['rolls']}: {rolled['total']} in all.\n\n"
                                  f"-# 🎲 2d6 → {rolled['total']}")  # Discord's small text
 
-        await discord_fake.say(DISCORD_ANN_DM, DISCORD_ANN, "check the harbour notes for me", guild=False)
-        reply = (await discord_fake.wait_for(lambda: (found := from_bot())[1:] and found[-1].buttons() and found,
-                                             timeout=30))[-1]
+        async def answered(words: str):
+            before = len(from_bot())
+            await discord_fake.say(DISCORD_ANN_DM, DISCORD_ANN, words, guild=False)
+            return (await discord_fake.wait_for(
+                lambda: (found := from_bot())[before:] and found[-1].buttons() and found, timeout=30))[-1]
+
+        reply = await answered("when is high tide in Brest?")
+        assert searxng.queries == ["high tide Brest"] and "High tide in Brest today at 18:12" in reply.content
+        assert reply.content.endswith("\n\n-# 🔎 searched: high tide Brest")
+        reply = await answered("what does this say? http://news.example/lighthouse")
+        assert web.got == ["/lighthouse"] and "reopens to visitors on Saturday" in reply.content
+        reply = await answered("check the harbour notes for me")
         assert notes.calls == [("lookup", {"topic": "ferry"})]
         assert "The ferry to Ouessant leaves at 09:30" in reply.content

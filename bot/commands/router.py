@@ -23,6 +23,7 @@ from bot.commands.checkins import CheckinCommands
 from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands
 from bot.commands.persona import PersonaCommands
+from bot.commands.reminders import ReminderCommands
 from bot.commands.summary import SummaryCommands
 from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
 from bot.commands.usage import UsageCommands
@@ -45,7 +46,8 @@ class CommandRouter:
 
     def __init__(self, store: Store, cast: Cast, counter: TokenCounter, llm: LLMClient, gate: Gate, budgets: Budgets,
                  rebuilds: Rebuilds, clock: Callable[[], float] = time.time,
-                 writes_first: Callable[[str], bool] = lambda character: False, owners: frozenset[str] = frozenset()):
+                 writes_first: Callable[[str], bool] = lambda character: False, owners: frozenset[str] = frozenset(),
+                 default_zone: str = "UTC"):
         self.store = store
         self.cast = cast
         self.gate = gate
@@ -59,7 +61,8 @@ class CommandRouter:
         self.presses: dict[str, Press] = {"cancel": Press(self._press_cancel)}
         for subject in (SavedMemoryCommands(store, cast, counter, clock), summary, self.drafts,
                         AccountCommands(store, rebuilds, clock, budgets.today), CheckinCommands(store, writes_first),
-                        PersonaCommands(store, counter), UsageCommands(store, budgets, owners)):
+                        PersonaCommands(store, counter), UsageCommands(store, budgets, owners),
+                        ReminderCommands(store, default_zone, clock)):
             self.commands |= subject.commands
             self.presses |= subject.presses
 

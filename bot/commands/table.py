@@ -82,6 +82,12 @@ TABLE: tuple[CommandSpec, ...] = (
     CommandSpec("checkins", "Let me write first after you've been away a while, or not", options=(
         OptionSpec("state", "on: I may write first after a while; off: I never do", required=True,
                    choices=("on", "off")),), platforms=frozenset({"discord", "telegram"})),
+    CommandSpec("timezone", "Your time zone, for reminders and the time: /timezone Europe/Paris", options=(
+        OptionSpec("zone", "An IANA time zone name, like Europe/Paris or America/New_York"),)),
+    CommandSpec("reminders", "Your reminders with their times; /reminders cancel <n> cancels one", options=(
+        OptionSpec("action", "list (the default), or cancel one", choices=("list", "cancel")),
+        OptionSpec("n", "The number of the reminder to cancel, as /reminders shows it", "number", low=1)),
+        platforms=frozenset({"discord", "telegram"})),
     CommandSpec("usage", "Your tokens today and this month, against your daily allowance"),
     CommandSpec("stats", "For the bot's owner: turns, tokens and people, today and the last 7 days"),
     CommandSpec("help", "How I work", platforms=TEXT_ONLY),

@@ -95,6 +95,7 @@ class TurnScope:
     learning: bool  # the person lets this character learn (Learn from chat)
     words: str = ""  # the message the turn answers, as stored
     zone: str = "UTC"  # the person's time zone (IANA name)
+    conversation_id: int = 0  # where the turn answers
     counts: dict[str, int] = field(default_factory=dict, compare=False)  # per-turn caps, by name
     journal: TurnJournal = field(default_factory=TurnJournal, compare=False)
     marker: str = field(default_factory=lambda: f"⟦{secrets.token_hex(8)}⟧", compare=False)  # fences outside text

@@ -14,7 +14,7 @@ from bot.characters.lorebook import LoreEntry
 from bot.memory.recall import Passage
 from bot.memory.saved_memories import SelectedMemories, memories_for_prompt
 from bot.memory.window import WINDOW_MAX_MESSAGES, live_window
-from storage.ports import ConversationRow, MessageRow, Persona, Store, SummaryRow
+from storage.ports import ConversationRow, MessageRow, Persona, Profile, Store, SummaryRow
 
 # Given the newest messages (newest first) and the live window, the passages to recall.
 Recalling = Callable[[list[MessageRow], list[MessageRow]], Awaitable[list[Passage]]]
@@ -30,6 +30,7 @@ class Context:
     recalled: list[Passage]
     lore: list[LoreEntry]
     persona: Persona | None = None  # who the person speaking is in the story (SPEC 17)
+    time_zone: str | None = None  # the person's own (/timezone, SPEC 19); None: the deployment's
 
     @property
     def learning(self) -> bool:
@@ -42,7 +43,7 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
                        recalling: Recalling | None = None) -> Context:
     """Read what a reply sees of `conversation` (up to the message at `up_to_pos`), for the
     person `person_id` (None: nobody in particular). Only what it needs: never the whole history."""
-    persona = await store.people.persona(person_id) if person_id is not None else None
+    profile = await store.people.profile(person_id) if person_id is not None else Profile(None, None)
     learning = person_id is not None and await store.memories.learning_enabled(person_id, character.id)
     memories = await memories_for_prompt(store, person_id, character.id) if learning else None
     summary = await store.summaries.summaries(conversation.id)
@@ -51,4 +52,5 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
     recalled = await recalling(newest_first, window) if recalling is not None else []
     lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
         character.character.lorebook.entries_for, [m.content for m in reversed(window)], context_window)
-    return Context(character, conversation.is_shared, memories, list(summary), window, recalled, lore, persona)
+    return Context(character, conversation.is_shared, memories, list(summary), window, recalled, lore,
+                   profile.persona, profile.time_zone)

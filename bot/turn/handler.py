@@ -444,16 +444,16 @@ class TurnHandler:
                                          up_to_pos=user_row.pos, recalling=recalling)
             tools = None  # a server without tools gets none, and no error (SPEC 18)
             if self.llm.tools_supported is not False:
-                tools = self.toolbox.for_turn(TurnScope(turn_id, person_id, stored.id, stored.character.name, asker,
-                                                        self.clock(), context.learning, zone=self.toolbox.zone,
-                                                        # a person's words (a chain turn answers a character's)
-                                                        words=user_row.content if user_row.role == "user" else ""))
+                tools = self.toolbox.for_turn(TurnScope(
+                    turn_id, person_id, stored.id, stored.character.name, asker, self.clock(), context.learning,
+                    zone=context.time_zone or self.toolbox.zone, conversation_id=conversation.id,
+                    words=user_row.content if user_row.role == "user" else ""))  # a chain turn answers a character
             guidance = tools.guidance if tools is not None else ""
 
             def prompt_with(images: Sequence[tuple[str, str]], unseen: Sequence[str]) -> Prompt:
                 return build_prompt(context, speaker_name=user_row.speaker_name, tool_guidance=guidance,
                                     now=self.clock(), unseen=in_words(unseen) if unseen else None,
-                                    images=[url for _, url in images])
+                                    images=[url for _, url in images], zone=self.toolbox.zone)
 
             prompt = prompt_with(images, unseen)
             # Whose allowance it is spent on (a chain turn: its starter's), and whether it may

@@ -108,7 +108,7 @@ class Pace:
 class CheckIns:
     def __init__(self, store: Store, cast: Cast, gate: Gate, budgets: Budgets, llm: LLMClient, counter: TokenCounter,
                  context_window: int, configs: dict[str, CheckinsConfig], outbox: Outbox,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, zone: str = "UTC"):
         self.store = store
         self.budgets = budgets  # a check-in sent is counted in /stats (it spends no one's allowance)
         self.cast = cast
@@ -119,6 +119,7 @@ class CheckIns:
         self.configs = {name.casefold(): config for name, config in configs.items()}
         self.outbox = outbox  # how a check-in goes out: claim, gate, compose, store, send (bot/writing_first/outbox.py)
         self.clock = clock
+        self.zone = zone  # the deployment's time zone ([limits]), for a person who set none (SPEC 19)
         self.writers: Present[FirstWriter] = Present()
 
     def writes_first(self, character: str) -> bool:
@@ -192,7 +193,7 @@ class CheckIns:
         now = self.clock()
         context = await read_context(self.store, stored, conversation, absence.person_id, self.context_window)
         speaker = next((m.speaker_name for m in reversed(context.window) if m.person_id == absence.person_id), "them")
-        prompt = build_prompt(context, speaker_name=speaker, now=now)  # no tools (SPEC 14)
+        prompt = build_prompt(context, speaker_name=speaker, now=now, zone=self.zone)  # no tools (SPEC 14)
         instruction = INSTRUCTION.format(user=speaker, absence=absence_words(now - absence.last_at))
         completion = await self.llm.complete([*prompt.messages, {"role": "system", "content": instruction}])
         text = completion.text.strip()

@@ -111,6 +111,34 @@ SPOKEN_COLUMN = """
     UPDATE messages SET spoken = true, content = substr(content, 3) WHERE role = 'user' AND content LIKE '🎤 %';
 """
 
+# Reminders (SPEC 19): a person's time zone on their row (None: `[limits] timezone`); each
+# pending reminder — its moment in UTC with the zone and the words it was set with, the turn that
+# set it (Regenerate takes it back), the chat it goes to. `sending`: the turn of the letter being
+# sent for it (not due again meanwhile); `next_due_at`: where a daily or weekly one moves once that
+# letter is shown (a one-off one goes). The due ones are found through a partial index.
+def reminders(id_column: str) -> str:
+    return f"""
+    ALTER TABLE persons ADD COLUMN time_zone TEXT;
+    CREATE TABLE reminders (
+        id               {id_column},
+        person_id        BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        character_id     BIGINT NOT NULL,
+        conversation_id  BIGINT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        turn_id          BIGINT,
+        due_at           DOUBLE PRECISION NOT NULL,
+        zone             TEXT NOT NULL,
+        words            TEXT NOT NULL,
+        repeat           TEXT NOT NULL,      -- once | daily | weekly
+        created_at       DOUBLE PRECISION NOT NULL,
+        sending          BIGINT,
+        next_due_at      DOUBLE PRECISION
+    );
+    CREATE INDEX reminders_due ON reminders(character_id, due_at) WHERE sending IS NULL;
+    CREATE INDEX reminders_of_person ON reminders(person_id, due_at);
+    CREATE INDEX reminders_of_turn ON reminders(turn_id);
+    """
+
+
 # Scenes (SPEC 15). A turn names the character that answers (a scene's characters share one
 # conversation); the turns stored before say their conversation's character. Then every chat
 # keeps one shared conversation — its scene: where characters of the deployment had a

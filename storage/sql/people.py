@@ -3,7 +3,8 @@ Rules that count a person's memories hold the person's row first."""
 
 from __future__ import annotations
 
-from storage.ports import CHARACTER, GLOBAL, CapReached, Characters, MemoryCaps, MergeReport, People, Persona
+from storage.ports import (CHARACTER, GLOBAL, CapReached, Characters, MemoryCaps, MergeReport, People, Persona,
+                          Profile)
 from storage.sql.database import Database
 from storage.sql.memories import count_memories, hold_people
 
@@ -73,9 +74,12 @@ class SQLPeople(People):
                 to_unpin += over
             await tx.execute(f"UPDATE memories SET pinned = false WHERE id {self.db.dialect.in_ids(1)}",
                              self.db.dialect.ids(to_unpin))
-            for table in ("memories", "identities", "messages", "turns", "turn_queue", "link_failures", "checkins"):
+            for table in ("memories", "identities", "messages", "turns", "turn_queue", "link_failures", "checkins",
+                          "reminders"):
                 await tx.execute(f"UPDATE {table} SET person_id = $1 WHERE person_id = $2", keep, absorb)
-            # One persona a person: the one kept, else the other's. What each spent adds up.
+            # One persona and time zone a person: the one kept, else the other's. What each spent adds up.
+            await tx.execute("UPDATE persons SET time_zone = COALESCE(time_zone, (SELECT time_zone FROM persons "
+                             "WHERE id = $2)) WHERE id = $1", keep, absorb)
             await tx.execute("UPDATE persons SET persona = COALESCE(persona, (SELECT persona FROM persons WHERE id = $2)), "
                              "persona_tokens = CASE WHEN persona IS NULL THEN (SELECT persona_tokens FROM persons "
                              "WHERE id = $2) ELSE persona_tokens END WHERE id = $1", keep, absorb)
@@ -102,6 +106,15 @@ class SQLPeople(People):
     async def persona(self, person_id: int) -> Persona | None:
         row = await self.db.one("SELECT persona, persona_tokens FROM persons WHERE id = $1", person_id)
         return Persona(row["persona"], row["persona_tokens"]) if row is not None and row["persona"] else None
+
+    async def profile(self, person_id: int) -> Profile:
+        row = await self.db.one("SELECT persona, persona_tokens, time_zone FROM persons WHERE id = $1", person_id)
+        if row is None:
+            return Profile(None, None)
+        return Profile(Persona(row["persona"], row["persona_tokens"]) if row["persona"] else None, row["time_zone"])
+
+    async def set_time_zone(self, person_id: int, zone: str | None) -> None:
+        await self.db.execute("UPDATE persons SET time_zone = $2 WHERE id = $1", person_id, zone)
 
     async def set_persona(self, person_id: int, persona: Persona | None) -> None:
         await self.db.execute("UPDATE persons SET persona = $2, persona_tokens = $3 WHERE id = $1", person_id,

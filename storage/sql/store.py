@@ -4,6 +4,7 @@ vectors, and the upkeep every backend shares."""
 from __future__ import annotations
 
 from storage.ports import ANSWER_ORIGINS_KEPT_S, DELIVERIES_KEPT_S, MemoryCaps, Recall, Store, Vectors
+from storage.sql.reminders import SQLReminders
 from storage.sql.checkins import SQLCheckins
 from storage.sql.conversations import SQLConversations
 from storage.sql.coordination import SQLCoordination
@@ -33,6 +34,7 @@ class SQLStore(Store):
         self.coordination = SQLCoordination(db, holder)
         self.checkins = SQLCheckins(db, holder)
         self.usage = SQLUsage(db)
+        self.reminders = SQLReminders(db, holder)
 
     async def close(self) -> None:
         await self.db.close()

@@ -34,9 +34,18 @@ from storage.sql.conversations import insert_message, next_place, platform_ids_o
 from storage.sql.coordination import take_call
 from storage.sql.database import Connection, Database
 from storage.sql.memories import undo_journal
+from storage.sql.reminders import reminder_cut_off, reminder_shown, undo_reminders
 
 POLL_S = 0.02  # the first look again after a turn of another process was seen running
 MAX_POLL_S = 0.5  # looks again at least this often (another process's turn may end meanwhile)
+async def undo_effects(tx: Connection, turn_id: int) -> None:
+    """Inside a transaction: take back everything a turn's tools did — the one place a turn is
+    taken back (Regenerate, a failed or withdrawn reply, a crash): its memory writes (pinned ones
+    since are left alone) and the reminders it set."""
+    await undo_journal(tx, turn_id)
+    await undo_reminders(tx, turn_id)
+
+
 QUEUE = "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at, character_id) "
 # the character whose turn it is: the one given ($6), else the conversation's own
 QUEUED_CHARACTER = "COALESCE(CAST($6 AS BIGINT), (SELECT character_id FROM conversations WHERE id = $1))"
@@ -59,8 +68,11 @@ async def withdraw_unshown(tx: Connection, reply_message_id: int, interrupted: b
     if turn["kind"] == "checkin":
         await checkin_cut_off(tx, turn["conversation_id"], reply_message_id)
         return 1
+    if turn["kind"] == "reminder":
+        await reminder_cut_off(tx, turn["id"], reply_message_id)
+        return 1
     await tx.execute("DELETE FROM messages WHERE id = $1", reply_message_id)
-    await undo_journal(tx, turn["id"])
+    await undo_effects(tx, turn["id"])
     await tx.execute("UPDATE turns SET status = 'failed', shown = true, reply_message_id = NULL WHERE id = $1",
                      turn["id"])
     await tx.execute("UPDATE turns SET status = 'done' WHERE id = (SELECT MAX(id) FROM turns WHERE "
@@ -233,7 +245,7 @@ class SQLTurns(Turns):
         async with self.db.transaction() as tx:
             if not await tx.execute("UPDATE turns SET status = 'failed' WHERE id = $1 AND status = 'running'", turn_id):
                 return False
-            await undo_journal(tx, turn_id)
+            await undo_effects(tx, turn_id)
             await tx.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
         return True
 
@@ -300,9 +312,11 @@ class SQLTurns(Turns):
     async def shown(self, reply_message_id: int, platform_message_ids: list[str]) -> None:
         async with self.db.transaction() as tx:
             answered = await tx.one("UPDATE turns SET shown = true WHERE reply_message_id = $1 "
-                                    "RETURNING conversation_id, user_message_id", reply_message_id)
+                                    "RETURNING id, conversation_id, user_message_id, kind", reply_message_id)
             if answered is None:
                 return  # withdrawn meanwhile (its process was taken for gone)
+            if answered["kind"] == "reminder":  # its reminder goes, or moves to its next time
+                await reminder_shown(tx, answered["id"])
             if platform_message_ids:
                 await set_platform_ids(tx, answered["conversation_id"], reply_message_id, platform_message_ids)
             await tx.execute(  # after Regenerate: the reply it replaced goes now
@@ -316,7 +330,7 @@ class SQLTurns(Turns):
 
     async def fail_turn(self, turn_id: int) -> None:
         async with self.db.transaction() as tx:
-            await undo_journal(tx, turn_id)
+            await undo_effects(tx, turn_id)
             await tx.execute("UPDATE turns SET status = 'failed' WHERE id = $1", turn_id)
         self.ended(turn_id)
 
@@ -351,7 +365,7 @@ class SQLTurns(Turns):
         async with self.db.transaction() as tx:  # running now: no other turn can end meanwhile
             if await tx.value("SELECT MAX(id) FROM turns WHERE conversation_id = $1 AND status = 'done' "
                               "AND character_id = $2", old["conversation_id"], old["character_id"]) == turn_id:
-                await undo_journal(tx, turn_id)
+                await undo_effects(tx, turn_id)
                 return new_turn
             await tx.execute("DELETE FROM turns WHERE id = $1", new_turn)  # a newer reply came first
         self.ended(new_turn)

@@ -18,6 +18,7 @@ from storage.sql.migrations import (
     SCENES_MOVE,
     SPOKEN_COLUMN,
     WHO_SAID_IT,
+    reminders,
 )
 
 # a message the full-text index holds: stored since the index, or reached by its backfill
@@ -362,4 +363,6 @@ MIGRATIONS: list[str] = [
     WHO_SAID_IT,
     # 19 — spoken, as a column (#49; storage/sql/migrations.py)
     SPOKEN_COLUMN,
+    # 20 — reminders (SPEC 19; storage/sql/migrations.py)
+    reminders("INTEGER PRIMARY KEY"),
 ]

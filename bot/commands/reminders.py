@@ -1,0 +1,81 @@
+"""`/timezone [name]` and `/reminders [cancel <n>]`, with a cancel button per reminder (SPEC 19):
+the person's time zone (what "tomorrow at nine" means for them), and their pending reminders with
+their local times. A person sees and cancels only their own (linked accounts together)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from bot.commands.base import Person, Press, UsageError, button, number_arg, parse_count
+from bot.contract import CommandContext, CommandResult
+from bot.writing_first.when import local_words
+from storage.ports import Store
+
+REPEATING = {"once": "", "daily": ", every day", "weekly": ", every week"}
+NONE_YET = "You have no reminders waiting. Ask {name} to remind you of something — \"remind me tomorrow at nine\"."
+TIMEZONE_HELP = ("Your time zone is {zone} (it is {now} there now). Set yours with /timezone and its name, like "
+                 "/timezone Europe/Paris or /timezone America/New_York.")
+
+
+def zone_named(text: str) -> str:
+    """An IANA time zone as the person wrote it (any case), or a UsageError with an example."""
+    wanted = text.strip()
+    by_case = {name.casefold(): name for name in available_timezones()}
+    name = by_case.get(wanted.casefold())
+    if name is None:
+        raise UsageError(f"“{wanted[:60]}” is not a time zone I know. Use its IANA name, like Europe/Paris, "
+                         "America/New_York or Asia/Tokyo.")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UsageError(f"“{wanted[:60]}” is not a time zone I can read.") from None
+    return name
+
+
+class ReminderCommands:
+    def __init__(self, store: Store, default_zone: str, clock):
+        self.store = store
+        self.default_zone = default_zone  # [limits] timezone: for a person who set none
+        self.clock = clock
+        self.commands = {"timezone": self.timezone, "reminders": self.reminders}
+        self.presses = {"rcancel": Press(self._press_cancel, number_arg)}
+
+    async def timezone(self, ctx: CommandContext, person: Person, zone: str | None = None) -> CommandResult:
+        if zone is None:
+            mine = (await self.store.people.profile(person.id)).time_zone or self.default_zone
+            now = datetime.fromtimestamp(self.clock(), ZoneInfo(mine))
+            return CommandResult(TIMEZONE_HELP.format(zone=mine, now=f"{now:%H:%M} on {now:%A}"))
+        name = zone_named(zone)
+        await self.store.people.set_time_zone(person.id, name)
+        now = datetime.fromtimestamp(self.clock(), ZoneInfo(name))
+        return CommandResult(f"Your time zone is now {name} (it is {now:%H:%M} on {now:%A} there). Reminders you "
+                             "set from now on, and the time the characters know, follow it.")
+
+    async def reminders(self, ctx: CommandContext, person: Person, action: str | None = None,
+                        n: Any = None) -> CommandResult:
+        if action == "cancel" or (action is None and n is not None):
+            if n is None:
+                raise UsageError("Which reminder? /reminders cancel and its number, as /reminders shows it.")
+            return await self._cancel(person, parse_count(n, "The reminder's number", 1, 2**62))
+        if action not in (None, "list"):
+            raise UsageError("Send /reminders to see yours, or /reminders cancel and a number to cancel one.")
+        pending = await self.store.reminders.pending(person.id)
+        if not pending:
+            return CommandResult(NONE_YET.format(name=person.character_name))
+        lines = [f"Your reminders ({len(pending)}):"]
+        for reminder in pending:
+            lines.append(f"⏰ {reminder.id} · {local_words(reminder.due_at, reminder.zone)}"
+                         f"{REPEATING.get(reminder.repeat, '')} — {reminder.words}")
+        lines.append("/reminders cancel <number> cancels one.")
+        buttons = [[button(person, f"Cancel ⏰ {reminder.id}", "rcancel", reminder.id)] for reminder in pending]
+        return CommandResult("\n".join(lines), buttons=buttons)
+
+    async def _cancel(self, person: Person, number: int) -> CommandResult:
+        if not await self.store.reminders.cancel(person.id, number):
+            raise UsageError(f"You have no reminder {number}. /reminders lists yours with their numbers.")
+        return CommandResult(f"Reminder {number} is cancelled.")
+
+    async def _press_cancel(self, ctx, person: Person, verb: str, number: int) -> CommandResult:
+        return await self._cancel(person, number)

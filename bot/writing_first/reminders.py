@@ -1,0 +1,181 @@
+"""Reminders delivered (SPEC 19): the outbox's second source, after check-ins.
+
+- A scan per character every SCAN_S asks the store for its reminders due on the platforms whose
+  adapter runs in this process (`FirstWriter`), and posts a letter for each through the outbox
+  (bot/writing_first/outbox.py): claimed in the database (several processes: exactly one
+  sends), asked of the gate, written, stored unshown, sent, shown — or taken back, and due again.
+- The character writes it in its voice from what a turn reads (no recall, no tools), told what
+  the person asked to be reminded of and when they asked; in a group it names the person. A
+  model failure, or a person past their tokens for today, gets the person's words plainly
+  ("⏰ …"): a reminder is never lost to the model. Its tokens count against the allowance.
+- Due while every process was down: within `[reminders] grace_hours` it is sent saying how late;
+  past that it is sent as missed (plainly). Quiet hours do not apply (the person asked).
+- The letter is stored in the conversation, so the character knows it fired. A daily or weekly
+  reminder moves to its next time once the letter is shown; a one-off one goes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from bot.access.gate import Gate
+from bot.characters.cards import StoredCharacter
+from bot.characters.cast import Cast
+from bot.contract import Button, FirstWriter
+from bot.model.llm import LLMClient, LLMError
+from bot.model.tokens import TokenCounter
+from bot.present import Present
+from bot.turn.context import read_context
+from bot.turn.prompt import build_prompt
+from bot.writing_first.checkins import Pace, PER_SECOND
+from bot.writing_first.outbox import Letter, Outbox
+from bot.writing_first.when import local_words, next_time
+from storage.ports import MessageRow, ReminderRow, Store
+
+log = logging.getLogger(__name__)
+SCAN_S = 10.0  # how often due reminders are looked for: one is sent within 10 s of its time
+SCAN_BATCH = 100  # reminders handled per platform and scan; the rest wait for the next scan
+LATE_S = 120  # later than this, the letter says how late it is
+INSTRUCTION = """\
+{when_asked}, {user} asked you to remind them, now, of this: "{words}". Remind them, as yourself, in \
+one or two short sentences; say plainly what it is about.{late}{group}"""
+LATE = " You are {late} late with it (you could not write earlier): say so, briefly."
+GROUP = " Others read this chat: address {user} by name."
+PLAIN = "⏰ {name}{words}"
+MISSED = "⏰ {name}A reminder I missed — it was due {when}: {words}"
+
+
+def lateness_words(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} minutes"
+    hours = round(seconds / 3600)
+    return f"{hours} hours"
+
+
+class RemindersDue:
+    def __init__(self, store: Store, cast: Cast, gate: Gate, llm: LLMClient, counter: TokenCounter,
+                 context_window: int, outbox: Outbox, writers: Present[FirstWriter], grace_hours: float,
+                 clock: Callable[[], float] = time.time):
+        self.store = store
+        self.cast = cast
+        self.gate = gate
+        self.llm = llm
+        self.counter = counter
+        self.context_window = context_window
+        self.outbox = outbox
+        self.writers = writers  # the adapters that can write first, shared with check-ins
+        self.grace_s = grace_hours * 3600
+        self.clock = clock
+
+    def jobs(self) -> list[tuple[str, Callable[[], object], float]]:
+        """(job id, scan, seconds between scans) for every character this process runs."""
+        return [(f"reminders:{name.casefold()}", lambda name=name: self.scan(name), SCAN_S)
+                for name in self.cast.names()]
+
+    async def scan(self, character: str) -> int:
+        """Send this character's due reminders; how many went out."""
+        stored = self.cast.character(character)
+        sent = 0
+        for writer in [w for w in self.writers if w.character_name.casefold() == character.casefold()]:
+            pace = Pace(PER_SECOND)
+            for reminder in await self.store.reminders.due(stored.id, writer.platform, self.clock(), SCAN_BATCH):
+                try:
+                    sent += await self._remind(writer, stored, reminder, pace)
+                except Exception:  # one reminder's trouble never stops the others
+                    log.exception("reminder %d could not be sent", reminder.id)
+        return sent
+
+    async def _remind(self, writer: FirstWriter, stored: StoredCharacter, reminder: ReminderRow, pace: Pace) -> bool:
+        conversation = await self.store.conversations.conversation_by_id(reminder.conversation_id)
+        key = self.cast.key_of(conversation) if conversation is not None else None
+        user_id = next((user for platform, user in await self.store.people.identities_of(reminder.person_id)
+                        if platform == writer.platform), None)
+        if key is None or user_id is None:
+            await self.store.reminders.drop(reminder.id)  # nowhere to send it any more
+            return False
+        letter = Letter(f"reminder:{reminder.id}", reminder.conversation_id, reminder.person_id, stored, key, user_id,
+                        writer)
+
+        async def stale() -> list[str]:
+            return []
+        return await self.outbox.post(_Reminder(self, reminder, key.is_shared), letter, pace, stale)
+
+    async def compose(self, letter: Letter, reminder: ReminderRow, shared: bool) -> tuple[str, dict]:
+        """The letter: in the character's voice; plainly when the model fails, the person is past
+        their tokens, or it is past the grace period (missed)."""
+        now = self.clock()
+        late = now - reminder.due_at
+        name = ""
+        conversation = await self.store.conversations.conversation_by_id(reminder.conversation_id)
+        assert conversation is not None  # its key was found a moment ago
+        context = await read_context(self.store, letter.character, conversation, reminder.person_id,
+                                     self.context_window)
+        speaker = next((m.speaker_name for m in reversed(context.window) if m.person_id == reminder.person_id), "")
+        if shared and speaker:
+            name = f"{speaker}: "
+        plain = {"at": now, "reminder": True, "plain": True}
+        if late > self.grace_s:
+            missed = MISSED.format(name=name, when=local_words(reminder.due_at, reminder.zone), words=reminder.words)
+            return missed, plain
+        if await self.gate.past_allowance(reminder.person_id) or await self.gate.past(reminder.person_id, letter.key):
+            return PLAIN.format(name=name, words=reminder.words), plain
+        prompt = build_prompt(context, speaker_name=speaker or "them", now=now, zone=reminder.zone)
+        instruction = INSTRUCTION.format(
+            when_asked=f"On {local_words(reminder.created_at, reminder.zone)}", user=speaker or "the person",
+            words=reminder.words, late=LATE.format(late=lateness_words(late)) if late > LATE_S else "",
+            group=GROUP.format(user=speaker) if shared and speaker else "")
+        try:
+            completion = await self.llm.complete([*prompt.messages, {"role": "system", "content": instruction}])
+            text = completion.text.strip()
+            if not text:
+                raise LLMError("the model sent an empty reminder")
+        except LLMError as failure:
+            log.warning("reminder %d: the model could not write it (%s); sent plainly", reminder.id, failure)
+            return PLAIN.format(name=name, words=reminder.words), plain
+        await self.gate.spend(reminder.person_id, letter.character.id,
+                              completion.prompt_tokens or prompt.receipt["tokens"]["total"],
+                              completion.completion_tokens or self.counter.count(text))
+        return text, prompt.receipt | {
+            "at": now, "reminder": True,
+            "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens}}
+
+
+class _Reminder:
+    """One due reminder, as the outbox's source (bot/writing_first/outbox.py)."""
+
+    def __init__(self, due: RemindersDue, reminder: ReminderRow, shared: bool):
+        self.due, self.reminder, self.shared = due, reminder, shared
+
+    async def may_wait(self, letter: Letter) -> bool:
+        return False  # the person asked for it: no quiet hours, and past [limits] it goes plainly
+
+    async def passed_over(self, letter: Letter) -> None:
+        log.info("reminder %d: the person may not be written to here any more; it is dropped", self.reminder.id)
+        await self.due.store.reminders.drop(self.reminder.id)
+
+    async def compose(self, letter: Letter) -> tuple[str, dict]:
+        return await self.due.compose(letter, self.reminder, self.shared)
+
+    async def keep(self, letter: Letter, text: str, receipt: dict) -> MessageRow | None:
+        following = next_time(self.reminder.due_at, self.reminder.zone, self.reminder.repeat)
+        while following is not None and following <= self.due.clock():  # missed ones are not sent one by one
+            following = next_time(following, self.reminder.zone, self.reminder.repeat)
+        return await self.due.store.reminders.keep(self.reminder, following, letter.character.character.name, text,
+                                                   self.due.counter.count(text), receipt)
+
+    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool) -> None:
+        await self.due.store.reminders.take_back(row.id)
+        if for_good:  # the platform refuses the person: nothing more is sent to them
+            await self.due.store.reminders.drop(self.reminder.id)
+
+    def buttons(self, letter: Letter) -> list[list[Button]]:
+        return []
+
+    async def sent(self, letter: Letter) -> None:
+        log.info("reminder %d sent to person %d on %s, %s after it was due", self.reminder.id,
+                 self.reminder.person_id, letter.writer.platform,
+                 lateness_words(max(0.0, self.due.clock() - self.reminder.due_at)))
+

@@ -1,0 +1,124 @@
+"""When a reminder is due (SPEC 19): the server does the time arithmetic, never the model.
+
+A reminder is asked for either after a duration ("2 hours", "90 minutes", "3 days") or on a day
+("today", "tomorrow", a weekday, or a date like 2027-01-16) at a local time ("09:00", "9am"),
+read in the person's time zone. A local time that a clock change skips or repeats resolves to the
+later valid instant (PEP 495: of the two readings, fold 0 and fold 1, the later one in UTC): a
+skipped 02:30 is 03:30 after the change, a repeated 01:30 is the second one. Daily and weekly
+reminders keep their local time across clock changes.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, time, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+REPEATS = ("once", "daily", "weekly")
+MIN_AHEAD_S = 60  # under a minute away is refused
+MAX_AHEAD_S = 365 * 86_400  # over a year away is refused
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+UNITS = {"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "m": 60, "min": 60, "mins": 60, "minute": 60,
+         "minutes": 60, "h": 3600, "hr": 3600, "hrs": 3600,
+         "hour": 3600, "hours": 3600, "d": 86_400, "day": 86_400, "days": 86_400, "w": 604_800, "week": 604_800,
+         "weeks": 604_800}
+DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
+CLOCK = re.compile(r"(\d{1,2})(?::(\d{2}))?\s*(am|pm)?")
+
+
+class NotAWhen(ValueError):
+    """The time asked for cannot be used; the message says why, for the model to pass on."""
+
+
+def later_instant(local: datetime, zone: ZoneInfo) -> float:
+    """A local wall time in `zone` as UTC seconds: of its two readings, the later one."""
+    readings = [local.replace(tzinfo=zone, fold=fold).timestamp() for fold in (0, 1)]
+    return max(readings)
+
+
+def seconds_of(duration: str) -> float:
+    text = duration.strip().lower().replace(",", " ").replace(" and ", " ")
+    parts = DURATION_PART.findall(text)
+    if not parts or DURATION_PART.sub("", text).strip():
+        raise NotAWhen(f"{duration!r} is not a duration like \"2 hours\" or \"90 minutes\"")
+    total = 0.0
+    for amount, unit in parts:
+        if unit not in UNITS:
+            raise NotAWhen(f"{unit!r} is not a unit of time (seconds, minutes, hours, days, weeks)")
+        total += float(amount) * UNITS[unit]
+    return total
+
+
+def clock_of(text: str) -> time:
+    found = CLOCK.fullmatch(text.strip().lower())
+    if found is None:
+        raise NotAWhen(f"{text!r} is not a time of day like \"09:00\" or \"9am\"")
+    hour, minute = int(found[1]), int(found[2] or 0)
+    if found[3]:
+        if not 1 <= hour <= 12:
+            raise NotAWhen(f"{text!r} is not a time of day")
+        hour = hour % 12 + (12 if found[3] == "pm" else 0)
+    if hour > 23 or minute > 59:
+        raise NotAWhen(f"{text!r} is not a time of day")
+    return time(hour, minute)
+
+
+def day_of(text: str, today: date, at: time, now_local: datetime) -> date:
+    word = text.strip().lower()
+    if word == "today":
+        return today
+    if word == "tomorrow":
+        return today + timedelta(days=1)
+    if word in WEEKDAYS:  # the next one; today only when the time is still ahead
+        ahead = (WEEKDAYS.index(word) - today.weekday()) % 7
+        if ahead == 0 and datetime.combine(today, at) <= now_local.replace(tzinfo=None):
+            ahead = 7
+        return today + timedelta(days=ahead)
+    try:
+        return date.fromisoformat(word)
+    except ValueError:
+        raise NotAWhen(f"{text!r} is not a day like \"tomorrow\", \"friday\" or \"2027-01-16\"") from None
+
+
+def resolve(now: float, zone: str, after: str | None = None, day: str | None = None, at: str | None = None) -> float:
+    """When a reminder asked for now is due, in UTC seconds; NotAWhen says why it cannot be."""
+    where = ZoneInfo(zone)
+    if after:
+        due = now + seconds_of(after)
+    elif at or day:
+        local_now = datetime.fromtimestamp(now, where)
+        clock = clock_of(at) if at else time(9, 0)
+        chosen = day_of(day, local_now.date(), clock, local_now) if day else local_now.date()
+        due = later_instant(datetime.combine(chosen, clock), where)
+        if not day and due <= now:  # "at 9" said after nine: tomorrow at nine
+            due = later_instant(datetime.combine(chosen + timedelta(days=1), clock), where)
+    else:
+        raise NotAWhen("say when: after a duration (\"after\": \"2 hours\") or a day and a time (\"day\", \"time\")")
+    if due <= now:
+        raise NotAWhen(f"{local_words(due, zone)} is in the past")
+    if due - now < MIN_AHEAD_S:
+        raise NotAWhen("a reminder must be at least a minute away")
+    if due - now > MAX_AHEAD_S:
+        raise NotAWhen("a reminder can be at most a year away")
+    return due
+
+
+def next_time(due_at: float, zone: str, repeat: str) -> float | None:
+    """Where a repeating reminder moves after `due_at`: the same local time a day or a week on
+    (None: a one-off one)."""
+    if repeat == "once":
+        return None
+    where = ZoneInfo(zone)
+    local = datetime.fromtimestamp(due_at, where).replace(tzinfo=None, fold=0)
+    step = timedelta(days=1 if repeat == "daily" else 7)
+    return later_instant(local + step, where)
+
+
+def local_words(moment: float, zone: str) -> str:
+    """`Tuesday 16 January 2027, 09:00 (Europe/Paris)`: a moment as the person reads it."""
+    local = datetime.fromtimestamp(moment, ZoneInfo(zone))
+    return f"{local:%A} {local.day} {local:%B %Y, %H:%M} ({zone})"
+
+
+def utc(moment: float) -> datetime:
+    return datetime.fromtimestamp(moment, timezone.utc)

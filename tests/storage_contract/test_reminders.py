@@ -1,0 +1,93 @@
+"""The Reminders port (SPEC 19) on every backend: the cap counted inside the write, a person's
+own reminders only, the due ones of a platform, a letter kept once (several processes), moved
+or removed when shown, due again when taken back, and gone with the turn that set them."""
+
+import pytest
+
+from storage.ports import Store, TooManyReminders
+
+DUE = 1_800_000_000.0
+
+
+async def asked(store: Store, chat: int, ann: int, answered: bool = False) -> int:
+    """A turn of Ann's in her DM (what a remind tool call runs under), running or `answered`."""
+    message = await store.conversations.add_user_message(chat, ann, "Ann", "remind me", 2, None)
+    turn = await store.turns.begin_turn(chat, ann, message.id)
+    if answered:
+        reply = await store.turns.finish_turn(turn, message, "Mira", "I will.", 2, {})
+        await store.turns.shown(reply.id, ["1"])
+    return turn
+
+
+async def test_at_most_the_cap_of_pending_reminders_is_counted_inside_the_write(store: Store, mira, ann, chat):
+    turn = await asked(store, chat, ann)
+    for n in range(3):
+        await store.reminders.add(ann, mira, chat, turn, DUE + n, "Europe/Paris", f"thing {n}", "once", cap=3)
+    with pytest.raises(TooManyReminders):
+        await store.reminders.add(ann, mira, chat, turn, DUE + 9, "Europe/Paris", "one more", "once", cap=3)
+    assert [r.words for r in await store.reminders.pending(ann)] == ["thing 0", "thing 1", "thing 2"]  # soonest first
+
+
+async def test_only_the_persons_own_reminder_is_cancelled(store: Store, mira, ann, chat):
+    bob = await store.people.person_for_identity("telegram", "502")
+    row = await store.reminders.add(ann, mira, chat, await asked(store, chat, ann), DUE, "UTC", "tea", "once", 25)
+    assert not await store.reminders.cancel(bob, row.id)
+    assert await store.reminders.cancel(ann, row.id)
+    assert await store.reminders.pending(ann) == []
+
+
+async def test_due_finds_a_characters_reminders_due_on_a_platform(store: Store, mira, ann, chat):
+    turn = await asked(store, chat, ann)
+    now_due = await store.reminders.add(ann, mira, chat, turn, DUE - 5, "UTC", "now", "once", 25)
+    await store.reminders.add(ann, mira, chat, turn, DUE + 60, "UTC", "later", "once", 25)
+    assert await store.reminders.due(mira, "telegram", DUE, 10) == [now_due]
+    assert await store.reminders.due(mira, "discord", DUE, 10) == []
+
+
+async def test_a_letter_is_kept_once_and_when_shown_a_one_off_goes_and_a_daily_one_moves_on(
+        open_backend, mira, ann, chat):
+    here, there = await open_backend(), await open_backend()  # two processes
+    turn = await asked(here, chat, ann)
+    once = await here.reminders.add(ann, mira, chat, turn, DUE, "UTC", "tea", "once", 25)
+    daily = await here.reminders.add(ann, mira, chat, turn, DUE, "UTC", "pills", "daily", 25)
+    letter = await here.reminders.keep(once, None, "Mira", "Tea time!", 3, {})
+    assert letter is not None and await there.reminders.keep(once, None, "Mira", "Tea time!", 3, {}) is None
+    assert await here.reminders.due(mira, "telegram", DUE, 10) == [daily]  # not due while being sent
+    pills = await there.reminders.keep(daily, DUE + 86_400, "Mira", "Pills!", 2, {})
+    for shown in (letter, pills):
+        await here.turns.shown(shown.id, ["1"])
+    (moved,) = await here.reminders.pending(ann)
+    assert (moved.words, moved.due_at) == ("pills", DUE + 86_400)
+
+
+async def test_a_letter_taken_back_leaves_its_reminder_due_again(store: Store, mira, ann, chat):
+    row = await store.reminders.add(ann, mira, chat, await asked(store, chat, ann), DUE, "UTC", "tea", "once", 25)
+    letter = await store.reminders.keep(row, None, "Mira", "Tea time!", 3, {})
+    await store.reminders.take_back(letter.id)
+    assert await store.reminders.due(mira, "telegram", DUE, 10) == [row]
+    assert await store.conversations.message(letter.id) is None  # what was not shown was not said
+
+
+async def test_a_turn_taken_back_takes_the_reminders_it_set(store: Store, mira, ann, chat):
+    turn = await asked(store, chat, ann)
+    await store.reminders.add(ann, mira, chat, turn, DUE, "UTC", "tea", "once", 25)
+    await store.turns.fail_turn(turn)  # a failed turn, a withdrawn reply or Regenerate: one place undoes them
+    assert await store.reminders.pending(ann) == []
+
+
+async def test_a_letter_whose_process_died_before_it_was_shown_is_due_again_for_another(open_backend, request):
+    if "postgresql" not in request.node.name:
+        pytest.skip("SQLite only finds a dead process by its pid, which no test can fake in process; "
+                    "PostgreSQL's advisory lock goes with the connection")
+    first, second = await open_backend(), await open_backend()
+    mira = await first.characters.ensure_character("Mira")
+    ann = await first.people.person_for_identity("telegram", "501")
+    chat = (await first.conversations.conversation("telegram", "501", None, mira, False)).id
+    turn = await asked(first, chat, ann, answered=True)
+    row = await first.reminders.add(ann, mira, chat, turn, DUE, "UTC", "tea", "once", 25)
+    letter = await first.reminders.keep(row, None, "Mira", "Tea time!", 3, {})
+    assert await second.reminders.due(mira, "telegram", DUE, 10) == []  # being sent by the first
+    await first.close()  # the process dies at the due moment, its letter unshown
+    await second.turns.recover_interrupted_turns()
+    assert await second.reminders.due(mira, "telegram", DUE, 10) == [row]  # sent by the other, once
+    assert await second.conversations.message(letter.id) is None

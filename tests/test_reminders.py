@@ -1,0 +1,291 @@
+"""SPEC 19, reminders, rule by rule, with a clock the test moves, on SQLite and PostgreSQL: the
+`remind` tool called by the scripted model through the real turn, the due scan through the
+outbox, and a `FirstWriter` that records what it is asked to send (the platforms' own are
+tested through the real process in tests/test_reminders_end_to_end.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Sequence
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from bot.config import parse_config
+from bot.contract import Asker, Button, ConversationKey, Unreachable
+from bot.runtime import build_runtime
+from bot.tools.remind import MAX_PENDING
+from bot.writing_first.when import NotAWhen, local_words, next_time, resolve
+from tests.conftest import Chat, FakeClock, config_dict
+from tests.fakes.llm_server import status, text, tool_calls
+from tests.postgres import fresh_schema_url
+
+PARIS, NEW_YORK = "Europe/Paris", "America/New_York"
+
+
+def at(zone: str, *when: int) -> float:
+    return datetime(*when, tzinfo=ZoneInfo(zone)).timestamp()
+
+
+class Writer:
+    """An adapter writing first on "telegram" for Mira: what it sent."""
+
+    platform = "telegram"
+    character_name = "Mira"
+
+    def __init__(self, refuses: bool = False):
+        self.sent: list[tuple[ConversationKey, str]] = []
+        self.refuses = refuses
+
+    async def asker_for(self, key: ConversationKey, user_id: str) -> Asker:
+        return Asker("telegram", user_id, (key.chat_id,))
+
+    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]],
+                          stale: Sequence[str] = ()) -> list[str]:
+        if self.refuses:
+            raise Unreachable("Forbidden: bot was blocked by the user")
+        self.sent.append((key, text))
+        return [str(7000 + len(self.sent))]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def bot(request, llm, tmp_path):
+    """A runtime (or several on one database) on a clock the test moves."""
+    schemas = fresh_schema_url() if request.param == "postgresql" else None
+    url = await anext(schemas) if schemas else None
+    runtimes = []
+
+    async def start(clock: FakeClock, count: int = 1, **tables):
+        raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3") | tables
+        if url:
+            raw["storage"] = {"url": url}
+        config = parse_config(raw, tmp_path)
+        started = [await build_runtime(config, clock=clock) for _ in range(count)]
+        runtimes.extend(started)
+        return started if count > 1 else started[0]
+    yield start
+    for runtime in runtimes:
+        await runtime.close()
+    if schemas:
+        await anext(schemas, None)
+
+
+def dm(runtime, user: str = "501", name: str = "Ann") -> Chat:
+    return Chat(runtime, user=user, name=name, chat_id=user, platform="telegram")
+
+
+def told(llm, request: int = -1) -> dict:
+    """What the remind tool answered the model."""
+    return json.loads(next(m["content"] for m in llm.requests[request]["messages"] if m["role"] == "tool"))
+
+
+async def scan(runtime, writer: Writer) -> int:
+    with runtime.core.presence.writing_first(writer):
+        return await runtime.reminders.scan("Mira")
+
+
+async def set_one(ann: Chat, llm, **arguments) -> dict:
+    llm.add(tool_calls(("remind", {"what": "call the harbour office"} | arguments)), text("I will remind you."))
+    await ann.say("remind me please")
+    return told(llm)
+
+
+# -- when: the server's arithmetic ------------------------------------------------------------
+def test_tomorrow_at_nine_said_at_23_30_local_is_the_persons_tomorrow():
+    now = at(NEW_YORK, 2027, 3, 1, 23, 30)  # already 04:30 on 2 March in UTC
+    assert local_words(resolve(now, NEW_YORK, day="tomorrow", at="9:00"), NEW_YORK) == \
+        "Tuesday 2 March 2027, 09:00 (America/New_York)"
+
+
+@pytest.mark.parametrize("zone, asked_on, clock, expected", [
+    (PARIS, (2027, 3, 27), "02:30", "Sunday 28 March 2027, 03:30 (Europe/Paris)"),  # skipped: after the gap
+    (PARIS, (2027, 10, 30), "02:30", "Sunday 31 October 2027, 02:30 (Europe/Paris)"),  # repeated: the second
+    (NEW_YORK, (2027, 3, 13), "02:30", "Sunday 14 March 2027, 03:30 (America/New_York)"),
+    (NEW_YORK, (2027, 11, 6), "01:30", "Sunday 7 November 2027, 01:30 (America/New_York)"),
+])
+def test_a_local_time_a_clock_change_skips_or_repeats_resolves_to_the_later_valid_instant(
+        zone, asked_on, clock, expected):
+    due = resolve(at(zone, *asked_on, 12, 0), zone, day="tomorrow", at=clock)
+    assert local_words(due, zone) == expected
+    hour, minute = map(int, clock.split(":"))
+    readings = [datetime(*asked_on, hour, minute, tzinfo=ZoneInfo(zone), fold=f) for f in (0, 1)]
+    readings = [r.replace(day=r.day + 1).timestamp() for r in readings]
+    assert due == max(readings)  # of the two readings, the later one
+
+
+@pytest.mark.parametrize("zone, spring, autumn", [(PARIS, (2027, 3, 27), (2027, 10, 30)),
+                                                  (NEW_YORK, (2027, 3, 13), (2027, 11, 6))])
+def test_a_daily_reminder_keeps_its_local_time_across_both_clock_changes(zone, spring, autumn):
+    for day in (spring, autumn):
+        first = resolve(at(zone, *day, 8, 0), zone, day="today", at="09:30")
+        following = next_time(first, zone, "daily")
+        assert local_words(following, zone).endswith(", 09:30 (" + zone + ")")
+        assert following - first in (23 * 3600, 25 * 3600)  # the clock changed in between
+
+
+def test_kiritimati_at_utc_plus_14_reads_its_own_day():
+    now = at("UTC", 2027, 1, 15, 12, 0)  # 02:00 on 16 January at Kiritimati
+    assert local_words(resolve(now, "Pacific/Kiritimati", day="today", at="09:00"), "Pacific/Kiritimati") == \
+        "Saturday 16 January 2027, 09:00 (Pacific/Kiritimati)"
+
+
+@pytest.mark.parametrize("asked, why", [
+    ({"after": "30 seconds"}, "at least a minute away"), ({"after": "400 days"}, "at most a year away"),
+    ({"day": "2026-01-01", "at": "09:00"}, "is in the past"), ({"after": "soon"}, "not a duration"),
+    ({}, "say when"),
+])
+def test_a_time_in_the_past_under_a_minute_or_over_a_year_away_is_refused_with_the_reason(asked, why):
+    with pytest.raises(NotAWhen, match=why):
+        resolve(at(PARIS, 2027, 1, 15, 12, 0), PARIS, **asked)
+
+
+# -- the tool, through the real turn ----------------------------------------------------------
+async def test_the_remind_tool_resolves_in_the_persons_time_zone_and_tells_the_model_the_local_time(bot, llm):
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 23, 30))
+    runtime = await bot(clock)
+    ann = dm(runtime)
+    assert "Europe/Paris" in (await ann.run("timezone", zone="europe/paris")).text
+    answer = await set_one(ann, llm, day="tomorrow", time="09:00")
+    assert answer == {"set": True, "number": answer["number"], "when": "Saturday 16 January 2027, 09:00 (Europe/Paris)",
+                      "repeat": "once", "what": "call the harbour office"}
+    pending, = await runtime.store.reminders.pending(await ann.person_id())
+    assert pending.due_at == at(PARIS, 2027, 1, 16, 9, 0) and pending.zone == PARIS  # stored in UTC, with the zone
+
+
+async def test_every_prompt_carries_the_date_and_time_in_the_persons_zone(bot, llm):
+    runtime = await bot(FakeClock(at("UTC", 2027, 1, 15, 23, 30)))
+    ann = dm(runtime)
+    await ann.run("timezone", zone="Pacific/Kiritimati")
+    llm.add(text("Morning already?"))
+    await ann.say("what day is it?")
+    assert "Now: Saturday 16 January 2027, 13:30 (Pacific/Kiritimati), where Ann is." in llm.prompt_text()
+
+
+async def test_at_most_25_pending_reminders_a_person(bot, llm):
+    runtime = await bot(FakeClock(at(PARIS, 2027, 1, 15, 12, 0)))
+    ann = dm(runtime)
+    person = await ann.person_id()
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
+    for n in range(MAX_PENDING):
+        await runtime.store.reminders.add(person, runtime.cast.character("Mira").id, conversation, 0,
+                                          at(PARIS, 2027, 2, 1, 9, 0) + n, PARIS, f"thing {n}", "once", MAX_PENDING)
+    answer = await set_one(ann, llm, after="2 hours")
+    assert answer["error"].startswith(f"not set: they already have {MAX_PENDING} reminders waiting")
+
+
+# -- delivery -----------------------------------------------------------------------------------
+async def test_when_due_the_character_writes_it_once_in_its_voice_and_the_conversation_keeps_it(bot, llm):
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
+    runtime = await bot(clock, limits={"timezone": PARIS, "tokens_per_day": 100_000})
+    ann, writer = dm(runtime), Writer()
+    await set_one(ann, llm, after="2 minutes")
+    clock.now += 60
+    assert await scan(runtime, writer) == 0  # not yet
+    clock.now += 61
+    llm.add(text("Ann — the harbour office closes at noon. Time to call them."))
+    assert await scan(runtime, writer) == 1
+    assert writer.sent == [(ann.key, "Ann — the harbour office closes at noon. Time to call them.")]
+    instruction = llm.requests[-1]["messages"][-1]["content"]
+    assert 'asked you to remind them, now, of this: "call the harbour office"' in instruction
+    assert await scan(runtime, writer) == 0  # once
+    assert await runtime.store.reminders.pending(await ann.person_id()) == []
+    llm.add(text("You're welcome."))
+    await ann.say("thanks!")  # the character knows it fired: its letter is in the window
+    assert "Time to call them." in llm.prompt_text()
+    spent = await runtime.store.usage.spent(await ann.person_id(), "2027-01-15", "2027-01-15")
+    assert spent >= sum(u["total_tokens"] for u in llm.usages)  # the letter's tokens count against the allowance
+
+
+async def test_a_model_failure_still_sends_the_persons_words_plainly(bot, llm):
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
+    runtime = await bot(clock)
+    ann, writer = dm(runtime), Writer()
+    await set_one(ann, llm, after="5 minutes")
+    clock.now += 301
+    llm.add(status(500), status(500), status(500))
+    assert await scan(runtime, writer) == 1
+    assert writer.sent == [(ann.key, "⏰ call the harbour office")]
+
+
+async def test_due_while_every_process_was_down_is_sent_saying_how_late_or_as_missed_past_grace(bot, llm):
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
+    runtime = await bot(clock, reminders={"grace_hours": 12})
+    ann, writer = dm(runtime), Writer()
+    await set_one(ann, llm, after="10 minutes")
+    await set_one(ann, llm, after="20 minutes", what="feed the cat")
+    clock.now += 10 * 60 + 3 * 3600  # 3 hours late for the first, later still for the second
+    llm.add(text("Sorry, I'm three hours late: call the harbour office!"))
+    with runtime.core.presence.writing_first(writer):
+        assert await runtime.reminders.scan("Mira") == 2
+    assert "You are 3 hours late with it" in llm.requests[-1]["messages"][-1]["content"]
+    await set_one(ann, llm, after="1 hour", what="water the plants")
+    clock.now += 14 * 3600  # past the 12 hours' grace
+    assert await scan(runtime, writer) == 1
+    assert writer.sent[-1][1] == "⏰ A reminder I missed — it was due Friday 15 January 2027, 15:10 (UTC): " \
+                                 "water the plants"
+
+
+async def test_regenerate_takes_back_the_reminder_its_reply_set(bot, llm):
+    runtime = await bot(FakeClock(at(PARIS, 2027, 1, 15, 12, 0)))
+    ann = dm(runtime)
+    llm.add(tool_calls(("remind", {"what": "call the harbour office", "after": "1 hour"})), text("Done."))
+    reply = await ann.say("remind me in an hour to call the harbour office")
+    assert len(await runtime.store.reminders.pending(await ann.person_id())) == 1
+    llm.add(text("Hm, what would you like?"))
+    await ann.regenerate(reply.turn)
+    assert await runtime.store.reminders.pending(await ann.person_id()) == []
+
+
+async def test_forgetme_leaves_no_reminders(bot, llm):
+    runtime = await bot(FakeClock(at(PARIS, 2027, 1, 15, 12, 0)))
+    ann = dm(runtime)
+    await set_one(ann, llm, after="1 hour")
+    person = await ann.person_id()
+    await runtime.store.people.forget_person(person, "2027-01-15")
+    assert await runtime.store.db.value("SELECT COUNT(*) FROM reminders") == 0
+
+
+async def test_reminders_lists_them_with_local_times_and_cancels_by_number_or_button_only_ones_own(bot, llm):
+    runtime = await bot(FakeClock(at(PARIS, 2027, 1, 15, 12, 0)), limits={"timezone": PARIS})
+    ann, bob = dm(runtime), dm(runtime, "502", "Bob")
+    first = (await set_one(ann, llm, day="tomorrow", time="9am"))["number"]
+    second = (await set_one(ann, llm, after="3 hours", repeat="daily"))["number"]
+    listed = await ann.run("reminders")
+    assert listed.text.splitlines()[1:3] == [  # soonest first
+        f"⏰ {second} · Friday 15 January 2027, 15:00 (Europe/Paris), every day — call the harbour office",
+        f"⏰ {first} · Saturday 16 January 2027, 09:00 (Europe/Paris) — call the harbour office"]
+    assert "no reminder" in (await bob.run("reminders", action="cancel", n=str(first))).text  # not Bob's
+    assert (await ann.run("reminders", action="cancel", n=str(second))).text == f"Reminder {second} is cancelled."
+    button, = listed.buttons[1]
+    assert (await bob.press(button.action)).refused  # another person's button
+    assert (await ann.press(button.action)).text == f"Reminder {first} is cancelled."
+    assert await runtime.store.reminders.pending(await ann.person_id()) == []
+
+
+async def test_a_letter_the_platform_refuses_is_taken_back_and_nothing_more_is_sent(bot, llm):
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
+    runtime = await bot(clock)
+    ann = dm(runtime)
+    await set_one(ann, llm, after="2 minutes")
+    clock.now += 121
+    llm.add(text("Call the harbour office!"))
+    assert await scan(runtime, Writer(refuses=True)) == 0
+    assert await runtime.store.db.value("SELECT COUNT(*) FROM messages WHERE content = 'Call the harbour office!'") == 0
+    assert await runtime.store.reminders.pending(await ann.person_id()) == []
+
+
+async def test_two_processes_send_each_reminder_exactly_once(bot, llm):
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
+    first, second = await bot(clock, count=2)
+    ann = dm(first)
+    for n in range(6):
+        await set_one(ann, llm, after=f"{2 + n} minutes", what=f"thing {n}")
+    clock.now += 3600
+    llm.responder = lambda request: text("A reminder, as promised.")
+    one, two = Writer(), Writer()
+    with first.core.presence.writing_first(one), second.core.presence.writing_first(two):
+        import asyncio
+        await asyncio.gather(first.reminders.scan("Mira"), second.reminders.scan("Mira"))
+    assert len(one.sent) + len(two.sent) == 6
+    assert await first.store.reminders.pending(await ann.person_id()) == []
