@@ -41,6 +41,7 @@ from bot.contract import (
     Identity,
     IncomingMessage,
     Part,
+    Picture,
     QueuedTurn,
     Reply,
     ReplySink,
@@ -84,8 +85,8 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     async def delete(self, place: Place, message_id: str) -> None: ...
 
     @abc.abstractmethod
-    async def send_part(self, place: Place, made: VoiceNote) -> str:
-        """Send what a reply carries besides its text (a voice note, SPEC 16); its id."""
+    async def send_part(self, place: Place, made: VoiceNote | Picture) -> str:
+        """Send what a reply carries besides its text (a voice note, SPEC 16; a picture, SPEC 20); its id."""
 
     @abc.abstractmethod
     async def drop_buttons(self, place: Place, message_id: str) -> None: ...

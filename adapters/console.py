@@ -14,6 +14,7 @@ import asyncio
 import logging
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -26,6 +27,8 @@ from bot.contract import (
     Core,
     Identity,
     IncomingMessage,
+    Part,
+    Picture,
     Reply,
 )
 
@@ -38,6 +41,7 @@ CONSOLE_COMMANDS = """
 
 PROGRAM = "(Keepsake)"
 CANNOT_SHOW = {"voice": "A voice note"}  # a reply's parts, in words
+PICTURES = Path("keepsake-pictures")  # where the console saves the pictures a character sends
 
 
 ITALIC, UPRIGHT = "\x1b[3m", "\x1b[23m"
@@ -217,12 +221,25 @@ class Console:
                      else f"{self.character_name}: {self.shown_text(reply.text)}\n")
         if reply.note:  # what the turn's tools did (SPEC 18 [tools] show)
             self.say(f"  {reply.note}")
-        for part in reply.parts:  # what a terminal cannot show is named, never made
+        for part in reply.parts:
+            if part.kind == "picture":  # saved to a file the console names (SPEC 20)
+                await self.save_picture(part)
+                continue
+            # what a terminal cannot show is named, never made
             self.say(f"{PROGRAM} ({CANNOT_SHOW.get(part.kind, part.kind)} comes with this reply on Discord and "
                      "Telegram; the console shows text only)")
         if reply.turn is not None:
             self.last_turn = reply.turn
             await self.core.conversation.delivered(reply, [])
+
+    async def save_picture(self, part: Part) -> None:
+        picture = await part.made(False)
+        if not isinstance(picture, Picture):
+            return
+        PICTURES.mkdir(exist_ok=True)
+        path = PICTURES / f"{time.strftime('%Y%m%d-%H%M%S')}-{len(list(PICTURES.iterdir())) + 1}-{picture.filename}"
+        path.write_bytes(picture.data)
+        self.say(f"{PROGRAM} {self.character_name} sent a picture ({picture.scene[:80]}): saved as {path}")
 
     async def press(self, args: list[str]) -> None:
         if not args or not (args[0].isascii() and args[0].isdigit() and 1 <= int(args[0]) <= len(self.buttons)):

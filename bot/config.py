@@ -337,6 +337,25 @@ class RemindersConfig(Section):
     grace_hours: float = Field(12.0, ge=0, le=24 * 30)
 
 
+class PicturesConfig(Section):
+    """`[pictures]` (SPEC 20): the image server the `picture` tool draws with; off without it."""
+
+    kind: Literal["openai", "automatic1111"] = "openai"
+    base_url: HttpURL | None = None  # default: [llm] base_url (an OpenAI-compatible server)
+    api_key_env: EnvName | None = None  # default: [llm] api_key_env
+    model: Text | None = None  # the server's default when unset
+    per_day: int = Field(20, ge=1)  # pictures a person may get a day
+    tokens_each: int = Field(1000, ge=0)  # what a picture counts against [limits] tokens_per_day
+    # automatic1111's safe setting, sent everywhere that is not age-restricted (OpenAI: `moderation`)
+    safe_negative_prompt: Text = "nsfw, nude, naked, nudity, sexual, explicit, gore, blood"
+
+    @model_validator(mode="after")
+    def _key_is_set(self) -> "PicturesConfig":
+        if self.api_key_env and env_secret(self.api_key_env) is None:
+            raise SettingProblem("api_key_env", f"environment variable {self.api_key_env} is not set")
+        return self
+
+
 class CharacterConfig(BaseModel):
     """A `[[characters]]` table: the core's keys; the others are its platforms' (checked by them)."""
 
@@ -349,6 +368,7 @@ class CharacterConfig(BaseModel):
     checkins: CheckinsConfig | None = None  # SPEC 14: off unless the table is there
     voice: Text = "alloy"  # SPEC 16: the voice its replies are spoken in ([voice] speech_model)
     nsfw: bool | None = None  # SPEC 17: age-restricted; None: as the card's tags say ("nsfw", any case)
+    appearance: Text | None = None  # SPEC 20: put before the scene of every picture it draws
     # SPEC 18: this character's own tools (built-in and MCP names); None: all of [tools] enabled
     tools: Annotated[tuple[Text, ...], Listed] | None = None
 
@@ -380,6 +400,7 @@ class Config(BaseModel):
     access: Access = AccessRules()
     tools: ToolsConfig = ToolsConfig()
     reminders: RemindersConfig = RemindersConfig()
+    pictures: PicturesConfig | None = None  # SPEC 20: off unless the table is there
 
     @model_validator(mode="before")
     @classmethod

@@ -179,14 +179,23 @@ class VoiceNote:
 
 
 @dataclass(frozen=True)
+class Picture:
+    """A picture a reply carries (SPEC 20): the image as the server drew it, never stored."""
+
+    data: bytes = field(repr=False)
+    filename: str  # picture.png, picture.jpeg: its kind
+    scene: str  # what was drawn, in words (the console names it)
+
+
+@dataclass(frozen=True)
 class Part:
     """What a reply carries besides its text: a voice note (SPEC 16; pictures and files go the same
     way). `made(waveform)` makes it as it is sent, after the text — the text never waits for it —
     with a waveform where the platform shows one; None when it could not be made (the text stands
     alone). An adapter that cannot send a kind names it (the console)."""
 
-    kind: str  # "voice"
-    made: Callable[[bool], Awaitable[VoiceNote | None]] = field(compare=False, repr=False)
+    kind: str  # "voice" or "picture"
+    made: Callable[[bool], Awaitable[VoiceNote | Picture | None]] = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)

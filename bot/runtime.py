@@ -108,9 +108,10 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         log.warning("%d turn(s) were interrupted by a stop; their memory writes were undone, and each "
                     "platform answers them again or marks their partial reply", recovered)
     counter = TokenCounter(config.llm.model)
+    budgets = Budgets(store, config.limits.tokens_per_day, config.limits.zone, clock)
     remembering = memory_tools(store, counter)
     # the toolbox's residents (bot/tools/), and what each character may use of them
-    everything = [*remembering, *await configured_tools(config, store, egress), *tools]
+    everything = [*remembering, *await configured_tools(config, store, budgets.today, egress), *tools]
     allowed = allowed_tools(config, remembering)
     characters = {}
     for name, character in loaded:
@@ -132,7 +133,6 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         semantic = SemanticRecall(store, embeddings, counter, config.recall.embedding_model)
         if not await semantic.start():
             semantic = None
-    budgets = Budgets(store, config.limits.tokens_per_day, config.limits.zone, clock)
     gate = Gate(store, config.access, {c.name: c.access for c in config.characters},
                 CallLimits(store, config.limits.turns_per_minute), budgets,
                 age_restricted=frozenset(name for name, character in loaded if character.nsfw))

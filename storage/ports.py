@@ -258,6 +258,16 @@ class Usage(abc.ABC):
     async def add_checkin(self, person_id: int, character_id: int, day: str) -> None: ...
 
     @abc.abstractmethod
+    async def take_picture(self, person_id: int, character_id: int, day: str, per_day: int, tokens: int) -> bool:
+        """Count a picture for the person today, with the `tokens` it counts against their
+        allowance; False (nothing counted) when they had `per_day` already (counted inside the write,
+        across characters and processes)."""
+
+    @abc.abstractmethod
+    async def give_back_picture(self, person_id: int, character_id: int, day: str, tokens: int) -> None:
+        """A picture counted by `take_picture` was never drawn: neither it nor its tokens count."""
+
+    @abc.abstractmethod
     async def spent(self, person_id: int, first_day: str, last_day: str) -> int:
         """The person's tokens (in and out) from `first_day` to `last_day`, both included; a
         forgotten person's spend of the day they left counts for whoever writes from their

@@ -21,6 +21,28 @@ model = "gpt-4o-mini"
 """
 
 
+def mira_config(llm, tables: str = "", *, telegram=None, character: str = "") -> str:
+    """A config as SPEC 10 writes it, for `python -m bot`: the scripted model, SQLite, Mira (her
+    card, and `character`'s keys) on Telegram when `telegram` is given, else on Discord; with
+    `tables` (TOML) besides."""
+    platform = f'\n[telegram]\nbase_url = "{telegram.base_url}"\n' if telegram is not None else ""
+    token = 'telegram_token_env = "MIRA_TELEGRAM_TOKEN"' if telegram is not None else \
+        'discord_token_env = "MIRA_DISCORD_TOKEN"'
+    return llm_table(llm) + f"""max_retries = 0
+
+[storage]
+url = "sqlite:///keepsake.sqlite3"
+{platform}
+{tables}
+
+[[characters]]
+name = "Mira"
+card = "{ROOT / 'characters' / 'mira.json'}"
+{character}
+{token}
+"""
+
+
 @contextlib.asynccontextmanager
 async def bot_running(tmp_path, config: str, **env: str):
     """`python -m bot` with this config text and these environment variables (besides the model's

@@ -12,10 +12,9 @@ from contextlib import closing
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import Step, text, tool_calls
-from tests.process import answer_to, bot_running, final_reply_to, llm_table
+from tests.process import answer_to, bot_running, final_reply_to, mira_config
 
 ANN, BOB = 821, 822
 GROUP = -100821
@@ -38,25 +37,11 @@ def reminding(request: dict) -> Step | None:
 
 
 def config(llm, *, telegram=None) -> str:
-    platform = f'\n[telegram]\nbase_url = "{telegram.base_url}"\n' if telegram is not None else ""
-    token = 'telegram_token_env = "MIRA_TELEGRAM_TOKEN"' if telegram is not None else \
-        'discord_token_env = "MIRA_DISCORD_TOKEN"'
-    return llm_table(llm) + f"""max_retries = 0
-
-[storage]
-url = "sqlite:///keepsake.sqlite3"
-
-[limits]
+    return mira_config(llm, """[limits]
 timezone = "Europe/Paris"
-{platform}
-[reminders]
-grace_hours = 12
 
-[[characters]]
-name = "Mira"
-card = "{ROOT / 'characters' / 'mira.json'}"
-{token}
-"""
+[reminders]
+grace_hours = 12""", telegram=telegram)
 
 
 def due_now(folder) -> int:

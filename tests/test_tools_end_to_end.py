@@ -9,13 +9,12 @@ import json
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import Step, text, tool_calls
 from tests.fakes.mcp_notes import NotesServer
 from tests.fakes.searxng import FakeSearXNG
 from tests.fakes.web_pages import PUBLIC, FakeWeb
-from tests.process import bot_running, final_reply_to, llm_table
+from tests.process import bot_running, final_reply_to, mira_config
 
 ANN = 811
 DISCORD_ANN = FakeDiscord.user("900000000000000031", "Ann")
@@ -64,15 +63,7 @@ async def outside():
 
 
 def config(llm, searxng, notes, *, telegram=None) -> str:
-    platform = f'\n[telegram]\nbase_url = "{telegram.base_url}"\n' if telegram is not None else ""
-    token = 'telegram_token_env = "MIRA_TELEGRAM_TOKEN"' if telegram is not None else \
-        'discord_token_env = "MIRA_DISCORD_TOKEN"'
-    return llm_table(llm) + f"""max_retries = 0
-
-[storage]
-url = "sqlite:///keepsake.sqlite3"
-{platform}
-[tools]
+    return mira_config(llm, f"""[tools]
 enabled = ["dice", "time", "search", "read"]
 show = true
 [tools.search]
@@ -80,13 +71,7 @@ url = "{searxng.url}"
 [[tools.mcp]]
 name = "notes"
 url = "{notes.url}"
-tools = ["lookup"]
-
-[[characters]]
-name = "Mira"
-card = "{ROOT / 'characters' / 'mira.json'}"
-{token}
-"""
+tools = ["lookup"]""", telegram=telegram)
 
 
 def web_env(web: FakeWeb) -> dict[str, str]:

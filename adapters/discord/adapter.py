@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import re
 from dataclasses import replace
@@ -69,6 +70,7 @@ from bot.contract import (
     Identity,
     IncomingMessage,
     PlatformRefused,
+    Picture,
     VoiceNote,
     where_named,
 )
@@ -206,9 +208,12 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                    formatted: bool = True) -> None:
         await place.get_partial_message(int(message_id)).edit(content=text, view=view_of(buttons))
 
-    async def send_part(self, place: Messageable, note: VoiceNote) -> str:
-        """A real voice message (the voice-message flag, with its length and waveform), sent
-        through discord.py's own request building; where Discord refuses it, an audio file."""
+    async def send_part(self, place: Messageable, note: VoiceNote | Picture) -> str:
+        """A picture as an attachment; a voice note as a real voice message (the voice-message
+        flag, with its length and waveform), sent through discord.py's own request building;
+        where Discord refuses that, an audio file."""
+        if isinstance(note, Picture):
+            return str((await place.send(file=discord.File(io.BytesIO(note.data), note.filename))).id)
         try:
             with discord.http.handle_message_parameters(file=VoiceFile(note),
                                                         flags=discord.MessageFlags(voice=True)) as params:

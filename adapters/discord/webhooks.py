@@ -11,6 +11,7 @@ and how to send, edit and delete its messages there. `Webhooks` finds or makes t
 
 from __future__ import annotations
 
+import io
 import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,7 +20,7 @@ import discord
 
 from adapters.base import ChatAdapter
 from adapters.discord.messages import audio_file, view_of
-from bot.contract import Asker, Button, ConversationKey, Core, VoiceNote
+from bot.contract import Asker, Button, ConversationKey, Core, Picture, VoiceNote
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class Host(Protocol):
                    formatted: bool = True) -> None: ...
     async def delete(self, place: discord.abc.Messageable, message_id: str) -> None: ...
     async def drop_buttons(self, place: discord.abc.Messageable, message_id: str) -> None: ...
-    async def send_part(self, place: discord.abc.Messageable, note: VoiceNote) -> str: ...
+    async def send_part(self, place: discord.abc.Messageable, note: VoiceNote | Picture) -> str: ...
 
 
 class WebhookVoice(ChatAdapter[Spot]):
@@ -126,13 +127,14 @@ class WebhookVoice(ChatAdapter[Spot]):
             **self._view(buttons), **self._thread(place)))
         return str(message.id)
 
-    async def send_part(self, place: Spot, note: VoiceNote) -> str:
-        """In a DM as the host; in a channel by the character's webhook, as an audio file (a
-        webhook sends no voice message)."""
+    async def send_part(self, place: Spot, note: VoiceNote | Picture) -> str:
+        """In a DM as the host; in a channel by the character's webhook: a picture as an
+        attachment, a voice note as an audio file (a webhook sends no voice message)."""
         if not place.shared:
             return await self.host.send_part(place.messageable, note)
+        file = discord.File(io.BytesIO(note.data), note.filename) if isinstance(note, Picture) else audio_file(note)
         message = await self._hooked(place, lambda hook: hook.send(
-            username=self.character_name, wait=True, file=audio_file(note), **self._thread(place)))
+            username=self.character_name, wait=True, file=file, **self._thread(place)))
         return str(message.id)
 
     async def edit(self, place: Spot, message_id: str, text: str, buttons: list[list[Button]],

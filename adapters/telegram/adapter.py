@@ -64,6 +64,7 @@ from adapters.telegram.messages import (
     addressed,
     asker_of,
     file_url,
+    part_sender,
     keyboard,
     place_of,
     speaker_name_of,
@@ -90,6 +91,7 @@ from bot.contract import (
     IncomingMessage,
     PlatformRefused,
     TurnRef,
+    Picture,
     VoiceNote,
 )
 
@@ -237,11 +239,8 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def delete(self, place: Place, message_id: str) -> None:
         await self.bot.delete_message(place.chat_id, int(message_id))
 
-    async def send_part(self, place: Place, note: VoiceNote) -> str:
-        sent = await with_flood_retry(lambda: self.bot.send_voice(
-            place.chat_id, note.audio, duration=max(1, round(note.seconds)), filename="reply.ogg",
-            message_thread_id=place.thread_id))
-        return str(sent.message_id)
+    async def send_part(self, place: Place, made: VoiceNote | Picture) -> str:
+        return str((await with_flood_retry(part_sender(self.bot, place, made))).message_id)
 
     async def drop_buttons(self, place: Place, message_id: str) -> None:
         await self.bot.edit_message_reply_markup(place.chat_id, int(message_id), reply_markup=None)

@@ -18,7 +18,7 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ChatType, MessageLimit
 from telegram.error import RetryAfter
 
-from bot.contract import Asker, Button, ConversationKey, Identity, where_named
+from bot.contract import Asker, Button, ConversationKey, Identity, Picture, VoiceNote, where_named
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +167,16 @@ class Place:
     def of(conversation: ConversationKey) -> "Place":
         thread = int(conversation.thread_id) if conversation.thread_id else None
         return Place(int(conversation.chat_id), thread, conversation.is_shared)
+
+
+def part_sender(bot: Any, place: Place, made: VoiceNote | Picture) -> Callable[[], Awaitable[Message]]:
+    """How a reply's part goes to Telegram: a picture by sendPhoto (SPEC 20), a voice note by
+    sendVoice (SPEC 16), in the place's topic."""
+    if isinstance(made, Picture):
+        return lambda: bot.send_photo(place.chat_id, made.data, filename=made.filename,
+                                      message_thread_id=place.thread_id)
+    return lambda: bot.send_voice(place.chat_id, made.audio, duration=max(1, round(made.seconds)),
+                                  filename="reply.ogg", message_thread_id=place.thread_id)
 
 
 def place_of(message: Message) -> Place:

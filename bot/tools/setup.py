@@ -1,16 +1,17 @@
 """The tools of this deployment, from the config (SPEC 18): the built-in ones `[tools] enabled`
-names (each that can run here: `search` needs `[tools.search] url`; `picture` comes with
-`[pictures]`), and the named tools of the MCP servers that answer at start-up. Which
+names (each that can run here: `search` needs `[tools.search] url`, `picture` a `[pictures]`
+table), and the named tools of the MCP servers that answer at start-up. Which
 a character may use: its own `tools`, else all of them; the memory tools (SPEC 5) always."""
 
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Callable, Sequence
 
 from bot.config import Config
 from bot.tools.clock import Clock
 from bot.tools.dice import Dice
+from bot.tools.picture import ImageServer, Picturing
 from bot.tools.remind import Remind
 from bot.tools.egress import Egress
 from bot.tools.toolbox import Tool
@@ -20,7 +21,8 @@ from storage.ports import Store
 log = logging.getLogger(__name__)
 
 
-async def configured_tools(config: Config, store: Store, egress: Egress | None = None) -> list[Tool]:
+async def configured_tools(config: Config, store: Store, today: Callable[[], str],
+                           egress: Egress | None = None) -> list[Tool]:
     """The built-in tools `[tools] enabled` names that can run here, then the MCP servers' tools
     (an MCP tool named like a built-in one is left out, with a WARNING)."""
     settings = config.tools
@@ -36,6 +38,9 @@ async def configured_tools(config: Config, store: Store, egress: Egress | None =
             tools.append(Search(settings.search.url))
         elif name == "remind":
             tools.append(Remind(store))
+        elif name == "picture" and config.pictures is not None:
+            tools.append(Picturing(store, ImageServer(config.pictures, config.llm),
+                                   {c.name: c.appearance for c in config.characters if c.appearance}, today))
     if not settings.mcp:
         return tools
     # the MCP SDK is loaded only for a deployment that lists servers (it takes ~0.8 s and ~45 MB)

@@ -29,7 +29,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
-from bot.contract import Asker
+from bot.contract import Asker, Part
 from bot.model.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,8 @@ class TurnJournal:
     calls: list[ToolCall] = field(default_factory=list)
     outside: bool = False  # outside text entered the turn: no memory writes from here on
     addresses: set[str] = field(default_factory=set)  # what `read` may open: the person's, a search's
+    parts: list[Part] = field(default_factory=list)  # what the reply carries besides its text (a picture)
+    remembered: list[str] = field(default_factory=list)  # stored after the reply's text ("[sent a picture: …]")
 
     @property
     def shown(self) -> str:

@@ -63,7 +63,7 @@ from bot.memory.window import WINDOW_MAX_MESSAGES, window_token_budget
 from bot.model.llm import Completion, ImagesRefused, LLMClient, LLMError
 from bot.model.tokens import TokenCounter
 from bot.text import CHAIN_ENDED, clean_text
-from bot.tools.toolbox import MAX_TOOL_ROUNDS, Toolbox, TurnScope, TurnTools
+from bot.tools.toolbox import MAX_TOOL_ROUNDS, Toolbox, TurnJournal, TurnScope, TurnTools
 from bot.turn.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.turn.context import read_context
 from bot.turn.prompt import Prompt, build_prompt
@@ -479,27 +479,29 @@ class TurnHandler:
         except BaseException:
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
             raise
-        calls = tools.scope.journal.calls if tools is not None else []
+        journal = tools.scope.journal if tools is not None else TurnJournal()
+        calls = journal.calls
         receipt = prompt.receipt | {
             "at": self.clock(),
             "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
             "tools": [{"name": call.name, "arguments": call.arguments, "tokens": call.tokens} for call in calls],
         }
-        reply_tokens = self.counter.count(text)
+        kept = "\n".join([text, *journal.remembered])  # what the character remembers it did ("[sent a picture: …]")
+        reply_tokens = self.counter.count(kept)
         # spent before the turn ends, so what it cost is counted before its hold is let go
         await self.gate.spend(charged, stored.id,  # as the server's usage says, else as counted
                               completion.prompt_tokens or counted_in,
                               completion.completion_tokens or reply_tokens)
-        await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, text, reply_tokens, receipt,
+        await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, kept, reply_tokens, receipt,
                                            character_id=stored.id)
         buttons = []
         presser = answered_for if answered_for is not None else person_id
         if presser is not None:  # nobody in particular cannot press a button
             buttons = [[Button(REGENERATE_LABEL, encode_action(presser, "regen", turn_id))]]
-        parts = []  # after the text: the reply spoken, when it is (SPEC 16)
-        if self.speaking is not None and self.speaks(user_row.spoken):
+        parts = list(journal.parts)  # after the text: what its tools made (a picture, SPEC 20)
+        if self.speaking is not None and self.speaks(user_row.spoken):  # and the reply spoken (SPEC 16)
             parts.append(self.speaking.part(text, self.voices[stored.character.name.casefold()]))
-        note = tools.scope.journal.shown if tools is not None and self.toolbox.show else ""
+        note = journal.shown if self.toolbox.show else ""
         return Reply(text, turn=TurnRef(turn_id), buttons=buttons, parts=parts, note=note)
 
     async def _recall(self, conversation_id: int, character_name: str, user_row: MessageRow,

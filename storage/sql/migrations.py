@@ -139,6 +139,11 @@ def reminders(id_column: str) -> str:
     """
 
 
+# Pictures (SPEC 20): how many pictures each person got, by day and character, beside their tokens.
+PICTURES = """
+    ALTER TABLE usage_days ADD COLUMN pictures INTEGER NOT NULL DEFAULT 0;
+"""
+
 # Scenes (SPEC 15). A turn names the character that answers (a scene's characters share one
 # conversation); the turns stored before say their conversation's character. Then every chat
 # keeps one shared conversation — its scene: where characters of the deployment had a

@@ -34,6 +34,22 @@ class SQLUsage(Usage):
     async def add_checkin(self, person_id: int, character_id: int, day: str) -> None:
         await self.db.execute(_ADD, person_id, day, character_id, 0, 0, 0, 1)
 
+    async def take_picture(self, person_id: int, character_id: int, day: str, per_day: int, tokens: int) -> bool:
+        async with self.db.transaction() as tx:
+            await self.db.dialect.serialize(tx, f"pictures:{person_id}")
+            if await tx.value("SELECT COALESCE(SUM(pictures), 0) FROM usage_days WHERE person_id = $1 AND day = $2",
+                              person_id, day) >= per_day:
+                return False
+            await tx.execute(_ADD, person_id, day, character_id, 0, 0, tokens, 0)
+            await tx.execute("UPDATE usage_days SET pictures = pictures + 1 "
+                             "WHERE person_id = $1 AND day = $2 AND character_id = $3", person_id, day, character_id)
+        return True
+
+    async def give_back_picture(self, person_id: int, character_id: int, day: str, tokens: int) -> None:
+        await self.db.execute("UPDATE usage_days SET pictures = pictures - 1, tokens_out = tokens_out - $4 "
+                              "WHERE person_id = $1 AND day = $2 AND character_id = $3 AND pictures > 0",
+                              person_id, day, character_id, tokens)
+
     async def spent(self, person_id: int, first_day: str, last_day: str) -> int:
         return await self.db.value(_SPENT, person_id, first_day, last_day)
 

@@ -13,6 +13,7 @@ from storage.sql.migrations import (
     HARDENING_III,
     HARDENING_IV,
     PERSONAS_AND_BUDGETS,
+    PICTURES,
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
@@ -365,4 +366,6 @@ MIGRATIONS: list[str] = [
     SPOKEN_COLUMN,
     # 20 — reminders (SPEC 19; storage/sql/migrations.py)
     reminders("INTEGER PRIMARY KEY"),
+    # 21 — pictures (SPEC 20; storage/sql/migrations.py)
+    PICTURES,
 ]

@@ -88,6 +88,7 @@ class ChatMessage:
     reply_to: int | None = None
     document: dict | None = None
     voice: dict | None = None  # a voice note the bot sent: its bytes, duration, and whether it is Ogg/Opus
+    photo: bytes | None = None  # a picture the bot sent (sendPhoto)
     edits: int = 0
 
     def buttons(self) -> list[dict]:
@@ -473,6 +474,16 @@ class FakeTelegram:
         self.chats[chat_id].append(message)
         return {**self._message_json(message), "voice": {"file_id": "v1", "file_unique_id": "uv1",
                                                          "duration": int(params.get("duration") or 1)}}
+
+    async def _m_sendPhoto(self, params: dict):
+        upload = params.get("photo")
+        data = upload["data"] if isinstance(upload, dict) else b""
+        chat_id = int(params["chat_id"])
+        message = ChatMessage(next(self._message_ids), chat_id, str(params.get("caption", "")), self._my_id,
+                              thread_id=params.get("message_thread_id"), photo=data)
+        self.chats[chat_id].append(message)
+        return {**self._message_json(message), "photo": [{"file_id": "p1", "file_unique_id": "up1",
+                                                         "width": 256, "height": 256}]}
 
     async def _m_sendDocument(self, params: dict):
         chat_id = int(params["chat_id"])

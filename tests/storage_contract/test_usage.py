@@ -104,3 +104,16 @@ async def test_a_forgotten_person_with_two_accounts_is_counted_once_in_stats_and
     for platform, user in (("telegram", "501"), ("discord", "601")):
         back = await store.people.person_for_identity(platform, user)
         assert await store.usage.spent(back, DAY, DAY) == 110
+
+
+async def test_pictures_are_counted_by_day_across_characters_with_their_tokens_and_given_back(open_backend, ann, mira):
+    here, there = await open_backend(), await open_backend()  # two processes
+    aki = await here.characters.ensure_character("Aki")
+    assert await here.usage.take_picture(ann, mira, "2027-01-15", 2, 1000)
+    assert await there.usage.take_picture(ann, aki, "2027-01-15", 2, 1000)
+    assert not await here.usage.take_picture(ann, mira, "2027-01-15", 2, 1000)  # the third of 2 a day
+    assert await here.usage.take_picture(ann, mira, "2027-01-16", 2, 1000)  # a new day
+    assert await here.usage.spent(ann, "2027-01-15", "2027-01-15") == 2000
+    await there.usage.give_back_picture(ann, aki, "2027-01-15", 1000)  # never drawn
+    assert await here.usage.spent(ann, "2027-01-15", "2027-01-15") == 1000
+    assert await here.usage.take_picture(ann, aki, "2027-01-15", 2, 1000)

@@ -1,0 +1,170 @@
+"""`picture` (SPEC 20): the character sends a picture when the talk calls for it, drawn by the
+image server the owner runs or pays for — `[pictures] kind` "openai" (`/images/generations`,
+`b64_json`) or "automatic1111" (`/sdapi/v1/txt2img`). The model writes the scene; the character's
+`appearance` goes before it, so its look stays the same from picture to picture.
+
+- Counted: at most `per_day` pictures a person (in the database, across processes); each counts
+  `tokens_each` against their allowance.
+- Safe where it must be: everywhere that is not age-restricted (the asker's place), every request
+  carries the backend's safe setting — OpenAI's `moderation: "auto"`, automatic1111's negative
+  prompt `safe_negative_prompt`. An age-restricted character draws only where it may talk: the
+  gate asks that before any tool runs.
+- Bounded: what comes back is read with Pillow under the image-bomb guard of SPEC 13 (the header
+  first: over 40 million pixels is refused before decoding) and refused past 10 MB or when it is
+  not an image; a refusal, a server error or a timeout is one line under the reply, and the text
+  stands.
+- Never stored: the picture goes out as a part of the reply (Telegram `sendPhoto`, Discord an
+  attachment, the console saves it to a file it names); the reply is stored with
+  "[sent a picture: <scene>]" so the character remembers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import io
+import json
+import logging
+from typing import Any, Callable
+
+import httpx
+from PIL import Image, UnidentifiedImageError
+
+from bot.config import LLMConfig, PicturesConfig, env_secret
+from bot.contract import Part, Picture
+from bot.tools.egress import certificates
+from bot.tools.toolbox import Outcome, TurnScope, result
+from bot.turn.attachments import MAX_PIXELS
+from storage.ports import Store
+
+log = logging.getLogger(__name__)
+MAX_BYTES = 10 * 1024 * 1024  # a picture larger than this is refused
+MAX_ANSWER = MAX_BYTES * 4 // 3 + 64 * 1024  # the server's answer is read up to this: the picture in base64, and JSON
+TIMEOUT_S = 120.0  # drawing takes a while
+MAX_SCENE = 1_000
+SIZE = 1024
+SPEC = {
+    "type": "function",
+    "function": {
+        "name": "picture",
+        "description": "Send the person a picture: describe the scene to draw (who, where, light, mood). "
+                       "Your own look is added for you. Only when the talk calls for a picture.",
+        "parameters": {"type": "object", "properties": {"scene": {"type": "string"}}, "required": ["scene"]},
+    },
+}
+
+
+class NoPicture(Exception):
+    """The image server gave no picture; the message says why, in a few words."""
+
+
+def checked(data: bytes) -> str:
+    """The picture's format ("png", "jpeg", …) after the guard of SPEC 13, or NoPicture."""
+    if len(data) > MAX_BYTES:
+        raise NoPicture(f"it was larger than {MAX_BYTES // (1024 * 1024)} MB")
+    try:
+        with Image.open(io.BytesIO(data)) as image:  # the header only
+            width, height = image.size
+            if width * height > MAX_PIXELS:
+                raise NoPicture(f"it promised {width:,}×{height:,} pixels, over the limit of {MAX_PIXELS:,}")
+            image.verify()
+            return (image.format or "png").lower()
+    except (UnidentifiedImageError, OSError, SyntaxError, Image.DecompressionBombError):
+        raise NoPicture("what came back was not an image") from None
+
+
+class ImageServer:
+    """The owner's image server, as `[pictures]` names it."""
+
+    def __init__(self, config: PicturesConfig, llm: LLMConfig):
+        self.config = config
+        self.base_url = (config.base_url or llm.base_url).rstrip("/")
+        self.api_key = env_secret(config.api_key_env) if config.api_key_env else llm.api_key
+        self.tls = certificates()
+
+    def request(self, prompt: str, safe: bool) -> tuple[str, dict[str, Any], dict[str, str]]:
+        """Where to ask, what, and with which headers, in the server's own shape."""
+        if self.config.kind == "openai":
+            body: dict[str, Any] = {"prompt": prompt, "n": 1, "size": f"{SIZE}x{SIZE}",
+                                    "response_format": "b64_json", "moderation": "auto" if safe else "low"}
+            if self.config.model:
+                body["model"] = self.config.model
+            return (f"{self.base_url}/images/generations", body, {"Authorization": f"Bearer {self.api_key}"})
+        body = {"prompt": prompt, "width": SIZE, "height": SIZE, "steps": 25,
+                "negative_prompt": self.config.safe_negative_prompt if safe else ""}
+        if self.config.model:
+            body["override_settings"] = {"sd_model_checkpoint": self.config.model}
+        return f"{self.base_url}/sdapi/v1/txt2img", body, {}
+
+    async def draw(self, prompt: str, safe: bool) -> bytes:
+        """The picture's bytes as the server sent them (its answer read up to MAX_ANSWER), or
+        NoPicture saying why not."""
+        url, body, headers = self.request(prompt, safe)
+        try:
+            async with httpx.AsyncClient(timeout=TIMEOUT_S, trust_env=False, verify=self.tls) as http:
+                async with http.stream("POST", url, json=body, headers=headers) as response:
+                    response.raise_for_status()
+                    answer = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        answer += chunk
+                        if len(answer) > MAX_ANSWER:
+                            raise NoPicture(f"it was larger than {MAX_BYTES // (1024 * 1024)} MB")
+        except httpx.TimeoutException:
+            raise NoPicture("the image server did not answer in time") from None
+        except httpx.HTTPStatusError as failure:
+            raise NoPicture(f"the image server answered {failure.response.status_code}") from None
+        except httpx.HTTPError as failure:
+            raise NoPicture(f"the image server could not be reached ({type(failure).__name__})") from None
+        try:
+            found = json.loads(answer)
+            encoded = found["data"][0]["b64_json"] if self.config.kind == "openai" else found["images"][0]
+            return base64.b64decode(encoded, validate=True)
+        except (ValueError, KeyError, IndexError, TypeError, binascii.Error):
+            raise NoPicture("the image server's answer held no picture") from None
+
+
+class Picturing:
+    name, spec, guidance = "picture", SPEC, ""
+
+    def __init__(self, store: Store, server: ImageServer, appearances: dict[str, str], today: Callable[[], str]):
+        self.store = store
+        self.server = server
+        self.appearances = {name.casefold(): text for name, text in appearances.items()}
+        self.today = today
+
+    def offered(self, scope: TurnScope) -> bool:
+        return scope.person_id is not None
+
+    async def run(self, scope: TurnScope, arguments: dict[str, Any]) -> str | Outcome:
+        scene = arguments.get("scene")
+        if not isinstance(scene, str) or not scene.strip():
+            return result(error="scene must describe what to draw")
+        scene = " ".join(scene.split())[:MAX_SCENE]
+        config = self.server.config
+        assert scope.person_id is not None  # offered to a person only
+        if not await self.store.usage.take_picture(scope.person_id, scope.character_id, self.today(), config.per_day,
+                                                   config.tokens_each):
+            return Outcome(result(error=f"no picture: they have had {config.per_day} today, the most a day"),
+                           shown=f"🖼️ no picture: {config.per_day} a day is the most")
+        appearance = self.appearances.get(scope.character_name.casefold())
+        prompt = f"{scope.character_name}, {appearance}. {scene}" if appearance else scene
+        safe = not (scope.asker is not None and scope.asker.age_restricted)
+        try:
+            data = await self.server.draw(prompt, safe)
+            kind = await asyncio.to_thread(checked, data)
+        except NoPicture as why:
+            log.warning("a picture could not be made: %s", why)
+            await self.store.usage.give_back_picture(scope.person_id, scope.character_id, self.today(),
+                                                     config.tokens_each)
+            return Outcome(result(error=f"no picture: {why}; say so briefly, do not describe one as sent"),
+                           shown=f"🖼️ no picture: {why}")
+        scope.journal.parts.append(Part("picture", made=_ready(Picture(data, f"picture.{kind}", scene))))
+        scope.journal.remembered.append(f"[sent a picture: {scene}]")
+        return Outcome(result(sent=True, scene=scene), shown="")
+
+
+def _ready(picture: Picture):
+    async def made(waveform: bool) -> Picture:
+        return picture
+    return made

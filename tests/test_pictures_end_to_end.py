@@ -1,0 +1,72 @@
+"""SPEC 20, pictures, as a person meets them: the real `python -m bot` process with `[pictures]`
+as SPEC 10 writes it, against a fake image server on loopback that answers a real PNG made here:
+Telegram's `sendPhoto` after the reply, a Discord attachment."""
+
+import asyncio
+import sqlite3
+from contextlib import closing
+
+import pytest
+
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.image_server import FakeImageServer
+from tests.fakes.llm_server import text, tool_calls
+from tests.process import bot_running, mira_config
+
+ANN = 831
+DISCORD_ANN = FakeDiscord.user("900000000000000051", "Ann")
+DISCORD_ANN_DM = "910000000000000051"
+SCENE = "the lighthouse at dusk, its lamp just lit"
+
+
+@pytest.fixture
+async def images():
+    server = FakeImageServer()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def config(llm, images, *, telegram=None) -> str:
+    return mira_config(llm, f"""[pictures]
+kind = "openai"
+base_url = "{images.base_url}/v1"
+per_day = 20
+tokens_each = 1000""", telegram=telegram, character='appearance = "a woman in her thirties, oilskin coat, grey braid"')
+
+
+def stored(folder) -> list[str]:
+    with closing(sqlite3.connect(folder / "keepsake.sqlite3")) as db:
+        return [row[0] for row in db.execute("SELECT content FROM messages WHERE role = 'assistant'")]
+
+
+@pytest.mark.timeout(120)
+async def test_a_picture_arrives_after_the_reply_on_telegram(tmp_path, llm, telegram, images):
+    async with bot_running(tmp_path, config(llm, images, telegram=telegram), MIRA_TELEGRAM_TOKEN=telegram.token):
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        llm.add(tool_calls(("picture", {"scene": SCENE})), text("Here — the lamp just came on."))
+        asked = telegram.send(telegram.chat(ANN), telegram.user(ANN, "Ann"), "send me a photo of the lighthouse")
+        reply, photo = await telegram.wait_for(  # the reply, with its Regenerate button, then the picture
+            lambda: (found := [m for m in telegram.bot_messages(ANN) if m.message_id > asked])[1:] and
+            found[0].buttons() and found, timeout=30)
+        assert reply.text == "Here — the lamp just came on."
+        assert photo.photo == images.png and photo.message_id > reply.message_id
+        assert stored(tmp_path) == [f"Here — the lamp just came on.\n[sent a picture: {SCENE}]"]
+
+
+@pytest.mark.timeout(120)
+async def test_a_picture_arrives_as_an_attachment_on_discord(tmp_path, llm, discord_fake, images):
+    async with bot_running(tmp_path, config(llm, images), MIRA_DISCORD_TOKEN="discord-token-20",
+                           KEEPSAKE_TEST_DISCORD_BASE=discord_fake.base):
+        await asyncio.wait_for(discord_fake.identified.wait(), 30)
+        await discord_fake.wait_for(lambda: discord_fake.commands, timeout=30)
+        llm.add(tool_calls(("picture", {"scene": SCENE})), text("Here — the lamp just came on."))
+        await discord_fake.say(DISCORD_ANN_DM, DISCORD_ANN, "send me a photo of the lighthouse", guild=False)
+
+        def from_bot():
+            return [m for m in discord_fake.in_channel(DISCORD_ANN_DM) if m.author_id == discord_fake.app_id]
+        reply, sent = await discord_fake.wait_for(lambda: (found := from_bot())[1:] and found, timeout=30)
+        assert reply.content == "Here — the lamp just came on."
+        file, = sent.attachments
+        assert file["data"] == images.png and file["filename"] == "picture.png"
+        assert images.requests[-1][1]["moderation"] == "auto"  # a DM that is not age-restricted: the safe setting
