@@ -109,6 +109,17 @@ async def discord_fake():
 
 
 @pytest.fixture
+async def images():
+    """The fake image server (SPEC 20), both shapes, on loopback."""
+    from tests.fakes.image_server import FakeImageServer
+
+    server = FakeImageServer()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
 

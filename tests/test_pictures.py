@@ -12,19 +12,10 @@ from bot.config import parse_config
 from bot.contract import Picture
 from bot.runtime import build_runtime
 from tests.conftest import Chat, config_dict
-from tests.fakes.image_server import FakeImageServer
 from tests.fakes.llm_server import text, tool_calls
 
 APPEARANCE = "a woman in her thirties, oilskin coat, grey braid"
 SCENE = "the lighthouse at dusk, its lamp just lit"
-
-
-@pytest.fixture
-async def images():
-    server = FakeImageServer()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

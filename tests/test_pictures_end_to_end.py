@@ -9,7 +9,6 @@ from contextlib import closing
 import pytest
 
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.image_server import FakeImageServer
 from tests.fakes.llm_server import text, tool_calls
 from tests.process import bot_running, mira_config
 
@@ -17,14 +16,6 @@ ANN = 831
 DISCORD_ANN = FakeDiscord.user("900000000000000051", "Ann")
 DISCORD_ANN_DM = "910000000000000051"
 SCENE = "the lighthouse at dusk, its lamp just lit"
-
-
-@pytest.fixture
-async def images():
-    server = FakeImageServer()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def config(llm, images, *, telegram=None) -> str:
