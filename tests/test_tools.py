@@ -226,3 +226,16 @@ async def test_an_age_restricted_character_gets_no_tools_where_it_may_not_talk(s
     tools = runtime.turns.toolbox.for_turn(TurnScope(2, None, runtime.cast.character("Mira").id, "Mira", allowed,
                                                      0.0, False))
     assert "total" in json.loads(await tools.run("dice", '{"notation": "2d6"}'))
+
+
+async def test_an_mcp_server_the_owner_gives_as_a_command_is_started_and_its_named_tool_called(start, llm):
+    import sys
+
+    # a real mcp SDK server over stdin/stdout, started from this checkout (the tests' working folder)
+    server = {"name": "notes", "command": [sys.executable, "-m", "tests.fakes.mcp_notes_stdio"], "tools": ["lookup"]}
+    runtime = await start(lambda raw: raw["tools"].update(mcp=[server]))
+    llm.add(tool_calls(("lookup", {"topic": "tide"})), text("18:12."))
+    reply = await Chat(runtime, platform="telegram").say("when is high tide?")
+    assert "lookup" in offered(llm.requests[0])
+    assert tool_answers(llm.requests[1])[0].split("\n")[2] == "High tide at Brest today: 18:12, 6.9 m."
+    assert reply.note == "🧰 notes: lookup"
