@@ -123,6 +123,8 @@ async def run_bot(config: Config) -> int:
     runtime = await build_runtime(config)
     for silent in talking_nowhere(config, runtime.gate.age_restricted):
         log.warning(silent)
+    if config.web is not None:
+        log.warning(NO_PAGE_YET)
     runtime.start()
     await runtime.llm.probe()
     if runtime.voice is not None:
@@ -219,6 +221,10 @@ def platform_adapters(config: Config) -> list[tuple[str, "AdapterStarter"]]:
     return adapters
 
 
+NO_PAGE_YET = ("[web]: this version of Keepsake serves no memory page yet (SPEC 21); the table is read and checked, "
+               "and everything else runs")
+
+
 def unset_tokens(config: Config) -> list[str]:
     """A line for each bot token variable a character names that is not set (#47: a platform
     left out is never silent)."""
@@ -293,6 +299,8 @@ async def run_console(config: Config, character: str, user_name: str) -> int:
     runtime = await build_runtime(config)
     for silent in talking_nowhere(config, runtime.gate.age_restricted):
         log.warning(silent)
+    if config.web is not None:
+        log.warning(NO_PAGE_YET)
     runtime.start()
     for problem in await runtime.llm.probe():  # said where the person is, not only in the log file
         print(f"(Keepsake) {problem[0].upper()}{problem[1:]}.")

@@ -356,6 +356,15 @@ class PicturesConfig(Section):
         return self
 
 
+class WebConfig(Section):
+    """`[web]` (SPEC 21): where the memory page would be served. Read and checked, so a config
+    written as SPEC 10 shows it starts; this version serves no page yet (start-up says so)."""
+
+    listen: Text = "127.0.0.1"
+    port: Port = 8080
+    public_url: HttpURL | None = None
+
+
 class CharacterConfig(BaseModel):
     """A `[[characters]]` table: the core's keys; the others are its platforms' (checked by them)."""
 
@@ -401,6 +410,7 @@ class Config(BaseModel):
     tools: ToolsConfig = ToolsConfig()
     reminders: RemindersConfig = RemindersConfig()
     pictures: PicturesConfig | None = None  # SPEC 20: off unless the table is there
+    web: WebConfig | None = None  # SPEC 21: the memory page (not served by this version)
 
     @model_validator(mode="before")
     @classmethod

@@ -427,3 +427,54 @@ def test_stats_say_1_turn_not_1_turns():
 
     assert _totals("Today", DayTotals(1, 10, 2, 1, 1)).startswith("Today: 1 turn, 10 tokens in, 2 out, 1 person, 1 check-in")
     assert _totals("Today", DayTotals(2, 10, 2, 2, 0)).startswith("Today: 2 turns, ")
+
+
+SPEC_10_TABLES = """
+[tools]
+enabled = ["dice", "time", "search", "read", "remind", "picture"]
+show = true
+[tools.search]
+url = "http://localhost:8888"
+[tools.read]
+max_bytes = 2000000
+deny_domains = []
+[[tools.mcp]]
+name = "notes"
+url = "http://localhost:9000/mcp"
+tools = ["lookup"]
+
+[reminders]
+grace_hours = 12
+
+[pictures]
+kind = "openai"
+base_url = "http://localhost:7860"
+model = "flux-schnell"
+per_day = 20
+tokens_each = 1000
+
+[web]
+listen = "127.0.0.1"
+port = 8080
+public_url = "https://keepsake.example.com"
+
+[[characters]]
+name = "Mira"
+card = "characters/mira.json"
+tools = ["dice", "search"]
+appearance = "a woman in her thirties, oilskin coat, grey braid"
+"""
+
+
+def test_the_tables_of_spec_10_sections_18_to_21_load_as_written(monkeypatch):
+    """A config written as SPEC 10 shows it starts; [web] is read and checked though this version
+    serves no page yet (start-up says so in one WARNING, bot/cli.py NO_PAGE_YET)."""
+    import tomllib
+
+    monkeypatch.setenv(API_KEY_ENV, "sk-x")
+    raw = {"llm": {"base_url": "http://localhost:11434/v1", "api_key_env": API_KEY_ENV}}
+    raw |= tomllib.loads(SPEC_10_TABLES)
+    config = checked_config(raw, ROOT)
+    assert config.tools.search.url == "http://localhost:8888" and config.tools.mcp[0].tools == ("lookup",)
+    assert config.reminders.grace_hours == 12 and config.pictures.per_day == 20 and config.web.port == 8080
+    assert config.characters[0].tools == ("dice", "search") and config.characters[0].appearance.startswith("a woman")
