@@ -36,12 +36,11 @@ from bot.characters.cast import Cast
 from bot.buttons import encode_action
 from bot.config import CheckinsConfig
 from bot.contract import Button, ConversationKey, FirstWriter
-from bot.model.llm import LLMClient, LLMError
+from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
-from bot.writing_first.outbox import Letter, Outbox
+from bot.writing_first.outbox import Letter, Outbox, addressee, in_voice
 from bot.present import Present
 from bot.turn.context import read_context
-from bot.turn.prompt import build_prompt
 from storage.ports import Absence, ConversationRow, MessageRow, Store
 
 log = logging.getLogger(__name__)
@@ -192,17 +191,9 @@ class CheckIns:
         """The check-in, from what a turn reads (no recall, no tools), and its receipt."""
         now = self.clock()
         context = await read_context(self.store, stored, conversation, absence.person_id, self.context_window)
-        speaker = next((m.speaker_name for m in reversed(context.window) if m.person_id == absence.person_id), "them")
-        prompt = build_prompt(context, speaker_name=speaker, now=now, zone=self.zone)  # no tools (SPEC 14)
+        speaker = addressee(context, absence.person_id) or "them"
         instruction = INSTRUCTION.format(user=speaker, absence=absence_words(now - absence.last_at))
-        completion = await self.llm.complete([*prompt.messages, {"role": "system", "content": instruction}])
-        text = completion.text.strip()
-        if not text:
-            raise LLMError("the model sent an empty check-in")
-        receipt = prompt.receipt | {
-            "at": now, "checkin": True,
-            "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens},
-        }
+        text, receipt, _ = await in_voice(self.llm, context, speaker, now, self.zone, instruction, {"checkin": True})
         return text, receipt
 
 

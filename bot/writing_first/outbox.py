@@ -22,7 +22,9 @@ from typing import Awaitable, Callable, Protocol
 from bot.access.gate import Gate
 from bot.characters.cards import StoredCharacter
 from bot.contract import Button, ConversationKey, FirstWriter, Unreachable
-from bot.model.llm import LLMError
+from bot.model.llm import Completion, LLMClient, LLMError
+from bot.turn.context import Context
+from bot.turn.prompt import build_prompt
 from storage.ports import MessageRow, Store
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,26 @@ class Delivered:
     async def __call__(self, conversation_id: int, message_id: int, platform_message_ids: list[str]) -> None:
         await self.store.turns.shown(message_id, platform_message_ids)
         self.after_delivery(conversation_id)
+
+
+def addressee(context: Context, person_id: int) -> str:
+    """What the person goes by in the conversation: the name on their latest message there ("" if
+    the window holds none)."""
+    return next((m.speaker_name for m in reversed(context.window) if m.person_id == person_id), "")
+
+
+async def in_voice(llm: LLMClient, context: Context, speaker: str, now: float, zone: str, instruction: str,
+                   marks: dict) -> tuple[str, dict, Completion]:
+    """A letter in the character's voice, from what a turn reads (no recall, no tools) and the
+    source's instruction; its receipt, with the source's `marks`; the model's completion (what it
+    cost). LLMError when the model failed or wrote nothing."""
+    prompt = build_prompt(context, speaker_name=speaker, now=now, zone=zone)
+    completion = await llm.complete([*prompt.messages, {"role": "system", "content": instruction}])
+    text = completion.text.strip()
+    if not text:
+        raise LLMError("the model wrote nothing")
+    return text, prompt.receipt | {"at": now, **marks, "llm_tokens": {
+        "prompt": completion.prompt_tokens, "completion": completion.completion_tokens}}, completion
 
 
 @dataclass(frozen=True)

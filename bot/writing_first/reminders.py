@@ -28,11 +28,10 @@ from bot.model.llm import LLMClient, LLMError
 from bot.model.tokens import TokenCounter
 from bot.present import Present
 from bot.turn.context import read_context
-from bot.turn.prompt import build_prompt
 from bot.writing_first.checkins import Pace, PER_SECOND
-from bot.writing_first.outbox import Letter, Outbox
+from bot.writing_first.outbox import Letter, Outbox, addressee, in_voice
 from bot.writing_first.when import local_words, next_time
-from storage.ports import MessageRow, ReminderRow, Store
+from storage.ports import ConversationRow, MessageRow, ReminderRow, Store
 
 log = logging.getLogger(__name__)
 SCAN_S = 10.0  # how often due reminders are looked for: one is sent within 10 s of its time
@@ -101,19 +100,17 @@ class RemindersDue:
 
         async def stale() -> list[str]:
             return []
-        return await self.outbox.post(_Reminder(self, reminder, key.is_shared), letter, pace, stale)
+        return await self.outbox.post(_Reminder(self, reminder, conversation), letter, pace, stale)
 
-    async def compose(self, letter: Letter, reminder: ReminderRow, shared: bool) -> tuple[str, dict]:
+    async def compose(self, letter: Letter, reminder: ReminderRow, conversation: ConversationRow) -> tuple[str, dict]:
         """The letter: in the character's voice; plainly when the model fails, the person is past
         their tokens, or it is past the grace period (missed)."""
         now = self.clock()
         late = now - reminder.due_at
-        name = ""
-        conversation = await self.store.conversations.conversation_by_id(reminder.conversation_id)
-        assert conversation is not None  # its key was found a moment ago
+        name, shared = "", conversation.is_shared
         context = await read_context(self.store, letter.character, conversation, reminder.person_id,
                                      self.context_window)
-        speaker = next((m.speaker_name for m in reversed(context.window) if m.person_id == reminder.person_id), "")
+        speaker = addressee(context, reminder.person_id)
         if shared and speaker:
             name = f"{speaker}: "
         plain = {"at": now, "reminder": True, "plain": True}
@@ -122,32 +119,27 @@ class RemindersDue:
             return missed, plain
         if await self.gate.past_allowance(reminder.person_id) or await self.gate.past(reminder.person_id, letter.key):
             return PLAIN.format(name=name, words=reminder.words), plain
-        prompt = build_prompt(context, speaker_name=speaker or "them", now=now, zone=reminder.zone)
         instruction = INSTRUCTION.format(
             when_asked=f"On {local_words(reminder.created_at, reminder.zone)}", user=speaker or "the person",
             words=reminder.words, late=LATE.format(late=lateness_words(late)) if late > LATE_S else "",
             group=GROUP.format(user=speaker) if shared and speaker else "")
         try:
-            completion = await self.llm.complete([*prompt.messages, {"role": "system", "content": instruction}])
-            text = completion.text.strip()
-            if not text:
-                raise LLMError("the model sent an empty reminder")
+            text, receipt, completion = await in_voice(self.llm, context, speaker or "them", now, reminder.zone,
+                                                       instruction, {"reminder": True})
         except LLMError as failure:
             log.warning("reminder %d: the model could not write it (%s); sent plainly", reminder.id, failure)
             return PLAIN.format(name=name, words=reminder.words), plain
-        await self.gate.spend(reminder.person_id, letter.character.id,
-                              completion.prompt_tokens or prompt.receipt["tokens"]["total"],
+        await self.gate.spend(reminder.person_id, letter.character.id,  # as the server counted, else as counted here
+                              completion.prompt_tokens or receipt["tokens"]["total"],
                               completion.completion_tokens or self.counter.count(text))
-        return text, prompt.receipt | {
-            "at": now, "reminder": True,
-            "llm_tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens}}
+        return text, receipt
 
 
 class _Reminder:
     """One due reminder, as the outbox's source (bot/writing_first/outbox.py)."""
 
-    def __init__(self, due: RemindersDue, reminder: ReminderRow, shared: bool):
-        self.due, self.reminder, self.shared = due, reminder, shared
+    def __init__(self, due: RemindersDue, reminder: ReminderRow, conversation: ConversationRow):
+        self.due, self.reminder, self.conversation = due, reminder, conversation
 
     async def may_wait(self, letter: Letter) -> bool:
         return False  # the person asked for it: no quiet hours, and past [limits] it goes plainly
@@ -157,7 +149,7 @@ class _Reminder:
         await self.due.store.reminders.drop(self.reminder.id)
 
     async def compose(self, letter: Letter) -> tuple[str, dict]:
-        return await self.due.compose(letter, self.reminder, self.shared)
+        return await self.due.compose(letter, self.reminder, self.conversation)
 
     async def keep(self, letter: Letter, text: str, receipt: dict) -> MessageRow | None:
         following = next_time(self.reminder.due_at, self.reminder.zone, self.reminder.repeat)

@@ -104,8 +104,7 @@ class SQLPeople(People):
             return MergeReport(unpinned_pins=len(to_unpin))
 
     async def persona(self, person_id: int) -> Persona | None:
-        row = await self.db.one("SELECT persona, persona_tokens FROM persons WHERE id = $1", person_id)
-        return Persona(row["persona"], row["persona_tokens"]) if row is not None and row["persona"] else None
+        return (await self.profile(person_id)).persona
 
     async def profile(self, person_id: int) -> Profile:
         row = await self.db.one("SELECT persona, persona_tokens, time_zone FROM persons WHERE id = $1", person_id)
