@@ -17,8 +17,8 @@ ON_A_PERSONS_BEHALF = {
         ("TurnHandler", "_store_and_queue", "limit_for")],
     "bot/voice/listening.py": [("TurnHandler", "_keep_to_hear", "call_refusal")],  # hearing a voice note
     "bot/memory/drafting.py": [("DraftCommands", "_take_call", "call_refusal")],  # /memory generate, Draft with AI
-    "bot/writing_first/checkins.py": [("Outbox", "post", "may_answer")],  # the character's own message, through the outbox
-    "bot/writing_first/reminders.py": [("Outbox", "post", "may_answer")],  # a reminder's letter, the same way
+    # the character's own message (a check-in, a reminder's letter), written in the outbox after its gate
+    "bot/writing_first/outbox.py": [("Outbox", "post", "may_answer")],
 }
 THE_OWNERS = {
     "bot/memory/summaries.py": "summaries of what was said; a rebuild a person asks for takes a call "
