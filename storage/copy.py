@@ -58,6 +58,9 @@ TABLES: list[tuple[str, tuple[str, ...]]] = [
 NOT_COPIED = {
     "leases": "job claims of the old deployment's processes, minutes long",
     "link_failures": "wrong-code counts, 10 minutes long",
+    "page_links": "memory page links, 10 minutes long: a new one is one /memory page away",
+    "page_sessions": "memory page sessions, hours long: opened again by a new link",
+    "page_failures": "wrong memory page codes by address, 10 minutes long",
     "model_calls": "[limits] counts, a minute long",
     "deliveries": "platform update ids already taken, a day long; the platforms do not resend old ones",
     "recall_backfill": "SQLite's full-text backfill progress; PostgreSQL indexes every row it stores",

@@ -291,6 +291,10 @@ class Usage(abc.ABC):
     async def top_spenders(self, first_day: str, last_day: str, limit: int) -> list[tuple[str, int]]:
         """The people who spent most tokens in those days, most first: (display name, tokens)."""
 
+    @abc.abstractmethod
+    async def daily(self, first_day: str, last_day: str) -> dict[str, tuple[int, int]]:
+        """Tokens in and out of every person together, by day, for the days that have any."""
+
 
 class Characters(abc.ABC):
     @abc.abstractmethod
@@ -841,6 +845,49 @@ class Reminders(abc.ABC):
     async def drop(self, reminder_id: int) -> None:
         """No letter for this reminder: it goes (the person may not be written to any more)."""
 
+    @abc.abstractmethod
+    async def sent_since(self, since: float) -> int:
+        """How many reminder letters reached their chat since `since` (every person)."""
+
+
+class PageSession(NamedTuple):
+    """Who a memory page's session is for (SPEC 21): the person, the characters the page shows
+    (those `[access]` let them reach when the link was made), the form token, when it ends."""
+
+    person_id: int
+    characters: tuple[int, ...]
+    csrf: str
+    expires_at: float
+
+
+class Pages(abc.ABC):
+    """The memory page's one-time links and sessions (SPEC 21), in the database so any process
+    serves the page. Codes and tokens arrive here hashed: the store never sees the secrets."""
+
+    @abc.abstractmethod
+    async def add_link(self, code_hash: str, person_id: int, characters: tuple[int, ...], expires_at: float) -> None:
+        """A one-time link for the person (their earlier unspent links stop working)."""
+
+    @abc.abstractmethod
+    async def exchange(self, code_hash: str, now: float, token_hash: str, csrf: str,
+                       session_expires_at: float) -> PageSession | None:
+        """Spend the link and open a session for its person, in one transaction: None when the
+        code is unknown, spent (in any process) or past its time."""
+
+    @abc.abstractmethod
+    async def session(self, token_hash: str, now: float) -> PageSession | None:
+        """The session of that token, while it lasts; None otherwise."""
+
+    @abc.abstractmethod
+    async def end_session(self, token_hash: str) -> None: ...
+
+    @abc.abstractmethod
+    async def add_failure(self, address: str, at: float) -> None:
+        """A wrong or spent code tried from `address`."""
+
+    @abc.abstractmethod
+    async def failures_since(self, address: str, since: float) -> int: ...
+
 
 class Coordination(abc.ABC):
     """What several processes sharing one database agree on (SPEC sections 9 and 12) besides
@@ -889,6 +936,7 @@ class Store(abc.ABC):
     checkins: Checkins
     usage: Usage
     reminders: Reminders
+    pages: Pages
 
     @abc.abstractmethod
     async def close(self) -> None: ...

@@ -229,3 +229,31 @@ SCENES_FINISH = """
     CREATE UNIQUE INDEX conversations_scene ON conversations(platform, chat_id, thread_id) WHERE is_shared;
     CREATE INDEX turns_character ON turns(conversation_id, character_id, status, id);
 """
+
+# The memory page (SPEC 21): a one-time link's code and a session's token are kept only as their
+# SHA-256, so a copy of the database opens no page; `characters` are the ids of the characters
+# `[access]` let the person reach when the link was made (as their platform described them), the
+# ones the page shows. A session's CSRF token is kept beside it. `page_failures`: wrong codes by
+# address, for the rate limit every process shares. Each goes with its person (/forgetme).
+PAGES = """
+    CREATE TABLE page_links (
+        code_hash   TEXT PRIMARY KEY,
+        person_id   BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        characters  TEXT NOT NULL,
+        expires_at  DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX page_links_person ON page_links(person_id);
+    CREATE TABLE page_sessions (
+        token_hash  TEXT PRIMARY KEY,
+        person_id   BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        characters  TEXT NOT NULL,
+        csrf        TEXT NOT NULL,
+        expires_at  DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX page_sessions_person ON page_sessions(person_id);
+    CREATE TABLE page_failures (
+        address  TEXT NOT NULL,
+        at       DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX page_failures_by_address ON page_failures(address, at);
+"""

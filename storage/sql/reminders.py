@@ -114,3 +114,7 @@ class SQLReminders(Reminders):
 
     async def drop(self, reminder_id: int) -> None:
         await self.db.execute("DELETE FROM reminders WHERE id = $1", reminder_id)
+
+    async def sent_since(self, since: float) -> int:
+        return await self.db.value("SELECT COUNT(*) FROM turns WHERE kind = 'reminder' AND shown AND created_at >= $1",
+                                   since)

@@ -11,12 +11,14 @@ from storage.sql.coordination import SQLCoordination
 from storage.sql.database import Database
 from storage.sql.drafts import SQLDrafts
 from storage.sql.memories import SQLMemories
+from storage.sql.pages import SQLPages
 from storage.sql.people import SQLCharacters, SQLPeople
 from storage.sql.summaries import SQLSummaries
 from storage.sql.turns import SQLTurns
 from storage.sql.usage import SQLUsage
 
 MODEL_CALLS_KEPT_S = 86_400  # far past any [limits] window
+PAGE_ROWS_KEPT_S = 86_400  # past any link's, session's or rate limit's time (SPEC 21)
 
 
 class SQLStore(Store):
@@ -35,6 +37,7 @@ class SQLStore(Store):
         self.checkins = SQLCheckins(db, holder)
         self.usage = SQLUsage(db)
         self.reminders = SQLReminders(db, holder)
+        self.pages = SQLPages(db)
 
     async def close(self) -> None:
         await self.db.close()
@@ -46,6 +49,8 @@ class SQLStore(Store):
         await self.db.execute("DELETE FROM answer_origins WHERE created_at < $1", now - ANSWER_ORIGINS_KEPT_S)
         await self.db.execute("DELETE FROM deliveries WHERE seen_at < $1", now - DELIVERIES_KEPT_S)
         await self.db.execute("DELETE FROM model_calls WHERE at < $1", now - MODEL_CALLS_KEPT_S)
+        for table, column in (("page_links", "expires_at"), ("page_sessions", "expires_at"), ("page_failures", "at")):
+            await self.db.execute(f"DELETE FROM {table} WHERE {column} < $1", now - PAGE_ROWS_KEPT_S)
         if not retention_days:
             return 0
         return await self.db.execute(

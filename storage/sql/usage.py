@@ -84,3 +84,9 @@ class SQLUsage(Usage):
             "WHERE u.day BETWEEN $1 AND $2 GROUP BY u.person_id ORDER BY spent DESC, u.person_id LIMIT $3",
             first_day, last_day, limit)
         return [(row["name"] or f"person {row['person_id']}", row["spent"]) for row in rows]
+
+    async def daily(self, first_day: str, last_day: str) -> dict[str, tuple[int, int]]:
+        rows = await self.db.all("SELECT u.day, SUM(u.tokens_in) AS tokens_in, SUM(u.tokens_out) AS tokens_out FROM "
+                                 + _SPENDING + " u WHERE u.day BETWEEN $1 AND $2 GROUP BY u.day ORDER BY u.day",
+                                 first_day, last_day)
+        return {row["day"]: (row["tokens_in"], row["tokens_out"]) for row in rows}

@@ -12,6 +12,7 @@ from storage.sql.migrations import (
     HARDENING_II,
     HARDENING_III,
     HARDENING_IV,
+    PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
     SCENES_FINISH,
@@ -368,4 +369,6 @@ MIGRATIONS: list[str] = [
     reminders("INTEGER PRIMARY KEY"),
     # 21 — pictures (SPEC 20; storage/sql/migrations.py)
     PICTURES,
+    # 22 — the memory page (SPEC 21; storage/sql/migrations.py)
+    PAGES,
 ]

@@ -91,3 +91,15 @@ async def test_a_letter_whose_process_died_before_it_was_shown_is_due_again_for_
     await second.turns.recover_interrupted_turns()
     assert await second.reminders.due(mira, "telegram", DUE, 10) == [row]  # sent by the other, once
     assert await second.conversations.message(letter.id) is None
+
+
+async def test_only_letters_that_reached_their_chat_count_as_reminders_sent(store: Store, mira, ann, chat, clock):
+    since = clock()
+    turn = await asked(store, chat, ann, answered=True)
+    shown = await store.reminders.add(ann, mira, chat, turn, DUE, "UTC", "tea", "once", 25)
+    unshown = await store.reminders.add(ann, mira, chat, turn, DUE, "UTC", "cake", "once", 25)
+    letter = await store.reminders.keep(shown, None, "Mira", "Tea time!", 3, {})
+    await store.reminders.keep(unshown, None, "Mira", "Cake time!", 3, {})
+    await store.turns.shown(letter.id, ["2"])
+    assert await store.reminders.sent_since(since) == 1
+    assert await store.reminders.sent_since(clock() + 1) == 0

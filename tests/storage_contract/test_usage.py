@@ -117,3 +117,14 @@ async def test_pictures_are_counted_by_day_across_characters_with_their_tokens_a
     await there.usage.give_back_picture(ann, aki, "2027-01-15", 1000)  # never drawn
     assert await here.usage.spent(ann, "2027-01-15", "2027-01-15") == 1000
     assert await here.usage.take_picture(ann, aki, "2027-01-15", 2, 1000)
+
+
+async def test_tokens_by_day_add_up_every_person_and_what_forgotten_people_spent(store, ann, mira):
+    bob = await store.people.person_for_identity("telegram", "502")
+    await store.usage.add_turn(ann, mira, DAY, 1_000, 200)
+    await store.usage.add_turn(bob, mira, DAY, 300, 30)
+    await store.usage.add_turn(bob, mira, NEXT_DAY, 10, 1)
+    await store.usage.add_turn(ann, mira, "2026-11-01", 7, 7)  # before the days asked for
+    await store.people.forget_person(bob, NEXT_DAY)  # what he spent that day still counts
+    # Bob's spend before the day he left went with him; his spend of that day is kept, unnamed
+    assert await store.usage.daily(DAY, NEXT_DAY) == {DAY: (1_000, 200), NEXT_DAY: (10, 1)}
