@@ -120,11 +120,9 @@ async def run_bot(config: Config) -> int:
         log.error("no platform adapter can start: set a bot token in %s, or chat in the terminal "
                   "with: python -m bot console --character NAME", names or "a *_token_env variable")
         return 1
-    runtime = await build_runtime(config)
+    runtime = await build_runtime(config, platforms=character_platforms(config))
     for silent in talking_nowhere(config, runtime.gate.age_restricted):
         log.warning(silent)
-    if config.web is not None:
-        log.warning(NO_PAGE_YET)
     runtime.start()
     await runtime.llm.probe()
     if runtime.voice is not None:
@@ -139,6 +137,7 @@ async def run_bot(config: Config) -> int:
         loop.add_signal_handler(sig, stop.set)
 
     tasks = [asyncio.create_task(_supervised(name, start, runtime.core, stop)) for name, start in adapters]
+    page = serve_page(config, runtime.core, stop)
     stopping = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({stopping, asyncio.gather(*tasks)}, return_when=asyncio.FIRST_COMPLETED)
@@ -147,7 +146,7 @@ async def run_bot(config: Config) -> int:
         runtime.store.turns.leave_lines()  # waiting turns are answered after the restart (SPEC 9)
         runtime.abandon_audio()  # a hanging audio server holds up no exit (SPEC 16)
         stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *([page] if page else []), return_exceptions=True)
         stopping.cancel()
         await runtime.close()
     if all(task.result() is False for task in tasks):
@@ -221,8 +220,21 @@ def platform_adapters(config: Config) -> list[tuple[str, "AdapterStarter"]]:
     return adapters
 
 
-NO_PAGE_YET = ("[web]: this version of Keepsake serves no memory page yet (SPEC 21); the table is read and checked, "
-               "and everything else runs")
+def serve_page(config: Config, core: Core, stop: asyncio.Event) -> asyncio.Task | None:
+    """The memory page (SPEC 21) on `[web] listen` and `port` until `stop`; None without `[web]`."""
+    if config.web is None:
+        return None
+    from adapters.web.server import PageServer
+
+    server = PageServer(core.page, config.web.secure)
+    return asyncio.create_task(server.serve(config.web.listen, config.web.port, stop))
+
+
+def character_platforms(config: Config) -> dict[str, str]:
+    """Where each character runs, for the owner's page: "Discord, Telegram"."""
+    found = platform_settings(config)
+    return {character.name: ", ".join(platform.name.capitalize() for platform, name, _ in found
+                                      if name == character.name) or "—" for character in config.characters}
 
 
 def unset_tokens(config: Config) -> list[str]:
@@ -299,14 +311,17 @@ async def run_console(config: Config, character: str, user_name: str) -> int:
     runtime = await build_runtime(config)
     for silent in talking_nowhere(config, runtime.gate.age_restricted):
         log.warning(silent)
-    if config.web is not None:
-        log.warning(NO_PAGE_YET)
     runtime.start()
     for problem in await runtime.llm.probe():  # said where the person is, not only in the log file
         print(f"(Keepsake) {problem[0].upper()}{problem[1:]}.")
+    stop = asyncio.Event()
+    page = serve_page(config, runtime.core, stop)
     try:
         await Console(runtime.core, character, user_name).run(stdin_lines())
     finally:
+        stop.set()
+        if page is not None:
+            await asyncio.gather(page, return_exceptions=True)
         await runtime.close()
     return 0
 

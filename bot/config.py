@@ -357,12 +357,25 @@ class PicturesConfig(Section):
 
 
 class WebConfig(Section):
-    """`[web]` (SPEC 21): where the memory page would be served. Read and checked, so a config
-    written as SPEC 10 shows it starts; this version serves no page yet (start-up says so)."""
+    """`[web]` (SPEC 21): where the memory page is served — on 127.0.0.1 unless `listen` says
+    otherwise — and `public_url`, the address links point at (behind a proxy, with https)."""
 
     listen: Text = "127.0.0.1"
     port: Port = 8080
     public_url: HttpURL | None = None
+
+    @property
+    def address(self) -> str:
+        """Where a link points: `public_url`, else this machine's own address and port."""
+        if self.public_url is not None:
+            return str(self.public_url).rstrip("/")
+        host = "127.0.0.1" if self.listen in ("0.0.0.0", "") else "[::1]" if self.listen == "::" else self.listen
+        return f"http://{host}:{self.port}"
+
+    @property
+    def secure(self) -> bool:
+        """Under https: the session cookie is `Secure`."""
+        return self.address.startswith("https://")
 
 
 class CharacterConfig(BaseModel):
@@ -410,7 +423,7 @@ class Config(BaseModel):
     tools: ToolsConfig = ToolsConfig()
     reminders: RemindersConfig = RemindersConfig()
     pictures: PicturesConfig | None = None  # SPEC 20: off unless the table is there
-    web: WebConfig | None = None  # SPEC 21: the memory page (not served by this version)
+    web: WebConfig | None = None  # SPEC 21: the memory page
 
     @model_validator(mode="before")
     @classmethod

@@ -540,6 +540,125 @@ class Presence(Protocol):
         """The character's picture (a PNG card's image), for an avatar; None without one."""
 
 
+# -- the memory page (SPEC 21): what it shows, typed; the web adapter only renders it ----------
+@dataclass(frozen=True)
+class PageMemory:
+    id: int
+    content: str
+    pinned: bool
+    marks: tuple[str, ...]  # "global", "recent", "saved by you", … as /memory view shows them
+
+
+@dataclass(frozen=True)
+class PageCharacter:
+    id: int
+    name: str
+    memories: tuple[PageMemory, ...]  # this character's own, pinned first, then newest
+    learning: bool  # Learn from chat
+
+
+@dataclass(frozen=True)
+class PageSummary:
+    """One of the person's DM conversations: its summary, tier by tier (read only)."""
+
+    character: str
+    platform: str
+    entries: tuple[tuple[str, str], ...]  # (tier, text), oldest first
+
+
+@dataclass(frozen=True)
+class PageReminder:
+    id: int
+    when: str  # in the person's zone
+    words: str
+
+
+@dataclass(frozen=True)
+class PersonPage:
+    characters: tuple[PageCharacter, ...]
+    global_memories: tuple[PageMemory, ...]  # shared with every character
+    persona: str | None
+    summaries: tuple[PageSummary, ...]
+    reminders: tuple[PageReminder, ...]
+    usage: str  # today and this month, as /usage says it
+    owner: bool  # the owner's page is theirs too
+
+
+@dataclass(frozen=True)
+class TotalsRow:
+    label: str
+    turns: int
+    tokens_in: int
+    tokens_out: int
+    people: int
+    checkins: int
+
+
+@dataclass(frozen=True)
+class OwnerPage:
+    today: tuple[TotalsRow, ...]  # everyone first, then each character
+    week: tuple[TotalsRow, ...]
+    spenders: tuple[tuple[str, int], ...]  # the last 7 days, most first
+    days: tuple[tuple[str, int, int], ...]  # the last 30 days: (day, tokens in, tokens out), every day
+    characters: tuple[tuple[str, str, bool], ...]  # (name, its platforms, age-restricted)
+    reminders_sent: tuple[int, int]  # today, the last 7 days
+
+
+@dataclass(frozen=True)
+class PageVisit:
+    """A live session of the memory page, as the database has it."""
+
+    token: str
+    person_id: int
+    characters: tuple[int, ...]
+    csrf: str  # every form carries it back
+
+
+@dataclass(frozen=True)
+class PageNotice:
+    """What one change on the page did, in the command's own words. `missing`: the memory or
+    reminder named is not the person's (or not there): the page answers 404."""
+
+    text: str
+    ok: bool = True
+    missing: bool = False
+
+
+@dataclass(frozen=True)
+class PageEntry:
+    """What opening a link gave: a session token, or a refusal (`too_many`: wait, 429)."""
+
+    token: str | None
+    expires_at: float = 0.0
+    refusal: str = ""
+    too_many: bool = False
+
+
+class MemoryPage(Protocol):
+    """The memory page (SPEC 21): any process serves it from the database."""
+
+    async def enter(self, code: str, address: str) -> PageEntry:
+        """Spend a one-time link's code for a session (rate-limited by `address`)."""
+
+    async def visit(self, token: str) -> PageVisit | None:
+        """The session of a cookie's token, checked in the database; None: no page."""
+
+    async def leave(self, token: str) -> None: ...
+
+    async def person_page(self, visit: PageVisit) -> PersonPage: ...
+
+    async def owner_page(self, visit: PageVisit) -> OwnerPage | None:
+        """None: the visitor is not one of `[owner] ids`."""
+
+    async def act(self, visit: PageVisit, action: str, fields: dict[str, str]) -> PageNotice:
+        """One change, through the same code as the `/memory` command (same limits and rules)."""
+
+    async def export(self, visit: PageVisit) -> Attachment: ...
+
+    async def forget(self, visit: PageVisit) -> None:
+        """/forgetme, confirmed."""
+
+
 @dataclass(frozen=True)
 class Core:
     """All an adapter may ask of the core: one service per subject, each the small protocol above
@@ -554,3 +673,4 @@ class Core:
     gatekeeping: Gatekeeping
     coordination: Coordination
     presence: Presence
+    page: MemoryPage

@@ -28,6 +28,7 @@ from bot.contract import (
     CommandSpec,
     ConversationKey,
     Core,
+    MemoryPage,
     CutOff,
     FirstWriter,
     Identity,
@@ -372,7 +373,7 @@ class Presences:
 
 def build_core(store: Store, cast: Cast, counter: TokenCounter, turns: TurnHandler, gate: Gate,
                router: CommandRouter, notifications: Notifications, checkins: CheckIns, scenes: Scenes,
-               delivered: Delivered, clock: Callable[[], float] = time.time) -> Core:
+               delivered: Delivered, page: MemoryPage, clock: Callable[[], float] = time.time) -> Core:
     """The core every adapter of this process gets: one service per protocol."""
     answered_again = AnsweredAgain()
     return Core(
@@ -384,4 +385,5 @@ def build_core(store: Store, cast: Cast, counter: TokenCounter, turns: TurnHandl
         gatekeeping=Gatekeeper(gate),
         coordination=Coordinator(store),
         presence=Presences(cast, turns, notifications, checkins, scenes),
+        page=page,
     )

@@ -27,6 +27,7 @@ from bot.memory.summaries import Summarizer
 from bot.memory.tools import memory_tools
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
+from bot.page.desk import PageDesk
 from bot.scenes import Scenes
 from bot.scheduler import BackgroundJobs
 from bot.tools.egress import Egress
@@ -95,11 +96,12 @@ class Runtime:
 
 
 async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
-                        llm_http_client: Any = None, tools: Sequence[Tool] = (), egress: Egress | None = None
-                        ) -> Runtime:
+                        llm_http_client: Any = None, tools: Sequence[Tool] = (), egress: Egress | None = None,
+                        platforms: dict[str, str] | None = None) -> Runtime:
     """Everything a process runs, built once. `tools`: more tools every character may use,
     besides the memory tools and the configured ones (SPEC 18; a test's own tool goes here);
-    `egress`: how `read` reaches pages (a test's resolver and dialling; else the system's)."""
+    `egress`: how `read` reaches pages (a test's resolver and dialling; else the system's);
+    `platforms`: where each character runs, as the owner's page says it ("Discord, Telegram")."""
     # Characters load first: a malformed card stops start-up before anything is opened.
     loaded = [(c.name, load_character(c)) for c in config.characters]
     store = await open_store(config.storage.url, CAPS, config.storage.base, clock, config.storage.password)
@@ -165,11 +167,14 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                              config.reminders.grace_hours, clock=clock)
     commands = CommandRouter(store, cast, counter, llm, gate, budgets, rebuilds, clock=clock,
                               writes_first=checkins.writes_first, owners=frozenset(config.owner.ids),
-                              default_zone=config.limits.timezone)
+                              default_zone=config.limits.timezone,
+                              page_address=config.web.address if config.web is not None else None)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins, reminders=reminders)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)
+    page = PageDesk(store, cast, commands.door, budgets, commands.memories, commands.persona, commands.reminders,
+                    commands.usage, commands.account, platforms or {}, clock)
     core = build_core(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
-                      delivered, clock=clock)
+                      delivered, page, clock=clock)
     return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications,
                    checkins, scenes, gate, core, voice, listening, speaking, semantic, reminders)

@@ -325,6 +325,10 @@ class Conversations(abc.ABC):
     async def conversation_by_id(self, conversation_id: int) -> ConversationRow | None: ...
 
     @abc.abstractmethod
+    async def private_of(self, person_id: int) -> list[ConversationRow]:
+        """The one-to-one conversations (DMs) the person wrote in, oldest first."""
+
+    @abc.abstractmethod
     async def add_greeting(self, conversation_id: int, character_name: str, content: str, tokens: int) -> bool:
         """Store the character's greeting as the conversation's first message, if it has none
         yet (checked in the same transaction). True if it was stored."""

@@ -467,8 +467,7 @@ appearance = "a woman in her thirties, oilskin coat, grey braid"
 
 
 def test_the_tables_of_spec_10_sections_18_to_21_load_as_written(monkeypatch):
-    """A config written as SPEC 10 shows it starts; [web] is read and checked though this version
-    serves no page yet (start-up says so in one WARNING, bot/cli.py NO_PAGE_YET)."""
+    """A config written as SPEC 10 shows it starts, [web] included (the memory page, SPEC 21)."""
     import tomllib
 
     monkeypatch.setenv(API_KEY_ENV, "sk-x")
@@ -477,4 +476,5 @@ def test_the_tables_of_spec_10_sections_18_to_21_load_as_written(monkeypatch):
     config = checked_config(raw, ROOT)
     assert config.tools.search.url == "http://localhost:8888" and config.tools.mcp[0].tools == ("lookup",)
     assert config.reminders.grace_hours == 12 and config.pictures.per_day == 20 and config.web.port == 8080
+    assert config.web.listen == "127.0.0.1"  # SPEC 21: bound to this machine unless configured
     assert config.characters[0].tools == ("dice", "search") and config.characters[0].appearance.startswith("a woman")

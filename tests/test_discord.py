@@ -102,7 +102,7 @@ async def test_commands_are_synced_at_start_up(bot, discord_fake):
     assert {o["name"] for o in names["persona"]["options"]} == {"set", "view", "clear"}  # SPEC 17
     subcommands = {o["name"]: o for o in names["memory"]["options"]}
     assert set(subcommands) == {"view", "add", "edit", "delete", "pin", "unpin", "clear", "summary", "rebuild",
-                                "learning", "generate", "save", "why", "export"}
+                                "learning", "generate", "save", "why", "export", "page"}
     add_options = {o["name"]: o for o in subcommands["add"]["options"]}
     assert [c["value"] for c in add_options["scope"]["choices"]] == ["character", "global"]
     assert list(add_options) == ["text", "scope", "pin", "character"]  # in a scene: which character (SPEC 15)

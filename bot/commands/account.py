@@ -124,6 +124,10 @@ class AccountCommands:
         )
 
     async def _press_forget(self, ctx, person: Person, verb: str) -> CommandResult:
+        await self.forget(person)
+        return CommandResult("Done. Everything stored about you is deleted.")
+
+    async def forget(self, person: Person) -> None:
+        """/forgetme, confirmed (a button, or the memory page's form)."""
         for conversation_id in await self.store.people.forget_person(person.id, self.today()):
             await self.rebuilds.refresh(conversation_id)  # their words leave the summaries too
-        return CommandResult("Done. Everything stored about you is deleted.")

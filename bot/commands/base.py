@@ -25,6 +25,15 @@ class UsageError(Exception):
     """Bad input: the message says what was wrong and what is expected."""
 
 
+class Missing(UsageError):
+    """The memory or reminder named is not the person's, or not there: the same answer either way
+    (no leak). The memory page answers it with 404."""
+
+
+def no_memory(memory_id: int) -> Missing:
+    return Missing(f"There is no memory #{memory_id}.")
+
+
 def button(person: Person, label: str, verb: str, *args: Any, danger: bool = False) -> Button:
     """A button that only `person` can press."""
     return Button(label, encode_action(person.id, verb, *args, character_id=person.character_id), danger=danger)

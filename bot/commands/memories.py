@@ -17,6 +17,7 @@ from bot.commands.base import (
     UsageError,
     button,
     memories_word,
+    no_memory,
     number_arg,
     parse_bool,
     parse_memory_id,
@@ -135,13 +136,13 @@ class SavedMemoryCommands:
             person.id, person.character_id, memory_id, content, self.counter.count(content)
         )
         if row is None:
-            raise UsageError(f"There is no memory #{memory_id}.")
+            raise no_memory(memory_id)
         return CommandResult(f"Updated #{memory_id}: {content}")
 
     async def delete(self, ctx: CommandContext, person: Person, id: Any = None) -> CommandResult:
         memory_id = parse_memory_id(id)
         if await self.store.memories.delete_memory(person.id, person.character_id, memory_id) is None:
-            raise UsageError(f"There is no memory #{memory_id}.")
+            raise no_memory(memory_id)
         return CommandResult(f"Deleted #{memory_id}.")
 
     async def pin(self, ctx: CommandContext, person: Person, id: Any = None) -> CommandResult:
@@ -156,7 +157,7 @@ class SavedMemoryCommands:
         except CapReached as full:
             raise UsageError(cap_text(full)) from None
         if row is None:
-            raise UsageError(f"There is no memory #{memory_id}.")
+            raise no_memory(memory_id)
         if pinned:
             return CommandResult(f"Pinned #{memory_id}. It is always remembered and only you can change it.")
         return CommandResult(f"Unpinned #{memory_id}.")

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from bot.commands.base import Person, Press, UsageError, button, number_arg, parse_count
+from bot.commands.base import Missing, Person, Press, UsageError, button, number_arg, parse_count
 from bot.contract import CommandContext, CommandResult
 from bot.writing_first.when import local_words
 from storage.ports import Store
@@ -58,7 +58,7 @@ class ReminderCommands:
         if action == "cancel" or (action is None and n is not None):
             if n is None:
                 raise UsageError("Which reminder? /reminders cancel and its number, as /reminders shows it.")
-            return await self._cancel(person, parse_count(n, "The reminder's number", 1, 2**62))
+            return await self.cancel(person, parse_count(n, "The reminder's number", 1, 2**62))
         if action not in (None, "list"):
             raise UsageError("Send /reminders to see yours, or /reminders cancel and a number to cancel one.")
         pending = await self.store.reminders.pending(person.id)
@@ -72,10 +72,10 @@ class ReminderCommands:
         buttons = [[button(person, f"Cancel ⏰ {reminder.id}", "rcancel", reminder.id)] for reminder in pending]
         return CommandResult("\n".join(lines), buttons=buttons)
 
-    async def _cancel(self, person: Person, number: int) -> CommandResult:
+    async def cancel(self, person: Person, number: int) -> CommandResult:
         if not await self.store.reminders.cancel(person.id, number):
-            raise UsageError(f"You have no reminder {number}. /reminders lists yours with their numbers.")
+            raise Missing(f"You have no reminder {number}. /reminders lists yours with their numbers.")
         return CommandResult(f"Reminder {number} is cancelled.")
 
     async def _press_cancel(self, ctx, person: Person, verb: str, number: int) -> CommandResult:
-        return await self._cancel(person, number)
+        return await self.cancel(person, number)

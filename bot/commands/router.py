@@ -22,6 +22,7 @@ from bot.buttons import NOT_YOUR_BUTTON, decode_action
 from bot.commands.checkins import CheckinCommands
 from bot.commands.drafts import DraftCommands
 from bot.commands.memories import SavedMemoryCommands
+from bot.commands.page import PageCommands
 from bot.commands.persona import PersonaCommands
 from bot.commands.reminders import ReminderCommands
 from bot.commands.summary import SummaryCommands
@@ -31,6 +32,7 @@ from bot.contract import NOT_ALLOWED, STALE_BUTTON, CommandContext, CommandResul
 from bot.memory.rebuild import Rebuilds
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
+from bot.page.door import Door
 from bot.text import parse_number
 from storage.ports import Store
 
@@ -47,7 +49,7 @@ class CommandRouter:
     def __init__(self, store: Store, cast: Cast, counter: TokenCounter, llm: LLMClient, gate: Gate, budgets: Budgets,
                  rebuilds: Rebuilds, clock: Callable[[], float] = time.time,
                  writes_first: Callable[[str], bool] = lambda character: False, owners: frozenset[str] = frozenset(),
-                 default_zone: str = "UTC"):
+                 default_zone: str = "UTC", page_address: str | None = None):
         self.store = store
         self.cast = cast
         self.gate = gate
@@ -59,10 +61,15 @@ class CommandRouter:
         self.commands: dict[str, Callable[..., Awaitable[CommandResult]]] = {"help": self.help}
         # Every button verb, with the kinds of its arguments (parsed fail-closed, see Press).
         self.presses: dict[str, Press] = {"cancel": Press(self._press_cancel)}
-        for subject in (SavedMemoryCommands(store, cast, counter, clock), summary, self.drafts,
-                        AccountCommands(store, rebuilds, clock, budgets.today), CheckinCommands(store, writes_first),
-                        PersonaCommands(store, counter), UsageCommands(store, budgets, owners),
-                        ReminderCommands(store, default_zone, clock)):
+        # the services the memory page shares with the commands (bot/page/desk.py)
+        self.memories = SavedMemoryCommands(store, cast, counter, clock)
+        self.account = AccountCommands(store, rebuilds, clock, budgets.today)
+        self.persona = PersonaCommands(store, counter)
+        self.usage = UsageCommands(store, budgets, owners)
+        self.reminders = ReminderCommands(store, default_zone, clock)
+        self.door = Door(store, clock)
+        for subject in (self.memories, summary, self.drafts, self.account, CheckinCommands(store, writes_first),
+                        self.persona, self.usage, self.reminders, PageCommands(self.door, cast, gate, page_address)):
             self.commands |= subject.commands
             self.presses |= subject.presses
 

@@ -66,6 +66,7 @@ TABLE: tuple[CommandSpec, ...] = (
                        low=1, high=MAX_SELECTED_MESSAGES),)),
         CommandSpec("why", "What was in the prompt of the last reply, layer by layer"),
         CommandSpec("export", "All your memories as a JSON file"),
+        CommandSpec("page", "A private link to your memory page (works once, within 10 minutes)"),
     ))),
     CommandSpec("persona", "Who you are in the story: /persona set, view, clear", subcommands=(
         CommandSpec("set", "Tell every character who you are in the story: name, looks, role", options=(

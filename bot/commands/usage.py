@@ -91,7 +91,11 @@ class UsageCommands:
     def is_owner(self, ctx: CommandContext) -> bool:
         identity = ctx.identity
         return identity is not None and (identity.platform == "console"
-                                         or f"{identity.platform}:{identity.user_id}" in self.owners)
+                                         or self.owns([(identity.platform, identity.user_id)]))
+
+    def owns(self, identities: list[tuple[str, str]]) -> bool:
+        """Whether one of these (platform, user id) is in `[owner] ids` (linked accounts: any)."""
+        return any(f"{platform}:{user_id}" in self.owners for platform, user_id in identities)
 
     async def usage(self, ctx: CommandContext, person: Person) -> CommandResult:
         return CommandResult((await self.usage_of(person.id)).as_text())

@@ -115,6 +115,11 @@ class SQLConversations(Conversations):
         row = await self.db.one(f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1", conversation_id)
         return conversation(row) if row else None
 
+    async def private_of(self, person_id: int) -> list[ConversationRow]:
+        rows = await self.db.all(f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE NOT is_shared AND id IN "
+                                 "(SELECT conversation_id FROM messages WHERE person_id = $1) ORDER BY id", person_id)
+        return [conversation(row) for row in rows]
+
     async def add_greeting(self, conversation_id: int, character_name: str, content: str, tokens: int) -> bool:
         async with self.db.transaction() as tx:
             # the conversation's row held: "no message yet" stays true until the greeting is in

@@ -101,3 +101,13 @@ async def test_message_numbers_are_counted_for_many_places_in_one_statement(stor
     numbers = await store.conversations.message_numbers(chat, [rows[0].pos, rows[2].pos, rows[4].pos])
     assert numbers == {rows[0].pos: 1, rows[2].pos: 3, rows[4].pos: 5}
     assert await store.conversations.message_numbers(chat, []) == {}
+
+
+async def test_a_persons_private_conversations_are_their_dms_only(store: Store, ann, mira, chat):
+    bob = await store.people.person_for_identity("telegram", "502")
+    group = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+    bobs = (await store.conversations.conversation("telegram", "502", None, mira, False)).id
+    await store.conversations.add_user_message(chat, ann, "Ann", "hi", 1, "p1")
+    await store.conversations.add_user_message(group, ann, "Ann", "hi all", 2, "p2")
+    await store.conversations.add_user_message(bobs, bob, "Bob", "hi", 1, "p3")
+    assert [c.id for c in await store.conversations.private_of(ann)] == [chat]

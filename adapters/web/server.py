@@ -1,0 +1,185 @@
+"""The memory page's HTTP server (SPEC 21), in every bot process that has `[web]`.
+
+- `/open/<code>` shows a button; pressing it (a POST: link previews that fetch the address spend
+  nothing) exchanges the code for a session cookie — HttpOnly, SameSite=Strict, Secure under
+  https, 12 hours — and moves to `/`, an address with no secret in it.
+- Every request's cookie is checked in the database (`core.page.visit`): any process serves it.
+- Every form carries the session's CSRF token; one without it is refused (403).
+- Every response: `Content-Security-Policy: default-src 'self'` (and no framing), no referrer, no
+  caching; no script anywhere, nothing from another site.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import jinja2
+from aiohttp import web
+
+from adapters.web.chart import tokens_chart
+from bot.contract import MemoryPage, PageNotice, PageVisit
+
+log = logging.getLogger(__name__)
+
+COOKIE = "keepsake_session"
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+NO_SESSION = ("This page needs a session. Send /memory page to the bot for a new link; it works once, "
+              "within 10 minutes.")
+FORM_REFUSED = "This form has expired or did not come from your page. Reload the page and try again."
+TEMPLATES = Path(__file__).parent / "templates"
+MAX_FORM_BYTES = 64 * 1024  # far above the longest text a form takes (a persona, 1,000 characters)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def _safe_headers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        response = await handler(request)
+    except web.HTTPException as problem:  # a redirect, a 404 of the router: raised, with the headers too
+        problem.headers.update(HEADERS)
+        raise
+    response.headers.update(HEADERS)
+    return response
+
+
+class PageServer:
+    def __init__(self, page: MemoryPage, secure: bool):
+        self.page = page
+        self.secure = secure  # under https: the cookie is Secure
+        self.addresses: list = []  # where `serve` listens, once it does
+        self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                                            undefined=jinja2.StrictUndefined)
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[_safe_headers], client_max_size=MAX_FORM_BYTES)
+        app.add_routes([
+            web.get("/", self.person), web.get("/open/{code}", self.open_link), web.post("/open", self.enter),
+            web.post("/act/{action}", self.act), web.get("/export", self.export),
+            web.get("/forget", self.forget_question), web.post("/forget", self.forget),
+            web.post("/leave", self.leave), web.get("/owner", self.owner), web.get("/style.css", self.style),
+        ])
+        return app
+
+    async def serve(self, listen: str, port: int, stop: asyncio.Event) -> None:
+        """Serve until `stop` is set."""
+        runner = web.AppRunner(self.app(), access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, listen, port).start()
+            self.addresses = list(runner.addresses)
+            log.info("the memory page is served at http://%s:%d", listen, port)
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    # -- rendering ------------------------------------------------------------------------------
+    def render(self, template: str, status: int = 200, **values) -> web.Response:
+        html = self.templates.get_template(template).render(**values)
+        return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
+
+    def message(self, text: str, status: int) -> web.Response:
+        return self.render("message.html", status, text=text)
+
+    async def _visit(self, request: web.Request) -> PageVisit | None:
+        token = request.cookies.get(COOKIE, "")
+        return await self.page.visit(token) if token else None
+
+    async def _form(self, request: web.Request, visit: PageVisit) -> dict[str, str] | None:
+        """The form's fields, or None when its CSRF token is not the session's."""
+        fields = {key: str(value) for key, value in (await request.post()).items()}
+        if not hmac.compare_digest(fields.pop("csrf", "").encode(), visit.csrf.encode()):
+            return None
+        return fields
+
+    # -- the door ---------------------------------------------------------------------------------
+    async def open_link(self, request: web.Request) -> web.Response:
+        return self.render("open.html", code=request.match_info["code"])
+
+    async def enter(self, request: web.Request) -> web.Response:
+        code = str((await request.post()).get("code", ""))
+        entry = await self.page.enter(code, request.remote or "unknown")
+        if entry.token is None:
+            return self.message(entry.refusal, 429 if entry.too_many else 403)
+        response = web.HTTPSeeOther("/")
+        response.set_cookie(COOKIE, entry.token, max_age=12 * 3600, path="/", httponly=True, samesite="Strict",
+                            secure=self.secure)
+        raise response
+
+    async def leave(self, request: web.Request) -> web.Response:
+        visit = await self._visit(request)
+        if visit is None or await self._form(request, visit) is None:
+            return self.message(FORM_REFUSED, 403)
+        await self.page.leave(visit.token)
+        response = self.message("You left your memory page. A new link opens it again.", 200)
+        response.del_cookie(COOKIE, path="/")
+        return response
+
+    # -- the person's page ------------------------------------------------------------------------
+    async def person(self, request: web.Request, notice: PageNotice | None = None, status: int = 200) -> web.Response:
+        visit = await self._visit(request)
+        if visit is None:
+            return self.message(NO_SESSION, 401)
+        return self.render("person.html", status, page=await self.page.person_page(visit), csrf=visit.csrf,
+                           notice=notice)
+
+    async def act(self, request: web.Request) -> web.Response:
+        visit = await self._visit(request)
+        if visit is None:
+            return self.message(NO_SESSION, 401)
+        fields = await self._form(request, visit)
+        if fields is None:
+            return self.message(FORM_REFUSED, 403)
+        notice = await self.page.act(visit, request.match_info["action"], fields)
+        return await self.person(request, notice, 404 if notice.missing else 200 if notice.ok else 400)
+
+    async def export(self, request: web.Request) -> web.Response:
+        visit = await self._visit(request)
+        if visit is None:
+            return self.message(NO_SESSION, 401)
+        attachment = await self.page.export(visit)
+        return web.Response(body=attachment.data, content_type="application/json", headers={
+            "Content-Disposition": f'attachment; filename="{attachment.filename}"'})
+
+    async def forget_question(self, request: web.Request) -> web.Response:
+        visit = await self._visit(request)
+        if visit is None:
+            return self.message(NO_SESSION, 401)
+        return self.render("forget.html", csrf=visit.csrf)
+
+    async def forget(self, request: web.Request) -> web.Response:
+        visit = await self._visit(request)
+        if visit is None:
+            return self.message(NO_SESSION, 401)
+        fields = await self._form(request, visit)
+        if fields is None:
+            return self.message(FORM_REFUSED, 403)
+        if fields.get("confirm") != "yes":
+            return self.render("forget.html", 400, csrf=visit.csrf)
+        await self.page.forget(visit)  # the session goes with the person
+        response = self.message("Done. Everything stored about you is deleted.", 200)
+        response.del_cookie(COOKIE, path="/")
+        return response
+
+    # -- the owner's page -------------------------------------------------------------------------
+    async def owner(self, request: web.Request) -> web.Response:
+        visit = await self._visit(request)
+        if visit is None:
+            return self.message(NO_SESSION, 401)
+        page = await self.page.owner_page(visit)
+        if page is None:
+            return self.message("This page is for the bot's owner only.", 403)
+        return self.render("owner.html", page=page, chart=tokens_chart(page.days), csrf=visit.csrf)
+
+    async def style(self, request: web.Request) -> web.Response:
+        return web.Response(text=(TEMPLATES / "style.css").read_text(), content_type="text/css")

@@ -1,0 +1,34 @@
+"""`/memory page` (SPEC 21): a private one-time link to the person's memory page, valid 10
+minutes. The page shows the characters `[access]` lets the person reach as this command's event
+describes them (the door keeps their ids with the link)."""
+
+from __future__ import annotations
+
+from bot.access.gate import Gate
+from bot.characters.cast import Cast
+from bot.commands.base import Person
+from bot.contract import CommandContext, CommandResult
+from bot.page.door import Door
+
+NO_PAGE = "This bot has no memory page: its owner has not set one up ([web] in the config)."
+IN_DM_ONLY = "Your memory page link is private: send /memory page to me in a direct message."
+
+
+class PageCommands:
+    def __init__(self, door: Door, cast: Cast, gate: Gate, address: str | None):
+        self.door = door
+        self.cast = cast
+        self.gate = gate
+        self.address = address  # where links point (`[web] public_url`); None: no page served
+        self.commands = {"page": self.page}
+        self.presses = {}
+
+    async def page(self, ctx: CommandContext, person: Person) -> CommandResult:
+        if self.address is None:
+            return CommandResult(NO_PAGE, ok=False)
+        characters = tuple(self.cast.character(name).id for name in self.cast.names()
+                           if self.gate.lets_in(name, ctx.asker, quiet=True))
+        code = await self.door.make_link(person.id, characters)
+        return CommandResult(f"Your memory page: {self.address}/open/{code}\n"
+                             "The link works once, within 10 minutes, and only for you: do not share it. "
+                             "Your session then lasts 12 hours.")

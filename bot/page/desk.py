@@ -1,0 +1,172 @@
+"""What the memory page shows and changes (SPEC 21). Every change goes through the same service
+as its `/memory` command (bot/commands/): the same checks, limits and words, and the next reply
+sees it. The person is the session's, taken from the database; a memory, reminder or character
+named in a form is looked up for that person only, so another person's id is simply not there.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Awaitable, Callable
+
+from bot.access.budgets import Budgets
+from bot.characters.cast import Cast
+from bot.commands.account import AccountCommands
+from bot.commands.base import Missing, Person, UsageError
+from bot.commands.memories import SavedMemoryCommands
+from bot.commands.persona import PersonaCommands
+from bot.commands.reminders import REPEATING, ReminderCommands
+from bot.commands.usage import UsageCommands
+from bot.contract import (Attachment, CommandResult, OwnerPage, PageCharacter, PageEntry, PageMemory, PageNotice,
+                          PageReminder, PageSummary, PageVisit, PersonPage, TotalsRow)
+from bot.memory.saved_memories import CAPS, memory_marks
+from bot.page.door import Door
+from bot.text import parse_number
+from bot.writing_first.when import local_words
+from storage.ports import CHARACTER, GLOBAL, DayTotals, MemoryRow, Store
+
+EVERY_MEMORY = CAPS.unpinned + CAPS.pinned  # all of one scope fit on the page
+CHART_DAYS = 30
+NOT_ON_PAGE = "That character is not on your page."
+
+
+def _memory(row: MemoryRow, now: float) -> PageMemory:
+    return PageMemory(row.id, row.content, row.pinned, tuple(m for m in memory_marks(row, now) if m != "pinned"))
+
+
+def _totals(label: str, totals: DayTotals) -> TotalsRow:
+    return TotalsRow(label, totals.turns, totals.tokens_in, totals.tokens_out, totals.people, totals.checkins)
+
+
+class PageDesk:
+    """The core's MemoryPage (bot/contract.py)."""
+
+    def __init__(self, store: Store, cast: Cast, door: Door, budgets: Budgets, memories: SavedMemoryCommands,
+                 persona: PersonaCommands, reminders: ReminderCommands, usage: UsageCommands,
+                 account: AccountCommands, platforms: dict[str, str], clock: Callable[[], float]):
+        self.store = store
+        self.cast = cast
+        self.door = door
+        self.budgets = budgets
+        self.memories = memories
+        self.persona = persona
+        self.reminders = reminders
+        self.usage = usage
+        self.account = account
+        self.platforms = platforms  # character name -> "Discord, Telegram"
+        self.clock = clock
+        # What each form runs: the command it is, with the form's fields as its options. The page
+        # has no chat, and these commands read none (their context argument is None).
+        self.actions: dict[str, Callable[[Person, dict[str, str]], Awaitable[CommandResult]]] = {
+            "add": lambda p, f: memories.add(None, p, f.get("text", ""), f.get("scope") or CHARACTER,
+                                             "yes" if f.get("pin") else "no"),
+            "edit": lambda p, f: memories.edit(None, p, f.get("id"), f.get("text", "")),
+            "delete": lambda p, f: memories.delete(None, p, f.get("id")),
+            "pin": lambda p, f: memories.pin(None, p, f.get("id")),
+            "unpin": lambda p, f: memories.unpin(None, p, f.get("id")),
+            "learning": lambda p, f: memories.learning(None, p, f.get("state", "")),
+            "persona": lambda p, f: persona.set(None, p, f.get("text", "")),
+            "persona_clear": lambda p, f: persona.clear(None, p),
+            "cancel_reminder": self._cancel_reminder,
+        }
+
+    # -- the door ------------------------------------------------------------------------------
+    async def enter(self, code: str, address: str) -> PageEntry:
+        return await self.door.enter(code, address)
+
+    async def visit(self, token: str) -> PageVisit | None:
+        return await self.door.visit(token)
+
+    async def leave(self, token: str) -> None:
+        await self.door.leave(token)
+
+    # -- the person's page ---------------------------------------------------------------------
+    def _on_page(self, visit: PageVisit) -> list[tuple[int, str]]:
+        """The characters of the page that this process still has, in the link's order."""
+        found = [(cid, self.cast.stored_by_id(cid)) for cid in visit.characters]
+        return [(cid, stored.character.name) for cid, stored in found if stored is not None]
+
+    async def person_page(self, visit: PageVisit) -> PersonPage:
+        now, person_id = self.clock(), visit.person_id
+        characters, shared = [], ()
+        for character_id, name in self._on_page(visit):
+            rows, _ = await self.store.memories.list_memories(person_id, character_id, CHARACTER, 0, EVERY_MEMORY)
+            learning = await self.store.memories.learning_enabled(person_id, character_id)
+            characters.append(PageCharacter(character_id, name, tuple(_memory(r, now) for r in rows), learning))
+        if characters:
+            rows, _ = await self.store.memories.list_memories(person_id, characters[0].id, GLOBAL, 0, EVERY_MEMORY)
+            shared = tuple(_memory(r, now) for r in rows)
+        summaries = []
+        names = dict(self._on_page(visit))
+        for conversation in await self.store.conversations.private_of(person_id):
+            if conversation.character_id in names:
+                entries = await self.store.summaries.summaries(conversation.id)
+                summaries.append(PageSummary(names[conversation.character_id], conversation.platform.capitalize(),
+                                             tuple((e.tier.replace("_", "-"), e.content) for e in entries)))
+        pending = await self.store.reminders.pending(person_id)
+        persona = await self.store.people.persona(person_id)
+        return PersonPage(
+            tuple(characters), shared, persona.text if persona else None, tuple(summaries),
+            tuple(PageReminder(r.id, local_words(r.due_at, r.zone) + REPEATING.get(r.repeat, ""), r.words)
+                  for r in pending),
+            (await self.usage.usage_of(person_id)).as_text(), await self._owner(visit))
+
+    async def act(self, visit: PageVisit, action: str, fields: dict[str, str]) -> PageNotice:
+        run = self.actions.get(action)
+        if run is None:
+            return PageNotice(f"The page has no action “{action[:40]}”.", ok=False)
+        on_page = dict(self._on_page(visit))
+        character_id = parse_number(fields.get("character", "")) if "character" in fields else next(iter(on_page), None)
+        if character_id not in on_page:
+            return PageNotice(NOT_ON_PAGE, ok=False, missing=True)
+        try:
+            done = await run(Person(visit.person_id, character_id, on_page[character_id]), fields)
+        except Missing as problem:
+            return PageNotice(str(problem), ok=False, missing=True)
+        except UsageError as problem:
+            return PageNotice(str(problem), ok=False)
+        return PageNotice(done.text, ok=done.ok)
+
+    async def _cancel_reminder(self, person: Person, fields: dict[str, str]) -> CommandResult:
+        number = parse_number(fields.get("id", ""))
+        if number is None:
+            raise Missing("There is no such reminder.")
+        return await self.reminders.cancel(person, number)
+
+    def _whole_person(self, visit: PageVisit) -> Person:
+        """The person, for what concerns them whichever character (export, /forgetme)."""
+        first = self.cast.character(self.cast.names()[0])
+        return Person(visit.person_id, first.id, first.character.name)
+
+    async def export(self, visit: PageVisit) -> Attachment:
+        result = await self.memories.export(None, self._whole_person(visit))
+        assert result.attachment is not None, "export always answers with its file"
+        return result.attachment
+
+    async def forget(self, visit: PageVisit) -> None:
+        await self.account.forget(self._whole_person(visit))
+
+    # -- the owner's page ------------------------------------------------------------------------
+    async def _owner(self, visit: PageVisit) -> bool:
+        return self.usage.owns(await self.store.people.identities_of(visit.person_id))
+
+    async def owner_page(self, visit: PageVisit) -> OwnerPage | None:
+        if not await self._owner(visit):
+            return None
+        stats = await self.usage.stats()
+        first, last = self.budgets.days(CHART_DAYS)
+        spent = await self.store.usage.daily(first, last)
+        start = date.fromisoformat(first)
+        days = [(start + timedelta(days=n)).isoformat() for n in range(CHART_DAYS)]
+        now = self.clock()
+
+        def rows(period) -> tuple[TotalsRow, ...]:
+            return (_totals("Everyone", period.everyone),
+                    *(_totals(name, totals) for name, totals in period.characters.items()))
+
+        return OwnerPage(
+            rows(stats.today), rows(stats.week), tuple(stats.spenders),
+            tuple((day, *spent.get(day, (0, 0))) for day in days),
+            tuple((name, self.platforms.get(name, "—"), self.cast.character(name).character.nsfw)
+                  for name in self.cast.names()),
+            (await self.store.reminders.sent_since(now - 86_400), await self.store.reminders.sent_since(now - 7 * 86_400)))

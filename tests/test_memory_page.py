@@ -1,0 +1,389 @@
+"""SPEC 21, the memory page, over real HTTP on loopback (aiohttp serving, an HTTP client asking):
+the one-time link and its session, each attack of #53 refused, and every change going through
+the `/memory` command's own rules. The browser test is tests/test_memory_page_browser.py."""
+
+import json
+import re
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from adapters.web.server import COOKIE, PageServer
+from bot.config import WebConfig, parse_config
+from bot.runtime import build_runtime
+from tests.conftest import Chat, config_dict
+
+TEN_MINUTES = 600
+FORM_TOKEN = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def web_config(llm, tmp_path, **web):
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["characters"].append({"name": "Aki", "persona": "You are Aki, a retired sailor."})
+    raw["web"] = {"port": 8080, **web}
+    raw["owner"] = {"ids": ["telegram:1"]}
+    return parse_config(raw, base=tmp_path)
+
+
+class Browser:
+    """An HTTP client that keeps one cookie, as a browser would for this page."""
+
+    def __init__(self, base: str):
+        self.base = base
+        self.cookie: str | None = None
+        self.http = aiohttp.ClientSession()
+
+    async def request(self, method: str, path: str, data: dict | None = None):
+        headers = {"Cookie": f"{COOKIE}={self.cookie}"} if self.cookie else {}
+        async with self.http.request(method, self.base + path, data=data, headers=headers,
+                                     allow_redirects=False) as response:
+            body = await response.read()
+            cookie = response.cookies.get(COOKIE)
+            if cookie is not None:
+                self.cookie = cookie.value or None
+            return response, body.decode("utf-8", "replace")
+
+    async def open(self, link: str):
+        """Open a link as a person would: the page, then its button (a POST of the code)."""
+        code = link.rsplit("/open/", 1)[1]
+        response, body = await self.request("GET", f"/open/{code}")
+        assert response.status == 200 and 'action="/open"' in body
+        return await self.request("POST", "/open", {"code": code})
+
+    async def form_token(self) -> str:
+        _, body = await self.request("GET", "/")
+        return FORM_TOKEN.search(body).group(1)
+
+    async def act(self, action: str, **fields):
+        return await self.request("POST", f"/act/{action}", {"csrf": await self.form_token(), **fields})
+
+    async def close(self):
+        await self.http.close()
+
+
+@pytest.fixture
+async def web(llm, tmp_path, clock):
+    runtime = await build_runtime(web_config(llm, tmp_path), clock=clock)
+    server = TestServer(PageServer(runtime.core.page, secure=False).app(), host="127.0.0.1")
+    await server.start_server()
+    browsers = []
+
+    def browser() -> Browser:
+        browsers.append(Browser(str(server.make_url("")).rstrip("/")))
+        return browsers[-1]
+
+    yield runtime, browser
+    for each in browsers:
+        await each.close()
+    await server.close()
+    await runtime.close()
+
+
+async def link_for(chat: Chat) -> str:
+    answer = await chat.memory("/memory page")
+    assert answer.ok, answer.text
+    return re.search(r"(https?://\S+/open/\S+)", answer.text).group(1)
+
+
+async def test_memory_page_answers_with_a_link_to_the_configured_address(web):
+    runtime, _ = web
+    link = await link_for(Chat(runtime))
+    assert link.startswith("http://127.0.0.1:8080/open/")
+    assert len(link.rsplit("/", 1)[1]) >= 40  # 256 random bits, never guessed
+
+
+async def test_without_web_the_command_says_there_is_no_page(runtime, ann):
+    answer = await ann.memory("/memory page")
+    assert not answer.ok and "[web]" in answer.text
+
+
+async def test_the_web_section_binds_the_page_to_127_0_0_1_unless_configured():
+    assert WebConfig().listen == "127.0.0.1"
+    assert WebConfig(listen="0.0.0.0", port=9000).address == "http://127.0.0.1:9000"
+    assert WebConfig(public_url="https://keepsake.example.com/").address == "https://keepsake.example.com"
+
+
+async def test_the_page_server_listens_only_where_listen_says(web, unused_tcp_port):
+    import asyncio
+    runtime, _ = web
+    server = PageServer(runtime.core.page, secure=False)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(server.serve("127.0.0.1", unused_tcp_port, stop))
+    try:
+        for _ in range(100):
+            if server.addresses:
+                break
+            await asyncio.sleep(0.02)
+        assert [address[0] for address in server.addresses] == ["127.0.0.1"]
+    finally:
+        stop.set()
+        await serving
+
+
+async def test_a_link_opens_a_session_once_and_the_address_then_holds_no_secret(web):
+    runtime, browser = web
+    link = await link_for(Chat(runtime))
+    first, second = browser(), browser()
+    response, _ = await first.open(link)
+    assert response.status == 303 and response.headers["Location"] == "/"
+    response, body = await first.request("GET", "/")
+    assert response.status == 200 and "What the characters remember about you" in body
+    response, body = await second.open(link)  # the same link again
+    assert response.status == 403 and "used already" in body and second.cookie is None
+
+
+async def test_the_session_cookie_is_httponly_samesite_strict_and_lasts_12_hours(web):
+    runtime, browser = web
+    link = await link_for(Chat(runtime))
+    response, _ = await browser().open(link)
+    cookie = response.cookies[COOKIE]
+    assert cookie["httponly"] and cookie["samesite"] == "Strict" and cookie["max-age"] == str(12 * 3600)
+    assert not cookie["secure"]  # plain http on loopback: a Secure cookie would never come back
+
+
+async def test_the_session_cookie_is_secure_under_https(llm, tmp_path, clock):
+    config = web_config(llm, tmp_path, public_url="https://keepsake.example.com")
+    assert config.web.secure
+    runtime = await build_runtime(config, clock=clock)
+    server = TestServer(PageServer(runtime.core.page, secure=config.web.secure).app(), host="127.0.0.1")
+    await server.start_server()
+    try:
+        link = await link_for(Chat(runtime))
+        assert link.startswith("https://keepsake.example.com/open/")
+        browser = Browser(str(server.make_url("")).rstrip("/"))
+        response, _ = await browser.open(link)
+        assert response.cookies[COOKIE]["secure"]
+        await browser.close()
+    finally:
+        await server.close()
+        await runtime.close()
+
+
+async def test_a_link_after_10_minutes_is_refused(web, clock):
+    runtime, browser = web
+    link = await link_for(Chat(runtime))
+    clock.now += TEN_MINUTES + 1
+    response, body = await browser().open(link)
+    assert response.status == 403 and "older than 10 minutes" in body
+
+
+async def test_a_session_ends_after_12_hours(web, clock):
+    runtime, browser = web
+    ann = browser()
+    await ann.open(await link_for(Chat(runtime)))
+    clock.now += 12 * 3600 + 1
+    response, body = await ann.request("GET", "/")
+    assert response.status == 401 and "/memory page" in body
+
+
+async def test_a_forged_code_is_refused_and_5_wrong_codes_make_the_address_wait(web):
+    runtime, browser = web
+    mallory = browser()
+    for n in range(5):
+        response, body = await mallory.request("POST", "/open", {"code": f"guessed-code-number-{n:03d}-aaaaaaaa"})
+        assert response.status == 403, n
+    real = await link_for(Chat(runtime))
+    response, body = await mallory.open(real)  # even a real link waits now, from that address
+    assert response.status == 429 and "Wait 10 minutes" in body and mallory.cookie is None
+
+
+async def test_bobs_cookie_asking_for_anns_memory_gets_404_and_changes_nothing(web):
+    runtime, browser = web
+    ann, bob = Chat(runtime), Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")
+    added = await ann.memory("/memory add I am allergic to peanuts")
+    memory_id = re.search(r"#(\d+)", added.text).group(1)
+    bobs = browser()
+    await bobs.open(await link_for(bob))
+    mira = runtime.cast.character("Mira").id
+    for action in ("pin", "delete", "edit"):
+        response, body = await bobs.act(action, character=str(mira), id=memory_id, text="Bob was here")
+        assert response.status == 404 and f"There is no memory #{memory_id}." in body, action
+    response, body = await bobs.request("GET", "/")
+    assert "peanuts" not in body
+    view = await ann.memory("/memory view")
+    assert "I am allergic to peanuts" in view.text and "📌" not in view.text
+
+
+async def test_a_form_without_its_csrf_token_is_refused(web):
+    runtime, browser = web
+    ann = Chat(runtime)
+    page = browser()
+    await page.open(await link_for(ann))
+    mira = runtime.cast.character("Mira").id
+    for fields in ({}, {"csrf": "not-the-token"}):
+        response, body = await page.request("POST", "/act/add", {"character": str(mira), "text": "forged", **fields})
+        assert response.status == 403 and "did not come from your page" in body
+    response, _ = await page.request("POST", "/forget", {"confirm": "yes"})
+    assert response.status == 403
+    assert "no saved memories" in (await ann.memory("/memory view")).text
+
+
+async def test_a_memory_text_with_a_script_is_shown_as_text(web):
+    runtime, browser = web
+    ann = Chat(runtime)
+    await ann.memory("/memory add <script>alert(1)</script>")
+    page = browser()
+    await page.open(await link_for(ann))
+    _, body = await page.request("GET", "/")
+    assert "<script>" not in body and "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+
+
+async def test_every_answer_carries_a_strict_content_security_policy_and_no_referrer(web):
+    runtime, browser = web
+    page = browser()
+    for method, path in (("GET", "/"), ("GET", "/open/x"), ("GET", "/owner"), ("GET", "/nowhere")):
+        response, _ = await page.request(method, path)
+        assert response.headers["Content-Security-Policy"].startswith("default-src 'self'"), path
+        assert response.headers["Referrer-Policy"] == "no-referrer"
+        assert response.headers["Cache-Control"] == "no-store"
+
+
+async def test_the_owner_page_is_refused_to_a_non_owner_and_shown_to_the_owner(web):
+    runtime, browser = web
+    ann = Chat(runtime, platform="telegram", user="2", chat_id="2")
+    owner = Chat(runtime, platform="telegram", user="1", chat_id="1")
+    await ann.say("hello")
+    anns = browser()
+    await anns.open(await link_for(ann))
+    response, body = await anns.request("GET", "/owner")
+    assert response.status == 403 and "owner only" in body
+    owners = browser()
+    await owners.open(await link_for(owner))
+    response, body = await owners.request("GET", "/owner")
+    assert response.status == 200
+    assert "<svg" in body and body.count("<rect") == 2 * 30  # 30 days, tokens in and out
+    assert "Mira" in body and "Aki" in body and "for everyone" in body
+    assert re.search(r"<th>Everyone</th><td>1</td>", body)  # Ann's one turn today
+
+
+async def test_a_change_on_the_page_follows_the_commands_rules(web):
+    runtime, browser = web
+    ann = Chat(runtime)
+    page = browser()
+    await page.open(await link_for(ann))
+    mira = str(runtime.cast.character("Mira").id)
+    response, body = await page.act("add", character=mira, text="x" * 501)
+    assert response.status == 400 and "501" in body and "500" in body
+    for n in range(20):
+        assert (await ann.run("add", text=f"fact {n}", pin=True)).ok
+    response, body = await page.act("add", character=mira, text="one pin too many", pin="yes")
+    assert response.status == 400 and "20 pinned" in body
+    response, body = await page.act("add", character=mira, text="I live by the sea", scope="global")
+    assert response.status == 200 and "I live by the sea" in body
+    assert "I live by the sea" in (await Chat(runtime).memory("/memory view global")).text
+
+
+async def test_a_character_access_does_not_let_in_is_not_on_the_page(llm, tmp_path, clock):
+    raw_config = web_config(llm, tmp_path)
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["characters"].append({"name": "Aki", "persona": "You are Aki.", "access": {"deny": ["telegram:2"]}})
+    raw["web"] = {"port": raw_config.web.port}
+    runtime = await build_runtime(parse_config(raw, base=tmp_path), clock=clock)
+    server = TestServer(PageServer(runtime.core.page, secure=False).app(), host="127.0.0.1")
+    await server.start_server()
+    browser = Browser(str(server.make_url("")).rstrip("/"))
+    try:
+        await browser.open(await link_for(Chat(runtime, platform="telegram", user="2", chat_id="2")))
+        _, body = await browser.request("GET", "/")
+        assert "<h2>Mira</h2>" in body and "<h2>Aki</h2>" not in body
+        aki = str(runtime.cast.character("Aki").id)
+        response, body = await browser.act("add", character=aki, text="sneaking in")
+        assert response.status == 404 and "not on your page" in body
+    finally:
+        await browser.close()
+        await server.close()
+        await runtime.close()
+
+
+async def test_forgetme_on_the_page_asks_first_then_deletes_everything_and_ends_the_session(web):
+    runtime, browser = web
+    ann = Chat(runtime)
+    await ann.memory("/memory add I am allergic to peanuts")
+    page = browser()
+    await page.open(await link_for(ann))
+    response, body = await page.request("GET", "/forget")
+    assert response.status == 200 and "cannot be undone" in body
+    response, body = await page.request("POST", "/forget", {"csrf": await page.form_token()})  # not confirmed
+    assert response.status == 400 and "peanuts" in (await ann.memory("/memory view")).text
+    token = await page.form_token()
+    response, body = await page.request("POST", "/forget", {"csrf": token, "confirm": "yes"})
+    assert response.status == 200 and "Everything stored about you is deleted" in body
+    assert "peanuts" not in (await ann.memory("/memory view")).text
+    response, _ = await page.request("GET", "/")
+    assert response.status == 401
+
+
+async def test_the_export_is_the_persons_memories_as_json(web):
+    runtime, browser = web
+    ann, bob = Chat(runtime), Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")
+    await ann.memory("/memory add I am allergic to peanuts")
+    await bob.memory("/memory add Bob likes boats")
+    page = browser()
+    await page.open(await link_for(ann))
+    response, body = await page.request("GET", "/export")
+    assert response.headers["Content-Disposition"].startswith('attachment; filename="keepsake-export-')
+    assert [m["content"] for m in json.loads(body)["memories"]] == ["I am allergic to peanuts"]
+
+
+async def test_linked_accounts_see_one_page(web):
+    runtime, browser = web
+    on_telegram = Chat(runtime, platform="telegram", user="7", chat_id="7")
+    on_discord = Chat(runtime, platform="discord", user="70", chat_id="d70")
+    await on_discord.memory("/memory add I paint boats")
+    code = re.search(r"code is (\w+)", (await on_telegram.memory("/link")).text).group(1)
+    asked = await on_discord.memory(f"/link {code}")
+    await on_discord.press(asked.buttons[0][0].action)
+    page = browser()
+    await page.open(await link_for(on_telegram))
+    _, body = await page.request("GET", "/")
+    assert "I paint boats" in body
+
+
+async def test_the_persons_persona_reminders_summaries_and_usage_are_on_the_page(web, llm):
+    runtime, browser = web
+    ann = Chat(runtime)
+    await ann.memory("/persona set I'm Ann, a sailor with a scar")
+    await ann.say("hello Mira")
+    page = browser()
+    await page.open(await link_for(ann))
+    _, body = await page.request("GET", "/")
+    assert "a sailor with a scar" in body and "Mira on Console" in body and "Your tokens today" in body
+    response, body = await page.act("persona", text="I'm Ann, a painter")
+    assert response.status == 200 and "a painter" in body
+    assert (await runtime.store.people.persona(await ann.person_id())).text == "I'm Ann, a painter"
+
+
+async def test_a_link_made_by_one_process_opens_on_another_sharing_postgresql(llm, tmp_path, clock):
+    """Two bot processes on one PostgreSQL, each serving the page: the link, the session and the
+    form token are the database's, so either process serves what the other began."""
+    from tests.postgres import fresh_schema_url
+
+    schemas = fresh_schema_url()
+    url = await anext(schemas)
+    config = web_config(llm, tmp_path)
+    config = config.model_copy(update={"storage": config.storage.model_copy(update={"url": url})})
+    first, second = [await build_runtime(config, clock=clock) for _ in range(2)]
+    servers = [TestServer(PageServer(rt.core.page, secure=False).app(), host="127.0.0.1") for rt in (first, second)]
+    for server in servers:
+        await server.start_server()
+    on_first, on_second = [Browser(str(server.make_url("")).rstrip("/")) for server in servers]
+    try:
+        ann = Chat(first)
+        await ann.memory("/memory add I keep bees")
+        response, _ = await on_second.open(await link_for(ann))  # made by the first, opened on the second
+        assert response.status == 303
+        on_first.cookie = on_second.cookie  # the same browser, its next request reaching the other process
+        mira = str(first.cast.character("Mira").id)
+        memory_id = re.search(r"#(\d+)", (await ann.memory("/memory view")).text).group(1)
+        response, body = await on_first.act("pin", character=mira, id=memory_id)
+        assert response.status == 200 and "Pinned" in body
+        assert "📌" in (await Chat(second).memory("/memory view")).text
+    finally:
+        for each in (on_first, on_second):
+            await each.close()
+        for server in servers:
+            await server.close()
+        for rt in (first, second):
+            await rt.close()
+        await anext(schemas, None)
