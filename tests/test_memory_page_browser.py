@@ -1,0 +1,93 @@
+"""SPEC 21 in a real headless browser (Debian's Chromium, driven by Playwright; nothing is
+downloaded): the real `python -m bot` on the Telegram fake sends Ann her link in the DM, the
+browser opens it, pins a memory with the page's own button, and the model's next prompt for
+Ann holds that memory pinned. The page works without JavaScript: the browser runs with it off.
+A screenshot of each page is taken (and, with KEEPSAKE_SCREENSHOTS=docs, kept for the README)."""
+
+import os
+import re
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.process import answer_to, bot_running, final_reply_to, mira_config
+
+ANN = 831
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+BROWSER_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def system_prompt(request: dict) -> str:
+    return "\n".join(m["content"] for m in request["messages"] if m["role"] == "system"
+                     and isinstance(m["content"], str))
+
+
+@pytest.fixture
+async def chromium():
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI installs Debian's chromium (.ci/run); it is missing")
+        pytest.skip("the browser test needs Debian's chromium (apt-get install chromium)")
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_FLAGS)
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+@pytest.mark.timeout(120)
+async def test_ann_opens_her_link_in_a_browser_pins_a_memory_and_the_next_prompt_has_it_pinned(
+        tmp_path, llm, telegram, chromium):
+    port = free_port()
+    config = mira_config(llm, f'[web]\nport = {port}\n\n[owner]\nids = ["telegram:{ANN}"]', telegram=telegram)
+    async with bot_running(tmp_path, config, MIRA_TELEGRAM_TOKEN=telegram.token):
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        ann, dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
+        saved = await answer_to(telegram, ANN, telegram.send(dm, ann, "/memory add I am allergic to peanuts"))
+        memory_id = re.search(r"#(\d+)", saved.text).group(1)
+        await final_reply_to(telegram, ANN, telegram.send(dm, ann, "Hello Mira!"))
+        assert f"#{memory_id} (character" in system_prompt(llm.requests[-1])
+        assert f"#{memory_id} (character, pinned" not in system_prompt(llm.requests[-1])
+
+        answer = await answer_to(telegram, ANN, telegram.send(dm, ann, "/memory page"))
+        link = re.search(r"http://\S+/open/\S+", answer.text).group(0)
+        assert link.startswith(f"http://127.0.0.1:{port}/open/")
+
+        context = await chromium.new_context(java_script_enabled=False)  # SPEC 21: works without it
+        page = await context.new_page()
+        await page.goto(link)
+        await page.click("#open")
+        await page.wait_for_url(f"http://127.0.0.1:{port}/")
+        assert "/open/" not in page.url  # the address holds no secret any more
+        assert await page.input_value(f"#memory-{memory_id} input[name=text]") == "I am allergic to peanuts"
+        await page.click(f"#pin-{memory_id}")
+        assert await page.inner_text("[role=status]") == \
+            f"Pinned #{memory_id}. It is always remembered and only you can change it."
+        cookies = await context.cookies()
+        assert [(c["httpOnly"], c["sameSite"]) for c in cookies] == [(True, "Strict")]
+        shots = Path(os.environ.get("KEEPSAKE_SCREENSHOTS") or tmp_path)
+        if not shots.is_absolute():
+            shots = ROOT / shots
+        await page.screenshot(path=shots / "memory-page.png", full_page=True)
+        await page.goto(f"http://127.0.0.1:{port}/owner")
+        assert await page.locator("svg rect").count() == 60  # 30 days, tokens in and out
+        await page.screenshot(path=shots / "owner-page.png", full_page=True)
+        await context.close()
+
+        await final_reply_to(telegram, ANN, telegram.send(dm, ann, "What do you remember about me?"))
+        assert f'#{memory_id} (character, pinned' in system_prompt(llm.requests[-1])
+    for shot in ("memory-page.png", "owner-page.png"):
+        assert (shots / shot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
