@@ -2,6 +2,7 @@
 the one-time link and its session, each attack of #53 refused, and every change going through
 the `/memory` command's own rules. The browser test is tests/test_memory_page_browser.py."""
 
+import contextlib
 import json
 import re
 
@@ -62,10 +63,11 @@ class Browser:
         await self.http.close()
 
 
-@pytest.fixture
-async def web(llm, tmp_path, clock):
-    runtime = await build_runtime(web_config(llm, tmp_path), clock=clock)
-    server = TestServer(PageServer(runtime.core.page, secure=False).app(), host="127.0.0.1")
+@contextlib.asynccontextmanager
+async def serving(config, clock):
+    """A bot runtime with this config and its page served on loopback: (runtime, a new browser)."""
+    runtime = await build_runtime(config, clock=clock)
+    server = TestServer(PageServer(runtime.core.page, secure=config.web.secure).app(), host="127.0.0.1")
     await server.start_server()
     browsers = []
 
@@ -73,17 +75,32 @@ async def web(llm, tmp_path, clock):
         browsers.append(Browser(str(server.make_url("")).rstrip("/")))
         return browsers[-1]
 
-    yield runtime, browser
-    for each in browsers:
-        await each.close()
-    await server.close()
-    await runtime.close()
+    try:
+        yield runtime, browser
+    finally:
+        for each in browsers:
+            await each.close()
+        await server.close()
+        await runtime.close()
+
+
+@pytest.fixture
+async def web(llm, tmp_path, clock):
+    async with serving(web_config(llm, tmp_path), clock) as served:
+        yield served
 
 
 async def link_for(chat: Chat) -> str:
     answer = await chat.memory("/memory page")
     assert answer.ok, answer.text
     return re.search(r"(https?://\S+/open/\S+)", answer.text).group(1)
+
+
+async def signed_in(browser, chat: Chat) -> "Browser":
+    """A new browser on the person's page, through the link `/memory page` gave them."""
+    page = browser()
+    await page.open(await link_for(chat))
+    return page
 
 
 async def test_memory_page_answers_with_a_link_to_the_configured_address(web):
@@ -144,20 +161,11 @@ async def test_the_session_cookie_is_httponly_samesite_strict_and_lasts_12_hours
 
 async def test_the_session_cookie_is_secure_under_https(llm, tmp_path, clock):
     config = web_config(llm, tmp_path, public_url="https://keepsake.example.com")
-    assert config.web.secure
-    runtime = await build_runtime(config, clock=clock)
-    server = TestServer(PageServer(runtime.core.page, secure=config.web.secure).app(), host="127.0.0.1")
-    await server.start_server()
-    try:
+    async with serving(config, clock) as (runtime, browser):
         link = await link_for(Chat(runtime))
         assert link.startswith("https://keepsake.example.com/open/")
-        browser = Browser(str(server.make_url("")).rstrip("/"))
-        response, _ = await browser.open(link)
+        response, _ = await browser().open(link)
         assert response.cookies[COOKIE]["secure"]
-        await browser.close()
-    finally:
-        await server.close()
-        await runtime.close()
 
 
 async def test_a_link_after_10_minutes_is_refused(web, clock):
@@ -193,8 +201,7 @@ async def test_bobs_cookie_asking_for_anns_memory_gets_404_and_changes_nothing(w
     ann, bob = Chat(runtime), Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")
     added = await ann.memory("/memory add I am allergic to peanuts")
     memory_id = re.search(r"#(\d+)", added.text).group(1)
-    bobs = browser()
-    await bobs.open(await link_for(bob))
+    bobs = await signed_in(browser, bob)
     mira = runtime.cast.character("Mira").id
     for action in ("pin", "delete", "edit"):
         response, body = await bobs.act(action, character=str(mira), id=memory_id, text="Bob was here")
@@ -208,8 +215,7 @@ async def test_bobs_cookie_asking_for_anns_memory_gets_404_and_changes_nothing(w
 async def test_a_form_without_its_csrf_token_is_refused(web):
     runtime, browser = web
     ann = Chat(runtime)
-    page = browser()
-    await page.open(await link_for(ann))
+    page = await signed_in(browser, ann)
     mira = runtime.cast.character("Mira").id
     for fields in ({}, {"csrf": "not-the-token"}):
         response, body = await page.request("POST", "/act/add", {"character": str(mira), "text": "forged", **fields})
@@ -223,8 +229,7 @@ async def test_a_memory_text_with_a_script_is_shown_as_text(web):
     runtime, browser = web
     ann = Chat(runtime)
     await ann.memory("/memory add <script>alert(1)</script>")
-    page = browser()
-    await page.open(await link_for(ann))
+    page = await signed_in(browser, ann)
     _, body = await page.request("GET", "/")
     assert "<script>" not in body and "&lt;script&gt;alert(1)&lt;/script&gt;" in body
 
@@ -244,12 +249,10 @@ async def test_the_owner_page_is_refused_to_a_non_owner_and_shown_to_the_owner(w
     ann = Chat(runtime, platform="telegram", user="2", chat_id="2")
     owner = Chat(runtime, platform="telegram", user="1", chat_id="1")
     await ann.say("hello")
-    anns = browser()
-    await anns.open(await link_for(ann))
+    anns = await signed_in(browser, ann)
     response, body = await anns.request("GET", "/owner")
     assert response.status == 403 and "owner only" in body
-    owners = browser()
-    await owners.open(await link_for(owner))
+    owners = await signed_in(browser, owner)
     response, body = await owners.request("GET", "/owner")
     assert response.status == 200
     assert "<svg" in body and body.count("<rect") == 2 * 30  # 30 days, tokens in and out
@@ -260,8 +263,7 @@ async def test_the_owner_page_is_refused_to_a_non_owner_and_shown_to_the_owner(w
 async def test_a_change_on_the_page_follows_the_commands_rules(web):
     runtime, browser = web
     ann = Chat(runtime)
-    page = browser()
-    await page.open(await link_for(ann))
+    page = await signed_in(browser, ann)
     mira = str(runtime.cast.character("Mira").id)
     response, body = await page.act("add", character=mira, text="x" * 501)
     assert response.status == 400 and "501" in body and "500" in body
@@ -275,33 +277,24 @@ async def test_a_change_on_the_page_follows_the_commands_rules(web):
 
 
 async def test_a_character_access_does_not_let_in_is_not_on_the_page(llm, tmp_path, clock):
-    raw_config = web_config(llm, tmp_path)
     raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
     raw["characters"].append({"name": "Aki", "persona": "You are Aki.", "access": {"deny": ["telegram:2"]}})
-    raw["web"] = {"port": raw_config.web.port}
-    runtime = await build_runtime(parse_config(raw, base=tmp_path), clock=clock)
-    server = TestServer(PageServer(runtime.core.page, secure=False).app(), host="127.0.0.1")
-    await server.start_server()
-    browser = Browser(str(server.make_url("")).rstrip("/"))
-    try:
-        await browser.open(await link_for(Chat(runtime, platform="telegram", user="2", chat_id="2")))
-        _, body = await browser.request("GET", "/")
+    raw["web"] = {}
+    async with serving(parse_config(raw, base=tmp_path), clock) as (runtime, browser):
+        page = browser()
+        await page.open(await link_for(Chat(runtime, platform="telegram", user="2", chat_id="2")))
+        _, body = await page.request("GET", "/")
         assert "<h2>Mira</h2>" in body and "<h2>Aki</h2>" not in body
         aki = str(runtime.cast.character("Aki").id)
-        response, body = await browser.act("add", character=aki, text="sneaking in")
+        response, body = await page.act("add", character=aki, text="sneaking in")
         assert response.status == 404 and "not on your page" in body
-    finally:
-        await browser.close()
-        await server.close()
-        await runtime.close()
 
 
 async def test_forgetme_on_the_page_asks_first_then_deletes_everything_and_ends_the_session(web):
     runtime, browser = web
     ann = Chat(runtime)
     await ann.memory("/memory add I am allergic to peanuts")
-    page = browser()
-    await page.open(await link_for(ann))
+    page = await signed_in(browser, ann)
     response, body = await page.request("GET", "/forget")
     assert response.status == 200 and "cannot be undone" in body
     response, body = await page.request("POST", "/forget", {"csrf": await page.form_token()})  # not confirmed
@@ -319,8 +312,7 @@ async def test_the_export_is_the_persons_memories_as_json(web):
     ann, bob = Chat(runtime), Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")
     await ann.memory("/memory add I am allergic to peanuts")
     await bob.memory("/memory add Bob likes boats")
-    page = browser()
-    await page.open(await link_for(ann))
+    page = await signed_in(browser, ann)
     response, body = await page.request("GET", "/export")
     assert response.headers["Content-Disposition"].startswith('attachment; filename="keepsake-export-')
     assert [m["content"] for m in json.loads(body)["memories"]] == ["I am allergic to peanuts"]
@@ -334,8 +326,7 @@ async def test_linked_accounts_see_one_page(web):
     code = re.search(r"code is (\w+)", (await on_telegram.memory("/link")).text).group(1)
     asked = await on_discord.memory(f"/link {code}")
     await on_discord.press(asked.buttons[0][0].action)
-    page = browser()
-    await page.open(await link_for(on_telegram))
+    page = await signed_in(browser, on_telegram)
     _, body = await page.request("GET", "/")
     assert "I paint boats" in body
 
@@ -345,8 +336,7 @@ async def test_the_persons_persona_reminders_summaries_and_usage_are_on_the_page
     ann = Chat(runtime)
     await ann.memory("/persona set I'm Ann, a sailor with a scar")
     await ann.say("hello Mira")
-    page = browser()
-    await page.open(await link_for(ann))
+    page = await signed_in(browser, ann)
     _, body = await page.request("GET", "/")
     assert "a sailor with a scar" in body and "Mira on Console" in body and "Your tokens today" in body
     response, body = await page.act("persona", text="I'm Ann, a painter")
@@ -363,27 +353,19 @@ async def test_a_link_made_by_one_process_opens_on_another_sharing_postgresql(ll
     url = await anext(schemas)
     config = web_config(llm, tmp_path)
     config = config.model_copy(update={"storage": config.storage.model_copy(update={"url": url})})
-    first, second = [await build_runtime(config, clock=clock) for _ in range(2)]
-    servers = [TestServer(PageServer(rt.core.page, secure=False).app(), host="127.0.0.1") for rt in (first, second)]
-    for server in servers:
-        await server.start_server()
-    on_first, on_second = [Browser(str(server.make_url("")).rstrip("/")) for server in servers]
     try:
-        ann = Chat(first)
-        await ann.memory("/memory add I keep bees")
-        response, _ = await on_second.open(await link_for(ann))  # made by the first, opened on the second
-        assert response.status == 303
-        on_first.cookie = on_second.cookie  # the same browser, its next request reaching the other process
-        mira = str(first.cast.character("Mira").id)
-        memory_id = re.search(r"#(\d+)", (await ann.memory("/memory view")).text).group(1)
-        response, body = await on_first.act("pin", character=mira, id=memory_id)
-        assert response.status == 200 and "Pinned" in body
-        assert "📌" in (await Chat(second).memory("/memory view")).text
+        async with serving(config, clock) as (first, on_first), serving(config, clock) as (second, on_second):
+            ann = Chat(first)
+            await ann.memory("/memory add I keep bees")
+            browser_on_second = on_second()
+            response, _ = await browser_on_second.open(await link_for(ann))  # made by the first, opened on the second
+            assert response.status == 303
+            browser_on_first = on_first()  # the same browser, its next request reaching the other process
+            browser_on_first.cookie = browser_on_second.cookie
+            mira = str(first.cast.character("Mira").id)
+            memory_id = re.search(r"#(\d+)", (await ann.memory("/memory view")).text).group(1)
+            response, body = await browser_on_first.act("pin", character=mira, id=memory_id)
+            assert response.status == 200 and "Pinned" in body
+            assert "📌" in (await Chat(second).memory("/memory view")).text
     finally:
-        for each in (on_first, on_second):
-            await each.close()
-        for server in servers:
-            await server.close()
-        for rt in (first, second):
-            await rt.close()
         await anext(schemas, None)
