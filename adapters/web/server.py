@@ -63,11 +63,13 @@ class PageServer:
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[_safe_headers], client_max_size=MAX_FORM_BYTES)
+        signed_in, form = self._signed_in, self._form_of_page
         app.add_routes([
-            web.get("/", self.person), web.get("/open/{code}", self.open_link), web.post("/open", self.enter),
-            web.post("/act/{action}", self.act), web.get("/export", self.export),
-            web.get("/forget", self.forget_question), web.post("/forget", self.forget),
-            web.post("/leave", self.leave), web.get("/owner", self.owner), web.get("/style.css", self.style),
+            web.get("/open/{code}", self.open_link), web.post("/open", self.enter), web.get("/style.css", self.style),
+            web.get("/", signed_in(self.person)), web.post("/act/{action}", form(self.act)),
+            web.get("/export", signed_in(self.export)), web.get("/forget", signed_in(self.forget_question)),
+            web.post("/forget", form(self.forget)), web.post("/leave", form(self.leave)),
+            web.get("/owner", signed_in(self.owner)),
         ])
         return app
 
@@ -91,16 +93,24 @@ class PageServer:
     def message(self, text: str, status: int) -> web.Response:
         return self.render("message.html", status, text=text)
 
-    async def _visit(self, request: web.Request) -> PageVisit | None:
-        token = request.cookies.get(COOKIE, "")
-        return await self.page.visit(token) if token else None
+    def _signed_in(self, handler: Callable[..., Awaitable[web.Response]]) -> Handler:
+        """A page of a session: the cookie's token checked in the database on every request."""
+        async def run(request: web.Request) -> web.Response:
+            token = request.cookies.get(COOKIE, "")
+            visit = await self.page.visit(token) if token else None
+            if visit is None:
+                return self.message(NO_SESSION, 401)
+            return await handler(request, visit)
+        return run
 
-    async def _form(self, request: web.Request, visit: PageVisit) -> dict[str, str] | None:
-        """The form's fields, or None when its CSRF token is not the session's."""
-        fields = {key: str(value) for key, value in (await request.post()).items()}
-        if not hmac.compare_digest(fields.pop("csrf", "").encode(), visit.csrf.encode()):
-            return None
-        return fields
+    def _form_of_page(self, handler: Callable[..., Awaitable[web.Response]]) -> Handler:
+        """A form of a session's page: refused (403) unless it carries the session's CSRF token."""
+        async def run(request: web.Request, visit: PageVisit) -> web.Response:
+            fields = {key: str(value) for key, value in (await request.post()).items()}
+            if not hmac.compare_digest(fields.pop("csrf", "").encode(), visit.csrf.encode()):
+                return self.message(FORM_REFUSED, 403)
+            return await handler(request, visit, fields)
+        return self._signed_in(run)
 
     # -- the door ---------------------------------------------------------------------------------
     async def open_link(self, request: web.Request) -> web.Response:
@@ -116,54 +126,31 @@ class PageServer:
                             secure=self.secure)
         raise response
 
-    async def leave(self, request: web.Request) -> web.Response:
-        visit = await self._visit(request)
-        if visit is None or await self._form(request, visit) is None:
-            return self.message(FORM_REFUSED, 403)
+    async def leave(self, request: web.Request, visit: PageVisit, fields: dict[str, str]) -> web.Response:
         await self.page.leave(visit.token)
         response = self.message("You left your memory page. A new link opens it again.", 200)
         response.del_cookie(COOKIE, path="/")
         return response
 
     # -- the person's page ------------------------------------------------------------------------
-    async def person(self, request: web.Request, notice: PageNotice | None = None, status: int = 200) -> web.Response:
-        visit = await self._visit(request)
-        if visit is None:
-            return self.message(NO_SESSION, 401)
+    async def person(self, request: web.Request, visit: PageVisit, notice: PageNotice | None = None,
+                     status: int = 200) -> web.Response:
         return self.render("person.html", status, page=await self.page.person_page(visit), csrf=visit.csrf,
                            notice=notice)
 
-    async def act(self, request: web.Request) -> web.Response:
-        visit = await self._visit(request)
-        if visit is None:
-            return self.message(NO_SESSION, 401)
-        fields = await self._form(request, visit)
-        if fields is None:
-            return self.message(FORM_REFUSED, 403)
+    async def act(self, request: web.Request, visit: PageVisit, fields: dict[str, str]) -> web.Response:
         notice = await self.page.act(visit, request.match_info["action"], fields)
-        return await self.person(request, notice, 404 if notice.missing else 200 if notice.ok else 400)
+        return await self.person(request, visit, notice, 404 if notice.missing else 200 if notice.ok else 400)
 
-    async def export(self, request: web.Request) -> web.Response:
-        visit = await self._visit(request)
-        if visit is None:
-            return self.message(NO_SESSION, 401)
+    async def export(self, request: web.Request, visit: PageVisit) -> web.Response:
         attachment = await self.page.export(visit)
         return web.Response(body=attachment.data, content_type="application/json", headers={
             "Content-Disposition": f'attachment; filename="{attachment.filename}"'})
 
-    async def forget_question(self, request: web.Request) -> web.Response:
-        visit = await self._visit(request)
-        if visit is None:
-            return self.message(NO_SESSION, 401)
+    async def forget_question(self, request: web.Request, visit: PageVisit) -> web.Response:
         return self.render("forget.html", csrf=visit.csrf)
 
-    async def forget(self, request: web.Request) -> web.Response:
-        visit = await self._visit(request)
-        if visit is None:
-            return self.message(NO_SESSION, 401)
-        fields = await self._form(request, visit)
-        if fields is None:
-            return self.message(FORM_REFUSED, 403)
+    async def forget(self, request: web.Request, visit: PageVisit, fields: dict[str, str]) -> web.Response:
         if fields.get("confirm") != "yes":
             return self.render("forget.html", 400, csrf=visit.csrf)
         await self.page.forget(visit)  # the session goes with the person
@@ -172,10 +159,7 @@ class PageServer:
         return response
 
     # -- the owner's page -------------------------------------------------------------------------
-    async def owner(self, request: web.Request) -> web.Response:
-        visit = await self._visit(request)
-        if visit is None:
-            return self.message(NO_SESSION, 401)
+    async def owner(self, request: web.Request, visit: PageVisit) -> web.Response:
         page = await self.page.owner_page(visit)
         if page is None:
             return self.message("This page is for the bot's owner only.", 403)
