@@ -254,8 +254,10 @@ async def _speak_first(runtime, key: ConversationKey, text: str, tokens: int, wh
     character_id = runtime.cast.character(key.character).id
     absence = next((a for a in await runtime.store.checkins.due(character_id, key.platform, when, 10)
                     if a.conversation_id == conversation.id), None)
-    return absence is not None and await runtime.store.checkins.store(absence, key.character, text, tokens,
-                                                                      {}) is not None
+    letter = await runtime.store.checkins.store(absence, key.character, text, tokens, {}) if absence else None
+    if letter is not None:
+        await runtime.store.turns.shown(letter.id, [])  # sent: the person's next message may be answered
+    return letter is not None
 
 
 class Clock:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Sequence
 
 ANSWER_ORIGINS_KEPT_S = 30 * 86_400  # a private answer's buttons act in its group for 30 days (maintain)
 RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again (SPEC 9)
+SHOWING_S = 60.0  # a reply being sent holds its conversation's line this long at most (SPEC 15; Turns.start_turn)
 DELIVERIES_KEPT_S = 2 * 86_400  # Telegram gives up redelivering an update within a day
 GLOBAL = "global"
 CHARACTER = "character"
@@ -464,10 +465,12 @@ class Turns(abc.ABC):
     async def start_turn(self, ticket: int) -> int:
         """Wait until the ticket is first in its conversation's line (by message position) and no
         turn of the conversation runs, nor waits to be answered again for an earlier message
-        (interrupted less than RECOVER_WITHIN_S ago), then start a running turn for it: a running turn is its
-        conversation's lock, held until the turn is finished or failed. A turn or a ticket
-        whose process is gone holds no one up: it is interrupted (see
-        `recover_interrupted_turns`). Returns the turn id."""
+        (interrupted less than RECOVER_WITHIN_S ago), nor has a reply being sent — then start a
+        running turn for it: a running turn is its conversation's lock, held until the turn is
+        finished or failed, and its reply until it is shown or taken back (SPEC 15: the next turn
+        never reads a reply that is then taken back; an adapter silent for SHOWING_S is taken for
+        stuck). A turn, a ticket or a reply whose process is gone holds no one up: it is
+        interrupted or taken back (see `recover_interrupted_turns`). Returns the turn id."""
 
     @abc.abstractmethod
     def leave_lines(self) -> None:
@@ -501,7 +504,8 @@ class Turns(abc.ABC):
     @abc.abstractmethod
     async def shown(self, reply_message_id: int, platform_message_ids: list[str]) -> None:
         """A reply (or a check-in) reached the chat as these platform messages (none on the
-        console): it is the conversation's for good, and a reply it regenerated goes now."""
+        console): it is the conversation's for good, a reply it regenerated goes now, and the
+        conversation's next turn may start."""
 
     @abc.abstractmethod
     async def withdraw_reply(self, reply_message_id: int) -> None:

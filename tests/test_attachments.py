@@ -13,7 +13,7 @@ from bot.contract import IncomingFile, IncomingMessage
 from bot.memory.window import window_token_budget
 from bot.runtime import build_runtime
 from bot.turn.attachments import IMAGE_MAX_SIDE, MAX_IMAGES, image_data_url
-from tests.conftest import Chat
+from tests.conftest import Chat, shown
 from tests.fakes.llm_server import text
 from tests.probes import peak_rss_rise_mb
 
@@ -36,7 +36,8 @@ def file_of(data: bytes, name: str = "photo.jpg", content_type: str = "image/jpe
 
 
 async def send(chat: Chat, words: str, *files: IncomingFile):
-    return await chat.runtime.turns.handle(IncomingMessage(chat.key, chat.identity, chat.name, words, files=files))
+    reply = await chat.runtime.turns.handle(IncomingMessage(chat.key, chat.identity, chat.name, words, files=files))
+    return await shown(chat.runtime, reply)  # as its adapter would: the line moves once a reply is shown
 
 
 async def stored_user_texts(chat: Chat) -> list[str]:

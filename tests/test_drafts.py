@@ -1,14 +1,14 @@
 """SPEC 5.3 and 5.4 — memories drafted by the AI: /memory generate, and save from conversation."""
 
 from bot.contract import IncomingMessage
-from tests.conftest import Chat
+from tests.conftest import Chat, shown
 from tests.fakes.summarizer import extractive
 
 
 async def say_with_id(chat: Chat, text: str, platform_id: str):
     message = IncomingMessage(chat.key, chat.identity, chat.name, text,
                               platform_message_id=platform_id)
-    return await chat.runtime.turns.handle(message)
+    return await shown(chat.runtime, await chat.runtime.turns.handle(message))
 
 
 async def test_generate_drafts_from_the_description_only_never_the_chat(ann, llm):

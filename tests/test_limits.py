@@ -4,7 +4,7 @@ across conversations and processes."""
 
 
 from bot.runtime import build_runtime
-from tests.conftest import Chat
+from tests.conftest import Chat, shown
 
 
 async def limited_runtime(make_config, clock, per_minute: int):
@@ -96,7 +96,7 @@ async def test_nobody_in_particular_is_limited_per_chat(make_config, clock, llm)
         group_a, group_b = Chat(runtime, chat_id="group-a", shared=True), Chat(runtime, chat_id="group-b", shared=True)
 
         async def anonymous(chat: Chat):
-            return await runtime.turns.handle(IncomingMessage(chat.key, None, "Group", "hello"))
+            return await shown(runtime, await runtime.turns.handle(IncomingMessage(chat.key, None, "Group", "hello")))
         assert [(await anonymous(group_a)).is_error for _ in range(3)] == [False, False, True]
         assert not (await anonymous(group_b)).is_error  # another chat, its own count
         assert not (await group_a.say("I am a person")).is_error  # people are counted as people

@@ -11,7 +11,7 @@ import pytest
 
 from bot.contract import ConversationKey, Identity, IncomingMessage
 from bot.runtime import build_runtime
-from tests.conftest import API_KEY_ENV, ROOT, Chat
+from tests.conftest import API_KEY_ENV, ROOT, Chat, shown
 from tests.fakes.llm_server import Step, cut, drop, status, text, tool_calls
 
 LATENCY_SCALE = 1.0 if os.environ.get("KEEPSAKE_FULL_RELIABILITY") else 0.3  # opt-in: the spec's full 0.1–3 s
@@ -44,7 +44,7 @@ async def test_50_conversations_of_20_turns_with_slow_models_keep_order_and_neve
         replies = []
         for t in range(20):
             reply = await runtime.turns.handle(IncomingMessage(key, who, f"P{n}", f"c{n} m{t}"))
-            replies.append(reply.text)
+            replies.append((await shown(runtime, reply)).text)  # delivered, as by its adapter
         return replies
 
     results = await asyncio.gather(*(conversation(n) for n in range(50)))

@@ -63,10 +63,11 @@ class Person(Chat):
     def __init__(self, runtime, user: str, name: str):
         super().__init__(runtime, user=user, name=name, chat_id=GROUP, shared=True, platform="telegram")
 
-    async def says(self, text: str, to: str = "Mira", addressed: bool = True, message_id: str | None = None):
+    async def says(self, text: str, to: str = "Mira", addressed: bool = True, message_id: str | None = None,
+                   kept=None):
         key = ConversationKey("telegram", GROUP, None, to, is_shared=True)
         message = IncomingMessage(key, self.identity, self.name, text, message_id, addressed=addressed,
-                                  asker=self.asker)
+                                  asker=self.asker, kept=kept)
         voice = scene_voices[id(self.runtime)][to]
         await voice.answer_here(message)
 
@@ -235,8 +236,11 @@ async def test_a_reply_someone_wrote_after_starts_no_chain(scene, llm):
     reply = await runtime.core.conversation.handle(IncomingMessage(
         ConversationKey("telegram", GROUP, None, "Mira", True), ann.identity, "Ann", "Mira, fog tonight?", "1",
         asker=ann.asker))
-    await ann.says("never mind, Mira: tea?", message_id="2")  # Ann writes before Mira's reply is delivered
+    kept = asyncio.Event()  # Ann writes before Mira's reply is delivered
+    tea = asyncio.create_task(ann.says("never mind, Mira: tea?", message_id="2", kept=kept.set))
+    await kept.wait()  # stored; its answer waits in line until Mira's reply is shown
     await mira.deliver(reply)
+    await tea
     assert await queued(runtime) == 0 and aki.continued == 0 and len(llm.requests) == 2
 
 
@@ -561,7 +565,8 @@ async def test_a_scenes_summary_is_written_for_every_character_who_speaks_in_it(
         asked = await store.conversations.add_user_message(scene_id, ann, "Ann", f"line {n}", 3, str(n))
         character = "Mira" if n % 2 else "Aki"
         turn = await store.turns.begin_turn(scene_id, ann, asked.id, runtime.cast.character(character).id)
-        await store.turns.finish_turn(turn, asked, character, f"{character} hears line {n}", 5, {})
+        reply = await store.turns.finish_turn(turn, asked, character, f"{character} hears line {n}", 5, {})
+        await store.turns.shown(reply.id, [])
     await runtime.summarizer.summarize(scene_id)
     assert llm.requests[0]["messages"][0]["content"].startswith(
         "You keep the memory of a conversation for Mira and Aki, characters in a chat.")

@@ -2,6 +2,7 @@
 server on 127.0.0.1, and the scripted LLM server."""
 
 import asyncio
+import contextlib
 import json
 
 import pytest
@@ -633,16 +634,21 @@ async def test_a_check_in_asks_the_gate_about_the_person_as_telegram_describes_t
 async def test_a_reply_telegram_refused_is_taken_back_and_reaches_no_later_prompt(bot, telegram, llm):
     """SPEC 15 "What was not shown was not said": the second part of a long reply is refused; the
     reply is taken back whole (never in the window, the summary or recall), and the next prompt
-    does not hold it."""
+    does not hold it — even for a message Ann sent while the reply was still being sent: its turn
+    waits until the reply is shown or taken back (#48)."""
     ann = Person(telegram, ANN, "Ann")
-    telegram.refused = "PART-TWO"
+    telegram.refused, telegram.refusal_held = "PART-TWO", asyncio.Event()
     llm.add(text("Lamp. " * 700 + "\n\nPART-TWO the tide turns at six"))
     ann.say("tell me everything")
     await telegram.wait_for(lambda: [c for c in telegram.calls_to("sendMessage") if "PART-TWO" in str(c.get("text"))])
-    await quiet(telegram)
-    telegram.refused = None
     llm.add(text("Six, I think."))
-    await ann.reply_to(ann.say("so when does the tide turn?"))
+    asked = ann.say("so when does the tide turn?")  # while the refused part is still under way
+    with contextlib.suppress(AssertionError):  # the second turn would start within 2 s if it did not wait
+        await telegram.wait_for(lambda: len(llm.requests) >= 2, timeout=2.0)
+    asked_while_sending = len(llm.requests)
+    telegram.refusal_held.set()
+    await ann.reply_to(asked)
+    assert asked_while_sending == 1  # the model was not asked while the reply was being sent
     prompt = llm.prompt_text()
     assert "tide turns at six" not in prompt and "Lamp. Lamp." not in prompt
     assert "tell me everything" in prompt  # the person's message is kept

@@ -9,7 +9,7 @@ import sys
 from bot.contract import ConversationKey, Identity, IncomingMessage
 from bot.runtime import build_runtime
 from bot.turn.handler import EMPTY_MESSAGE, NOT_SAVED
-from tests.conftest import ROOT, Chat, offers_memory_tools
+from tests.conftest import ROOT, Chat, offers_memory_tools, shown
 from tests.fakes.llm_server import cut, drop, garbled, hang, status, text, tool_calls
 
 
@@ -316,13 +316,16 @@ async def test_a_new_persons_first_messages_are_stored_and_answered_in_arrival_o
     llm.default = "ok"
     people, each = 30, 6  # 30 new people, each sending 6 DMs 20 ms apart
 
+    async def delivered(message: IncomingMessage):  # answered, and delivered as by its adapter
+        return await shown(runtime, await runtime.turns.handle(message))
+
     async def person(n: int) -> list[str]:
         key = ConversationKey("telegram", str(5000 + n), None, "Mira")
         who = Identity("telegram", str(5000 + n))
         tasks = []
         for i in range(each):
             message = IncomingMessage(key, who, f"P{n}", f"p{n} m{i}")
-            tasks.append(asyncio.create_task(runtime.turns.handle(message)))
+            tasks.append(asyncio.create_task(delivered(message)))
             await asyncio.sleep(0.02)
         await asyncio.gather(*tasks)
         conversation = await runtime.cast.conversation_for(key)

@@ -9,7 +9,7 @@ import pytest
 
 from bot.contract import IncomingMessage
 from bot.runtime import build_runtime
-from tests.conftest import Chat, offers_memory_tools
+from tests.conftest import Chat, offers_memory_tools, shown
 from tests.fakes.llm_server import text
 from tests.fakes.summarizer import kind_of
 from tests.postgres import fresh_schema_url
@@ -91,6 +91,11 @@ async def test_a_summary_batch_is_written_once_when_both_processes_run_it(two, l
     assert sum(1 for r in llm.requests if kind_of(r) != "chat") == 1
 
 
+async def delivered(process, message: IncomingMessage):
+    """The turn, and its reply delivered as by its adapter (the line moves once it is shown)."""
+    return await shown(process, await process.turns.handle(message))
+
+
 async def test_one_persons_messages_alternating_between_processes_are_answered_in_order_once_each(two, llm):
     """As a webhook behind a load balancer: each message goes to the next process as soon as the
     previous one was kept, while earlier turns are still being answered."""
@@ -101,7 +106,7 @@ async def test_one_persons_messages_alternating_between_processes_are_answered_i
         kept = asyncio.Event()
         chat = Chat(processes[n % 2])
         message = IncomingMessage(chat.key, chat.identity, chat.name, f"message {n}", kept=kept.set)
-        replies.append(asyncio.create_task(processes[n % 2].turns.handle(message)))
+        replies.append(asyncio.create_task(delivered(processes[n % 2], message)))
         await kept.wait()
     await asyncio.gather(*replies)
     answered = [r["messages"][-1]["content"] for r in llm.requests if kind_of(r) == "chat"]

@@ -27,7 +27,7 @@ import bisect
 import json
 from typing import Any
 
-from storage.ports import RECOVER_WITHIN_S, Arrival, CallLimit, InterruptedTurn, LeftTheLine, MessageRow, TurnRow, Turns
+from storage.ports import RECOVER_WITHIN_S, SHOWING_S, Arrival, CallLimit, InterruptedTurn, LeftTheLine, MessageRow, TurnRow, Turns
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
 from storage.sql.checkins import checkin_cut_off, count_person_message
 from storage.sql.conversations import insert_message, next_place, platform_ids_of, read_platform_ids, set_platform_ids
@@ -201,8 +201,12 @@ class SQLTurns(Turns):
                         # nor an earlier message cut off lately, waiting to be answered again
                         "AND NOT EXISTS (SELECT 1 FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
                         "JOIN messages m ON m.id = t.user_message_id "
-                        "WHERE t.conversation_id = $1 AND m.pos < $2 AND t.created_at >= $3)",
-                        conversation_id, queued["pos"], self.db.clock() - RECOVER_WITHIN_S, ticket):
+                        "WHERE t.conversation_id = $1 AND m.pos < $2 AND t.created_at >= $3) "
+                        # nor a reply still being sent: shown, or taken back, before the next turn reads
+                        "AND NOT EXISTS (SELECT 1 FROM turns t JOIN messages r ON r.id = t.reply_message_id "
+                        "WHERE t.conversation_id = $1 AND NOT t.shown AND r.created_at >= $5)",
+                        conversation_id, queued["pos"], self.db.clock() - RECOVER_WITHIN_S, ticket,
+                        self.db.clock() - SHOWING_S):
                     return None
                 await tx.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
                 return await tx.value(
@@ -233,6 +237,13 @@ class SQLTurns(Turns):
                 left_behind = await self._gone(running["holder"])
             if left_behind and await self._interrupt(running["id"]):
                 self._strays.set()
+            return
+        unshown = await self.db.one("SELECT reply_message_id, holder FROM turns WHERE conversation_id = $1 AND NOT shown "
+                                    "AND holder <> $2", conversation_id, self.holder)
+        if unshown is not None and await self._gone(unshown["holder"]):  # its sender died: taken back
+            async with self.db.transaction() as tx:
+                if await withdraw_unshown(tx, unshown["reply_message_id"], interrupted=True):
+                    self._strays.set()
             return
         first = await self.db.one(FIRST_IN_LINE, conversation_id)
         if (first is not None and first["id"] != ticket and first["holder"] != self.holder
@@ -276,6 +287,9 @@ class SQLTurns(Turns):
     def ended(self, turn_id: int) -> None:
         """A turn of this process was finished or failed: the first waiters of this process look."""
         self.answering.discard(turn_id)
+        self._wake_lines()
+
+    def _wake_lines(self) -> None:
         for line in list(self._lines.values()):
             line.wake()
 
@@ -323,10 +337,12 @@ class SQLTurns(Turns):
                 "DELETE FROM messages WHERE id IN (SELECT reply_message_id FROM turns WHERE conversation_id = $1 "
                 "AND status = 'replaced' AND user_message_id = $2)",
                 answered["conversation_id"], answered["user_message_id"])
+        self._wake_lines()  # the reply is said: the next turn of its conversation may start
 
     async def withdraw_reply(self, reply_message_id: int) -> None:
         async with self.db.transaction() as tx:
             await withdraw_unshown(tx, reply_message_id)
+        self._wake_lines()
 
     async def fail_turn(self, turn_id: int) -> None:
         async with self.db.transaction() as tx:

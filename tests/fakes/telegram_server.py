@@ -132,6 +132,7 @@ class FakeTelegram:
     outside: set[tuple[int, int]] = field(default_factory=set)  # (bot id, group id): a bot not in a group
     stalled: str | None = None  # a sendMessage whose markup holds this text hangs, and is never delivered
     refused: str | None = None  # a sendMessage whose text holds this is refused (403)
+    refusal_held: asyncio.Event | None = None  # set: that refusal waits for it (a send still under way)
 
     def __post_init__(self) -> None:
         self._updates: list[dict] = []
@@ -426,6 +427,8 @@ class FakeTelegram:
         if (self._my_id, chat_id) in self.outside:
             return self._error(403, "Forbidden: bot is not a member of the supergroup chat")
         if self.refused is not None and self.refused in str(params.get("text")):
+            if self.refusal_held is not None:
+                await self.refusal_held.wait()
             return self._error(403, "Forbidden: bot was kicked from the group chat")
         if self.stalled is not None and self.stalled in str(params.get("reply_markup")):
             await asyncio.sleep(3600)  # the sender is killed meanwhile: nothing reaches the chat

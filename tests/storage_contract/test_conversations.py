@@ -62,7 +62,7 @@ async def test_a_reply_split_in_parts_shows_as_its_platform_ids_in_the_order_sen
     asked = await store.conversations.add_user_message(chat, ann, "Ann", "a long story please", 4, "p1")
     turn = await store.turns.begin_turn(chat, ann, asked.id)
     reply = await store.turns.finish_turn(turn, asked, "Mira", "a very long story", 4, {})
-    await store.conversations.set_platform_message_ids(chat, reply.id, ["98", "99", "100", "101"])
+    await store.turns.shown(reply.id, ["98", "99", "100", "101"])
     assert await store.conversations.platform_message_ids(reply.id) == ["98", "99", "100", "101"]
     assert (await store.turns.latest_turn(chat)).id == turn
     assert await store.turns.shown_before(turn) == []
@@ -89,7 +89,7 @@ async def test_in_a_scene_the_reply_before_is_the_same_characters(store: Store, 
         asked = await store.conversations.add_user_message(scene, ann, "Ann", f"hello {sent}", 2, f"q-{sent}")
         turn = await store.turns.begin_turn(scene, ann, asked.id, character)
         reply = await store.turns.finish_turn(turn, asked, "someone", f"reply {sent}", 2, {})
-        await store.conversations.set_platform_message_ids(scene, reply.id, [sent])
+        await store.turns.shown(reply.id, [sent])
         shown[sent] = turn
     assert await store.turns.shown_before(shown["m2"]) == ["m1"]
     assert await store.turns.shown_before(shown["a1"]) == []
