@@ -4,7 +4,9 @@ make them (4 messages each, answered); the 99,900 others, where people wrote lat
 straight into the tables to save the setup time. The scan is the real one: the due ones found
 through the index, each claimed, written by the (instant, in-process) model from what a turn
 reads, stored with its "sent" mark, and handed to an adapter that records it. Both are timed:
-finding the due ones, and the whole scan. Target: well under a second.
+finding the due ones, and the whole scan — whose sends are spaced at PER_SECOND by design (a
+bot's rate on its platform), so the work besides that spacing is reported too. Target: the
+work well under a second.
 
     python -m bench.checkins [--conversations 100000] [--postgres URL]
 """
@@ -15,9 +17,11 @@ import argparse
 import asyncio
 import time
 from pathlib import Path
+from typing import Sequence
 
 from bench.common import InstantLLM, bench_runtime, machine, temp_folder, throwaway_schema
-from bot.contract import Button, ConversationKey, Identity, IncomingMessage
+from bot.writing_first.checkins import PER_SECOND
+from bot.contract import Asker, Button, ConversationKey, Identity, IncomingMessage
 
 DUE = 100
 HOUR = 3600.0
@@ -41,10 +45,11 @@ class Recorder:
     def __init__(self) -> None:
         self.sent = 0
 
-    async def may_write_to(self, key: ConversationKey, user_id: str) -> bool:
-        return True
+    async def asker_for(self, key: ConversationKey, user_id: str) -> Asker:
+        return Asker("telegram", user_id, (key.chat_id,), private=True)  # a DM, as Telegram would say
 
-    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]]) -> list[str]:
+    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]],
+                          stale: Sequence[str] = ()) -> list[str]:
         self.sent += 1
         return [str(self.sent)]
 
@@ -77,8 +82,9 @@ async def _measure(folder: Path, clock: Clock, conversations: int, url: str | No
         for n in range(DUE):  # people who wrote 4 messages two days and more ago
             key = ConversationKey("telegram", f"due-{n}", None, "Mira")
             for m in range(4):
-                await runtime.turns.handle(IncomingMessage(key, Identity("telegram", f"due-{n}"), f"Person {n}",
-                                                           f"message {m}: the lamp, the boats and the weather"))
+                reply = await runtime.turns.handle(IncomingMessage(key, Identity("telegram", f"due-{n}"), f"Person {n}",
+                                                                   f"message {m}: the lamp, the boats and the weather"))
+                await runtime.core.conversation.delivered(reply, [])  # shown: the next turn may start
         clock.now += AFTER_HOURS * HOUR + 60
         db = runtime.store.db
         filler_person = await runtime.store.people.person_for_identity("telegram", "filler")
@@ -109,8 +115,11 @@ def main() -> None:
     print(f"Check-in scan over {args.conversations:,} one-to-one conversations, {DUE} due ({machine()})")
     for name, url in [("SQLite", None)] + ([("PostgreSQL", args.postgres)] if args.postgres else []):
         finding, took, sent = asyncio.run(measure(args.conversations, url))
+        paced = max(sent - 1, 0) / PER_SECOND  # the sends are spaced by design (a platform's rate)
         print(f"{name}: finding the due ones {finding * 1000:.1f} ms; the whole scan, {sent} check-ins written "
-              f"by an instant model and stored, {took * 1000:.0f} ms (target: well under 1 s)")
+              f"by an instant model, stored and handed over, {took * 1000:.0f} ms, of which {paced * 1000:.0f} ms "
+              f"is the spacing of {PER_SECOND} sends a second; the work besides it {(took - paced) * 1000:.0f} ms "
+              "(target: well under 1 s)")
 
 
 if __name__ == "__main__":
