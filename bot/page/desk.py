@@ -87,9 +87,9 @@ class PageDesk:
         return [(cid, stored.character.name) for cid, stored in found if stored is not None]
 
     async def person_page(self, visit: PageVisit) -> PersonPage:
-        now, person_id = self.clock(), visit.person_id
+        now, person_id, names = self.clock(), visit.person_id, dict(self._on_page(visit))
         characters, shared = [], ()
-        for character_id, name in self._on_page(visit):
+        for character_id, name in names.items():
             rows, _ = await self.store.memories.list_memories(person_id, character_id, CHARACTER, 0, EVERY_MEMORY)
             learning = await self.store.memories.learning_enabled(person_id, character_id)
             characters.append(PageCharacter(character_id, name, tuple(_memory(r, now) for r in rows), learning))
@@ -97,7 +97,6 @@ class PageDesk:
             rows, _ = await self.store.memories.list_memories(person_id, characters[0].id, GLOBAL, 0, EVERY_MEMORY)
             shared = tuple(_memory(r, now) for r in rows)
         summaries = []
-        names = dict(self._on_page(visit))
         for conversation in await self.store.conversations.private_of(person_id):
             if conversation.character_id in names:
                 entries = await self.store.summaries.summaries(conversation.id)
