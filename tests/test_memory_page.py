@@ -369,3 +369,35 @@ async def test_a_link_made_by_one_process_opens_on_another_sharing_postgresql(ll
             assert "📌" in (await Chat(second).memory("/memory view")).text
     finally:
         await anext(schemas, None)
+
+
+async def test_each_change_on_the_page_is_the_commands_and_the_next_view_sees_it(web, clock):
+    """Edit, unpin, delete, Learn from chat and a reminder's cancel, each from the page: what
+    /memory view, /memory learning and /reminders say next (and Bob's cancel of Ann's: 404)."""
+    runtime, browser = web
+    ann, bob = Chat(runtime), Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")
+    first = re.search(r"#(\d+)", (await ann.run("add", text="I keep bees", pin=True)).text).group(1)
+    second = re.search(r"#(\d+)", (await ann.memory("/memory add I hate fog")).text).group(1)
+    await ann.say("hello")
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
+    turn = (await runtime.store.turns.latest_turn(conversation)).id
+    reminder = await runtime.store.reminders.add(await ann.person_id(), runtime.cast.character("Mira").id,
+                                                 conversation, turn, clock() + 3600, "UTC", "water the plants",
+                                                 "once", 25)
+    page = await signed_in(browser, ann)
+    _, body = await page.request("GET", "/")
+    assert "water the plants" in body
+    mira = str(runtime.cast.character("Mira").id)
+    assert (await page.act("edit", character=mira, id=first, text="I keep two hives of bees"))[0].status == 200
+    assert (await page.act("unpin", character=mira, id=first))[0].status == 200
+    assert (await page.act("delete", character=mira, id=second))[0].status == 200
+    assert (await page.act("learning", character=mira, state="off"))[0].status == 200
+    bobs = await signed_in(browser, bob)
+    response, _ = await bobs.act("cancel_reminder", id=str(reminder.id))
+    assert response.status == 404
+    response, body = await page.act("cancel_reminder", id=str(reminder.id))
+    assert response.status == 200 and f"Reminder {reminder.id} is cancelled." in body
+    view = (await ann.memory("/memory view")).text
+    assert "I keep two hives of bees" in view and "📌" not in view and "I hate fog" not in view
+    assert "Learn from chat is off" in (await ann.memory("/memory learning")).text
+    assert "water the plants" not in (await ann.memory("/reminders")).text
