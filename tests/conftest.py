@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,33 @@ async def runtime(make_config, clock: FakeClock) -> Runtime:
     rt = await build_runtime(make_config(), clock=clock)
     yield rt
     await rt.close()
+
+
+@contextlib.asynccontextmanager
+async def runtimes_on(backend: str, tmp_path: Path):
+    """`start(raw, clock, count)`: runtimes ("processes") on one database of `backend` (SQLite, or
+    a fresh PostgreSQL schema), built from the config `raw`; all closed, the schema dropped, after."""
+    from tests.postgres import fresh_schema_url
+
+    schemas = fresh_schema_url() if backend == "postgresql" else None
+    url = await anext(schemas) if schemas else None
+    runtimes: list[Runtime] = []
+
+    async def start(raw: dict[str, Any], clock: FakeClock, count: int = 1):
+        if url:
+            raw["storage"] = {"url": url}
+        config = parse_config(raw, tmp_path)
+        started = [await build_runtime(config, clock=clock) for _ in range(count)]
+        runtimes.extend(started)
+        return started if count > 1 else started[0]
+
+    try:
+        yield start
+    finally:
+        for runtime in runtimes:
+            await runtime.close()
+        if schemas:
+            await anext(schemas, None)
 
 
 class Chat:

@@ -13,13 +13,10 @@ from typing import Sequence
 import pytest
 
 from bot.access.rules import AccessRules
-from bot.config import parse_config
 from bot.contract import Asker, Button, ConversationKey, Unreachable
-from bot.runtime import build_runtime
 from bot.writing_first.checkins import PER_SECOND, Pace
-from tests.conftest import Chat, FakeClock, config_dict
+from tests.conftest import Chat, FakeClock, config_dict, runtimes_on
 from tests.fakes.llm_server import status, text
-from tests.postgres import fresh_schema_url
 
 HOUR = 3600.0
 # 2027-01-15 12:00 UTC: 13:00 in Paris.
@@ -53,28 +50,16 @@ class Writer:
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def bot(request, llm, tmp_path):
     """Start a runtime (or two sharing one database) whose Mira writes first after 48 hours."""
-    schemas = fresh_schema_url() if request.param == "postgresql" else None
-    url = await anext(schemas) if schemas else None
-    runtimes = []
-
-    async def start(clock: FakeClock, checkins: dict | None = None, limits: int | None = None, count: int = 1,
-                    **character):
-        raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
-        raw["characters"][0] |= character
-        if url:
-            raw["storage"] = {"url": url}
-        raw["characters"][0]["checkins"] = {"after_hours": 48} | (checkins or {})
-        if limits:
-            raw["limits"] = {"turns_per_minute": limits}
-        config = parse_config(raw, tmp_path)
-        started = [await build_runtime(config, clock=clock) for _ in range(count)]
-        runtimes.extend(started)
-        return started if count > 1 else started[0]
-    yield start
-    for runtime in runtimes:
-        await runtime.close()
-    if schemas:
-        await anext(schemas, None)
+    async with runtimes_on(request.param, tmp_path) as start_on:
+        async def start(clock: FakeClock, checkins: dict | None = None, limits: int | None = None, count: int = 1,
+                        **character):
+            raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+            raw["characters"][0] |= character
+            raw["characters"][0]["checkins"] = {"after_hours": 48} | (checkins or {})
+            if limits:
+                raw["limits"] = {"turns_per_minute": limits}
+            return await start_on(raw, clock, count)
+        yield start
 
 
 def dm(runtime, user: str = "501", name: str = "Ann") -> Chat:

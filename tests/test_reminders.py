@@ -12,14 +12,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.config import parse_config
 from bot.contract import Asker, Button, ConversationKey, Unreachable
-from bot.runtime import build_runtime
 from bot.tools.remind import MAX_PENDING
 from bot.writing_first.when import NotAWhen, local_words, next_time, resolve
-from tests.conftest import Chat, FakeClock, config_dict
+from tests.conftest import Chat, FakeClock, config_dict, runtimes_on
 from tests.fakes.llm_server import status, text, tool_calls
-from tests.postgres import fresh_schema_url
 
 PARIS, NEW_YORK = "Europe/Paris", "America/New_York"
 
@@ -52,23 +49,10 @@ class Writer:
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def bot(request, llm, tmp_path):
     """A runtime (or several on one database) on a clock the test moves."""
-    schemas = fresh_schema_url() if request.param == "postgresql" else None
-    url = await anext(schemas) if schemas else None
-    runtimes = []
-
-    async def start(clock: FakeClock, count: int = 1, **tables):
-        raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3") | tables
-        if url:
-            raw["storage"] = {"url": url}
-        config = parse_config(raw, tmp_path)
-        started = [await build_runtime(config, clock=clock) for _ in range(count)]
-        runtimes.extend(started)
-        return started if count > 1 else started[0]
-    yield start
-    for runtime in runtimes:
-        await runtime.close()
-    if schemas:
-        await anext(schemas, None)
+    async with runtimes_on(request.param, tmp_path) as start_on:
+        async def start(clock: FakeClock, count: int = 1, **tables):
+            return await start_on(config_dict(llm.base_url, tmp_path / "keepsake.sqlite3") | tables, clock, count)
+        yield start
 
 
 def dm(runtime, user: str = "501", name: str = "Ann") -> Chat:
