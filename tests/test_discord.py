@@ -241,6 +241,13 @@ async def test_memory_add_view_pin_and_clear_with_both_confirmations(bot, discor
     assert "My sister is Kari" in left.content and "peanuts" not in left.content  # global scope untouched
 
 
+async def test_memory_page_answers_with_an_ephemeral_one_time_link(start, discord_fake):
+    """SPEC 21: on Discord the link is shown only to the person who asked (ephemeral)."""
+    await start(lambda raw: raw.update({"web": {"port": 8080}}))
+    page = await answer(discord_fake, await discord_fake.slash(ANN, discord_fake.channel_id, "memory", "page"))
+    assert page.ephemeral and page.content.startswith("Your memory page: http://127.0.0.1:8080/open/")
+
+
 async def test_bad_input_to_a_slash_command_gets_a_clear_private_answer(bot, discord_fake):
     result = await answer(discord_fake, await discord_fake.slash(ANN, discord_fake.channel_id, "memory", "add",
                                                                  text="x" * 501))

@@ -219,6 +219,20 @@ async def test_memory_in_a_group_answers_in_the_dm_or_asks_to_open_one(bot, tele
     assert "open a chat with me" in note.text and "#" not in note.text
 
 
+async def test_memory_page_from_a_group_sends_the_link_only_in_the_dm(start, telegram):
+    """SPEC 21: the one-time link is private — on Telegram only in the person's DM; a person the
+    bot cannot write to gets no link in the group either."""
+    await start(lambda raw: raw.update({"web": {"port": 8080}}))
+    ann, bob = Person(telegram, ANN, "Ann", GROUP), Person(telegram, BOB, "Bob", GROUP)
+    ann.say("/memory page")
+    dm = await ann.dm_answer()
+    assert dm.text.startswith("Your memory page: http://127.0.0.1:8080/open/")
+    telegram.blocked_dms.add(BOB)
+    note, = await bob.reply_to(bob.say("/memory page"))
+    assert "open a chat with me" in note.text
+    assert not any("/open/" in m.text for m in telegram.bot_messages(GROUP))
+
+
 async def test_a_group_message_not_addressed_to_the_bot_is_ignored(bot, telegram, llm):
     ann = Person(telegram, ANN, "Ann", GROUP)
     ignored = ann.say("just chatting with friends")
