@@ -629,7 +629,7 @@ class PageEntry:
     """What opening a link gave: a session token, or a refusal (`too_many`: wait, 429)."""
 
     token: str | None
-    expires_at: float = 0.0
+    lasts_s: int = 0  # the session's time, for the cookie's Max-Age
     refusal: str = ""
     too_many: bool = False
 

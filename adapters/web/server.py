@@ -122,7 +122,7 @@ class PageServer:
         if entry.token is None:
             return self.message(entry.refusal, 429 if entry.too_many else 403)
         response = web.HTTPSeeOther("/")
-        response.set_cookie(COOKIE, entry.token, max_age=12 * 3600, path="/", httponly=True, samesite="Strict",
+        response.set_cookie(COOKIE, entry.token, max_age=entry.lasts_s, path="/", httponly=True, samesite="Strict",
                             secure=self.secure)
         raise response
 

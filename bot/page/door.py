@@ -51,7 +51,7 @@ class Door:
         if session is None:
             await self.store.pages.add_failure(address, now)
             return PageEntry(None, refusal=LINK_REFUSED)
-        return PageEntry(token, session.expires_at)
+        return PageEntry(token, SESSION_TTL_S)
 
     async def visit(self, token: str) -> PageVisit | None:
         if not _SECRET.fullmatch(token):
