@@ -8,10 +8,9 @@ from bot.access.gate import Gate
 from bot.characters.cast import Cast
 from bot.commands.base import Person
 from bot.contract import CommandContext, CommandResult
-from bot.page.door import Door
+from bot.page.door import LINK_TTL_S, SESSION_TTL_S, Door
 
 NO_PAGE = "This bot has no memory page: its owner has not set one up ([web] in the config)."
-IN_DM_ONLY = "Your memory page link is private: send /memory page to me in a direct message."
 
 
 class PageCommands:
@@ -30,5 +29,5 @@ class PageCommands:
                            if self.gate.lets_in(name, ctx.asker, quiet=True))
         code = await self.door.make_link(person.id, characters)
         return CommandResult(f"Your memory page: {self.address}/open/{code}\n"
-                             "The link works once, within 10 minutes, and only for you: do not share it. "
-                             "Your session then lasts 12 hours.")
+                             f"The link works once, within {LINK_TTL_S // 60} minutes, and only for you: do not "
+                             f"share it. Your session then lasts {SESSION_TTL_S // 3600} hours.")
