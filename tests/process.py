@@ -122,10 +122,10 @@ async def answer_to(telegram: FakeTelegram, chat_id: int, message_id: int):
 
 
 async def final_reply_to(telegram: FakeTelegram, chat_id: int, message_id: int):
-    """The character's reply once streamed whole: its last message carries the Regenerate button."""
+    """The character's reply once streamed whole: its last text message carries the Regenerate
+    button. A spoken reply's voice note (SPEC 16) may follow it at once, and carries none."""
     def final():
-        later = after(telegram, chat_id, message_id)
-        return later if later and later[-1].buttons() else None
+        return [m for m in after(telegram, chat_id, message_id) if m.buttons()]
     return (await telegram.wait_for(final, timeout=30))[-1]
 
 
