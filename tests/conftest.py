@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# A bot process a test starts that dies of a signal prints where it was (CI once saw one exit -11).
+os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 
 from bot.config import Config, parse_config  # noqa: E402
 from bot.contract import (  # noqa: E402

@@ -165,10 +165,10 @@ async def test_a_token_refused_at_start_up_is_not_retried(tmp_path, llm, telegra
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "--config", config, cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "MIRA_TELEGRAM_TOKEN": env_token,
-             "KEEPSAKE_TEST_API_KEY": "sk-test"},
+             "KEEPSAKE_TEST_API_KEY": "sk-test", "PYTHONFAULTHANDLER": "1"},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(process.communicate(), 30)
-    assert process.returncode == 1
+    assert process.returncode == 1, err.decode()[-3000:]
     assert "refused the bot token of Mira (MIRA_TELEGRAM_TOKEN)" in err.decode()
     assert "restarting in" not in err.decode()
 
