@@ -4,6 +4,8 @@ server on 127.0.0.1, and the scripted LLM server."""
 import asyncio
 import contextlib
 import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import pytest
 
@@ -39,6 +41,7 @@ async def start(telegram, llm, tmp_path, monkeypatch, clock):
         adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
         running.start(runtime, adapter)
         await telegram.wait_for(lambda: telegram.calls_to("getUpdates"))
+        telegram.polled_by.append(adapter.application)
         return runtime
     yield start_with
     await running.stop_all()
@@ -69,7 +72,7 @@ class Person:
             done = len(later) >= count and all(m.message_id in ids for m in later)
             return later if done else None
         await self.tg.wait_for(answers)
-        await quiet(self.tg)
+        await self.tg.settled()  # its handler has returned: the reply is whole, and nothing more comes
         return answers()
 
     async def dm_answer(self, after: int = 0):
@@ -80,16 +83,6 @@ class Person:
         button = next(b for b in message.buttons() if b["text"] == label)
         self.tg.press(self.tg.chat(message.chat_id, "private" if message.chat_id > 0 else "supergroup"),
                       self.user, message.message_id, button["callback_data"])
-
-
-async def quiet(telegram: FakeTelegram, for_s: float = 0.15) -> None:
-    """Wait until the bot has made no Bot API call (but polling) for a moment."""
-    def busy() -> int:
-        return len([c for c in telegram.calls if c[0] not in ("getUpdates", "sendChatAction")])
-    seen = -1
-    while seen != busy():
-        seen = busy()
-        await asyncio.sleep(for_s)
 
 
 async def test_commands_are_published_with_set_my_commands_at_start_up(bot, telegram):
@@ -395,7 +388,7 @@ async def test_anonymous_admins_of_different_groups_share_no_saved_memories(bot,
     await telegram.wait_for(lambda: telegram.bot_messages(group_a["id"]))
     telegram.send(group_b, admin, "@mira_bot what do you know about me?", sender_chat=group_b)
     answer = await telegram.wait_for(lambda: telegram.bot_messages(group_b["id"]))
-    await quiet(telegram)
+    await telegram.settled()
     assert not any(offers_memory_tools(r) for r in llm.requests)  # nothing can be saved for nobody in particular
     assert "99000" not in llm.prompt_text()
     assert [b["text"] for b in answer[-1].buttons()] == []  # no Regenerate for nobody
@@ -418,7 +411,7 @@ async def test_an_edited_command_is_never_run_again(bot, telegram, llm):
     asked = ann.say("/memory add x")
     await ann.reply_to(asked)
     telegram.edit(ann.dm, ann.user, asked, "/memory add y")
-    await quiet(telegram)  # an edited command that ran would answer: the bot has said nothing since
+    await telegram.settled()  # the edit is handled: had the command run again, it would have answered
     view, = await ann.reply_to(ann.say("/memory view"))
     assert "#1 · character · recent — x" in view.text
     assert "— y" not in view.text and "#2" not in view.text
@@ -470,7 +463,7 @@ async def test_a_token_revoked_while_running_stops_the_adapter_for_good(telegram
 
 @pytest.fixture
 async def webhook(telegram, llm, tmp_path, monkeypatch, clock):
-    """A Telegram adapter in webhook mode; yields the URL it serves."""
+    """A Telegram adapter in webhook mode; yields the URL it serves, and a way to stop it."""
     import socket
 
     with socket.socket() as probe:
@@ -487,13 +480,23 @@ async def webhook(telegram, llm, tmp_path, monkeypatch, clock):
     adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
     stop = asyncio.Event()
     task = asyncio.create_task(adapter.run(stop))
-    try:
-        await telegram.wait_for(lambda: telegram.calls_to("setWebhook"))
-        yield f"http://127.0.0.1:{port}/telegram"
-    finally:
+
+    async def stopped() -> None:
         stop.set()
         await asyncio.wait_for(task, 10)
+    try:
+        await telegram.wait_for(lambda: telegram.calls_to("setWebhook"))
+        yield Webhook(f"http://127.0.0.1:{port}/telegram", stopped)
+    finally:
+        await stopped()
         await runtime.close()
+
+
+@dataclass
+class Webhook:
+    url: str
+    stopped: Callable[[], Awaitable[None]]  # stops the adapter once every update posted is handled
+    # (Application.stop waits for the handlers it started), so nothing more can be answered
 
 
 async def test_webhook_mode_takes_updates_with_the_secret_token_and_refuses_the_rest(telegram, llm, webhook):
@@ -508,11 +511,12 @@ async def test_webhook_mode_takes_updates_with_the_secret_token_and_refuses_the_
     bob.say("a forged update")
     genuine, fake = telegram.updates_waiting()
     async with aiohttp.ClientSession() as http:
-        refused = await http.post(webhook, json=fake, headers={"X-Telegram-Bot-Api-Secret-Token": "guess"})
-        missing = await http.post(webhook, json=fake)
-        taken = await http.post(webhook, json=genuine, headers={"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"})
+        refused = await http.post(webhook.url, json=fake, headers={"X-Telegram-Bot-Api-Secret-Token": "guess"})
+        missing = await http.post(webhook.url, json=fake)
+        taken = await http.post(webhook.url, json=genuine, headers={"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"})
     assert (refused.status, missing.status, taken.status) == (403, 403, 200)
-    reply, = await ann.reply_to(genuine["message"]["message_id"])
+    await webhook.stopped()
+    reply, = telegram.bot_messages(ANN)
     assert reply.text == "Hello by webhook."
     assert telegram.bot_messages(BOB) == [] and "forged" not in str(llm.requests)
     assert not telegram.calls_to("getUpdates")  # no polling beside the webhook
@@ -528,7 +532,7 @@ async def test_a_malformed_webhook_body_gets_400_and_at_most_one_warning_a_minut
             statuses = []
             for _ in range(10):
                 for body in bodies:
-                    async with http.post(webhook, data=body, headers={**secret, "Content-Type": "application/json"}) as answer:
+                    async with http.post(webhook.url, data=body, headers={**secret, "Content-Type": "application/json"}) as answer:
                         statuses.append(answer.status)
     assert set(statuses) == {400}
     assert [r.levelname for r in caplog.records] == ["WARNING"]
@@ -549,15 +553,13 @@ async def test_the_same_update_posted_again_is_stored_and_answered_once(telegram
     secret = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"}
     async with aiohttp.ClientSession() as http:
         async def post(update):
-            async with http.post(webhook, json=update, headers=secret) as answer:
+            async with http.post(webhook.url, json=update, headers=secret) as answer:
                 return answer.status
         assert await asyncio.gather(*(post(message) for _ in range(3))) == [200, 200, 200]
         assert await post(message) == 200
         assert await asyncio.gather(post(command), post(command)) == [200, 200]
         assert await post(command) == 200
-    await ann.reply_to(message["message"]["message_id"])
-    await ann.reply_to(command["message"]["message_id"])
-    await quiet(telegram, 0.3)
+    await webhook.stopped()
     texts = [m.text for m in telegram.bot_messages(ANN)]
     assert len(texts) == 2 and texts.count("Hello once.") == 1 and sum("I keep bees" in t for t in texts) == 1
     assert len(llm.requests) == 1

@@ -133,6 +133,7 @@ class FakeTelegram:
     stalled: str | None = None  # a sendMessage whose markup holds this text hangs, and is never delivered
     refused: str | None = None  # a sendMessage whose text holds this is refused (403)
     refusal_held: asyncio.Event | None = None  # set: that refusal waits for it (a send still under way)
+    polled_by: list = field(default_factory=list)  # the PTB Applications of a test's polling adapters (settled)
 
     def __post_init__(self) -> None:
         self._updates: list[dict] = []
@@ -269,6 +270,16 @@ class FakeTelegram:
             "message": {"message_id": message_id, "date": int(time.time()), "chat": chat,
                         "from": self._user_of(original.sender_id), "text": original.text},
         }})
+
+    async def settled(self) -> None:
+        """Every update sent so far has been fetched and handled to the end by the applications in
+        `polled_by`. Fetched: an update is dropped here once a getUpdates asks past it, which the
+        polling transport does only after queueing it; handled: PTB marks a queued update done
+        once its handlers have returned (`update_queue.join()`, what Application.stop waits on)."""
+        assert self.polled_by, "no application polls this fake"
+        await self.wait_for(lambda: not self._updates)
+        for application in self.polled_by:
+            await asyncio.wait_for(application.update_queue.join(), 30)
 
     def updates_waiting(self) -> list[dict]:
         """The updates not fetched yet: what Telegram would post to a webhook instead."""
