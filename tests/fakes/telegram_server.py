@@ -120,6 +120,15 @@ class OtherBot:
         return f"@{self.username}".lower() in text.lower() or (replied is not None and replied["from"]["id"] == self.bot_id)
 
 
+def _entities(text: str, *, command: bool) -> list[dict]:
+    """The entities Telegram marks in a message's text: @mentions, and a leading /command."""
+    entities = [{"type": "mention", "offset": match.start(), "length": match.end() - match.start()}
+                for match in re.finditer(r"@\w+", text)]
+    if command and text.startswith("/"):
+        entities.append({"type": "bot_command", "offset": 0, "length": len(text.split()[0])})
+    return entities
+
+
 @dataclass
 class FakeTelegram:
     token: str = "123456:TEST-TOKEN"
@@ -236,12 +245,7 @@ class FakeTelegram:
                                   "is_video": False}
         if text or not attached:
             message[text_key] = text
-        entities = []
-        for match in re.finditer(r"@\w+", text):
-            entities.append({"type": "mention", "offset": match.start(), "length": match.end() - match.start()})
-        if text.startswith("/") and not attached:
-            entities.append({"type": "bot_command", "offset": 0, "length": len(text.split()[0])})
-        if entities:
+        if entities := _entities(text, command=not attached):
             message[entities_key] = entities
         if thread_id is not None:
             message["message_thread_id"] = thread_id
@@ -258,9 +262,13 @@ class FakeTelegram:
         return message_id
 
     def edit(self, chat: dict, user: dict, message_id: int, text: str) -> None:
+        """A person edits their text message; Telegram sends it whole again, with its entities."""
         self.message(chat["id"], message_id).text = text
-        self._push({"edited_message": {"message_id": message_id, "date": int(time.time()),
-                                       "edit_date": int(time.time()), "chat": chat, "from": user, "text": text}})
+        edited = {"message_id": message_id, "date": int(time.time()), "edit_date": int(time.time()),
+                  "chat": chat, "from": user, "text": text}
+        if entities := _entities(text, command=True):
+            edited["entities"] = entities
+        self._push({"edited_message": edited})
 
     def press(self, chat: dict, user: dict, message_id: int, data: str) -> None:
         original = self.message(chat["id"], message_id)
