@@ -62,26 +62,29 @@ async def bot(start):
     return await start()
 
 
-async def quiet(fake: FakeDiscord, for_s: float = 0.15) -> None:
-    """Wait until the bot has made no REST call (but typing) for a moment."""
-    def busy() -> int:
-        return len([r for r in fake.requests if not r[1].endswith("typing")])
-    seen = -1
-    while seen != busy():
-        seen = busy()
-        await asyncio.sleep(for_s)
+async def handled() -> None:
+    """Every event discord.py has received so far has been handled to the end: it runs each in a
+    task of its own ("discord.py: on_…" for a gateway event, "CommandTree-invoker" for a slash
+    command, "discord-ui-…" for a component), and each of those is done."""
+    while running := [task for task in asyncio.all_tasks() if not task.done()
+                      and task.get_name().startswith(("discord.py: on_", "CommandTree-invoker", "discord-ui-"))]:
+        await asyncio.wait_for(asyncio.wait(running), 30)
 
 
 async def bot_reply(fake: FakeDiscord, channel_id: str, count: int = 1):
-    await fake.wait_for(lambda: len([m for m in fake.in_channel(channel_id) if m.author_id == fake.app_id]) >= count)
-    await quiet(fake)
-    return [m for m in fake.in_channel(channel_id) if m.author_id == fake.app_id]
+    """The bot's messages in the channel once `count` are there (a slash command's answers are
+    not among them) and the events that made them are handled to the end."""
+    def sent() -> list:
+        return [m for m in fake.in_channel(channel_id) if m.author_id == fake.app_id and m.interaction_token is None]
+    await fake.wait_for(lambda: len(sent()) >= count)
+    await handled()  # the reply is whole, and nothing more comes of the message
+    return sent()
 
 
 async def answer(fake: FakeDiscord, interaction: dict):
     """The private answer to a slash command (its follow-up after the deferral)."""
     await fake.wait_for(lambda: [m for m in fake.for_interaction(interaction) if m.content])
-    await quiet(fake)
+    await handled()
     return [m for m in fake.for_interaction(interaction) if m.content][-1]
 
 
