@@ -201,11 +201,18 @@ async def test_memory_why_names_the_entries_that_fired(lore_runtime, llm):
     assert "• Lorebook entries: 1 (Lamp (" in why.text
 
 
-async def test_a_catastrophic_key_never_holds_up_another_persons_reply(llm, tmp_path, clock):
+async def test_a_catastrophic_key_never_holds_up_another_persons_reply(llm, tmp_path, clock, monkeypatch):
     """Matching runs off the event loop: while Ann's turn spends its whole lorebook budget on
     30 catastrophic keys, Bob's turn in another chat is answered, and the loop never stalls."""
     import asyncio
+    import threading
     import time
+
+    from bot.characters.lorebook import Lorebook
+
+    matching = threading.Event()  # set where matching begins (the real matching runs on)
+    entries_for = Lorebook.entries_for
+    monkeypatch.setattr(Lorebook, "entries_for", lambda book, *args: matching.set() or entries_for(book, *args))
 
     card = tmp_path / "trap.json"
     card.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Mira", "character_book": {
@@ -225,7 +232,7 @@ async def test_a_catastrophic_key_never_holds_up_another_persons_reply(llm, tmp_
 
         ticker = asyncio.create_task(tick())
         ann_turn = asyncio.create_task(Chat(runtime).say("a" * 40 + "!"))
-        await asyncio.sleep(0.1)  # Ann's turn is matching keys by now
+        assert await asyncio.to_thread(matching.wait, 5)  # Ann's turn is matching keys
         started = time.monotonic()
         await Chat(runtime, user="bob", name="Bob", chat_id="dm-bob").say("hello")
         bob_waited = time.monotonic() - started
