@@ -178,6 +178,20 @@ async def test_start_up_recovery_leaves_a_live_processs_running_turn_alone(open_
     assert (await second.turns.turn(running)).status == "running"
 
 
+def looks_of(turns) -> list[tuple[int, int | None]]:
+    """Each time `turns` has looked whether a waiting turn may start: (its ticket, the turn
+    started, or None: it still waits)."""
+    looks: list[tuple[int, int | None]] = []
+    try_start = turns._try_start
+
+    async def counted(ticket):
+        started = await try_start(ticket)
+        looks.append((ticket, started))
+        return started
+    turns._try_start = counted
+    return looks
+
+
 async def a_running_turn(store):
     """Ann's first message in a scene, its turn running: (scene, Ann, the message, the turn)."""
     mira = await store.characters.ensure_character("Mira")
@@ -193,17 +207,11 @@ async def test_of_a_processs_waiting_turns_only_the_first_looks_at_the_database(
     store = await open_backend()
     chat, ann, first, running = await a_running_turn(store)
     later = [await store.conversations.add_user_message(chat, ann, "Ann", f"m{n}", 1, None) for n in range(20)]
-    tries: list[int] = []
-    try_start = store.turns._try_start
-
-    async def counted(ticket):
-        tries.append(ticket)
-        return await try_start(ticket)
-    store.turns._try_start = counted
+    tries = looks_of(store.turns)
     tickets = [await store.turns.queue_turn(chat, ann, message.id) for message in later]
     waiting = [asyncio.create_task(store.turns.start_turn(ticket)) for ticket in tickets]
     await asyncio.sleep(1.0)
-    assert set(tries) == {tickets[0]} and len(tries) <= 8  # 20 ms, doubling to 0.5 s: not 20 × 50 a second
+    assert {ticket for ticket, _ in tries} == {tickets[0]} and len(tries) <= 8  # 20 ms, doubling to 0.5 s: not 20 × 50 a second
     reply = await store.turns.finish_turn(running, first, "Mira", "reply", 1, {})
     await store.turns.shown(reply.id, ["1"])
     started = await asyncio.wait_for(waiting[0], 5)  # woken at once by the reply shown
@@ -225,8 +233,9 @@ async def test_a_stopping_process_takes_its_waiting_turns_out_of_line_and_keeps_
     two = await second.conversations.add_user_message(chat, ann, "Ann", "two", 1, None)
     running = await first.turns.begin_turn(chat, ann, one.id)
     ticket = await second.turns.queue_turn(chat, ann, two.id)
+    looks = looks_of(second.turns)
     waiting = asyncio.create_task(second.turns.start_turn(ticket))
-    await asyncio.sleep(0.1)
+    await eventually(lambda: looks)  # it waits in line
     second.turns.leave_lines()  # SIGTERM
     with pytest.raises(LeftTheLine):
         await asyncio.wait_for(waiting, 5)
@@ -246,12 +255,13 @@ async def test_a_waiting_turn_is_woken_at_once_when_the_reply_before_is_shown(op
     store = await open_backend()
     chat, ann, first, running = await a_running_turn(store)
     second = await store.conversations.add_user_message(chat, ann, "Ann", "second", 1, None)
+    looks = looks_of(store.turns)
     waiting = asyncio.create_task(store.turns.start_turn(await store.turns.queue_turn(chat, ann, second.id)))
-    await asyncio.sleep(0.2)  # it looked once, and waits
-    assert not waiting.done()
+    await eventually(lambda: looks)
+    assert [started for _, started in looks] == [None]  # it looked once, and waits
     reply = await store.turns.finish_turn(running, first, "Mira", "reply", 1, {})
-    await asyncio.sleep(0.2)  # woken by the turn that ended, it looked: the reply is not shown yet
-    assert not waiting.done()
+    await eventually(lambda: len(looks) == 2)  # woken by the turn that ended, it looked again
+    assert [started for _, started in looks] == [None, None]  # the reply is not shown yet
     await store.turns.shown(reply.id, ["1"])
     started = await asyncio.wait_for(waiting, 1.0)
     assert (await store.turns.turn(started)).user_message_id == second.id
@@ -266,9 +276,10 @@ async def test_the_next_turn_waits_until_the_reply_before_is_shown_or_taken_back
     chat, ann, first, running = await a_running_turn(store)
     second = await store.conversations.add_user_message(chat, ann, "Ann", "second", 1, None)
     reply = await store.turns.finish_turn(running, first, "Mira", "a reply being sent", 4, {})
+    looks = looks_of(other.turns)
     waiting = asyncio.create_task(other.turns.start_turn(await other.turns.queue_turn(chat, ann, second.id)))
-    await asyncio.sleep(1.0)  # the other process looked, again and again (every 0.5 s at most)
-    assert not waiting.done()  # while the reply is being sent
+    await eventually(lambda: len(looks) >= 3 or waiting.done())  # the other process looked, again and again
+    assert {started for _, started in looks} == {None}  # and waits while the reply is being sent
     if delivery == "shown":
         await store.turns.shown(reply.id, ["1"])
     else:
