@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from adapters.web.server import COOKIE, PageServer
+from adapters.web.server import COOKIE, PageServer, visitor
 from bot.config import WebConfig, parse_config
 from bot.runtime import build_runtime
 from tests.conftest import Chat, config_dict
@@ -30,13 +30,16 @@ def web_config(llm, tmp_path, **web):
 class Browser:
     """An HTTP client that keeps one cookie, as a browser would for this page."""
 
-    def __init__(self, base: str):
+    def __init__(self, base: str, forwarded_for: str | None = None):
         self.base = base
         self.cookie: str | None = None
         self.http = aiohttp.ClientSession()
+        self.forwarded_for = forwarded_for  # as a reverse proxy on this machine would send it
 
     async def request(self, method: str, path: str, data: dict | None = None):
         headers = {"Cookie": f"{COOKIE}={self.cookie}"} if self.cookie else {}
+        if self.forwarded_for:
+            headers["X-Forwarded-For"] = self.forwarded_for
         async with self.http.request(method, self.base + path, data=data, headers=headers,
                                      allow_redirects=False) as response:
             body = await response.read()
@@ -71,8 +74,8 @@ async def serving(config, clock):
     await server.start_server()
     browsers = []
 
-    def browser() -> Browser:
-        browsers.append(Browser(str(server.make_url("")).rstrip("/")))
+    def browser(forwarded_for: str | None = None) -> Browser:
+        browsers.append(Browser(str(server.make_url("")).rstrip("/"), forwarded_for))
         return browsers[-1]
 
     try:
@@ -194,6 +197,28 @@ async def test_a_forged_code_is_refused_and_5_wrong_codes_make_the_address_wait(
     real = await link_for(Chat(runtime))
     response, body = await mallory.open(real)  # even a real link waits now, from that address
     assert response.status == 429 and "Wait 10 minutes" in body and mallory.cookie is None
+
+
+async def test_behind_a_proxy_on_this_machine_wrong_codes_count_against_the_address_it_forwards_for(web):
+    """Every visitor reaches the page from a reverse proxy on this machine (127.0.0.1): the 5
+    wrong codes count against the address the proxy forwards for — the last of X-Forwarded-For,
+    the one it adds — so Mallory's guesses make Mallory wait, not Ann, whatever Mallory writes."""
+    runtime, browser = web
+    for n in range(5):
+        response, _ = await browser("203.0.113.5").request("POST", "/open", {"code": f"guess-{n:03d}-aaaaaaaaaaaa"})
+        assert response.status == 403, n
+    # Mallory's own X-Forwarded-For naming Ann's address comes first; the proxy adds hers after it
+    response, body = await browser("198.51.100.7, 203.0.113.5").open(await link_for(Chat(runtime)))
+    assert response.status == 429 and "Wait 10 minutes" in body
+    ann = browser("198.51.100.7")
+    response, _ = await ann.open(await link_for(Chat(runtime)))
+    assert response.status == 303 and ann.cookie
+
+
+def test_a_peer_not_on_this_machine_is_never_believed_about_whom_it_forwards_for():
+    assert visitor("192.0.2.1", "203.0.113.5") == "192.0.2.1"
+    assert visitor("127.0.0.1", "203.0.113.5") == "203.0.113.5"
+    assert visitor("::1", "not an address") == "::1" and visitor("127.0.0.1", None) == "127.0.0.1"
 
 
 async def test_bobs_cookie_asking_for_anns_memory_gets_404_and_changes_nothing(web):

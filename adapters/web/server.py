@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import logging
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -51,6 +52,20 @@ async def _safe_headers(request: web.Request, handler: Handler) -> web.StreamRes
         raise
     response.headers.update(HEADERS)
     return response
+
+
+def visitor(peer: str | None, forwarded_for: str | None) -> str:
+    """The address wrong codes count against: the peer's; behind a reverse proxy on this machine
+    (the peer is loopback, the set-up docs/memory-page.md gives), the address the proxy forwards
+    for — the last of X-Forwarded-For, the one the proxy adds (any before it are the visitor's
+    own words). A peer elsewhere is never believed about whom it forwards for."""
+    if peer and forwarded_for:
+        try:
+            if ipaddress.ip_address(peer).is_loopback:
+                return str(ipaddress.ip_address(forwarded_for.rsplit(",", 1)[-1].strip()))
+        except ValueError:  # not an address: the peer's counts
+            pass
+    return peer or "unknown"
 
 
 class PageServer:
@@ -118,7 +133,7 @@ class PageServer:
 
     async def enter(self, request: web.Request) -> web.Response:
         code = str((await request.post()).get("code", ""))
-        entry = await self.page.enter(code, request.remote or "unknown")
+        entry = await self.page.enter(code, visitor(request.remote, request.headers.get("X-Forwarded-For")))
         if entry.token is None:
             return self.message(entry.refusal, 429 if entry.too_many else 403)
         response = web.HTTPSeeOther("/")
