@@ -494,9 +494,10 @@ async def webhook(telegram, llm, tmp_path, monkeypatch, clock):
 
 @dataclass
 class Webhook:
+    """Where the adapter takes updates, and `stopped`: stop it once every update posted is handled
+    (Application.stop waits for the handlers it started), so nothing more can be answered."""
     url: str
-    stopped: Callable[[], Awaitable[None]]  # stops the adapter once every update posted is handled
-    # (Application.stop waits for the handlers it started), so nothing more can be answered
+    stopped: Callable[[], Awaitable[None]]
 
 
 async def test_webhook_mode_takes_updates_with_the_secret_token_and_refuses_the_rest(telegram, llm, webhook):
