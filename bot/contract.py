@@ -601,7 +601,7 @@ class OwnerPage:
     spenders: tuple[tuple[str, int], ...]  # the last 7 days, most first
     days: tuple[tuple[str, int, int], ...]  # the last 30 days: (day, tokens in, tokens out), every day
     characters: tuple[tuple[str, str, bool], ...]  # (name, its platforms, age-restricted)
-    reminders_sent: tuple[int, int]  # today, the last 7 days
+    reminders_sent: tuple[int, int]  # today, the last 7 days (the days of `today` and `week`)
 
 
 @dataclass(frozen=True)

@@ -285,6 +285,27 @@ async def test_the_owner_page_is_refused_to_a_non_owner_and_shown_to_the_owner(w
     assert re.search(r"<th>Everyone</th><td>1</td>", body)  # Ann's one turn today
 
 
+async def test_the_owner_page_counts_reminders_sent_by_the_same_days_as_the_stats(web, clock):
+    """Today is the calendar day in [limits] timezone (UTC here; the clock says 08:00), as in the
+    tables above it: a letter sent at 22:00 yesterday is one of the last 7 days, not of today."""
+    runtime, browser = web
+    ann, store = Chat(runtime), runtime.store
+    await ann.say("remind me, twice")
+    person = await ann.person_id()
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
+    mira = runtime.cast.character("Mira").id
+    turn = (await store.turns.latest_turn(conversation)).id
+    for hours_ago in (10, 0):  # 22:00 yesterday, then now
+        clock.now -= hours_ago * 3600
+        reminder = await store.reminders.add(person, mira, conversation, turn, clock(), "UTC", "tea", "once", 25)
+        letter = await store.reminders.keep(reminder, None, "Mira", "Tea time!", 3, {})
+        await store.turns.shown(letter.id, [str(hours_ago)])
+        clock.now += hours_ago * 3600
+    owners = await signed_in(browser, Chat(runtime, platform="telegram", user="1", chat_id="1"))
+    _, body = await owners.request("GET", "/owner")
+    assert "Reminders sent: 1 today, 2 in the last 7 days." in body
+
+
 async def test_a_change_on_the_page_follows_the_commands_rules(web):
     runtime, browser = web
     ann = Chat(runtime)

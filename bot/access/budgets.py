@@ -34,6 +34,10 @@ class Budgets:
         today = datetime.fromtimestamp(self.clock(), self.zone).date()
         return (today - timedelta(days=count - 1)).isoformat(), today.isoformat()
 
+    def starts(self, day: str) -> float:
+        """The moment `day` (as `days` names it) begins in `[limits] timezone`."""
+        return datetime.fromisoformat(day).replace(tzinfo=self.zone).timestamp()
+
     def this_month(self) -> tuple[str, str]:
         today = datetime.fromtimestamp(self.clock(), self.zone).date()
         return today.replace(day=1).isoformat(), today.isoformat()

@@ -157,7 +157,6 @@ class PageDesk:
         spent = await self.store.usage.daily(first, last)
         start = date.fromisoformat(first)
         days = [(start + timedelta(days=n)).isoformat() for n in range(CHART_DAYS)]
-        now = self.clock()
 
         def rows(period) -> tuple[TotalsRow, ...]:
             return (_totals("Everyone", period.everyone),
@@ -168,4 +167,5 @@ class PageDesk:
             tuple((day, *spent.get(day, (0, 0))) for day in days),
             tuple((name, self.platforms.get(name, "—"), self.cast.character(name).character.nsfw)
                   for name in self.cast.names()),
-            (await self.store.reminders.sent_since(now - 86_400), await self.store.reminders.sent_since(now - 7 * 86_400)))
+            (await self.store.reminders.sent_since(self.budgets.starts(stats.today.first)),
+             await self.store.reminders.sent_since(self.budgets.starts(stats.week.first))))
