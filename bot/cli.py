@@ -144,7 +144,7 @@ async def run_bot(config: Config) -> int:
     finally:
         log.info("stopping")
         runtime.store.turns.leave_lines()  # waiting turns are answered after the restart (SPEC 9)
-        runtime.abandon_audio()  # a hanging audio server holds up no exit (SPEC 16)
+        runtime.abandon_in_flight()  # a hanging audio or outside server holds up no exit (SPEC 16, 18)
         stop.set()
         await asyncio.gather(*tasks, *([page] if page else []), return_exceptions=True)
         stopping.cancel()

@@ -5,6 +5,7 @@ handler, rebuilds, the /memory service, background jobs and notifications.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ from bot.page.desk import PageDesk
 from bot.scenes import Scenes
 from bot.scheduler import BackgroundJobs
 from bot.tools.egress import Egress
+from bot.tools.outside import Outside
 from bot.tools.setup import allowed_tools, configured_tools
 from bot.tools.toolbox import Tool, Toolbox, guidance_of
 from bot.turn.handler import TurnHandler
@@ -69,20 +71,24 @@ class Runtime:
     speaking: Speaking | None = None  # replies spoken (SPEC 16)
     semantic: SemanticRecall | None = None  # recall by meaning ([recall] embedding_model)
     reminders: RemindersDue | None = None  # reminders sent when due (SPEC 19)
+    outside: Outside | None = None  # the one client of the tools' outside calls (SPEC 18)
 
     def start(self) -> None:
         """Start the background jobs (inside the running event loop)."""
         self.jobs.start()
 
-    def abandon_audio(self) -> None:
-        """Stopping: voice notes being heard and replies being spoken are given up at once, so a
-        hanging audio server never holds up the exit (SPEC 16); a note stays kept as its placeholder."""
+    def abandon_in_flight(self) -> None:
+        """Stopping: voice notes being heard, replies being spoken (SPEC 16) and the tools' outside
+        calls (SPEC 18) are given up at once, so a hanging server never holds up the exit; a note
+        stays kept as its placeholder, and a turn whose tool was waiting is answered after the restart."""
         for audio in (self.listening, self.speaking):
             if audio is not None:
                 audio.in_flight.abandon()
+        if self.outside is not None:
+            self.outside.abandon()
 
     async def close(self) -> None:
-        self.abandon_audio()
+        self.abandon_in_flight()
         await self.jobs.stop()
         await self.scenes.stop()
         if self.semantic is not None:
@@ -100,7 +106,8 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                         platforms: dict[str, str] | None = None) -> Runtime:
     """Everything a process runs, built once. `tools`: more tools every character may use,
     besides the memory tools and the configured ones (SPEC 18; a test's own tool goes here);
-    `egress`: how `read` reaches pages (a test's resolver and dialling; else the system's);
+    `egress`: how `read` reaches pages (a test's resolver and dialling; else the system's; its
+    outside client is the process's);
     `platforms`: where each character runs, as the owner's page says it ("Discord, Telegram")."""
     # Characters load first: a malformed card stops start-up before anything is opened.
     loaded = [(c.name, load_character(c)) for c in config.characters]
@@ -113,15 +120,21 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     budgets = Budgets(store, config.limits.tokens_per_day, config.limits.zone, clock)
     remembering = memory_tools(store, counter)
     # the toolbox's residents (bot/tools/), and what each character may use of them
-    everything = [*remembering, *await configured_tools(config, store, budgets.today, egress), *tools]
+    outside = egress.outside if egress is not None else Outside()
+    age_restricted = frozenset(name for name, character in loaded if character.nsfw)
+    everything = [*remembering, *await configured_tools(config, store, budgets.today, outside, egress,
+                                                        taken=[tool.name for tool in remembering],
+                                                        age_restricted=age_restricted), *tools]
     allowed = allowed_tools(config, remembering)
     characters = {}
     for name, character in loaded:
         character = replace(character, lorebook=character.lorebook.counted(counter.count))
         character_id = await store.characters.ensure_character(name)
         own = allowed.get(name.casefold())
-        guidance = guidance_of([tool for tool in everything if own is None or tool.name in own])
-        prompt_tokens = counter.count(system_prompt(character, "someone", guidance))
+        usable = [tool for tool in everything if own is None or tool.name in own]
+        # the tools' schemas go into every request too (SPEC 18: counted against the prompt)
+        prompt_tokens = (counter.count(system_prompt(character, "someone", guidance_of(usable)))
+                         + counter.count(json.dumps([tool.spec for tool in usable])))
         characters[name] = StoredCharacter(character, character_id, prompt_tokens)
     llm = LLMClient(config.llm, http_client=llm_http_client)
     window = config.llm.context_window
@@ -137,7 +150,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
             semantic = None
     gate = Gate(store, config.access, {c.name: c.access for c in config.characters},
                 CallLimits(store, config.limits.turns_per_minute), budgets,
-                age_restricted=frozenset(name for name, character in loaded if character.nsfw))
+                age_restricted=age_restricted)
     if gate.age_restricted:
         log.info("age-restricted characters (they talk only in age-restricted Discord channels, in Discord DMs "
                  "with [discord] nsfw_in_dms = true, and on Telegram with [telegram] allow_nsfw = true): %s",
@@ -177,4 +190,4 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     core = build_core(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
                       delivered, page, clock=clock)
     return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications,
-                   checkins, scenes, gate, core, voice, listening, speaking, semantic, reminders)
+                   checkins, scenes, gate, core, voice, listening, speaking, semantic, reminders, outside)

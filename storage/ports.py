@@ -252,8 +252,10 @@ class Usage(abc.ABC):
     by day (`YYYY-MM-DD` in [limits] timezone) and character, across processes."""
 
     @abc.abstractmethod
-    async def add_turn(self, person_id: int, character_id: int, day: str, tokens_in: int, tokens_out: int) -> None:
-        """A model call made for the person (a turn, Regenerate, a draft), with its tokens."""
+    async def add_turn(self, person_id: int, character_id: int, day: str, tokens_in: int, tokens_out: int,
+                       turns: int = 1) -> None:
+        """A model call made for the person (a turn, Regenerate, a draft), with its tokens; a
+        turn's later tool rounds are written as they end, counting `turns = 0`."""
 
     @abc.abstractmethod
     async def add_checkin(self, person_id: int, character_id: int, day: str) -> None: ...

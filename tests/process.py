@@ -155,7 +155,7 @@ if os.environ.get("KEEPSAKE_TEST_WEB"):
         return ("127.0.0.1", int(web_port)) if address in public else (address, port)
 
     built = egress.Egress.__init__
-    egress.Egress.__init__ = lambda self, max_bytes, deny_domains=(), **_: built(self, max_bytes, deny_domains,
-                                                                                  resolve=resolve, dial=dial)
+    egress.Egress.__init__ = lambda self, max_bytes, deny_domains=(), **given: built(
+        self, max_bytes, deny_domains, **{**given, "resolve": resolve, "dial": dial})
 '''
 

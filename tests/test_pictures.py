@@ -22,8 +22,9 @@ SCENE = "the lighthouse at dusk, its lamp just lit"
 async def start(llm, tmp_path, clock, images):
     runtimes = []
 
-    async def start_with(kind: str = "openai", **pictures):
-        raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    async def start_with(kind: str = "openai", age_restricted: bool = False, **pictures):
+        raw = config_dict(llm.base_url, tmp_path / f"keepsake-{len(runtimes)}.sqlite3")
+        raw["characters"][0]["nsfw"] = age_restricted
         base = f"{images.base_url}/v1" if kind == "openai" else images.base_url
         raw["pictures"] = {"kind": kind, "base_url": base} | pictures
         raw["limits"] = {"tokens_per_day": 1_000_000}
@@ -74,15 +75,19 @@ async def test_an_automatic1111_server_draws_the_same_way(start, llm, images):
 @pytest.mark.parametrize("kind, safe, adult", [("openai", {"moderation": "auto"}, {"moderation": "low"}),
                                                ("automatic1111", {"negative_prompt": "nsfw, gore"},
                                                 {"negative_prompt": ""})])
-async def test_every_request_outside_an_age_restricted_place_carries_the_safe_setting(
+async def test_every_request_carries_the_safe_setting_unless_character_and_place_are_both_age_restricted(
         start, llm, images, kind, safe, adult):
     runtime = await start(kind, safe_negative_prompt="nsfw, gore")
     plain = Chat(runtime, platform="discord", chat_id="channel-1", shared=True)
     await asked_for_a_picture(runtime, llm, plain)
     assert safe.items() <= images.requests[-1][1].items()
     restricted = Chat(runtime, platform="discord", chat_id="channel-2", shared=True)
-    restricted.asker = replace(restricted.asker, age_restricted=True)
+    restricted.asker = replace(restricted.asker, age_restricted=True)  # as [telegram] allow_nsfw makes every chat
     await asked_for_a_picture(runtime, llm, restricted)
+    assert safe.items() <= images.requests[-1][1].items()  # Mira is not age-restricted: safe there too
+    adult_runtime = await start(kind, age_restricted=True, safe_negative_prompt="nsfw, gore")
+    restricted.runtime = adult_runtime
+    await asked_for_a_picture(adult_runtime, llm, restricted)
     assert adult.items() <= images.requests[-1][1].items()
 
 

@@ -23,6 +23,7 @@ class Dice:
         "name": "roll_dice", "description": "Roll dice, e.g. 2d6.",
         "parameters": {"type": "object", "properties": {"notation": {"type": "string"}}, "required": ["notation"]}}}
     guidance = "Roll dice with roll_dice when the person asks for a roll."
+    local = True  # drawn here: its answers are our own words (a tool that does not say so is fenced)
 
     def __init__(self) -> None:
         self.rng = random.Random(6)

@@ -64,11 +64,12 @@ class Budgets:
         """True once a day (in every process together): the person is told they are past it."""
         return await self.store.usage.notice_once(person_id, self.today())
 
-    async def spend(self, person_id: int | None, character_id: int, tokens_in: int, tokens_out: int) -> None:
+    async def spend(self, person_id: int | None, character_id: int, tokens_in: int, tokens_out: int,
+                    turns: int = 1) -> None:
         metrics.TOKENS.labels("in").inc(tokens_in)
         metrics.TOKENS.labels("out").inc(tokens_out)
         if person_id is not None:
-            await self.store.usage.add_turn(person_id, character_id, self.today(), tokens_in, tokens_out)
+            await self.store.usage.add_turn(person_id, character_id, self.today(), tokens_in, tokens_out, turns)
 
     async def checked_in(self, person_id: int, character_id: int) -> None:
         await self.store.usage.add_checkin(person_id, character_id, self.today())

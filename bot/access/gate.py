@@ -147,9 +147,11 @@ class Gate:
             return self.budgets.refusal()
         return None
 
-    async def spend(self, person_id: int | None, character_id: int, tokens_in: int, tokens_out: int) -> None:
-        """What a model call made for this person cost, on their allowance (SPEC 17)."""
-        await self.budgets.spend(person_id, character_id, tokens_in, tokens_out)
+    async def spend(self, person_id: int | None, character_id: int, tokens_in: int, tokens_out: int,
+                    turns: int = 1) -> None:
+        """What a model call made for this person cost, on their allowance (SPEC 17); `turns`: how
+        many turns it counts as (a tool round after a turn's first counts none)."""
+        await self.budgets.spend(person_id, character_id, tokens_in, tokens_out, turns)
 
     async def take(self, person_id: int | None, key: ConversationKey) -> int | None:
         """Take a model call on this person's behalf: None when taken, else seconds to wait."""

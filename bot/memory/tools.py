@@ -6,7 +6,8 @@ the platform event (`TurnScope.person_id`) — never by model output. They are o
 person who lets the character learn. The model may change only the speaker's unpinned entries;
 a pinned or unknown id, a full budget or malformed arguments give an error result the model can
 read, never an exception. At most 5 writes a turn (saves, updates and deletes together); further
-calls get an error result; none once outside text entered the turn (SPEC 18). Every write is
+calls get an error result; none once outside text entered the turn (SPEC 18: they `store`, and the
+toolbox refuses them then). Every write is
 journaled under the turn, so regenerate (or a failed turn) can undo it.
 """
 
@@ -91,6 +92,8 @@ class _MemoryTool(abc.ABC):
     name: str
     spec: dict[str, Any]
     guidance = GUIDANCE
+    local = True  # it answers with our own words
+    stores = True  # it keeps what the model wrote: refused once outside text entered (bot/tools/toolbox.py)
 
     def __init__(self, store: Store, counter: TokenCounter):
         self.store = store
@@ -100,9 +103,6 @@ class _MemoryTool(abc.ABC):
         return scope.person_id is not None and scope.learning
 
     async def run(self, scope: TurnScope, arguments: dict[str, Any]) -> str:
-        if scope.journal.outside:  # SPEC 18: only the person's own words become memories
-            return result(error="no memory changes in a reply where text from outside (a page, search results, "
-                          "another server) came in: only the person's own words become memories")
         if scope.counts.get(WRITES, 0) >= MAX_WRITES_PER_TURN:
             return result(error=f"at most {MAX_WRITES_PER_TURN} memory changes are allowed per reply, and "
                           "they are used up; do not call memory tools again this turn")

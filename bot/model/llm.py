@@ -11,7 +11,9 @@ read as JSON, not built into pydantic models. On top of that this module:
 - retries a *stream* that breaks after it started (the client cannot), telling the caller to
   start its text over;
 - with `tools = "auto"`, detects a server that refuses tools, answers without them and
-  remembers that for the rest of the process;
+  remembers that for the rest of the process — but a tool call the server failed to parse
+  (Ollama's 500 "error parsing tool call") is a model that stumbled, not a server without tools:
+  `ToolCallUnreadable` ends that turn's tool rounds only (SPEC 18 "A model that stumbles");
 - with `vision = "auto"`, detects a server that refuses images, remembers that for the rest of
   the process and raises `ImagesRefused`, so the turn asks again without them;
 - turns every final failure into `LLMError`, whose text is safe to show a person.
@@ -59,6 +61,14 @@ class ImagesRefused(LLMError):
         super().__init__("the model server cannot take images")
 
 
+class ToolCallUnreadable(LLMError):
+    """The server could not parse the tool call its model wrote (Ollama: 500 "error parsing tool
+    call"): this turn asks for its reply in words; tools stay on for the next."""
+
+    def __init__(self) -> None:
+        super().__init__("the model wrote a tool call its server could not read")
+
+
 class _StreamBroken(Exception):
     pass
 
@@ -78,8 +88,15 @@ class Completion:
     completion_tokens: int = 0
 
 
+def _unreadable_tool_call(exc: openai.APIStatusError) -> bool:
+    """A tool call the model wrote and its server failed to parse (ollama #12884, #12064)."""
+    text = str(exc).lower()
+    return "tool call" in text and ("pars" in text or "invalid character" in text)
+
+
 def _refuses_tools(exc: openai.APIStatusError) -> bool:
-    return exc.status_code in (400, 404, 422, 500, 501) and "tool" in str(exc).lower()
+    return (exc.status_code in (400, 404, 422, 500, 501) and "tool" in str(exc).lower()
+            and not _unreadable_tool_call(exc))
 
 
 def _refuses_images(exc: openai.APIStatusError) -> bool:
@@ -184,6 +201,10 @@ class LLMClient:
                                 "(set [llm] vision = \"off\" to stop trying)", exc.status_code)
                     self.vision_supported = False
                     raise ImagesRefused() from exc
+                if tools and _unreadable_tool_call(exc):
+                    log.warning("the model wrote a tool call its server could not parse (HTTP %d); this reply is "
+                                "asked for in words, and tools stay on", exc.status_code)
+                    raise ToolCallUnreadable() from exc
                 if tools and self.config.tools == "auto" and _refuses_tools(exc):
                     log.warning("the model server refuses tools; answering without them from now on")
                     self.tools_supported = False

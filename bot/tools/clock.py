@@ -25,6 +25,7 @@ def local_now(now: float, zone: str) -> datetime:
 
 class Clock:
     name, spec, guidance = "time", SPEC, ""
+    local = True  # read from our clock
 
     def offered(self, scope: TurnScope) -> bool:
         return True

@@ -12,7 +12,8 @@ from bot.tools.toolbox import Outcome, TurnScope, result
 
 MAX_DICE = 100
 MAX_SIDES = 1000
-NOTATION = re.compile(r"\s*(\d*)\s*[dD]\s*(\d+)\s*(?:([+-])\s*(\d+))?\s*")
+MAX_NOTATION = 40  # characters, once the spaces are taken out: "100d1000+1000" is 13
+NOTATION = re.compile(r"(\d{0,6})[dD](\d{1,6})(?:([+-])(\d{1,6}))?")
 SPEC = {
     "type": "function",
     "function": {
@@ -30,7 +31,8 @@ SPEC = {
 
 def parse(notation: str) -> tuple[int, int, int] | str:
     """(dice, sides, modifier), or why the notation cannot be rolled."""
-    found = NOTATION.fullmatch(notation)
+    written = "".join(notation.split())  # no spaces left for a pattern to try in every way (linear time)
+    found = NOTATION.fullmatch(written) if len(written) <= MAX_NOTATION else None
     if found is None:
         return "write the dice in standard notation, like 2d6+1 or d20"
     count, sides = int(found[1] or 1), int(found[2])
@@ -44,6 +46,7 @@ def parse(notation: str) -> tuple[int, int, int] | str:
 
 class Dice:
     name, spec, guidance = "dice", SPEC, ""
+    local = True  # drawn here
 
     def __init__(self, draw: Callable[[int, int], int] = random.SystemRandom().randint):
         self.draw = draw

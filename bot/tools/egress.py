@@ -1,15 +1,17 @@
 """Safe egress (SPEC 18): an address the model chose reaches only the public internet.
 
-`Egress.fetch(url)`:
+`Egress` is the guard of such an address, asked before every connection (bot/tools/outside.py
+follows its redirects and connects where it says):
 - only http and https, no credentials in the address, no host of `deny_domains`;
 - the name is resolved once (numeric forms such as `0x7f.1` or `2130706433` read as the address
-  they spell), and every address it gives must be public: no loopback, private, link-local,
-  shared (100.64/10), multicast, reserved or unspecified address, nor an IPv4-mapped, NAT64 or
-  6to4 form of one;
+  they spell), and every address it gives must be public (`is_public`): not in any range of the
+  IANA special-purpose registries, nor an IPv4-mapped, IPv4-compatible, NAT64, 6to4 or Teredo
+  form of one — judged from the table below, on every Python version, not by the standard
+  library's classification of the day;
 - the connection goes to the address checked (the name rides in the Host header and TLS's SNI,
   and the certificate is checked against the name), so a second lookup cannot send it elsewhere;
 - each redirect (at most MAX_REDIRECTS) is checked the same way;
-- at most `max_bytes` are read, and all of it within TIMEOUT_S.
+- at most `max_bytes` (decoded) are read, and all of it within TIMEOUT_S.
 Owner-configured addresses (SearXNG, MCP servers) do not come through here: they may be local.
 
 The resolver is given (`resolve`); tests map their own names with it, and `dial` (the address a
@@ -22,39 +24,37 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-import ssl
-from dataclasses import dataclass
 from typing import Awaitable, Callable
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
-import certifi
-import httpx
+from bot.tools.outside import MAX_REDIRECTS, Answer, Limits, Outside, OutsideFailed
 
-MAX_REDIRECTS = 5
 TIMEOUT_S = 10.0
 USER_AGENT = "Keepsake (a character chat bot reading a page a person linked)"
-NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
-SHARED = ipaddress.ip_network("100.64.0.0/10")
+__all__ = ["MAX_REDIRECTS", "Egress", "EgressRefused", "is_public"]
+
+# Not the public internet: every range of the IANA IPv4 and IPv6 special-purpose address
+# registries (whatever their "globally reachable" column says: a character reads pages, not
+# anycast services), and the ranges that are no unicast address at all.
+NOT_PUBLIC_V4 = tuple(ipaddress.ip_network(net) for net in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24", "192.0.2.0/24", "192.31.196.0/24", "192.52.193.0/24", "192.88.99.0/24",
+    "192.168.0.0/16", "192.175.48.0/24", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
+    "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32"))
+NOT_PUBLIC_V6 = tuple(ipaddress.ip_network(net) for net in (
+    "::/128", "::1/128", "64:ff9b:1::/48", "100::/64", "100:0:0:1::/64", "2001::/23", "2001:db8::/32",
+    "2620:4f:8000::/48", "3fff::/20", "5f00::/16", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8"))
+GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")  # every other IPv6 address is no public host
+# Forms that carry an IPv4 address in their low 32 bits: the address carried is what is judged.
+CARRIES_V4 = tuple(ipaddress.ip_network(net) for net in ("::ffff:0:0/96", "::/96", "64:ff9b::/96"))
+SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
 
 Resolve = Callable[[str, int], Awaitable[list[str]]]  # a name and port → the addresses it gives
 Dial = Callable[[str, int], tuple[str, int]]  # a checked address → where it is reached
 
 
-class EgressRefused(Exception):
+class EgressRefused(OutsideFailed):
     """The address may not be opened; the message says why, in words the model can pass on."""
-
-
-@dataclass(frozen=True)
-class Fetched:
-    url: str  # where the page was, after redirects
-    content_type: str
-    body: bytes
-    cut: bool  # the page was longer than max_bytes
-
-
-def certificates() -> ssl.SSLContext:
-    """The TLS context the tools' requests verify with (the same CA bundle httpx uses)."""
-    return ssl.create_default_context(cafile=certifi.where())
 
 
 async def system_resolve(host: str, port: int) -> list[str]:
@@ -76,30 +76,35 @@ def numeric(host: str) -> str | None:
 
 
 def is_public(address: str) -> bool:
+    """Whether an address is a host on the public internet (SPEC 18 "The egress guard knows
+    every disguise"): an IPv4 address outside NOT_PUBLIC_V4; an IPv6 global unicast address
+    outside NOT_PUBLIC_V6; and an IPv6 form that carries an IPv4 address (mapped, compatible,
+    NAT64's well-known prefix, 6to4) only when the address it carries is. Teredo (2001::/32) and
+    NAT64's local-use prefix (64:ff9b:1::/48, the address at any RFC 6052 position) are refused
+    whole."""
     ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return is_public(str(ip.ipv4_mapped))
-        if any(ip in network for network in NAT64):
-            return is_public(str(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)))
-        if ip.sixtofour is not None:
-            return is_public(str(ip.sixtofour))
-        if ip.teredo is not None:
-            return False
-    if ip in SHARED:
+    if isinstance(ip, ipaddress.IPv4Address):
+        return not any(ip in network for network in NOT_PUBLIC_V4)
+    if ip.scope_id:
         return False
-    return ip.is_global and not (ip.is_multicast or ip.is_reserved or ip.is_unspecified or ip.is_loopback
-                                 or ip.is_link_local or ip.is_private)
+    if any(ip in network for network in CARRIES_V4):
+        return is_public(str(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)))
+    if ip in SIX_TO_FOUR:
+        return is_public(str(ipaddress.IPv4Address((int(ip) >> 80) & 0xFFFFFFFF)))
+    return ip in GLOBAL_UNICAST_V6 and not any(ip in network for network in NOT_PUBLIC_V6)
 
 
 class Egress:
+    """The guard of addresses the model chose, and `fetch`, which reads one through the process's
+    outside client (bot/tools/outside.py) within TIMEOUT_S and `max_bytes`."""
+
     def __init__(self, max_bytes: int, deny_domains: tuple[str, ...] = (), resolve: Resolve = system_resolve,
-                 dial: Dial = lambda address, port: (address, port)):
+                 dial: Dial = lambda address, port: (address, port), outside: Outside | None = None):
         self.max_bytes = max_bytes
         self.deny_domains = tuple(domain.lower().strip(".") for domain in deny_domains)
         self.resolve = resolve
         self.dial = dial
-        self.tls = certificates()  # made once: a TLS context costs milliseconds to build
+        self.outside = outside or Outside()
 
     async def checked(self, url: str) -> tuple[str, int, str]:
         """(host, port, the one public address to connect to), or EgressRefused saying why."""
@@ -128,44 +133,8 @@ class Egress:
             raise EgressRefused(f"{host} is not on the public internet; only public pages are read")
         return host, port, addresses[0]
 
-    async def fetch(self, url: str) -> Fetched:
-        try:
-            async with asyncio.timeout(TIMEOUT_S):
-                return await self._fetch(url)
-        except TimeoutError:
-            raise EgressRefused(f"the page did not arrive within {TIMEOUT_S:.0f} s") from None
-        except httpx.HTTPError as failure:
-            raise EgressRefused(f"the page could not be fetched ({type(failure).__name__})") from None
-
-    async def _fetch(self, url: str) -> Fetched:
-        async with httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=TIMEOUT_S,
-                                     verify=self.tls) as client:
-            for _ in range(MAX_REDIRECTS + 1):
-                host, port, address = await self.checked(url)
-                parts = urlsplit(url)
-                reach, reach_port = self.dial(address, port)
-                at = f"[{reach}]" if ":" in reach else reach
-                target = parts._replace(netloc=f"{at}:{reach_port}").geturl()
-                request = client.build_request(
-                    "GET", target, headers={"Host": parts.netloc.rpartition("@")[2], "User-Agent": USER_AGENT,
-                                            "Accept": "text/html, text/plain;q=0.9"},
-                    extensions={"sni_hostname": host} if parts.scheme == "https" else {})
-                response = await client.send(request, stream=True)
-                try:
-                    if response.is_redirect:
-                        location = response.headers.get("location", "")
-                        url = urljoin(url, location)
-                        continue
-                    if response.status_code >= 400:
-                        raise EgressRefused(f"the page answered {response.status_code}")
-                    body, cut = bytearray(), False
-                    async for chunk in response.aiter_bytes():
-                        body += chunk
-                        if len(body) > self.max_bytes:
-                            del body[self.max_bytes:]
-                            cut = True
-                            break
-                    return Fetched(url, response.headers.get("content-type", ""), bytes(body), cut)
-                finally:
-                    await response.aclose()
-        raise EgressRefused(f"more than {MAX_REDIRECTS} redirects")
+    async def fetch(self, url: str) -> Answer:
+        """The page at `url` (its first `max_bytes`, `cut` when it went on), every hop checked;
+        OutsideFailed (EgressRefused for an address refused) saying why not."""
+        return await self.outside.call("GET", url, Limits(TIMEOUT_S, self.max_bytes, cut=True), guard=self,
+                                       headers={"User-Agent": USER_AGENT, "Accept": "text/html, text/plain;q=0.9"})

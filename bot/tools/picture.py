@@ -5,14 +5,19 @@ image server the owner runs or pays for — `[pictures] kind` "openai" (`/images
 
 - Counted: at most `per_day` pictures a person (in the database, across processes); each counts
   `tokens_each` against their allowance.
-- Safe where it must be: everywhere that is not age-restricted (the asker's place), every request
-  carries the backend's safe setting — OpenAI's `moderation: "auto"`, automatic1111's negative
-  prompt `safe_negative_prompt`. An age-restricted character draws only where it may talk: the
-  gate asks that before any tool runs.
-- Bounded: what comes back is read with Pillow under the image-bomb guard of SPEC 13 (the header
+- Safe where it must be: unless the character is age-restricted *and* the asker's place is one
+  (both), every request carries the backend's safe setting — OpenAI's `moderation: "auto"`,
+  automatic1111's negative prompt `safe_negative_prompt`. An age-restricted character draws only
+  where it may talk: the gate asks that before any tool runs.
+- Bounded: the request goes through the process's one outside client (bot/tools/outside.py):
+  TIMEOUT_S for the whole call, the answer's decoded bytes capped at MAX_ANSWER; what comes back
+  is read off the event loop with Pillow under the image-bomb guard of SPEC 13 (the header
   first: over 40 million pixels is refused before decoding) and refused past 10 MB or when it is
-  not an image; a refusal, a server error or a timeout is one line under the reply, and the text
-  stands.
+  not a PNG, JPEG, WebP or GIF; a refusal, a server error or a timeout is one line under the
+  reply, and the text stands.
+- Our words, stored: what the model reads of it is ours (never the server's), so it is `local`;
+  it keeps what the model wrote (the scene, sent as a picture), so it `stores`, and refuses in a
+  turn outside text entered.
 - Never stored: the picture goes out as a part of the reply (Telegram `sendPhoto`, Discord an
   attachment, the console saves it to a file it names); the reply is stored with
   "[sent a picture: <scene>]" so the character remembers.
@@ -28,12 +33,11 @@ import json
 import logging
 from typing import Any, Callable
 
-import httpx
 from PIL import Image, UnidentifiedImageError
 
 from bot.config import LLMConfig, PicturesConfig, env_secret
 from bot.contract import Part, Picture
-from bot.tools.egress import certificates
+from bot.tools.outside import Answered, Limits, Outside, OutsideFailed, TooLarge, TooSlow
 from bot.tools.toolbox import Outcome, TurnScope, result
 from bot.turn.attachments import MAX_PIXELS
 from storage.ports import Store
@@ -43,6 +47,7 @@ MAX_BYTES = 10 * 1024 * 1024  # a picture larger than this is refused
 MAX_ANSWER = MAX_BYTES * 4 // 3 + 64 * 1024  # the server's answer is read up to this: the picture in base64, and JSON
 TIMEOUT_S = 120.0  # drawing takes a while
 MAX_SCENE = 1_000
+FORMATS = ("PNG", "JPEG", "WEBP", "GIF")  # what Telegram's sendPhoto and Discord show as a picture
 SIZE = 1024
 SPEC = {
     "type": "function",
@@ -68,8 +73,10 @@ def checked(data: bytes) -> str:
             width, height = image.size
             if width * height > MAX_PIXELS:
                 raise NoPicture(f"it promised {width:,}×{height:,} pixels, over the limit of {MAX_PIXELS:,}")
+            if image.format not in FORMATS:
+                raise NoPicture(f"it was not a PNG, JPEG, WebP or GIF picture ({image.format or 'unknown'})")
             image.verify()
-            return (image.format or "png").lower()
+            return image.format.lower()
     except (UnidentifiedImageError, OSError, SyntaxError, Image.DecompressionBombError):
         raise NoPicture("what came back was not an image") from None
 
@@ -77,11 +84,11 @@ def checked(data: bytes) -> str:
 class ImageServer:
     """The owner's image server, as `[pictures]` names it."""
 
-    def __init__(self, config: PicturesConfig, llm: LLMConfig):
+    def __init__(self, config: PicturesConfig, llm: LLMConfig, outside: Outside):
         self.config = config
         self.base_url = (config.base_url or llm.base_url).rstrip("/")
         self.api_key = env_secret(config.api_key_env) if config.api_key_env else llm.api_key
-        self.tls = certificates()
+        self.outside = outside
 
     def request(self, prompt: str, safe: bool) -> tuple[str, dict[str, Any], dict[str, str]]:
         """Where to ask, what, and with which headers, in the server's own shape."""
@@ -102,20 +109,20 @@ class ImageServer:
         NoPicture saying why not."""
         url, body, headers = self.request(prompt, safe)
         try:
-            async with httpx.AsyncClient(timeout=TIMEOUT_S, trust_env=False, verify=self.tls) as http:
-                async with http.stream("POST", url, json=body, headers=headers) as response:
-                    response.raise_for_status()
-                    answer = bytearray()
-                    async for chunk in response.aiter_bytes():
-                        answer += chunk
-                        if len(answer) > MAX_ANSWER:
-                            raise NoPicture(f"it was larger than {MAX_BYTES // (1024 * 1024)} MB")
-        except httpx.TimeoutException:
+            answer = await self.outside.call("POST", url, Limits(TIMEOUT_S, MAX_ANSWER), json=body, headers=headers)
+        except TooLarge:
+            raise NoPicture(f"it was larger than {MAX_BYTES // (1024 * 1024)} MB") from None
+        except TooSlow:
             raise NoPicture("the image server did not answer in time") from None
-        except httpx.HTTPStatusError as failure:
-            raise NoPicture(f"the image server answered {failure.response.status_code}") from None
-        except httpx.HTTPError as failure:
-            raise NoPicture(f"the image server could not be reached ({type(failure).__name__})") from None
+        except Answered as failure:
+            raise NoPicture(f"the image server answered {failure.status}") from None
+        except OutsideFailed:
+            raise NoPicture("the image server could not be reached") from None
+        return await asyncio.to_thread(self.picture_in, answer.body)
+
+    def picture_in(self, answer: bytes) -> bytes:
+        """The picture's bytes in the server's JSON answer (read off the event loop: it may be
+        14 MB), or NoPicture."""
         try:
             found = json.loads(answer)
             encoded = found["data"][0]["b64_json"] if self.config.kind == "openai" else found["images"][0]
@@ -126,12 +133,16 @@ class ImageServer:
 
 class Picturing:
     name, spec, guidance = "picture", SPEC, ""
+    local = True  # what the model reads of it is ours; the picture never reaches the model
+    stores = True  # the scene the model wrote is drawn and sent: refused once outside text entered
 
-    def __init__(self, store: Store, server: ImageServer, appearances: dict[str, str], today: Callable[[], str]):
+    def __init__(self, store: Store, server: ImageServer, appearances: dict[str, str], today: Callable[[], str],
+                 age_restricted: frozenset[str] = frozenset()):
         self.store = store
         self.server = server
         self.appearances = {name.casefold(): text for name, text in appearances.items()}
         self.today = today
+        self.age_restricted = frozenset(name.casefold() for name in age_restricted)  # characters (SPEC 17)
 
     def offered(self, scope: TurnScope) -> bool:
         return scope.person_id is not None
@@ -149,7 +160,8 @@ class Picturing:
                            shown=f"🖼️ no picture: {config.per_day} a day is the most")
         appearance = self.appearances.get(scope.character_name.casefold())
         prompt = f"{scope.character_name}, {appearance}. {scene}" if appearance else scene
-        safe = not (scope.asker is not None and scope.asker.age_restricted)
+        safe = not (scope.character_name.casefold() in self.age_restricted
+                    and scope.asker is not None and scope.asker.age_restricted)
         try:
             data = await self.server.draw(prompt, safe)
             kind = await asyncio.to_thread(checked, data)

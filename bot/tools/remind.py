@@ -40,6 +40,8 @@ SPEC = {
 
 class Remind:
     name, spec, guidance = "remind", SPEC, ""
+    local = True  # it answers with our own words
+    stores = True  # what the model wrote is kept and sent later: refused once outside text entered
 
     def __init__(self, store: Store):
         self.store = store

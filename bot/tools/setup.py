@@ -1,7 +1,8 @@
 """The tools of this deployment, from the config (SPEC 18): the built-in ones `[tools] enabled`
 names (each that can run here: `search` needs `[tools.search] url`, `picture` a `[pictures]`
-table), and the named tools of the MCP servers that answer at start-up. Which
-a character may use: its own `tools`, else all of them; the memory tools (SPEC 5) always."""
+table), and the named tools of the MCP servers that answer at start-up. Every one that talks to
+the outside does so through the process's one outside client (`outside`). Which a character may
+use: its own `tools`, else all of them; the memory tools (SPEC 5) always."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from bot.tools.dice import Dice
 from bot.tools.picture import ImageServer, Picturing
 from bot.tools.remind import Remind
 from bot.tools.egress import Egress
+from bot.tools.outside import Outside
 from bot.tools.toolbox import Tool
 from bot.tools.web import Read, Search
 from storage.ports import Store
@@ -21,10 +23,12 @@ from storage.ports import Store
 log = logging.getLogger(__name__)
 
 
-async def configured_tools(config: Config, store: Store, today: Callable[[], str],
-                           egress: Egress | None = None) -> list[Tool]:
+async def configured_tools(config: Config, store: Store, today: Callable[[], str], outside: Outside,
+                           egress: Egress | None = None, taken: Sequence[str] = (),
+                           age_restricted: frozenset[str] = frozenset()) -> list[Tool]:
     """The built-in tools `[tools] enabled` names that can run here, then the MCP servers' tools
-    (an MCP tool named like a built-in one is left out, with a WARNING)."""
+    (SPEC 18 "MCP servers stay in their lane": one named like a built-in tool or one of `taken`,
+    the memory tools, is left out with a WARNING)."""
     settings = config.tools
     tools: list[Tool] = []
     for name in settings.enabled:
@@ -33,26 +37,27 @@ async def configured_tools(config: Config, store: Store, today: Callable[[], str
         elif name == "time":
             tools.append(Clock())
         elif name == "read":
-            tools.append(Read(egress or Egress(settings.read.max_bytes, settings.read.deny_domains)))
+            tools.append(Read(egress or Egress(settings.read.max_bytes, settings.read.deny_domains, outside=outside)))
         elif name == "search" and settings.search is not None:
-            tools.append(Search(settings.search.url))
+            tools.append(Search(settings.search.url, outside))
         elif name == "remind":
             tools.append(Remind(store))
         elif name == "picture" and config.pictures is not None:
-            tools.append(Picturing(store, ImageServer(config.pictures, config.llm),
-                                   {c.name: c.appearance for c in config.characters if c.appearance}, today))
+            tools.append(Picturing(store, ImageServer(config.pictures, config.llm, outside),
+                                   {c.name: c.appearance for c in config.characters if c.appearance}, today,
+                                   age_restricted))
     if not settings.mcp:
         return tools
     # the MCP SDK is loaded only for a deployment that lists servers (it takes ~0.8 s and ~45 MB)
     from bot.tools.mcp_servers import discover
 
-    taken = {tool.name for tool in tools}
-    for tool in await discover(settings.mcp):
-        if tool.name in taken:
-            log.warning("MCP server %s: its tool %r has the name of another tool; it is left out",
+    names = {*taken, *(tool.name for tool in tools)}
+    for tool in await discover(settings.mcp, outside):
+        if tool.name in names:
+            log.warning("MCP server %s: its tool %r has the name of a built-in or memory tool; it is left out",
                         tool.server.name, tool.name)
             continue
-        taken.add(tool.name)
+        names.add(tool.name)
         tools.append(tool)
     return tools
 

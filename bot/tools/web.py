@@ -1,27 +1,34 @@
 """`search` and `read` (SPEC 18): looking something up through the owner's SearXNG, and reading a
-web page. What they bring back is outside text (fenced as data by the toolbox). `read` opens
-only an address the person wrote in this turn's message or a search returned in this turn —
-outside text cannot send the character elsewhere — and only through the safe egress
-(bot/tools/egress.py). A page's text is taken out of its HTML by trafilatura (a maintained
-extractor), off the event loop."""
+web page. Both talk to the outside, so everything they answer — results, text, and errors that
+quote what a server sent — is outside text, fenced as data by the toolbox. Both go through the
+process's one outside client (bot/tools/outside.py): 10 s for the whole call, the decoded bytes
+capped (a search's answer at SEARCH_BYTES, a page at `[tools.read] max_bytes`), every field of a
+result capped. `read` opens only an address the person wrote in this turn's message or a search
+returned in this turn — outside text cannot send the character elsewhere — and only through the
+safe egress (bot/tools/egress.py). A page's text is taken out of its HTML in a child process
+(bot/tools/page_text.py), bounded in time."""
 
 from __future__ import annotations
 
-import asyncio
+import json
 import logging
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
-import httpx
-import trafilatura
-
-from bot.tools.egress import Egress, EgressRefused, certificates
+from bot.tools.egress import Egress
+from bot.tools.outside import Limits, Outside, OutsideFailed
+from bot.tools.page_text import EXTRACT_S, Unreadable, page_text
 from bot.tools.toolbox import Outcome, TurnScope, result
 
 log = logging.getLogger(__name__)
 SEARCH_RESULTS = 5
 SEARCH_TIMEOUT_S = 10.0
+SEARCH_BYTES = 1_000_000  # of SearXNG's answer, decoded
+SNIPPET_CHARS = 1_000  # each search result's snippet (SPEC 18); its title TITLE_CHARS, its address URL_CHARS
+TITLE_CHARS = 300
+URL_CHARS = 2_000
 PAGE_CHARS = 20_000  # of a page's text, before the toolbox cuts it to its token budget
+HTML = ("text/html", "application/xhtml+xml", "")
 
 SEARCH = {
     "type": "function",
@@ -48,10 +55,11 @@ def _same(url: str) -> str:
 
 class Search:
     name, spec, guidance = "search", SEARCH, ""  # what it brings back is labelled as data where it stands
+    source = "search results"
 
-    def __init__(self, base_url: str):
+    def __init__(self, base_url: str, outside: Outside):
         self.base_url = base_url.rstrip("/")
-        self.tls = certificates()  # made once: a TLS context costs milliseconds to build
+        self.outside = outside
 
     def offered(self, scope: TurnScope) -> bool:
         return True
@@ -60,35 +68,27 @@ class Search:
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             return result(error="query must be the words to search for")
-        query = query.strip()[:300]
+        query = " ".join(query.split())[:300]
         try:
-            async with httpx.AsyncClient(timeout=SEARCH_TIMEOUT_S, trust_env=False, verify=self.tls) as http:
-                response = await http.get(f"{self.base_url}/search", params={"q": query, "format": "json"})
-            response.raise_for_status()
-            found = response.json().get("results", [])
-        except (httpx.HTTPError, ValueError, AttributeError) as failure:
-            log.warning("search: the SearXNG instance at %s did not answer (%s)", self.base_url, failure)
+            answer = await self.outside.call("GET", f"{self.base_url}/search?{urlencode({'q': query, 'format': 'json'})}",
+                                             Limits(SEARCH_TIMEOUT_S, SEARCH_BYTES))
+            found = json.loads(answer.body).get("results", [])
+            if not isinstance(found, list):
+                raise ValueError("results is not a list")
+        except (OutsideFailed, ValueError, AttributeError) as failure:
+            log.warning("search: the SearXNG instance at %s did not answer usably (%s)", self.base_url,
+                        str(failure)[:200])
             return result(error="the search service did not answer; say so, do not make results up")
-        hits = [{"title": str(hit.get("title", "")), "url": str(hit.get("url", "")),
-                 "snippet": str(hit.get("content", ""))}
+        hits = [{"title": str(hit.get("title", ""))[:TITLE_CHARS], "url": str(hit.get("url", ""))[:URL_CHARS],
+                 "snippet": str(hit.get("content", ""))[:SNIPPET_CHARS]}
                 for hit in found[:SEARCH_RESULTS] if isinstance(hit, dict) and hit.get("url")]
-        return Outcome(result(query=query, results=hits), shown=f"🔎 searched: {query}", outside="search results",
+        return Outcome(result(query=query, results=hits), shown=f"🔎 searched: {query}",
                        addresses=tuple(hit["url"] for hit in hits))
-
-
-def page_text(body: bytes, content_type: str) -> str | None:
-    """A page's readable text: HTML through trafilatura, plain text as it is; None for anything else."""
-    kind = content_type.split(";")[0].strip().lower()
-    text = body.decode("utf-8", errors="replace")
-    if kind in ("text/html", "application/xhtml+xml", ""):
-        return trafilatura.extract(text, include_comments=False, include_tables=True) or ""
-    if kind == "text/plain":
-        return text
-    return None
 
 
 class Read:
     name, spec, guidance = "read", READ, ""
+    source = "a web page"  # its address is outside text too: it stands inside the fence, never in the label
 
     def __init__(self, egress: Egress):
         self.egress = egress
@@ -106,12 +106,15 @@ class Read:
                                 "this reply, can be read")
         try:
             page = await self.egress.fetch(url)
-        except EgressRefused as refused:
-            return result(error=f"not read: {refused}")
-        text = await asyncio.to_thread(page_text, page.body, page.content_type)
-        if text is None:
-            return result(error=f"not read: it is not a web page ({page.content_type or 'no type given'})")
-        host = urlsplit(page.url).hostname or page.url
+            kind = page.content_type.split(";")[0].strip().lower()
+            if kind == "text/plain":
+                text = page.body.decode("utf-8", errors="replace")
+            elif kind in HTML:
+                text = await self.egress.outside.within(EXTRACT_S + 1, lambda: page_text(page.body, EXTRACT_S))
+            else:
+                return result(error=f"not read: it is not a web page ({page.content_type[:100]})")
+        except (OutsideFailed, Unreadable) as why:
+            return result(error=f"not read: {why}")
+        host = urlsplit(page.url).hostname or "the page"
         said = text[:PAGE_CHARS] + ("\n[… the page goes on]" if page.cut or len(text) > PAGE_CHARS else "")
-        return Outcome(said or "(the page has no readable text)", shown=f"📖 read: {host}",
-                       outside=f"the web page {page.url}")
+        return Outcome(f"{page.url}\n{said or '(the page has no readable text)'}", shown=f"📖 read: {host}")

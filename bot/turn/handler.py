@@ -60,14 +60,22 @@ from bot.memory.recall import NEAREST as RECALL_NEAREST
 from bot.memory.recall import Passage, recall
 from bot.memory.semantic import SemanticRecall
 from bot.memory.window import WINDOW_MAX_MESSAGES, window_token_budget
-from bot.model.llm import Completion, ImagesRefused, LLMClient, LLMError
+from bot.model.llm import Completion, ImagesRefused, LLMClient, LLMError, ToolCallUnreadable
 from bot.model.tokens import TokenCounter
 from bot.text import CHAIN_ENDED, clean_text
-from bot.tools.toolbox import MAX_TOOL_ROUNDS, Toolbox, TurnJournal, TurnScope, TurnTools
+from bot.tools.toolbox import (
+    MAX_CALLS_PER_ROUND,
+    MAX_TOOL_ROUNDS,
+    Toolbox,
+    TurnJournal,
+    TurnScope,
+    TurnTools,
+    result,
+)
 from bot.turn.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.turn.context import read_context
 from bot.turn.prompt import Prompt, build_prompt
-from bot.voice.in_flight import Abandoned
+from bot.in_flight import Abandoned
 from bot.voice.listening import NOT_TRANSCRIBED, TEXT_ONLY, Listening, spoken
 from bot.voice.speaking import Speaking
 from storage.ports import SPOKEN, ConversationRow, LeftTheLine, MessageRow, Store
@@ -464,11 +472,11 @@ class TurnHandler:
                 await asyncio.shield(self.store.turns.fail_turn(turn_id))
                 return await self._past_allowance(charged)
             try:
-                completion, counted_in = await self._complete_with_tools(prompt, tools, sink)
+                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id)
             except ImagesRefused:  # vision "auto", and the server cannot take images: without them
                 unseen, images = [*unseen, *(what for what, _ in images)], []
                 prompt = prompt_with(images, unseen)
-                completion, counted_in = await self._complete_with_tools(prompt, tools, sink)
+                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id)
             text = completion.text.strip()
             if not text:
                 raise LLMError("the model sent an empty answer")
@@ -476,6 +484,13 @@ class TurnHandler:
             log.warning("a turn in conversation %d failed: %s", conversation.id, failure)
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
             return Reply(LLM_FAILED.format(reason=failure, hint=failure.hint), is_error=True)
+        except _PastAllowance:  # its rounds spent the allowance: the message is kept, not answered
+            await asyncio.shield(self.store.turns.fail_turn(turn_id))
+            return await self._past_allowance(charged)
+        except Abandoned:  # stopping while a tool waited on the outside: the turn stays running, so
+            # the next start finds it interrupted and answers the message again (SPEC 18)
+            log.info("a turn in conversation %d was left for the restart: the process is stopping", conversation.id)
+            return Reply("", duplicate=True)
         except BaseException:
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
             raise
@@ -488,10 +503,6 @@ class TurnHandler:
         }
         kept = "\n".join([text, *journal.remembered])  # what the character remembers it did ("[sent a picture: …]")
         reply_tokens = self.counter.count(kept)
-        # spent before the turn ends, so what it cost is counted before its hold is let go
-        await self.gate.spend(charged, stored.id,  # as the server's usage says, else as counted
-                              completion.prompt_tokens or counted_in,
-                              completion.completion_tokens or reply_tokens)
         await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, kept, reply_tokens, receipt,
                                            character_id=stored.id)
         buttons = []
@@ -533,25 +544,37 @@ class TurnHandler:
                 await self.store.turns.set_turn_partial(turn_id, str(shown))
         return sink
 
-    async def _complete_with_tools(
-        self, prompt: Prompt, tools: TurnTools | None, on_text: Callable[[str], Awaitable[None]] | None
-    ) -> tuple[Completion, int]:
-        """The final answer, with the tokens of every round as the server reports them (SPEC 17
-        counts them all); and the prompt tokens of every round as counted here, for a server that
-        reports none: the prompt each time, and what the tools answered before it."""
+    async def _complete_with_tools(self, prompt: Prompt, tools: TurnTools | None,
+                                   on_text: Callable[[str], Awaitable[None]] | None, charged: int | None,
+                                   character_id: int) -> Completion:
+        """The final answer, the model calling its tools for at most MAX_TOOL_ROUNDS rounds
+        (SPEC 18 "Tool calls are counted as they happen"): at most MAX_CALLS_PER_ROUND calls run
+        in a round (the model reads that the others did not); each round's tokens are written
+        as it ends — the server's usage, else as counted here: the prompt and what the tools
+        answered before it in, the text and calls out — and the allowance is asked before the
+        next (`_PastAllowance`); a tool call the server cannot parse ends the rounds, and the
+        reply is asked for in words."""
         messages = list(prompt.messages)
-        spent_in = spent_out = counted_in = 0
         specs = tools.specs if tools is not None else []
+        spent_in = spent_out = 0  # what the server reported of every round (the receipt says it)
         for round_number in range(MAX_TOOL_ROUNDS + 1):
             offer_tools = bool(specs) and round_number < MAX_TOOL_ROUNDS
-            completion = await self.llm.complete(
-                messages, tools=specs if offer_tools else None, on_text=on_text
-            )
+            if round_number and await self.gate.past_allowance(charged):
+                raise _PastAllowance()
+            try:
+                completion = await self.llm.complete(messages, tools=specs if offer_tools else None, on_text=on_text)
+            except ToolCallUnreadable:  # a model that stumbled: this turn goes on in words
+                specs, offer_tools = [], False
+                completion = await self.llm.complete(messages, on_text=on_text)
+            told = sum(call.tokens for call in tools.scope.journal.calls) if tools is not None else 0
+            await self.gate.spend(
+                charged, character_id, completion.prompt_tokens or prompt.receipt["tokens"]["total"] + told,
+                completion.completion_tokens or self.counter.count(
+                    completion.text + "".join(c.name + c.arguments for c in completion.tool_calls)),
+                turns=0 if round_number else 1)
             spent_in, spent_out = spent_in + completion.prompt_tokens, spent_out + completion.completion_tokens
-            counted_in += prompt.receipt["tokens"]["total"] + (
-                sum(call.tokens for call in tools.scope.journal.calls) if tools is not None else 0)
             if not (offer_tools and completion.tool_calls):
-                return replace(completion, prompt_tokens=spent_in, completion_tokens=spent_out), counted_in
+                return replace(completion, prompt_tokens=spent_in, completion_tokens=spent_out)
             messages.append({
                 "role": "assistant",
                 "content": completion.text or None,
@@ -562,7 +585,15 @@ class TurnHandler:
                 ],
             })
             assert tools is not None  # offered only with tools
-            for call in completion.tool_calls:
-                result = await tools.run(call.name, call.arguments)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-        return completion, counted_in  # not reached: the last round offers no tools
+            for number, call in enumerate(completion.tool_calls):
+                if number < MAX_CALLS_PER_ROUND:
+                    said = await tools.run(call.name, call.arguments)
+                else:
+                    said = result(error=f"not run: at most {MAX_CALLS_PER_ROUND} tool calls in one round; answer "
+                                        "with what you have")
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": said})
+        return completion  # not reached: the last round offers no tools
+
+
+class _PastAllowance(Exception):
+    """A turn's tool rounds spent the person's allowance: it ends before its next model call."""

@@ -10,7 +10,7 @@ turn goes on with the transcript as the person's message, stored as spoken (show
 storage.ports.SPOKEN). The audio
 is never stored. A transcription that fails or comes back empty keeps the message as
 NOT_TRANSCRIBED, and the person gets one line. At most LISTENING_AT_ONCE notes are fetched and
-transcribed at once in a process, and on stop those in flight are abandoned (bot/voice/in_flight.py).
+transcribed at once in a process, and on stop those in flight are abandoned (bot/in_flight.py).
 Taking the transcription's model call under `[limits]` is the turn handler's, which knows the
 person.
 """
@@ -22,7 +22,7 @@ import logging
 
 from bot.contract import IncomingFile
 from bot.voice.audio import NotAudio, seconds_of
-from bot.voice.in_flight import InFlight
+from bot.in_flight import InFlight
 from bot.voice.client import VoiceFailed, VoiceClient
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class Listening:
 
     async def hear(self, note: IncomingFile) -> tuple[str | None, str]:
         """(what was said, "") or (None, the one line the person gets instead). Abandoned when
-        the process stops meanwhile (bot/voice/in_flight.py)."""
+        the process stops meanwhile (bot/in_flight.py)."""
         return await self.in_flight.run(lambda: self._hear(note))
 
     async def _hear(self, note: IncomingFile) -> tuple[str | None, str]:

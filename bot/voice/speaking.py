@@ -14,7 +14,7 @@ import regex
 from bot.config import VoiceConfig
 from bot.contract import Part, VoiceNote
 from bot.voice.audio import NotAudio, describe, seconds_of
-from bot.voice.in_flight import Abandoned, InFlight
+from bot.in_flight import Abandoned, InFlight
 from bot.voice.client import VoiceFailed, VoiceClient
 
 log = logging.getLogger(__name__)

@@ -28,8 +28,9 @@ class SQLUsage(Usage):
     def __init__(self, db: Database):
         self.db = db
 
-    async def add_turn(self, person_id: int, character_id: int, day: str, tokens_in: int, tokens_out: int) -> None:
-        await self.db.execute(_ADD, person_id, day, character_id, 1, tokens_in, tokens_out, 0)
+    async def add_turn(self, person_id: int, character_id: int, day: str, tokens_in: int, tokens_out: int,
+                       turns: int = 1) -> None:
+        await self.db.execute(_ADD, person_id, day, character_id, turns, tokens_in, tokens_out, 0)
 
     async def add_checkin(self, person_id: int, character_id: int, day: str) -> None:
         await self.db.execute(_ADD, person_id, day, character_id, 0, 0, 0, 1)

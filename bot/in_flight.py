@@ -1,7 +1,8 @@
-"""Audio work in flight in this process (SPEC 16 "Bounded" and "A slow transcription holds
-nobody else"): at most a few voice notes are fetched and transcribed, or replies spoken, at once
-(memory stays flat under a flood of 25 MB notes: the others wait, holding nothing), and on stop
-everything in flight is abandoned at once — a hanging audio server never holds up an exit."""
+"""Work in flight in this process that waits on a server someone else runs: audio (SPEC 16
+"Bounded", "A slow transcription holds nobody else") and every outside call of the tools (SPEC 18
+"Every outside call is bounded the same way"). At most a few at once (memory stays flat under a
+flood: the others wait, holding nothing), and on stop everything in flight is abandoned at once —
+a hanging server never holds up an exit."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ T = TypeVar("T")
 
 
 class Abandoned(Exception):
-    """The process is stopping: the audio work was given up."""
+    """The process is stopping: the work was given up (what it was for is answered after the restart)."""
 
 
 class InFlight:
