@@ -33,9 +33,11 @@ async def hostile():
 
 def config(llm, telegram, hostile) -> str:
     return mira_config(llm, f"""[tools]
-enabled = ["dice", "search", "read"]
+enabled = ["dice", "search", "read", "picture"]
 [tools.search]
 url = "{hostile.url}"
+[pictures]
+base_url = "{hostile.url}/v1"
 """, telegram=telegram)
 
 
@@ -109,25 +111,22 @@ async def test_a_gzip_bomb_leaves_memory_flat_and_other_chats_answered_within_5_
 
 
 @pytest.mark.timeout(180)
-async def test_sigterm_with_a_hanging_search_exits_within_10_seconds_and_the_message_is_answered_after(
+async def test_sigterm_with_a_hanging_image_server_exits_within_10_seconds_and_the_message_is_answered_after(
         tmp_path, llm, telegram, hostile):
-    hostile.hang("/search")
+    hostile.hang("/v1/images/generations")  # an outside call given 120 s
     ann, dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
     async with bot_running(tmp_path, config(llm, telegram, hostile), MIRA_TELEGRAM_TOKEN=telegram.token,
                            **web_env(hostile)) as bot:
         await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
-        llm.add(tool_calls(("search", {"query": "tides in Brest"})))
-        asked = telegram.send(dm, ann, "search the tides in Brest for me")
-        await telegram.wait_for(lambda: "/search" in hostile.got, timeout=30)
+        llm.add(tool_calls(("picture", {"scene": "the harbour at dusk"})))
+        asked = telegram.send(dm, ann, "send me a picture of the harbour at dusk")
+        await telegram.wait_for(lambda: "/v1/images/generations" in hostile.got, timeout=30)
         began = time.monotonic()
         bot.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(bot.communicate(), 30)
         assert time.monotonic() - began < 10 and bot.returncode == 0, err.decode()[-2000:]
-    hostile.answer("/search", json.dumps({"results": [{"title": "Tides", "url": "http://evil.example/t",
-                                                       "content": "High tide 18:12"}]}).encode(),
-                   content_type="application/json")
-    llm.add(tool_calls(("search", {"query": "tides in Brest"})), text("High tide in Brest is at 18:12."))
+    llm.add(text("The harbour at dusk is all amber light tonight."))
     async with bot_running(tmp_path, config(llm, telegram, hostile), MIRA_TELEGRAM_TOKEN=telegram.token,
                            **web_env(hostile)):
-        reply = await final_reply_to(telegram, ANN, asked)
-        assert reply.text.startswith("High tide in Brest is at 18:12.")  # answered once back
+        reply = await final_reply_to(telegram, ANN, asked)  # answered once back: nothing was lost
+        assert reply.text == "The harbour at dusk is all amber light tonight."
