@@ -20,15 +20,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from bot import metrics
-from bot.config import Config, ConfigError, checked, load_config
-from bot.contract import Core, PlatformRefused
+from bot.config import Config, ConfigError, WebConfig, checked, load_config
+from bot.contract import Core, MemoryPage, PlatformRefused
 from bot.logs import config_secrets, log_to_file, redact, setup_logging
 from bot.memory.saved_memories import CAPS
-from bot.runtime import build_runtime
+from bot.runtime import Runtime, build_runtime
 from storage.factory import StorageURLError, masked, open_store
 
 if TYPE_CHECKING:
     from adapters.registry import AdapterStarter, Platform
+    from adapters.web.server import PageServer
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +137,8 @@ async def run_bot(config: Config) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
+    page = await serve_page(config, runtime, stop, chat_platforms=True)  # bound before anyone can ask for a link
     tasks = [asyncio.create_task(_supervised(name, start, runtime.core, stop)) for name, start in adapters]
-    page = serve_page(config, runtime.core, stop)
     stopping = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({stopping, asyncio.gather(*tasks)}, return_when=asyncio.FIRST_COMPLETED)
@@ -220,14 +221,38 @@ def platform_adapters(config: Config) -> list[tuple[str, "AdapterStarter"]]:
     return adapters
 
 
-def serve_page(config: Config, core: Core, stop: asyncio.Event) -> asyncio.Task | None:
-    """The memory page (SPEC 21) on `[web] listen` and `port` until `stop`; None without `[web]`."""
-    if config.web is None:
-        return None
+def page_server(web: WebConfig, page: MemoryPage) -> "PageServer":
+    """The memory page's server as `[web]` describes it."""
     from adapters.web.server import PageServer
 
-    server = PageServer(core.page, config.web.secure)
-    return asyncio.create_task(server.serve(config.web.listen, config.web.port, stop))
+    return PageServer(page, web.secure, web.origin, web.path, web.trusted_proxies)
+
+
+async def serve_page(config: Config, runtime: Runtime, stop: asyncio.Event, chat_platforms: bool) -> asyncio.Task | None:
+    """The memory page (SPEC 21) on `[web] listen` and `port` until `stop`; None without `[web]`.
+    A port that cannot be bound is one ERROR naming `web.port` (SPEC 21 "Named, not silent"), and
+    `/memory page` then says the page is not available, never a link to whatever holds the port."""
+    if config.web is None:
+        return None
+    server = page_server(config.web, runtime.core.page)
+    try:
+        stop_serving = await server.start(config.web.listen, config.web.port)
+    except OSError as problem:
+        log.error("web.port: the memory page cannot listen on %s:%d (%s); it is not served by this process, and "
+                  "/memory page says so. Set [web] port to a free port", config.web.listen, config.web.port,
+                  problem.strerror or problem)
+        runtime.commands.page.served = False
+        return None
+    if config.web.public_url is None and chat_platforms:
+        log.warning("[web] has no public_url: /memory page links point at %s, which opens only on this machine",
+                    config.web.address)
+
+    async def serving() -> None:
+        try:
+            await stop.wait()
+        finally:
+            await stop_serving()
+    return asyncio.create_task(serving())
 
 
 def character_platforms(config: Config) -> dict[str, str]:
@@ -315,7 +340,7 @@ async def run_console(config: Config, character: str, user_name: str) -> int:
     for problem in await runtime.llm.probe():  # said where the person is, not only in the log file
         print(f"(Keepsake) {problem[0].upper()}{problem[1:]}.")
     stop = asyncio.Event()
-    page = serve_page(config, runtime.core, stop)
+    page = await serve_page(config, runtime, stop, chat_platforms=False)
     try:
         await Console(runtime.core, character, user_name).run(stdin_lines())
     finally:

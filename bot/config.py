@@ -12,10 +12,12 @@ adapters' types when bot/cli.py loads the config.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import tomllib
@@ -95,6 +97,18 @@ EnvName = Annotated[str, Field(min_length=1), BeforeValidator(env_name)]  # a va
 HttpURL = Annotated[Text, AfterValidator(_http)]
 FilePath = Annotated[Path, BeforeValidator(_path)]
 Port = Annotated[int, Field(ge=1, le=65_535)]
+
+
+def _network(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be an address or a network, like \"10.0.0.5\" or \"10.0.0.0/8\"")
+    try:
+        return str(ipaddress.ip_network(value.strip(), strict=False))
+    except ValueError:
+        raise ValueError(f"{value!r} is not an address or a network, like \"10.0.0.5\" or \"10.0.0.0/8\"") from None
+
+
+Network = Annotated[str, BeforeValidator(_network)]
 Access = Annotated[AccessRules, BeforeValidator(_access_rules)]
 
 
@@ -363,12 +377,15 @@ class WebConfig(Section):
     listen: Text = "127.0.0.1"
     port: Port = 8080
     public_url: HttpURL | None = None
+    # the proxies whose X-Forwarded-For is believed (addresses or networks; SPEC 21 "Proxies named")
+    trusted_proxies: Annotated[tuple[Network, ...], Listed] = ("127.0.0.1/32", "::1/128")
 
     @property
     def address(self) -> str:
         """Where a link points: `public_url`, else this machine's own address and port."""
-        if self.public_url is not None:
-            return str(self.public_url).rstrip("/")
+        if self.public_url is not None:  # its scheme and host read in any case (`HTTPS://…` is https)
+            parts = urlsplit(str(self.public_url))
+            return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path}".rstrip("/")
         host = "127.0.0.1" if self.listen in ("0.0.0.0", "") else "[::1]" if self.listen == "::" else self.listen
         return f"http://{host}:{self.port}"
 
@@ -376,6 +393,17 @@ class WebConfig(Section):
     def secure(self) -> bool:
         """Under https: the session cookie is `Secure`."""
         return self.address.startswith("https://")
+
+    @property
+    def origin(self) -> str:
+        """`scheme://host[:port]` of `address`, as a browser writes it in `Origin`."""
+        parts = urlsplit(self.address)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @property
+    def path(self) -> str:
+        """The path the page is served under by a proxy ("" at the root): every link starts with it."""
+        return urlsplit(self.address).path.rstrip("/")
 
 
 class CharacterConfig(BaseModel):

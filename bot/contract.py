@@ -637,8 +637,9 @@ class PageEntry:
 class MemoryPage(Protocol):
     """The memory page (SPEC 21): any process serves it from the database."""
 
-    async def enter(self, code: str, address: str) -> PageEntry:
-        """Spend a one-time link's code for a session (rate-limited by `address`)."""
+    async def enter(self, code: str, address: str, via: str | None = None) -> PageEntry:
+        """Spend a one-time link's code for a session; a wrong one is counted against `address`
+        (and `via`, the trusted proxy it came through)."""
 
     async def visit(self, token: str) -> PageVisit | None:
         """The session of a cookie's token, checked in the database; None: no page."""

@@ -892,11 +892,9 @@ class Pages(abc.ABC):
     async def end_session(self, token_hash: str) -> None: ...
 
     @abc.abstractmethod
-    async def add_failure(self, address: str, at: float) -> None:
-        """A wrong or spent code tried from `address`."""
-
-    @abc.abstractmethod
-    async def failures_since(self, address: str, since: float) -> int: ...
+    async def add_failure(self, address: str, at: float, since: float) -> int:
+        """A wrong or spent code tried from `address`: how many were tried from there since
+        `since`, this one included, counted atomically with the adding (every process together)."""
 
 
 class Coordination(abc.ABC):

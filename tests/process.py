@@ -129,12 +129,17 @@ async def final_reply_to(telegram: FakeTelegram, chat_id: int, message_id: int):
     return (await telegram.wait_for(final, timeout=30))[-1]
 
 
-# Loaded by a bot process whose PYTHONPATH holds it: points discord.py at the fake Discord; and
+# Loaded by a bot process whose PYTHONPATH holds it: with KEEPSAKE_TEST_NOFILE, the open-file
+# limit a service runs under (systemd's 1,024); points discord.py at the fake Discord; and
 # with KEEPSAKE_TEST_WEB ("name=address,…;port") hands the safe egress of `read` (SPEC 18) a
 # resolver of test names and dials their public address on loopback (tests/fakes/web_pages.py),
 # as tests/test_egress.py does in process: the guard still checks every address.
 SITECUSTOMIZE = '''
 import os
+if os.environ.get("KEEPSAKE_TEST_NOFILE"):
+    import resource
+    files = int(os.environ["KEEPSAKE_TEST_NOFILE"])
+    resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
 if os.environ.get("KEEPSAKE_TEST_DISCORD_BASE"):
     import discord, yarl
     base = os.environ["KEEPSAKE_TEST_DISCORD_BASE"]

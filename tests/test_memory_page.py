@@ -8,9 +8,9 @@ import re
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
 
 from adapters.web.server import COOKIE, PageServer, visitor
+from bot.cli import page_server
 from bot.config import WebConfig, parse_config
 from bot.runtime import build_runtime
 from tests.conftest import Chat, config_dict
@@ -36,8 +36,13 @@ class Browser:
         self.http = aiohttp.ClientSession()
         self.forwarded_for = forwarded_for  # as a reverse proxy on this machine would send it
 
-    async def request(self, method: str, path: str, data: dict | None = None):
+    async def request(self, method: str, path: str, data: dict | None = None, site: str = "same-origin"):
+        """As a browser sends it: a form says where it was sent from (`Origin`, `Sec-Fetch-Site`);
+        `site="cross-site"` sends it as a page of another site would."""
         headers = {"Cookie": f"{COOKIE}={self.cookie}"} if self.cookie else {}
+        if method == "POST":
+            headers |= {"Origin": self.base if site == "same-origin" else "https://mallory.example",
+                        "Sec-Fetch-Site": site}
         if self.forwarded_for:
             headers["X-Forwarded-For"] = self.forwarded_for
         async with self.http.request(method, self.base + path, data=data, headers=headers,
@@ -70,12 +75,12 @@ class Browser:
 async def serving(config, clock):
     """A bot runtime with this config and its page served on loopback: (runtime, a new browser)."""
     runtime = await build_runtime(config, clock=clock)
-    server = TestServer(PageServer(runtime.core.page, secure=config.web.secure).app(), host="127.0.0.1")
-    await server.start_server()
+    server = page_server(config.web, runtime.core.page)
+    stop = await server.start("127.0.0.1", 0)  # as a bot process serves it, its connection limits on
     browsers = []
 
     def browser(forwarded_for: str | None = None) -> Browser:
-        browsers.append(Browser(str(server.make_url("")).rstrip("/"), forwarded_for))
+        browsers.append(Browser(f"http://127.0.0.1:{server.addresses[0][1]}", forwarded_for))
         return browsers[-1]
 
     try:
@@ -83,7 +88,7 @@ async def serving(config, clock):
     finally:
         for each in browsers:
             await each.close()
-        await server.close()
+        await stop()
         await runtime.close()
 
 
@@ -188,15 +193,17 @@ async def test_a_session_ends_after_12_hours(web, clock):
     assert response.status == 401 and "/memory page" in body
 
 
-async def test_a_forged_code_is_refused_and_5_wrong_codes_make_the_address_wait(web):
+async def test_a_forged_code_is_refused_and_5_wrong_codes_make_the_address_wait_but_a_valid_code_opens(web):
     runtime, browser = web
     mallory = browser()
     for n in range(5):
         response, body = await mallory.request("POST", "/open", {"code": f"guessed-code-number-{n:03d}-aaaaaaaa"})
         assert response.status == 403, n
-    real = await link_for(Chat(runtime))
-    response, body = await mallory.open(real)  # even a real link waits now, from that address
+    response, body = await mallory.request("POST", "/open", {"code": "guessed-code-number-006-aaaaaaaa"})
     assert response.status == 429 and "Wait 10 minutes" in body and mallory.cookie is None
+    ann = browser()  # the same address: a valid code always opens (SPEC 21 "valid links always open")
+    response, _ = await ann.open(await link_for(Chat(runtime)))
+    assert response.status == 303 and ann.cookie
 
 
 async def test_behind_a_proxy_on_this_machine_wrong_codes_count_against_the_address_it_forwards_for(web):
@@ -208,17 +215,23 @@ async def test_behind_a_proxy_on_this_machine_wrong_codes_count_against_the_addr
         response, _ = await browser("203.0.113.5").request("POST", "/open", {"code": f"guess-{n:03d}-aaaaaaaaaaaa"})
         assert response.status == 403, n
     # Mallory's own X-Forwarded-For naming Ann's address comes first; the proxy adds hers after it
-    response, body = await browser("198.51.100.7, 203.0.113.5").open(await link_for(Chat(runtime)))
+    response, body = await browser("198.51.100.7, 203.0.113.5").request("POST", "/open", {"code": "guess-x-aaaaaaaaaa"})
     assert response.status == 429 and "Wait 10 minutes" in body
+    response, _ = await browser("198.51.100.7").request("POST", "/open", {"code": "ann-mistyped-aaaaaaaa"})
+    assert response.status == 403  # Ann's own mistake counts against Ann only
     ann = browser("198.51.100.7")
     response, _ = await ann.open(await link_for(Chat(runtime)))
     assert response.status == 303 and ann.cookie
 
 
-def test_a_peer_not_on_this_machine_is_never_believed_about_whom_it_forwards_for():
-    assert visitor("192.0.2.1", "203.0.113.5") == "192.0.2.1"
-    assert visitor("127.0.0.1", "203.0.113.5") == "203.0.113.5"
-    assert visitor("::1", "not an address") == "::1" and visitor("127.0.0.1", None) == "127.0.0.1"
+def test_only_a_trusted_proxy_is_believed_about_whom_it_forwards_for_across_every_header_line():
+    proxies = ("127.0.0.1/32", "::1/128", "10.0.0.0/8")
+    assert visitor("192.0.2.1", ["203.0.113.5"], proxies) == ("192.0.2.1", None)  # no proxy of ours
+    assert visitor("127.0.0.1", ["203.0.113.5"], proxies) == ("203.0.113.5", "127.0.0.1")
+    assert visitor("::1", ["not an address"], proxies) == ("::1", None) and visitor("127.0.0.1", [], proxies) == (
+        "127.0.0.1", None)
+    # HAProxy appends its own line; a second proxy of ours (10.0.0.2) added the visitor before it
+    assert visitor("10.0.0.1", ["198.51.100.7, 203.0.113.5", "10.0.0.2"], proxies) == ("203.0.113.5", "10.0.0.1")
 
 
 async def test_bobs_cookie_asking_for_anns_memory_gets_404_and_changes_nothing(web):
@@ -265,7 +278,7 @@ async def test_every_answer_carries_a_strict_content_security_policy_and_no_refe
     for method, path in (("GET", "/"), ("GET", "/open/x"), ("GET", "/owner"), ("GET", "/nowhere")):
         response, _ = await page.request(method, path)
         assert response.headers["Content-Security-Policy"].startswith("default-src 'self'"), path
-        assert response.headers["Referrer-Policy"] == "no-referrer"
+        assert response.headers["Referrer-Policy"] == "same-origin"  # never to another site
         assert response.headers["Cache-Control"] == "no-store"
 
 
@@ -447,3 +460,109 @@ async def test_each_change_on_the_page_is_the_commands_and_the_next_view_sees_it
     assert "I keep two hives of bees" in view and "📌" not in view and "I hate fog" not in view
     assert "Learn from chat is off" in (await ann.memory("/memory learning")).text
     assert "water the plants" not in (await ann.memory("/reminders")).text
+
+
+# -- it holds against the open internet (#60) -------------------------------------------------
+async def test_a_code_sent_from_another_site_opens_nothing_and_leaves_the_signed_in_session_alone(web):
+    """Login CSRF: Mallory's own link, auto-submitted by a page of another site while Ann is
+    signed in, must not swap Ann's cookie for a session of Mallory's page."""
+    runtime, browser = web
+    ann = browser()
+    await ann.open(await link_for(Chat(runtime)))
+    anns_cookie = ann.cookie
+    mallorys = await link_for(Chat(runtime, user="mallory", name="Mallory", chat_id="dm-mallory"))
+    code = mallorys.rsplit("/open/", 1)[1]
+    response, body = await ann.request("POST", "/open", {"code": code}, site="cross-site")
+    assert response.status == 403 and "another site" in body and ann.cookie == anns_cookie
+    for header in ("Content-Security-Policy", "X-Frame-Options", "Cache-Control"):
+        assert header in response.headers
+    async with aiohttp.ClientSession() as bare:  # says neither Origin nor Sec-Fetch-Site: refused too
+        async with bare.post(ann.base + "/open", data={"code": code}, allow_redirects=False) as response:
+            assert response.status == 403
+    mallory = browser()
+    response, _ = await mallory.open(mallorys)  # her code was never spent by the refusals
+    assert response.status == 303
+
+
+async def test_a_public_url_written_in_capitals_still_gives_a_secure_cookie(llm, tmp_path, clock):
+    config = web_config(llm, tmp_path, public_url="HTTPS://Keepsake.example.com")
+    async with serving(config, clock) as (runtime, browser):
+        response, _ = await browser().open(await link_for(Chat(runtime)))
+        assert response.cookies[COOKIE]["secure"]
+
+
+async def test_a_public_url_with_a_path_keeps_every_link_form_redirect_and_cookie_under_it(llm, tmp_path, clock):
+    config = web_config(llm, tmp_path, public_url="https://example.com/keepsake/")
+    async with serving(config, clock) as (runtime, browser):
+        link = await link_for(Chat(runtime))
+        assert link.startswith("https://example.com/keepsake/open/")
+        ann = browser()  # the proxy strips /keepsake before it reaches the bot
+        code = link.rsplit("/open/", 1)[1]
+        _, body = await ann.request("GET", f"/open/{code}")
+        assert 'action="/keepsake/open"' in body and 'href="/keepsake/style.css"' in body
+        response, _ = await ann.request("POST", "/open", {"code": code})
+        assert response.headers["Location"] == "/keepsake/" and response.cookies[COOKIE]["path"] == "/keepsake/"
+        _, body = await ann.request("GET", "/")
+        assert 'action="/act/' not in body and 'action="/keepsake/act/add"' in body
+
+
+@pytest.mark.parametrize("content_type, body", [
+    ("multipart/form-data; boundary=xyz", b"--xyz\r\nContent-Disposition: form-data; name=\"code\"\r\n\r\nabc"),
+    ("application/x-www-form-urlencoded; charset=no-such-charset", b"code=abc"),
+])
+async def test_a_malformed_body_is_a_400_with_the_security_headers_never_a_traceback(web, content_type, body, caplog):
+    runtime, browser = web
+    page = browser()
+    async with page.http.post(page.base + "/open", data=body, headers={
+            "Content-Type": content_type, "Origin": page.base, "Sec-Fetch-Site": "same-origin"}) as response:
+        assert response.status == 400
+        assert all(header in response.headers for header in ("Content-Security-Policy", "X-Frame-Options"))
+    assert "Traceback" not in caplog.text and not any(r.exc_info for r in caplog.records)
+
+
+async def test_a_deflated_body_that_is_not_deflate_is_a_400(web):
+    runtime, browser = web
+    page = browser()
+    async with page.http.post(page.base + "/open", data=b"not deflate at all", headers={
+            "Content-Type": "application/x-www-form-urlencoded", "Content-Encoding": "deflate",
+            "Origin": page.base, "Sec-Fetch-Site": "same-origin"}) as response:
+        assert response.status == 400 and "Content-Security-Policy" in response.headers
+
+
+async def test_half_open_connections_are_closed_after_the_read_deadline_and_capped(web, monkeypatch):
+    import asyncio
+
+    import adapters.web.server as server
+
+    monkeypatch.setattr(server, "READ_S", 0.5)
+    monkeypatch.setattr(server, "MAX_CONNECTIONS", 20)
+    runtime, browser = web
+    port = int(browser().base.rsplit(":", 1)[1])
+    held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(30)]
+    for _, writer in held:
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n")  # the headers never end
+    closed = await asyncio.wait_for(asyncio.gather(*[reader.read() for reader, _ in held]), 5)
+    assert closed == [b""] * 30  # 10 closed as they came (over the cap), 20 at the deadline
+    response, _ = await browser().request("GET", "/style.css")
+    assert response.status == 200  # the page still answers
+    for _, writer in held:
+        writer.close()
+
+
+async def test_trusted_proxies_name_who_may_say_whom_they_forward_for(llm, tmp_path, clock):
+    """[web] trusted_proxies = ["127.0.0.2"]: a proxy there is believed; a peer at 127.0.0.1 — not
+    a proxy of ours any more — is not, whatever X-Forwarded-For it sends."""
+    config = web_config(llm, tmp_path, trusted_proxies=["127.0.0.2"])
+    async with serving(config, clock) as (runtime, browser):
+        page = browser()
+
+        async def wrong_code(local: str, forwarded_for: str) -> int:
+            connector = aiohttp.TCPConnector(local_addr=(local, 0))
+            async with aiohttp.ClientSession(connector=connector) as http:
+                async with http.post(page.base + "/open", data={"code": "wrong-code-aaaaaaaaaaaa"}, headers={
+                        "Origin": page.base, "Sec-Fetch-Site": "same-origin",
+                        "X-Forwarded-For": forwarded_for}) as response:
+                    return response.status
+        assert [await wrong_code("127.0.0.2", "203.0.113.5") for _ in range(6)] == [403] * 5 + [429]
+        assert await wrong_code("127.0.0.2", "198.51.100.7") == 403  # another visitor behind the proxy
+        assert [await wrong_code("127.0.0.1", f"192.0.2.{n}") for n in range(6)] == [403] * 5 + [429]  # its own

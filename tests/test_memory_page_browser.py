@@ -91,3 +91,53 @@ async def test_ann_opens_her_link_in_a_browser_pins_a_memory_and_the_next_prompt
         assert f'#{memory_id} (character, pinned' in system_prompt(llm.requests[-1])
     for shot in ("memory-page.png", "owner-page.png"):
         assert (shots / shot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+MALLORY = 832
+AUTO_SUBMIT = """<!doctype html><title>Free tide tables</title>
+<form method="post" action="{action}"><input type="hidden" name="code" value="{code}"></form>
+<script>document.forms[0].submit()</script>"""
+
+
+@pytest.mark.timeout(120)
+async def test_another_site_cannot_sign_ann_into_mallorys_page_in_a_real_browser(tmp_path, llm, telegram, chromium):
+    """Login CSRF (#60): while Ann is signed in, a page of another site auto-submits Mallory's own
+    link. Chromium sends it cross-site; the page refuses it, and Ann still sees her own page."""
+    from aiohttp import web
+
+    port = free_port()
+    config = mira_config(llm, f"[web]\nport = {port}\n", telegram=telegram)
+    async with bot_running(tmp_path, config, MIRA_TELEGRAM_TOKEN=telegram.token):
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        ann, mallory = telegram.user(ANN, "Ann"), telegram.user(MALLORY, "Mallory")
+        await answer_to(telegram, ANN, telegram.send(telegram.chat(ANN), ann, "/memory add I live on Harbour Lane"))
+        anns = await answer_to(telegram, ANN, telegram.send(telegram.chat(ANN), ann, "/memory page"))
+        mallorys = await answer_to(telegram, MALLORY, telegram.send(telegram.chat(MALLORY), mallory, "/memory page"))
+        anns_link = re.search(r"http://\S+/open/\S+", anns.text).group(0)
+        mallorys_code = re.search(r"/open/(\S+)", mallorys.text).group(1)
+
+        async def lure(request: web.Request) -> web.Response:  # the other site: another origin
+            return web.Response(text=AUTO_SUBMIT.format(action=f"http://127.0.0.1:{port}/open", code=mallorys_code),
+                                content_type="text/html")
+        app = web.Application()
+        app.router.add_get("/", lure)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        other = web.TCPSite(runner, "localhost", free_port())
+        await other.start()
+        try:
+            context = await chromium.new_context()
+            page = await context.new_page()
+            await page.goto(anns_link)
+            await page.click("#open")
+            await page.wait_for_url(f"http://127.0.0.1:{port}/")
+            anns_cookie = await context.cookies()
+            await page.goto(f"http://localhost:{other._port}/")
+            await page.wait_for_url(f"http://127.0.0.1:{port}/open")
+            assert "another site" in await page.inner_text("body")
+            assert await context.cookies() == anns_cookie  # her session, untouched
+            await page.goto(f"http://127.0.0.1:{port}/")
+            assert "I live on Harbour Lane" in await page.content()  # still Ann's own page
+            await context.close()
+        finally:
+            await runner.cleanup()

@@ -11,6 +11,8 @@ from bot.contract import CommandContext, CommandResult
 from bot.page.door import LINK_TTL_S, SESSION_TTL_S, Door
 
 NO_PAGE = "This bot has no memory page: its owner has not set one up ([web] in the config)."
+NOT_SERVED = ("The memory page is not available right now: this bot could not open its web port. Its owner "
+              "has been told.")
 
 
 class PageCommands:
@@ -19,12 +21,15 @@ class PageCommands:
         self.cast = cast
         self.gate = gate
         self.address = address  # where links point (`[web] public_url`); None: no page served
+        self.served = True  # False: this process could not bind `[web] port` (no link to whatever holds it)
         self.commands = {"page": self.page}
         self.presses = {}
 
     async def page(self, ctx: CommandContext, person: Person) -> CommandResult:
         if self.address is None:
             return CommandResult(NO_PAGE, ok=False)
+        if not self.served:
+            return CommandResult(NOT_SERVED, ok=False)
         characters = tuple(self.cast.character(name).id for name in self.cast.names()
                            if self.gate.lets_in(name, ctx.asker, quiet=True))
         code = await self.door.make_link(person.id, characters)

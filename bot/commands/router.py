@@ -68,8 +68,9 @@ class CommandRouter:
         self.usage = UsageCommands(store, budgets, owners)
         self.reminders = ReminderCommands(store, default_zone, clock)
         self.door = Door(store, clock)
+        self.page = PageCommands(self.door, cast, gate, page_address)  # `served` set once the page server binds
         for subject in (self.memories, summary, self.drafts, self.account, CheckinCommands(store, writes_first),
-                        self.persona, self.usage, self.reminders, PageCommands(self.door, cast, gate, page_address)):
+                        self.persona, self.usage, self.reminders, self.page):
             self.commands |= subject.commands
             self.presses |= subject.presses
 

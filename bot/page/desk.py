@@ -71,8 +71,8 @@ class PageDesk:
         }
 
     # -- the door ------------------------------------------------------------------------------
-    async def enter(self, code: str, address: str) -> PageEntry:
-        return await self.door.enter(code, address)
+    async def enter(self, code: str, address: str, via: str | None = None) -> PageEntry:
+        return await self.door.enter(code, address, via)
 
     async def visit(self, token: str) -> PageVisit | None:
         return await self.door.visit(token)

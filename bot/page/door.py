@@ -1,7 +1,10 @@
 """Who may see a memory page (SPEC 21): `/memory page` makes a one-time link, valid 10 minutes,
 kept only as its SHA-256; opening it spends it (in one transaction, so once in every process)
 for a session of 12 hours, its token likewise kept only hashed and checked in the database on
-every request. Wrong codes are counted by address: 5 in 10 minutes and that address waits."""
+every request. A valid code always opens; wrong ones are counted by address, atomically in the
+database (every process together): past 5 in 10 minutes that address is told to wait — and past
+100 through one trusted proxy, every wrong code through it, so a visitor who rewrites
+X-Forwarded-For to look like many cannot guess for ever."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from storage.ports import Store
 LINK_TTL_S = 10 * 60
 SESSION_TTL_S = 12 * 3600
 WRONG_CODES_PER_ADDRESS = 5  # within LINK_TTL_S; then that address waits
+WRONG_CODES_PER_PROXY = 100  # within LINK_TTL_S, through one trusted proxy, whoever it forwards for
 SECRET_BYTES = 32  # a code's and a token's randomness: 256 bits, never guessed
 _SECRET = re.compile(r"[A-Za-z0-9_-]{20,100}")  # what token_urlsafe makes, give or take
 
@@ -39,19 +43,21 @@ class Door:
         await self.store.pages.add_link(digest(code), person_id, characters, self.clock() + LINK_TTL_S)
         return code
 
-    async def enter(self, code: str, address: str) -> PageEntry:
+    async def enter(self, code: str, address: str, via: str | None = None) -> PageEntry:
+        """A session for a valid code, whoever guessed wrong before; else the refusal, counted."""
         now = self.clock()
-        if await self.store.pages.failures_since(address, now - LINK_TTL_S) >= WRONG_CODES_PER_ADDRESS:
-            return PageEntry(None, refusal=TOO_MANY, too_many=True)
         token = secrets.token_urlsafe(SECRET_BYTES)
         session = None
         if _SECRET.fullmatch(code):
             session = await self.store.pages.exchange(digest(code), now, digest(token),
                                                       secrets.token_urlsafe(SECRET_BYTES), now + SESSION_TTL_S)
-        if session is None:
-            await self.store.pages.add_failure(address, now)
-            return PageEntry(None, refusal=LINK_REFUSED)
-        return PageEntry(token, SESSION_TTL_S)
+        if session is not None:
+            return PageEntry(token, SESSION_TTL_S)
+        since = now - LINK_TTL_S
+        too_many = await self.store.pages.add_failure(address, now, since) > WRONG_CODES_PER_ADDRESS
+        if via is not None:
+            too_many |= await self.store.pages.add_failure(f"via {via}", now, since) > WRONG_CODES_PER_PROXY
+        return PageEntry(None, refusal=TOO_MANY, too_many=True) if too_many else PageEntry(None, refusal=LINK_REFUSED)
 
     async def visit(self, token: str) -> PageVisit | None:
         if not _SECRET.fullmatch(token):

@@ -50,9 +50,9 @@ class SQLPages(Pages):
     async def end_session(self, token_hash: str) -> None:
         await self.db.execute("DELETE FROM page_sessions WHERE token_hash = $1", token_hash)
 
-    async def add_failure(self, address: str, at: float) -> None:
-        await self.db.execute("INSERT INTO page_failures (address, at) VALUES ($1, $2)", address, at)
-
-    async def failures_since(self, address: str, since: float) -> int:
-        return await self.db.value("SELECT COUNT(*) FROM page_failures WHERE address = $1 AND at >= $2",
-                                   address, since)
+    async def add_failure(self, address: str, at: float, since: float) -> int:
+        async with self.db.transaction() as tx:
+            await self.db.dialect.serialize(tx, f"page-failures:{address}")
+            await tx.execute("INSERT INTO page_failures (address, at) VALUES ($1, $2)", address, at)
+            return await tx.value("SELECT COUNT(*) FROM page_failures WHERE address = $1 AND at >= $2",
+                                  address, since)

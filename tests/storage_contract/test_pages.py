@@ -47,11 +47,17 @@ async def test_a_session_lasts_its_time_and_ends_when_asked(store: Store, ann):
 
 
 async def test_wrong_codes_are_counted_by_address_and_time(store: Store):
-    for at in (NOW, NOW + 1, NOW + 700):
-        await store.pages.add_failure("203.0.113.9", at)
-    await store.pages.add_failure("198.51.100.7", NOW + 700)
-    assert await store.pages.failures_since("203.0.113.9", NOW + 100) == 1
-    assert await store.pages.failures_since("203.0.113.9", NOW) == 3
+    assert [await store.pages.add_failure("203.0.113.9", at, NOW) for at in (NOW, NOW + 1)] == [1, 2]
+    assert await store.pages.add_failure("198.51.100.7", NOW + 700, NOW) == 1
+    assert await store.pages.add_failure("203.0.113.9", NOW + 700, NOW + 100) == 1  # the two before are older
+    assert await store.pages.add_failure("203.0.113.9", NOW + 701, NOW) == 4
+
+
+async def test_wrong_codes_tried_at_once_from_two_processes_are_each_counted_once(open_backend):
+    first, second = await open_backend(), await open_backend()
+    counts = await asyncio.gather(*[(first if n % 2 else second).pages.add_failure("203.0.113.9", NOW, NOW)
+                                    for n in range(20)])
+    assert sorted(counts) == list(range(1, 21))  # no two judged as the same wrong code
 
 
 async def test_forgetme_ends_the_persons_links_and_sessions(store: Store, ann):
