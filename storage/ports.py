@@ -810,6 +810,12 @@ class ReminderRow(NamedTuple):
     words: str
     repeat: str
     created_at: float
+    asked_by: str = ""  # the person's name in that chat when they asked (a group letter names them)
+    at_clock: str | None = None  # "HH:MM": the local time of day a repeating one keeps
+    letter: str | None = None  # composed once; a retry sends it as it is, never asking the model again
+    letter_receipt: str | None = None  # its receipt (JSON)
+    attempts: int = 0  # sends of the kept letter that failed
+    retry_at: float | None = None  # not tried again before this
 
 
 class TooManyReminders(Exception):
@@ -822,7 +828,8 @@ class Reminders(abc.ABC):
 
     @abc.abstractmethod
     async def add(self, person_id: int, character_id: int, conversation_id: int, turn_id: int, due_at: float,
-                  zone: str, words: str, repeat: str, cap: int) -> ReminderRow:
+                  zone: str, words: str, repeat: str, cap: int, asked_by: str = "",
+                  at_clock: str | None = None) -> ReminderRow:
         """Store one; raises TooManyReminders when the person has `cap` pending (counted inside
         the write)."""
 
@@ -850,6 +857,16 @@ class Reminders(abc.ABC):
     @abc.abstractmethod
     async def take_back(self, message_id: int) -> None:
         """The letter never reached the chat: it goes, and its reminder is due again."""
+
+    @abc.abstractmethod
+    async def put_off(self, reminder: ReminderRow, letter: str, receipt: dict[str, Any], retry_at: float) -> None:
+        """Sending its letter failed: keep the letter (and receipt) to send again as it is, count
+        the attempt, and leave the reminder not due before `retry_at`."""
+
+    @abc.abstractmethod
+    async def move_on(self, reminder: ReminderRow, next_due_at: float | None) -> None:
+        """Its letter could not be delivered in time: a repeating one moves to `next_due_at`
+        without it (its kept letter forgotten); a one-off one (None) goes."""
 
     @abc.abstractmethod
     async def drop(self, reminder_id: int) -> None:

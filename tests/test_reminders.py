@@ -26,22 +26,29 @@ def at(zone: str, *when: int) -> float:
 
 
 class Writer:
-    """An adapter writing first on "telegram" for Mira: what it sent."""
+    """An adapter writing first on "telegram" for Mira: what it sent (`failing`: how many sends
+    fail first, as a platform that is down answers)."""
 
     platform = "telegram"
     character_name = "Mira"
 
-    def __init__(self, refuses: bool = False):
+    def __init__(self, refuses: bool = False, failing: int = 0):
         self.sent: list[tuple[ConversationKey, str]] = []
         self.refuses = refuses
+        self.failing = failing
+        self.tries = 0
 
     async def asker_for(self, key: ConversationKey, user_id: str) -> Asker:
         return Asker("telegram", user_id, (key.chat_id,))
 
     async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]],
                           stale: Sequence[str] = ()) -> list[str]:
+        self.tries += 1
         if self.refuses:
             raise Unreachable("Forbidden: bot was blocked by the user")
+        if self.failing:
+            self.failing -= 1
+            raise ConnectionError("Telegram answered 502 Bad Gateway")
         self.sent.append((key, text))
         return [str(7000 + len(self.sent))]
 
@@ -259,6 +266,102 @@ async def test_a_letter_the_platform_refuses_is_taken_back_and_nothing_more_is_s
     assert await runtime.store.reminders.pending(await ann.person_id()) == []
 
 
+async def test_a_letter_that_cannot_be_sent_is_composed_once_and_retried_as_it_is_with_backoff(bot, llm, caplog):
+    """SPEC 19 "A letter that cannot be delivered is not written again": 1, 5, 30 minutes, then
+    hourly; the model is asked once; one WARNING for the reminder, never a traceback."""
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
+    runtime = await bot(clock, limits={"tokens_per_day": 100_000})
+    ann, writer = dm(runtime), Writer(failing=4)
+    await set_one(ann, llm, after="2 minutes")
+    clock.now += 121
+    llm.add(text("Ann — call the harbour office!"))
+    asked = len(llm.requests)
+    tried_at = []
+    while not writer.sent and clock.now < at(PARIS, 2027, 1, 15, 14, 0):  # a scan every 30 s of the clock
+        tries = writer.tries
+        await scan(runtime, writer)
+        if writer.tries > tries:  # only some scans find it due again
+            tried_at.append(clock.now)
+        clock.now += 30
+    assert [round(b - a) for a, b in zip(tried_at, tried_at[1:])] == [60, 300, 1_800, 3_600]
+    assert writer.sent == [(ann.key, "Ann — call the harbour office!")]  # the kept letter, once
+    assert len(llm.requests) == asked + 1  # written once
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "reminder" in r.getMessage()]
+    assert len(warned) == 1 and not any(r.exc_info for r in caplog.records)
+    assert await runtime.store.reminders.pending(await ann.person_id()) == []
+
+
+async def test_a_letter_that_cannot_be_sent_within_grace_hours_is_given_up_once(bot, llm):
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
+    runtime = await bot(clock, reminders={"grace_hours": 1})
+    ann, writer = dm(runtime), Writer(failing=1_000)
+    await set_one(ann, llm, after="2 minutes")
+    clock.now += 121
+    for _ in range(12):
+        clock.now += 600
+        await scan(runtime, writer)
+    assert writer.sent == [] and await runtime.store.reminders.pending(await ann.person_id()) == []
+
+
+async def test_a_daily_reminder_asked_for_02_30_stays_02_30_after_the_spring_change():
+    """Europe/Paris skips 02:00–03:00 on 28 March 2027: that day 02:30 is 03:30, the next 02:30 again."""
+    first = at(PARIS, 2027, 3, 27, 2, 30)
+    skipped = next_time(first, PARIS, "daily", "02:30")
+    assert local_words(skipped, PARIS) == "Sunday 28 March 2027, 03:30 (Europe/Paris)"  # the later valid instant
+    assert local_words(next_time(skipped, PARIS, "daily", "02:30"), PARIS) == \
+        "Monday 29 March 2027, 02:30 (Europe/Paris)"
+
+
+async def test_the_remind_tool_keeps_the_time_of_day_asked_for_and_the_persons_name(bot, llm):
+    runtime = await bot(FakeClock(at(PARIS, 2027, 3, 26, 12, 0)), limits={"timezone": PARIS})
+    ann = dm(runtime)
+    await set_one(ann, llm, day="tomorrow", time="02:30", repeat="daily")
+    reminder, = await runtime.store.reminders.pending(await ann.person_id())
+    assert reminder.at_clock == "02:30" and reminder.asked_by == "Ann"
+
+
+async def test_a_group_letter_names_the_person_from_the_reminder_once_the_window_moved_on(bot, llm):
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
+    runtime = await bot(clock)
+    ann = Chat(runtime, user="501", name="Ann", chat_id="-100", platform="telegram", shared=True)
+    await set_one(ann, llm, after="1 hour")
+    bob = Chat(runtime, user="502", name="Bob", chat_id="-100", platform="telegram", shared=True)
+    for n in range(60):  # Ann's message leaves the live window of 50
+        await runtime.store.conversations.add_user_message(
+            (await runtime.cast.conversation_for(bob.key)).id, await bob.person_id(), "Bob", f"chatter {n}", 3, None)
+    clock.now += 3_601
+    llm.add(status(500), status(500), status(500))  # the model fails: the person's words, plainly, named
+    writer = Writer()
+    assert await scan(runtime, writer) == 1
+    assert writer.sent[-1][1] == "⏰ Ann: call the harbour office"
+
+
+async def test_a_late_letter_that_falls_back_to_the_persons_words_says_how_late(bot, llm):
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
+    runtime = await bot(clock)
+    ann, writer = dm(runtime), Writer()
+    await set_one(ann, llm, after="10 minutes")
+    clock.now += 600 + 2 * 3600
+    llm.add(status(500), status(500), status(500))
+    assert await scan(runtime, writer) == 1
+    assert writer.sent[-1][1] == "⏰ call the harbour office — 2 hours late: I could not write earlier."
+
+
+async def test_with_no_grace_a_letter_the_scan_finds_seconds_late_is_not_missed(bot, llm):
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
+    runtime = await bot(clock, reminders={"grace_hours": 0})
+    ann, writer = dm(runtime), Writer()
+    await set_one(ann, llm, after="2 minutes")
+    clock.now += 120 + 2  # the scan's own delay
+    llm.add(text("Call the harbour office, Ann."))
+    assert await scan(runtime, writer) == 1 and writer.sent[-1][1] == "Call the harbour office, Ann."
+
+
+def test_a_date_the_calendar_cannot_hold_is_not_a_date_never_a_traceback():
+    with pytest.raises(NotAWhen, match="not a date"):  # in UTC it would be in the year 0
+        resolve(at(PARIS, 2027, 1, 15, 12, 0), "Asia/Tokyo", day="0001-01-01", at="09:00")
+
+
 async def test_two_processes_send_each_reminder_exactly_once(bot, llm):
     clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
     first, second = await bot(clock, count=2)
@@ -273,3 +376,25 @@ async def test_two_processes_send_each_reminder_exactly_once(bot, llm):
         await asyncio.gather(first.reminders.scan("Mira"), second.reminders.scan("Mira"))
     assert len(one.sent) + len(two.sent) == 6
     assert await first.store.reminders.pending(await ann.person_id()) == []
+
+
+@pytest.mark.parametrize("written, answer", [
+    ("localtime", "not a time zone I know"), ("Factory", "not a time zone I know"),
+    ("US/Eastern", "not a time zone I know"), ("paris", "Did you mean Europe/Paris?"),
+    ("new york", "Did you mean America/New_York?"), ("UTC+2", "Did you mean Etc/GMT-2"),
+])
+async def test_timezone_takes_canonical_iana_names_only_and_suggests_one_for_a_city_or_an_offset(
+        bot, llm, written, answer):
+    runtime = await bot(FakeClock(at(PARIS, 2027, 1, 15, 12, 0)))
+    ann = dm(runtime)
+    said = await ann.run("timezone", zone=written)
+    assert not said.ok and answer in said.text
+    assert (await runtime.store.people.profile(await ann.person_id())).time_zone is None
+
+
+async def test_timezone_says_when_the_zone_shown_is_the_bots_default(bot, llm):
+    runtime = await bot(FakeClock(at(PARIS, 2027, 1, 15, 12, 0)), limits={"timezone": PARIS})
+    ann = dm(runtime)
+    assert "Europe/Paris, the bot's default" in (await ann.run("timezone")).text
+    await ann.run("timezone", zone="Asia/Tokyo")
+    assert "default" not in (await ann.run("timezone")).text

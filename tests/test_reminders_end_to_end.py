@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import Step, text, tool_calls
-from tests.process import answer_to, bot_running, final_reply_to, mira_config
+from tests.process import answer_to, bot_running, final_reply_to, logged, mira_config
 
 ANN, BOB = 821, 822
 GROUP = -100821
@@ -133,3 +133,32 @@ async def test_a_reminder_set_on_discord_is_sent_in_the_dm_and_cancel_works_ther
         cancelled = await answer(await discord_fake.slash(DISCORD_ANN, DISCORD_ANN_DM, "reminders", guild=False,
                                                           action="cancel", n=number))
         assert cancelled.content == f"Reminder {number} is cancelled." and pending(tmp_path) == 0
+
+
+@pytest.mark.timeout(150)
+async def test_a_letter_telegram_cannot_take_is_written_once_a_gone_chat_ends_it_and_a_migrated_group_is_followed(
+        tmp_path, llm, telegram):
+    """#60: a chat that is gone called the model every 10 s for ever. Now: one letter written, one
+    INFO line, the reminder ends; a group upgraded to a supergroup gets its letter there, once."""
+    llm.responder = reminding
+    async with bot_running(tmp_path, config(llm, telegram=telegram), MIRA_TELEGRAM_TOKEN=telegram.token) as bot:
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        ann = telegram.user(ANN, "Ann")
+        group, supergroup = -821, -100823
+        telegram.send(telegram.chat(group, "group", "Harbour"), ann, "@mira_bot remind me in 2 minutes to check the kettle")
+        await telegram.wait_for(lambda: [m for m in telegram.bot_messages(group) if m.buttons()], timeout=30)
+        telegram.migrated[group] = supergroup  # upgraded meanwhile
+        letters = len([r for r in llm.requests if "asked you to remind them" in str(r["messages"][-1])])
+        assert due_now(tmp_path) == 1
+        moved = await telegram.wait_for(lambda: telegram.bot_messages(supergroup), timeout=30)
+        assert len(moved) == 1 and moved[0].text.startswith("Ann! The kettle")
+        assert pending(tmp_path) == 0
+
+        await final_reply_to(telegram, ANN, telegram.send(telegram.chat(ANN), ann,
+                                                          "remind me in 2 minutes to check the kettle"))
+        telegram.gone.add(ANN)  # the chat is no more
+        assert due_now(tmp_path) == 1
+        line = await logged(bot, "the reminder ends")
+        assert "chat not found" in line.lower() and pending(tmp_path) == 0
+        written = [r for r in llm.requests if "asked you to remind them" in str(r["messages"][-1])]
+        assert len(written) == letters + 2  # one letter each: none written again

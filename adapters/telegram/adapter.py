@@ -73,6 +73,7 @@ from adapters.telegram.messages import (
     strip_mention,
     to_html,
     unseen_in,
+    where_it_is,
     with_flood_retry,
 )
 from adapters.telegram.transport import POLL_TIMEOUT_S, Polling, Transport, WebhookServer
@@ -188,8 +189,9 @@ class TelegramAdapter(ChatAdapter[Place]):
     def place_of(self, conversation: ConversationKey) -> Place:
         return Place.of(conversation)
 
-    def refuses_person(self, failure: BaseException) -> bool:
-        return isinstance(failure, Forbidden)  # "bot was blocked by the user", "user is deactivated"
+    def refuses_person(self, failure: BaseException) -> bool:  # blocked, deactivated (403), or the chat is gone
+        return isinstance(failure, Forbidden) or (isinstance(failure, BadRequest)
+                                                  and "chat not found" in failure.message.lower())
 
     async def can_speak(self, conversation: ConversationKey) -> bool:
         """A DM, or a group this bot is a member of (Telegram tells no bot about another's groups)."""
@@ -218,10 +220,10 @@ class TelegramAdapter(ChatAdapter[Place]):
         reply_parameters = ReplyParameters(int(reply_to), allow_sending_without_reply=True) if reply_to else None
 
         async def attempt(html_mode: bool) -> Message:
-            return await with_flood_retry(lambda: self.bot.send_message(
-                place.chat_id, to_html(text) if html_mode else text,
+            return await where_it_is(lambda chat_id: with_flood_retry(lambda: self.bot.send_message(
+                chat_id, to_html(text) if html_mode else text,
                 parse_mode=ParseMode.HTML if html_mode else None, reply_markup=keyboard(buttons),
-                message_thread_id=place.thread_id, reply_parameters=reply_parameters))
+                message_thread_id=place.thread_id, reply_parameters=reply_parameters)), place.chat_id)
 
         try:
             sent = await attempt(html_mode=formatted)

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ChatType, MessageLimit
-from telegram.error import RetryAfter
+from telegram.error import ChatMigrated, RetryAfter
 
 from bot.contract import Asker, Button, ConversationKey, Identity, Picture, VoiceNote, where_named
 
@@ -135,6 +135,16 @@ async def with_flood_retry(call: Callable[[], Awaitable[Any]]) -> Any:
             wait = flood_wait(flood)
             log.warning("Telegram flood control: waiting %.1f s", wait)
             await asyncio.sleep(wait)
+
+
+async def where_it_is(send: Callable[[int | str], Awaitable[Any]], chat_id: int | str) -> Any:
+    """`send(chat_id)`; when Telegram says the group became a supergroup (400 with
+    `migrate_to_chat_id`), once more to the supergroup (SPEC 19: a reminder follows it)."""
+    try:
+        return await send(chat_id)
+    except ChatMigrated as moved:
+        log.info("Telegram: chat %s became supergroup %s; sending there", chat_id, moved.new_chat_id)
+        return await send(moved.new_chat_id)
 
 
 def asker_of(update: Update, allow_nsfw: bool = False) -> Asker:

@@ -4,6 +4,7 @@ their local times. A person sees and cancels only their own (linked accounts tog
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -15,16 +16,49 @@ from storage.ports import Store
 
 REPEATING = {"once": "", "daily": ", every day", "weekly": ", every week"}
 NONE_YET = "You have no reminders waiting. Ask {name} to remind you of something — \"remind me tomorrow at nine\"."
-TIMEZONE_HELP = ("Your time zone is {zone} (it is {now} there now). Set yours with /timezone and its name, like "
-                 "/timezone Europe/Paris or /timezone America/New_York.")
+TIMEZONE_HELP = ("Your time zone is {zone}{whose} (it is {now} there now). Set yours with /timezone and its name, "
+                 "like /timezone Europe/Paris or /timezone America/New_York.")
+DEFAULT_ZONE = ", the bot's default: you have not set your own"
+# The areas of the IANA database's canonical names (Area/Location), besides UTC and Etc/GMT±N:
+# never `localtime`, `Factory`, `posixrules` or the old country-wide aliases (`US/Eastern`, `GB`).
+AREAS = ("Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian",
+         "Pacific", "Etc")
+OFFSET = re.compile(r"(?:utc|gmt)?\s*([+-])\s*(\d{1,2})(?::?00)?", re.IGNORECASE)
+
+
+def canonical_zones() -> dict[str, str]:
+    """Every canonical IANA zone name the system knows, by its casefolded name."""
+    return {name.casefold(): name for name in available_timezones()
+            if name == "UTC" or name.split("/", 1)[0] in AREAS}
+
+
+def suggestion(wanted: str, zones: dict[str, str]) -> str | None:
+    """A zone for a city (`paris` → Europe/Paris) or an offset (`UTC+2` → Etc/GMT-2), or None."""
+    city = "_".join(wanted.split()).casefold()
+    by_city = sorted(name for key, name in zones.items() if key.rsplit("/", 1)[-1] == city and "/" in key
+                     and not key.startswith("etc/"))
+    if by_city:
+        return by_city[0]
+    if found := OFFSET.fullmatch(wanted.strip()):
+        hours = int(found[2])
+        if hours == 0:
+            return "UTC"
+        if hours <= 14:  # Etc/GMT's sign is POSIX's: Etc/GMT-2 is two hours ahead of UTC
+            return f"Etc/GMT{'-' if found[1] == '+' else '+'}{hours}"
+    return None
 
 
 def zone_named(text: str) -> str:
-    """An IANA time zone as the person wrote it (any case), or a UsageError with an example."""
+    """A canonical IANA time zone as the person wrote it (any case), or a UsageError suggesting
+    one for a city or an offset, else with an example."""
     wanted = text.strip()
-    by_case = {name.casefold(): name for name in available_timezones()}
-    name = by_case.get(wanted.casefold())
+    zones = canonical_zones()
+    name = zones.get(wanted.casefold())
     if name is None:
+        if (suggested := suggestion(wanted, zones)) is not None:
+            fixed = " (a fixed offset all year: for your clock changes, use your city's)" if "GMT" in suggested else ""
+            raise UsageError(f"“{wanted[:60]}” is not a time zone name. Did you mean {suggested}{fixed}? "
+                             f"Send /timezone {suggested}.")
         raise UsageError(f"“{wanted[:60]}” is not a time zone I know. Use its IANA name, like Europe/Paris, "
                          "America/New_York or Asia/Tokyo.")
     try:
@@ -44,9 +78,11 @@ class ReminderCommands:
 
     async def timezone(self, ctx: CommandContext, person: Person, zone: str | None = None) -> CommandResult:
         if zone is None:
-            mine = (await self.store.people.profile(person.id)).time_zone or self.default_zone
+            own = (await self.store.people.profile(person.id)).time_zone
+            mine = own or self.default_zone
             now = datetime.fromtimestamp(self.clock(), ZoneInfo(mine))
-            return CommandResult(TIMEZONE_HELP.format(zone=mine, now=f"{now:%H:%M} on {now:%A}"))
+            return CommandResult(TIMEZONE_HELP.format(zone=mine, whose="" if own else DEFAULT_ZONE,
+                                                      now=f"{now:%H:%M} on {now:%A}"))
         name = zone_named(zone)
         await self.store.people.set_time_zone(person.id, name)
         now = datetime.fromtimestamp(self.clock(), ZoneInfo(name))

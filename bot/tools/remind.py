@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.tools.toolbox import Outcome, TurnScope, result
-from bot.writing_first.when import REPEATS, NotAWhen, local_words, resolve
+from bot.writing_first.when import REPEATS, NotAWhen, asked_clock, local_words, resolve
 from storage.ports import Store, TooManyReminders
 
 MAX_PENDING = 25
@@ -68,7 +68,9 @@ class Remind:
         assert scope.person_id is not None  # offered to a person only
         try:
             row = await self.store.reminders.add(scope.person_id, scope.character_id, scope.conversation_id,
-                                                 scope.turn_id, due, scope.zone, what.strip(), repeat, MAX_PENDING)
+                                                 scope.turn_id, due, scope.zone, what.strip(), repeat, MAX_PENDING,
+                                                 asked_by=scope.speaker_name,
+                                                 at_clock=asked_clock(scope.now, scope.zone, due, fields["time"]))
         except TooManyReminders:
             return result(error=f"not set: they already have {MAX_PENDING} reminders waiting; they can cancel one "
                                 "with /reminders")

@@ -104,6 +104,7 @@ class TurnScope:
     now: float
     learning: bool  # the person lets this character learn (Learn from chat)
     words: str = ""  # the message the turn answers, as stored
+    speaker_name: str = ""  # who wrote it, as they go by in that chat
     zone: str = "UTC"  # the person's time zone (IANA name)
     conversation_id: int = 0  # where the turn answers
     counts: dict[str, int] = field(default_factory=dict, compare=False)  # per-turn caps, by name

@@ -455,7 +455,8 @@ class TurnHandler:
                 tools = self.toolbox.for_turn(TurnScope(
                     turn_id, person_id, stored.id, stored.character.name, asker, self.clock(), context.learning,
                     zone=context.time_zone or self.toolbox.zone, conversation_id=conversation.id,
-                    words=user_row.content if user_row.role == "user" else ""))  # a chain turn answers a character
+                    words=user_row.content if user_row.role == "user" else "",  # a chain turn answers a character
+                    speaker_name=user_row.speaker_name))
             guidance = tools.guidance if tools is not None else ""
 
             def prompt_with(images: Sequence[tuple[str, str]], unseen: Sequence[str]) -> Prompt:

@@ -217,7 +217,14 @@ class _CheckIn:
         return await self.checkins.store.checkins.store(self.absence, letter.character.character.name, text,
                                                         self.checkins.counter.count(text), receipt)
 
-    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool) -> None:
+    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool, why: str, text: str,
+                        receipt: dict) -> None:
+        if for_good:
+            log.info("a check-in in conversation %d was refused (%s): none until the person writes again",
+                     letter.conversation_id, why)
+        else:
+            log.warning("check-in to person %d on %s could not be sent (%s); the next scan tries again",
+                        self.absence.person_id, letter.writer.platform, why)
         await self.checkins.store.checkins.withdraw(self.absence, row.id, wait_again=not for_good)
 
     def buttons(self, letter: Letter) -> list[list[Button]]:

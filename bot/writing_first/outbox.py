@@ -7,8 +7,9 @@ wrote it — claim, gate, compose, store unshown, pace, send, mark shown, take b
 - `Outbox.post` runs a `Letter` of a source through the steps, in every process at most once (the
   claim is the database's), through the writer (the adapter running that character on that
   platform). Someone the gate does not let in is passed over; a platform that refuses the person
-  (a blocked bot) takes the letter back for good; any other failure takes it back to be tried
-  again. What was not shown was not said (SPEC 15).
+  (a blocked bot, a chat that is gone) takes the letter back for good; any other failure takes it
+  back to be tried again — the source says when, and what it logs (one line, never a traceback
+  a scan). What was not shown was not said (SPEC 15).
 - `Delivered` is what follows a message shown — its mark, and the background work (summaries) —
   shared by a reply (bot/core.py, `Chat.delivered`) and a letter.
 """
@@ -83,8 +84,11 @@ class Source(Protocol):
     async def keep(self, letter: Letter, text: str, receipt: dict) -> MessageRow | None:
         """Store it unshown, with the source's marks, in one transaction; None: not any more."""
 
-    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool) -> None:
-        """It never reached the chat: unstored; `for_good` when the platform refused the person."""
+    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool, why: str, text: str,
+                        receipt: dict) -> None:
+        """It never reached the chat: unstored; `for_good` when the platform refused the person
+        (`why`, in a few words); `text` and `receipt` are what was written, should the source
+        keep it to send again."""
 
     async def passed_over(self, letter: Letter) -> None:
         """The gate does not let the person in: they get none."""
@@ -130,14 +134,13 @@ class Outbox:
             await pace()
             try:
                 shown = await letter.writer.write_first(letter.key, text, source.buttons(letter), old_buttons)
-            except Unreachable as refused:
-                log.info("a message written first in conversation %d was refused (%s): none until the person "
-                         "writes again", letter.conversation_id, refused)
-                await source.take_back(letter, row, for_good=True)
+            except Unreachable as refused:  # the source logs these, once: never a traceback a scan
+                await source.take_back(letter, row, True, str(refused), text, receipt)
                 return False
-            except Exception:
-                await source.take_back(letter, row, for_good=False)
-                raise
+            except Exception as failure:
+                await source.take_back(letter, row, False, f"{type(failure).__name__}: {failure}"[:300], text,
+                                       receipt)
+                return False
             await self.delivered(letter.conversation_id, row.id, shown)
             await source.sent(letter)
             return True

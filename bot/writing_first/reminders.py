@@ -8,14 +8,25 @@
   the person asked to be reminded of and when they asked; in a group it names the person. A
   model failure, or a person past their tokens for today, gets the person's words plainly
   ("⏰ …"): a reminder is never lost to the model. Its tokens count against the allowance.
-- Due while every process was down: within `[reminders] grace_hours` it is sent saying how late;
-  past that it is sent as missed (plainly). Quiet hours do not apply (the person asked).
+- Due while every process was down: within `[reminders] grace_hours` it is sent saying how late
+  (also when it falls back to the person's words); past that it is sent as missed (plainly). The
+  scan's own delay (up to SCAN_S) is no lateness. Quiet hours do not apply (the person asked).
+- In a group the letter names the person as the reminder keeps them (`asked_by`), never from
+  what is still in the live window.
 - The letter is stored in the conversation, so the character knows it fired. A daily or weekly
-  reminder moves to its next time once the letter is shown; a one-off one goes.
+  reminder moves to its next time once the letter is shown — at the local time it was asked for
+  (`at_clock`), whatever clock change came between; a one-off one goes.
+- A letter that cannot be delivered is not written again (SPEC 19): composed once, it is kept on
+  the reminder and a retry sends it as it is. A chat that is gone (Telegram "chat not found", a
+  blocked bot) ends the reminder with one INFO line; any other failure is tried again after
+  BACKOFF_S (1, 5, 30 minutes, then hourly) while within `grace_hours`, one WARNING a reminder —
+  then a one-off reminder goes, a repeating one moves on. (A group upgraded to a supergroup is
+  followed by the adapter, which sends to the new chat.)
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Callable
@@ -43,7 +54,9 @@ one or two short sentences; say plainly what it is about.{late}{group}"""
 LATE = " You are {late} late with it (you could not write earlier): say so, briefly."
 GROUP = " Others read this chat: address {user} by name."
 PLAIN = "⏰ {name}{words}"
+LATE_PLAIN = "⏰ {name}{words} — {late} late: I could not write earlier."
 MISSED = "⏰ {name}A reminder I missed — it was due {when}: {words}"
+BACKOFF_S = (60, 300, 1800, 3600)  # after the 1st, 2nd, 3rd failed send, then every hour
 
 
 def lateness_words(seconds: float) -> str:
@@ -105,20 +118,27 @@ class RemindersDue:
     async def compose(self, letter: Letter, reminder: ReminderRow, conversation: ConversationRow) -> tuple[str, dict]:
         """The letter: in the character's voice; plainly when the model fails, the person is past
         their tokens, or it is past the grace period (missed)."""
+        if reminder.letter is not None:  # composed before; a retry sends it as it is
+            return reminder.letter, json.loads(reminder.letter_receipt or "{}")
         now = self.clock()
         late = now - reminder.due_at
         name, shared = "", conversation.is_shared
         context = await read_context(self.store, letter.character, conversation, reminder.person_id,
                                      self.context_window)
-        speaker = addressee(context, reminder.person_id)
+        speaker = reminder.asked_by or addressee(context, reminder.person_id)
         if shared and speaker:
             name = f"{speaker}: "
         plain = {"at": now, "reminder": True, "plain": True}
-        if late > self.grace_s:
+        if late > self.grace_s + SCAN_S:  # the scan's own delay is no lateness
             missed = MISSED.format(name=name, when=local_words(reminder.due_at, reminder.zone), words=reminder.words)
             return missed, plain
+
+        def plainly() -> str:
+            if late > LATE_S:
+                return LATE_PLAIN.format(name=name, words=reminder.words, late=lateness_words(late))
+            return PLAIN.format(name=name, words=reminder.words)
         if await self.gate.past_allowance(reminder.person_id) or await self.gate.past(reminder.person_id, letter.key):
-            return PLAIN.format(name=name, words=reminder.words), plain
+            return plainly(), plain
         instruction = INSTRUCTION.format(
             when_asked=f"On {local_words(reminder.created_at, reminder.zone)}", user=speaker or "the person",
             words=reminder.words, late=LATE.format(late=lateness_words(late)) if late > LATE_S else "",
@@ -128,7 +148,7 @@ class RemindersDue:
                                                        instruction, {"reminder": True})
         except LLMError as failure:
             log.warning("reminder %d: the model could not write it (%s); sent plainly", reminder.id, failure)
-            return PLAIN.format(name=name, words=reminder.words), plain
+            return plainly(), plain
         await self.gate.spend(reminder.person_id, letter.character.id,  # as the server counted, else as counted here
                               completion.prompt_tokens or receipt["tokens"]["total"],
                               completion.completion_tokens or self.counter.count(text))
@@ -151,17 +171,36 @@ class _Reminder:
     async def compose(self, letter: Letter) -> tuple[str, dict]:
         return await self.due.compose(letter, self.reminder, self.conversation)
 
-    async def keep(self, letter: Letter, text: str, receipt: dict) -> MessageRow | None:
-        following = next_time(self.reminder.due_at, self.reminder.zone, self.reminder.repeat)
-        while following is not None and following <= self.due.clock():  # missed ones are not sent one by one
-            following = next_time(following, self.reminder.zone, self.reminder.repeat)
-        return await self.due.store.reminders.keep(self.reminder, following, letter.character.character.name, text,
-                                                   self.due.counter.count(text), receipt)
+    def following(self) -> float | None:
+        """Its next time after this one (None: a one-off one); missed ones are not sent one by one."""
+        reminder = self.reminder
+        following = next_time(reminder.due_at, reminder.zone, reminder.repeat, reminder.at_clock)
+        while following is not None and following <= self.due.clock():
+            following = next_time(following, reminder.zone, reminder.repeat, reminder.at_clock)
+        return following
 
-    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool) -> None:
-        await self.due.store.reminders.take_back(row.id)
-        if for_good:  # the platform refuses the person: nothing more is sent to them
-            await self.due.store.reminders.drop(self.reminder.id)
+    async def keep(self, letter: Letter, text: str, receipt: dict) -> MessageRow | None:
+        return await self.due.store.reminders.keep(self.reminder, self.following(), letter.character.character.name,
+                                                   text, self.due.counter.count(text), receipt)
+
+    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool, why: str, text: str,
+                        receipt: dict) -> None:
+        reminders, reminder = self.due.store.reminders, self.reminder
+        await reminders.take_back(row.id)
+        if for_good:  # the chat is gone or refuses the person: nothing more is sent there
+            await reminders.drop(reminder.id)
+            log.info("reminder %d: the chat does not take it (%s); the reminder ends", reminder.id, why)
+            return
+        retry_at = self.due.clock() + BACKOFF_S[min(reminder.attempts, len(BACKOFF_S) - 1)]
+        if retry_at - reminder.due_at > self.due.grace_s:
+            log.warning("reminder %d could not be delivered within [reminders] grace_hours (%s); %s", reminder.id,
+                        why, "it ends" if reminder.repeat == "once" else "it waits for its next time")
+            await reminders.move_on(reminder, self.following())
+            return
+        if reminder.attempts == 0:  # one WARNING a reminder: the retries say no more
+            log.warning("reminder %d could not be sent (%s); its letter is kept and tried again, first in %d "
+                        "minute(s)", reminder.id, why, BACKOFF_S[0] // 60)
+        await reminders.put_off(reminder, text, receipt, retry_at)
 
     def buttons(self, letter: Letter) -> list[list[Button]]:
         return []

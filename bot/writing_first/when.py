@@ -5,7 +5,9 @@ A reminder is asked for either after a duration ("2 hours", "90 minutes", "3 day
 read in the person's time zone. A local time that a clock change skips or repeats resolves to the
 later valid instant (PEP 495: of the two readings, fold 0 and fold 1, the later one in UTC): a
 skipped 02:30 is 03:30 after the change, a repeated 01:30 is the second one. Daily and weekly
-reminders keep their local time across clock changes.
+reminders keep the local time the person asked for across clock changes (`asked_clock`): a daily
+02:30 that fell on 03:30 the day the clocks went forward is 02:30 again the next day. A date the
+calendar cannot hold (the year 1, the year 9999 in a far zone) is "not a date", never a traceback.
 """
 
 from __future__ import annotations
@@ -82,6 +84,22 @@ def day_of(text: str, today: date, at: time, now_local: datetime) -> date:
 
 def resolve(now: float, zone: str, after: str | None = None, day: str | None = None, at: str | None = None) -> float:
     """When a reminder asked for now is due, in UTC seconds; NotAWhen says why it cannot be."""
+    try:
+        return _resolve(now, zone, after, day, at)
+    except NotAWhen:
+        raise
+    except (OverflowError, OSError, ValueError) as impossible:  # a date the calendar cannot hold here
+        raise NotAWhen(f"{day or after!r} is not a date a reminder can be set for") from impossible
+
+
+def asked_clock(now: float, zone: str, due: float, at: str | None) -> str:
+    """The local time of day the person asked for ("HH:MM"): `at` as they wrote it, else the
+    time the reminder falls at (a repeating one keeps it across clock changes)."""
+    clock = clock_of(at) if at else datetime.fromtimestamp(due, ZoneInfo(zone)).time()
+    return f"{clock.hour:02d}:{clock.minute:02d}"
+
+
+def _resolve(now: float, zone: str, after: str | None, day: str | None, at: str | None) -> float:
     where = ZoneInfo(zone)
     if after:
         due = now + seconds_of(after)
@@ -103,13 +121,15 @@ def resolve(now: float, zone: str, after: str | None = None, day: str | None = N
     return due
 
 
-def next_time(due_at: float, zone: str, repeat: str) -> float | None:
-    """Where a repeating reminder moves after `due_at`: the same local time a day or a week on
-    (None: a one-off one)."""
+def next_time(due_at: float, zone: str, repeat: str, at_clock: str | None = None) -> float | None:
+    """Where a repeating reminder moves after `due_at`: a day or a week on, at the local time it
+    was asked for (`at_clock`, "HH:MM"; else the local time it fell at) — None: a one-off one."""
     if repeat == "once":
         return None
     where = ZoneInfo(zone)
     local = datetime.fromtimestamp(due_at, where).replace(tzinfo=None, fold=0)
+    if at_clock is not None:
+        local = datetime.combine(local.date(), clock_of(at_clock))
     step = timedelta(days=1 if repeat == "daily" else 7)
     return later_instant(local + step, where)
 

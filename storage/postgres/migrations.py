@@ -16,6 +16,7 @@ from storage.sql.migrations import (
     PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
+    REMINDERS_KEPT,
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
@@ -313,4 +314,6 @@ MIGRATIONS: list[str] = [
     PICTURES,
     # 14 — the memory page, as SQLite's 22
     PAGES,
+    # 15 — hardening VI, as SQLite's 23
+    REMINDERS_KEPT,
 ]

@@ -257,3 +257,18 @@ PAGES = """
     );
     CREATE INDEX page_failures_by_address ON page_failures(address, at);
 """
+
+
+# Hardening VI (SPEC 19 "A letter that cannot be delivered is not written again", "A repeating
+# reminder keeps the time the person asked for", "In a group the letter always names the
+# person"): a reminder keeps its letter once composed (and the letter's receipt), how often
+# sending it failed and when it is tried again; the local time of day a repeating one was asked
+# for ("HH:MM"); and the name of the person who asked, as they went by in that chat.
+REMINDERS_KEPT = """
+    ALTER TABLE reminders ADD COLUMN letter TEXT;
+    ALTER TABLE reminders ADD COLUMN letter_receipt TEXT;
+    ALTER TABLE reminders ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE reminders ADD COLUMN retry_at DOUBLE PRECISION;
+    ALTER TABLE reminders ADD COLUMN at_clock TEXT;
+    ALTER TABLE reminders ADD COLUMN asked_by TEXT NOT NULL DEFAULT '';
+"""

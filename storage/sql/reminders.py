@@ -14,7 +14,9 @@ from storage.ports import MessageRow, ReminderRow, Reminders, TooManyReminders
 from storage.sql.conversations import insert_message, next_place
 from storage.sql.database import Connection, Database
 
-COLUMNS = "id, person_id, character_id, conversation_id, due_at, zone, words, repeat, created_at"
+COLUMNS = ("id, person_id, character_id, conversation_id, due_at, zone, words, repeat, created_at, asked_by, "
+           "at_clock, letter, letter_receipt, attempts, retry_at")
+AFRESH = "letter = NULL, letter_receipt = NULL, attempts = 0, retry_at = NULL"  # a reminder at its next time
 
 
 def _rows(rows) -> list[ReminderRow]:
@@ -29,7 +31,7 @@ async def undo_reminders(tx: Connection, turn_id: int) -> None:
 async def reminder_shown(tx: Connection, turn_id: int) -> None:
     """Inside a transaction: the letter of turn `turn_id` was shown: its reminder goes, or moves on."""
     await tx.execute("DELETE FROM reminders WHERE sending = $1 AND next_due_at IS NULL", turn_id)
-    await tx.execute("UPDATE reminders SET due_at = next_due_at, next_due_at = NULL, sending = NULL "
+    await tx.execute(f"UPDATE reminders SET due_at = next_due_at, next_due_at = NULL, sending = NULL, {AFRESH} "
                      "WHERE sending = $1", turn_id)
 
 
@@ -51,7 +53,8 @@ class SQLReminders(Reminders):
         self.holder = holder  # this process, as the database knows it: a letter it never sent is taken back
 
     async def add(self, person_id: int, character_id: int, conversation_id: int, turn_id: int, due_at: float,
-                  zone: str, words: str, repeat: str, cap: int) -> ReminderRow:
+                  zone: str, words: str, repeat: str, cap: int, asked_by: str = "",
+                  at_clock: str | None = None) -> ReminderRow:
         async with self.db.transaction() as tx:
             # the person's row held: their reminders are counted one write at a time
             await tx.one("SELECT id FROM persons WHERE id = $1" + self.db.dialect.for_update, person_id)
@@ -59,8 +62,10 @@ class SQLReminders(Reminders):
                 raise TooManyReminders()
             row = await tx.one(
                 "INSERT INTO reminders (person_id, character_id, conversation_id, turn_id, due_at, zone, words, "
-                f"repeat, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {COLUMNS}",
-                person_id, character_id, conversation_id, turn_id, due_at, zone, words, repeat, self.db.clock())
+                "repeat, created_at, asked_by, at_clock) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+                f"RETURNING {COLUMNS}",
+                person_id, character_id, conversation_id, turn_id, due_at, zone, words, repeat, self.db.clock(),
+                asked_by, at_clock)
         return _rows([row])[0]
 
     async def pending(self, person_id: int) -> list[ReminderRow]:
@@ -76,6 +81,7 @@ class SQLReminders(Reminders):
             f"SELECT {', '.join('r.' + c.strip() for c in COLUMNS.split(','))} FROM reminders r "
             "JOIN conversations c ON c.id = r.conversation_id "
             "WHERE r.character_id = $1 AND r.sending IS NULL AND r.due_at <= $2 AND c.platform = $3 "
+            "AND (r.retry_at IS NULL OR r.retry_at <= $2) "
             "ORDER BY r.due_at LIMIT $4", character_id, now, platform, limit))
 
     async def keep(self, reminder: ReminderRow, next_due_at: float | None, speaker_name: str, content: str,
@@ -111,6 +117,18 @@ class SQLReminders(Reminders):
                                      "AND NOT shown", message_id)
             if turn_id is not None:
                 await reminder_cut_off(tx, turn_id, message_id)
+
+    async def put_off(self, reminder: ReminderRow, letter: str, receipt: dict[str, Any], retry_at: float) -> None:
+        await self.db.execute("UPDATE reminders SET letter = $2, letter_receipt = $3, attempts = attempts + 1, "
+                              "retry_at = $4 WHERE id = $1 AND sending IS NULL", reminder.id, letter,
+                              json.dumps(receipt), retry_at)
+
+    async def move_on(self, reminder: ReminderRow, next_due_at: float | None) -> None:
+        if next_due_at is None:
+            await self.drop(reminder.id)
+        else:
+            await self.db.execute(f"UPDATE reminders SET due_at = $2, {AFRESH} WHERE id = $1 AND sending IS NULL",
+                                  reminder.id, next_due_at)
 
     async def drop(self, reminder_id: int) -> None:
         await self.db.execute("DELETE FROM reminders WHERE id = $1", reminder_id)

@@ -15,6 +15,7 @@ from storage.sql.migrations import (
     PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
+    REMINDERS_KEPT,
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
@@ -371,4 +372,6 @@ MIGRATIONS: list[str] = [
     PICTURES,
     # 22 — the memory page (SPEC 21; storage/sql/migrations.py)
     PAGES,
+    # 23 — hardening VI: a reminder's letter kept (SPEC 19; storage/sql/migrations.py)
+    REMINDERS_KEPT,
 ]

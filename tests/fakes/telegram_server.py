@@ -141,6 +141,8 @@ class FakeTelegram:
     outside: set[tuple[int, int]] = field(default_factory=set)  # (bot id, group id): a bot not in a group
     stalled: str | None = None  # a sendMessage whose markup holds this text hangs, and is never delivered
     refused: str | None = None  # a sendMessage whose text holds this is refused (403)
+    gone: set[int] = field(default_factory=set)  # chats that are no more: 400 "chat not found"
+    migrated: dict[int, int] = field(default_factory=dict)  # a group upgraded to a supergroup: old id → new id
     refusal_held: asyncio.Event | None = None  # set: that refusal waits for it (a send still under way)
     polled_by: list = field(default_factory=list)  # the PTB Applications of a test's polling adapters (settled)
 
@@ -441,6 +443,12 @@ class FakeTelegram:
 
     async def _m_sendMessage(self, params: dict):
         chat_id = int(params["chat_id"])
+        if chat_id in self.gone:
+            return self._error(400, "Bad Request: chat not found")
+        if chat_id in self.migrated:  # as Telegram answers a group that became a supergroup
+            return web.json_response({"ok": False, "error_code": 400,
+                                      "description": "Bad Request: group chat was upgraded to a supergroup chat",
+                                      "parameters": {"migrate_to_chat_id": self.migrated[chat_id]}}, status=400)
         if chat_id > 0 and chat_id in self.blocked_dms:
             return self._error(403, "Forbidden: bot can't initiate conversation with a user")
         if (self._my_id, chat_id) in self.outside:
