@@ -116,7 +116,8 @@ class InstantLLM:
             self.last_reply_prompt = body["messages"]
         prompt_tokens = completion_tokens = 0
         if self.counter is not None:  # the model's own work: only where a benchmark needs the figure
-            prompt_tokens = sum(self.counter.count(str(m.get("content") or "")) + 4 for m in body["messages"])
+            prompt_tokens = (sum(self.counter.count(str(m.get("content") or "")) + 4 for m in body["messages"])
+                             + (self.counter.count(json.dumps(body["tools"])) if body.get("tools") else 0))  # as servers do
             completion_tokens = self.counter.count(content)
         self.tokens[kind] += prompt_tokens + completion_tokens
         self.calls[kind] += 1

@@ -24,6 +24,7 @@ from bot.config import Config, ConfigError, WebConfig, checked, load_config
 from bot.contract import Core, MemoryPage, PlatformRefused
 from bot.logs import config_secrets, log_to_file, redact, setup_logging
 from bot.memory.saved_memories import CAPS
+from bot.model.server_context import fit_to_server
 from bot.runtime import Runtime, build_runtime
 from storage.factory import StorageURLError, masked, open_store
 
@@ -121,6 +122,7 @@ async def run_bot(config: Config) -> int:
         log.error("no platform adapter can start: set a bot token in %s, or chat in the terminal "
                   "with: python -m bot console --character NAME", names or "a *_token_env variable")
         return 1
+    config = await fit_to_server(config)  # the context the model server really holds (SPEC 8)
     runtime = await build_runtime(config, platforms=character_platforms(config))
     for silent in talking_nowhere(config, runtime.gate.age_restricted):
         log.warning(silent)
@@ -333,6 +335,7 @@ async def run_console(config: Config, character: str, user_name: str) -> int:
     from adapters.console import Console, stdin_lines
 
     config.character(character)  # a clear error for an unknown name
+    config = await fit_to_server(config)  # the context the model server really holds (SPEC 8)
     runtime = await build_runtime(config)
     for silent in talking_nowhere(config, runtime.gate.age_restricted):
         log.warning(silent)

@@ -5,7 +5,6 @@ handler, rebuilds, the /memory service, background jobs and notifications.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -132,9 +131,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         character_id = await store.characters.ensure_character(name)
         own = allowed.get(name.casefold())
         usable = [tool for tool in everything if own is None or tool.name in own]
-        # the tools' schemas go into every request too (SPEC 18: counted against the prompt)
-        prompt_tokens = (counter.count(system_prompt(character, "someone", guidance_of(usable)))
-                         + counter.count(json.dumps([tool.spec for tool in usable])))
+        prompt_tokens = counter.count(system_prompt(character, "someone", guidance_of(usable)))
         characters[name] = StoredCharacter(character, character_id, prompt_tokens)
     llm = LLMClient(config.llm, http_client=llm_http_client)
     window = config.llm.context_window

@@ -265,7 +265,9 @@ class SavedMemoryCommands:
             lines.append(f"• Images looked at: {r['images']}")
         lines.append(f"• Live window: {plural(r['window_messages'], 'message', 'messages')} — "
                      f"{tokens['window']:,} tokens")
-        lines.append(f"• Character, instructions and tool definitions: {tokens['system']:,} tokens")
+        if tokens.get("tools"):
+            lines.append(f"• Tool definitions: {tokens['tools']:,} tokens")
+        lines.append(f"• Character and instructions: {tokens['system']:,} tokens")
         lines.append(f"Total ≈ {tokens['total']:,} tokens.")
         calls = r.get("tools", [])
         if calls:  # SPEC 18: each tool call, its arguments and what it cost

@@ -16,6 +16,10 @@ read as JSON, not built into pydantic models. On top of that this module:
   `ToolCallUnreadable` ends that turn's tool rounds only (SPEC 18 "A model that stumbles");
 - with `vision = "auto"`, detects a server that refuses images, remembers that for the rest of
   the process and raises `ImagesRefused`, so the turn asks again without them;
+- tells a refusal for length (llama.cpp's `exceed_context_size_error` with `n_ctx`, OpenAI's and
+  vLLM's `context_length_exceeded`, llama-cpp-python's "exceed context window of N") as
+  `PromptTooLong`, with the server's own limit where it gives one: the turn rebuilds its prompt
+  within it and asks once more (SPEC 8 "An overflow is rebuilt, never shown");
 - turns every final failure into `LLMError`, whose text is safe to show a person.
 """
 
@@ -25,6 +29,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -69,8 +74,44 @@ class ToolCallUnreadable(LLMError):
         super().__init__("the model wrote a tool call its server could not read")
 
 
+class PromptTooLong(LLMError):
+    """The server refused the prompt for its length; `limit`: the context it holds, and `counted`:
+    the prompt's tokens as it counted them, where it said."""
+
+    def __init__(self, limit: int | None, counted: int | None = None):
+        super().__init__("the conversation was too long for the model server")
+        self.limit = limit
+        self.counted = counted
+
+
+TOO_LONG = ("exceed_context_size_error", "context_length_exceeded", "maximum context length", "context window of",
+            "exceeds the available context", "prompt is too long", "too many tokens")
+LIMIT_IN_WORDS = re.compile(r"(?:maximum context length is|context window of|n_ctx\D{0,4})\s*(\d+)")
+
+
+def _too_long(exc: openai.APIStatusError) -> PromptTooLong | None:
+    """A refusal for length, with the server's limit where it gave one; None for anything else."""
+    if exc.status_code not in (400, 413, 422, 500):
+        return None
+    text = f"{exc} {exc.body}".lower()
+    if not any(words in text for words in TOO_LONG):
+        return None
+    body = exc.body if isinstance(exc.body, dict) else {}
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    limit = inner.get("n_ctx") if isinstance(inner.get("n_ctx"), int) else None
+    if limit is None and (found := LIMIT_IN_WORDS.search(text)):
+        limit = int(found[1])
+    counted = inner.get("n_prompt_tokens")
+    return PromptTooLong(limit, counted if isinstance(counted, int) else None)
+
+
 class _StreamBroken(Exception):
     pass
+
+
+class _Hollow(Exception):
+    """A stream answered HTTP 200 and sent not one chunk (llama-cpp-python's server does so for a
+    prompt too long): a failure, never an empty reply."""
 
 
 @dataclass(frozen=True)
@@ -190,17 +231,27 @@ class LLMClient:
     async def _complete(self, request: dict[str, Any], tools: list[dict[str, Any]] | None,
                         on_text: TextSink | None) -> Completion:
         broken = 0
+        streaming = on_text is not None
         while True:
             try:
-                if on_text is None:
-                    return await self._plain(request)
+                if not streaming:
+                    completion = await self._plain(request)
+                    if on_text is not None and completion.text:
+                        await on_text(completion.text)
+                    return completion
                 return await self._streamed(request, on_text)
+            except _Hollow:  # HTTP 200 and not one chunk: asked plainly, whose answer says why (a length)
+                log.info("the model server streamed an empty answer; asking again without streaming")
+                streaming = False
+                continue
             except openai.APIStatusError as exc:
                 if self.config.vision == "auto" and has_images(request["messages"]) and _refuses_images(exc):
                     log.warning("the model server refuses images (HTTP %d); answering without them from now on "
                                 "(set [llm] vision = \"off\" to stop trying)", exc.status_code)
                     self.vision_supported = False
                     raise ImagesRefused() from exc
+                if (too_long := _too_long(exc)) is not None:
+                    raise too_long from exc
                 if tools and _unreadable_tool_call(exc):
                     log.warning("the model wrote a tool call its server could not parse (HTTP %d); this reply is "
                                 "asked for in words, and tools stay on", exc.status_code)
@@ -326,9 +377,11 @@ class LLMClient:
         text = ""
         calls: dict[int, dict[str, str]] = {}
         finished = False
+        received = 0  # chunks
         usage: dict[str, Any] = {}
         try:
             async for chunk in stream:
+                received += 1
                 usage = chunk.get("usage") or usage
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
@@ -349,6 +402,8 @@ class LLMClient:
             raise _StreamBroken(type(exc).__name__) from exc
         finally:
             await stream.close()
+        if not finished and not received:
+            raise _Hollow()
         if not finished:
             raise _StreamBroken("the stream ended without a finish reason")
         return Completion(

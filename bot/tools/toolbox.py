@@ -105,6 +105,8 @@ class TurnScope:
     learning: bool  # the person lets this character learn (Learn from chat)
     words: str = ""  # the message the turn answers, as stored
     speaker_name: str = ""  # who wrote it, as they go by in that chat
+    on_behalf_of: int | None = None  # whose allowance and rules the gate asks about: the person the
+    # turn is for, or in a chain turn (which answers a character: person_id None) the chain's starter
     zone: str = "UTC"  # the person's time zone (IANA name)
     conversation_id: int = 0  # where the turn answers
     counts: dict[str, int] = field(default_factory=dict, compare=False)  # per-turn caps, by name
@@ -164,6 +166,11 @@ class TurnTools:
         return [tool.spec for tool in self.tools.values()]
 
     @property
+    def spec_tokens(self) -> int:
+        """What the tools offered add to every request of the turn (SPEC 18: counted in the prompt)."""
+        return self.counter.count(json.dumps(self.specs)) if self.tools else 0
+
+    @property
     def guidance(self) -> str:
         """How to use the tools offered ("" with none offered)."""
         return guidance_of(list(self.tools.values()))
@@ -215,7 +222,8 @@ class TurnTools:
             return result(error=f"{name} refused: text from outside (a page, search results, another server) "
                                 "came into this reply, so nothing is kept or sent on its word; only the "
                                 "person's own words become memories, reminders or pictures"), None
-        if refusal := await self.gate(self.scope.person_id, self.scope.character_name, self.scope.asker):
+        whose = self.scope.person_id if self.scope.person_id is not None else self.scope.on_behalf_of
+        if refusal := await self.gate(whose, self.scope.character_name, self.scope.asker):
             return result(error=f"{name} may not be used now: {refusal}"), None
         try:
             return await tool.run(self.scope, arguments), tool

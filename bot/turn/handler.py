@@ -60,7 +60,7 @@ from bot.memory.recall import NEAREST as RECALL_NEAREST
 from bot.memory.recall import Passage, recall
 from bot.memory.semantic import SemanticRecall
 from bot.memory.window import WINDOW_MAX_MESSAGES, window_token_budget
-from bot.model.llm import Completion, ImagesRefused, LLMClient, LLMError, ToolCallUnreadable
+from bot.model.llm import Completion, ImagesRefused, LLMClient, LLMError, PromptTooLong, ToolCallUnreadable
 from bot.model.tokens import TokenCounter
 from bot.text import CHAIN_ENDED, clean_text
 from bot.tools.toolbox import (
@@ -73,7 +73,8 @@ from bot.tools.toolbox import (
     result,
 )
 from bot.turn.attachments import in_words, kind_of, prepare_images, read_text_files
-from bot.turn.context import read_context
+from bot.turn.context import Context, read_context
+from bot.turn.fit import fitted
 from bot.turn.prompt import Prompt, build_prompt
 from bot.in_flight import Abandoned
 from bot.voice.listening import NOT_TRANSCRIBED, TEXT_ONLY, Listening, spoken
@@ -94,6 +95,13 @@ NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept a
 NOT_LATEST = "Only the latest reply can be regenerated."
 FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files are cut to fit
 REGENERATE_LABEL = "🔄 Regenerate"
+CUT_RATIO = 0.85  # a server that reports fewer prompt tokens than this share of what was sent cut it…
+UNCALIBRATED_CUT_RATIO = 0.6  # …or this share, before its way of counting was seen
+CUT_BY = 256  # …and by more than this many: tokenizers differ, a cut is large
+MIN_PROMPT_TOKENS = 512  # the least a prompt is fitted to, whatever a server says
+MAX_COUNT_RATIO = 1.5  # the most a server's count of a prompt is taken to exceed ours
+CALIBRATE_FROM, CALIBRATE_UP_TO = 1_000, 2_000  # prompts that teach how a server counts: long enough for the
+# template's own tokens to weigh little, short enough for no server to cut (2,048 is the smallest context)
 
 
 class ArrivalOrder:
@@ -197,7 +205,9 @@ class TurnHandler:
         self.cast = cast
         # messages that start an absence's check-in there (bot/writing_first/checkins.py)
         self.checkin_from = checkin_from
-        self.context_window = context_window
+        self.context_window = context_window  # shrinks to what the server holds, once it shows less
+        self.told_of_cut = False  # a server's cut or refusal for length is told once a process
+        self.server_ratio: float | None = None  # the server's count of a prompt over ours, once seen
         self.clock = clock
         self.arrivals = ArrivalOrder()  # storing and queueing, per conversation key
         self.listening = listening  # voice notes heard ([voice], SPEC 16); None: the character reads text only
@@ -448,21 +458,28 @@ class TurnHandler:
             async def recalling(newest_first: list[MessageRow], window: list[MessageRow]) -> list[Passage]:
                 return await self._recall(conversation.id, stored.character.name, user_row, newest_first, window,
                                           embedding)
-            context = await read_context(self.store, stored, conversation, person_id, self.context_window,
-                                         up_to_pos=user_row.pos, recalling=recalling)
+
+            async def reading() -> Context:
+                return await read_context(self.store, stored, conversation, person_id, self.context_window,
+                                          up_to_pos=user_row.pos, recalling=recalling)
+            context = await reading()
             tools = None  # a server without tools gets none, and no error (SPEC 18)
             if self.llm.tools_supported is not False:
                 tools = self.toolbox.for_turn(TurnScope(
                     turn_id, person_id, stored.id, stored.character.name, asker, self.clock(), context.learning,
                     zone=context.time_zone or self.toolbox.zone, conversation_id=conversation.id,
                     words=user_row.content if user_row.role == "user" else "",  # a chain turn answers a character
-                    speaker_name=user_row.speaker_name))
+                    speaker_name=user_row.speaker_name, on_behalf_of=answered_for))
             guidance = tools.guidance if tools is not None else ""
+            tool_tokens = tools.spec_tokens if tools is not None else 0  # in every request of the turn
 
             def prompt_with(images: Sequence[tuple[str, str]], unseen: Sequence[str]) -> Prompt:
-                return build_prompt(context, speaker_name=user_row.speaker_name, tool_guidance=guidance,
-                                    now=self.clock(), unseen=in_words(unseen) if unseen else None,
-                                    images=[url for _, url in images], zone=self.toolbox.zone)
+                """The prompt, every layer within the context less the reply's room (bot/turn/fit.py)."""
+                budget = int((self.context_window - self.llm.max_reply_tokens) / (self.server_ratio or 1.0))
+                return fitted(context, budget, lambda of: build_prompt(
+                    of, speaker_name=user_row.speaker_name, tool_guidance=guidance, now=self.clock(),
+                    unseen=in_words(unseen) if unseen else None, images=[url for _, url in images],
+                    zone=self.toolbox.zone, tool_tokens=tool_tokens))
 
             prompt = prompt_with(images, unseen)
             # Whose allowance it is spent on (a chain turn: its starter's), and whether it may
@@ -476,6 +493,12 @@ class TurnHandler:
                 completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id)
             except ImagesRefused:  # vision "auto", and the server cannot take images: without them
                 unseen, images = [*unseen, *(what for what, _ in images)], []
+                prompt = prompt_with(images, unseen)
+                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id)
+            except PromptTooLong as refused:  # rebuilt within what the server holds, and asked once more
+                self._server_counts(refused.counted, prompt.receipt["tokens"]["total"], whole=True)
+                self._server_holds(refused.limit or self.context_window * 3 // 4, "refused a prompt for its length")
+                context = await reading()
                 prompt = prompt_with(images, unseen)
                 completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id)
             text = completion.text.strip()
@@ -568,8 +591,10 @@ class TurnHandler:
                 specs, offer_tools = [], False
                 completion = await self.llm.complete(messages, on_text=on_text)
             told = sum(call.tokens for call in tools.scope.journal.calls) if tools is not None else 0
+            sent = prompt.receipt["tokens"]["total"] + told - (0 if offer_tools else prompt.receipt["tokens"]["tools"])
+            self._heard_back(completion.prompt_tokens, sent)
             await self.gate.spend(
-                charged, character_id, completion.prompt_tokens or prompt.receipt["tokens"]["total"] + told,
+                charged, character_id, completion.prompt_tokens or sent,
                 completion.completion_tokens or self.counter.count(
                     completion.text + "".join(c.name + c.arguments for c in completion.tool_calls)),
                 turns=0 if round_number else 1)
@@ -578,7 +603,7 @@ class TurnHandler:
                 return replace(completion, prompt_tokens=spent_in, completion_tokens=spent_out)
             messages.append({
                 "role": "assistant",
-                "content": completion.text or None,
+                "content": completion.text,  # "", never null: llama-cpp-python refuses null (HTTP 500)
                 "tool_calls": [
                     {"id": c.id, "type": "function",
                      "function": {"name": c.name, "arguments": c.arguments}}
@@ -594,6 +619,40 @@ class TurnHandler:
                                         "with what you have")
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": said})
         return completion  # not reached: the last round offers no tools
+
+
+    def _heard_back(self, server: int, sent: int) -> None:
+        """What the server said it read of a prompt we counted `sent`: far less than expected is
+        a cut (SPEC 8 "A cut is noticed"); else it tells how the server counts."""
+        expected = sent * (self.server_ratio or 1.0)  # as the server counts, from what it said before
+        if server and expected - server > CUT_BY and \
+                server < expected * (CUT_RATIO if self.server_ratio else UNCALIBRATED_CUT_RATIO):
+            self._server_holds(server + self.llm.max_reply_tokens,
+                               f"kept {server:,} of the {round(expected):,} prompt tokens sent")
+        else:
+            self._server_counts(server, sent)
+
+    def _server_counts(self, server: int | None, counted: int, whole: bool = False) -> None:
+        """The server's tokenizer counts a prompt otherwise than ours (3–7 % higher for small
+        models, lower for large vocabularies): prompts are fitted, and cuts judged, by the share
+        the server last showed on a prompt it surely held whole — one it refused (`whole`), or one
+        between CALIBRATE_FROM and CALIBRATE_UP_TO tokens, which no server cuts — kept within
+        1/MAX_COUNT_RATIO and MAX_COUNT_RATIO."""
+        if server and (whole or CALIBRATE_FROM <= counted <= CALIBRATE_UP_TO):
+            self.server_ratio = min(max(server / counted, 1 / MAX_COUNT_RATIO), MAX_COUNT_RATIO)
+
+    def _server_holds(self, tokens: int, why: str) -> None:
+        """The server holds less context than believed: from now on every prompt fits `tokens`
+        (less the reply's room). Said in one WARNING a process (SPEC 8 "A cut is noticed")."""
+        if tokens >= self.context_window:
+            return
+        if not self.told_of_cut:
+            self.told_of_cut = True
+            log.warning("the model server %s: it holds about %d tokens of context, not [llm] context_window = %d. "
+                        "Keepsake now fits every prompt to that. To give it more, raise the server's context "
+                        "(Ollama: OLLAMA_CONTEXT_LENGTH=8192; llama.cpp: -c 8192) or lower context_window",
+                        why, tokens, self.context_window)
+        self.context_window = max(tokens, self.llm.max_reply_tokens + MIN_PROMPT_TOKENS)
 
 
 class _PastAllowance(Exception):

@@ -54,9 +54,10 @@ def tool_calls(*calls: tuple[str, Any], content: str = "") -> Step:
     return Step("tools", text=content, calls=encoded)
 
 
-def status(code: int, message: str = "scripted error", headers: dict[str, str] | None = None) -> Step:
+def status(code: int, message: str = "scripted error", headers: dict[str, str] | None = None,
+           error_code: str | int | None = None) -> Step:
     return Step("status", status=code, headers=headers or {},
-                body={"error": {"message": message, "type": "scripted", "code": code}})
+                body={"error": {"message": message, "type": "scripted", "code": error_code or code}})
 
 
 def hang(seconds: float, then: Step | None = None) -> Step:
@@ -74,6 +75,11 @@ def stall(content: str, at: float = 0.5, seconds: float = 60.0) -> Step:
 
 def drop() -> Step:
     return Step("drop")
+
+
+def hollow() -> Step:
+    """HTTP 200 and not one chunk: what llama-cpp-python's server streams for a prompt too long."""
+    return Step("hollow")
 
 
 def garbled(body: str) -> Step:
@@ -104,6 +110,14 @@ class ScriptedLLM:
         self.transcription_delay_s = 0.0  # each transcription takes this long (a slow or hanging server)
         self.transcribing = 0  # transcriptions being answered now
         self.most_transcribing = 0  # the most ever answered at once
+        # As llama.cpp's server holds a context (`-c`): it says so at /props and refuses a longer
+        # prompt with its own 400 (exceed_context_size_error, n_prompt_tokens, n_ctx). None: no limit.
+        self.n_ctx: int | None = None
+        self.refused_for_length = 0  # prompts refused so
+        # As Ollama does past its num_ctx: the prompt silently loses its start (the system prompt
+        # first) until it fits, and the usage counts only what was kept. None: no cut.
+        self.cuts_at: int | None = None
+        self.cut_prompts = 0
 
     def add(self, *steps: Step) -> None:
         self.script.extend(steps)
@@ -117,6 +131,7 @@ class ScriptedLLM:
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/props", self._props)
         app.router.add_post("/v1/audio/transcriptions", self._transcriptions)
         app.router.add_post("/v1/audio/speech", self._speech)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
@@ -142,6 +157,12 @@ class ScriptedLLM:
                 if isinstance(m.get("content"), list) for part in m["content"] if part.get("type") == "image_url"]
 
     # -- serving ------------------------------------------------------------------------------
+    async def _props(self, request: web.Request) -> web.Response:
+        """llama.cpp's /props, when the fake holds a context as its server would."""
+        if self.n_ctx is None:
+            raise web.HTTPNotFound()
+        return web.json_response({"default_generation_settings": {"n_ctx": self.n_ctx}, "total_slots": 1})
+
     async def _models(self, request: web.Request) -> web.Response:
         """The models this server has: `self.model`, as an OpenAI-compatible server lists them."""
         return web.json_response({"object": "list", "data": [
@@ -211,6 +232,16 @@ class ScriptedLLM:
             return web.json_response({"error": {"message": "Invalid content type. image_url is only supported "
                                                            "by certain models.", "type": "invalid_request_error"}},
                                      status=400)
+        if self.cuts_at is not None and _approx_tokens(body) > self.cuts_at:
+            self.cut_prompts += 1
+            body = {**body, "messages": list(body["messages"])}
+            while len(body["messages"]) > 1 and _approx_tokens(body) > self.cuts_at:
+                body["messages"].pop(0)
+        if self.n_ctx is not None and (prompt := _approx_tokens(body)) > self.n_ctx:
+            self.refused_for_length += 1  # as llama.cpp answers (its words and fields, streamed or not)
+            return web.json_response({"error": {
+                "code": 400, "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": self.n_ctx}}, status=400)
         step = self.script.popleft() if self.script else None
         if step is None and self.responder is not None:
             step = self.responder(body)
@@ -270,6 +301,8 @@ class ScriptedLLM:
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
         pieces = [step.text[i:i + 20] for i in range(0, len(step.text), 20)]
+        if step.kind == "hollow":
+            return response
         if step.kind == "stall":
             for piece in pieces[: max(1, int(len(pieces) * step.cut_at))]:
                 await send({"content": piece})
@@ -309,4 +342,6 @@ def trigram_vector(text: str, size: int) -> list[float]:
 
 
 def _approx_tokens(body: dict) -> int:
-    return sum(len(str(m.get("content") or "")) for m in body.get("messages", [])) // 4
+    """About what a real server counts: the messages, and the tool definitions it renders in."""
+    return (sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
+            + (len(json.dumps(body["tools"])) if body.get("tools") else 0)) // 4

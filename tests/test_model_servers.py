@@ -1,0 +1,157 @@
+"""SPEC 8, model servers as they really are, rule by rule: the scripted server answering as the
+real ones do — llama.cpp's /props and its 400 `exceed_context_size_error` (n_prompt_tokens,
+n_ctx), Ollama's /api/version, /api/show and /api/ps and its silent cut of a prompt's start,
+llama-cpp-python's empty 200 stream — with the real turn and `openai` client. A conversation that
+outgrows a 2,048-token context while the config says 8,192 is answered and stored throughout.
+The same against a real llama.cpp server: tests/test_real_model_server.py."""
+
+import logging
+
+import pytest
+from aiohttp import web
+
+from bot.config import parse_config
+from bot.model.server_context import OLLAMA_DEFAULT, fit_to_server, held_by_server
+from bot.runtime import build_runtime
+from tests.conftest import Chat, config_dict
+from tests.fakes.llm_server import hollow, status, text
+
+LONG = ("Tell me again about the storm of the winter the lighthouse lamp failed, the boats that came in "
+        "late, and who kept the fires going in the harbour office while the wind took the roofs off. ") * 6
+
+
+@pytest.fixture
+async def start(llm, tmp_path, clock):
+    runtimes = []
+
+    async def start_with(**llm_settings):
+        raw = config_dict(llm.base_url, tmp_path / f"k{len(runtimes)}.sqlite3", **llm_settings)
+        config = await fit_to_server(parse_config(raw, tmp_path))
+        runtime = await build_runtime(config, clock=clock)
+        runtimes.append(runtime)
+        return runtime
+    yield start_with
+    for runtime in runtimes:
+        await runtime.close()
+
+
+async def stored_user_messages(runtime) -> int:
+    return await runtime.store.db.value("SELECT COUNT(*) FROM messages WHERE role = 'user'")
+
+
+async def test_the_context_llama_cpp_holds_is_asked_at_start_up_and_said_in_one_warning(start, llm, caplog):
+    llm.n_ctx = 2_048
+    with caplog.at_level(logging.WARNING):
+        runtime = await start(context_window=8_192, max_reply_tokens=200)
+    warned = [r.getMessage() for r in caplog.records if "holds 2048 tokens" in r.getMessage()]
+    assert len(warned) == 1 and "-c 8192" in warned[0] and "context_window = 8192" in warned[0]
+    assert runtime.turns.context_window == 2_048
+
+
+async def test_a_server_that_says_nothing_leaves_context_window_as_it_is(start, llm):
+    runtime = await start(context_window=8_192)
+    assert runtime.turns.context_window == 8_192
+
+
+@pytest.mark.parametrize("ps, show, held", [
+    ({"models": []}, {"model_info": {"llama.context_length": 131072}, "parameters": ""}, OLLAMA_DEFAULT),
+    ({"models": [{"name": "llama3.1:latest", "context_length": 16384}]}, {}, 16_384),
+    ({"models": []}, {"model_info": {"llama.context_length": 131072}, "parameters": "num_ctx 8192"}, 8_192),
+    ({"models": []}, {"model_info": {"gemma.context_length": 2048}}, 2_048),
+])
+async def test_ollama_is_asked_what_it_loaded_else_its_4096_default_applies(ps, show, held):
+    async def version(request):
+        return web.json_response({"version": "0.15.6"})
+
+    async def loaded(request):
+        return web.json_response(ps)
+
+    async def shown(request):
+        assert (await request.json())["model"] == "llama3.1"
+        return web.json_response(show)
+    app = web.Application()
+    app.router.add_get("/api/version", version)
+    app.router.add_get("/api/ps", loaded)
+    app.router.add_post("/api/show", shown)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        found = await held_by_server(f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1", "llama3.1")
+        assert found.tokens == held and "OLLAMA_CONTEXT_LENGTH" in found.fix
+    finally:
+        await runner.cleanup()
+
+
+async def test_every_prompt_fits_the_context_less_the_replys_room_all_layers_and_tools_counted(start, llm):
+    runtime = await start(context_window=2_048, max_reply_tokens=200)
+    ann = Chat(runtime, platform="telegram")
+    for n in range(12):
+        await ann.memory(f"/memory add Fact number {n}: {LONG[:300]}")
+    for n in range(20):
+        llm.add(text(f"Answer {n}."))
+        await ann.say(f"{n}: {LONG}")
+    receipt = (await runtime.store.turns.latest_turn(
+        (await runtime.cast.conversation_for(ann.key)).id)).receipt
+    assert receipt["tokens"]["total"] <= 2_048 - 200
+
+
+async def test_a_prompt_refused_for_length_is_rebuilt_within_the_servers_context_and_asked_once_more(
+        start, llm, caplog):
+    """As llama.cpp refuses (400 exceed_context_size_error with n_ctx): a conversation outgrowing
+    2,048 tokens while the config says 8,192 is answered and stored, message after message."""
+    runtime = await start(context_window=8_192, max_reply_tokens=200)
+    llm.n_ctx = 2_048  # the server is started with -c 2048 after Keepsake asked it
+    ann = Chat(runtime, platform="telegram")
+    with caplog.at_level(logging.WARNING):
+        for n in range(25):
+            llm.add(text(f"Answer {n}."))
+            reply = await ann.say(f"{n}: {LONG}")
+            assert reply.text == f"Answer {n}." and not reply.is_error, n
+    assert llm.refused_for_length >= 1  # it did outgrow it, and no person saw it
+    assert await stored_user_messages(runtime) == 25
+    assert len([r for r in caplog.records if "refused a prompt for its length" in r.getMessage()]) == 1
+    assert runtime.turns.context_window == 2_048
+
+
+async def test_a_prompt_the_server_cuts_silently_is_noticed_and_the_next_ones_fit(start, llm, caplog):
+    """As Ollama cuts past its context: the prompt's start (card, memories, summary) is lost with
+    no error; a `usage.prompt_tokens` far below what was sent tells it."""
+    runtime = await start(context_window=8_192, max_reply_tokens=200)
+    llm.cuts_at = 2_048
+    ann = Chat(runtime, platform="telegram")
+    with caplog.at_level(logging.WARNING):
+        for n in range(25):
+            llm.add(text(f"Answer {n}."))
+            await ann.say(f"{n}: {LONG}")
+    cuts = llm.cut_prompts
+    assert cuts >= 1
+    assert len([r for r in caplog.records if "it holds about" in r.getMessage()]) == 1  # once a process
+    llm.add(text("Still me."))
+    await ann.say(LONG)
+    assert llm.cut_prompts == cuts  # fitted now: nothing more is cut
+    assert "You are Mira" in llm.requests[-1]["messages"][0]["content"]  # the card is there
+
+
+async def test_an_empty_streamed_answer_is_never_an_empty_reply_it_is_asked_again_plainly(start, llm):
+    """As llama-cpp-python's server streams a prompt too long: HTTP 200 and no chunk. Asked again
+    without streaming, the server says why (400 context_length_exceeded, its limit in words) —
+    the prompt is rebuilt within it, and the person gets a reply."""
+    runtime = await start(context_window=8_192, max_reply_tokens=200)
+    ann = Chat(runtime, platform="telegram")
+    shown = []
+
+    async def on_text(words: str):
+        shown.append(words)
+    for n in range(8):
+        llm.add(text(f"Answer {n}."))
+        await ann.say(f"{n}: {LONG}", on_text=on_text)
+    llm.add(hollow(), status(400, "This model's maximum context length is 2048 tokens. However, you requested "
+                                  "4061 tokens (4031 in the messages, 30 in the completion).",
+                                  error_code="context_length_exceeded"),
+            text("Here I am."))
+    reply = await ann.say(f"8: {LONG}", on_text=on_text)
+    assert reply.text == "Here I am." and shown[-1] == "Here I am."
+    assert runtime.turns.context_window == 2_048
+    assert await stored_user_messages(runtime) == 9
