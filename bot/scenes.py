@@ -148,8 +148,8 @@ class Scenes:
         key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
                               stored.character.name, True)
         if not self.gate.may_answer(target, on_behalf):  # not through another character either
-            log.info("a scene in %s:%s: %s does not answer for the person who started the chain ([access]); "
-                     "the chain ends", conversation.platform, conversation.chat_id, target)
+            log.info("a scene in %s:%s: %s does not answer for the person who started the chain ([access] or the age "
+                     "rule); the chain ends", conversation.platform, conversation.chat_id, target)
             return
         if not await self.can_speak(key, target):
             log.info("a scene in %s:%s: %s cannot speak there (its bot is not in the chat, or may not post); "

@@ -124,6 +124,29 @@ async def images():
 
 
 @pytest.fixture
+async def searxng():
+    """A SearXNG instance on loopback (its JSON API), answering what a test gives it."""
+    from tests.fakes.searxng import FakeSearXNG
+
+    fake = FakeSearXNG()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def hostile():
+    """A hostile server on loopback: a page, search engine or image server as the open internet
+    could send them (SPEC 18)."""
+    from tests.fakes.hostile import HostileServer
+
+    server = HostileServer()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
 

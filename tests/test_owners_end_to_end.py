@@ -120,7 +120,8 @@ async def test_on_discord_an_age_restricted_character_is_silent_outside_age_rest
                                     timeout=30)
         llm.add(text("Evening, sailor."))
         await discord_fake.say(discord_fake.age_restricted_id, DISCORD_ANN, "hello", mention_bot=True)
-        reply, = await discord_fake.wait_for(lambda: from_bot(discord_fake.age_restricted_id), timeout=30)
+        reply, = await discord_fake.wait_for(lambda: (found := from_bot(discord_fake.age_restricted_id))
+                                             and found[-1].buttons() and found, timeout=30)  # streamed whole
         assert reply.content == "Evening, sailor." and len(llm.requests) == 1 and SAILOR in llm.prompt_text()
 
         # A thread of the age-restricted channel is age-restricted too (it answers for its parent).
@@ -128,5 +129,6 @@ async def test_on_discord_an_age_restricted_character_is_silent_outside_age_rest
         await discord_fake.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
         llm.add(text("Quiet in here, sailor."))
         await discord_fake.say(thread["id"], DISCORD_ANN, "a side room?", mention_bot=True)
-        in_thread, = await discord_fake.wait_for(lambda: from_bot(thread["id"]), timeout=30)
+        in_thread, = await discord_fake.wait_for(lambda: (found := from_bot(thread["id"])) and found[-1].buttons()
+                                                 and found, timeout=30)  # streamed whole, not its first piece
         assert in_thread.content == "Quiet in here, sailor." and len(llm.requests) == 2

@@ -136,3 +136,16 @@ async def test_the_21st_picture_of_a_day_is_refused_in_one_line_and_each_counts_
     assert images.requests == []  # refused before anything was drawn
     spent = before + sum(u["total_tokens"] for u in llm.usages)  # the pictures' tokens and the turn's
     assert (await ann.run("usage")).text.startswith(f"Your tokens today: {spent:,} of 1,000,000 a day.")
+
+
+async def test_forgetme_does_not_give_a_fresh_picture_allowance_the_same_day(start, llm, images):
+    """#69: the day's tokens survive /forgetme (SPEC 17), and so does the day's picture count: the
+    same platform id cannot draw `per_day` pictures again the same day."""
+    runtime = await start(per_day=2)
+    ann = Chat(runtime, platform="telegram")
+    for _ in range(2):
+        await asked_for_a_picture(runtime, llm, ann)
+    assert len(images.requests) == 2
+    await runtime.store.people.forget_person(await ann.person_id(), runtime.gate.budgets.today())
+    _, reply = await asked_for_a_picture(runtime, llm, Chat(runtime, platform="telegram"))  # Ann again, anew
+    assert reply.parts == [] and reply.note == "🖼️ no picture: 2 a day is the most" and len(images.requests) == 2

@@ -78,8 +78,8 @@ async def test_a_reminder_set_in_a_telegram_dm_and_a_group_is_sent_once_in_the_c
         letter = (await telegram.wait_for(lambda: [m for m in telegram.bot_messages(ANN) if m.message_id > last],
                                           timeout=30))[0]
         assert letter.text.startswith("Ann! The kettle — you asked me to remind you.")
-        # Kept before it was sent, the letter took the reminder with it: no later scan can send it again.
-        assert pending(tmp_path) == 0
+        # Shown, the letter takes the reminder with it: no later scan can send it again.
+        await telegram.wait_for(lambda: pending(tmp_path) == 0, timeout=30)
         assert len([m for m in telegram.bot_messages(ANN) if m.message_id > last]) == 1
 
         # In a group, the letter names the person it is for.
@@ -118,7 +118,7 @@ async def test_a_reminder_set_on_discord_is_sent_in_the_dm_and_cancel_works_ther
         assert due_now(tmp_path) == 1
         letter = (await discord_fake.wait_for(lambda: from_bot()[1:], timeout=30))[-1]
         assert letter.content.startswith("Ann! The kettle")
-        assert pending(tmp_path) == 0
+        await discord_fake.wait_for(lambda: pending(tmp_path) == 0, timeout=30)  # once the bot records it shown
 
         # /reminders and /reminders cancel, as slash commands
         await discord_fake.say(DISCORD_ANN_DM, DISCORD_ANN, "remind me in 2 minutes to check the kettle", guild=False)
@@ -152,7 +152,7 @@ async def test_a_letter_telegram_cannot_take_is_written_once_a_gone_chat_ends_it
         assert due_now(tmp_path) == 1
         moved = await telegram.wait_for(lambda: telegram.bot_messages(supergroup), timeout=30)
         assert len(moved) == 1 and moved[0].text.startswith("Ann! The kettle")
-        assert pending(tmp_path) == 0
+        await telegram.wait_for(lambda: pending(tmp_path) == 0, timeout=30)
 
         await final_reply_to(telegram, ANN, telegram.send(telegram.chat(ANN), ann,
                                                           "remind me in 2 minutes to check the kettle"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import random
 
 import pytest
@@ -715,3 +716,60 @@ async def test_an_unaddressed_message_is_never_drawn_for_a_character_that_cannot
 
 async def _cannot() -> bool:
     return False
+
+
+# -- rules a mutation once slipped past (#69) ---------------------------------------------------
+async def test_an_age_restricted_character_is_not_reached_through_a_chain_outside_an_age_restricted_place(
+        scene, llm, caplog):
+    """Mira names Aki, who is age-restricted, in a group that is no age-restricted place: the chain
+    ends there, for the rules (access and the age rule, not access alone) — not later, as if Ann
+    were past her limits."""
+    runtime = await scene(aki={"nsfw": True})
+    ann = Person(runtime, "501", "Ann")
+    llm.add(text("Aki, what would you tell her?"), text("Nothing for this room."))
+    with caplog.at_level(logging.INFO, logger="bot.scenes"):
+        await ann.says("Mira, ask Aki what she thinks")  # delivered: whether a chain follows is decided
+    assert "Aki does not answer for the person who started the chain" in caplog.text
+    assert said(runtime, "Mira") == ["Aki, what would you tell her?"]
+    assert said(runtime, "Aki") == [] and len(llm.requests) == 1 and await queued(runtime) == 0
+
+
+async def test_regenerate_is_refused_once_the_answering_character_no_longer_lets_the_person_in(llm, tmp_path):
+    """Ann got Mira's reply; the owner then denies Ann Mira ([access], a restart): her Regenerate
+    button is refused before any model call, by the one check every path goes through."""
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    first = await build_runtime(parse_config(raw, tmp_path), clock=FakeClock())
+    ann = Chat(first, user="501", name="Ann", chat_id="501", platform="telegram")
+    llm.add(text("Hello, Ann."))
+    turn = (await ann.say("hello")).turn
+    await first.close()
+    raw["characters"][0]["access"] = {"deny": ["telegram:501"]}
+    second = await build_runtime(parse_config(raw, tmp_path), clock=FakeClock())
+    try:
+        ann = Chat(second, user="501", name="Ann", chat_id="501", platform="telegram")
+        asked = len(llm.requests)
+        assert await second.core.regenerating.regenerate_refusal(ann.key, ann.identity, turn, ann.asker) == \
+            NOT_ALLOWED
+        assert (await ann.regenerate(turn)).text == NOT_ALLOWED and len(llm.requests) == asked
+    finally:
+        await second.close()
+
+
+async def test_a_chain_turns_tools_ask_the_gate_about_the_chains_starter(scene, llm):
+    """A chain turn answers a character, so it is nobody's turn; its tools still act for the
+    person who started the chain: the gate is asked about Ann (her allowance, the answering
+    character's rules), never about nobody."""
+    runtime = await scene()
+    ann = Person(runtime, "501", "Ann")
+    asked_about = []
+    toolbox = runtime.turns.toolbox
+    real_gate = toolbox.gate
+
+    async def recording(person_id, character, asker):
+        asked_about.append((person_id, character))
+        return await real_gate(person_id, character, asker)
+    toolbox.gate = recording
+    llm.add(text("Aki, roll for us."), tool_calls(("dice", {"notation": "1d6"})), text("A six, Ann."))
+    await ann.says("Mira, get Aki to roll a die")
+    await eventually(lambda: said(runtime, "Aki") == ["A six, Ann."])
+    assert asked_about == [(await ann.person_id(), "Aki")]

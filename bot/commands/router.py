@@ -128,10 +128,8 @@ class CommandRouter:
             turn = TurnRef.parse(action.args[0]) if len(action.args) == 1 else None
             if turn is None:
                 return stale
-            pressed = await self.store.turns.turn(turn.id)
-            answered_by = self.cast.stored_by_id(pressed.character_id) if pressed is not None else None
-            if answered_by is not None and not self.gate.lets_in(answered_by.character.name, ctx.asker):
-                return CommandResult(NOT_ALLOWED, ok=False, refused=True)
+            # who may regenerate it, and where, is asked by the turn handler (`regenerate_refusal`),
+            # the one check every Regenerate goes through: [access] of the answering character too
             return CommandResult("", regenerate=turn)
         press = self.presses.get(action.verb) if action else None
         args = press.parse(action.args) if press else None

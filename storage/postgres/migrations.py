@@ -16,7 +16,7 @@ from storage.sql.migrations import (
     PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
-    REMINDERS_KEPT,
+    HARDENING_VI,
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
@@ -315,5 +315,5 @@ MIGRATIONS: list[str] = [
     # 14 — the memory page, as SQLite's 22
     PAGES,
     # 15 — hardening VI, as SQLite's 23
-    REMINDERS_KEPT,
+    HARDENING_VI,
 ]

@@ -263,8 +263,11 @@ PAGES = """
 # reminder keeps the time the person asked for", "In a group the letter always names the
 # person"): a reminder keeps its letter once composed (and the letter's receipt), how often
 # sending it failed and when it is tried again; the local time of day a repeating one was asked
-# for ("HH:MM"); and the name of the person who asked, as they went by in that chat.
-REMINDERS_KEPT = """
+# for ("HH:MM"); and the name of the person who asked, as they went by in that chat. And the day's
+# pictures of a person who used /forgetme are kept against their platform ids, as their tokens are
+# (#69: the allowance does not start afresh).
+HARDENING_VI = """
+    ALTER TABLE forgotten_spend ADD COLUMN pictures INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE reminders ADD COLUMN letter TEXT;
     ALTER TABLE reminders ADD COLUMN letter_receipt TEXT;
     ALTER TABLE reminders ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;

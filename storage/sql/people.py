@@ -125,7 +125,8 @@ class SQLPeople(People):
             await tx.execute(
                 # against every platform id (the allowance), counted once in /stats (the first id)
                 "INSERT INTO forgotten_spend (platform, user_id, day, character_id, turns, tokens_in, tokens_out, "
-                "counted) SELECT i.platform, i.user_id, u.day, u.character_id, u.turns, u.tokens_in, u.tokens_out, "
+                "pictures, counted) SELECT i.platform, i.user_id, u.day, u.character_id, u.turns, u.tokens_in, "
+                "u.tokens_out, u.pictures, "
                 "i.platform || ':' || i.user_id = (SELECT MIN(platform || ':' || user_id) FROM identities "
                 "WHERE person_id = $1) FROM identities i JOIN usage_days u ON u.person_id = i.person_id "
                 "WHERE i.person_id = $1 AND u.day = $2 "
@@ -133,6 +134,7 @@ class SQLPeople(People):
                 "turns = forgotten_spend.turns + excluded.turns, "
                 "tokens_in = forgotten_spend.tokens_in + excluded.tokens_in, "
                 "tokens_out = forgotten_spend.tokens_out + excluded.tokens_out, "
+                "pictures = forgotten_spend.pictures + excluded.pictures, "
                 "counted = forgotten_spend.counted OR excluded.counted", person_id, day)
             shared = [row["conversation_id"] for row in await tx.all(
                 "SELECT DISTINCT m.conversation_id FROM messages m JOIN conversations c "

@@ -24,6 +24,12 @@ _SPENT = ("SELECT (SELECT COALESCE(SUM(tokens_in + tokens_out), 0) FROM usage_da
           "WHERE i.person_id = $1 AND f.day BETWEEN $2 AND $3)")
 
 
+# the day's pictures of a person, with those of a forgotten person on any of their platform ids (#69)
+_PICTURES = ("SELECT (SELECT COALESCE(SUM(pictures), 0) FROM usage_days WHERE person_id = $1 AND day = $2) + "
+             "(SELECT COALESCE(SUM(f.pictures), 0) FROM forgotten_spend f JOIN identities i ON i.platform = f.platform "
+             "AND i.user_id = f.user_id WHERE i.person_id = $1 AND f.day = $2)")
+
+
 class SQLUsage(Usage):
     def __init__(self, db: Database):
         self.db = db
@@ -38,8 +44,7 @@ class SQLUsage(Usage):
     async def take_picture(self, person_id: int, character_id: int, day: str, per_day: int, tokens: int) -> bool:
         async with self.db.transaction() as tx:
             await self.db.dialect.serialize(tx, f"pictures:{person_id}")
-            if await tx.value("SELECT COALESCE(SUM(pictures), 0) FROM usage_days WHERE person_id = $1 AND day = $2",
-                              person_id, day) >= per_day:
+            if await tx.value(_PICTURES, person_id, day) >= per_day:
                 return False
             await tx.execute(_ADD, person_id, day, character_id, 0, 0, tokens, 0)
             await tx.execute("UPDATE usage_days SET pictures = pictures + 1 "

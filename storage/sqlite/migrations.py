@@ -15,7 +15,7 @@ from storage.sql.migrations import (
     PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
-    REMINDERS_KEPT,
+    HARDENING_VI,
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
@@ -373,5 +373,5 @@ MIGRATIONS: list[str] = [
     # 22 — the memory page (SPEC 21; storage/sql/migrations.py)
     PAGES,
     # 23 — hardening VI: a reminder's letter kept (SPEC 19; storage/sql/migrations.py)
-    REMINDERS_KEPT,
+    HARDENING_VI,
 ]
