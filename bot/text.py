@@ -46,3 +46,16 @@ def parse_number(value: Any, low: int = 1, high: int = MAX_NUMBER) -> int | None
     else:
         return None
     return number if low <= number <= high else None
+
+
+SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]*_]*(?=\s|$)")
+
+
+def ended_at_a_sentence(text: str) -> str:
+    """A reply the server cut at its length limit, as the person reads it: up to its last whole
+    sentence when that keeps most of it, else what there is with "…" — never a fragment passed
+    off as whole (#68: "…Mira,\nI")."""
+    ends = [found.end() for found in SENTENCE_END.finditer(text)]
+    if ends and ends[-1] >= len(text) // 2:
+        return text[: ends[-1]]
+    return text.rstrip(" ,;:-—") + "…"

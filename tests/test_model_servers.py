@@ -14,7 +14,7 @@ from bot.config import parse_config
 from bot.model.server_context import OLLAMA_DEFAULT, fit_to_server, held_by_server
 from bot.runtime import build_runtime
 from tests.conftest import Chat, config_dict
-from tests.fakes.llm_server import hollow, status, text
+from tests.fakes.llm_server import cut_at_length, hollow, status, text
 
 LONG = ("Tell me again about the storm of the winter the lighthouse lamp failed, the boats that came in "
         "late, and who kept the fires going in the harbour office while the wind took the roofs off. ") * 6
@@ -155,3 +155,33 @@ async def test_an_empty_streamed_answer_is_never_an_empty_reply_it_is_asked_agai
     assert reply.text == "Here I am." and shown[-1] == "Here I am."
     assert runtime.turns.context_window == 2_048
     assert await stored_user_messages(runtime) == 9
+
+
+async def test_a_reply_cut_at_max_reply_tokens_ends_at_a_sentence_never_a_fragment(start, llm):
+    """#68: "…Mira,\nI" was shown and stored as the character's whole reply."""
+    runtime = await start()
+    llm.add(cut_at_length("The lamp is lit. The boats are all in, Ann. Mira,\nI"))
+    reply = await Chat(runtime, platform="telegram").say("how is the harbour?")
+    assert reply.text == "The lamp is lit. The boats are all in, Ann."
+    assert await runtime.store.db.value("SELECT content FROM messages WHERE role = 'assistant'") == reply.text
+
+
+async def test_a_servers_own_error_words_never_reach_the_person(start, llm):
+    """#68: llama-cpp-python's "7 validation errors … Input should be a valid string" was shown."""
+    runtime = await start()
+    dump = "7 validation errors for CreateChatCompletionRequest messages.1.content Input should be a valid string"
+    llm.add(status(500, dump), status(500, dump))
+    reply = await Chat(runtime, platform="telegram").say("hello")
+    assert reply.is_error and "validation" not in reply.text and "HTTP 500" in reply.text
+
+
+async def test_tool_arguments_sent_as_an_object_are_read_not_taken_for_a_broken_stream(start, llm):
+    """#68: a server that sends a tool call's arguments as a JSON object, not a string."""
+    from tests.fakes.llm_server import Step
+    runtime = await start()
+    llm.add(Step("tools", calls=[("dice", {"notation": "1d6"})]), text("Rolled."))
+
+    async def on_text(words: str):
+        return None
+    reply = await Chat(runtime, platform="telegram").say("roll a die", on_text=on_text)
+    assert reply.text.startswith("Rolled.") and '"rolls"' in str(llm.requests[-1]["messages"][-1])

@@ -177,6 +177,26 @@ async def test_a_failed_summary_keeps_its_messages_pending_and_succeeds_on_retry
     assert state.summarized_pos > 0 and state.failures == 0 and state.retry_at is None
 
 
+async def test_a_failed_summarys_backoff_holds_against_the_replies_that_follow(ann, llm, clock):
+    """#68: the backoff was logged but not kept — every delivered reply tried the summary again
+    (13 attempts in 32 s against a real server). Before its retry time, a reply tries none."""
+    conversation = await stored(ann, 60)
+    llm.add(status(500), status(500))
+    await ann.runtime.summarizer.summarize(conversation)
+    attempts = len(summary_calls(llm, "batch"))
+    for n in range(5):
+        reply = await ann.say(f"and {n}?")
+        await ann.runtime.core.conversation.delivered(reply, [])
+        await ann.runtime.summarizer.idle()
+    assert len(summary_calls(llm, "batch")) == attempts  # none before the 60 s are over
+    llm.responder = extractive
+    clock.now += 61
+    reply = await ann.say("and now?")
+    await ann.runtime.core.conversation.delivered(reply, [])
+    await ann.runtime.summarizer.idle()
+    assert (await ann.runtime.store.summaries.summary_state(conversation)).summarized_pos > 0
+
+
 async def test_memory_summary_shows_the_tiers_and_how_many_messages_are_not_yet_summarized(ann, llm):
     llm.responder = extractive
     conversation = await stored(ann, 1, prefix="My sister is Kari!")

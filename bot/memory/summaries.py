@@ -122,6 +122,8 @@ class Summarizer:
         state = await self.store.summaries.summary_state(conversation_id)
         if state.rebuilding:
             return False
+        if state.retry_at is not None and state.retry_at > self.clock():  # its backoff holds: retry_due takes it
+            return False
         if state.failures or conversation_id not in self._checked:
             return True
         return await self._due_before(conversation_id, state.summarized_pos) is not None

@@ -127,6 +127,7 @@ class Completion:
     tool_calls: list[ToolCall] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cut: bool = False  # the server stopped it at max_tokens (finish_reason "length")
 
 
 def _unreadable_tool_call(exc: openai.APIStatusError) -> bool:
@@ -157,13 +158,20 @@ def _encoded(request: dict[str, Any]) -> bytes:
     return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+def _as_text(arguments: Any) -> str:
+    """A tool call's arguments as the JSON text the API documents; some servers send the object."""
+    if arguments is None:
+        return ""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
 def _read_completion(data: dict[str, Any]) -> Completion:
     """A chat completion's JSON, read the way the OpenAI API documents it."""
     if not data.get("choices"):
         raise LLMError("the model server sent no choices")
     message = data["choices"][0]["message"]
     calls = [
-        ToolCall(call.get("id") or f"call_{i}", call["function"]["name"], call["function"].get("arguments") or "")
+        ToolCall(call.get("id") or f"call_{i}", call["function"]["name"], _as_text(call["function"].get("arguments")))
         for i, call in enumerate(message.get("tool_calls") or [])
         if call.get("function")
     ]
@@ -173,6 +181,7 @@ def _read_completion(data: dict[str, Any]) -> Completion:
         tool_calls=calls,
         prompt_tokens=usage.get("prompt_tokens") or 0,
         completion_tokens=usage.get("completion_tokens") or 0,
+        cut=data["choices"][0].get("finish_reason") == "length",
     )
 
 
@@ -318,7 +327,9 @@ class LLMClient:
         if status == 400:
             log.error("the model server at %s ([llm] base_url) refused a request for model %r ([llm] model) with "
                       "HTTP 400: %s", self.config.base_url, self.config.model, said or "(no message)")
-        return LLMError(f"the model server answered HTTP {status}" + (f": {said}" if said else ""))
+        else:
+            log.warning("the model server answered HTTP %d: %s", status, said or "(no message)")
+        return LLMError(f"the model server answered HTTP {status}")  # its own words go to the log, never a person
 
     def _tell_owner(self, problem: str) -> None:
         """A setup problem, logged once (ERROR): every message would repeat it otherwise."""
@@ -376,7 +387,7 @@ class LLMClient:
         )
         text = ""
         calls: dict[int, dict[str, str]] = {}
-        finished = False
+        finished = cut = False
         received = 0  # chunks
         usage: dict[str, Any] = {}
         try:
@@ -393,9 +404,10 @@ class LLMClient:
                         slot["id"] = call.get("id") or slot["id"]
                         function = call.get("function") or {}
                         slot["name"] += function.get("name") or ""
-                        slot["arguments"] += function.get("arguments") or ""
+                        slot["arguments"] += _as_text(function.get("arguments"))
                     if choice.get("finish_reason"):
                         finished = True
+                        cut = choice["finish_reason"] == "length"
         except (asyncio.CancelledError, LLMError):
             raise
         except Exception as exc:  # the connection or the event stream broke mid-answer
@@ -412,6 +424,7 @@ class LLMClient:
                         for i, c in sorted(calls.items())],
             prompt_tokens=usage.get("prompt_tokens") or 0,
             completion_tokens=usage.get("completion_tokens") or 0,
+            cut=cut,
         )
 
 

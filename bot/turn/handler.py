@@ -62,7 +62,7 @@ from bot.memory.semantic import SemanticRecall
 from bot.memory.window import WINDOW_MAX_MESSAGES, window_token_budget
 from bot.model.llm import Completion, ImagesRefused, LLMClient, LLMError, PromptTooLong, ToolCallUnreadable
 from bot.model.tokens import TokenCounter
-from bot.text import CHAIN_ENDED, clean_text
+from bot.text import CHAIN_ENDED, clean_text, ended_at_a_sentence
 from bot.tools.toolbox import (
     MAX_CALLS_PER_ROUND,
     MAX_TOOL_ROUNDS,
@@ -504,6 +504,8 @@ class TurnHandler:
             text = completion.text.strip()
             if not text:
                 raise LLMError("the model sent an empty answer")
+            if completion.cut:  # stopped at max_reply_tokens: never a fragment stored as the whole reply
+                text = ended_at_a_sentence(text)
         except LLMError as failure:
             log.warning("a turn in conversation %d failed: %s", conversation.id, failure)
             await asyncio.shield(self.store.turns.fail_turn(turn_id))

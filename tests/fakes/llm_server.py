@@ -77,6 +77,11 @@ def drop() -> Step:
     return Step("drop")
 
 
+def cut_at_length(content: str) -> Step:
+    """A reply the server stopped at max_tokens: its text so far, finish_reason "length"."""
+    return Step("length", text=content)
+
+
 def hollow() -> Step:
     """HTTP 200 and not one chunk: what llama-cpp-python's server streams for a prompt too long."""
     return Step("hollow")
@@ -285,7 +290,7 @@ class ScriptedLLM:
             "created": int(time.time()),
             "model": body.get("model", self.model),
             "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if step.kind == "tools" else "stop"}],
+                         "finish_reason": _finish(step)}],
             "usage": usage,
         })
 
@@ -321,15 +326,21 @@ class ScriptedLLM:
             for index, (name, args) in enumerate(step.calls):
                 await send({"tool_calls": [{"index": index, "id": f"call_{next(_ids)}", "type": "function",
                                             "function": {"name": name, "arguments": ""}}]})
-                for i in range(0, len(args), 16):
+                if not isinstance(args, str):  # as some servers send it: the arguments as an object
+                    await send({"tool_calls": [{"index": index, "function": {"arguments": args}}]})
+                for i in range(0, len(args), 16) if isinstance(args, str) else ():
                     await send({"tool_calls": [{"index": index, "function": {"arguments": args[i:i + 16]}}]})
-        await send({}, "tool_calls" if step.kind == "tools" else "stop")
+        await send({}, _finish(step))
         usage_chunk = {"id": chunk_id, "object": "chat.completion.chunk", "created": int(time.time()),
                        "model": body.get("model", self.model), "choices": [], "usage": usage}
         await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def _finish(step: Step) -> str:
+    return {"tools": "tool_calls", "length": "length"}.get(step.kind, "stop")
 
 
 def trigram_vector(text: str, size: int) -> list[float]:
