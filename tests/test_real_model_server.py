@@ -74,3 +74,16 @@ async def test_tools_offered_to_the_real_server_give_a_reply_and_no_error(real):
     runtime = await real(tools="on")
     reply, _ = await replied(Chat(runtime, platform="telegram"), "Please remember that I am allergic to peanuts.")
     assert not reply.is_error and reply.text.strip()
+
+
+async def test_the_model_check_tells_a_one_model_server_apart_from_ollama(tmp_path):
+    """#68: "ollama pull" was suggested to llama.cpp, whose one model answers to any name."""
+    from bot.model.llm import LLMClient
+
+    config = parse_config(config_dict(URL, tmp_path / "k.sqlite3", model="qwen2.5"), tmp_path)
+    client = LLMClient(config.llm)
+    try:
+        problem, = await client.probe()
+    finally:
+        await client.close()
+    assert "answers to any name with its one model, 'smollm2'" in problem and "ollama pull" not in problem

@@ -47,6 +47,7 @@ NOT_SET_UP = "I'm not set up right yet: my model server does not know what I ask
 OWNER_TOLD = "the bot's owner has been told, and has to fix it before I can answer"
 STREAM_RETRY_BASE_S = 0.5
 CHAT_PATH = "/chat/completions"
+ONE_MODEL_SERVERS = ("llamacpp", "me")  # `owned_by` of llama.cpp's and llama-cpp-python's one model
 EMBEDDING_DIMENSIONS = 256  # asked of models that can shorten their vectors (text-embedding-3-*)
 
 
@@ -344,7 +345,8 @@ class LLMClient:
         answering 404 at a base URL without `/v1` gets the hint at once. Never fatal: some
         servers lack the route."""
         try:
-            listed = [model.id async for model in self.client.with_options(timeout=5.0, max_retries=0).models.list()]
+            models = [model async for model in self.client.with_options(timeout=5.0, max_retries=0).models.list()]
+            listed = [model.id for model in models]
         except openai.APIConnectionError:
             problem = (f"the model server at {self.config.base_url} ([llm] base_url) cannot be reached yet; "
                        "replies will fail until it can")
@@ -364,8 +366,13 @@ class LLMClient:
                      type(failure).__name__)
             return []
         served = set(listed) | {name.removesuffix(":latest") for name in listed}
+        if len(models) == 1 and models[0].owned_by in ONE_MODEL_SERVERS:  # answers to any name: nothing to pull
+            fix = (f"llama.cpp's server answers to any name with its one model, {listed[0]!r}: set [llm] model = "
+                   f"{listed[0]!r} to say so (or start it with --model_alias)")
+        else:
+            fix = "check [llm] model, or pull it (Ollama: ollama pull {model})"
         problems = [f"the model server at {self.config.base_url} has no model {model!r} (it lists: "
-                    f"{', '.join(listed[:10]) or 'none'}); check [llm] model, or pull it (Ollama: ollama pull {model})"
+                    f"{', '.join(listed[:10]) or 'none'}); " + fix.format(model=model)
                     for model in sorted({self.config.model, self.summary_model} - served)]
         for problem in problems:
             log.warning(problem)
