@@ -51,7 +51,8 @@ async def test_console_chats_and_answers_memory_commands(tmp_path, llm):
     ])
     assert code == 0, err
     assert "Oh — hello, Ann. Mind the wet stairs." in out  # the card's first_mes
-    assert llm.requests[0]["messages"][-2:] == [  # and the conversation's first message
+    chat = [m for m in llm.requests[0]["messages"] if m["role"] != "system"]
+    assert chat[-2:] == [  # and the conversation's first message
         {"role": "assistant", "content": "*Mira looks up from the logbook.* Oh — hello, Ann. Mind the wet stairs. Tea?"},
         {"role": "user", "content": "I'm allergic to peanuts"}]
     assert "Mira: Then no peanut cookies for you, Ann." in out
@@ -220,7 +221,8 @@ async def test_a_new_conversation_starts_with_first_mes_and_start_shows_the_othe
     assert "(Keepsake) Mira has greetings 1 to 2: /start 1 … /start 2." in out  # /start 7: the bot says so, not Mira
     assert "Mira: Mira has greetings" not in out
     greeting = json.loads((ROOT / "characters" / "mira.json").read_text())["data"]["first_mes"].replace("{{user}}", "Ann")
-    assert llm.requests[0]["messages"][-2] == {"role": "assistant", "content": greeting}  # first_mes was kept
+    chat = [m for m in llm.requests[0]["messages"] if m["role"] != "system"]
+    assert chat[-2] == {"role": "assistant", "content": greeting}  # first_mes was kept
 
 
 

@@ -174,9 +174,6 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
         messages.append({"role": "system", "content": RECALL_INTRO + "\n" + f"\n{RECALL_GAP}\n".join(passages)})
         tokens["recall"] = sum(p.tokens for p in recalled) + BLOCK_TOKENS
 
-    when = local_words(now, context.time_zone or zone)
-    messages.append({"role": "system", "content": NOW_NOTE.format(when=when, user=speaker_name)})
-    tokens["system"] += NOW_TOKENS
     for row in window:
         if (row.role == "user" and shared) or _another_character(row, context.character.id, shared):
             messages.append({"role": "user", "content": f"{row.speaker_name}: {row.said}"})
@@ -187,6 +184,13 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
         messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}] + [
             {"type": "image_url", "image_url": {"url": url}} for url in images]
 
+    # What changes every turn comes after what does not (#68): the time goes just before the
+    # message answered, so a server's prompt cache keeps the card, memories, summary and older
+    # window, and evaluates only this line and the new message.
+    when = local_words(now, context.time_zone or zone)
+    messages.insert(len(messages) - 1 if window else len(messages),
+                    {"role": "system", "content": NOW_NOTE.format(when=when, user=speaker_name)})
+    tokens["system"] += NOW_TOKENS
     if unseen:
         messages.append({"role": "system", "content": UNSEEN_NOTE.format(user=speaker_name, what=unseen)})
     if character.post_history_instructions:
