@@ -582,6 +582,7 @@ class PersonPage:
     reminders: tuple[PageReminder, ...]
     usage: str  # today and this month, as /usage says it
     owner: bool  # the owner's page is theirs too
+    denied: tuple[str, ...] = ()  # characters the link showed that [access] now denies the person
 
 
 @dataclass(frozen=True)

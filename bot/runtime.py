@@ -183,7 +183,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                           checkins=checkins, reminders=reminders)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)
     page = PageDesk(store, cast, commands.door, budgets, commands.memories, commands.persona, commands.reminders,
-                    commands.usage, commands.account, platforms or {}, clock)
+                    commands.usage, commands.account, platforms or {}, clock, gate)
     core = build_core(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,
                       delivered, page, clock=clock)
     return Runtime(config, store, llm, counter, cast, turns, summarizer, rebuilds, commands, jobs, notifications,

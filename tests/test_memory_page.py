@@ -566,3 +566,30 @@ async def test_trusted_proxies_name_who_may_say_whom_they_forward_for(llm, tmp_p
         assert [await wrong_code("127.0.0.2", "203.0.113.5") for _ in range(6)] == [403] * 5 + [429]
         assert await wrong_code("127.0.0.2", "198.51.100.7") == 403  # another visitor behind the proxy
         assert [await wrong_code("127.0.0.1", f"192.0.2.{n}") for n in range(6)] == [403] * 5 + [429]  # its own
+
+
+async def test_a_person_denied_after_opening_a_session_sees_why_and_changes_nothing(llm, tmp_path, clock):
+    """SPEC 21 "Rules asked again": Ann opened her page; the owner then denies her Mira
+    ([access], a restart). Her session still opens the page, which says why and changes nothing."""
+    config = web_config(llm, tmp_path)
+    async with serving(config, clock) as (runtime, browser):
+        ann = Chat(runtime, user="501", platform="telegram")
+        await ann.memory("/memory add I live on Harbour Lane")
+        page = browser()
+        await page.open(await link_for(ann))
+        cookie = page.cookie
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["characters"].append({"name": "Aki", "persona": "You are Aki, a retired sailor."})
+    raw["characters"][0]["access"] = {"deny": [f"{ann.identity.platform}:{ann.identity.user_id}"]}
+    raw["web"] = {"port": 8080}
+    async with serving(parse_config(raw, base=tmp_path), clock) as (runtime, browser):
+        page = browser()
+        page.cookie = cookie
+        response, body = await page.request("GET", "/")
+        assert response.status == 200 and "no longer lets you reach Mira" in body and "Harbour Lane" not in body
+        mira = str(runtime.cast.character("Mira").id)
+        response, body = await page.act("add", text="I have a boat", scope="character", character=mira)
+        assert "no longer lets you reach Mira" in body
+        stored = await runtime.store.memories.export_person(await Chat(runtime, user="501",
+                                                                       platform="telegram").person_id())
+        assert [m["content"] for m in stored["memories"]] == ["I live on Harbour Lane"]  # nothing changed

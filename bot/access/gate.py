@@ -20,6 +20,8 @@ event) and translate the verdict into platform words; they never decide themselv
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import logging
 
 from bot.access.budgets import Budgets
@@ -66,6 +68,13 @@ class Gate:
             log.info("%s: %s:%s in %s is not let in by [access]; nothing of theirs is stored",
                      character, asker.platform, asker.user_id or "(a chat)", ", ".join(asker.places) or "-")
         return allowed
+
+    def denies(self, character: str, identities: Sequence[tuple[str, str]]) -> bool:
+        """Whether `[access]` now names any of a person's accounts ((platform, user id)) in a deny
+        rule for `character`: what a memory page asks on every request (SPEC 21 "Rules asked
+        again"), where no platform event tells the person's places and roles."""
+        named = {f"{platform}:{user_id}" for platform, user_id in identities}
+        return any(named & rules.deny for rules in self._rules(character))
 
     def age_refusal(self, character: str, asker: Asker | None) -> str | None:
         """Why an age-restricted character does not answer there (SPEC 17); None: it may."""

@@ -10,6 +10,7 @@ from datetime import date, timedelta
 from typing import Awaitable, Callable
 
 from bot.access.budgets import Budgets
+from bot.access.gate import Gate
 from bot.characters.cast import Cast
 from bot.commands.account import AccountCommands
 from bot.commands.base import Missing, Person, UsageError
@@ -28,10 +29,16 @@ from storage.ports import CHARACTER, GLOBAL, DayTotals, MemoryRow, Store
 EVERY_MEMORY = CAPS.unpinned + CAPS.pinned  # all of one scope fit on the page
 CHART_DAYS = 30
 NOT_ON_PAGE = "That character is not on your page."
+DENIED = ("The bot's owner no longer lets you reach {names}, so nothing about {them} can be changed here. "
+          "You can still export or delete what is stored about you.")
 
 
 def _memory(row: MemoryRow, now: float) -> PageMemory:
     return PageMemory(row.id, row.content, row.pinned, tuple(m for m in memory_marks(row, now) if m != "pinned"))
+
+
+def _denied(names: list[str]) -> str:
+    return DENIED.format(names=" and ".join(names), them="them" if len(names) > 1 else "that character")
 
 
 def _totals(label: str, totals: DayTotals) -> TotalsRow:
@@ -43,8 +50,9 @@ class PageDesk:
 
     def __init__(self, store: Store, cast: Cast, door: Door, budgets: Budgets, memories: SavedMemoryCommands,
                  persona: PersonaCommands, reminders: ReminderCommands, usage: UsageCommands,
-                 account: AccountCommands, platforms: dict[str, str], clock: Callable[[], float]):
+                 account: AccountCommands, platforms: dict[str, str], clock: Callable[[], float], gate: Gate):
         self.store = store
+        self.gate = gate  # [access], asked again on every request
         self.cast = cast
         self.door = door
         self.budgets = budgets
@@ -81,13 +89,18 @@ class PageDesk:
         await self.door.leave(token)
 
     # -- the person's page ---------------------------------------------------------------------
-    def _on_page(self, visit: PageVisit) -> list[tuple[int, str]]:
-        """The characters of the page that this process still has, in the link's order."""
+    async def _on_page(self, visit: PageVisit) -> tuple[dict[int, str], list[str]]:
+        """The characters of the page that this process still has, in the link's order; and
+        those `[access]` now denies the person (asked again on every request, SPEC 21)."""
         found = [(cid, self.cast.stored_by_id(cid)) for cid in visit.characters]
-        return [(cid, stored.character.name) for cid, stored in found if stored is not None]
+        names = [(cid, stored.character.name) for cid, stored in found if stored is not None]
+        identities = await self.store.people.identities_of(visit.person_id)
+        denied = [name for _, name in names if self.gate.denies(name, identities)]
+        return {cid: name for cid, name in names if name not in denied}, denied
 
     async def person_page(self, visit: PageVisit) -> PersonPage:
-        now, person_id, names = self.clock(), visit.person_id, dict(self._on_page(visit))
+        now, person_id = self.clock(), visit.person_id
+        names, denied = await self._on_page(visit)
         characters, shared = [], ()
         for character_id, name in names.items():
             rows, _ = await self.store.memories.list_memories(person_id, character_id, CHARACTER, 0, EVERY_MEMORY)
@@ -108,15 +121,17 @@ class PageDesk:
             tuple(characters), shared, persona.text if persona else None, tuple(summaries),
             tuple(PageReminder(r.id, local_words(r.due_at, r.zone) + REPEATING.get(r.repeat, ""), r.words)
                   for r in pending),
-            (await self.usage.usage_of(person_id)).as_text(), await self._owner(visit))
+            (await self.usage.usage_of(person_id)).as_text(), await self._owner(visit), tuple(denied))
 
     async def act(self, visit: PageVisit, action: str, fields: dict[str, str]) -> PageNotice:
         run = self.actions.get(action)
         if run is None:
             return PageNotice(f"The page has no action “{action[:40]}”.", ok=False)
-        on_page = dict(self._on_page(visit))
+        on_page, denied = await self._on_page(visit)
         character_id = parse_number(fields.get("character", "")) if "character" in fields else next(iter(on_page), None)
         if character_id not in on_page:
+            if denied:
+                return PageNotice(_denied(denied), ok=False)
             return PageNotice(NOT_ON_PAGE, ok=False, missing=True)
         try:
             done = await run(Person(visit.person_id, character_id, on_page[character_id]), fields)
