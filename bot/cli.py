@@ -40,7 +40,6 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--config", default=argparse.SUPPRESS, help="path to config.toml")
     parser = argparse.ArgumentParser(prog="python -m bot", parents=[common],
                                      description="Keepsake: a character chat bot that remembers.")
-    parser.set_defaults(config="config.toml")
     parser.add_argument("--log-level", default=os.environ.get("KEEPSAKE_LOG_LEVEL", "INFO"))
     sub = parser.add_subparsers(dest="command")
     console = sub.add_parser("console", parents=[common], help="chat with a character in the terminal")
@@ -67,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # `--config` may come before the command or after it (a subcommand's defaults would otherwise
+    # overwrite one given before it, #62): whichever was given, else config.toml
+    args.config = getattr(args, "config", "config.toml")
     if args.command == "storage":
         return asyncio.run(copy_storage(args.source, args.target, args.allow_non_empty))
     if args.command == "characters" and args.action == "remove" and not args.name:

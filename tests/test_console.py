@@ -4,6 +4,8 @@ import asyncio
 import os
 import sys
 
+import pytest
+
 from tests.conftest import API_KEY_ENV, ROOT
 from tests.fakes.llm_server import text, tool_calls
 
@@ -307,3 +309,14 @@ async def test_the_console_names_a_voice_note_it_cannot_play_and_never_makes_it(
     assert "Mira: The lamp is lit.\n" in out
     assert "(Keepsake) (A voice note comes with this reply on Discord and Telegram; the console shows text only)" in out
     assert llm.speech_requests == []
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_config_given_before_or_after_the_console_command_is_the_one_read(tmp_path, capsys, before):
+    """#62: `python -m bot --config X console …` read config.toml instead of X."""
+    from bot.cli import main
+
+    wanted = str(tmp_path / "elsewhere.toml")
+    console = ["console", "--character", "Mira"]
+    assert main(["--config", wanted, *console] if before else [*console, "--config", wanted]) == 2
+    assert f"{wanted}: file not found" in capsys.readouterr().err

@@ -237,3 +237,19 @@ async def test_an_mcp_server_the_owner_gives_as_a_command_is_started_and_its_nam
     assert "lookup" in offered(llm.requests[0])
     assert tool_answers(llm.requests[1])[0].split("\n")[2] == "High tide at Brest today: 18:12, 6.9 m."
     assert reply.note == "🧰 notes: lookup"
+
+
+async def test_every_tool_the_config_asks_for_that_cannot_run_is_one_warning_naming_its_key(llm, tmp_path, clock,
+                                                                                           caplog):
+    """#62: copying docs/tools.md's list turned pictures off without a word."""
+    raw = config_dict(llm.base_url, tmp_path / "k.sqlite3")
+    raw["tools"] = {"enabled": ["dice", "search"]}
+    raw["pictures"] = {"base_url": "http://127.0.0.1:9/v1"}
+    raw["characters"][0]["tools"] = ["dice", "read"]
+    with caplog.at_level(logging.WARNING, logger="bot.tools"):
+        runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)
+    await runtime.close()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("tools.enabled names search, but [tools.search] url is not set" in w for w in warned)
+    assert any("[pictures] is set, but tools.enabled leaves out picture" in w for w in warned)
+    assert any("characters[0].tools names read, which tools.enabled leaves out" in w for w in warned)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Sequence
 
-from bot.config import Config
+from bot.config import BUILT_IN_TOOLS, Config
 from bot.tools.clock import Clock
 from bot.tools.dice import Dice
 from bot.tools.picture import ImageServer, Picturing
@@ -30,6 +30,8 @@ async def configured_tools(config: Config, store: Store, today: Callable[[], str
     (SPEC 18 "MCP servers stay in their lane": one named like a built-in tool or one of `taken`,
     the memory tools, is left out with a WARNING)."""
     settings = config.tools
+    for unusable in unusable_tools(config):
+        log.warning(unusable)
     tools: list[Tool] = []
     for name in settings.enabled:
         if name == "dice":
@@ -60,6 +62,27 @@ async def configured_tools(config: Config, store: Store, today: Callable[[], str
         names.add(tool.name)
         tools.append(tool)
     return tools
+
+
+def unusable_tools(config: Config) -> list[str]:
+    """A line for each tool the config asks for that cannot run, and each it leaves out while
+    setting it up (#62: a feature never switches itself off without a word): `search` named
+    without `[tools.search] url`, `picture` without `[pictures]`, `[pictures]` with `picture` left
+    out of `[tools] enabled`, and a character's `tools` naming one `enabled` leaves out."""
+    settings, lines = config.tools, []
+    written = "enabled" in settings.model_fields_set  # the default names every tool: nothing to say
+    if written and "search" in settings.enabled and settings.search is None:
+        lines.append("tools.enabled names search, but [tools.search] url is not set: search is off")
+    if written and "picture" in settings.enabled and config.pictures is None:
+        lines.append("tools.enabled names picture, but there is no [pictures] table: pictures are off")
+    if config.pictures is not None and "picture" not in settings.enabled:
+        lines.append("[pictures] is set, but tools.enabled leaves out picture: no picture is drawn (add \"picture\")")
+    for i, character in enumerate(config.characters):
+        for name in character.tools or ():
+            if name in BUILT_IN_TOOLS and name not in settings.enabled:
+                lines.append(f"characters[{i}].tools names {name}, which tools.enabled leaves out: {character.name} "
+                             f"does not get it")
+    return lines
 
 
 def allowed_tools(config: Config, always: Sequence[Tool]) -> dict[str, frozenset[str]]:
