@@ -112,6 +112,8 @@ class Console:
         # the table's commands the core answers (/start, /help are answered here)
         self.routed = {spec.name for spec in core.commands.command_table()
                        if PLATFORM in spec.platforms and spec.name not in ("start", "help")}
+        # commands of the chat platforms (reminders and check-ins are delivered there, #62)
+        self.elsewhere = {spec.name for spec in core.commands.command_table() if PLATFORM not in spec.platforms}
         # each name is a person of its own, with a conversation of its own (SPEC 2: never another's words)
         self.key = ConversationKey(PLATFORM, f"local:{user_name}", None, self.character_name, is_shared=False)
         self.asker = Asker(PLATFORM, user_name)  # the console is its owner's: the gate lets it in
@@ -184,6 +186,9 @@ class Console:
             await self.press(text.split()[1:])
         elif head in self.routed:
             self.show(await self.core.commands.command(self.context, text))
+        elif head in self.elsewhere:
+            self.say(f"{PROGRAM} /{head} is for Discord and Telegram, where reminders and check-ins are delivered; "
+                     "the console has none.")
         else:
             self.say(f"{PROGRAM} Unknown command {text.split()[0][:40]}. Type /help for the list.")
 

@@ -320,3 +320,11 @@ def test_config_given_before_or_after_the_console_command_is_the_one_read(tmp_pa
     console = ["console", "--character", "Mira"]
     assert main(["--config", wanted, *console] if before else [*console, "--config", wanted]) == 2
     assert f"{wanted}: file not found" in capsys.readouterr().err
+
+
+async def test_reminders_and_checkins_in_the_console_say_where_they_work(tmp_path, llm):
+    """#62: `/reminders` and `/checkins on` answered "Unknown command" in the console."""
+    code, out, err = await run_console(tmp_path, llm, ["/reminders", "/checkins on", "/quit"])
+    assert code == 0, err
+    assert out.count("is for Discord and Telegram, where reminders and check-ins are delivered") == 2
+    assert "Unknown command" not in out
