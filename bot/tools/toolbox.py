@@ -154,11 +154,15 @@ class Tool(Protocol):
 class TurnTools:
     """The tools of one turn."""
 
-    def __init__(self, tools: Sequence[Tool], scope: TurnScope, gate: ToolGate, counter: TokenCounter):
+    def __init__(self, tools: Sequence[Tool], scope: TurnScope, gate: ToolGate, counter: TokenCounter,
+                 spec_tokens: dict[str, int] | None = None):
         self.tools = {tool.name: tool for tool in tools if tool.offered(scope)}
         self.scope = scope
         self.gate = gate
         self.counter = counter
+        self._spec_tokens = spec_tokens or {}  # each tool's schema, counted once at start-up
+        self.in_round = 0  # calls asked for in the model's current round (`next_round`)
+        self.taken = 0  # calls let past both caps this turn
         scope.journal.addresses.update(addresses_in(scope.words))
 
     @property
@@ -168,7 +172,11 @@ class TurnTools:
     @property
     def spec_tokens(self) -> int:
         """What the tools offered add to every request of the turn (SPEC 18: counted in the prompt)."""
-        return self.counter.count(json.dumps(self.specs)) if self.tools else 0
+        return sum(self._spec_tokens.get(name, 0) for name in self.tools)
+
+    def next_round(self) -> None:
+        """The model asks for a new round of calls: MAX_CALLS_PER_ROUND more may run."""
+        self.in_round = 0
 
     @property
     def guidance(self) -> str:
@@ -179,10 +187,15 @@ class TurnTools:
         """What the model reads of this call; the call is written in the turn's journal. An
         outside tool's answer, whatever it is, is fenced and marks the turn."""
         ran: Tool | None = None
-        if len(self.scope.journal.calls) >= MAX_CALLS_PER_TURN:
-            outcome: str | Outcome = result(error=f"not run: at most {MAX_CALLS_PER_TURN} tool calls in one reply; "
-                                                  "answer now with what you have")
+        self.in_round += 1
+        if self.in_round > MAX_CALLS_PER_ROUND:
+            outcome: str | Outcome = result(error=f"not run: at most {MAX_CALLS_PER_ROUND} tool calls in one round; "
+                                                  "answer with what you have")
+        elif self.taken >= MAX_CALLS_PER_TURN:
+            outcome = result(error=f"not run: at most {MAX_CALLS_PER_TURN} tool calls in one reply; "
+                                   "answer now with what you have")
         else:
+            self.taken += 1
             outcome, ran = await self._outcome(name, raw_arguments)
         said, shown = (outcome, "") if isinstance(outcome, str) else (outcome.said, outcome.shown)
         if isinstance(outcome, Outcome):
@@ -246,8 +259,9 @@ class Toolbox:
         self.gate = gate
         self.counter = counter
         self.allowed = allowed or {}
+        self.spec_tokens = {tool.name: counter.count(json.dumps(tool.spec)) for tool in self.tools}  # once
 
     def for_turn(self, scope: TurnScope) -> TurnTools:
         allowed = self.allowed.get(scope.character_name.casefold())
         tools = [tool for tool in self.tools if allowed is None or tool.name in allowed]
-        return TurnTools(tools, scope, self.gate, self.counter)
+        return TurnTools(tools, scope, self.gate, self.counter, self.spec_tokens)

@@ -63,15 +63,7 @@ from bot.memory.window import WINDOW_MAX_MESSAGES, window_token_budget
 from bot.model.llm import Completion, ImagesRefused, LLMClient, LLMError, PromptTooLong, ToolCallUnreadable
 from bot.model.tokens import TokenCounter
 from bot.text import CHAIN_ENDED, clean_text, ended_at_a_sentence
-from bot.tools.toolbox import (
-    MAX_CALLS_PER_ROUND,
-    MAX_TOOL_ROUNDS,
-    Toolbox,
-    TurnJournal,
-    TurnScope,
-    TurnTools,
-    result,
-)
+from bot.tools.toolbox import MAX_TOOL_ROUNDS, Toolbox, TurnJournal, TurnScope, TurnTools
 from bot.turn.attachments import in_words, kind_of, prepare_images, read_text_files
 from bot.turn.context import Context, read_context
 from bot.turn.fit import fitted
@@ -574,8 +566,8 @@ class TurnHandler:
                                    on_text: Callable[[str], Awaitable[None]] | None, charged: int | None,
                                    character_id: int) -> Completion:
         """The final answer, the model calling its tools for at most MAX_TOOL_ROUNDS rounds
-        (SPEC 18 "Tool calls are counted as they happen"): at most MAX_CALLS_PER_ROUND calls run
-        in a round (the model reads that the others did not); each round's tokens are written
+        (SPEC 18 "Tool calls are counted as they happen"; the per-round and per-turn caps are the
+        toolbox's, bot/tools/toolbox.py); each round's tokens are written
         as it ends — the server's usage, else as counted here: the prompt and what the tools
         answered before it in, the text and calls out — and the allowance is asked before the
         next (`_PastAllowance`); a tool call the server cannot parse ends the rounds, and the
@@ -613,13 +605,10 @@ class TurnHandler:
                 ],
             })
             assert tools is not None  # offered only with tools
-            for number, call in enumerate(completion.tool_calls):
-                if number < MAX_CALLS_PER_ROUND:
-                    said = await tools.run(call.name, call.arguments)
-                else:
-                    said = result(error=f"not run: at most {MAX_CALLS_PER_ROUND} tool calls in one round; answer "
-                                        "with what you have")
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": said})
+            tools.next_round()
+            for call in completion.tool_calls:
+                messages.append({"role": "tool", "tool_call_id": call.id,
+                                 "content": await tools.run(call.name, call.arguments)})
         return completion  # not reached: the last round offers no tools
 
 
