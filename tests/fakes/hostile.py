@@ -12,6 +12,8 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
+from tests.fakes import on_loopback
+
 GIB = 1 << 30
 
 
@@ -85,11 +87,7 @@ class HostileServer:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self.serve)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.runner, self.port = await on_loopback(app)
 
     async def stop(self) -> None:
         if self.runner is not None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from tests.fakes import on_loopback
+
 PUBLIC = "93.184.215.14"  # a public address: the guard lets it through; `dial` serves it here
 
 
@@ -62,11 +64,7 @@ class FakeWeb:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/{tail:.*}", self.serve)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.runner, self.port = await on_loopback(app)
 
     async def stop(self) -> None:
         if self.runner is not None:
