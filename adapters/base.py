@@ -1,25 +1,28 @@
 """What every chat adapter does the same way, whatever its platform: the reply flow.
 
+- `deliver`: the one way out of everything the bot says (a `Reply`: a turn's, a Regenerate's, a
+  recovery's, a letter, a notification, a greeting). Its words split at the platform's limit
+  (reusing a streamed preview's messages), the tool line small under them, buttons on the last
+  message, then each part (a voice note, a picture, a file) through the platform's one
+  `send_media`; then it is reported shown (the Regenerate button stays on the latest reply only)
+  or, when its words could not be sent, undelivered.
 - `answer`: run a turn, streaming it into one platform message (at most about one edit a
   second), then `deliver` the final reply.
-- `deliver`: split the reply at the platform's limit, reuse the streamed messages, put the
-  buttons on the last part, and keep the Regenerate button on the latest reply only.
-- after the text, each part of the reply (a voice note) through the platform's one `send_part`.
 - `regenerate`: replace the latest reply (only the person it answered may), never half-way.
 - `recover`: replies a crash cut off — answered again under 5 minutes, else marked; at start
   and every RECOVER_EVERY_S after (`keep_recovering`), since another process sharing the
   database may die mid-reply at any time.
-- `notified`: a background result (a rebuild finished) sent to its conversation.
+- `notified`: a background result (a rebuild finished) delivered to its conversation.
 - `answer_here`, `continue_scene`: the character's voice in a scene (SPEC 15): a message the
   core gives it to answer, or another character's reply it answers.
 - `present`: while its block runs, the adapter hears notifications, writes check-ins and speaks
   in scenes (it calls this around its own serving).
-- `write_first`: a check-in (SPEC 14), split like a reply; a platform's refusal to reach the
-  person (`refuses_person`) is `Unreachable`.
+- `write_first`: a letter (a check-in, SPEC 14; a reminder, SPEC 19) delivered like a reply; a
+  platform's refusal to reach the person (`refuses_person`) is `Unreachable`.
 
 A platform adapter subclasses `ChatAdapter` and supplies the primitives: where a conversation
-lives (`Place`), and how to send, edit and delete a message there. Messages are named by their
-platform id as text.
+lives (`Place`), how to send, edit and delete a message there, and how to send each kind of
+media a part makes (`send_media`). Messages are named by their platform id as text.
 """
 
 from __future__ import annotations
@@ -40,14 +43,14 @@ from bot.contract import (
     Core,
     Identity,
     IncomingMessage,
+    Kind,
+    Media,
     Part,
-    Picture,
     QueuedTurn,
     Reply,
     ReplySink,
     TurnRef,
     Unreachable,
-    VoiceNote,
 )
 
 log = logging.getLogger(__name__)
@@ -56,6 +59,10 @@ RECOVERY_GRACE_S = 5.0  # a stopping adapter lets a recovery under way finish th
 CANNOT_REPLACE = ("This reply can't be changed any more (it was posted through a webhook that is gone). "
                   "Send your message again instead.")
 Place = TypeVar("Place")  # where a conversation lives on the platform (a chat and topic; a channel)
+
+
+class CannotSend(Exception):
+    """A kind of media this platform has no way to send (named in one WARNING; the words stand)."""
 
 
 class ChatAdapter(abc.ABC, Generic[Place]):
@@ -85,8 +92,9 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     async def delete(self, place: Place, message_id: str) -> None: ...
 
     @abc.abstractmethod
-    async def send_part(self, place: Place, made: VoiceNote | Picture) -> str:
-        """Send what a reply carries besides its text (a voice note, SPEC 16; a picture, SPEC 20); its id."""
+    async def send_media(self, place: Place, media: Media) -> str:
+        """Send what a part made (a voice note, SPEC 16; a picture, SPEC 20; a file); its id. Each
+        kind is named here, once per platform; one the platform cannot send raises CannotSend."""
 
     @abc.abstractmethod
     async def drop_buttons(self, place: Place, message_id: str) -> None: ...
@@ -151,55 +159,60 @@ class ChatAdapter(abc.ABC, Generic[Place]):
 
         async with typing:
             reply = await run(sink)
-        if reply.duplicate:  # nothing to send: answered before, or elsewhere
-            return
         await self.deliver(place, reply_to, reply, live)
-        for part in reply.parts:
-            await self.send_after(place, part)
 
     def small(self, line: str) -> str:
         """A line shown small under a reply (the platform's own way, where it has one)."""
         return line
 
-    async def send_after(self, place: Place, part: Part) -> None:
-        """After its text, a part of the reply (a voice note, SPEC 16), made now. One that fails
-        leaves the text alone: one WARNING (the core's when it could not be made, this one when
-        the platform would not take it)."""
-        made = await part.made(self.shows_waveforms)
-        if made is None:
-            return
-        try:
-            await self.send_part(place, made)
-        except Exception as failure:
-            log.warning("%s: a reply's %s could not be sent (%s: %s); the text stands", self.platform, part.kind,
-                        type(failure).__name__, failure)
-
-    async def deliver(self, place: Place, reply_to: str | None, reply: Reply, existing: list[str]) -> list[str]:
-        """Send the final reply, split, in place of `existing` messages (a streamed preview, or
-        the reply it regenerates); buttons on its last part, and its note (what its tools did,
-        SPEC 18) as a small line under it."""
+    async def deliver(self, place: Place, reply_to: str | None, reply: Reply, existing: Sequence[str] = ()
+                      ) -> list[str]:
+        """The one way out: send all of `reply`, then report it. Its words, split, in place of
+        `existing` messages (a streamed preview, or the reply it regenerates), the tool line
+        (SPEC 18) small under them, its buttons on the last message; then each part, made now.
+        A turn's reply is then reported shown (the Regenerate of the reply before goes) — or, when
+        its words could not be sent, undelivered: taken back, as never said (SPEC 15), and the
+        failure raised. A part that cannot be made or sent leaves the words standing (one WARNING).
+        Silence sends nothing. The ids its words show as."""
+        if reply.kind is Kind.SILENCE:
+            return []
         text = f"{reply.text}\n\n{self.small(reply.note)}" if reply.note else reply.text
         chunks = split_message(text, self.limit)
+        formatted = reply.kind is Kind.ANSWER  # the character's words; the bot's own are plain
         ids: list[str] = []
         try:
             for i, chunk in enumerate(chunks):
                 buttons = reply.buttons if i == len(chunks) - 1 else []
                 if i < len(existing):
-                    await self.edit(place, existing[i], chunk, buttons)
+                    await self.edit(place, existing[i], chunk, buttons, formatted)
                     ids.append(existing[i])
                 else:
-                    ids.append(await self.send(place, chunk, buttons, reply_to if not ids else None))
+                    ids.append(await self.send(place, chunk, buttons, reply_to if not ids else None, formatted))
         except Exception:  # the platform refused or failed (a cancelled send's fate is unknown)
             if reply.turn is not None:  # what was not shown was not said (SPEC 15)
                 await self.core.conversation.undelivered(reply)
             raise
         for extra in existing[len(chunks):]:
             await self.quietly(self.delete(place, extra))
+        for part in reply.parts:
+            await self._send_part(place, part)
         if reply.turn is not None:
             previous = await self.core.conversation.delivered(reply, ids)
             if previous and previous[-1] not in ids:
                 await self.quietly(self.drop_buttons(place, previous[-1]))
         return ids
+
+    async def _send_part(self, place: Place, part: Part) -> None:
+        """A part after the words, made now. One that fails leaves the words alone: one WARNING
+        (the core's when it could not be made, this one when the platform would not take it)."""
+        made = await part.made(self.shows_waveforms)
+        if made is None:
+            return
+        try:
+            await self.send_media(place, made)
+        except Exception as failure:
+            log.warning("%s: %s with a reply could not be sent (%s: %s); the words stand", self.platform, part.what,
+                        type(failure).__name__, failure)
 
     async def regenerate(self, place: Place, conversation: ConversationKey, presser: Identity, asker: Asker | None,
                          turn: TurnRef, pressed: str, acknowledge: Callable[[str | None], Awaitable[None]]
@@ -219,9 +232,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             reply = await self.core.regenerating.regenerate(conversation, presser, turn, asker)
         if reply.is_error:
             return reply.text
-        await self.deliver(place, None, reply, existing)
-        for part in reply.parts:  # a regenerated answer to a voice note is spoken too (SPEC 16)
-            await self.send_after(place, part)
+        await self.deliver(place, None, reply, existing)  # a regenerated answer to a voice note is spoken too
         return None
 
     async def replaceable(self, place: Place, message_ids: list[str]) -> bool:
@@ -238,7 +249,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             partial = [item.partial_message_id] if item.partial_message_id else []
             try:
                 reply = await self.core.recovery.answer_again(item) if item.fresh else None
-                if reply is not None and not reply.duplicate:
+                if reply is not None and not reply.silent:  # every segment, as any reply
                     await self.deliver(place, item.asked if item.conversation.is_shared else None, reply, partial)
                 elif partial:  # too old, or a scene's chain a person ended meanwhile
                     await self.edit(place, partial[0], INTERRUPTED, [], formatted=False)
@@ -275,15 +286,12 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             for task in (found, stopping):
                 task.cancel()
 
-    async def write_first(self, conversation: ConversationKey, text: str, buttons: list[list[Button]],
-                          stale: Sequence[str] = ()) -> list[str]:
-        """A check-in in a one-to-one conversation (SPEC 14); the ids of its messages."""
+    async def write_first(self, conversation: ConversationKey, letter: Reply, stale: Sequence[str] = ()) -> list[str]:
+        """A letter in a one-to-one conversation (a check-in, SPEC 14; a reminder, SPEC 19); the
+        ids of its words' messages. The outbox reports it shown or takes it back."""
         place = self.place_of(conversation)
-        chunks = split_message(text, self.limit)
-        ids: list[str] = []
         try:
-            for i, chunk in enumerate(chunks):
-                ids.append(await self.send(place, chunk, buttons if i == len(chunks) - 1 else [], None))
+            ids = await self.deliver(place, None, letter)
         except self.failures as failure:
             if self.refuses_person(failure):
                 raise Unreachable(str(failure)) from failure
@@ -295,7 +303,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     async def notified(self, conversation: ConversationKey, text: str) -> None:
         if conversation.platform != self.platform or conversation.character != self.character_name:
             return
-        await self.quietly(self.send(self.place_of(conversation), text, [], None))
+        await self.quietly(self.deliver(self.place_of(conversation), None, Reply.notice(text)))
 
     async def quietly(self, call: Awaitable[Any]) -> None:
         try:

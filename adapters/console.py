@@ -40,7 +40,6 @@ CONSOLE_COMMANDS = """
 
 
 PROGRAM = "(Keepsake)"
-CANNOT_SHOW = {"voice": "A voice note"}  # a reply's parts, in words
 PICTURES = Path("keepsake-pictures")  # where the console saves the pictures a character sends
 
 
@@ -227,17 +226,18 @@ class Console:
         if reply.note:  # what the turn's tools did (SPEC 18 [tools] show)
             self.say(f"  {reply.note}")
         for part in reply.parts:
-            if part.kind == "picture":  # saved to a file the console names (SPEC 20)
-                await self.save_picture(part)
-                continue
-            # what a terminal cannot show is named, never made
-            self.say(f"{PROGRAM} ({CANNOT_SHOW.get(part.kind, part.kind)} comes with this reply on Discord and "
-                     "Telegram; the console shows text only)")
+            await self.show_part(part)
         if reply.turn is not None:
             self.last_turn = reply.turn
             await self.core.conversation.delivered(reply, [])
 
-    async def save_picture(self, part: Part) -> None:
+    async def show_part(self, part: Part) -> None:
+        """A picture is saved to a file the console names (SPEC 20); what a terminal cannot show
+        (a voice note) is named, never made."""
+        if part.makes is not Picture:
+            self.say(f"{PROGRAM} ({part.what.capitalize()} comes with this reply on Discord and Telegram; "
+                     "the console shows text only)")
+            return
         picture = await part.made(False)
         if not isinstance(picture, Picture):
             return

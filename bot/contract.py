@@ -11,6 +11,7 @@ platform refuses it for good. A reply names its turn with an opaque handle, neve
 
 from __future__ import annotations
 
+import enum
 import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -117,14 +118,8 @@ class IncomingMessage:
 @dataclass(frozen=True)
 class Button:
     label: str
-    action: str  # opaque, signed with the owner's person id (see bot/buttons.py)
+    action: str  # opaque to an adapter; names the person it belongs to, carries no secret (bot/buttons.py)
     danger: bool = False
-
-
-@dataclass(frozen=True)
-class Attachment:
-    filename: str
-    data: bytes
 
 
 @dataclass(frozen=True)
@@ -145,27 +140,14 @@ class TurnRef:
         return cls(number) if number is not None else None
 
 
-@dataclass
-class Reply:
-    """The character's answer to one message (or a plain error). `turn` is the opaque handle of
-    the turn that made it (None for an error). `duplicate`: send nothing — the message was
-    delivered before (a redelivered update) and is answered there, or another character of the
-    scene answered it through its own adapter, or a person wrote before a scene's next
-    character could answer, or `[access]` keeps the asker out in a shared chat (silence).
-    `on_behalf`: who the turn answered for (the person whose message started a scene's chain),
-    handed back with `Core.delivered` so a chain that follows answers for them too.
-    `parts`: what goes out after the text (a voice note, SPEC 16), each through the adapter's
-    one `send_part`. `note`: a small line shown under the text, never stored — what the turn's
-    tools did (SPEC 18 `[tools] show`: "🎲 2d6+1 → 9 · 🔎 searched: tide tables Brest")."""
+class Kind(enum.Enum):
+    """What an outgoing message is (`Reply.kind`)."""
 
-    text: str
-    is_error: bool = False
-    duplicate: bool = False
-    turn: TurnRef | None = None
-    buttons: list[list[Button]] = field(default_factory=list)
-    on_behalf: Asker | None = None
-    parts: list["Part"] = field(default_factory=list)
-    note: str = ""
+    ANSWER = "answer"  # the character's answer, in its voice
+    REFUSAL = "refusal"  # the gate or a limit said no: the bot's own words
+    ERROR = "error"  # something failed (the model, the store): the bot's own words
+    NOTICE = "notice"  # the bot telling something unprompted (a rebuild finished)
+    SILENCE = "silence"  # nothing to send: answered before or elsewhere, or kept out of a shared chat
 
 
 @dataclass(frozen=True)
@@ -188,14 +170,122 @@ class Picture:
 
 
 @dataclass(frozen=True)
-class Part:
-    """What a reply carries besides its text: a voice note (SPEC 16; pictures and files go the same
-    way). `made(waveform)` makes it as it is sent, after the text — the text never waits for it —
-    with a waveform where the platform shows one; None when it could not be made (the text stands
-    alone). An adapter that cannot send a kind names it (the console)."""
+class Attachment:
+    filename: str
+    data: bytes
 
-    kind: str  # "voice" or "picture"
-    made: Callable[[bool], Awaitable[VoiceNote | Picture | None]] = field(compare=False, repr=False)
+
+Media = VoiceNote | Picture | Attachment  # what a part is once made; each adapter's `send_media` sends each kind
+
+
+@dataclass(frozen=True)
+class Text:
+    """The words of an outgoing message (split at the platform's limit as it is sent)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolLine:
+    """A small line under the words, never stored: what the turn's tools did (SPEC 18 `[tools]
+    show`: "🎲 2d6+1 → 9 · 🔎 searched: tide tables Brest")."""
+
+    line: str
+
+
+@dataclass(frozen=True)
+class Buttons:
+    """Buttons under the words' last message (Regenerate; a check-in's choices)."""
+
+    rows: tuple[tuple[Button, ...], ...]
+
+
+@dataclass(frozen=True)
+class Part:
+    """What goes out after the words: a voice note (SPEC 16), a picture (SPEC 20), a file. `made(waveform)`
+    makes it as it is sent — the words never wait for it — with a waveform where the platform shows
+    one; None when it could not be made (the words stand alone). `makes`: the kind of media it makes
+    (a console that cannot show a voice note never makes one); `what` names it in words (for a log
+    line, or where it cannot be shown)."""
+
+    what: str  # "a voice note", "a picture"
+    makes: type[VoiceNote] | type[Picture] | type[Attachment]
+    made: Callable[[bool], Awaitable[Media | None]] = field(compare=False, repr=False)
+
+
+Segment = Text | ToolLine | Buttons | Part
+
+
+@dataclass
+class Reply:
+    """Everything the bot says, made of typed segments (words, the tool line, buttons, parts) with
+    a `kind` (an answer, a refusal, an error, a notice, silence). Every path out — a turn, a
+    Regenerate, a crash's recovery, a letter (check-in, reminder), a notification, the console —
+    hands one to its adapter's one delivery, which sends all of it and then reports it shown or
+    undelivered. Made by `answer`, `refusal`, `error`, `notice` and `silence`.
+
+    `turn` is the opaque handle of the turn that made it (None for anything else); `on_behalf`: who
+    the turn answered for (the person whose message started a scene's chain), handed back with
+    `Core.delivered` so a chain that follows answers for them too. Silence is sent as nothing: the
+    message was delivered before (a redelivered update) and is answered there, or another character
+    of the scene answered it, or a person wrote before a scene's next character could answer, or
+    `[access]` keeps the asker out in a shared chat."""
+
+    kind: Kind
+    segments: tuple[Segment, ...] = ()
+    turn: TurnRef | None = None
+    on_behalf: Asker | None = None
+
+    @classmethod
+    def answer(cls, text: str, *, turn: TurnRef | None = None, buttons: Sequence[Sequence[Button]] = (),
+               parts: Sequence[Part] = (), tool_line: str = "") -> Reply:
+        segments: list[Segment] = [Text(text)]
+        if tool_line:
+            segments.append(ToolLine(tool_line))
+        if buttons:
+            segments.append(Buttons(tuple(tuple(row) for row in buttons)))
+        return cls(Kind.ANSWER, (*segments, *parts), turn=turn)
+
+    @classmethod
+    def refusal(cls, text: str) -> Reply:
+        return cls(Kind.REFUSAL, (Text(text),))
+
+    @classmethod
+    def error(cls, text: str) -> Reply:
+        return cls(Kind.ERROR, (Text(text),))
+
+    @classmethod
+    def notice(cls, text: str) -> Reply:
+        return cls(Kind.NOTICE, (Text(text),))
+
+    @classmethod
+    def silence(cls) -> Reply:
+        return cls(Kind.SILENCE)
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(segment.text for segment in self.segments if isinstance(segment, Text))
+
+    @property
+    def note(self) -> str:
+        return " · ".join(segment.line for segment in self.segments if isinstance(segment, ToolLine))
+
+    @property
+    def buttons(self) -> list[list[Button]]:
+        return [list(row) for segment in self.segments if isinstance(segment, Buttons) for row in segment.rows]
+
+    @property
+    def parts(self) -> list[Part]:
+        return [segment for segment in self.segments if isinstance(segment, Part)]
+
+    @property
+    def is_error(self) -> bool:
+        """A refusal or an error: the bot speaking, never the character."""
+        return self.kind in (Kind.REFUSAL, Kind.ERROR)
+
+    @property
+    def silent(self) -> bool:
+        return self.kind is Kind.SILENCE
 
 
 @dataclass(frozen=True)
@@ -363,9 +453,9 @@ class FirstWriter(Protocol):
         """Who this person is there, as a message they would send would say (for the gate);
         None when the platform cannot tell now (then they are not let in)."""
 
-    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]],
-                          stale: Sequence[str] = ()) -> list[str]:
-        """Send the message; the platform ids it shows as. Raises Unreachable when refused. Once
+    async def write_first(self, key: ConversationKey, letter: Reply, stale: Sequence[str] = ()) -> list[str]:
+        """Send the letter (words and buttons; parts too — a picture, a voice note — through the same
+        one delivery as a reply); the platform ids its words show as. Raises Unreachable when refused. Once
         it is sent, the buttons of the `stale` messages go (the Regenerate of the reply before:
         the latest reply shown carries the one button that works)."""
 

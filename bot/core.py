@@ -118,15 +118,15 @@ class Chat:
             answerer = await self.scenes.answerer(message)
             if answerer.casefold() != key.character.casefold():
                 await self.scenes.answer_elsewhere(message, answerer)
-                return Reply("", duplicate=True)
+                return Reply.silence()
         if not self.gate.lets_in(key.character, message.asker):  # the character that answers decides
             if message.kept is not None:
                 message.kept()
-            return Reply("", duplicate=True) if key.is_shared else Reply(NOT_ALLOWED, is_error=True)
+            return Reply.silence() if key.is_shared else Reply.refusal(NOT_ALLOWED)
         if refusal := self.gate.age_refusal(key.character, message.asker):  # one line, no model call
             if message.kept is not None:
                 message.kept()
-            return Reply(refusal, is_error=True)
+            return Reply.refusal(refusal)
         reply = await self.turns.handle(message, on_text)
         reply.on_behalf = message.asker
         return reply
@@ -169,15 +169,15 @@ class Chat:
         number = parse_number(choice) if choice.strip() else 1
         if number is None or not 1 <= number <= character.greetings:
             if character.greetings == 1:
-                return Reply(f"{character.name} has one greeting: /start.", is_error=True)
-            return Reply(f"{character.name} has greetings 1 to {character.greetings}: "
-                         f"/start 1 … /start {character.greetings}.", is_error=True)
+                return Reply.refusal(f"{character.name} has one greeting: /start.")
+            return Reply.refusal(f"{character.name} has greetings 1 to {character.greetings}: "
+                                 f"/start 1 … /start {character.greetings}.")
         text = character.greeting(speaker_name, number)
         if not key.is_shared:
             conversation = await self.cast.conversation_for(key)
             await self.store.conversations.add_greeting(conversation.id, character.name, text,
                                                         self.counter.count(text))
-        return Reply(text)
+        return Reply.answer(text)
 
     async def left_off(self, key: ConversationKey, count: int = 2) -> list[tuple[str, str]]:
         """The last `count` messages of a conversation going on, oldest first, as (speaker,

@@ -57,7 +57,7 @@ async def test_past_tokens_per_day_across_two_processes_one_line_a_day_and_messa
     told = await ann_there.say("one more")
     assert told.text == PAST_BUDGET.format(limit=1_000)
     silent = await ann_here.say("and another")
-    assert silent.duplicate and silent.text == ""  # told once a day, in either process
+    assert silent.silent and silent.text == ""  # told once a day, in either process
     assert len(llm.requests) == requests  # no model call past the allowance
     kept = await first.store.db.value("SELECT COUNT(*) FROM messages WHERE content IN ('one more', 'and another')")
     assert kept == 2
@@ -224,7 +224,7 @@ async def test_twenty_messages_at_once_past_a_small_allowance_get_at_most_two_an
              Chat(second, platform="telegram", chat_id="-100", shared=True)]
     llm.add(*(text(f"Answer {n}.", delay=0.1) for n in range(20)))  # the turns overlap
     replies = await asyncio.gather(*(chats[n % 2].say(f"message {n}") for n in range(20)))
-    answered = [reply for reply in replies if not reply.is_error and not reply.duplicate]
+    answered = [reply for reply in replies if not reply.is_error and not reply.silent]
     assert 1 <= len(answered) <= 2 and len(llm.requests) == len(answered)
     assert [reply.text for reply in replies if reply.is_error] == [PAST_BUDGET.format(limit=300)]  # told once
     kept = await first.store.db.value("SELECT COUNT(*) FROM messages WHERE content LIKE 'message %'")

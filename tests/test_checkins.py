@@ -13,7 +13,7 @@ from typing import Sequence
 import pytest
 
 from bot.access.rules import AccessRules
-from bot.contract import Asker, Button, ConversationKey, Unreachable
+from bot.contract import Asker, Button, ConversationKey, Reply, Unreachable
 from bot.writing_first.checkins import PER_SECOND, Pace
 from tests.conftest import Chat, FakeClock, config_dict, runtimes_on
 from tests.fakes.llm_server import status, text
@@ -38,11 +38,10 @@ class Writer:
     async def asker_for(self, key: ConversationKey, user_id: str) -> Asker:
         return Asker("telegram", user_id, (key.chat_id,))
 
-    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]],
-                          stale: Sequence[str] = ()) -> list[str]:
+    async def write_first(self, key: ConversationKey, letter: Reply, stale: Sequence[str] = ()) -> list[str]:
         if self.refuses:
             raise Unreachable("Forbidden: bot was blocked by the user")
-        self.sent.append((key, text, buttons))
+        self.sent.append((key, letter.text, letter.buttons))
         self.stale.extend(stale)
         return [str(9000 + len(self.sent))]
 
@@ -220,9 +219,9 @@ async def test_a_scan_sends_at_most_10_check_ins_a_second_per_bot(bot, llm):
     writer, sent_at = Writer(), []
     write_first = writer.write_first
 
-    async def timed(key, text, buttons, stale=()):
+    async def timed(key, letter, stale=()):
         sent_at.append(time.monotonic())
-        return await write_first(key, text, buttons, stale)
+        return await write_first(key, letter, stale)
     writer.write_first = timed
     assert await scan(runtime, writer) == 25
     assert PER_SECOND == 10  # any 11 sends in a row span a second (less the timer's jitter)
@@ -235,7 +234,7 @@ async def test_a_check_in_whose_delivery_failed_is_taken_back_and_sent_at_the_ne
     clock, runtime, ann = await away(bot)
     broken = Writer()
 
-    async def down(key, text, buttons):
+    async def down(key, letter, stale):
         raise ConnectionError("the platform is down")
     broken.write_first = down
     llm.add(text("How is the garden?"))

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.contract import Asker, Button, ConversationKey, Unreachable
+from bot.contract import Asker, ConversationKey, Reply, Unreachable
 from bot.tools.remind import MAX_PENDING
 from bot.writing_first.when import NotAWhen, local_words, next_time, resolve
 from tests.conftest import Chat, FakeClock, config_dict, runtimes_on
@@ -41,15 +41,14 @@ class Writer:
     async def asker_for(self, key: ConversationKey, user_id: str) -> Asker:
         return Asker("telegram", user_id, (key.chat_id,))
 
-    async def write_first(self, key: ConversationKey, text: str, buttons: list[list[Button]],
-                          stale: Sequence[str] = ()) -> list[str]:
+    async def write_first(self, key: ConversationKey, letter: Reply, stale: Sequence[str] = ()) -> list[str]:
         self.tries += 1
         if self.refuses:
             raise Unreachable("Forbidden: bot was blocked by the user")
         if self.failing:
             self.failing -= 1
             raise ConnectionError("Telegram answered 502 Bad Gateway")
-        self.sent.append((key, text))
+        self.sent.append((key, letter.text))
         return [str(7000 + len(self.sent))]
 
 

@@ -52,7 +52,7 @@ class Voice:
         self.continued += 1
 
     async def deliver(self, reply: Reply) -> None:
-        if reply.duplicate:
+        if reply.silent:
             return
         await self.core.conversation.delivered(reply, [f"{self.character_name}-{len(self.said) + 1}"])
         self.said.append(reply)
@@ -550,7 +550,7 @@ async def test_a_chain_cut_off_by_a_crash_is_not_answered_again_once_a_person_wr
         return (await scene_rows(alive))[-1].content == "Mira, never mind the fog: tea?"
     await eventually(stored)
     cut, = await alive.core.recovery.cut_off("telegram", "Aki")
-    assert (await alive.core.recovery.answer_again(cut)).duplicate  # the person's message ended the chain
+    assert (await alive.core.recovery.answer_again(cut)).silent  # the person's message ended the chain
     await writing
     assert voices["Aki"].said == [] and [r.text for r in voices["Mira"].said] == ["Tea's on, Ann."]
     assert len(llm.requests) == 1

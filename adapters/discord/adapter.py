@@ -37,14 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import logging
 import re
 from dataclasses import replace
 
 import discord
 
-from adapters.base import ChatAdapter
+from adapters.base import CannotSend, ChatAdapter
 from adapters.discord.commands import SOMETHING_WENT_WRONG, Interactions
 from adapters.discord.messages import (
     LIMIT,
@@ -52,6 +51,7 @@ from adapters.discord.messages import (
     Messageable,
     VoiceFile,
     asker_of,
+    attachment_of,
     audio_file,
     files_of,
     invite_url,
@@ -69,8 +69,8 @@ from bot.contract import (
     Core,
     Identity,
     IncomingMessage,
+    Media,
     PlatformRefused,
-    Picture,
     VoiceNote,
     where_named,
 )
@@ -208,12 +208,15 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                    formatted: bool = True) -> None:
         await place.get_partial_message(int(message_id)).edit(content=text, view=view_of(buttons))
 
-    async def send_part(self, place: Messageable, note: VoiceNote | Picture) -> str:
-        """A picture as an attachment; a voice note as a real voice message (the voice-message
-        flag, with its length and waveform), sent through discord.py's own request building;
-        where Discord refuses that, an audio file."""
-        if isinstance(note, Picture):
-            return str((await place.send(file=discord.File(io.BytesIO(note.data), note.filename))).id)
+    async def send_media(self, place: Messageable, media: Media) -> str:
+        """A picture or a file as an attachment; a voice note as a real voice message (the
+        voice-message flag, with its length and waveform), sent through discord.py's own request
+        building; where Discord refuses that, an audio file."""
+        if (file := attachment_of(media)) is not None:
+            return str((await place.send(file=file)).id)
+        if not isinstance(media, VoiceNote):
+            raise CannotSend(type(media).__name__)
+        note = media
         try:
             with discord.http.handle_message_parameters(file=VoiceFile(note),
                                                         flags=discord.MessageFlags(voice=True)) as params:

@@ -12,7 +12,7 @@ from typing import Any
 import discord
 
 from adapters.downloads import read_capped
-from bot.contract import Asker, Button, IncomingFile, VoiceNote
+from bot.contract import Asker, Attachment, Button, IncomingFile, Media, Picture, VoiceNote
 
 PLATFORM = "discord"
 LIMIT = 2_000
@@ -67,6 +67,15 @@ class VoiceFile(discord.File):
     def to_dict(self, index: int) -> dict[str, Any]:
         return super().to_dict(index) | {"duration_secs": round(self.note.seconds, 2),
                                          "waveform": base64.b64encode(self.note.waveform).decode()}
+
+
+def attachment_of(media: Media) -> discord.File | None:
+    """A picture or a file as an attachment (None for other kinds of media)."""
+    if isinstance(media, Picture):
+        return discord.File(io.BytesIO(media.data), media.filename)
+    if isinstance(media, Attachment):
+        return discord.File(io.BytesIO(media.data), media.filename)
+    return None
 
 
 def audio_file(note: VoiceNote) -> discord.File:

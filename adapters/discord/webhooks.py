@@ -11,16 +11,15 @@ and how to send, edit and delete its messages there. `Webhooks` finds or makes t
 
 from __future__ import annotations
 
-import io
 import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import discord
 
-from adapters.base import ChatAdapter
-from adapters.discord.messages import audio_file, view_of
-from bot.contract import Asker, Button, ConversationKey, Core, Picture, VoiceNote
+from adapters.base import CannotSend, ChatAdapter
+from adapters.discord.messages import attachment_of, audio_file, view_of
+from bot.contract import Asker, Button, ConversationKey, Core, Media, VoiceNote
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +78,7 @@ class Host(Protocol):
                    formatted: bool = True) -> None: ...
     async def delete(self, place: discord.abc.Messageable, message_id: str) -> None: ...
     async def drop_buttons(self, place: discord.abc.Messageable, message_id: str) -> None: ...
-    async def send_part(self, place: discord.abc.Messageable, note: VoiceNote | Picture) -> str: ...
+    async def send_media(self, place: discord.abc.Messageable, media: Media) -> str: ...
 
 
 class WebhookVoice(ChatAdapter[Spot]):
@@ -127,12 +126,14 @@ class WebhookVoice(ChatAdapter[Spot]):
             **self._view(buttons), **self._thread(place)))
         return str(message.id)
 
-    async def send_part(self, place: Spot, note: VoiceNote | Picture) -> str:
-        """In a DM as the host; in a channel by the character's webhook: a picture as an
+    async def send_media(self, place: Spot, media: Media) -> str:
+        """In a DM as the host; in a channel by the character's webhook: a picture or a file as an
         attachment, a voice note as an audio file (a webhook sends no voice message)."""
         if not place.shared:
-            return await self.host.send_part(place.messageable, note)
-        file = discord.File(io.BytesIO(note.data), note.filename) if isinstance(note, Picture) else audio_file(note)
+            return await self.host.send_media(place.messageable, media)
+        file = attachment_of(media) or (audio_file(media) if isinstance(media, VoiceNote) else None)
+        if file is None:
+            raise CannotSend(type(media).__name__)
         message = await self._hooked(place, lambda hook: hook.send(
             username=self.character_name, wait=True, file=file, **self._thread(place)))
         return str(message.id)

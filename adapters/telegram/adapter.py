@@ -51,7 +51,7 @@ from telegram.ext import (
     filters,
 )
 
-from adapters.base import ChatAdapter
+from adapters.base import CannotSend, ChatAdapter
 from adapters.downloads import read_capped
 from adapters.settings import TelegramSettings
 from adapters.splitting import split_message
@@ -64,8 +64,8 @@ from adapters.telegram.messages import (
     addressed,
     asker_of,
     file_url,
-    part_sender,
     keyboard,
+    media_sender,
     place_of,
     speaker_name_of,
     speaker_of,
@@ -90,10 +90,9 @@ from bot.contract import (
     Identity,
     IncomingFile,
     IncomingMessage,
+    Media,
     PlatformRefused,
     TurnRef,
-    Picture,
-    VoiceNote,
 )
 
 log = logging.getLogger(__name__)
@@ -241,8 +240,10 @@ class TelegramAdapter(ChatAdapter[Place]):
     async def delete(self, place: Place, message_id: str) -> None:
         await self.bot.delete_message(place.chat_id, int(message_id))
 
-    async def send_part(self, place: Place, made: VoiceNote | Picture) -> str:
-        return str((await with_flood_retry(part_sender(self.bot, place, made))).message_id)
+    async def send_media(self, place: Place, media: Media) -> str:
+        if (sender := media_sender(self.bot, place, media)) is None:
+            raise CannotSend(type(media).__name__)
+        return str((await with_flood_retry(sender)).message_id)
 
     async def drop_buttons(self, place: Place, message_id: str) -> None:
         await self.bot.edit_message_reply_markup(place.chat_id, int(message_id), reply_markup=None)
@@ -377,8 +378,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         choice = " ".join(context.args or [])
         greeting = await self.core.conversation.greet(self.key(place), speaker_name_of(message), choice)
         # the card's *actions* in italics, as in replies (an error line is the bot's own words)
-        await self.send(place, greeting.text, [], str(message.message_id) if place.shared else None,
-                        formatted=not greeting.is_error)
+        await self.deliver(place, str(message.message_id) if place.shared else None, greeting)
         if hint := self.core.conversation.other_greetings(self.key(place), choice):
             await message.reply_text(hint)
 

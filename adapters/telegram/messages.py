@@ -18,7 +18,7 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ChatType, MessageLimit
 from telegram.error import ChatMigrated, RetryAfter
 
-from bot.contract import Asker, Button, ConversationKey, Identity, Picture, VoiceNote, where_named
+from bot.contract import Asker, Attachment, Button, ConversationKey, Identity, Media, Picture, VoiceNote, where_named
 
 log = logging.getLogger(__name__)
 
@@ -179,14 +179,18 @@ class Place:
         return Place(int(conversation.chat_id), thread, conversation.is_shared)
 
 
-def part_sender(bot: Any, place: Place, made: VoiceNote | Picture) -> Callable[[], Awaitable[Message]]:
-    """How a reply's part goes to Telegram: a picture by sendPhoto (SPEC 20), a voice note by
-    sendVoice (SPEC 16), in the place's topic."""
-    if isinstance(made, Picture):
-        return lambda: bot.send_photo(place.chat_id, made.data, filename=made.filename,
-                                      message_thread_id=place.thread_id)
-    return lambda: bot.send_voice(place.chat_id, made.audio, duration=max(1, round(made.seconds)),
-                                  filename="reply.ogg", message_thread_id=place.thread_id)
+def media_sender(bot: Any, place: Place, media: Media) -> Callable[[], Awaitable[Message]] | None:
+    """How a part goes to Telegram, in the place's topic: a picture by sendPhoto (SPEC 20), a voice
+    note by sendVoice (SPEC 16), a file by sendDocument; None for a kind Telegram has no way for."""
+    topic = place.thread_id
+    if isinstance(media, Picture):
+        return lambda: bot.send_photo(place.chat_id, media.data, filename=media.filename, message_thread_id=topic)
+    if isinstance(media, VoiceNote):
+        return lambda: bot.send_voice(place.chat_id, media.audio, duration=max(1, round(media.seconds)),
+                                      filename="reply.ogg", message_thread_id=topic)
+    if isinstance(media, Attachment):
+        return lambda: bot.send_document(place.chat_id, media.data, filename=media.filename, message_thread_id=topic)
+    return None
 
 
 def place_of(message: Message) -> Place:

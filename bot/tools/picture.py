@@ -171,7 +171,7 @@ class Picturing:
                                                      config.tokens_each)
             return Outcome(result(error=f"no picture: {why}; say so briefly, do not describe one as sent"),
                            shown=f"🖼️ no picture: {why}")
-        scope.journal.parts.append(Part("picture", made=_ready(Picture(data, f"picture.{kind}", scene))))
+        scope.journal.parts.append(Part("a picture", Picture, made=_ready(Picture(data, f"picture.{kind}", scene))))
         scope.journal.remembered.append(f"[sent a picture: {scene}]")
         return Outcome(result(sent=True, scene=scene), shown="")
 

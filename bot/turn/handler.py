@@ -231,7 +231,7 @@ class TurnHandler:
             with metrics.TURN_WAIT_SECONDS.time():
                 new_turn = await self.store.turns.start_turn(queued.ticket)
         except LeftTheLine:  # stopping: kept, and answered after the restart or by another process
-            return Reply("", duplicate=True)
+            return Reply.silence()
         return await self._answer(queued.character, queued.conversation, queued.person_id, queued.user_row, new_turn,
                                   on_text, unseen=queued.unseen + seen.unreadable, images=seen.looked_at,
                                   embedding=embedding, asker=message.asker)
@@ -245,9 +245,9 @@ class TurnHandler:
         voices = [file for kind, file in kinds if kind == "voice"]
         note = voices[0] if voices and self.listening is not None else None
         if voices and self.listening is None and not text:
-            return Reply(TEXT_ONLY.format(name=message.conversation.character), is_error=True)
+            return Reply.refusal(TEXT_ONLY.format(name=message.conversation.character))
         if note is not None and (refusal := self.listening.refusal(note)):  # from the metadata, nothing fetched
-            return Reply(refusal, is_error=True)
+            return Reply.refusal(refusal)
         kinds = [("other", file) if kind == "voice" and file is not note else (kind, file) for kind, file in kinds]
         images = [file for kind, file in kinds if kind == "image"]
         text_files = [file for kind, file in kinds if kind == "text"]
@@ -255,7 +255,7 @@ class TurnHandler:
         if self.llm.vision_supported is False:
             unseen, images = unseen + [file.what for file in images], []
         if not (text or text_files or images or note):
-            return Reply(CANNOT_SEE.format(what=in_words(unseen)) if unseen else EMPTY_MESSAGE, is_error=True)
+            return Reply.refusal(CANNOT_SEE.format(what=in_words(unseen)) if unseen else EMPTY_MESSAGE)
         if images or unseen:
             text = f"[{in_words([file.what for file in images] + unseen)}] {text}".strip()
         budget = window_token_budget(self.context_window)
@@ -267,7 +267,7 @@ class TurnHandler:
             text = "\n".join(filter(None, (NOT_TRANSCRIBED, words)))  # its placeholder until it is heard
         tokens = self.counter.count(text)
         if tokens > budget:
-            return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
+            return Reply.refusal(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget))
         stored = self.cast.character(message.conversation.character)
         try:
             person_id = await self.cast.person_for(message.speaker)
@@ -287,12 +287,12 @@ class TurnHandler:
                 character_id=stored.id)
         except Exception:
             log.exception("a message to %s could not be stored", message.conversation)
-            return Reply(NOT_SAVED, is_error=True)
+            return Reply.error(NOT_SAVED)
         if arrival.message is None:
             log.info("a message delivered again to %s was already stored; it is answered once", message.conversation)
-            return Reply("", duplicate=True)
+            return Reply.silence()
         if arrival.ticket is None:
-            return Reply(TOO_FAST.format(limit=self.gate.per_minute, seconds=arrival.wait_s), is_error=True)
+            return Reply.refusal(TOO_FAST.format(limit=self.gate.per_minute, seconds=arrival.wait_s))
         return _Queued(stored, conversation, person_id, arrival.message, arrival.ticket, unseen, images)
 
     async def _keep_to_hear(self, message: IncomingMessage, note: IncomingFile, stored: StoredCharacter,
@@ -306,9 +306,9 @@ class TurnHandler:
         row = await self._keep_unanswered(message, person_id, placeholder)
         if row is None:
             log.info("a voice note delivered again to %s was already stored", message.conversation)
-            return Reply("", duplicate=True)
+            return Reply.silence()
         if refusal:
-            return Reply(refusal, is_error=True)
+            return Reply.refusal(refusal)
         return _ToHear(message.conversation, stored, conversation, person_id, row, note, words, unseen, images)
 
     async def _hear_and_queue(self, heard: _ToHear) -> Reply | _Queued:
@@ -319,20 +319,20 @@ class TurnHandler:
         try:
             transcript, line = await self.listening.hear(heard.note)
         except Abandoned:  # stopping: the note stays kept as its placeholder
-            return Reply("", duplicate=True)
+            return Reply.silence()
         if transcript is None:
-            return Reply(line, is_error=True)
+            return Reply.error(line)
         transcript = clean_text(transcript)
         await self.gate.spend(heard.person_id, heard.character.id, 0, self.counter.count(transcript))
         text = spoken(transcript, heard.words)
         tokens, budget = self.counter.count(f"{SPOKEN} {text}"), window_token_budget(self.context_window)
         if tokens > budget:
-            return Reply(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget), is_error=True)
+            return Reply.refusal(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget))
         row = await self.store.conversations.fill_in(heard.user_row.id, text, tokens, spoken=True)
         if row is None:  # deleted meanwhile
-            return Reply("", duplicate=True)
+            return Reply.silence()
         if (wait := await self.gate.take(heard.person_id, heard.key)) is not None:  # answering is a call too
-            return Reply(TOO_FAST.format(limit=self.gate.per_minute, seconds=wait), is_error=True)
+            return Reply.refusal(TOO_FAST.format(limit=self.gate.per_minute, seconds=wait))
         ticket = await self.store.turns.queue_turn(heard.conversation.id, heard.person_id, row.id,
                                                    character_id=heard.character.id)
         return _Queued(heard.character, heard.conversation, heard.person_id, row, ticket, heard.unseen, heard.images)
@@ -340,7 +340,7 @@ class TurnHandler:
     async def _past_allowance(self, person_id: int | None) -> Reply:
         """A person past today's tokens is told once a day; after that, silence."""
         line = await self.gate.allowance_notice(person_id)
-        return Reply(line, is_error=True) if line else Reply("", duplicate=True)
+        return Reply.refusal(line) if line else Reply.silence()
 
     async def _keep_unanswered(self, message: IncomingMessage, person_id: int | None, text: str) -> MessageRow | None:
         """Store the person's message without queueing a turn: it is kept, and not answered
@@ -359,14 +359,14 @@ class TurnHandler:
         person_id = await self.cast.person_for(presser)
         conversation = await self.cast.conversation_for(key)
         if refusal := await self.regenerate_refusal(key, presser, turn, asker):
-            return Reply(refusal, is_error=True)
+            return Reply.refusal(refusal)
         old = await self.store.turns.turn(turn.id)
         stored = self.cast.stored_by_id(old.character_id) or self.cast.character(key.character)
         if refusal := await self.gate.call_refusal(person_id, key, stored.character.name, asker):
-            return Reply(refusal, is_error=True)
+            return Reply.refusal(refusal)
         new_turn = await self.store.turns.begin_regenerate(turn.id)  # checks "latest" again, as it starts
         if new_turn is None:
-            return Reply(NOT_LATEST, is_error=True)
+            return Reply.refusal(NOT_LATEST)
         user_row = await self.store.conversations.message(old.user_message_id)
         assert user_row is not None  # a turn's message goes only with the turn
         if user_row.role == "assistant":  # a chain turn (SPEC 15) reads nobody's memories, again
@@ -410,12 +410,12 @@ class TurnHandler:
         try:
             new_turn = await self.store.turns.start_turn(queued.ticket)
         except LeftTheLine:
-            return Reply("", duplicate=True)
+            return Reply.silence()
         if row is None or (row.role == "assistant" and await self.store.conversations.written_since(row)):
             if row is not None:
                 log.info("a scene in %s:%s: %s", key.platform, key.chat_id, CHAIN_ENDED)
             await self.store.turns.fail_turn(new_turn)
-            return Reply("", duplicate=True)
+            return Reply.silence()
         # a chain turn reads nobody's memories; its Regenerate is the chain's starter's (the turn's person)
         starter = (await self.store.turns.turn(new_turn)).person_id if row.role == "assistant" else None
         return await self._answer(stored, conversation, row.person_id, row, new_turn, on_text, answered_for=starter,
@@ -501,14 +501,14 @@ class TurnHandler:
         except LLMError as failure:
             log.warning("a turn in conversation %d failed: %s", conversation.id, failure)
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
-            return Reply(LLM_FAILED.format(reason=failure, hint=failure.hint), is_error=True)
+            return Reply.error(LLM_FAILED.format(reason=failure, hint=failure.hint))
         except _PastAllowance:  # its rounds spent the allowance: the message is kept, not answered
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
             return await self._past_allowance(charged)
         except Abandoned:  # stopping while a tool waited on the outside: the turn stays running, so
             # the next start finds it interrupted and answers the message again (SPEC 18)
             log.info("a turn in conversation %d was left for the restart: the process is stopping", conversation.id)
-            return Reply("", duplicate=True)
+            return Reply.silence()
         except BaseException:
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
             raise
@@ -530,8 +530,8 @@ class TurnHandler:
         parts = list(journal.parts)  # after the text: what its tools made (a picture, SPEC 20)
         if self.speaking is not None and self.speaks(user_row.spoken):  # and the reply spoken (SPEC 16)
             parts.append(self.speaking.part(text, self.voices[stored.character.name.casefold()]))
-        note = journal.shown if self.toolbox.show else ""
-        return Reply(text, turn=TurnRef(turn_id), buttons=buttons, parts=parts, note=note)
+        tool_line = journal.shown if self.toolbox.show else ""
+        return Reply.answer(text, turn=TurnRef(turn_id), buttons=buttons, parts=parts, tool_line=tool_line)
 
     async def _recall(self, conversation_id: int, character_name: str, user_row: MessageRow,
                       newest_first: list[MessageRow], window: list[MessageRow],

@@ -58,7 +58,7 @@ class Speaking:
 
     def part(self, text: str, voice: str) -> Part:
         """The reply spoken in `voice`, as a part sent after its text (made as it is sent)."""
-        return Part("voice", lambda waveform: self.voice_note(text, voice, waveform))
+        return Part("a voice note", VoiceNote, lambda waveform: self.voice_note(text, voice, waveform))
 
     async def voice_note(self, text: str, voice: str, waveform: bool) -> VoiceNote | None:
         """The reply as a voice note (with its waveform only when asked: decoding costs); None

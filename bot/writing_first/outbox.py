@@ -22,7 +22,7 @@ from typing import Awaitable, Callable, Protocol
 
 from bot.access.gate import Gate
 from bot.characters.cards import StoredCharacter
-from bot.contract import Button, ConversationKey, FirstWriter, Unreachable
+from bot.contract import Button, ConversationKey, FirstWriter, Reply, Unreachable
 from bot.model.llm import Completion, LLMClient, LLMError
 from bot.turn.context import Context
 from bot.turn.prompt import build_prompt
@@ -133,7 +133,8 @@ class Outbox:
                 return False  # the person wrote meanwhile, or another process sent it
             await pace()
             try:
-                shown = await letter.writer.write_first(letter.key, text, source.buttons(letter), old_buttons)
+                shown = await letter.writer.write_first(letter.key, Reply.answer(text, buttons=source.buttons(letter)),
+                                                         old_buttons)
             except Unreachable as refused:  # the source logs these, once: never a traceback a scan
                 await source.take_back(letter, row, True, str(refused), text, receipt)
                 return False
