@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from bench.common import InstantLLM, bench_runtime, machine, temp_folder, throwaway_schema
-from bot.writing_first.checkins import PER_SECOND
+from bot.writing_first.outbox import PER_SECOND
 from bot.contract import Asker, Button, ConversationKey, Identity, IncomingMessage
 
 DUE = 100

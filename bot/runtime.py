@@ -169,7 +169,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     rebuilds = Rebuilds(store, summarizer, notifications.notify, gate.spend)
     # what follows a message shown, a reply's and a letter's (bot/writing_first/outbox.py)
     delivered = Delivered(store, after_delivery=summarizer.schedule)
-    outbox = Outbox(store, gate, delivered)  # what a character writes first goes out one way
+    outbox = Outbox(store, cast, gate, delivered)  # what a character writes first goes out one way
     checkins = CheckIns(store, cast, gate, budgets, llm, counter, window,
                         {c.name: c.checkins for c in config.characters if c.checkins},
                         outbox, clock=clock, zone=config.limits.timezone)

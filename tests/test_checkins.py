@@ -14,7 +14,7 @@ import pytest
 
 from bot.access.rules import AccessRules
 from bot.contract import Asker, Button, ConversationKey, Reply, Unreachable
-from bot.writing_first.checkins import PER_SECOND, Pace
+from bot.writing_first.outbox import PER_SECOND, Pace
 from tests.conftest import Chat, FakeClock, config_dict, runtimes_on
 from tests.fakes.llm_server import status, text
 

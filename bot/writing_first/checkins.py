@@ -10,8 +10,8 @@
 - Each is claimed through the database (one process at a time); someone the gate
   (bot/access/gate.py) does not let in is passed over; someone past `[limits]` right now waits for a
   later scan, but a check-in — the character's own message — takes nothing from their
-  allowance. Check-ins go out at most `PER_SECOND` a second per writer (Telegram accepts about
-  30 messages a second per bot). The model
+  allowance. Check-ins go out at most `PER_SECOND` a second per writer (bot/writing_first/outbox.py;
+  Telegram accepts about 30 messages a second per bot). The model
   writes it from what a turn reads (card, the person's saved memories in play, the summary, the
   live window; no recall, no tools) with `INSTRUCTION`; it is stored with its "sent" mark and its
   receipt in one transaction (a failed model call leaves the absence waiting), then delivered
@@ -38,17 +38,16 @@ from bot.config import CheckinsConfig
 from bot.contract import Button, ConversationKey, FirstWriter
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
-from bot.writing_first.outbox import Letter, Outbox, addressee, in_voice
+from bot.writing_first.outbox import Letter, Outbox, Pace, addressee, in_voice
 from bot.present import Present
 from bot.turn.context import read_context
-from storage.ports import Absence, ConversationRow, MessageRow, Store
+from storage.ports import Absence, MessageRow, Store
 
 log = logging.getLogger(__name__)
 
 MIN_MESSAGES = 4  # the person's messages in the conversation before a check-in may follow an absence
 SCAN_BATCH = 100  # absences handled per platform and scan; the rest wait for the next scan
 AT_ONCE = 8  # check-ins written at the same time (each waits seconds for the model)
-PER_SECOND = 10  # check-ins sent a second at most, per writer (a bot account)
 DONT_WRITE_FIRST = "🔕 Don't write first"
 INSTRUCTION = """\
 {user} has not written for {absence}. Write to them first, as yourself: one or two short, natural \
@@ -86,25 +85,10 @@ def absence_words(seconds: float) -> str:
     return "a little while"
 
 
-class Pace:
-    """At most `per_second` calls a second return, in the order they came (a bot's sends). Each
-    waits a gap after the call before it actually returned, not after its planned time: a wake-up
-    the event loop delays must not bunch the sends after it."""
-
-    def __init__(self, per_second: float):
-        self.gap = 1 / per_second
-        self.last = -float("inf")
-        self.lock = asyncio.Lock()
-
-    async def __call__(self) -> None:
-        async with self.lock:
-            wait = self.last + self.gap - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            self.last = time.monotonic()
-
-
 class CheckIns:
+    """Check-ins: the scans, and the outbox's source of each one (bot/writing_first/outbox.py),
+    written about the person's absence (`letter.about`)."""
+
     def __init__(self, store: Store, cast: Cast, gate: Gate, budgets: Budgets, llm: LLMClient, counter: TokenCounter,
                  context_window: int, configs: dict[str, CheckinsConfig], outbox: Outbox,
                  clock: Callable[[], float] = time.time, zone: str = "UTC"):
@@ -161,22 +145,17 @@ class CheckIns:
         sent = 0
         for writer in [w for w in self.writers if w.character_name.casefold() == character.casefold()]:
             due = await self.store.checkins.due(stored.id, writer.platform, now - config.after_hours * 3600, SCAN_BATCH)
-            pace = Pace(PER_SECOND)
+            pace = Pace()
             sent += sum(await asyncio.gather(*(check_in(writer, absence, pace) for absence in due)))
         metrics.CHECKIN_SCANS.labels(stored.character.name).inc()
         return sent
 
     async def _check_in(self, writer: FirstWriter, stored: StoredCharacter, absence: Absence, pace: Pace) -> bool:
-        conversation = await self.store.conversations.conversation_by_id(absence.conversation_id)
-        key = self.cast.key_of(conversation) if conversation is not None else None
-        user_id = next((user for platform, user in await self.store.people.identities_of(absence.person_id)
-                        if platform == writer.platform), None)
-        if key is None or user_id is None:
+        letter = await self.outbox.address(writer, stored, absence.conversation_id, absence.person_id,
+                                           f"checkin:{absence.conversation_id}", absence)
+        if letter is None:
             return False
-        letter = Letter(f"checkin:{absence.conversation_id}", absence.conversation_id, absence.person_id, stored, key,
-                        user_id, writer)
-        return await self.outbox.post(_CheckIn(self, absence, conversation), letter, pace,
-                                      stale=lambda: self._regenerate_shown(absence.conversation_id))
+        return await self.outbox.post(self, letter, pace, stale=lambda: self._regenerate_shown(absence.conversation_id))
 
     async def _regenerate_shown(self, conversation_id: int) -> list[str]:
         """Where the latest reply shows its Regenerate button, which stops working once a check-in
@@ -186,54 +165,45 @@ class CheckIns:
             return []
         return (await self.store.conversations.platform_message_ids(latest.reply_message_id))[-1:]
 
-    async def _compose(self, stored: StoredCharacter, conversation: ConversationRow,
-                       absence: Absence) -> tuple[str, dict]:
+    # -- the outbox's source: each letter is about an absence -----------------------------------
+    async def may_wait(self, letter: Letter[Absence]) -> bool:
+        # past [limits] right now: a later scan tries again (a check-in takes nothing from them)
+        return await self.gate.past(letter.person_id, letter.key)
+
+    async def passed_over(self, letter: Letter[Absence]) -> None:
+        await self.store.checkins.pass_over(letter.about)  # [access]: they get none
+
+    async def compose(self, letter: Letter[Absence]) -> tuple[str, dict]:
         """The check-in, from what a turn reads (no recall, no tools), and its receipt."""
         now = self.clock()
-        context = await read_context(self.store, stored, conversation, absence.person_id, self.context_window)
-        speaker = addressee(context, absence.person_id) or "them"
-        instruction = INSTRUCTION.format(user=speaker, absence=absence_words(now - absence.last_at))
+        context = await read_context(self.store, letter.character, letter.conversation, letter.person_id,
+                                     self.context_window)
+        speaker = addressee(context, letter.person_id) or "them"
+        instruction = INSTRUCTION.format(user=speaker, absence=absence_words(now - letter.about.last_at))
         text, receipt, _ = await in_voice(self.llm, context, speaker, now, self.zone, instruction, {"checkin": True})
         return text, receipt
 
+    async def keep(self, letter: Letter[Absence], text: str, receipt: dict) -> MessageRow | None:
+        return await self.store.checkins.store(letter.about, letter.character.character.name, text,
+                                               self.counter.count(text), receipt)
 
-class _CheckIn:
-    """One absence's check-in, as the outbox's source (bot/writing_first/outbox.py)."""
-
-    def __init__(self, checkins: CheckIns, absence: Absence, conversation: ConversationRow):
-        self.checkins, self.absence, self.conversation = checkins, absence, conversation
-
-    async def may_wait(self, letter: Letter) -> bool:
-        # past [limits] right now: a later scan tries again (a check-in takes nothing from them)
-        return await self.checkins.gate.past(self.absence.person_id, letter.key)
-
-    async def passed_over(self, letter: Letter) -> None:
-        await self.checkins.store.checkins.pass_over(self.absence)  # [access]: they get none
-
-    async def compose(self, letter: Letter) -> tuple[str, dict]:
-        return await self.checkins._compose(letter.character, self.conversation, self.absence)
-
-    async def keep(self, letter: Letter, text: str, receipt: dict) -> MessageRow | None:
-        return await self.checkins.store.checkins.store(self.absence, letter.character.character.name, text,
-                                                        self.checkins.counter.count(text), receipt)
-
-    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool, why: str, text: str,
+    async def take_back(self, letter: Letter[Absence], row: MessageRow, for_good: bool, why: str, text: str,
                         receipt: dict) -> None:
         if for_good:
             log.info("a check-in in conversation %d was refused (%s): none until the person writes again",
                      letter.conversation_id, why)
         else:
             log.warning("check-in to person %d on %s could not be sent (%s); the next scan tries again",
-                        self.absence.person_id, letter.writer.platform, why)
-        await self.checkins.store.checkins.withdraw(self.absence, row.id, wait_again=not for_good)
+                        letter.person_id, letter.writer.platform, why)
+        await self.store.checkins.withdraw(letter.about, row.id, wait_again=not for_good)
 
-    def buttons(self, letter: Letter) -> list[list[Button]]:
-        return [[Button(DONT_WRITE_FIRST, encode_action(self.absence.person_id, "nocheckin"))]]
+    def buttons(self, letter: Letter[Absence]) -> list[list[Button]]:
+        return [[Button(DONT_WRITE_FIRST, encode_action(letter.person_id, "nocheckin"))]]
 
-    async def sent(self, letter: Letter) -> None:
+    async def sent(self, letter: Letter[Absence]) -> None:
         name = letter.character.character.name
         log.info("check-in: %s wrote first to person %d on %s (conversation %d), %s after their last message",
-                 name, self.absence.person_id, letter.writer.platform, self.absence.conversation_id,
-                 absence_words(self.checkins.clock() - self.absence.last_at))
+                 name, letter.person_id, letter.writer.platform, letter.conversation_id,
+                 absence_words(self.clock() - letter.about.last_at))
         metrics.CHECKINS_SENT.labels(name).inc()
-        await self.checkins.budgets.checked_in(self.absence.person_id, letter.character.id)
+        await self.budgets.checked_in(letter.person_id, letter.character.id)

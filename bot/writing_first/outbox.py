@@ -4,6 +4,8 @@ wrote it — claim, gate, compose, store unshown, pace, send, mark shown, take b
 - A `Source` (check-ins, bot/writing_first/checkins.py) says what to write and how it is kept: it composes the
   text (a model failure raises LLMError: nothing is kept, a later scan tries again), stores it
   unshown with its own marks in one transaction, takes it back, and notes it was sent.
+- `Outbox.address` finds where a letter goes (the conversation, the person on the writer's
+  platform); `Pace` spaces a writer's sends (`PER_SECOND`).
 - `Outbox.post` runs a `Letter` of a source through the steps, in every process at most once (the
   claim is the database's), through the writer (the adapter running that character on that
   platform). Someone the gate does not let in is passed over; a platform that refuses the person
@@ -16,20 +18,25 @@ wrote it — claim, gate, compose, store unshown, pace, send, mark shown, take b
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Protocol
+from typing import Awaitable, Callable, Generic, Protocol, TypeVar
 
 from bot.access.gate import Gate
 from bot.characters.cards import StoredCharacter
+from bot.characters.cast import Cast
 from bot.contract import Button, ConversationKey, FirstWriter, Reply, Unreachable
 from bot.model.llm import Completion, LLMClient, LLMError
 from bot.turn.context import Context
 from bot.turn.prompt import build_prompt
-from storage.ports import MessageRow, Store
+from storage.ports import ConversationRow, MessageRow, Store
 
 log = logging.getLogger(__name__)
 CLAIM_LEASE_S = 120.0  # one process writes a letter at a time
+PER_SECOND = 10  # letters sent a second at most, per writer (a bot account; Telegram takes about 30)
+About = TypeVar("About")  # what a source writes a letter about (an absence; a reminder)
 
 
 class Delivered:
@@ -64,51 +71,90 @@ async def in_voice(llm: LLMClient, context: Context, speaker: str, now: float, z
         "prompt": completion.prompt_tokens, "completion": completion.completion_tokens}}, completion
 
 
+class Pace:
+    """At most `per_second` calls a second return, in the order they came (a bot's sends). Each
+    waits a gap after the call before it actually returned, not after its planned time: a wake-up
+    the event loop delays must not bunch the sends after it."""
+
+    def __init__(self, per_second: float = PER_SECOND):
+        self.gap = 1 / per_second
+        self.last = -float("inf")
+        self.lock = asyncio.Lock()
+
+    async def __call__(self) -> None:
+        async with self.lock:
+            wait = self.last + self.gap - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self.last = time.monotonic()
+
+
 @dataclass(frozen=True)
-class Letter:
-    """One message a character writes first: who to, where, through which writer."""
+class Letter(Generic[About]):
+    """One message a character writes first: who to, where, through which writer, and what its
+    source writes it about."""
 
     claim: str  # what is claimed in the database while it is written (one process sends it)
-    conversation_id: int
+    conversation: ConversationRow
     person_id: int
     character: StoredCharacter
     key: ConversationKey
     user_id: str  # the person on the writer's platform
     writer: FirstWriter
+    about: About
+
+    @property
+    def conversation_id(self) -> int:
+        return self.conversation.id
 
 
-class Source(Protocol):
-    async def compose(self, letter: Letter) -> tuple[str, dict]:
+class Source(Protocol[About]):
+    """What a letter is and how it is kept: each method is given the letter (`letter.about`)."""
+
+    async def compose(self, letter: Letter[About]) -> tuple[str, dict]:
         """The text and its receipt; raises LLMError when the model failed (nothing is kept)."""
 
-    async def keep(self, letter: Letter, text: str, receipt: dict) -> MessageRow | None:
+    async def keep(self, letter: Letter[About], text: str, receipt: dict) -> MessageRow | None:
         """Store it unshown, with the source's marks, in one transaction; None: not any more."""
 
-    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool, why: str, text: str,
+    async def take_back(self, letter: Letter[About], row: MessageRow, for_good: bool, why: str, text: str,
                         receipt: dict) -> None:
         """It never reached the chat: unstored; `for_good` when the platform refused the person
         (`why`, in a few words); `text` and `receipt` are what was written, should the source
         keep it to send again."""
 
-    async def passed_over(self, letter: Letter) -> None:
+    async def passed_over(self, letter: Letter[About]) -> None:
         """The gate does not let the person in: they get none."""
 
-    async def may_wait(self, letter: Letter) -> bool:
+    async def may_wait(self, letter: Letter[About]) -> bool:
         """True: not now (past [limits] right now), a later scan tries again."""
 
-    def buttons(self, letter: Letter) -> list[list[Button]]: ...
+    def buttons(self, letter: Letter[About]) -> list[list[Button]]: ...
 
-    async def sent(self, letter: Letter) -> None:
+    async def sent(self, letter: Letter[About]) -> None:
         """It was shown: the source's bookkeeping (counts, the log)."""
 
 
 class Outbox:
-    def __init__(self, store: Store, gate: Gate, delivered: Delivered):
+    def __init__(self, store: Store, cast: Cast, gate: Gate, delivered: Delivered):
         self.store = store
+        self.cast = cast
         self.gate = gate
         self.delivered = delivered
 
-    async def post(self, source: Source, letter: Letter, pace: Callable[[], Awaitable[None]],
+    async def address(self, writer: FirstWriter, character: StoredCharacter, conversation_id: int, person_id: int,
+                      claim: str, about: About) -> Letter[About] | None:
+        """A letter to this person in this conversation through `writer`; None when it has nowhere
+        to go (the conversation is gone, or the person is not on the writer's platform)."""
+        conversation = await self.store.conversations.conversation_by_id(conversation_id)
+        key = self.cast.key_of(conversation) if conversation is not None else None
+        user_id = next((user for platform, user in await self.store.people.identities_of(person_id)
+                        if platform == writer.platform), None)
+        if conversation is None or key is None or user_id is None:
+            return None
+        return Letter(claim, conversation, person_id, character, key, user_id, writer, about)
+
+    async def post(self, source: Source[About], letter: Letter[About], pace: Callable[[], Awaitable[None]],
                    stale: Callable[[], Awaitable[list[str]]]) -> bool:
         """Write and send one letter; whether it went out. `stale`: the messages whose buttons
         go once it is sent (read before it is stored)."""

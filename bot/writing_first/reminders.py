@@ -39,10 +39,9 @@ from bot.model.llm import LLMClient, LLMError
 from bot.model.tokens import TokenCounter
 from bot.present import Present
 from bot.turn.context import read_context
-from bot.writing_first.checkins import Pace, PER_SECOND
-from bot.writing_first.outbox import Letter, Outbox, addressee, in_voice
+from bot.writing_first.outbox import Letter, Outbox, Pace, addressee, in_voice
 from bot.writing_first.when import local_words, next_time
-from storage.ports import ConversationRow, MessageRow, ReminderRow, Store
+from storage.ports import MessageRow, ReminderRow, Store
 
 log = logging.getLogger(__name__)
 SCAN_S = 10.0  # how often due reminders are looked for: one is sent within 10 s of its time
@@ -68,6 +67,9 @@ def lateness_words(seconds: float) -> str:
 
 
 class RemindersDue:
+    """Due reminders: the scans, and the outbox's source of each letter (bot/writing_first/outbox.py),
+    written about its reminder (`letter.about`)."""
+
     def __init__(self, store: Store, cast: Cast, gate: Gate, llm: LLMClient, counter: TokenCounter,
                  context_window: int, outbox: Outbox, writers: Present[FirstWriter], grace_hours: float,
                  clock: Callable[[], float] = time.time):
@@ -92,7 +94,7 @@ class RemindersDue:
         stored = self.cast.character(character)
         sent = 0
         for writer in [w for w in self.writers if w.character_name.casefold() == character.casefold()]:
-            pace = Pace(PER_SECOND)
+            pace = Pace()
             for reminder in await self.store.reminders.due(stored.id, writer.platform, self.clock(), SCAN_BATCH):
                 try:
                     sent += await self._remind(writer, stored, reminder, pace)
@@ -101,23 +103,28 @@ class RemindersDue:
         return sent
 
     async def _remind(self, writer: FirstWriter, stored: StoredCharacter, reminder: ReminderRow, pace: Pace) -> bool:
-        conversation = await self.store.conversations.conversation_by_id(reminder.conversation_id)
-        key = self.cast.key_of(conversation) if conversation is not None else None
-        user_id = next((user for platform, user in await self.store.people.identities_of(reminder.person_id)
-                        if platform == writer.platform), None)
-        if key is None or user_id is None:
+        letter = await self.outbox.address(writer, stored, reminder.conversation_id, reminder.person_id,
+                                           f"reminder:{reminder.id}", reminder)
+        if letter is None:
             await self.store.reminders.drop(reminder.id)  # nowhere to send it any more
             return False
-        letter = Letter(f"reminder:{reminder.id}", reminder.conversation_id, reminder.person_id, stored, key, user_id,
-                        writer)
 
         async def stale() -> list[str]:
             return []
-        return await self.outbox.post(_Reminder(self, reminder, conversation), letter, pace, stale)
+        return await self.outbox.post(self, letter, pace, stale)
 
-    async def compose(self, letter: Letter, reminder: ReminderRow, conversation: ConversationRow) -> tuple[str, dict]:
+    # -- the outbox's source: each letter is about a reminder -----------------------------------
+    async def may_wait(self, letter: Letter[ReminderRow]) -> bool:
+        return False  # the person asked for it: no quiet hours, and past [limits] it goes plainly
+
+    async def passed_over(self, letter: Letter[ReminderRow]) -> None:
+        log.info("reminder %d: the person may not be written to here any more; it is dropped", letter.about.id)
+        await self.store.reminders.drop(letter.about.id)
+
+    async def compose(self, letter: Letter[ReminderRow]) -> tuple[str, dict]:
         """The letter: in the character's voice; plainly when the model fails, the person is past
         their tokens, or it is past the grace period (missed)."""
+        reminder, conversation = letter.about, letter.conversation
         if reminder.letter is not None:  # composed before; a retry sends it as it is
             return reminder.letter, json.loads(reminder.letter_receipt or "{}")
         now = self.clock()
@@ -154,59 +161,41 @@ class RemindersDue:
                               completion.completion_tokens or self.counter.count(text))
         return text, receipt
 
-
-class _Reminder:
-    """One due reminder, as the outbox's source (bot/writing_first/outbox.py)."""
-
-    def __init__(self, due: RemindersDue, reminder: ReminderRow, conversation: ConversationRow):
-        self.due, self.reminder, self.conversation = due, reminder, conversation
-
-    async def may_wait(self, letter: Letter) -> bool:
-        return False  # the person asked for it: no quiet hours, and past [limits] it goes plainly
-
-    async def passed_over(self, letter: Letter) -> None:
-        log.info("reminder %d: the person may not be written to here any more; it is dropped", self.reminder.id)
-        await self.due.store.reminders.drop(self.reminder.id)
-
-    async def compose(self, letter: Letter) -> tuple[str, dict]:
-        return await self.due.compose(letter, self.reminder, self.conversation)
-
-    def following(self) -> float | None:
+    def following(self, reminder: ReminderRow) -> float | None:
         """Its next time after this one (None: a one-off one); missed ones are not sent one by one."""
-        reminder = self.reminder
         following = next_time(reminder.due_at, reminder.zone, reminder.repeat, reminder.at_clock)
-        while following is not None and following <= self.due.clock():
+        while following is not None and following <= self.clock():
             following = next_time(following, reminder.zone, reminder.repeat, reminder.at_clock)
         return following
 
-    async def keep(self, letter: Letter, text: str, receipt: dict) -> MessageRow | None:
-        return await self.due.store.reminders.keep(self.reminder, self.following(), letter.character.character.name,
-                                                   text, self.due.counter.count(text), receipt)
+    async def keep(self, letter: Letter[ReminderRow], text: str, receipt: dict) -> MessageRow | None:
+        return await self.store.reminders.keep(letter.about, self.following(letter.about),
+                                               letter.character.character.name, text, self.counter.count(text), receipt)
 
-    async def take_back(self, letter: Letter, row: MessageRow, for_good: bool, why: str, text: str,
+    async def take_back(self, letter: Letter[ReminderRow], row: MessageRow, for_good: bool, why: str, text: str,
                         receipt: dict) -> None:
-        reminders, reminder = self.due.store.reminders, self.reminder
+        reminders, reminder = self.store.reminders, letter.about
         await reminders.take_back(row.id)
         if for_good:  # the chat is gone or refuses the person: nothing more is sent there
             await reminders.drop(reminder.id)
             log.info("reminder %d: the chat does not take it (%s); the reminder ends", reminder.id, why)
             return
-        retry_at = self.due.clock() + BACKOFF_S[min(reminder.attempts, len(BACKOFF_S) - 1)]
-        if retry_at - reminder.due_at > self.due.grace_s:
+        retry_at = self.clock() + BACKOFF_S[min(reminder.attempts, len(BACKOFF_S) - 1)]
+        if retry_at - reminder.due_at > self.grace_s:
             log.warning("reminder %d could not be delivered within [reminders] grace_hours (%s); %s", reminder.id,
                         why, "it ends" if reminder.repeat == "once" else "it waits for its next time")
-            await reminders.move_on(reminder, self.following())
+            await reminders.move_on(reminder, self.following(reminder))
             return
         if reminder.attempts == 0:  # one WARNING a reminder: the retries say no more
             log.warning("reminder %d could not be sent (%s); its letter is kept and tried again, first in %d "
                         "minute(s)", reminder.id, why, BACKOFF_S[0] // 60)
         await reminders.put_off(reminder, text, receipt, retry_at)
 
-    def buttons(self, letter: Letter) -> list[list[Button]]:
+    def buttons(self, letter: Letter[ReminderRow]) -> list[list[Button]]:
         return []
 
-    async def sent(self, letter: Letter) -> None:
-        log.info("reminder %d sent to person %d on %s, %s after it was due", self.reminder.id,
-                 self.reminder.person_id, letter.writer.platform,
-                 lateness_words(max(0.0, self.due.clock() - self.reminder.due_at)))
+    async def sent(self, letter: Letter[ReminderRow]) -> None:
+        log.info("reminder %d sent to person %d on %s, %s after it was due", letter.about.id,
+                 letter.person_id, letter.writer.platform,
+                 lateness_words(max(0.0, self.clock() - letter.about.due_at)))
 
