@@ -138,6 +138,18 @@ async def test_the_21st_picture_of_a_day_is_refused_in_one_line_and_each_counts_
     assert (await ann.run("usage")).text.startswith(f"Your tokens today: {spent:,} of 1,000,000 a day.")
 
 
+async def test_every_picture_call_asks_the_gate_so_one_past_the_allowance_is_refused_mid_round(start, llm, images):
+    """SPEC 18 "One toolbox, one gate": the gate is asked at each call, not once a turn. The first
+    picture spends the day's 1,000,000 tokens (its tokens_each); the second, in the same round, is
+    refused for the allowance and never drawn."""
+    runtime = await start(tokens_each=1_000_000)
+    ann = Chat(runtime, platform="telegram")
+    llm.add(tool_calls(("picture", {"scene": SCENE}), ("picture", {"scene": "the keeper's cat asleep"})),
+            text("Here they are."))
+    await ann.say("two pictures please: the lighthouse, then the cat")
+    assert [asked["prompt"] for _, asked in images.requests] == [f"Mira, {APPEARANCE}. {SCENE}"]
+
+
 async def test_forgetme_does_not_give_a_fresh_picture_allowance_the_same_day(start, llm, images):
     """#69: the day's tokens survive /forgetme (SPEC 17), and so does the day's picture count: the
     same platform id cannot draw `per_day` pictures again the same day."""

@@ -112,6 +112,7 @@ class ScriptedLLM:
         self.speech_status: int | None = None  # answer /v1/audio/speech with this HTTP error
         self.most_at_once = 0  # the most ever answered at once
         self.usages: list[dict[str, int]] = []  # the `usage` each chat completion reported
+        self.reports_usage = True  # False: as some servers, no `usage` in any answer (self.usages still notes it)
         self.transcription_delay_s = 0.0  # each transcription takes this long (a slow or hanging server)
         self.transcribing = 0  # transcriptions being answered now
         self.most_transcribing = 0  # the most ever answered at once
@@ -291,7 +292,7 @@ class ScriptedLLM:
             "model": body.get("model", self.model),
             "choices": [{"index": 0, "message": message,
                          "finish_reason": _finish(step)}],
-            "usage": usage,
+            **({"usage": usage} if self.reports_usage else {}),
         })
 
     async def _stream(self, request: web.Request, body: dict, step: Step, usage: dict) -> web.StreamResponse:
@@ -331,9 +332,10 @@ class ScriptedLLM:
                 for i in range(0, len(args), 16) if isinstance(args, str) else ():
                     await send({"tool_calls": [{"index": index, "function": {"arguments": args[i:i + 16]}}]})
         await send({}, _finish(step))
-        usage_chunk = {"id": chunk_id, "object": "chat.completion.chunk", "created": int(time.time()),
-                       "model": body.get("model", self.model), "choices": [], "usage": usage}
-        await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+        if self.reports_usage:
+            usage_chunk = {"id": chunk_id, "object": "chat.completion.chunk", "created": int(time.time()),
+                           "model": body.get("model", self.model), "choices": [], "usage": usage}
+            await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
