@@ -12,6 +12,7 @@ import pytest
 from adapters.web.server import COOKIE, PageServer, visitor
 from bot.cli import page_server
 from bot.config import WebConfig, parse_config
+from bot.page.door import digest
 from bot.runtime import build_runtime
 from tests.conftest import Chat, config_dict
 
@@ -193,6 +194,29 @@ async def test_a_session_ends_after_12_hours(web, clock):
     assert response.status == 401 and "/memory page" in body
 
 
+async def test_a_session_is_checked_in_the_database_on_every_request(web):
+    """A session ended elsewhere (another process shares the database) ends here at once: nothing
+    of it is kept in this process's memory."""
+    runtime, browser = web
+    page = await signed_in(browser, Chat(runtime))
+    response, _ = await page.request("GET", "/")
+    assert response.status == 200
+    await runtime.store.pages.end_session(digest(page.cookie))  # as another process signing out would
+    response, body = await page.request("GET", "/")
+    assert response.status == 401 and "/memory page" in body
+
+
+async def test_the_one_time_code_and_the_session_token_are_stored_only_hashed(web, tmp_path):
+    runtime, browser = web
+    link = await link_for(Chat(runtime))
+    code = link.rsplit("/", 1)[1]
+    assert [row["code_hash"] for row in await runtime.store.db.all("SELECT code_hash FROM page_links")] == [digest(code)]
+    page = browser()
+    await page.open(link)
+    stored = b"".join(path.read_bytes() for path in tmp_path.glob("keepsake.sqlite3*"))
+    assert code.encode() not in stored and page.cookie.encode() not in stored
+
+
 async def test_a_forged_code_is_refused_and_5_wrong_codes_make_the_address_wait_but_a_valid_code_opens(web):
     runtime, browser = web
     mallory = browser()
@@ -204,6 +228,20 @@ async def test_a_forged_code_is_refused_and_5_wrong_codes_make_the_address_wait_
     ann = browser()  # the same address: a valid code always opens (SPEC 21 "valid links always open")
     response, _ = await ann.open(await link_for(Chat(runtime)))
     assert response.status == 303 and ann.cookie
+
+
+async def test_wrong_codes_count_for_10_minutes(web, clock):
+    runtime, browser = web
+    mallory = browser()
+    for n in range(6):
+        response, _ = await mallory.request("POST", "/open", {"code": f"guessed-code-number-{n:03d}-aaaaaaaa"})
+    assert response.status == 429
+    clock.now += TEN_MINUTES - 60  # 9 minutes on: the six still count
+    response, _ = await mallory.request("POST", "/open", {"code": "guessed-code-number-007-aaaaaaaa"})
+    assert response.status == 429
+    clock.now += TEN_MINUTES + 1  # every one of them older than 10 minutes: a wrong code is one again
+    response, body = await mallory.request("POST", "/open", {"code": "guessed-code-number-008-aaaaaaaa"})
+    assert response.status == 403 and "used already" in body
 
 
 async def test_behind_a_proxy_on_this_machine_wrong_codes_count_against_the_address_it_forwards_for(web):
@@ -261,6 +299,10 @@ async def test_a_form_without_its_csrf_token_is_refused(web):
     response, _ = await page.request("POST", "/forget", {"confirm": "yes"})
     assert response.status == 403
     assert "no saved memories" in (await ann.memory("/memory view")).text
+    response, _ = await page.request("POST", "/leave", {})  # signing out is a form too: not from elsewhere
+    assert response.status == 403
+    response, _ = await page.request("GET", "/")
+    assert response.status == 200  # still signed in
 
 
 async def test_a_memory_text_with_a_script_is_shown_as_text(web):
@@ -277,7 +319,9 @@ async def test_every_answer_carries_a_strict_content_security_policy_and_no_refe
     page = browser()
     for method, path in (("GET", "/"), ("GET", "/open/x"), ("GET", "/owner"), ("GET", "/nowhere")):
         response, _ = await page.request(method, path)
-        assert response.headers["Content-Security-Policy"].startswith("default-src 'self'"), path
+        policy = dict(part.strip().split(" ", 1) for part in response.headers["Content-Security-Policy"].split(";"))
+        assert policy["default-src"] == "'self'" and policy["frame-ancestors"] == "'none'", path
+        assert {source for sources in policy.values() for source in sources.split()} <= {"'self'", "'none'"}
         assert response.headers["Referrer-Policy"] == "same-origin"  # never to another site
         assert response.headers["Cache-Control"] == "no-store"
 

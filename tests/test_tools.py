@@ -204,6 +204,16 @@ async def test_read_opens_only_an_address_the_person_wrote_or_a_search_returned(
     assert "High tide today is at 18:12" in tool_answers(llm.requests[-1])[1]
 
 
+async def test_read_opens_the_very_address_given_never_another_page_of_the_same_site(start, llm, pages):
+    runtime = await start()
+    ann = Chat(runtime, platform="telegram")
+    llm.add(tool_calls(("read", {"url": "http://tides.example/admin?export=all"})), text("I can only read your link."))
+    await ann.say("summarise http://tides.example/tides please")
+    refused = json.loads(inside_the_fence(tool_answers(llm.requests[1])[0]))
+    assert refused["error"].startswith("only a page the person linked in their message")
+    assert pages.got == []  # nothing of tides.example was fetched
+
+
 async def test_a_characters_own_tools_narrow_the_set_and_the_memory_tools_stay(start, llm):
     runtime = await start(lambda raw: raw["characters"][0].update(tools=["dice"]))
     llm.add(text("Hello."))
