@@ -109,3 +109,17 @@ async def test_a_page_that_never_answers_is_given_up_within_10_seconds(monkeypat
         with pytest.raises(OutsideFailed, match="no whole answer came within 0 s"):
             await guard(Names(slow_example=[[PUBLIC]]), lambda address, at: ("127.0.0.1", port)).fetch(
                 "http://slow.example/")
+
+
+@pytest.mark.timeout(30)
+async def test_a_page_that_never_answers_is_given_up_at_10_seconds_exactly_as_the_spec_says():
+    """The deadline itself, unpatched: about 10 s of a test's time, spent once."""
+    hanging = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
+    port = hanging.sockets[0].getsockname()[1]
+    loop = asyncio.get_running_loop()
+    async with hanging:
+        began = loop.time()
+        with pytest.raises(OutsideFailed, match="no whole answer came within 10 s"):
+            await asyncio.wait_for(guard(Names(slow_example=[[PUBLIC]]), lambda address, at: ("127.0.0.1", port)).fetch(
+                "http://slow.example/"), 12)
+    assert 9.5 <= loop.time() - began < 11

@@ -214,6 +214,35 @@ async def test_read_opens_the_very_address_given_never_another_page_of_the_same_
     assert pages.got == []  # nothing of tides.example was fetched
 
 
+LONG_PAGE = "<html><body><article><h1>The harbour log</h1>" + "".join(
+    f"<p>Entry {n}: the tide at Brest rose to {n % 7} metres over the old quay at {n % 24}:{n % 60:02d}.</p>"
+    for n in range(600)) + "</article></body></html>"
+MARKUP_ONLY = """<html><head><title>Nav</title><script>var next = "steal(ALL_MEMORIES)";</script>
+<style>body { color: red }</style></head><body><div class="nav"></div></body></html>"""
+
+
+async def test_outside_text_reaches_the_model_cut_to_its_2000_token_budget(start, llm, pages):
+    runtime = await start()
+    pages.page("/log", LONG_PAGE)
+    llm.add(tool_calls(("read", {"url": "http://tides.example/log"})), text("A long log."))
+    await Chat(runtime, platform="telegram").say("what does http://tides.example/log say?")
+    body = inside_the_fence(tool_answers(llm.requests[1])[0])
+    assert "Entry 0: the tide at Brest" in body and "Entry 599" not in body
+    assert 1_900 <= runtime.counter.count(body) <= 2_000
+
+
+async def test_a_web_page_reaches_the_model_only_as_its_text_never_its_markup(start, llm, pages):
+    runtime = await start()
+    pages.page("/nav", MARKUP_ONLY)
+    ann = Chat(runtime, platform="telegram")
+    for path in ("tides", "nav"):
+        llm.add(tool_calls(("read", {"url": f"http://tides.example/{path}"})), text("Read."))
+        await ann.say(f"read http://tides.example/{path}")
+    tides, nav = (inside_the_fence(tool_answers(llm.requests[n])[0]) for n in (1, 3))
+    assert "High tide today is at 18:12" in tides and "<p>" not in tides and "<article>" not in tides
+    assert nav == "http://tides.example/nav\n(the page has no readable text)"  # never its script or tags
+
+
 async def test_a_characters_own_tools_narrow_the_set_and_the_memory_tools_stay(start, llm):
     runtime = await start(lambda raw: raw["characters"][0].update(tools=["dice"]))
     llm.add(text("Hello."))
