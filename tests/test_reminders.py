@@ -13,7 +13,6 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from bot.contract import Asker, ConversationKey, Reply, Unreachable
-from bot.tools.remind import MAX_PENDING
 from bot.writing_first.when import NotAWhen, local_words, next_time, resolve
 from tests.conftest import Chat, FakeClock, config_dict, runtimes_on
 from tests.fakes.llm_server import status, text, tool_calls
@@ -157,11 +156,27 @@ async def test_at_most_25_pending_reminders_a_person(bot, llm):
     ann = dm(runtime)
     person = await ann.person_id()
     conversation = (await runtime.cast.conversation_for(ann.key)).id
-    for n in range(MAX_PENDING):
+    for n in range(24):
         await runtime.store.reminders.add(person, runtime.cast.character("Mira").id, conversation, 0,
-                                          at(PARIS, 2027, 2, 1, 9, 0) + n, PARIS, f"thing {n}", "once", MAX_PENDING)
-    answer = await set_one(ann, llm, after="2 hours")
-    assert answer["error"].startswith(f"not set: they already have {MAX_PENDING} reminders waiting")
+                                          at(PARIS, 2027, 2, 1, 9, 0) + n, PARIS, f"thing {n}", "once", 100)
+    assert "error" not in await set_one(ann, llm, after="2 hours")  # the 25th is set
+    answer = await set_one(ann, llm, after="3 hours")
+    assert answer["error"].startswith("not set: they already have 25 reminders waiting")
+    assert len(await runtime.store.reminders.pending(person)) == 25
+
+
+async def test_quiet_hours_never_hold_a_reminder_back(bot, llm):
+    """Check-ins keep quiet hours (SPEC 14); a reminder is the person's own request (SPEC 19)."""
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 23, 0))
+    characters = config_dict(llm.base_url, "unused")["characters"]
+    characters[0]["checkins"] = {"after_hours": 48, "quiet_hours": "22:00-09:00", "timezone": PARIS}
+    runtime = await bot(clock, characters=characters, limits={"timezone": PARIS})
+    ann, writer = dm(runtime), Writer()
+    await set_one(ann, llm, after="2 minutes")
+    clock.now += 121  # 23:02 in Paris, inside Mira's quiet hours
+    llm.add(text("Ann — the harbour office, before it is too late."))
+    assert await scan(runtime, writer) == 1
+    assert writer.sent == [(ann.key, "Ann — the harbour office, before it is too late.")]
 
 
 # -- delivery -----------------------------------------------------------------------------------

@@ -39,6 +39,10 @@ class FakeImageServer:
             return b"\x89PNG\r\n\x1a\n" + bytes(30 * 1024 * 1024)
         if self.answer == "bomb":
             return png_of_side(6_400)
+        if self.answer == "not an image":
+            return b"%PDF-1.4\n% this is a document, not a picture\n" * 20
+        if self.answer == "cut short":  # a real PNG's header, its pixels cut off
+            return self.png[:len(self.png) // 3]
         return self.png
 
     async def _answer(self, request: web.Request, shape: str) -> web.Response:
