@@ -115,6 +115,7 @@ class ScriptedLLM:
         self.reports_usage = True  # False: as some servers, no `usage` in any answer (self.usages still notes it)
         self.transcription_delay_s = 0.0  # each transcription takes this long (a slow or hanging server)
         self.transcribing = 0  # transcriptions being answered now
+        self.transcription_tries = 0  # uploads that reached the server, answered or not
         self.most_transcribing = 0  # the most ever answered at once
         # As llama.cpp's server holds a context (`-c`): it says so at /props and refuses a longer
         # prompt with its own 400 (exceed_context_size_error, n_prompt_tokens, n_ctx). None: no limit.
@@ -205,6 +206,7 @@ class ScriptedLLM:
         form = await request.post()
         if "file" not in form:  # as OpenAI answers a request without audio
             return web.json_response({"error": {"message": "'file' is a required property"}}, status=400)
+        self.transcription_tries += 1
         await asyncio.sleep(self.transcription_delay_s)
         upload = form["file"]
         audio = upload.file.read()

@@ -2,6 +2,8 @@
 spent on their behalf by day and character — summed across calls (and processes: the rows are
 the database's), told once a day, joined by /link, gone with /forgetme."""
 
+import asyncio
+
 from storage.ports import DayTotals, Persona
 
 DAY, NEXT_DAY = "2026-12-03", "2026-12-04"
@@ -91,6 +93,19 @@ async def test_a_running_turn_holds_what_it_may_spend_so_a_burst_stops_at_the_al
     await store.turns.fail_turn(second)
     third = await running_turn(store, ann, mira)
     assert not await store.usage.hold(third, ann, DAY, 10, allowance=300)  # exactly 300 spent: past it
+
+
+async def test_a_burst_of_holds_from_two_processes_lets_exactly_one_turn_start(open_backend):
+    """SPEC 17 "A budget holds under a burst", decided in the database: 16 turns of one person,
+    each asking at once, through two processes, to hold 1,000 of a 1,000-token day: one starts."""
+    first, second = await open_backend(), await open_backend()
+    characters = [await first.characters.ensure_character(f"Character {n}") for n in range(16)]
+    for person in range(5):  # five people, one after another: the later bursts meet warm connection pools
+        ann = await first.people.person_for_identity("telegram", f"50{person}")
+        turns = [await running_turn(first, ann, character) for character in characters]
+        held = await asyncio.gather(*((first if n % 2 else second).usage.hold(turn, ann, DAY, 1_000, allowance=1_000)
+                                      for n, turn in enumerate(turns)))
+        assert held.count(True) == 1, person
 
 
 async def test_a_forgotten_person_with_two_accounts_is_counted_once_in_stats_and_held_on_both(store, ann, mira):
