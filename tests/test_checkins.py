@@ -391,7 +391,12 @@ async def test_a_check_in_sent_is_counted_in_stats_and_in_prometheus(bot, llm):
 
 
 async def test_an_age_restricted_character_writes_first_only_where_it_may_talk(bot, llm):
-    """SPEC 17: on Telegram without `allow_nsfw`, an age-restricted Mira writes no check-in."""
-    clock, runtime, ann = await away(bot, nsfw=True)
+    """SPEC 17: on Telegram without `allow_nsfw`, an age-restricted Mira writes no check-in. Ann
+    chatted first (a restricted Mira would not have answered her), then the owner restarted with
+    Mira age-restricted: a check-in is due, and none is written."""
+    clock, runtime, ann = await away(bot)
+    restricted = await bot(clock, nsfw=True)  # the same database, Mira now age-restricted
+    mira = restricted.cast.character("Mira").id
+    assert await restricted.store.checkins.due(mira, "telegram", clock.now - 48 * HOUR, 10)  # one is due
     requests = len(llm.requests)
-    assert await scan(runtime, Writer()) == 0 and len(llm.requests) == requests
+    assert await scan(restricted, Writer()) == 0 and len(llm.requests) == requests
