@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 MAX_NUMBER = 2**53 - 1  # every id and count fits, in SQLite, PostgreSQL and JSON alike
 _DIGITS = re.compile(r"[0-9]{1,16}")
@@ -59,3 +61,9 @@ def ended_at_a_sentence(text: str) -> str:
     if ends and ends[-1] >= len(text) // 2:
         return text[: ends[-1]]
     return text.rstrip(" ,;:-—") + "…"
+
+
+def local_words(moment: float, zone: str) -> str:
+    """`Tuesday 16 January 2027, 09:00 (Europe/Paris)`: a moment as the person reads it."""
+    local = datetime.fromtimestamp(moment, ZoneInfo(zone))
+    return f"{local:%A} {local.day} {local:%B %Y, %H:%M} ({zone})"

@@ -12,7 +12,7 @@ import pytest
 from adapters.web.server import COOKIE, PageServer, visitor
 from bot.cli import page_server
 from bot.config import WebConfig, parse_config
-from bot.page.door import digest
+from bot.access.door import digest
 from bot.runtime import build_runtime
 from tests.conftest import Chat, config_dict
 

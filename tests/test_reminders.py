@@ -13,7 +13,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from bot.contract import Asker, ConversationKey, Reply, Unreachable
-from bot.writing_first.when import NotAWhen, local_words, next_time, resolve
+from bot.text import local_words
+from bot.tools.when import NotAWhen, next_time, resolve
 from tests.conftest import Chat, FakeClock, config_dict, runtimes_on
 from tests.fakes.llm_server import status, text, tool_calls
 

@@ -9,9 +9,17 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from bot.commands.base import Missing, Person, Press, UsageError, button, number_arg, parse_count
+from bot.commands.base import (
+    Missing,
+    Person,
+    Press,
+    UsageError,
+    button,
+    number_arg,
+    parse_count,
+)
 from bot.contract import CommandContext, CommandResult
-from bot.writing_first.when import local_words
+from bot.text import local_words
 from storage.ports import Store
 
 REPEATING = {"once": "", "daily": ", every day", "weekly": ", every week"}

@@ -32,7 +32,7 @@ from bot.contract import NOT_ALLOWED, STALE_BUTTON, CommandContext, CommandResul
 from bot.memory.rebuild import Rebuilds
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
-from bot.page.door import Door
+from bot.access.door import Door
 from bot.text import parse_number
 from storage.ports import Store
 

@@ -10,6 +10,7 @@ from datetime import date, timedelta
 from typing import Awaitable, Callable
 
 from bot.access.budgets import Budgets
+from bot.access.door import Door
 from bot.access.gate import Gate
 from bot.characters.cast import Cast
 from bot.commands.account import AccountCommands
@@ -18,12 +19,22 @@ from bot.commands.memories import SavedMemoryCommands
 from bot.commands.persona import PersonaCommands
 from bot.commands.reminders import REPEATING, ReminderCommands
 from bot.commands.usage import UsageCommands
-from bot.contract import (Attachment, CommandResult, OwnerPage, PageCharacter, PageEntry, PageMemory, PageNotice,
-                          PageReminder, PageSummary, PageVisit, PersonPage, TotalsRow)
+from bot.contract import (
+    Attachment,
+    CommandResult,
+    OwnerPage,
+    PageCharacter,
+    PageEntry,
+    PageMemory,
+    PageNotice,
+    PageReminder,
+    PageSummary,
+    PageVisit,
+    PersonPage,
+    TotalsRow,
+)
 from bot.memory.saved_memories import CAPS, memory_marks
-from bot.page.door import Door
-from bot.text import parse_number
-from bot.writing_first.when import local_words
+from bot.text import local_words, parse_number
 from storage.ports import CHARACTER, GLOBAL, DayTotals, MemoryRow, Store
 
 EVERY_MEMORY = CAPS.unpinned + CAPS.pinned  # all of one scope fit on the page

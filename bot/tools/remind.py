@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.text import local_words
 from bot.tools.toolbox import Outcome, TurnScope, result
-from bot.writing_first.when import REPEATS, NotAWhen, asked_clock, local_words, resolve
+from bot.tools.when import REPEATS, NotAWhen, asked_clock, resolve
 from storage.ports import Store, TooManyReminders
 
 MAX_PENDING = 25

@@ -28,8 +28,8 @@ from typing import Any, Sequence
 from bot.characters.cards import Character
 from bot.memory.recall import BLOCK_TOKENS, day_of, recalled_lines
 from bot.memory.saved_memories import memory_marks
+from bot.text import local_words
 from bot.turn.context import Context
-from bot.writing_first.when import local_words
 from storage.ports import MemoryRow, MessageRow
 
 MEMORY_GUIDANCE = """\

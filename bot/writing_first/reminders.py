@@ -38,9 +38,10 @@ from bot.contract import Button, FirstWriter
 from bot.model.llm import LLMClient, LLMError
 from bot.model.tokens import TokenCounter
 from bot.present import Present
+from bot.text import local_words
+from bot.tools.when import next_time
 from bot.turn.context import read_context
 from bot.writing_first.outbox import Letter, Outbox, Pace, addressee, in_voice
-from bot.writing_first.when import local_words, next_time
 from storage.ports import MessageRow, ReminderRow, Store
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,10 @@ calendar cannot hold (the year 1, the year 9999 in a far zone) is "not a date", 
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
+
+from bot.text import local_words
 
 REPEATS = ("once", "daily", "weekly")
 MIN_AHEAD_S = 60  # under a minute away is refused
@@ -132,13 +134,3 @@ def next_time(due_at: float, zone: str, repeat: str, at_clock: str | None = None
         local = datetime.combine(local.date(), clock_of(at_clock))
     step = timedelta(days=1 if repeat == "daily" else 7)
     return later_instant(local + step, where)
-
-
-def local_words(moment: float, zone: str) -> str:
-    """`Tuesday 16 January 2027, 09:00 (Europe/Paris)`: a moment as the person reads it."""
-    local = datetime.fromtimestamp(moment, ZoneInfo(zone))
-    return f"{local:%A} {local.day} {local:%B %Y, %H:%M} ({zone})"
-
-
-def utc(moment: float) -> datetime:
-    return datetime.fromtimestamp(moment, timezone.utc)
