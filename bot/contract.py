@@ -216,13 +216,14 @@ class Part:
 Segment = Text | ToolLine | Buttons | Part
 
 
-@dataclass
+@dataclass(frozen=True)
 class Reply:
     """Everything the bot says, made of typed segments (words, the tool line, buttons, parts) with
     a `kind` (an answer, a refusal, an error, a notice, silence). Every path out — a turn, a
     Regenerate, a crash's recovery, a letter (check-in, reminder), a notification, the console —
     hands one to its adapter's one delivery, which sends all of it and then reports it shown or
-    undelivered. Made by `answer`, `refusal`, `error`, `notice` and `silence`.
+    undelivered. Made by `answer`, `refusal`, `error`, `notice` and `silence`, whole: never changed
+    after.
 
     `turn` is the opaque handle of the turn that made it (None for anything else); `on_behalf`: who
     the turn answered for (the person whose message started a scene's chain), handed back with
@@ -238,13 +239,13 @@ class Reply:
 
     @classmethod
     def answer(cls, text: str, *, turn: TurnRef | None = None, buttons: Sequence[Sequence[Button]] = (),
-               parts: Sequence[Part] = (), tool_line: str = "") -> Reply:
+               parts: Sequence[Part] = (), tool_line: str = "", on_behalf: Asker | None = None) -> Reply:
         segments: list[Segment] = [Text(text)]
         if tool_line:
             segments.append(ToolLine(tool_line))
         if buttons:
             segments.append(Buttons(tuple(tuple(row) for row in buttons)))
-        return cls(Kind.ANSWER, (*segments, *parts), turn=turn)
+        return cls(Kind.ANSWER, (*segments, *parts), turn=turn, on_behalf=on_behalf)
 
     @classmethod
     def refusal(cls, text: str) -> Reply:

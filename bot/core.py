@@ -16,12 +16,11 @@ import time
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
-from bot.access.gate import Gate
+from bot.access.gate import MESSAGE, Gate
 from bot.characters.cast import Cast
 from bot.commands.router import CommandRouter
 from bot.commands.table import TABLE, help_text
 from bot.contract import (
-    NOT_ALLOWED,
     Asker,
     CommandContext,
     CommandResult,
@@ -119,17 +118,12 @@ class Chat:
             if answerer.casefold() != key.character.casefold():
                 await self.scenes.answer_elsewhere(message, answerer)
                 return Reply.silence()
-        if not self.gate.lets_in(key.character, message.asker):  # the character that answers decides
+        admission = await self.gate.admit(MESSAGE, key.character, message.asker)  # the character that answers decides
+        if not admission.admitted:  # one line, no model call; silence where [access] keeps them out of a shared chat
             if message.kept is not None:
                 message.kept()
-            return Reply.silence() if key.is_shared else Reply.refusal(NOT_ALLOWED)
-        if refusal := self.gate.age_refusal(key.character, message.asker):  # one line, no model call
-            if message.kept is not None:
-                message.kept()
-            return Reply.refusal(refusal)
-        reply = await self.turns.handle(message, on_text)
-        reply.on_behalf = message.asker
-        return reply
+            return Reply.silence() if admission.kept_out and key.is_shared else Reply.refusal(admission.refusal)
+        return await self.turns.handle(message, on_text)
 
     async def heard(self, key: ConversationKey) -> None:
         await self.scenes.heard(key)
@@ -363,9 +357,7 @@ class Presences:
 
     async def answer_queued(self, key: ConversationKey, turn: QueuedTurn, on_behalf: Asker | None,
                             on_text: ReplySink | None = None) -> Reply:
-        reply = await self.turns.answer_again(key, turn, on_text, asker=on_behalf)
-        reply.on_behalf = on_behalf  # the chain goes on for whoever started it
-        return reply
+        return await self.turns.answer_again(key, turn, on_text, asker=on_behalf)  # the chain goes on for its starter
 
     def portrait(self, character: str) -> bytes | None:
         return self.cast.character(character).character.portrait

@@ -24,7 +24,7 @@ import logging
 import random
 from dataclasses import replace
 
-from bot.access.gate import Gate
+from bot.access.gate import CHOOSING, MODEL_CALL, Gate
 from bot.characters.cast import Cast
 from bot.contract import Asker, ConversationKey, IncomingMessage, QueuedTurn, Voice, where_named
 from bot.present import Present
@@ -94,7 +94,7 @@ class Scenes:
             return key.character
         if by_name := named(message.text, present):
             return by_name
-        present = [name for name in present if self.gate.may_answer(name, message.asker, quiet=True)
+        present = [name for name in present if (await self.gate.admit(CHOOSING, name, message.asker)).admitted
                    and await self.can_speak(key, name)] or [key.character]
         conversation = await self.cast.conversation_for(key)
         last = await self.store.conversations.recent_messages(conversation.id, 1)
@@ -147,19 +147,18 @@ class Scenes:
         stored = self.cast.character(target)
         key = ConversationKey(conversation.platform, conversation.chat_id, conversation.thread_id or None,
                               stored.character.name, True)
-        if not self.gate.may_answer(target, on_behalf):  # not through another character either
-            log.info("a scene in %s:%s: %s does not answer for the person who started the chain ([access] or the age "
-                     "rule); the chain ends", conversation.platform, conversation.chat_id, target)
-            return
         if not await self.can_speak(key, target):
             log.info("a scene in %s:%s: %s cannot speak there (its bot is not in the chat, or may not post); "
                      "the chain ends", conversation.platform, conversation.chat_id, target)
             return
-        # The chain turn is the starter's (turn.person_id, passed along the chain): it takes a model
-        # call from their [limits], and their /forgetme removes it with their own messages.
-        if refusal := await self.gate.call_refusal(turn.person_id, key, target, on_behalf):
-            log.info("a scene in %s:%s stops: its starter is past [limits] (%s); %s waits for a person",
-                     conversation.platform, conversation.chat_id, refusal, target)
+        # The chain turn is the starter's (turn.person_id, passed along the chain): the gate asks for
+        # them (not through another character either), it takes a model call from their [limits],
+        # and their /forgetme removes it with their own messages.
+        admission = await self.gate.admit(MODEL_CALL, target, on_behalf, turn.person_id, key)
+        if not admission.admitted:
+            log.info("a scene in %s:%s stops: %s does not answer for the person who started the chain (%s); it "
+                     "waits for a person", conversation.platform, conversation.chat_id, target,
+                     "[access]" if admission.kept_out else admission.refusal)
             return
         ticket = await self.store.turns.queue_turn(conversation.id, turn.person_id, reply.id, character_id=stored.id)
         voice = self.voice(conversation.platform, target)

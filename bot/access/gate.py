@@ -4,25 +4,29 @@ call starts from — a message, a name, a reply to a webhook voice, a chain turn
 button naming a character, a check-in. Adapters describe who asks (`Asker`, from the platform
 event) and translate the verdict into platform words; they never decide themselves.
 
-- `lets_in(character, asker)`: both `[access]` and the character's own `access` must let the
-  asker in. The console (platform "console") is its owner's: always let in. No asker (a reply
-  regenerated or a chain with nobody known behind it) is let in nowhere.
-- `age_refusal(character, asker)`: an age-restricted character (SPEC 17) answers only where the
-  asker writes in an age-restricted place (as the adapter describes it); elsewhere, one line
-  saying why and no model call. `may_answer` is both, for the paths that only choose (a scene's
-  draw, a chain, a check-in).
-- `take(person_id, key)`: one model call from `[limits] turns_per_minute`, counted in the
-  database (bot/access/limits.py); `call_refusal` asks `[limits] tokens_per_day` first
-  (bot/access/budgets.py, SPEC 17). A chain turn is taken from the person whose message started the
-  chain; a check-in, the character's own message, takes nothing (SPEC 14), but waits while the
-  person is `past` their allowance.
+`admit(path, character, asker, person_id, key)` is the one verdict, asked once by each path as a
+stage: an `Admission` (let in, or the line saying why not). A `Path` says which rules it asks,
+in this order:
+- `[access]`: both `[access]` and the character's own `access` must let the asker in. The console
+  (platform "console") is its owner's: always let in. No asker (a reply regenerated or a chain
+  with nobody known behind it) is let in nowhere. (`lets_in` alone is what an adapter asks before
+  it stores anything of an event.)
+- the age rule: an age-restricted character (SPEC 17) answers only where the asker writes in an
+  age-restricted place (as the adapter describes it); elsewhere, one line saying why and no model
+  call.
+- the allowance, `[limits] tokens_per_day` (bot/access/budgets.py, SPEC 17).
+- one model call taken from `[limits] turns_per_minute`, counted in the database
+  (bot/access/limits.py). A chain turn is taken from the person whose message started the chain;
+  a message takes its call in the transaction that stores it (`limit_for`); a check-in, the
+  character's own message, takes nothing (SPEC 14), but waits while the person is `past` their
+  allowance.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import logging
+from dataclasses import dataclass
+from typing import Sequence
 
 from bot.access.budgets import Budgets
 from bot.access.limits import TOO_FAST, TOO_FAST_FOR_CALLS, CallLimits
@@ -40,6 +44,41 @@ NOT_HERE = "{name} is an age-restricted character and does not talk here."
 NOT_IN_DMS = "{name} is an age-restricted character and does not talk in DMs here."
 
 
+@dataclass(frozen=True)
+class Path:
+    """A way a person reaches a character, and which of the gate's rules it asks."""
+
+    name: str
+    age: bool = True  # the age rule (SPEC 17)
+    allowance: bool = False  # [limits] tokens_per_day
+    takes_call: bool = False  # takes a model call from [limits] turns_per_minute
+    quiet: bool = False  # a refusal is not logged (a scene only choosing among characters)
+    kept: bool = False  # the person's message is kept all the same (the rate line says so)
+
+
+MESSAGE = Path("message")  # its model call is taken as it is stored; a Regenerate asks as a message too
+COMMAND = Path("command", age=False)  # a command or a button acting on a character
+CHOOSING = Path("choosing", quiet=True)  # a scene choosing who answers
+PAGE = Path("page", age=False, quiet=True)  # a memory page: the characters it shows (SPEC 21)
+LETTER = Path("letter")  # the character writing first (a check-in, a reminder)
+MODEL_CALL = Path("model call", allowance=True, takes_call=True)  # a Regenerate's, a draft's, a rebuild's, a chain's
+HEARING = Path("hearing", allowance=True, takes_call=True, kept=True)  # a voice note transcribed
+TOOL = Path("tool", allowance=True, quiet=True)  # each tool call of a running turn (SPEC 18)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The gate's verdict for one path: let in, or `refusal`, the line a person reads. `kept_out`:
+    `[access]` said no (nothing of theirs is stored; in a shared chat, silence)."""
+
+    refusal: str | None = None
+    kept_out: bool = False
+
+    @property
+    def admitted(self) -> bool:
+        return self.refusal is None
+
+
 class Gate:
     def __init__(self, store: Store, access: AccessRules, character_access: dict[str, AccessRules],
                  limits: CallLimits, budgets: Budgets, age_restricted: frozenset[str] = frozenset()):
@@ -53,6 +92,25 @@ class Gate:
     # -- [access] ----------------------------------------------------------------------------
     def _rules(self, character: str) -> tuple[AccessRules, ...]:
         return self.access, self.character_access.get(character.casefold(), AccessRules())
+
+    async def admit(self, path: Path, character: str, asker: Asker | None, person_id: int | None = None,
+                    key: ConversationKey | None = None) -> Admission:
+        """The one verdict for `path`: its rules asked in order, the first that says no says why.
+        A tool call of a message answered again after a crash has no asker any more: it was let in
+        as it came, and only the allowance is asked again."""
+        if not (path is TOOL and asker is None):
+            if not self.lets_in(character, asker, path.quiet):
+                return Admission(NOT_ALLOWED, kept_out=True)
+            if path.age and (refusal := self._age_refusal(character, asker)):
+                return Admission(refusal)
+        if path.allowance and await self.budgets.past(person_id):
+            return Admission(self.budgets.refusal())
+        if path.takes_call:
+            assert key is not None, "a path that takes a model call names the conversation"
+            if (wait := await self.take(person_id, key)) is not None:
+                return Admission((TOO_FAST if path.kept else TOO_FAST_FOR_CALLS).format(limit=self.per_minute,
+                                                                                        seconds=wait))
+        return Admission()
 
     def lets_in(self, character: str, asker: Asker | None, quiet: bool = False) -> bool:
         """Whether `asker` may reach `character` (SPEC 13): both rule sets must let them in. A
@@ -76,7 +134,7 @@ class Gate:
         named = {f"{platform}:{user_id}" for platform, user_id in identities}
         return any(named & rules.deny for rules in self._rules(character))
 
-    def age_refusal(self, character: str, asker: Asker | None) -> str | None:
+    def _age_refusal(self, character: str, asker: Asker | None) -> str | None:
         """Why an age-restricted character does not answer there (SPEC 17); None: it may."""
         if character.casefold() not in self.age_restricted:
             return None
@@ -85,11 +143,6 @@ class Gate:
         if asker is not None and asker.platform == "discord" and asker.private:
             return NOT_IN_DMS.format(name=character)
         return AGE_RESTRICTED.get(asker.platform if asker is not None else "", NOT_HERE).format(name=character)
-
-    def may_answer(self, character: str, asker: Asker | None, quiet: bool = False) -> bool:
-        """Both rules at once: `[access]` lets the asker in, and an age-restricted character is
-        in an age-restricted place."""
-        return self.lets_in(character, asker, quiet) and self.age_refusal(character, asker) is None
 
     def names_roles(self, character: str | None = None) -> bool:
         """Whether a rule for `character` (None: for any character) names a Discord role, so a
@@ -106,40 +159,10 @@ class Gate:
         """The allowance a message's model call is taken from, as it is stored (atomically)."""
         return self.limits.limit_for(person_id, key)
 
-    async def call_refusal(self, person_id: int | None, key: ConversationKey, character: str,
-                           asker: Asker | None, kept: bool = False) -> str | None:
-        """Take a model call on this person's behalf for `character` (a Regenerate, a draft, a
-        rebuild, hearing a voice note, a chain turn): None when taken, else why not — `[access]`
-        keeps the asker out, the character is age-restricted where they ask, they are past
-        today's tokens, or past `turns_per_minute` (how long to wait). Every model call made for
-        a person passes here or, for a message, through its one transaction (`limit_for`).
-        `kept`: the person's message is kept all the same (a voice note), and the rate line says so."""
-        if refusal := await self._refusal(person_id, character, asker):
-            return refusal
-        if (wait := await self.take(person_id, key)) is not None:
-            return (TOO_FAST if kept else TOO_FAST_FOR_CALLS).format(limit=self.per_minute, seconds=wait)
-        return None
-
     async def tool_refusal(self, person_id: int | None, character: str, asker: Asker | None) -> str | None:
-        """Whether a tool call of a running turn may run (SPEC 18 "One toolbox, one gate"): the
-        asker may reach the answering character, it may talk there, and the person the turn is
-        for is not past today's tokens. (The turn's own model calls were taken as it started.) A
-        message answered again after a crash has no asker any more: it was let in as it came, and
-        only the allowance is asked again."""
-        if asker is None:
-            return self.budgets.refusal() if await self.budgets.past(person_id) else None
-        return await self._refusal(person_id, character, asker, quiet=True)
-
-    async def _refusal(self, person_id: int | None, character: str, asker: Asker | None,
-                       quiet: bool = False) -> str | None:
-        """`[access]`, the age rule and the allowance, in that order: why not, or None."""
-        if not self.lets_in(character, asker, quiet):
-            return NOT_ALLOWED
-        if refusal := self.age_refusal(character, asker):
-            return refusal
-        if await self.budgets.past(person_id):
-            return self.budgets.refusal()
-        return None
+        """The toolbox's question (SPEC 18 "One toolbox, one gate"), asked at every tool call: the
+        TOOL path's verdict. (The turn's own model calls were taken as it started.)"""
+        return (await self.admit(TOOL, character, asker, person_id)).refusal
 
     async def hold(self, person_id: int | None, turn_id: int, tokens: int) -> bool:
         """Whether a turn for this person may start now, its `tokens` held against their

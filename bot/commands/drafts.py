@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.access.gate import Gate
+from bot.access.gate import MODEL_CALL, Gate
 from bot.characters.cast import Cast
 from bot.commands.base import (
     Person,
@@ -68,7 +68,8 @@ class DraftCommands:
 
     async def _take_call(self, ctx: CommandContext, person: Person) -> None:
         """[limits]: a draft is a model call on the person's behalf (bot/access/limits.py)."""
-        if refusal := await self.gate.call_refusal(person.id, ctx.conversation, person.character_name, ctx.asker):
+        if refusal := (await self.gate.admit(MODEL_CALL, person.character_name, ctx.asker, person.id,
+                                             ctx.conversation)).refusal:
             raise UsageError(refusal)
 
     async def _spent(self, person: Person, drafted: Drafted) -> list[str]:

@@ -4,7 +4,7 @@ describes them (the door keeps their ids with the link)."""
 
 from __future__ import annotations
 
-from bot.access.gate import Gate
+from bot.access.gate import PAGE, Gate
 from bot.characters.cast import Cast
 from bot.commands.base import Person
 from bot.contract import CommandContext, CommandResult
@@ -30,8 +30,8 @@ class PageCommands:
             return CommandResult(NO_PAGE, ok=False)
         if not self.served:
             return CommandResult(NOT_SERVED, ok=False)
-        characters = tuple(self.cast.character(name).id for name in self.cast.names()
-                           if self.gate.lets_in(name, ctx.asker, quiet=True))
+        characters = tuple([self.cast.character(name).id for name in self.cast.names()
+                            if (await self.gate.admit(PAGE, name, ctx.asker)).admitted])
         code = await self.door.make_link(person.id, characters)
         return CommandResult(f"Your memory page: {self.address}/open/{code}\n"
                              f"The link works once, within {LINK_TTL_S // 60} minutes, and only for you: do not "

@@ -14,7 +14,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from bot.access.budgets import Budgets
-from bot.access.gate import Gate
+from bot.access.gate import COMMAND, Gate
 from bot.characters.cast import Cast
 from bot.commands.account import AccountCommands
 from bot.commands.base import Person, Press, UsageError
@@ -28,7 +28,7 @@ from bot.commands.reminders import ReminderCommands
 from bot.commands.summary import SummaryCommands
 from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
 from bot.commands.usage import UsageCommands
-from bot.contract import NOT_ALLOWED, STALE_BUTTON, CommandContext, CommandResult, TurnRef
+from bot.contract import STALE_BUTTON, CommandContext, CommandResult, TurnRef
 from bot.memory.rebuild import Rebuilds
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
@@ -185,8 +185,9 @@ class CommandRouter:
             last = await self.store.turns.last_receipt(conversation.id, person_id)
             stored = self.cast.stored_by_id(last.character_id) if last is not None else None
         stored = stored or self.cast.character(ctx.conversation.character)
-        if not self.gate.lets_in(stored.character.name, ctx.asker):  # the character acted on decides
-            raise UsageError(NOT_ALLOWED)
+        admission = await self.gate.admit(COMMAND, stored.character.name, ctx.asker)  # the character acted on decides
+        if not admission.admitted:
+            raise UsageError(admission.refusal)
         return Person(person_id, stored.id, stored.character.name)
 
     async def _press_cancel(self, ctx, person: Person, verb: str) -> CommandResult:

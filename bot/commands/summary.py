@@ -12,7 +12,7 @@ from bot.characters.cast import Cast
 from bot.commands.base import Person, Press, UsageError, button, number_arg, plural
 from bot.buttons import encode_action
 from bot.contract import CommandContext, CommandResult, Form
-from bot.access.gate import Gate
+from bot.access.gate import MODEL_CALL, Gate
 from bot.memory.rebuild import Rebuilds
 from bot.model.tokens import TokenCounter
 from bot.text import parse_number
@@ -107,7 +107,8 @@ class SummaryCommands:
     async def _take_call(self, ctx: CommandContext, person: Person) -> None:
         """A rebuild (started, resumed or started over) is under the person's `[limits]`, their
         allowance and the character's age rule, like a message; its calls are spent on them."""
-        if refusal := await self.gate.call_refusal(person.id, ctx.conversation, person.character_name, ctx.asker):
+        if refusal := (await self.gate.admit(MODEL_CALL, person.character_name, ctx.asker, person.id,
+                                             ctx.conversation)).refusal:
             raise UsageError(refusal)
 
     async def rebuild(self, ctx: CommandContext, person: Person) -> CommandResult:

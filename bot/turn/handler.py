@@ -38,13 +38,12 @@ from dataclasses import dataclass, replace
 from typing import Awaitable, Callable, Hashable, Mapping, Sequence
 
 from bot import metrics
-from bot.access.gate import Gate
+from bot.access.gate import HEARING, MESSAGE, MODEL_CALL, Gate
 from bot.access.limits import TOO_FAST
 from bot.buttons import encode_action
 from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
 from bot.contract import (
-    NOT_ALLOWED,
     Asker,
     Button,
     ConversationKey,
@@ -301,8 +300,8 @@ class TurnHandler:
         """A voice note is stored at once as its placeholder (kept, whatever happens next); hearing
         it is a model call on the person's behalf (the gate: `[limits]`, past which it stays kept
         as its placeholder and the person hears the line a typed message gets)."""
-        refusal = await self.gate.call_refusal(person_id, message.conversation, stored.character.name, message.asker,
-                                               kept=True)
+        refusal = (await self.gate.admit(HEARING, stored.character.name, message.asker, person_id,
+                                         message.conversation)).refusal
         row = await self._keep_unanswered(message, person_id, placeholder)
         if row is None:
             log.info("a voice note delivered again to %s was already stored", message.conversation)
@@ -362,7 +361,7 @@ class TurnHandler:
             return Reply.refusal(refusal)
         old = await self.store.turns.turn(turn.id)
         stored = self.cast.stored_by_id(old.character_id) or self.cast.character(key.character)
-        if refusal := await self.gate.call_refusal(person_id, key, stored.character.name, asker):
+        if refusal := (await self.gate.admit(MODEL_CALL, stored.character.name, asker, person_id, key)).refusal:
             return Reply.refusal(refusal)
         new_turn = await self.store.turns.begin_regenerate(turn.id)  # checks "latest" again, as it starts
         if new_turn is None:
@@ -370,12 +369,9 @@ class TurnHandler:
         user_row = await self.store.conversations.message(old.user_message_id)
         assert user_row is not None  # a turn's message goes only with the turn
         if user_row.role == "assistant":  # a chain turn (SPEC 15) reads nobody's memories, again
-            reply = await self._answer(stored, conversation, None, user_row, new_turn, on_text, answered_for=person_id,
-                                       asker=asker)
-        else:
-            reply = await self._answer(stored, conversation, person_id, user_row, new_turn, on_text, asker=asker)
-        reply.on_behalf = asker
-        return reply
+            return await self._answer(stored, conversation, None, user_row, new_turn, on_text, answered_for=person_id,
+                                      asker=asker)
+        return await self._answer(stored, conversation, person_id, user_row, new_turn, on_text, asker=asker)
 
     async def regenerate_refusal(self, key: ConversationKey, presser: Identity, turn: TurnRef,
                                  asker: Asker | None) -> str | None:
@@ -393,9 +389,7 @@ class TurnHandler:
         if latest.person_id != person_id:
             return "Only the person this reply answered can regenerate it."
         character = (self.cast.stored_by_id(pressed.character_id) or self.cast.character(key.character)).character.name
-        if not self.gate.lets_in(character, asker):
-            return NOT_ALLOWED
-        return self.gate.age_refusal(character, asker)
+        return (await self.gate.admit(MESSAGE, character, asker)).refusal
 
     async def answer_again(self, key: ConversationKey, queued: QueuedTurn, on_text: ReplySink | None = None,
                            asker: Asker | None = None) -> Reply:
@@ -531,7 +525,8 @@ class TurnHandler:
         if self.speaking is not None and self.speaks(user_row.spoken):  # and the reply spoken (SPEC 16)
             parts.append(self.speaking.part(text, self.voices[stored.character.name.casefold()]))
         tool_line = journal.shown if self.toolbox.show else ""
-        return Reply.answer(text, turn=TurnRef(turn_id), buttons=buttons, parts=parts, tool_line=tool_line)
+        return Reply.answer(text, turn=TurnRef(turn_id), buttons=buttons, parts=parts, tool_line=tool_line,
+                            on_behalf=asker)  # a chain this reply starts answers for them (SPEC 15)
 
     async def _recall(self, conversation_id: int, character_name: str, user_row: MessageRow,
                       newest_first: list[MessageRow], window: list[MessageRow],

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Generic, Protocol, TypeVar
 
-from bot.access.gate import Gate
+from bot.access.gate import LETTER, Gate
 from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
 from bot.contract import Button, ConversationKey, FirstWriter, Reply, Unreachable
@@ -162,7 +162,7 @@ class Outbox:
             if not mine:
                 return False  # another process is writing it
             asker = await letter.writer.asker_for(letter.key, letter.user_id)
-            if not self.gate.may_answer(letter.character.character.name, asker):
+            if not (await self.gate.admit(LETTER, letter.character.character.name, asker)).admitted:
                 await source.passed_over(letter)
                 return False
             if await source.may_wait(letter):

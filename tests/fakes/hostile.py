@@ -38,6 +38,7 @@ class HostileServer:
         self.routes: dict[str, Handler] = {}
         self.runner: web.AppRunner | None = None
         self.port = 0
+        self.stopping = asyncio.Event()  # a hanging answer ends when the server stops, not an hour later
 
     @property
     def url(self) -> str:
@@ -73,7 +74,7 @@ class HostileServer:
     def hang(self, path: str) -> None:
         """Headers never come."""
         async def handler(request: web.Request) -> web.StreamResponse:
-            await asyncio.sleep(3600)
+            await asyncio.wait_for(self.stopping.wait(), 3600)
             raise web.HTTPGatewayTimeout()
         self.routes[path] = handler
 
@@ -90,5 +91,6 @@ class HostileServer:
         self.runner, self.port = await on_loopback(app)
 
     async def stop(self) -> None:
+        self.stopping.set()  # else aiohttp waits 60 s for a handler whose client has gone
         if self.runner is not None:
             await self.runner.cleanup()
