@@ -195,3 +195,26 @@ def test_no_class_in_bot_has_more_than_20_public_methods():
                 if len(public) > 20:
                     too_big[f"{path.relative_to(ROOT)}:{node.name}"] = len(public)
     assert too_big == {}
+
+
+def test_every_path_asks_the_gate_for_one_verdict():
+    """#64: a path asks `Gate.admit(path, …)` once, as a stage; besides it the gate is asked only
+    how much may be spent (the allowance's hold, spend, take, past) and two questions of its own
+    kind — `lets_in`, what an adapter asks before it stores an event (bot/core.py's Gatekeeper),
+    and `denies`, what the memory page asks of a person's accounts. No path assembles a verdict
+    from the gate's rules itself."""
+    spending = {"hold", "spend", "take", "past", "past_allowance", "allowance_notice", "limit_for", "per_minute"}
+    own_kind = {"lets_in": {"bot/core.py"}, "denies": {"bot/page/desk.py"}, "names_roles": {"bot/core.py"}}
+    asked = []
+    for path in (ROOT / "bot").rglob("*.py"):
+        where = path.relative_to(ROOT).as_posix()
+        if where.startswith("bot/access/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), where)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            called, on = node.func.attr, node.func.value
+            if (isinstance(on, ast.Attribute) and on.attr == "gate" and called != "admit" and called not in spending
+                    and where not in own_kind.get(called, set())):
+                asked.append(f"{where}:{node.lineno} gate.{called}")
+    assert asked == []
