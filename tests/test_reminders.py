@@ -130,6 +130,25 @@ def test_a_time_in_the_past_under_a_minute_or_over_a_year_away_is_refused_with_t
         resolve(at(PARIS, 2027, 1, 15, 12, 0), PARIS, **asked)
 
 
+@pytest.mark.parametrize("after, minutes", [
+    ("an hour", 60), ("a minute", 1), ("half an hour", 30), ("1h30", 90), ("2h", 120), ("1 h 15 m", 75),
+    ("an hour and a half", 90), ("2 hours and 30 minutes", 150), ("one week", 7 * 24 * 60),
+])
+def test_a_duration_is_read_as_people_write_it(after, minutes):
+    now = at(PARIS, 2027, 1, 15, 12, 0)
+    assert resolve(now, PARIS, after=after) == now + minutes * 60
+
+
+def test_next_friday_is_the_coming_friday_and_never_today():
+    friday_noon = at(PARIS, 2027, 1, 15, 12, 0)  # 15 January 2027 is a Friday
+    assert local_words(resolve(friday_noon, PARIS, day="next friday", at="18:00"), PARIS).startswith(
+        "Friday 22 January 2027, 18:00")
+    assert local_words(resolve(friday_noon, PARIS, day="friday", at="18:00"), PARIS).startswith(
+        "Friday 15 January 2027, 18:00")  # later today
+    assert local_words(resolve(friday_noon, PARIS, day="next monday", at="9am"), PARIS).startswith(
+        "Monday 18 January 2027, 09:00")
+
+
 # -- the tool, through the real turn ----------------------------------------------------------
 async def test_the_remind_tool_resolves_in_the_persons_time_zone_and_tells_the_model_the_local_time(bot, llm):
     clock = FakeClock(at(PARIS, 2027, 1, 15, 23, 30))
@@ -253,20 +272,23 @@ async def test_forgetme_leaves_no_reminders(bot, llm):
 
 
 async def test_reminders_lists_them_with_local_times_and_cancels_by_number_or_button_only_ones_own(bot, llm):
+    """Each person's reminders are numbered 1, 2, … soonest first, as /reminders shows them."""
     runtime = await bot(FakeClock(at(PARIS, 2027, 1, 15, 12, 0)), limits={"timezone": PARIS})
     ann, bob = dm(runtime), dm(runtime, "502", "Bob")
-    first = (await set_one(ann, llm, day="tomorrow", time="9am"))["number"]
-    second = (await set_one(ann, llm, after="3 hours", repeat="daily"))["number"]
+    assert (await set_one(ann, llm, day="tomorrow", time="9am"))["number"] == 1
+    assert (await set_one(ann, llm, after="3 hours", repeat="daily"))["number"] == 1  # sooner: first now
+    assert (await set_one(bob, llm, after="2 hours"))["number"] == 1  # Bob's first is his 1
     listed = await ann.run("reminders")
     assert listed.text.splitlines()[1:3] == [  # soonest first
-        f"⏰ {second} · Friday 15 January 2027, 15:00 (Europe/Paris), every day — call the harbour office",
-        f"⏰ {first} · Saturday 16 January 2027, 09:00 (Europe/Paris) — call the harbour office"]
-    assert "no reminder" in (await bob.run("reminders", action="cancel", n=str(first))).text  # not Bob's
-    assert (await ann.run("reminders", action="cancel", n=str(second))).text == f"Reminder {second} is cancelled."
-    button, = listed.buttons[1]
+        "⏰ 1 · Friday 15 January 2027, 15:00 (Europe/Paris), every day — call the harbour office",
+        "⏰ 2 · Saturday 16 January 2027, 09:00 (Europe/Paris) — call the harbour office"]
+    assert "no reminder 2" in (await bob.run("reminders", action="cancel", n="2")).text  # Bob has one
+    assert (await ann.run("reminders", action="cancel", n="1")).text == "Reminder 1 is cancelled."
+    button, = listed.buttons[1]  # "Cancel ⏰ 2", made before the cancel: it names its reminder, not a place
     assert (await bob.press(button.action)).refused  # another person's button
-    assert (await ann.press(button.action)).text == f"Reminder {first} is cancelled."
+    assert (await ann.press(button.action)).text == "Reminder 1 is cancelled."  # the soonest of hers by now
     assert await runtime.store.reminders.pending(await ann.person_id()) == []
+    assert len(await runtime.store.reminders.pending(await bob.person_id())) == 1
 
 
 async def test_a_letter_the_platform_refuses_is_taken_back_and_nothing_more_is_sent(bot, llm):

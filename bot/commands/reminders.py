@@ -109,17 +109,23 @@ class ReminderCommands:
         if not pending:
             return CommandResult(NONE_YET.format(name=person.character_name))
         lines = [f"Your reminders ({len(pending)}):"]
-        for reminder in pending:
-            lines.append(f"⏰ {reminder.id} · {local_words(reminder.due_at, reminder.zone)}"
+        for number, reminder in enumerate(pending, 1):  # each person's own numbers, soonest first
+            lines.append(f"⏰ {number} · {local_words(reminder.due_at, reminder.zone)}"
                          f"{REPEATING.get(reminder.repeat, '')} — {reminder.words}")
         lines.append("/reminders cancel <number> cancels one.")
-        buttons = [[button(person, f"Cancel ⏰ {reminder.id}", "rcancel", reminder.id)] for reminder in pending]
+        buttons = [[button(person, f"Cancel ⏰ {number}", "rcancel", reminder.id)]  # the button names the reminder
+                   for number, reminder in enumerate(pending, 1)]
         return CommandResult("\n".join(lines), buttons=buttons)
 
     async def cancel(self, person: Person, number: int) -> CommandResult:
-        if not await self.store.reminders.cancel(person.id, number):
+        """Cancel the person's reminder `number`, as /reminders numbers theirs (1 is the soonest)."""
+        pending = await self.store.reminders.pending(person.id)
+        if not 1 <= number <= len(pending) or not await self.store.reminders.cancel(person.id, pending[number - 1].id):
             raise Missing(f"You have no reminder {number}. /reminders lists yours with their numbers.")
         return CommandResult(f"Reminder {number} is cancelled.")
 
-    async def _press_cancel(self, ctx, person: Person, verb: str, number: int) -> CommandResult:
-        return await self.cancel(person, number)
+    async def _press_cancel(self, ctx, person: Person, verb: str, reminder_id: int) -> CommandResult:
+        numbers = {reminder.id: n for n, reminder in enumerate(await self.store.reminders.pending(person.id), 1)}
+        if reminder_id not in numbers or not await self.store.reminders.cancel(person.id, reminder_id):
+            raise Missing("That reminder is gone already. /reminders lists yours.")
+        return CommandResult(f"Reminder {numbers[reminder_id]} is cancelled.")

@@ -76,5 +76,6 @@ class Remind:
             return result(error=f"not set: they already have {MAX_PENDING} reminders waiting; they can cancel one "
                                 "with /reminders")
         when = local_words(due, scope.zone)
-        return Outcome(result(set=True, number=row.id, when=when, repeat=repeat, what=row.words),
+        number = [reminder.id for reminder in await self.store.reminders.pending(scope.person_id)].index(row.id) + 1
+        return Outcome(result(set=True, number=number, when=when, repeat=repeat, what=row.words),
                        shown=f"⏰ reminder: {when}")

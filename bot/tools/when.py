@@ -41,7 +41,15 @@ def later_instant(local: datetime, zone: ZoneInfo) -> float:
 
 
 def seconds_of(duration: str) -> float:
-    text = duration.strip().lower().replace(",", " ").replace(" and ", " ")
+    """A duration as people write it: "2 hours", "90 minutes", "an hour", "half an hour", "1h30",
+    "1 hour and a half", "2 days 3 hours"."""
+    text = f" {duration.strip().lower().replace(',', ' ')} "
+    text = re.sub(r"\bhalf an? hour\b", "30 minutes", text)
+    text = re.sub(r"(\d+)\s*h\s*(\d+)(?=\s*$)", r"\1 h \2 m", text)  # 1h30: hours, then minutes
+    text = re.sub(r"\b(an?|one) (?=[a-z])", "1 ", text)  # an hour, a day, one week
+    text = re.sub(r"(\d+) (hours?|days?|weeks?|minutes?) and 1 half\b",
+                  lambda m: f"{int(m[1]) + 0.5} {m[2]}", text)  # an hour and a half
+    text = text.replace(" and ", " ").strip()
     parts = DURATION_PART.findall(text)
     if not parts or DURATION_PART.sub("", text).strip():
         raise NotAWhen(f"{duration!r} is not a duration like \"2 hours\" or \"90 minutes\"")
@@ -73,9 +81,10 @@ def day_of(text: str, today: date, at: time, now_local: datetime) -> date:
         return today
     if word == "tomorrow":
         return today + timedelta(days=1)
-    if word in WEEKDAYS:  # the next one; today only when the time is still ahead
-        ahead = (WEEKDAYS.index(word) - today.weekday()) % 7
-        if ahead == 0 and datetime.combine(today, at) <= now_local.replace(tzinfo=None):
+    coming = word.removeprefix("next ").removeprefix("this ").strip()
+    if coming in WEEKDAYS:  # the next one; today only when the time is still ahead (never for "next friday")
+        ahead = (WEEKDAYS.index(coming) - today.weekday()) % 7
+        if ahead == 0 and (word.startswith("next ") or datetime.combine(today, at) <= now_local.replace(tzinfo=None)):
             ahead = 7
         return today + timedelta(days=ahead)
     try:
