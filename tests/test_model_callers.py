@@ -13,12 +13,12 @@ MODEL_CALLS = {"complete", "transcribe", "speak", "embed"}
 # or why no person's allowance is at stake.
 ON_A_PERSONS_BEHALF = {
     "bot/turn/handler.py": [  # messages (the limit taken as the message is stored), replies, chains, regenerations
-        ("TurnHandler", "_answer", "hold"), ("TurnHandler", "regenerate", "call_refusal"),
+        ("TurnHandler", "_answer", "hold"), ("TurnHandler", "regenerate", "admit"),
         ("TurnHandler", "_store_and_queue", "limit_for")],
-    "bot/voice/listening.py": [("TurnHandler", "_keep_to_hear", "call_refusal")],  # hearing a voice note
-    "bot/memory/drafting.py": [("DraftCommands", "_take_call", "call_refusal")],  # /memory generate, Draft with AI
+    "bot/voice/listening.py": [("TurnHandler", "_keep_to_hear", "admit")],  # hearing a voice note
+    "bot/memory/drafting.py": [("DraftCommands", "_take_call", "admit")],  # /memory generate, Draft with AI
     # the character's own message (a check-in, a reminder's letter), written in the outbox after its gate
-    "bot/writing_first/outbox.py": [("Outbox", "post", "may_answer")],
+    "bot/writing_first/outbox.py": [("Outbox", "post", "admit")],
 }
 THE_OWNERS = {
     "bot/memory/summaries.py": "summaries of what was said; a rebuild a person asks for takes a call "
@@ -55,4 +55,4 @@ def test_every_caller_of_the_model_is_placed_and_the_persons_pass_the_gate():
     for module, places in ON_A_PERSONS_BEHALF.items():
         for class_name, function, asked in places:
             assert asked in gate_calls(class_name, function), f"{module}: {class_name}.{function} asks no gate"
-    assert "call_refusal" in gate_calls("SummaryCommands", "_take_call")  # /memory rebuild
+    assert "admit" in gate_calls("SummaryCommands", "_take_call")  # /memory rebuild
