@@ -14,8 +14,8 @@ MODEL_CALLS = {"complete", "transcribe", "speak", "embed"}
 ON_A_PERSONS_BEHALF = {
     "bot/turn/handler.py": [  # messages (the limit taken as the message is stored), replies, chains, regenerations
         ("TurnHandler", "_answer", "hold"), ("TurnHandler", "regenerate", "admit"),
-        ("TurnHandler", "_store_and_queue", "limit_for")],
-    "bot/voice/listening.py": [("TurnHandler", "_keep_to_hear", "admit")],  # hearing a voice note
+        ("Arrival", "store_and_queue", "limit_for")],
+    "bot/voice/listening.py": [("Arrival", "_keep_to_hear", "admit")],  # hearing a voice note
     "bot/memory/drafting.py": [("DraftCommands", "_take_call", "admit")],  # /memory generate, Draft with AI
     # the character's own message (a check-in, a reminder's letter), written in the outbox after its gate
     "bot/writing_first/outbox.py": [("Outbox", "post", "admit")],
@@ -26,7 +26,7 @@ THE_OWNERS = {
     "bot/memory/semantic.py": "embeddings for recall, the owner's upkeep",
     "bot/voice/speaking.py": "speaking a reply the gate already let through",
 }
-WHERE = {"TurnHandler": "bot/turn/handler.py", "DraftCommands": "bot/commands/drafts.py",
+WHERE = {"TurnHandler": "bot/turn/handler.py", "Arrival": "bot/turn/arrival.py", "DraftCommands": "bot/commands/drafts.py",
          "Outbox": "bot/writing_first/outbox.py", "SummaryCommands": "bot/commands/summary.py"}
 
 

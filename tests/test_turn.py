@@ -8,7 +8,7 @@ import sys
 
 from bot.contract import ConversationKey, Identity, IncomingMessage
 from bot.runtime import build_runtime
-from bot.turn.handler import EMPTY_MESSAGE, NOT_SAVED
+from bot.turn.arrival import EMPTY_MESSAGE, NOT_SAVED
 from tests.conftest import ROOT, Chat, offers_memory_tools, shown
 from tests.fakes.llm_server import cut, drop, garbled, hang, status, text, tool_calls
 

@@ -1,15 +1,8 @@
 """The turn handler: one IncomingMessage in, one Reply out.
 
-1. Check the message: its text files are read into it (bot/turn/attachments.py), its images and
-   anything else the character cannot read are named in a placeholder ("[a photo] caption");
-   with nothing to read at all, or longer than the live window can ever hold, a clear answer.
-   Text that cannot be stored as UTF-8 (a lone surrogate) is cleaned first.
-2. Store the person's message first — whatever happens next, it is kept. Messages of one
-   conversation are stored in the order they arrived, a new person's very first ones included;
-   when storing fails, the person is told plainly that the message was not saved. Past
-   `[limits] turns_per_minute` the person is told when to write again (the message is kept).
-   A voice note (SPEC 16) is stored as its placeholder and heard out of the line — a slow audio
-   server holds nobody else — then filled in and queued.
+1-2. The message arrives (bot/turn/arrival.py): checked, stored first — whatever happens next, it is
+   kept — with a model call taken under `[limits]` and its turn queued, in the order messages
+   arrived; or the one line the person gets instead. A voice note is heard out of the line.
 3. Wait for this conversation's previous turns, in arrival order: the message is queued in the
    conversation's line in the database as it is stored, so turns of one conversation start in
    order and one at a time in every process sharing it; different conversations run
@@ -33,13 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
-from dataclasses import dataclass, replace
-from typing import Awaitable, Callable, Hashable, Mapping, Sequence
+from dataclasses import replace
+from typing import Awaitable, Callable, Mapping, Sequence
 
 from bot import metrics
-from bot.access.gate import HEARING, MESSAGE, MODEL_CALL, Gate
-from bot.access.limits import TOO_FAST
+from bot.access.gate import MESSAGE, MODEL_CALL, Gate
 from bot.buttons import encode_action
 from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
@@ -48,43 +39,47 @@ from bot.contract import (
     Button,
     ConversationKey,
     Identity,
-    IncomingFile,
     IncomingMessage,
     QueuedTurn,
     Reply,
     ReplySink,
     TurnRef,
 )
+from bot.in_flight import Abandoned
 from bot.memory.recall import NEAREST as RECALL_NEAREST
 from bot.memory.recall import Passage, recall
 from bot.memory.semantic import SemanticRecall
-from bot.memory.window import WINDOW_MAX_MESSAGES, window_token_budget
-from bot.model.llm import Completion, ImagesRefused, LLMClient, LLMError, PromptTooLong, ToolCallUnreadable
+from bot.memory.window import WINDOW_MAX_MESSAGES
+from bot.model.llm import (
+    Completion,
+    ImagesRefused,
+    LLMClient,
+    LLMError,
+    PromptTooLong,
+    ToolCallUnreadable,
+)
 from bot.model.tokens import TokenCounter
-from bot.text import CHAIN_ENDED, clean_text, ended_at_a_sentence
-from bot.tools.toolbox import MAX_TOOL_ROUNDS, Toolbox, TurnJournal, TurnScope, TurnTools
-from bot.turn.attachments import in_words, kind_of, prepare_images, read_text_files
+from bot.text import CHAIN_ENDED, ended_at_a_sentence
+from bot.tools.toolbox import (
+    MAX_TOOL_ROUNDS,
+    Toolbox,
+    TurnJournal,
+    TurnScope,
+    TurnTools,
+)
+from bot.turn.arrival import Arrival, ToHear, arrival_key
+from bot.turn.attachments import in_words, prepare_images
 from bot.turn.context import Context, read_context
 from bot.turn.fit import fitted
 from bot.turn.prompt import Prompt, build_prompt
-from bot.in_flight import Abandoned
-from bot.voice.listening import NOT_TRANSCRIBED, TEXT_ONLY, Listening, spoken
+from bot.voice.listening import Listening
 from bot.voice.speaking import Speaking
-from storage.ports import SPOKEN, ConversationRow, LeftTheLine, MessageRow, Store
+from storage.ports import ConversationRow, LeftTheLine, MessageRow, Store
 
 log = logging.getLogger(__name__)
 
-EMPTY_MESSAGE = "I can only read text, and your message had none. Try writing it out."
-CANNOT_SEE = "I can't see {what} — I can only read text. Tell me in words what you'd like me to know."
-TOO_LONG_MESSAGE = (
-    "Your message is about {tokens:,} tokens long; I can read at most {budget:,} tokens at once. "
-    "Please send it in shorter parts."
-)
 LLM_FAILED = "Sorry, I couldn't answer just now ({reason}). Your message is saved; {hint}."
-NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept and I can't answer it. "
-             "Please send it again later.")
 NOT_LATEST = "Only the latest reply can be regenerated."
-FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files are cut to fit
 REGENERATE_LABEL = "🔄 Regenerate"
 CUT_RATIO = 0.85  # a server that reports fewer prompt tokens than this share of what was sent cut it…
 UNCALIBRATED_CUT_RATIO = 0.6  # …or this share, before its way of counting was seen
@@ -93,79 +88,6 @@ MIN_PROMPT_TOKENS = 512  # the least a prompt is fitted to, whatever a server sa
 MAX_COUNT_RATIO = 1.5  # the most a server's count of a prompt is taken to exceed ours
 CALIBRATE_FROM, CALIBRATE_UP_TO = 1_000, 2_000  # prompts that teach how a server counts: long enough for the
 # template's own tokens to weigh little, short enough for no server to cut (2,048 is the smallest context)
-
-
-class ArrivalOrder:
-    """One line per key: `join` takes a place at once (no await, so places follow the order in
-    which messages arrived), and `async with place` waits until every earlier place has left."""
-
-    def __init__(self) -> None:
-        self._lines: dict[Hashable, deque[asyncio.Future]] = {}
-
-    def join(self, key: Hashable) -> "_Spot":
-        line = self._lines.setdefault(key, deque())
-        ready = asyncio.get_running_loop().create_future()
-        if not line:
-            ready.set_result(None)
-        line.append(ready)
-        return _Spot(self, key, ready)
-
-    def _leave(self, key: Hashable, ready: asyncio.Future) -> None:
-        line = self._lines[key]
-        was_first = line[0] is ready
-        line.remove(ready)
-        if not line:
-            del self._lines[key]
-        elif was_first:
-            line[0].set_result(None)
-
-
-class _Spot:
-    def __init__(self, order: ArrivalOrder, key: Hashable, ready: asyncio.Future):
-        self.order, self.key, self.ready = order, key, ready
-
-    async def __aenter__(self) -> None:
-        try:
-            await self.ready
-        except BaseException:
-            self.order._leave(self.key, self.ready)
-            raise
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.order._leave(self.key, self.ready)
-
-
-@dataclass(frozen=True)
-class _Queued:
-    """A stored message whose turn waits in its conversation's line."""
-
-    character: StoredCharacter
-    conversation: ConversationRow
-    person_id: int | None
-    user_row: MessageRow
-    ticket: int
-    unseen: list[str]  # words for what came with it that the character cannot read
-    images: list[IncomingFile]  # to look at, when the model can
-
-
-@dataclass(frozen=True)
-class _ToHear:
-    """A voice note stored as its placeholder, to be heard before its turn is queued."""
-
-    key: ConversationKey
-    character: StoredCharacter
-    conversation: ConversationRow
-    person_id: int | None
-    user_row: MessageRow
-    note: IncomingFile
-    words: str  # what came with it besides the note
-    unseen: list[str]
-    images: list[IncomingFile]
-
-
-def _arrival_key(key: ConversationKey) -> tuple:
-    """A conversation's line in this process: a shared chat's is its scene's, whoever answers."""
-    return key.platform, key.chat_id, key.thread_id, "" if key.is_shared else key.character.casefold()
 
 
 class TurnHandler:
@@ -195,13 +117,12 @@ class TurnHandler:
         self.counter = counter
         self.cast = cast
         # messages that start an absence's check-in there (bot/writing_first/checkins.py)
-        self.checkin_from = checkin_from
         self.context_window = context_window  # shrinks to what the server holds, once it shows less
         self.told_of_cut = False  # a server's cut or refusal for length is told once a process
         self.server_ratio: float | None = None  # the server's count of a prompt over ours, once seen
         self.clock = clock
-        self.arrivals = ArrivalOrder()  # storing and queueing, per conversation key
-        self.listening = listening  # voice notes heard ([voice], SPEC 16); None: the character reads text only
+        # steps 1-3: checked, stored and queued in arrival order; a voice note heard (bot/turn/arrival.py)
+        self.arrival = Arrival(store, llm, counter, cast, gate, lambda: self.context_window, checkin_from, listening)
         self.speaks = speaks  # whether a reply is spoken, given whether its message was a voice note
         self.speaking = speaking  # replies spoken ([voice] speech_model); None: never
         self.voices = {name.casefold(): voice for name, voice in (voices or {}).items()}  # each character's voice
@@ -211,15 +132,15 @@ class TurnHandler:
     # -- a turn ----------------------------------------------------------------------------
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
         # No await before joining the line: places are taken in the order messages arrived.
-        arrival = self.arrivals.join(_arrival_key(message.conversation))
+        arrival = self.arrival.order.join(arrival_key(message.conversation))
         try:
             async with arrival:
-                queued = await self._store_and_queue(message)
+                queued = await self.arrival.store_and_queue(message)
         finally:
             if message.kept is not None:
                 message.kept()
-        if isinstance(queued, _ToHear):  # stored as its placeholder: heard now, holding no one else
-            queued = await self._hear_and_queue(queued)
+        if isinstance(queued, ToHear):  # stored as its placeholder: heard now, holding no one else
+            queued = await self.arrival.hear_and_queue(queued)
         if isinstance(queued, Reply):
             return queued
         # While the turn waits for its place: its message's vector is asked for, and its images
@@ -234,120 +155,6 @@ class TurnHandler:
         return await self._answer(queued.character, queued.conversation, queued.person_id, queued.user_row, new_turn,
                                   on_text, unseen=queued.unseen + seen.unreadable, images=seen.looked_at,
                                   embedding=embedding, asker=message.asker)
-
-    async def _store_and_queue(self, message: IncomingMessage) -> Reply | _Queued | _ToHear:
-        """Store the message (its text files read into it; its images and anything else the
-        character cannot read named in a placeholder) and queue its turn; or the answer when it
-        cannot be kept. A voice note is stored as its placeholder, to be heard (`_ToHear`)."""
-        text = clean_text(message.text).strip()
-        kinds = [(kind_of(file), file) for file in message.files]
-        voices = [file for kind, file in kinds if kind == "voice"]
-        note = voices[0] if voices and self.listening is not None else None
-        if voices and self.listening is None and not text:
-            return Reply.refusal(TEXT_ONLY.format(name=message.conversation.character))
-        if note is not None and (refusal := self.listening.refusal(note)):  # from the metadata, nothing fetched
-            return Reply.refusal(refusal)
-        kinds = [("other", file) if kind == "voice" and file is not note else (kind, file) for kind, file in kinds]
-        images = [file for kind, file in kinds if kind == "image"]
-        text_files = [file for kind, file in kinds if kind == "text"]
-        unseen = ([message.unseen] if message.unseen else []) + [file.what for kind, file in kinds if kind == "other"]
-        if self.llm.vision_supported is False:
-            unseen, images = unseen + [file.what for file in images], []
-        if not (text or text_files or images or note):
-            return Reply.refusal(CANNOT_SEE.format(what=in_words(unseen)) if unseen else EMPTY_MESSAGE)
-        if images or unseen:
-            text = f"[{in_words([file.what for file in images] + unseen)}] {text}".strip()
-        budget = window_token_budget(self.context_window)
-        if text_files:
-            room = budget - self.counter.count(text) - FILE_HEADING_TOKENS * len(text_files)
-            text = f"{text}\n\n{await read_text_files(text_files, self.counter, room)}".strip()
-        words = text  # what came with a voice note besides the note
-        if note is not None:
-            text = "\n".join(filter(None, (NOT_TRANSCRIBED, words)))  # its placeholder until it is heard
-        tokens = self.counter.count(text)
-        if tokens > budget:
-            return Reply.refusal(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget))
-        stored = self.cast.character(message.conversation.character)
-        try:
-            person_id = await self.cast.person_for(message.speaker)
-            conversation = await self.cast.conversation_for(message.conversation)
-            if await self.gate.past_allowance(person_id):  # past today's tokens (SPEC 17): kept, not answered
-                await self._keep_unanswered(message, person_id, text)
-                return await self._past_allowance(person_id)
-            if note is not None:
-                return await self._keep_to_hear(message, note, stored, conversation, person_id, text, words,
-                                                unseen, images)
-            # One transaction: stored (once per platform id), a model call taken under [limits],
-            # and queued in the conversation's line in the database (every process), in arrival order.
-            arrival = await self.store.turns.store_and_queue(
-                conversation.id, person_id, self.cast.as_a_person(message.speaker_name), text, tokens,
-                message.platform_message_id, self.gate.limit_for(person_id, message.conversation),
-                checkin_from=self.checkin_from(message.conversation, person_id),
-                character_id=stored.id)
-        except Exception:
-            log.exception("a message to %s could not be stored", message.conversation)
-            return Reply.error(NOT_SAVED)
-        if arrival.message is None:
-            log.info("a message delivered again to %s was already stored; it is answered once", message.conversation)
-            return Reply.silence()
-        if arrival.ticket is None:
-            return Reply.refusal(TOO_FAST.format(limit=self.gate.per_minute, seconds=arrival.wait_s))
-        return _Queued(stored, conversation, person_id, arrival.message, arrival.ticket, unseen, images)
-
-    async def _keep_to_hear(self, message: IncomingMessage, note: IncomingFile, stored: StoredCharacter,
-                            conversation: ConversationRow, person_id: int | None, placeholder: str, words: str,
-                            unseen: list[str], images: list[IncomingFile]) -> Reply | _ToHear:
-        """A voice note is stored at once as its placeholder (kept, whatever happens next); hearing
-        it is a model call on the person's behalf (the gate: `[limits]`, past which it stays kept
-        as its placeholder and the person hears the line a typed message gets)."""
-        refusal = (await self.gate.admit(HEARING, stored.character.name, message.asker, person_id,
-                                         message.conversation)).refusal
-        row = await self._keep_unanswered(message, person_id, placeholder)
-        if row is None:
-            log.info("a voice note delivered again to %s was already stored", message.conversation)
-            return Reply.silence()
-        if refusal:
-            return Reply.refusal(refusal)
-        return _ToHear(message.conversation, stored, conversation, person_id, row, note, words, unseen, images)
-
-    async def _hear_and_queue(self, heard: _ToHear) -> Reply | _Queued:
-        """Hear a stored voice note while other messages of its chat go on (SPEC 16: a slow
-        transcription holds nobody else), fill its text in, and queue its turn; or the one line
-        the person gets instead (the placeholder stays)."""
-        assert self.listening is not None
-        try:
-            transcript, line = await self.listening.hear(heard.note)
-        except Abandoned:  # stopping: the note stays kept as its placeholder
-            return Reply.silence()
-        if transcript is None:
-            return Reply.error(line)
-        transcript = clean_text(transcript)
-        await self.gate.spend(heard.person_id, heard.character.id, 0, self.counter.count(transcript))
-        text = spoken(transcript, heard.words)
-        tokens, budget = self.counter.count(f"{SPOKEN} {text}"), window_token_budget(self.context_window)
-        if tokens > budget:
-            return Reply.refusal(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget))
-        row = await self.store.conversations.fill_in(heard.user_row.id, text, tokens, spoken=True)
-        if row is None:  # deleted meanwhile
-            return Reply.silence()
-        if (wait := await self.gate.take(heard.person_id, heard.key)) is not None:  # answering is a call too
-            return Reply.refusal(TOO_FAST.format(limit=self.gate.per_minute, seconds=wait))
-        ticket = await self.store.turns.queue_turn(heard.conversation.id, heard.person_id, row.id,
-                                                   character_id=heard.character.id)
-        return _Queued(heard.character, heard.conversation, heard.person_id, row, ticket, heard.unseen, heard.images)
-
-    async def _past_allowance(self, person_id: int | None) -> Reply:
-        """A person past today's tokens is told once a day; after that, silence."""
-        line = await self.gate.allowance_notice(person_id)
-        return Reply.refusal(line) if line else Reply.silence()
-
-    async def _keep_unanswered(self, message: IncomingMessage, person_id: int | None, text: str) -> MessageRow | None:
-        """Store the person's message without queueing a turn: it is kept, and not answered
-        (None: it was stored before, the platform delivered it again)."""
-        conversation = await self.cast.conversation_for(message.conversation)
-        return await self.store.conversations.add_user_message(conversation.id, person_id,
-                                                        self.cast.as_a_person(message.speaker_name), text,
-                                                        self.counter.count(text), message.platform_message_id)
 
     async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef, asker: Asker | None,
                          on_text: ReplySink | None = None) -> Reply:
@@ -474,7 +281,7 @@ class TurnHandler:
             may_spend = prompt.receipt["tokens"]["total"] + self.llm.max_reply_tokens
             if not await self.gate.hold(charged, turn_id, may_spend):
                 await asyncio.shield(self.store.turns.fail_turn(turn_id))
-                return await self._past_allowance(charged)
+                return await self.arrival.past_allowance(charged)
             try:
                 completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id)
             except ImagesRefused:  # vision "auto", and the server cannot take images: without them
@@ -498,7 +305,7 @@ class TurnHandler:
             return Reply.error(LLM_FAILED.format(reason=failure, hint=failure.hint))
         except _PastAllowance:  # its rounds spent the allowance: the message is kept, not answered
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
-            return await self._past_allowance(charged)
+            return await self.arrival.past_allowance(charged)
         except Abandoned:  # stopping while a tool waited on the outside: the turn stays running, so
             # the next start finds it interrupted and answers the message again (SPEC 18)
             log.info("a turn in conversation %d was left for the restart: the process is stopping", conversation.id)
