@@ -243,6 +243,30 @@ async def test_a_web_page_reaches_the_model_only_as_its_text_never_its_markup(st
     assert nav == "http://tides.example/nav\n(the page has no readable text)"  # never its script or tags
 
 
+async def test_a_searxng_that_refuses_json_is_named_at_start_up_with_its_fix(start, llm, searxng, caplog):
+    """#62: the instance's settings.yml leaves json out of search.formats (SearXNG's default)."""
+    searxng.json = False
+    caplog.set_level(logging.WARNING)
+    runtime = await start()
+    warned, = [r.getMessage() for r in caplog.records if "[tools.search]" in r.getMessage()]
+    assert warned.startswith(f"[tools.search] url: the SearXNG instance at {searxng.url} does not answer searches")
+    assert "add json to search.formats in its settings.yml (formats: [html, json])" in warned
+    llm.add(tool_calls(("search", {"query": "tide brest"})), text("The search is down, sorry."))
+    await Chat(runtime, platform="telegram").say("search the tides in Brest")
+    assert "did not answer" in json.loads(inside_the_fence(tool_answers(llm.requests[1])[0]))["error"]
+    assert "search.formats" in caplog.records[-1].getMessage()  # the turn's one line names the fix too
+
+
+async def test_a_search_url_ending_in_search_is_its_instance(start, llm, searxng, caplog):
+    caplog.set_level(logging.WARNING)
+    runtime = await start(lambda raw: raw.update(tools={"search": {"url": f"{searxng.url}/search"}}))
+    assert searxng.checks == 1 and not [r for r in caplog.records if "[tools.search]" in r.getMessage()]
+    searxng.answer("tide brest", ("Tides", "https://tides.example/brest", "High tide 18:12"))
+    llm.add(tool_calls(("search", {"query": "tide brest"})), text("18:12."))
+    await Chat(runtime, platform="telegram").say("search the tides in Brest")
+    assert searxng.queries == ["tide brest"]
+
+
 async def test_a_characters_own_tools_narrow_the_set_and_the_memory_tools_stay(start, llm):
     runtime = await start(lambda raw: raw["characters"][0].update(tools=["dice"]))
     llm.add(text("Hello."))

@@ -41,7 +41,9 @@ async def configured_tools(config: Config, store: Store, today: Callable[[], str
         elif name == "read":
             tools.append(Read(egress or Egress(settings.read.max_bytes, settings.read.deny_domains, outside=outside)))
         elif name == "search" and settings.search is not None:
-            tools.append(Search(settings.search.url, outside))
+            tools.append(search := Search(settings.search.url, outside))
+            if problem := await search.check():  # kept: the instance may be fixed while the bot runs
+                log.warning(problem)
         elif name == "remind":
             tools.append(Remind(store))
         elif name == "picture" and config.pictures is not None:

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from bot.tools.egress import Egress
-from bot.tools.outside import Limits, Outside, OutsideFailed
+from bot.tools.outside import Answered, Limits, Outside, OutsideFailed
 from bot.tools.page_text import EXTRACT_S, Unreadable, page_text
 from bot.tools.toolbox import Outcome, TurnScope, result
 
@@ -28,6 +28,10 @@ SNIPPET_CHARS = 1_000  # each search result's snippet (SPEC 18); its title TITLE
 TITLE_CHARS = 300
 URL_CHARS = 2_000
 PAGE_CHARS = 20_000  # of a page's text, before the toolbox cuts it to its token budget
+CHECK_QUERY = "keepsake start-up check"  # the one search a process makes at start, to find a refusal early
+CHECK_S = 5.0
+NO_JSON = ("it refuses JSON (HTTP 403): add json to search.formats in its settings.yml "
+           "(formats: [html, json]) and restart it")
 HTML = ("text/html", "application/xhtml+xml", "")
 
 SEARCH = {
@@ -58,8 +62,29 @@ class Search:
     source = "search results"
 
     def __init__(self, base_url: str, outside: Outside):
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url.rstrip("/").removesuffix("/search")  # the instance, or its search page
         self.outside = outside
+
+    async def _ask(self, query: str, limits: Limits) -> list:
+        """The instance's results for `query`, or OutsideFailed/ValueError saying why not."""
+        try:
+            answer = await self.outside.call("GET", f"{self.base_url}/search?{urlencode({'q': query, 'format': 'json'})}",
+                                             limits)
+        except Answered as refused:
+            raise OutsideFailed(NO_JSON) if refused.status == 403 else refused
+        found = json.loads(answer.body).get("results", [])
+        if not isinstance(found, list):
+            raise ValueError("results is not a list")
+        return found
+
+    async def check(self) -> str | None:
+        """One search at start-up (as MCP servers are asked for their tools): the problem, in one
+        line naming the fix, or None."""
+        try:
+            await self._ask(CHECK_QUERY, Limits(CHECK_S, SEARCH_BYTES))
+        except (OutsideFailed, ValueError, AttributeError) as failure:
+            return f"[tools.search] url: the SearXNG instance at {self.base_url} does not answer searches: {failure}"
+        return None
 
     def offered(self, scope: TurnScope) -> bool:
         return True
@@ -70,11 +95,7 @@ class Search:
             return result(error="query must be the words to search for")
         query = " ".join(query.split())[:300]
         try:
-            answer = await self.outside.call("GET", f"{self.base_url}/search?{urlencode({'q': query, 'format': 'json'})}",
-                                             Limits(SEARCH_TIMEOUT_S, SEARCH_BYTES))
-            found = json.loads(answer.body).get("results", [])
-            if not isinstance(found, list):
-                raise ValueError("results is not a list")
+            found = await self._ask(query, Limits(SEARCH_TIMEOUT_S, SEARCH_BYTES))
         except (OutsideFailed, ValueError, AttributeError) as failure:
             log.warning("search: the SearXNG instance at %s did not answer usably (%s)", self.base_url,
                         str(failure)[:200])

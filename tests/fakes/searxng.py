@@ -7,10 +7,14 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.tools.web import CHECK_QUERY
+
 
 class FakeSearXNG:
     def __init__(self) -> None:
-        self.queries: list[str] = []
+        self.json = True  # False: as an instance whose settings.yml leaves json out of search.formats
+        self.queries: list[str] = []  # what people searched for (each process's one start-up check aside)
+        self.checks = 0
         self.results: dict[str, list[dict[str, Any]]] = {}
         self.runner: web.AppRunner | None = None
         self.url = ""
@@ -21,10 +25,13 @@ class FakeSearXNG:
                                for title, url, snippet in results]
 
     async def search(self, request: web.Request) -> web.Response:
-        if request.query.get("format") != "json":
+        if request.query.get("format") != "json" or not self.json:
             return web.Response(status=403, text="format not allowed")  # as SearXNG says without json enabled
         query = request.query.get("q", "")
-        self.queries.append(query)
+        if query == CHECK_QUERY:
+            self.checks += 1
+        else:
+            self.queries.append(query)
         return web.json_response({"query": query, "results": self.results.get(query, []), "answers": []})
 
     async def start(self) -> None:
