@@ -14,6 +14,7 @@ import pytest
 
 from bot.contract import Asker, ConversationKey, Reply, Unreachable
 from bot.text import local_words
+from bot.tools.remind import Remind
 from bot.tools.when import NotAWhen, next_time, resolve
 from tests.conftest import Chat, FakeClock, config_dict, runtimes_on
 from tests.fakes.llm_server import status, text, tool_calls
@@ -169,6 +170,21 @@ async def test_every_prompt_carries_the_date_and_time_in_the_persons_zone(bot, l
     llm.add(text("Morning already?"))
     await ann.say("what day is it?")
     assert "Now: Saturday 16 January 2027, 13:30 (Pacific/Kiritimati), where Ann is." in llm.prompt_text()
+
+
+async def test_in_the_console_the_model_is_told_it_cannot_set_reminders_there(bot, llm):
+    """#62: the console offers no `remind` (nothing would deliver it); the model is told, so it
+    says so instead of promising."""
+    runtime = await bot(FakeClock(at(PARIS, 2027, 1, 15, 12, 0)))
+    llm.add(text("I can't set reminders here — ask me on Telegram."))
+    await Chat(runtime).say("remind me in 2 minutes to check the kettle")  # the console's owner
+    request = llm.requests[-1]
+    assert "remind" not in [spec["function"]["name"] for spec in request.get("tools", [])]
+    assert Remind.not_here in llm.prompt_text()
+    llm.add(tool_calls(("remind", {"what": "check the kettle", "after": "2 minutes"})), text("Done."))
+    await dm(runtime).say("remind me in 2 minutes to check the kettle")  # on Telegram it is offered, and untold
+    assert "remind" in [spec["function"]["name"] for spec in llm.requests[-2]["tools"]]
+    assert Remind.not_here not in json.dumps(llm.requests[-2]["messages"])
 
 
 async def test_at_most_25_pending_reminders_a_person(bot, llm):

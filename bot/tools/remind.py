@@ -41,6 +41,8 @@ SPEC = {
 
 class Remind:
     name, spec, guidance = "remind", SPEC, ""
+    not_here = ("You cannot set reminders in this chat: they are delivered on Discord and Telegram only. If asked "
+                "for one, say so plainly; never promise one.")
     local = True  # it answers with our own words
     stores = True  # what the model wrote is kept and sent later: refused once outside text entered
 

@@ -137,8 +137,9 @@ def result(**fields: Any) -> str:
 class Tool(Protocol):
     """A tool. Besides these, a tool may declare `local = True` (it answers only with our own
     words; absent, it is outside and fenced), `source` (how the fence's label names an outside
-    tool; absent, by its name) and `stores = True` (it keeps what the model wrote, so it refuses
-    in a turn outside text entered)."""
+    tool; absent, by its name), `stores = True` (it keeps what the model wrote, so it refuses
+    in a turn outside text entered) and `not_here` (what the model is told in a turn it is not
+    offered, so it never promises what it cannot do there)."""
 
     name: str
     spec: dict[str, Any]  # {"type": "function", "function": {"name", "description", "parameters"}}
@@ -155,12 +156,14 @@ class TurnTools:
     """The tools of one turn."""
 
     def __init__(self, tools: Sequence[Tool], scope: TurnScope, gate: ToolGate, counter: TokenCounter,
-                 spec_tokens: dict[str, int] | None = None):
+                 spec_tokens: dict[str, int] | None = None, guidance_tokens: dict[str, int] | None = None):
         self.tools = {tool.name: tool for tool in tools if tool.offered(scope)}
+        self.withheld = [tool for tool in tools if tool.name not in self.tools]
         self.scope = scope
         self.gate = gate
         self.counter = counter
         self._spec_tokens = spec_tokens or {}  # each tool's schema, counted once at start-up
+        self._guidance_tokens = {} if guidance_tokens is None else guidance_tokens  # each guidance, counted once
         self.in_round = 0  # calls asked for in the model's current round (`next_round`)
         self.taken = 0  # calls let past both caps this turn
         scope.journal.addresses.update(addresses_in(scope.words))
@@ -180,8 +183,17 @@ class TurnTools:
 
     @property
     def guidance(self) -> str:
-        """How to use the tools offered ("" with none offered)."""
-        return guidance_of(list(self.tools.values()))
+        """How to use the tools offered, and what cannot be done here ("" with neither)."""
+        notes = dict.fromkeys(note for tool in self.withheld if (note := getattr(tool, "not_here", "")))
+        return " ".join(filter(None, [guidance_of(list(self.tools.values())), *notes]))
+
+    @property
+    def guidance_tokens(self) -> int:
+        """What the guidance adds to the system prompt: each distinct text counted once a process."""
+        guidance = self.guidance
+        if guidance not in self._guidance_tokens:
+            self._guidance_tokens[guidance] = self.counter.count(f" {guidance}") if guidance else 0
+        return self._guidance_tokens[guidance]
 
     async def run(self, name: str, raw_arguments: str | None) -> str:
         """What the model reads of this call; the call is written in the turn's journal. An
@@ -260,8 +272,9 @@ class Toolbox:
         self.counter = counter
         self.allowed = allowed or {}
         self.spec_tokens = {tool.name: counter.count(json.dumps(tool.spec)) for tool in self.tools}  # once
+        self.guidance_tokens: dict[str, int] = {}  # each guidance a turn gave, counted the first time
 
     def for_turn(self, scope: TurnScope) -> TurnTools:
         allowed = self.allowed.get(scope.character_name.casefold())
         tools = [tool for tool in self.tools if allowed is None or tool.name in allowed]
-        return TurnTools(tools, scope, self.gate, self.counter, self.spec_tokens)
+        return TurnTools(tools, scope, self.gate, self.counter, self.spec_tokens, self.guidance_tokens)

@@ -265,6 +265,7 @@ class TurnHandler:
                     speaker_name=user_row.speaker_name, on_behalf_of=answered_for))
             guidance = tools.guidance if tools is not None else ""
             tool_tokens = tools.spec_tokens if tools is not None else 0  # in every request of the turn
+            guidance_tokens = tools.guidance_tokens if tools is not None else 0  # in the system prompt
 
             def prompt_with(images: Sequence[tuple[str, str]], unseen: Sequence[str]) -> Prompt:
                 """The prompt, every layer within the context less the reply's room (bot/turn/fit.py)."""
@@ -272,7 +273,7 @@ class TurnHandler:
                 return fitted(context, budget, lambda of: build_prompt(
                     of, speaker_name=user_row.speaker_name, tool_guidance=guidance, now=self.clock(),
                     unseen=in_words(unseen) if unseen else None, images=[url for _, url in images],
-                    zone=self.toolbox.zone, tool_tokens=tool_tokens))
+                    zone=self.toolbox.zone, tool_tokens=tool_tokens, guidance_tokens=guidance_tokens))
 
             prompt = prompt_with(images, unseen)
             # Whose allowance it is spent on (a chain turn: its starter's), and whether it may

@@ -126,9 +126,9 @@ def _another_character(row: MessageRow, character_id: int, shared: bool) -> bool
 
 def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidance: str = "",
                  unseen: str | None = None, images: Sequence[str] = (), zone: str = "UTC",
-                 tool_tokens: int = 0) -> Prompt:
+                 tool_tokens: int = 0, guidance_tokens: int = 0) -> Prompt:
     """The prompt of a reply to `speaker_name` from what it reads (`context`, bot/turn/context.py):
-    how to use the tools offered (`tool_guidance`, "" without tools), `unseen` naming what came
+    how to use the tools offered (`tool_guidance`, "" without tools; `guidance_tokens` long), `unseen` naming what came
     with the message that the model cannot read, `images` (data URLs) for it to look at; the date
     and time now in the person's zone (theirs, else `zone`; SPEC 19), just before the window."""
     character, character_tokens = context.character.character, context.character.prompt_tokens
@@ -143,7 +143,7 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
     if others:
         system += "\n\n" + SCENE_NOTE.format(others=", ".join(others), char=character.nickname or character.name)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    tokens = {"system": character_tokens, "tools": tool_tokens, "lore": 0, "persona": 0, "memories": 0,
+    tokens = {"system": character_tokens + guidance_tokens, "tools": tool_tokens, "lore": 0, "persona": 0, "memories": 0,
               "summary": 0, "recall": 0, "window": 0}
 
     if lore:
