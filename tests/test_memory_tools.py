@@ -2,6 +2,7 @@
 
 import json
 
+from bot.turn.handler import NO_TOOLS
 from tests.conftest import Chat
 from tests.fakes.llm_server import status, text, tool_calls
 
@@ -103,13 +104,16 @@ async def test_a_tool_saving_over_500_characters_gets_an_error_result(ann, llm):
     assert "501 characters" in tool_results(llm)[0]["error"]
 
 
-async def test_tools_auto_detects_a_server_that_refuses_tools_and_remembers(ann, llm):
+async def test_tools_auto_detects_a_server_that_refuses_tools_and_remembers(ann, llm, caplog):
     llm.add(status(400, "model llama3 does not support tools"), text("Hello without tools."))
     reply = await ann.say("hi")
     assert reply.text == "Hello without tools."
     assert "tools" in llm.requests[0] and "tools" not in llm.requests[1]
+    warned, = [r.getMessage() for r in caplog.records if "refuses tools" in r.getMessage()]
+    assert "(save_memory, update_memory, delete_memory, " in warned and "are off until a restart" in warned  # what is off
     await ann.say("again")
     assert "tools" not in llm.requests[2]  # remembered
+    assert NO_TOOLS in llm.requests[2]["messages"][0]["content"]  # the character is told, so it never pretends
 
 
 async def test_tools_off_offers_no_tools_but_memories_are_still_read(make_config, clock, llm):

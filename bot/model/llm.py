@@ -267,7 +267,10 @@ class LLMClient:
                                 "asked for in words, and tools stay on", exc.status_code)
                     raise ToolCallUnreadable() from exc
                 if tools and self.config.tools == "auto" and _refuses_tools(exc):
-                    log.warning("the model server refuses tools; answering without them from now on")
+                    names = ", ".join(spec["function"]["name"] for spec in tools)
+                    log.warning("the model server refuses tools: from now on the characters answer without them (%s "
+                                "are off until a restart with a model that takes tools; [llm] tools = \"off\" stops "
+                                "trying), and are told so", names)
                     self.tools_supported = False
                     request.pop("tools", None)
                     request.pop("tool_choice", None)

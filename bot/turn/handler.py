@@ -80,6 +80,8 @@ log = logging.getLogger(__name__)
 
 LLM_FAILED = "Sorry, I couldn't answer just now ({reason}). Your message is saved; {hint}."
 NOT_LATEST = "Only the latest reply can be regenerated."
+NO_TOOLS = ("This model server takes no tools: you cannot roll dice, set reminders, search, read pages, draw or "
+            "save memories now. If asked to, say so plainly; never pretend you did.")
 REGENERATE_LABEL = "🔄 Regenerate"
 CUT_RATIO = 0.85  # a server that reports fewer prompt tokens than this share of what was sent cut it…
 UNCALIBRATED_CUT_RATIO = 0.6  # …or this share, before its way of counting was seen
@@ -263,7 +265,7 @@ class TurnHandler:
                     zone=context.time_zone or self.toolbox.zone, conversation_id=conversation.id,
                     words=user_row.content if user_row.role == "user" else "",  # a chain turn answers a character
                     speaker_name=user_row.speaker_name, on_behalf_of=answered_for))
-            guidance = tools.guidance if tools is not None else ""
+            guidance = tools.guidance if tools is not None else NO_TOOLS if self.llm.tools_supported is False else ""
             tool_tokens = tools.spec_tokens if tools is not None else 0  # in every request of the turn
             guidance_tokens = tools.guidance_tokens if tools is not None else 0  # in the system prompt
 
