@@ -121,9 +121,9 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     # the toolbox's residents (bot/tools/), and what each character may use of them
     outside = egress.outside if egress is not None else Outside()
     age_restricted = frozenset(name for name, character in loaded if character.nsfw)
-    everything = [*remembering, *await configured_tools(config, store, budgets.today, outside, egress,
-                                                        taken=[tool.name for tool in remembering],
-                                                        age_restricted=age_restricted), *tools]
+    configured = await configured_tools(config, store, budgets.today, outside, egress,
+                                        taken=[tool.name for tool in remembering], age_restricted=age_restricted)
+    everything = [*remembering, *configured.tools, *tools]
     allowed = allowed_tools(config, remembering)
     characters = {}
     for name, character in loaded:
@@ -159,6 +159,8 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         listening = Listening(voice, config.voice.max_seconds)
     toolbox = Toolbox(everything, gate.tool_refusal, counter, allowed, show=config.tools.show,
                       zone=config.limits.timezone)
+    if configured.late is not None:  # an MCP server's tools join the toolbox once it answers
+        configured.late.join = toolbox.add
     speaking = Speaking(voice) if voice is not None and speaks(config.voice, True) else None
     turns = TurnHandler(store, llm, counter, cast, window, gate, counted_from, clock=clock, recall_tokens=recall_tokens,
                         semantic=semantic, listening=listening,
@@ -180,7 +182,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                               default_zone=config.limits.timezone,
                               page_address=config.web.address if config.web is not None else None)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
-                          checkins=checkins, reminders=reminders)
+                          checkins=checkins, reminders=reminders, late_servers=configured.late)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)
     page = PageDesk(store, cast, commands.door, budgets, commands.memories, commands.persona, commands.reminders,
                     commands.usage, commands.account, platforms or {}, clock, gate)

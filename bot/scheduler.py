@@ -20,7 +20,7 @@ import functools
 import logging
 import time
 from datetime import datetime, timezone
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -31,6 +31,9 @@ from bot.memory.rebuild import Rebuilds
 from bot.memory.semantic import SemanticRecall
 from bot.memory.summaries import Summarizer
 from storage.ports import Store
+
+if TYPE_CHECKING:  # the MCP SDK loads only for a deployment that lists servers
+    from bot.tools.mcp_servers import LateServers
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +50,10 @@ EMBED_LEASE_S = 300.0
 class BackgroundJobs:
     def __init__(self, store: Store, summarizer: Summarizer, rebuilds: Rebuilds, storage: StorageConfig,
                  clock: Callable[[], float] = time.time, semantic: SemanticRecall | None = None,
-                 checkins: CheckIns | None = None, reminders: RemindersDue | None = None):
+                 checkins: CheckIns | None = None, reminders: RemindersDue | None = None,
+                 late_servers: LateServers | None = None):
         self.store = store
+        self.late_servers = late_servers  # MCP servers that did not answer at start-up
         self.checkins = checkins
         self.reminders = reminders
         self.semantic = semantic
@@ -74,6 +79,8 @@ class BackgroundJobs:
             jobs += [(job_id, scan, {"seconds": every}) for job_id, scan, every in self.checkins.jobs()]
         if self.reminders is not None:  # SPEC 19: a scan per character for due reminders
             jobs += [(job_id, scan, {"seconds": every}) for job_id, scan, every in self.reminders.jobs()]
+        if self.late_servers is not None:  # SPEC 18: an MCP server down at start is asked again
+            jobs.append(("mcp-late-servers", self.late_servers.ask_again, {"seconds": self.late_servers.every_s}))
         for job_id, func, every in jobs:
             # misfire_grace_time None: a run that starts late on a busy machine still runs, without
             # APScheduler's "run time … was missed" warning (coalesce runs it once).

@@ -4,6 +4,7 @@ egress maps the test names, tests/fakes/web_pages.py)."""
 
 import json
 import logging
+import socket
 
 import pytest
 
@@ -15,6 +16,7 @@ from bot.tools.egress import Egress
 from bot.tools.toolbox import MAX_TOOL_ROUNDS, TurnScope
 from tests.conftest import Chat, config_dict
 from tests.fakes.llm_server import text, tool_calls
+from tests.fakes.mcp_notes import NotesServer
 from tests.fakes.web_pages import PUBLIC, FakeWeb, Names
 
 INJECTION = """<html><head><title>Tide tables</title></head><body><article>
@@ -300,15 +302,30 @@ async def test_show_off_leaves_no_line_under_the_reply(start, llm):
     assert (await Chat(runtime, platform="telegram").say("roll 2d6")).note == ""
 
 
-async def test_an_mcp_server_down_at_start_up_is_one_warning_and_its_tools_are_absent(start, llm, caplog):
+async def test_an_mcp_server_down_at_start_up_is_one_warning_and_its_tools_join_once_it_answers(start, llm, caplog):
     caplog.set_level(logging.WARNING)
-    runtime = await start(lambda raw: raw["tools"].update(mcp=[{"name": "notes", "url": "http://127.0.0.1:9/mcp",
+    with socket.socket() as probe:  # a port nothing listens on yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    runtime = await start(lambda raw: raw["tools"].update(mcp=[{"name": "notes", "url": f"http://127.0.0.1:{port}/mcp",
                                                                  "tools": ["lookup"]}]))
     warnings = [r.getMessage() for r in caplog.records if "MCP server notes" in r.getMessage()]
-    assert len(warnings) == 1 and "did not answer at start-up" in warnings[0]
+    assert len(warnings) == 1 and "did not answer at start-up" in warnings[0] and "once it does" in warnings[0]
     llm.add(text("Hello."))
-    await Chat(runtime, platform="telegram").say("hi")
+    ann = Chat(runtime, platform="telegram")
+    await ann.say("hi")
     assert "lookup" not in offered(llm.requests[0])
+    await runtime.jobs.late_servers.ask_again()  # still down: nothing changes, and no second WARNING
+    assert len([r for r in caplog.records if "MCP server notes" in r.getMessage()]) == 1
+    notes = NotesServer()
+    await notes.start(port)  # the server comes up while the bot runs
+    try:
+        await runtime.jobs.late_servers.ask_again()  # as the background job does every 60 s
+        llm.add(tool_calls(("lookup", {"topic": "ferry"})), text("09:30 from the Stiff pier."))
+        await ann.say("when is the ferry?")
+        assert "lookup" in offered(llm.requests[1]) and notes.calls == [("lookup", {"topic": "ferry"})]
+    finally:
+        await notes.stop()
 
 
 async def test_an_age_restricted_character_gets_no_tools_where_it_may_not_talk(start, llm):

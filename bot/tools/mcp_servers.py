@@ -24,7 +24,7 @@ import contextlib
 import json
 import logging
 import os
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable, Sequence
 
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -37,6 +37,7 @@ from bot.tools.toolbox import Outcome, TurnScope, result
 log = logging.getLogger(__name__)
 TIMEOUT_S = 30.0
 START_TIMEOUT_S = 10.0
+ASK_AGAIN_S = 60  # a server that did not answer at start-up is asked again this often
 MAX_ANSWER = 1_000_000  # bytes of one answer over HTTP, decoded
 MAX_TEXT = 20_000  # characters of a tool's answer, before the toolbox cuts it to its token budget
 MAX_DESCRIPTION = 1_000
@@ -151,10 +152,13 @@ class MCPTool:
         return Outcome(text or "(no text in the answer)", shown=shown)
 
 
-async def discover(servers: tuple[MCPServerConfig, ...], outside: Outside) -> list[MCPTool]:
-    """The named tools of every server that answers now; one WARNING for each that does not,
-    for each named tool a server does not have, and for each whose schema is too large."""
+async def discover(servers: Sequence[MCPServerConfig], outside: Outside, again: bool = False
+                   ) -> tuple[list[MCPTool], list[MCPServerConfig]]:
+    """The named tools of every server that answers now, and the servers that do not; one
+    WARNING for each that does not (at start-up; asked `again`, a DEBUG line), for each named tool
+    a server does not have, and for each whose schema is too large."""
     tools: list[MCPTool] = []
+    silent: list[MCPServerConfig] = []
     for server in servers:
         async def listed_tools() -> Any:
             async with connected(server) as client:
@@ -163,8 +167,10 @@ async def discover(servers: tuple[MCPServerConfig, ...], outside: Outside) -> li
             listed = await outside.within(START_TIMEOUT_S, listed_tools)
         except Exception as failure:
             where = server.url or " ".join(server.command)
-            log.warning("MCP server %s (%s) did not answer at start-up (%s); its tools are left out until "
-                        "the next start", server.name, where, _reason(failure))
+            log.log(logging.DEBUG if again else logging.WARNING,
+                    "MCP server %s (%s) did not answer%s (%s); its tools are offered once it does (asked again "
+                    "every %d s)", server.name, where, "" if again else " at start-up", _reason(failure), ASK_AGAIN_S)
+            silent.append(server)
             continue
         by_name = {tool.name: tool for tool in listed}
         for name in server.tools:
@@ -179,4 +185,30 @@ async def discover(servers: tuple[MCPServerConfig, ...], outside: Outside) -> li
                             "model request; it is left out", server.name, name, MAX_SCHEMA_CHARS)
                 continue
             tools.append(MCPTool(server, name, tool.description or "", schema, outside))
-    return tools
+    return tools, silent
+
+
+class LateServers:
+    """MCP servers that did not answer at start-up, asked again in the background (`ask_again`,
+    every ASK_AGAIN_S) until they do; their tools then join the toolbox (`join`), named like no
+    other tool."""
+
+    every_s = ASK_AGAIN_S
+
+    def __init__(self, servers: Sequence[MCPServerConfig], outside: Outside, taken: set[str]):
+        self.servers = list(servers)
+        self.outside = outside
+        self.taken = taken  # the names of the tools there are: a late tool never shadows one
+        self.join: Callable[[list[MCPTool]], None] = lambda tools: None
+
+    async def ask_again(self) -> None:
+        for server in list(self.servers):
+            found, silent = await discover((server,), self.outside, again=True)
+            if silent:
+                continue
+            self.servers.remove(server)
+            tools = [tool for tool in found if tool.name not in self.taken]
+            self.taken.update(tool.name for tool in tools)
+            self.join(tools)
+            log.info("MCP server %s answers now: its tools are offered (%s)", server.name,
+                     ", ".join(tool.name for tool in tools) or "none of those named")

@@ -7,7 +7,8 @@ use: its own `tools`, else all of them; the memory tools (SPEC 5) always."""
 from __future__ import annotations
 
 import logging
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from bot.config import BUILT_IN_TOOLS, Config
 from bot.tools.clock import Clock
@@ -20,12 +21,24 @@ from bot.tools.toolbox import Tool
 from bot.tools.web import Read, Search
 from storage.ports import Store
 
+if TYPE_CHECKING:  # the MCP SDK loads only for a deployment that lists servers
+    from bot.tools.mcp_servers import LateServers
+
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Configured:
+    """The tools that can run now, and the MCP servers that did not answer at start-up (asked
+    again in the background: `LateServers.ask_again`)."""
+
+    tools: list[Tool]
+    late: LateServers | None = None
 
 
 async def configured_tools(config: Config, store: Store, today: Callable[[], str], outside: Outside,
                            egress: Egress | None = None, taken: Sequence[str] = (),
-                           age_restricted: frozenset[str] = frozenset()) -> list[Tool]:
+                           age_restricted: frozenset[str] = frozenset()) -> Configured:
     """The built-in tools `[tools] enabled` names that can run here, then the MCP servers' tools
     (SPEC 18 "MCP servers stay in their lane": one named like a built-in tool or one of `taken`,
     the memory tools, is left out with a WARNING)."""
@@ -51,19 +64,20 @@ async def configured_tools(config: Config, store: Store, today: Callable[[], str
                                    {c.name: c.appearance for c in config.characters if c.appearance}, today,
                                    age_restricted))
     if not settings.mcp:
-        return tools
+        return Configured(tools)
     # the MCP SDK is loaded only for a deployment that lists servers (it takes ~0.8 s and ~45 MB)
-    from bot.tools.mcp_servers import discover
+    from bot.tools.mcp_servers import LateServers, discover
 
     names = {*taken, *(tool.name for tool in tools)}
-    for tool in await discover(settings.mcp, outside):
+    found, silent = await discover(settings.mcp, outside)
+    for tool in found:
         if tool.name in names:
             log.warning("MCP server %s: its tool %r has the name of a built-in or memory tool; it is left out",
                         tool.server.name, tool.name)
             continue
         names.add(tool.name)
         tools.append(tool)
-    return tools
+    return Configured(tools, LateServers(silent, outside, names) if silent else None)
 
 
 def unusable_tools(config: Config) -> list[str]:

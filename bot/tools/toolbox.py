@@ -274,6 +274,11 @@ class Toolbox:
         self.spec_tokens = {tool.name: counter.count(json.dumps(tool.spec)) for tool in self.tools}  # once
         self.guidance_tokens: dict[str, int] = {}  # each guidance a turn gave, counted the first time
 
+    def add(self, tools: Sequence[Tool]) -> None:
+        """Tools that can run from now on (an MCP server that answered late), counted once."""
+        self.tools.extend(tools)
+        self.spec_tokens.update({tool.name: self.counter.count(json.dumps(tool.spec)) for tool in tools})
+
     def for_turn(self, scope: TurnScope) -> TurnTools:
         allowed = self.allowed.get(scope.character_name.casefold())
         tools = [tool for tool in self.tools if allowed is None or tool.name in allowed]

@@ -36,9 +36,10 @@ class NotesServer:
         self.task: asyncio.Task | None = None
         self.url = ""
 
-    async def start(self) -> None:
+    async def start(self, port: int = 0) -> None:
         listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
         port = listener.getsockname()[1]
         self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="on"))
         self.task = asyncio.create_task(self.server.serve(sockets=[listener]))
