@@ -456,7 +456,10 @@ class Config(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _every_core_table(cls, raw: Any) -> Any:
-        """Sections left out are read as empty tables (so the storage one learns its folder)."""
+        """Sections left out are read as empty tables (so the storage one learns its folder); the
+        likeliest typo, `[[character]]` for `[[characters]]`, is named."""
+        if isinstance(raw, Mapping) and "character" in raw and "characters" not in raw:
+            raise SettingProblem("character", "there is no [[character]] table: write [[characters]], with an s")
         return {"storage": {}} | dict(raw) if isinstance(raw, Mapping) else raw
 
     @field_validator("characters", mode="before")

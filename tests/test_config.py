@@ -87,6 +87,8 @@ def test_check_ins_on_a_host_bots_second_character_are_a_config_error_naming_the
     (lambda c: c["llm"].update(temprature=0.3), "llm.temprature: unknown key"),
     (lambda c: c["characters"][0].pop("persona"), "characters[0].card: give either"),
     (lambda c: c.pop("characters"), "characters: expected at least one"),
+    (lambda c: c.update(character=c.pop("characters")), "character: there is no [[character]] table: write "
+                                                         "[[characters]], with an s"),
     (lambda c: c["characters"][0].update(discord_always_on_channels="123"),
      "characters[0].discord_always_on_channels: expected a list"),
     (lambda c: c["llm"].update(base_url="localhost:11434/v1"),

@@ -85,6 +85,13 @@ async def test_ann_opens_her_link_in_a_browser_pins_a_memory_and_the_next_prompt
         await page.goto(f"http://127.0.0.1:{port}/owner")
         assert await page.locator("svg rect").count() == 60  # 30 days, tokens in and out
         await page.screenshot(path=shots / "owner-page.png", full_page=True)
+        # On a phone, a notice quoting a long unbroken word wraps: the page never scrolls sideways (#62)
+        await page.set_viewport_size({"width": 390, "height": 844})
+        await page.goto(f"http://127.0.0.1:{port}/")
+        await page.fill("form.add input[name=text]", "Kerlouan" * 50)  # one word, no place to break
+        await page.click("form.add button[type=submit]")
+        await page.wait_for_selector("[role=status]")
+        assert await page.evaluate("document.documentElement.scrollWidth") <= 390
         await context.close()
 
         await final_reply_to(telegram, ANN, telegram.send(dm, ann, "What do you remember about me?"))

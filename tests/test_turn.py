@@ -367,7 +367,7 @@ async def test_a_base_url_missing_v1_gets_a_hint_at_start_up_and_the_person_a_pl
             await runtime.llm.probe()
         assert f'try [llm] base_url = "{llm.base_url}"' in caplog.text
         with caplog.at_level(logging.ERROR):
-            reply = await Chat(runtime).say("hello?")
+            reply = await Chat(runtime, platform="telegram").say("hello?")
         assert reply.is_error and reply.text == LLM_FAILED.format(reason=NOT_SET_UP, hint=OWNER_TOLD)
     finally:
         await runtime.close()
@@ -403,17 +403,20 @@ async def test_start_up_warns_when_the_server_does_not_list_the_configured_model
     assert "has no model" not in caplog.text
 
 
-async def test_a_model_the_server_does_not_know_is_told_as_a_setup_problem_and_logged_once(ann, llm, caplog):
+async def test_a_model_the_server_does_not_know_is_told_as_a_setup_problem_and_logged_once(runtime, llm, caplog):
     """#47: a wrong model name (HTTP 404) is not "try again in a moment": the person reads that the
-    bot is not set up right and its owner is told; the log says which key, once; no status twice."""
-    from bot.model.llm import NOT_SET_UP, OWNER_TOLD
+    bot is not set up right and its owner is told; the log says which key, once; no status twice.
+    At the console, the person is the owner: they read that the log says what to fix (#62)."""
+    from bot.model.llm import NOT_SET_UP, OWNER_TOLD, YOU_ARE_THE_OWNER
     from bot.turn.handler import LLM_FAILED
 
-    llm.add(status(404, "model 'gpt-4o-mini' not found, try pulling it first"),
-            status(404, "model 'gpt-4o-mini' not found, try pulling it first"))
+    llm.add(*[status(404, "model 'gpt-4o-mini' not found, try pulling it first")] * 3)
+    ann = Chat(runtime, platform="telegram")
     with caplog.at_level(logging.ERROR):
         first, second = await ann.say("hello?"), await ann.say("anyone?")
+        at_the_console = await Chat(runtime).say("hello?")
     assert first.text == second.text == LLM_FAILED.format(reason=NOT_SET_UP, hint=OWNER_TOLD)
+    assert at_the_console.text == LLM_FAILED.format(reason=NOT_SET_UP, hint=YOU_ARE_THE_OWNER)
     assert "try again in a moment" not in first.text
     assert caplog.text.count("does not know model 'gpt-4o-mini' ([llm] model)") == 1
     assert await stored_texts(ann) == [("user", "hello?"), ("user", "anyone?")]

@@ -45,6 +45,7 @@ TextSink = Callable[[str], Awaitable[None]]  # receives the whole text so far
 TRY_AGAIN = "send another or try again in a moment"
 NOT_SET_UP = "I'm not set up right yet: my model server does not know what I asked it for"
 OWNER_TOLD = "the bot's owner has been told, and has to fix it before I can answer"
+YOU_ARE_THE_OWNER = "the log says what to fix"  # the console is its owner's: they are told there
 STREAM_RETRY_BASE_S = 0.5
 CHAT_PATH = "/chat/completions"
 ONE_MODEL_SERVERS = ("llamacpp", "me")  # `owned_by` of llama.cpp's and llama-cpp-python's one model

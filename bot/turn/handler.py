@@ -54,6 +54,8 @@ from bot.model.llm import (
     Completion,
     ImagesRefused,
     LLMClient,
+    OWNER_TOLD,
+    YOU_ARE_THE_OWNER,
     LLMError,
     PromptTooLong,
     ToolCallUnreadable,
@@ -305,7 +307,9 @@ class TurnHandler:
         except LLMError as failure:
             log.warning("a turn in conversation %d failed: %s", conversation.id, failure)
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
-            return Reply.error(LLM_FAILED.format(reason=failure, hint=failure.hint))
+            hint = YOU_ARE_THE_OWNER if failure.hint == OWNER_TOLD and asker is not None and \
+                asker.platform == "console" else failure.hint
+            return Reply.error(LLM_FAILED.format(reason=failure, hint=hint))
         except _PastAllowance:  # its rounds spent the allowance: the message is kept, not answered
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
             return await self.arrival.past_allowance(charged)
