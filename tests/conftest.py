@@ -261,6 +261,23 @@ def adapter_settings(config, kind):
     return next(settings for *_, settings in platform_settings(config) if isinstance(settings, kind))
 
 
+async def telegram_runtime(telegram: FakeTelegram, llm: ScriptedLLM, tmp_path: Path, monkeypatch, clock,
+                           adjust=lambda raw: None):
+    """Mira's runtime on Telegram against the fake Bot API (the config changed by `adjust`), and her
+    adapter, not yet running."""
+    from adapters.settings import TelegramSettings
+    from adapters.telegram.adapter import TelegramAdapter
+
+    monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["telegram"] = {"base_url": telegram.base_url}
+    raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
+    adjust(raw)
+    config = parse_config(raw, tmp_path)
+    runtime = await build_runtime(config, clock=clock)
+    return runtime, TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
+
+
 class RunningAdapters:
     """Platform adapters a test started; `stop_all` stops them and closes their runtimes."""
 

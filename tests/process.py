@@ -5,7 +5,9 @@ import asyncio
 import contextlib
 import os
 import signal
+import sqlite3
 import sys
+from contextlib import closing
 
 from tests.conftest import API_KEY_ENV, ROOT
 from tests.fakes.telegram_server import FakeTelegram
@@ -164,3 +166,12 @@ if os.environ.get("KEEPSAKE_TEST_WEB"):
         self, max_bytes, deny_domains, **{**given, "resolve": resolve, "dial": dial})
 '''
 
+
+async def partial_reply_noted(telegram: FakeTelegram, database) -> None:
+    """Until the bot has noted where its partial reply shows (right after sending it): a kill from
+    then on leaves a reply to answer again in place."""
+    def noted() -> bool:
+        with closing(sqlite3.connect(database)) as db:
+            return db.execute("SELECT COUNT(*) FROM turns WHERE status = 'running' "
+                              "AND partial_message_id IS NOT NULL").fetchone()[0] == 1
+    await telegram.wait_for(noted)

@@ -6,22 +6,16 @@ platform through `send_media` alone, and one a platform cannot send leaves the w
 
 import asyncio
 import logging
-import sqlite3
-from contextlib import closing
 from dataclasses import dataclass, replace
 
 import pytest
 
 from adapters.base import ChatAdapter
-from adapters.settings import TelegramSettings
-from adapters.telegram.adapter import TelegramAdapter
-from bot.config import parse_config
 from bot.contract import ConversationKey, IncomingMessage, Part, Picture, Reply
-from bot.runtime import build_runtime
 from tests.audio import is_ogg_opus, ogg_opus
-from tests.conftest import RunningAdapters, adapter_settings, config_dict
+from tests.conftest import RunningAdapters, telegram_runtime
 from tests.fakes.llm_server import stall, text, tool_calls
-from tests.process import after, answer_to, mira_config, start_bot, stop_bot
+from tests.process import after, answer_to, mira_config, partial_reply_noted, start_bot, stop_bot
 
 ANN = 841
 SCENE = "the lamp room at night, the lens turning"
@@ -50,11 +44,7 @@ tokens_each = 1000""", telegram=telegram, character='voice = "nova"'))
     said = telegram.send(ann_dm, ann, "", voice=ogg_opus(seconds=2.0))
     partial = await answer_to(telegram, ANN, said)
 
-    def recorded() -> bool:  # where the partial reply shows is noted right after it is sent
-        with closing(sqlite3.connect(database)) as db:
-            return db.execute("SELECT COUNT(*) FROM turns WHERE status = 'running' "
-                              "AND partial_message_id IS NOT NULL").fetchone()[0] == 1
-    await telegram.wait_for(recorded)
+    await partial_reply_noted(telegram, database)
     bot.kill()
     await bot.wait()
 
@@ -77,13 +67,7 @@ tokens_each = 1000""", telegram=telegram, character='voice = "nova"'))
 @pytest.fixture
 async def telegram_adapter(telegram, llm, tmp_path, monkeypatch, clock):
     """Mira's Telegram adapter, running against the fake Bot API, with its runtime."""
-    monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
-    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
-    raw["telegram"] = {"base_url": telegram.base_url}
-    raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
-    config = parse_config(raw, tmp_path)
-    runtime = await build_runtime(config, clock=clock)
-    adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
+    runtime, adapter = await telegram_runtime(telegram, llm, tmp_path, monkeypatch, clock)
     running = RunningAdapters()
     running.start(runtime, adapter)
     await telegram.wait_for(lambda: telegram.calls_to("getUpdates"))

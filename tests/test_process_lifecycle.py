@@ -12,7 +12,15 @@ import pytest
 from tests.conftest import ROOT
 from tests.fakes.llm_server import stall, text, tool_calls
 from tests.fakes.telegram_server import FakeTelegram
-from tests.process import SITECUSTOMIZE, answer_to, final_reply_to, start_bot, stop_bot, write_config
+from tests.process import (
+    SITECUSTOMIZE,
+    answer_to,
+    final_reply_to,
+    partial_reply_noted,
+    start_bot,
+    stop_bot,
+    write_config,
+)
 
 ANN = 601
 
@@ -59,11 +67,7 @@ async def test_a_reply_cut_off_by_sigkill_is_answered_again_or_marked_interrupte
         said = telegram.send(ann_dm, ann, words)
         partial = await answer_to(telegram, ANN, said)  # the reply streams in, then the model stalls
 
-        def recorded() -> bool:  # the bot noted where the partial reply shows (right after sending it)
-            with closing(sqlite3.connect(database)) as db:
-                return db.execute("SELECT COUNT(*) FROM turns WHERE status = 'running' "
-                                  "AND partial_message_id IS NOT NULL").fetchone()[0] == 1
-        await telegram.wait_for(recorded)
+        await partial_reply_noted(telegram, database)
         bot.kill()
         await bot.wait()
         assert partial.text.startswith("Once upon a time")

@@ -17,7 +17,14 @@ from bot.commands.table import TABLE
 from bot.config import parse_config
 from bot.contract import ConversationKey
 from bot.runtime import build_runtime
-from tests.conftest import RunningAdapters, adapter_settings, config_dict, eventually, offers_memory_tools
+from tests.conftest import (
+    RunningAdapters,
+    adapter_settings,
+    config_dict,
+    eventually,
+    offers_memory_tools,
+    telegram_runtime,
+)
 from tests.fakes.llm_server import text, tool_calls
 from tests.fakes.telegram_server import FakeTelegram, parse_html
 
@@ -31,14 +38,7 @@ async def start(telegram, llm, tmp_path, monkeypatch, clock):
     running = RunningAdapters()
 
     async def start_with(adjust=lambda raw: None):
-        monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
-        raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
-        raw["telegram"] = {"base_url": telegram.base_url}
-        raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
-        adjust(raw)
-        config = parse_config(raw, tmp_path)
-        runtime = await build_runtime(config, clock=clock)
-        adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
+        runtime, adapter = await telegram_runtime(telegram, llm, tmp_path, monkeypatch, clock, adjust)
         running.start(runtime, adapter)
         await telegram.wait_for(lambda: telegram.calls_to("getUpdates"))
         telegram.polled_by.append(adapter.application)
@@ -444,13 +444,7 @@ async def test_a_token_revoked_while_running_stops_the_adapter_for_good(telegram
                                                                          clock, caplog):
     from bot.contract import PlatformRefused
 
-    monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
-    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
-    raw["telegram"] = {"base_url": telegram.base_url}
-    raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
-    config = parse_config(raw, tmp_path)
-    runtime = await build_runtime(config, clock=clock)
-    adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
+    runtime, adapter = await telegram_runtime(telegram, llm, tmp_path, monkeypatch, clock)
     try:
         task = asyncio.create_task(adapter.run(asyncio.Event()))
         await telegram.wait_for(lambda: telegram.calls_to("getUpdates"))
