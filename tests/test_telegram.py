@@ -4,6 +4,7 @@ server on 127.0.0.1, and the scripted LLM server."""
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -663,3 +664,12 @@ async def test_a_reply_telegram_refused_is_taken_back_and_reaches_no_later_promp
     prompt = llm.prompt_text()
     assert "tide turns at six" not in prompt and "Lamp. Lamp." not in prompt
     assert "tell me everything" in prompt  # the person's message is kept
+
+
+async def test_the_privacy_mode_warning_is_only_for_a_bot_that_joins_groups(start, telegram, caplog):
+    """#62: a DM-only bot (BotFather → /setjoingroups → Disable) never hears a group: privacy mode
+    is nothing to fix."""
+    caplog.set_level(logging.WARNING)
+    telegram.joins_groups = False
+    await start()
+    assert "privacy mode" not in caplog.text

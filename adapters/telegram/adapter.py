@@ -160,8 +160,9 @@ class TelegramAdapter(ChatAdapter[Place]):
                  if "telegram" in spec.platforms])
             await application.start()
             log.info("Telegram: %s is online as @%s", self.character_name, application.bot.username)
-            if not application.bot.can_read_all_group_messages:  # getMe says so
-                log.warning(PRIVACY_MODE, application.bot.username, self.character_name, application.bot.username)
+            bot = application.bot  # getMe says: a bot in groups, in privacy mode, hears few of their messages
+            if bot.can_join_groups and not bot.can_read_all_group_messages:
+                log.warning(PRIVACY_MODE, bot.username, self.character_name, bot.username)
             try:
                 async with self.recovering(self.keep_recovering):
                     await self.transport.run(application, stop)

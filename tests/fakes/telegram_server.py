@@ -143,6 +143,7 @@ class FakeTelegram:
     refused: str | None = None  # a sendMessage whose text holds this is refused (403)
     gone: set[int] = field(default_factory=set)  # chats that are no more: 400 "chat not found"
     migrated: dict[int, int] = field(default_factory=dict)  # a group upgraded to a supergroup: old id → new id
+    joins_groups: bool = True  # False: a DM-only bot (BotFather → /setjoingroups → Disable)
     refusal_held: asyncio.Event | None = None  # set: that refusal waits for it (a send still under way)
     polled_by: list = field(default_factory=list)  # the PTB Applications of a test's polling adapters (settled)
 
@@ -397,7 +398,7 @@ class FakeTelegram:
         return web.Response(body=self.files[file_id])
 
     async def _m_getMe(self, params: dict) -> dict:
-        return {**self._bot_user(), "can_join_groups": True, "can_read_all_group_messages": False,
+        return {**self._bot_user(), "can_join_groups": self.joins_groups, "can_read_all_group_messages": False,
                 "supports_inline_queries": False}
 
     async def _m_getUpdates(self, params: dict) -> list[dict]:
