@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import getpass
 import logging
 import os
 import signal
@@ -35,6 +36,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def login_name() -> str:
+    """Who runs the console, as the machine names them: $USER, $LOGNAME, else the account itself
+    (a container sets no $USER); "Guest" only when the machine cannot tell."""
+    try:
+        return getpass.getuser()
+    except Exception:  # no variable, and no account entry for this user id
+        return "Guest"
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=argparse.SUPPRESS, help="path to config.toml")
@@ -44,9 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     console = sub.add_parser("console", parents=[common], help="chat with a character in the terminal")
     console.add_argument("--character", required=True, help="the character's name from the config")
-    console.add_argument("--name", default=os.environ.get("USER") or "Guest",
+    console.add_argument("--name", default=login_name(),
                          help="your name — also who you are to Keepsake: memories saved as --name Sam "
-                              "are Sam's, and seen again only with --name Sam (default: $USER, else Guest)")
+                              "are Sam's, and seen again only with --name Sam (default: your login name)")
     console.add_argument("--verbose", action="store_true", help="show log lines in the terminal, not in a file")
     console.add_argument("--model", help="use this model instead of [llm] model (e.g. one you pulled into Ollama)")
     console.add_argument("--base-url", help="use this model server instead of [llm] base_url "

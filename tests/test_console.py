@@ -328,3 +328,15 @@ async def test_reminders_and_checkins_in_the_console_say_where_they_work(tmp_pat
     assert code == 0, err
     assert out.count("is for Discord and Telegram, where reminders and check-ins are delivered") == 2
     assert "Unknown command" not in out
+
+
+def test_without_user_in_the_environment_the_console_name_is_the_login_account(monkeypatch):
+    """#62: a container sets no $USER; the console then names its person by the account running
+    it, never a shared "Guest" (who would land in the owner's list of who spent most)."""
+    import pwd
+
+    from bot.cli import login_name
+
+    for variable in ("USER", "LOGNAME", "LNAME", "USERNAME"):
+        monkeypatch.delenv(variable, raising=False)
+    assert login_name() == pwd.getpwuid(os.getuid()).pw_name != "Guest"
