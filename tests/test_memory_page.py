@@ -340,6 +340,9 @@ async def test_the_owner_page_is_refused_to_a_non_owner_and_shown_to_the_owner(w
     assert "<svg" in body and body.count("<rect") == 2 * 30  # 30 days, tokens in and out
     assert "Mira" in body and "Aki" in body and "for everyone" in body
     assert re.search(r"<th>Everyone</th><td>1</td>", body)  # Ann's one turn today
+    today = runtime.gate.budgets.today()
+    labels = re.findall(r'font-size="11" fill="#555">(\d\d-\d\d)</text>', body)
+    assert len(labels) == 6 and labels[-1] == today[5:]  # every fifth day, counted back from today's, shown
 
 
 async def test_the_owner_page_counts_reminders_sent_by_the_same_days_as_the_stats(web, clock):

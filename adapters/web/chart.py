@@ -16,7 +16,7 @@ class Bar:
     height_in: float
     y_out: float  # tokens out, on top
     height_out: float
-    label: str  # the day, shown under every fifth bar and as the bar's title
+    label: str  # the day, shown under every fifth bar counted back from today's (the last), and as its title
     title: str
 
 
@@ -40,5 +40,5 @@ def tokens_chart(days: tuple[tuple[str, int, int], ...]) -> Chart:
         base = HEIGHT - BOTTOM
         bars.append(Bar(round(LEFT + n * step + 1, 1), round(step - 2, 1), round(base - height_in, 1),
                         round(height_in, 1), round(base - height_in - height_out, 1), round(height_out, 1),
-                        day[5:] if n % 5 == 0 else "", f"{day}: {tokens_in:,} in, {tokens_out:,} out"))
+                        day[5:] if (len(days) - 1 - n) % 5 == 0 else "", f"{day}: {tokens_in:,} in, {tokens_out:,} out"))
     return Chart(WIDTH, HEIGHT, tuple(bars), top, HEIGHT - BOTTOM, LEFT)
