@@ -180,7 +180,8 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     commands = CommandRouter(store, cast, counter, llm, gate, budgets, rebuilds, clock=clock,
                               writes_first=checkins.writes_first, owners=frozenset(config.owner.ids),
                               default_zone=config.limits.timezone,
-                              page_address=config.web.address if config.web is not None else None)
+                              page_address=config.web.address if config.web is not None else None,
+                              pictures_a_day=config.pictures.per_day if config.pictures is not None else None)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins, reminders=reminders, late_servers=configured.late)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)

@@ -267,6 +267,11 @@ class Usage(abc.ABC):
         across characters and processes)."""
 
     @abc.abstractmethod
+    async def pictures(self, person_id: int, day: str) -> int:
+        """The pictures counted for the person that day (a forgotten person's too, on any of their
+        platform ids), as `take_picture` counts them."""
+
+    @abc.abstractmethod
     async def give_back_picture(self, person_id: int, character_id: int, day: str, tokens: int) -> None:
         """A picture counted by `take_picture` was never drawn: neither it nor its tokens count."""
 

@@ -137,7 +137,9 @@ async def test_the_21st_picture_of_a_day_is_refused_in_one_line_and_each_counts_
     assert reply.parts == [] and reply.note == "🖼️ no picture: 20 a day is the most"
     assert images.requests == []  # refused before anything was drawn
     spent = before + sum(u["total_tokens"] for u in llm.usages)  # the pictures' tokens and the turn's
-    assert (await ann.run("usage")).text.startswith(f"Your tokens today: {spent:,} of 1,000,000 a day.")
+    usage = (await ann.run("usage")).text
+    assert usage.startswith(f"Your tokens today: {spent:,} of 1,000,000 a day.")
+    assert usage.endswith("Pictures today: 20 of 20 a day.")  # used and left, as /usage says them
 
 
 async def test_every_picture_call_asks_the_gate_so_one_past_the_allowance_is_refused_mid_round(start, llm, images):

@@ -49,7 +49,7 @@ class CommandRouter:
     def __init__(self, store: Store, cast: Cast, counter: TokenCounter, llm: LLMClient, gate: Gate, budgets: Budgets,
                  rebuilds: Rebuilds, clock: Callable[[], float] = time.time,
                  writes_first: Callable[[str], bool] = lambda character: False, owners: frozenset[str] = frozenset(),
-                 default_zone: str = "UTC", page_address: str | None = None):
+                 default_zone: str = "UTC", page_address: str | None = None, pictures_a_day: int | None = None):
         self.store = store
         self.cast = cast
         self.gate = gate
@@ -65,7 +65,7 @@ class CommandRouter:
         self.memories = SavedMemoryCommands(store, cast, counter, clock)
         self.account = AccountCommands(store, rebuilds, clock, budgets.today)
         self.persona = PersonaCommands(store, counter)
-        self.usage = UsageCommands(store, budgets, owners)
+        self.usage = UsageCommands(store, budgets, owners, pictures_a_day)
         self.reminders = ReminderCommands(store, default_zone, clock)
         self.door = Door(store, clock)
         self.page = PageCommands(self.door, cast, gate, page_address)  # `served` set once the page server binds

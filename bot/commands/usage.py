@@ -22,11 +22,15 @@ class Usage:
     today: int
     month: int
     allowance: int | None  # a day's, None: no allowance
+    pictures: int = 0  # drawn for them today (SPEC 20)
+    pictures_a_day: int | None = None  # [pictures] per_day; None: no pictures here
 
     def as_text(self) -> str:
         first = f"Your tokens today: {self.today:,}" + (f" of {self.allowance:,} a day." if self.allowance else
                                                         " (no daily allowance).")
-        return f"{first}\nThis month: {self.month:,}."
+        pictures = (f"\nPictures today: {self.pictures} of {self.pictures_a_day} a day."
+                    if self.pictures_a_day is not None else "")
+        return f"{first}\nThis month: {self.month:,}.{pictures}"
 
 
 @dataclass(frozen=True)
@@ -69,9 +73,10 @@ def _totals(label: str, totals: DayTotals) -> str:
 class UsageCommands:
     """The typed results (`usage_of`, `stats`), and the chat commands that render them."""
 
-    def __init__(self, store: Store, budgets: Budgets, owners: frozenset[str]):
+    def __init__(self, store: Store, budgets: Budgets, owners: frozenset[str], pictures_a_day: int | None = None):
         self.store = store
         self.budgets = budgets
+        self.pictures_a_day = pictures_a_day  # [pictures] per_day; None without [pictures]
         self.owners = owners  # "platform:user id"
         self.commands = {"usage": self.usage, "stats": self.stats_command}
         self.presses = {}
@@ -79,7 +84,9 @@ class UsageCommands:
     async def usage_of(self, person_id: int) -> Usage:
         today = self.budgets.today()
         return Usage(await self.store.usage.spent(person_id, today, today),
-                     await self.store.usage.spent(person_id, *self.budgets.this_month()), self.budgets.per_day)
+                     await self.store.usage.spent(person_id, *self.budgets.this_month()), self.budgets.per_day,
+                     await self.store.usage.pictures(person_id, today) if self.pictures_a_day is not None else 0,
+                     self.pictures_a_day)
 
     async def stats(self) -> Stats:
         async def period(first: str, last: str) -> Period:

@@ -51,6 +51,9 @@ class SQLUsage(Usage):
                              "WHERE person_id = $1 AND day = $2 AND character_id = $3", person_id, day, character_id)
         return True
 
+    async def pictures(self, person_id: int, day: str) -> int:
+        return await self.db.value(_PICTURES, person_id, day)
+
     async def give_back_picture(self, person_id: int, character_id: int, day: str, tokens: int) -> None:
         await self.db.execute("UPDATE usage_days SET pictures = pictures - 1, tokens_out = tokens_out - $4 "
                               "WHERE person_id = $1 AND day = $2 AND character_id = $3 AND pictures > 0",

@@ -129,8 +129,10 @@ async def test_pictures_are_counted_by_day_across_characters_with_their_tokens_a
     assert not await here.usage.take_picture(ann, mira, "2027-01-15", 2, 1000)  # the third of 2 a day
     assert await here.usage.take_picture(ann, mira, "2027-01-16", 2, 1000)  # a new day
     assert await here.usage.spent(ann, "2027-01-15", "2027-01-15") == 2000
+    assert await there.usage.pictures(ann, "2027-01-15") == 2 and await there.usage.pictures(ann, "2027-01-16") == 1
     await there.usage.give_back_picture(ann, aki, "2027-01-15", 1000)  # never drawn
     assert await here.usage.spent(ann, "2027-01-15", "2027-01-15") == 1000
+    assert await here.usage.pictures(ann, "2027-01-15") == 1
     assert await here.usage.take_picture(ann, aki, "2027-01-15", 2, 1000)
 
 
