@@ -24,6 +24,7 @@ NOT_ALLOWED = "Sorry, I'm not able to talk with you here."  # [access] said no (
 STALE_BUTTON = "This button no longer works."
 INTERRUPTED = "(This reply was cut off when I restarted. Send your message again if you still want an answer.)"
 IMAGE_MAX_SIDE = 1_024  # images reach the model at most this many pixels on their longer side
+IMAGE_MAX_PIXELS = 40_000_000  # an image with more pixels is never decoded (SPEC 13), whoever sent or drew it
 
 def where_named(text: str, name: str) -> int | None:
     """Where a text names a character (its name as a whole word, any case: "Mira, look"); None

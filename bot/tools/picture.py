@@ -36,10 +36,9 @@ from typing import Any, Callable
 from PIL import Image, UnidentifiedImageError
 
 from bot.config import LLMConfig, PicturesConfig, env_secret
-from bot.contract import Part, Picture
+from bot.contract import IMAGE_MAX_PIXELS, Part, Picture
 from bot.tools.outside import Answered, Limits, Outside, OutsideFailed, TooLarge, TooSlow
 from bot.tools.toolbox import Outcome, TurnScope, result
-from bot.turn.attachments import MAX_PIXELS
 from storage.ports import Store
 
 log = logging.getLogger(__name__)
@@ -71,8 +70,8 @@ def checked(data: bytes) -> str:
     try:
         with Image.open(io.BytesIO(data)) as image:  # the header only
             width, height = image.size
-            if width * height > MAX_PIXELS:
-                raise NoPicture(f"it promised {width:,}×{height:,} pixels, over the limit of {MAX_PIXELS:,}")
+            if width * height > IMAGE_MAX_PIXELS:
+                raise NoPicture(f"it promised {width:,}×{height:,} pixels, over the limit of {IMAGE_MAX_PIXELS:,}")
             if image.format not in FORMATS:
                 raise NoPicture(f"it was not a PNG, JPEG, WebP or GIF picture ({image.format or 'unknown'})")
             image.verify()

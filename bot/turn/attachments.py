@@ -4,7 +4,7 @@ as text, and words for whatever the character cannot read.
 - An image (at most MAX_IMAGES a turn) is fetched from its platform while the turn waits its
   place, downscaled so its longer side is at most IMAGE_MAX_SIDE pixels, and sent to the model
   as a JPEG data URL. Untrusted input has a budget (SPEC 9): the pixel count is read from the
-  header before anything is decoded (above MAX_PIXELS the image is refused), at most
+  header before anything is decoded (above IMAGE_MAX_PIXELS the image is refused), at most
   MAX_DECODING images decode at once in the whole process, and the image is shrunk before it
   is turned upright, so no full-size copy is made. It is not stored: the stored message keeps a short placeholder ("[a
   photo] caption"), so later turns know an image was there.
@@ -30,7 +30,7 @@ from typing import Sequence
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from bot.contract import IMAGE_MAX_SIDE, IncomingFile
+from bot.contract import IMAGE_MAX_PIXELS, IMAGE_MAX_SIDE, IncomingFile
 from bot.model.tokens import TokenCounter
 from bot.text import clean_text
 
@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 
 MAX_IMAGES = 4
 IMAGE_MAX_BYTES = 20 * 1024 * 1024  # bigger images are not fetched
-MAX_PIXELS = 40_000_000  # an image with more pixels is not decoded at all
 MAX_DECODING = 2  # images decoding at once, in the whole process
 _decoding = threading.BoundedSemaphore(MAX_DECODING)  # decoding runs in worker threads
 TEXT_MAX_BYTES = 512 * 1024  # a text file is read up to this much
@@ -142,18 +141,18 @@ async def prepare_images(files: Sequence[IncomingFile]) -> PreparedImages:
 
 
 class ImageTooLarge(ValueError):
-    """An image whose header promises more than MAX_PIXELS pixels."""
+    """An image whose header promises more than IMAGE_MAX_PIXELS pixels."""
 
 
 def image_data_url(data: bytes) -> str:
     """The image, its longer side at most IMAGE_MAX_SIDE, as a JPEG data URL. Raises
-    ImageTooLarge above MAX_PIXELS (read from the header, before decoding) and ValueError when
+    ImageTooLarge above IMAGE_MAX_PIXELS (read from the header, before decoding) and ValueError when
     the bytes are no image Pillow can read. Blocks while MAX_DECODING others are decoding."""
     try:
         with Image.open(io.BytesIO(data)) as image:  # reads the header only
             width, height = image.size
-            if width * height > MAX_PIXELS:
-                raise ImageTooLarge(f"{width:,}×{height:,} pixels is over the limit of {MAX_PIXELS:,}")
+            if width * height > IMAGE_MAX_PIXELS:
+                raise ImageTooLarge(f"{width:,}×{height:,} pixels is over the limit of {IMAGE_MAX_PIXELS:,}")
             with _decoding:
                 image.draft("RGB", (IMAGE_MAX_SIDE, IMAGE_MAX_SIDE))  # a JPEG decodes already scaled down
                 image.thumbnail((IMAGE_MAX_SIDE, IMAGE_MAX_SIDE))  # in place: decode, then shrink
