@@ -135,7 +135,9 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         characters[name] = StoredCharacter(character, character_id, prompt_tokens)
     llm = LLMClient(config.llm, http_client=llm_http_client)
     window = config.llm.context_window
-    summarizer = Summarizer(store, llm, counter, {rt.id: rt for rt in characters.values()}, window, clock=clock)
+    # the window a summary leaves to the turns is the turns' own, as they learn what the server holds
+    summarizer = Summarizer(store, llm, counter, {rt.id: rt for rt in characters.values()},
+                            lambda: turns.context_window, clock=clock)
     recall_tokens = recall_budget(config.recall.budget_tokens, window) if config.recall.enabled else 0
     semantic = None
     if config.recall.enabled and config.recall.embedding_model:

@@ -15,6 +15,7 @@ from bot.model.server_context import OLLAMA_DEFAULT, fit_to_server, held_by_serv
 from bot.runtime import build_runtime
 from tests.conftest import Chat, config_dict
 from tests.fakes.llm_server import cut_at_length, hollow, status, text
+from tests.fakes.summarizer import extractive, kind_of
 
 LONG = ("Tell me again about the storm of the winter the lighthouse lamp failed, the boats that came in "
         "late, and who kept the fires going in the harbour office while the wind took the roofs off. ") * 6
@@ -46,6 +47,27 @@ async def test_the_context_llama_cpp_holds_is_asked_at_start_up_and_said_in_one_
     warned = [r.getMessage() for r in caplog.records if "holds 2048 tokens" in r.getMessage()]
     assert len(warned) == 1 and "-c 8192" in warned[0] and "context_window = 8192" in warned[0]
     assert runtime.turns.context_window == 2_048
+
+
+async def test_summaries_follow_the_window_the_server_holds_and_batch_within_it(start, llm):
+    """#68: a 2,048-token server holds 5 of 24 messages of 100 tokens in a turn's window (8,192
+    would hold 20): the other 19 are summarized — they left every prompt — in batches the server
+    takes whole (at most three fifths of its context, so 12 messages at a time)."""
+    runtime = await start(context_window=8_192, max_reply_tokens=200)
+    llm.n_ctx = 2_048  # the server is started with -c 2048 after Keepsake asked it: learned from a refusal
+    llm.responder = extractive
+    ann = Chat(runtime, platform="telegram")
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
+    person = await ann.person_id()
+    for n in range(24):
+        await runtime.store.conversations.add_user_message(conversation, person, "Ann", f"line {n} " + "tide " * 90,
+                                                           100, None)
+    llm.add(text("Hello, Ann."))
+    assert (await ann.say("hello")).text == "Hello, Ann." and runtime.turns.context_window == 2_048
+    await runtime.summarizer.summarize(conversation)
+    batches = [request for request in llm.requests if kind_of(request) == "batch"]
+    assert [batch["messages"][1]["content"].count("Ann: line") for batch in batches][:1] == [12]
+    assert llm.refused_for_length == 1  # the turn's first prompt taught it; no summary outgrew it
 
 
 async def test_a_server_that_says_nothing_leaves_context_window_as_it_is(start, llm):

@@ -3,7 +3,7 @@
 import asyncio
 
 from tests.conftest import Chat
-from tests.fakes.llm_server import hang, status, text
+from tests.fakes.llm_server import cut_at_length, hang, status, text
 from tests.fakes.summarizer import extractive, kind_of
 
 
@@ -175,6 +175,18 @@ async def test_a_failed_summary_keeps_its_messages_pending_and_succeeds_on_retry
     await ann.runtime.summarizer.idle()
     state = await ann.runtime.store.summaries.summary_state(conversation)
     assert state.summarized_pos > 0 and state.failures == 0 and state.retry_at is None
+
+
+async def test_a_summary_cut_at_its_length_limit_is_kept_to_its_last_sentence(ann, llm):
+    """#68: a summary the server stopped at max_tokens ("… and Ann said she") was stored as the
+    summary of its messages; it is kept up to its last whole sentence."""
+    conversation = await stored(ann, 60)
+    llm.add(cut_at_length("Ann talked about the lighthouse lamp and the winter stores. Mira promised to "
+                          "check the oil. Then Ann said she"))
+    await ann.runtime.summarizer.summarize(conversation)
+    entry, = await ann.runtime.store.summaries.summaries(conversation)
+    assert entry.content == ("Ann talked about the lighthouse lamp and the winter stores. Mira promised to "
+                             "check the oil.")
 
 
 async def test_a_failed_summarys_backoff_holds_against_the_replies_that_follow(ann, llm, clock):

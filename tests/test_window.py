@@ -95,4 +95,13 @@ def test_a_summary_batch_takes_pending_messages_in_order_never_skipping_one():
 
     oldest_first = rows(5, 100)[::-1]
     oldest_first[1] = MessageRow(99, 1, 4, "user", 1, "Ann", "long", 6_000, None, 0.0)
-    assert [m.content for m in take_batch(oldest_first)] == ["m1"]  # m2 (6,000 tokens) waits for its own batch
+    assert [m.content for m in take_batch(oldest_first, 128_000)] == ["m1"]  # m2 (6,000 tokens) waits for its own batch
+
+
+def test_a_summary_batch_stays_within_three_fifths_of_what_the_server_holds():
+    """#68: a batch bigger than the context was refused and retried for ever, each time bigger."""
+    from bot.memory.summaries import take_batch
+
+    oldest_first = rows(40, 100)[::-1]  # 40 messages of 100 tokens: 4,000 tokens pending
+    assert len(take_batch(oldest_first, 128_000)) == 40
+    assert len(take_batch(oldest_first, 2_048)) == 12  # 1,228 tokens: 12 messages of 100

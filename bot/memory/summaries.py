@@ -34,6 +34,7 @@ from bot.memory.summary_prompts import (
 from bot.memory.window import WINDOW_MAX_MESSAGES, live_window, take_within
 from bot.model.llm import Completion, LLMClient, LLMError
 from bot.model.tokens import TokenCounter
+from bot.text import ended_at_a_sentence
 from storage.ports import MessageRow, Store, SummaryRow
 
 log = logging.getLogger(__name__)
@@ -57,9 +58,11 @@ def batch_is_due(pending_messages: int, pending_tokens: int) -> bool:
     return pending_messages >= BATCH_MIN_MESSAGES or pending_tokens >= BATCH_MIN_TOKENS
 
 
-def take_batch(pending_oldest_first: list[MessageRow]) -> list[MessageRow]:
-    """The oldest pending messages, at most 40 messages / 6,000 tokens (always at least one)."""
-    return take_within(pending_oldest_first, BATCH_MAX_MESSAGES, BATCH_MAX_TOKENS)
+def take_batch(pending_oldest_first: list[MessageRow], context_window: int) -> list[MessageRow]:
+    """The oldest pending messages, at most 40 messages / 6,000 tokens, and within three fifths of
+    what the server holds — the summary's instructions and its answer take the rest (SPEC 8: a
+    batch never outgrows the context); always at least one."""
+    return take_within(pending_oldest_first, BATCH_MAX_MESSAGES, min(BATCH_MAX_TOKENS, context_window * 3 // 5))
 
 
 class Summarizer:
@@ -69,14 +72,14 @@ class Summarizer:
         llm: LLMClient,
         counter: TokenCounter,
         characters: dict[int, StoredCharacter],
-        context_window: int,
+        context_window: Callable[[], int],
         clock: Callable[[], float] = time.time,
     ):
         self.store = store
         self.llm = llm
         self.counter = counter
         self.characters = characters
-        self.context_window = context_window
+        self.context_window = context_window  # what the server holds now, as the turns learned it (it shrinks)
         self.clock = clock
         self._jobs = ConversationTasks("summarize")
         self._again: set[int] = set()
@@ -163,7 +166,7 @@ class Summarizer:
         if before is None:
             return None
         pending = await self.store.conversations.messages_between(conversation_id, covered, before, BATCH_MAX_MESSAGES)
-        batch = take_batch(pending)
+        batch = take_batch(pending, self.context_window())
         edits = [as_verbatim(c.content) for c in corrections if c.first_pos <= batch[-1].pos]
         text = await self._write("recent", conversation_id, [transcript(batch), *edits], BATCH_PROMPT, charge)
         await self.store.summaries.write_summary(
@@ -184,7 +187,7 @@ class Summarizer:
             conversation_id, WINDOW_MAX_MESSAGES + BATCH_MIN_MESSAGES)
         if not newest_first:
             return None
-        before = live_window(newest_first[:WINDOW_MAX_MESSAGES], self.context_window)[0].pos
+        before = live_window(newest_first[:WINDOW_MAX_MESSAGES], self.context_window())[0].pos
         behind = [m for m in newest_first if covered < m.pos < before]
         return before if batch_is_due(len(behind), sum(m.tokens for m in behind)) else None
 
@@ -253,6 +256,8 @@ class Summarizer:
         if charge is not None:
             await charge(completion)
         text = completion.text.strip()
+        if completion.cut:  # stopped at its length limit: never a fragment kept as the summary
+            text = ended_at_a_sentence(text)
         if not text:
             raise LLMError("the model sent an empty summary")
         return keep_verbatim(inputs, text)
