@@ -5,6 +5,7 @@ llama-cpp-python's empty 200 stream — with the real turn and `openai` client. 
 outgrows a 2,048-token context while the config says 8,192 is answered and stored throughout.
 The same against a real llama.cpp server: tests/test_real_model_server.py."""
 
+import json
 import logging
 
 import pytest
@@ -13,6 +14,7 @@ from aiohttp import web
 from bot.config import parse_config
 from bot.model.server_context import OLLAMA_DEFAULT, fit_to_server, held_by_server
 from bot.runtime import build_runtime
+from bot.contract import IncomingMessage
 from tests.conftest import Chat, config_dict
 from tests.fakes.llm_server import cut_at_length, hollow, status, text
 from tests.fakes.summarizer import extractive, kind_of
@@ -68,6 +70,30 @@ async def test_summaries_follow_the_window_the_server_holds_and_batch_within_it(
     batches = [request for request in llm.requests if kind_of(request) == "batch"]
     assert [batch["messages"][1]["content"].count("Ann: line") for batch in batches][:1] == [12]
     assert llm.refused_for_length == 1  # the turn's first prompt taught it; no summary outgrew it
+
+
+async def test_a_conversation_already_past_the_servers_context_is_answered_and_then_summarized(start, llm):
+    """#68: 200 messages stored before any summary, on a 2,048-token server: the reply is fitted
+    (no "try again" for ever), and once it is delivered the summaries begin, so the next prompt
+    holds a summary of what left the window."""
+    llm.n_ctx = 2_048
+    runtime = await start(context_window=8_192, max_reply_tokens=200)
+    llm.responder = extractive
+    ann = Chat(runtime, platform="telegram")
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
+    person = await ann.person_id()
+    for n in range(200):
+        await runtime.store.conversations.add_user_message(conversation, person, "Ann", f"line {n} " + "tide " * 40,
+                                                           50, None)
+    llm.add(text("Hello again, Ann."), text("The lamp, yes."))
+    reply = await runtime.core.conversation.handle(IncomingMessage(ann.key, ann.identity, "Ann", "hello", asker=ann.asker))
+    assert reply.text == "Hello again, Ann."
+    await runtime.core.conversation.delivered(reply, ["1"])  # as an adapter reports it shown
+    await runtime.summarizer.idle()
+    assert await runtime.store.summaries.summaries(conversation)  # the summaries began
+    await ann.say("do you remember the lamp?")
+    assert "What happened earlier in this conversation (summary, oldest first):" in json.dumps(llm.requests[-1])
+    assert llm.refused_for_length == 0  # every prompt, and every batch, within the 2,048 tokens
 
 
 async def test_a_server_that_says_nothing_leaves_context_window_as_it_is(start, llm):
