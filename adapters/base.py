@@ -115,7 +115,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     def present(self) -> contextlib.ExitStack:
         """Hear notifications, write check-ins and speak in scenes while the block runs."""
         stack = contextlib.ExitStack()
-        stack.enter_context(self.core.presence.listening(self.notified))
+        stack.enter_context(self.core.presence.listening(self._notified))
         stack.enter_context(self.core.presence.writing_first(self))
         stack.enter_context(self.core.presence.voicing(self))
         return stack
@@ -161,7 +161,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             reply = await run(sink)
         await self.deliver(place, reply_to, reply, live)
 
-    def small(self, line: str) -> str:
+    def _small(self, line: str) -> str:
         """A line shown small under a reply (the platform's own way, where it has one)."""
         return line
 
@@ -176,7 +176,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
         Silence sends nothing. The ids its words show as."""
         if reply.kind is Kind.SILENCE:
             return []
-        text = f"{reply.text}\n\n{self.small(reply.note)}" if reply.note else reply.text
+        text = f"{reply.text}\n\n{self._small(reply.note)}" if reply.note else reply.text
         chunks = split_message(text, self.limit)
         formatted = reply.kind is Kind.ANSWER  # the character's words; the bot's own are plain
         ids: list[str] = []
@@ -257,7 +257,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
                 log.warning("%s: could not recover an interrupted reply: %s", self.platform, failure)
 
     @contextlib.asynccontextmanager
-    async def recovering(self, recover: Callable[[asyncio.Event], Awaitable[None]]) -> AsyncIterator[None]:
+    async def _recovering(self, recover: Callable[[asyncio.Event], Awaitable[None]]) -> AsyncIterator[None]:
         """Run `recover(done)` while the block runs; when it ends, a recovery under way finishes
         (its reply delivered and marked shown, not cut off in between) for RECOVERY_GRACE_S at
         most, and is then stopped."""
@@ -300,7 +300,7 @@ class ChatAdapter(abc.ABC, Generic[Place]):
             await self.quietly(self.drop_buttons(place, message_id))
         return ids
 
-    async def notified(self, conversation: ConversationKey, text: str) -> None:
+    async def _notified(self, conversation: ConversationKey, text: str) -> None:
         if conversation.platform != self.platform or conversation.character != self.character_name:
             return
         await self.quietly(self.deliver(self.place_of(conversation), None, Reply.notice(text)))

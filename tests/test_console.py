@@ -194,17 +194,23 @@ async def test_log_lines_go_to_a_file_unless_verbose(tmp_path, llm):
     assert "a turn in conversation 1 failed" in log.read_text()
 
 
-async def test_without_user_the_console_name_defaults_to_guest(tmp_path, llm):
+async def test_without_user_the_console_name_is_the_login_account(tmp_path, llm):
+    """#62: a container sets no $USER; the console then names its person by the account running
+    it, never a shared "Guest" (who would land in the owner's list of who spent most)."""
+    import pwd
+
     config = tmp_path / "config.toml"
     config.write_text(f'[llm]\nbase_url = "{llm.base_url}"\napi_key_env = "{API_KEY_ENV}"\nmax_retries = 0\n\n'
                       '[storage]\npath = "k.sqlite3"\n\n[[characters]]\nname = "Mira"\n'
                       'persona = "You are Mira; you greet {{user}} by name."\n')
-    env = {k: v for k, v in os.environ.items() if k != "USER"} | {"PYTHONPATH": str(ROOT)}
+    unset = ("USER", "LOGNAME", "LNAME", "USERNAME")
+    env = {k: v for k, v in os.environ.items() if k not in unset} | {"PYTHONPATH": str(ROOT)}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "console", "--character", "Mira", "--config", str(config), cwd=tmp_path,
         env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     await asyncio.wait_for(process.communicate(b"hello\n"), 60)
-    assert "you greet Guest by name" in llm.prompt_text()
+    account = pwd.getpwuid(os.getuid()).pw_name
+    assert f"you greet {account} by name" in llm.prompt_text() and account != "Guest"
     assert " you " not in llm.requests[-1]["messages"][-1]["content"]
 
 
@@ -328,15 +334,3 @@ async def test_reminders_and_checkins_in_the_console_say_where_they_work(tmp_pat
     assert code == 0, err
     assert out.count("is for Discord and Telegram, where reminders and check-ins are delivered") == 2
     assert "Unknown command" not in out
-
-
-def test_without_user_in_the_environment_the_console_name_is_the_login_account(monkeypatch):
-    """#62: a container sets no $USER; the console then names its person by the account running
-    it, never a shared "Guest" (who would land in the owner's list of who spent most)."""
-    import pwd
-
-    from bot.cli import login_name
-
-    for variable in ("USER", "LOGNAME", "LNAME", "USERNAME"):
-        monkeypatch.delenv(variable, raising=False)
-    assert login_name() == pwd.getpwuid(os.getuid()).pw_name != "Guest"

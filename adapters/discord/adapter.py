@@ -112,14 +112,14 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             if settings.hosted else {self.character_name.casefold(): self})
         self.commands = Interactions(self)
         self.client.setup_hook = self.commands.sync
-        self.client.event(self.on_ready)
-        self.client.event(self.on_message)
-        self.client.event(self.on_raw_message_edit)
-        self.client.event(self.on_raw_message_delete)
-        self.client.event(self.commands.on_interaction)
+        for event, handler in (("on_ready", self._on_ready), ("on_message", self._on_message),
+                               ("on_raw_message_edit", self._on_raw_message_edit),
+                               ("on_raw_message_delete", self._on_raw_message_delete),
+                               ("on_interaction", self.commands.on_interaction)):
+            setattr(self.client, event, handler)  # what client.event does, named by the event
 
     # -- lifecycle -------------------------------------------------------------------------
-    async def on_ready(self) -> None:
+    async def _on_ready(self) -> None:
         log.info("Discord: %s is online as %s; invite it to a server with exactly the permissions it needs: %s",
                  self.character_name, self.client.user,
                  invite_url(self.client.application_id or self.client.user.id, self.settings.hosted))
@@ -140,7 +140,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                                       f"({self.settings.token_env}): {refused}") from None
             connection = asyncio.create_task(self.client.connect(reconnect=True))
             stopping = asyncio.create_task(stop.wait())
-            async with self.recovering(self.recover_when_ready):
+            async with self._recovering(self._recover_when_ready):
                 done, _ = await asyncio.wait({connection, stopping}, return_when=asyncio.FIRST_COMPLETED)
             await self.client.close()
             stopping.cancel()
@@ -155,7 +155,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             else:
                 await asyncio.gather(connection, return_exceptions=True)
 
-    async def recover_when_ready(self, stop: asyncio.Event) -> None:
+    async def _recover_when_ready(self, stop: asyncio.Event) -> None:
         await self.client.wait_until_ready()
         await asyncio.gather(*(speaker.keep_recovering(stop) for speaker in self.speakers.values()))
 
@@ -163,7 +163,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     def place_of(self, conversation: ConversationKey) -> Messageable:
         return self.client.get_partial_messageable(int(conversation.thread_id or conversation.chat_id))
 
-    def small(self, line: str) -> str:
+    def _small(self, line: str) -> str:
         return f"-# {line}"  # Discord's subtext
 
     def typing(self, place: Messageable):
@@ -239,11 +239,11 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         chat_id, thread_id, shared = place_of(channel)
         return ConversationKey(PLATFORM, chat_id, thread_id, self.character_name, shared)
 
-    def always_on_here(self, message: discord.Message) -> bool:
+    def _always_on_here(self, message: discord.Message) -> bool:
         chat_id, _, _ = place_of(message.channel)
         return message.guild is not None and (chat_id in self.always_on or str(message.channel.id) in self.always_on)
 
-    def addressed(self, message: discord.Message) -> tuple[ChatAdapter, bool] | None:
+    def _addressed(self, message: discord.Message) -> tuple[ChatAdapter, bool] | None:
         """Who answers, and whether the message was addressed to them: a DM, a mention of the
         bot, a reply to it, or the character's name (SPEC 15); in an always-on channel, a message
         addressed to no one (the scene chooses who answers). None: not for us (nor is a message
@@ -267,17 +267,17 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             return own, not self.settings.hosted  # the host bot is everyone's: the scene chooses
         if any(user.bot for user in message.mentions):
             return None  # addressed to another bot: a character on its own bot account answers it itself
-        return (own, False) if self.always_on_here(message) else None
+        return (own, False) if self._always_on_here(message) else None
 
-    def text_of(self, message: discord.Message) -> str:
+    def _text_of(self, message: discord.Message) -> str:
         me = self.client.user.id
         return re.sub(rf"<@!?{me}>", "", message.content).strip()
 
     # -- conversation ----------------------------------------------------------------------
-    async def on_message(self, message: discord.Message) -> None:
+    async def _on_message(self, message: discord.Message) -> None:
         if message.author.bot or message.webhook_id is not None:
             return
-        answering = self.addressed(message)
+        answering = self._addressed(message)
         if answering is None:
             if message.guild is not None:  # a person wrote, to no character: a scene's chain ends
                 await self.core.conversation.heard(self.key(message.channel))
@@ -291,10 +291,10 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             return
         key = replace(self.key(message.channel), character=speaker.character_name)
         if not await speaker.can_speak(key):  # no model is called for a reply that cannot be posted
-            await self.cannot_speak_here(message, speaker.character_name)
+            await self._cannot_speak_here(message, speaker.character_name)
             return
         incoming = IncomingMessage(key, Identity(PLATFORM, str(message.author.id)),
-                                   message.author.display_name, self.text_of(message), str(message.id),
+                                   message.author.display_name, self._text_of(message), str(message.id),
                                    unseen=unseen_in(message), files=files_of(message), addressed=addressed,
                                    asker=asker)
         try:
@@ -303,7 +303,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
             log.exception("Discord: answering message %s failed", message.id)
             await self.quietly(message.channel.send(SOMETHING_WENT_WRONG))
 
-    async def cannot_speak_here(self, message: discord.Message, character: str) -> None:
+    async def _cannot_speak_here(self, message: discord.Message, character: str) -> None:
         """A host bot without Manage Webhooks in the channel (SPEC 15 "Webhook trouble is named"):
         one line to the person, from the host's own account, and one WARNING a channel."""
         if not self.settings.hosted:
@@ -315,20 +315,20 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                         "there", character, getattr(channel, "name", channel.id), channel.id)
         await self.quietly(message.reply(CANNOT_SPEAK.format(character=character), mention_author=False))
 
-    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+    async def _on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         content = payload.data.get("content")
         author = payload.data.get("author") or {}
         if content is None or author.get("bot"):
             return
-        key = self.key(self.channel(payload.channel_id, payload.guild_id))
+        key = self.key(self._channel(payload.channel_id, payload.guild_id))
         text = re.sub(rf"<@!?{self.client.user.id}>", "", content)
         await self.core.conversation.edited(key, str(payload.message_id), text)
 
-    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        key = self.key(self.channel(payload.channel_id, payload.guild_id))
+    async def _on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        key = self.key(self._channel(payload.channel_id, payload.guild_id))
         await self.core.conversation.deleted(key, str(payload.message_id))
 
-    def channel(self, channel_id: int, guild_id: int | None):
+    def _channel(self, channel_id: int, guild_id: int | None):
         """The cached channel (threads included), or a partial one: uncached and guildless is a DM."""
         return self.client.get_channel(channel_id) or self.client.get_partial_messageable(
             channel_id, guild_id=guild_id)
@@ -341,14 +341,14 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         asker = asker_of(user, channel, self.settings.nsfw_in_dms)
         if not isinstance(user, discord.Member) and self.core.gatekeeping.rules_name_roles():
             try:
-                asker = replace(asker, roles=await self.roles_everywhere(user))
+                asker = replace(asker, roles=await self._roles_everywhere(user))
             except discord.HTTPException as failure:
                 log.warning("Discord: the roles of %s could not be looked up (%s); not let in for now",
                             user.id, failure)
                 return None
         return asker
 
-    async def roles_everywhere(self, user: discord.abc.User) -> tuple[str, ...]:
+    async def _roles_everywhere(self, user: discord.abc.User) -> tuple[str, ...]:
         """The user's roles in every server the bot shares with them."""
         roles: list[str] = []
         for guild in self.client.guilds:

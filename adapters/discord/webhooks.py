@@ -97,7 +97,7 @@ class WebhookVoice(ChatAdapter[Spot]):
         return Spot(int(conversation.chat_id), int(conversation.thread_id) if conversation.thread_id else None,
                     conversation.is_shared, self.host.place_of(conversation))
 
-    def small(self, line: str) -> str:
+    def _small(self, line: str) -> str:
         return f"-# {line}"  # Discord's subtext
 
     def typing(self, place: Spot):

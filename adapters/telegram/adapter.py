@@ -130,19 +130,19 @@ class TelegramAdapter(ChatAdapter[Place]):
             .updater(None)  # updates come through our own transport (transport.py)
             .build()
         )
-        application.add_handler(TypeHandler(Update, self.gatekeeper), group=-1)  # before every handler
+        application.add_handler(TypeHandler(Update, self._gatekeeper), group=-1)  # before every handler
         new = filters.UpdateType.MESSAGE  # commands run from new messages only, never from edits
-        application.add_handler(CommandHandler("start", self.on_start, filters=new))
-        application.add_handler(CommandHandler("help", self.on_help, filters=new))
+        application.add_handler(CommandHandler("start", self._on_start, filters=new))
+        application.add_handler(CommandHandler("help", self._on_help, filters=new))
         routed = [spec.name for spec in self.core.commands.command_table()
                   if "telegram" in spec.platforms and spec.name not in ANSWERED_HERE]
-        application.add_handler(CommandHandler(routed, self.on_memory_command, filters=new))
-        application.add_handler(CommandHandler("remember", self.on_remember, filters=new))
-        application.add_handler(CallbackQueryHandler(self.on_button))
-        application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & filters.TEXT, self.on_edited))
-        application.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, self.on_message))
-        application.add_handler(MessageHandler(new & filters.ATTACHMENT, self.on_message))
-        application.add_error_handler(self.on_error)
+        application.add_handler(CommandHandler(routed, self._on_memory_command, filters=new))
+        application.add_handler(CommandHandler("remember", self._on_remember, filters=new))
+        application.add_handler(CallbackQueryHandler(self._on_button))
+        application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & filters.TEXT, self._on_edited))
+        application.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, self._on_message))
+        application.add_handler(MessageHandler(new & filters.ATTACHMENT, self._on_message))
+        application.add_error_handler(self._on_error)
         self.application = application
         return application
 
@@ -164,7 +164,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             if bot.can_join_groups and not bot.can_read_all_group_messages:
                 log.warning(PRIVACY_MODE, bot.username, self.character_name, bot.username)
             try:
-                async with self.recovering(self.keep_recovering):
+                async with self._recovering(self.keep_recovering):
                     await self.transport.run(application, stop)
             finally:
                 await application.stop()
@@ -236,7 +236,7 @@ class TelegramAdapter(ChatAdapter[Place]):
 
     async def edit(self, place: Place, message_id: str, text: str, buttons: list[list[Button]],
                    formatted: bool = True) -> None:
-        await self.edit_message(place.chat_id, int(message_id), text, keyboard(buttons), formatted)
+        await self._edit_message(place.chat_id, int(message_id), text, keyboard(buttons), formatted)
 
     async def delete(self, place: Place, message_id: str) -> None:
         await self.bot.delete_message(place.chat_id, int(message_id))
@@ -254,27 +254,27 @@ class TelegramAdapter(ChatAdapter[Place]):
         thread = str(place.thread_id) if place.thread_id is not None else None
         return ConversationKey(PLATFORM, str(place.chat_id), thread, self.character_name, place.shared)
 
-    def files_of(self, message: Message) -> tuple[IncomingFile, ...]:
+    def _files_of(self, message: Message) -> tuple[IncomingFile, ...]:
         """A photo (its smallest size that is still big enough for the model) or a document;
         their bytes come through getFile only when the core reads them."""
         if message.photo:
             big = [p for p in message.photo if max(p.width, p.height) >= IMAGE_MAX_SIDE]
             photo = min(big, key=lambda p: p.width * p.height) if big else message.photo[-1]
             return (IncomingFile("photo.jpg", "image/jpeg", photo.file_size, "a photo",
-                                 lambda limit: self.download(photo.file_id, limit)),)
+                                 lambda limit: self._download(photo.file_id, limit)),)
         if message.document:
             document = message.document
             image = (document.mime_type or "").startswith("image/")
             return (IncomingFile(document.file_name or "file", document.mime_type, document.file_size,
                                  "an image" if image else "a file",
-                                 lambda limit: self.download(document.file_id, limit)),)
+                                 lambda limit: self._download(document.file_id, limit)),)
         if spoken := spoken_in(message):
             words, name, content_type, file, seconds = spoken
             return (IncomingFile(name, content_type, file.file_size, words,
-                                 lambda limit: self.download(file.file_id, limit), spoken=True, seconds=seconds),)
+                                 lambda limit: self._download(file.file_id, limit), spoken=True, seconds=seconds),)
         return ()
 
-    async def download(self, file_id: str, limit: int) -> bytes:
+    async def _download(self, file_id: str, limit: int) -> bytes:
         """The file's first `limit` bytes, streamed (never downloaded whole)."""
         file = await self.bot.get_file(file_id)
         return await read_capped(file.file_path or "", limit)
@@ -282,7 +282,7 @@ class TelegramAdapter(ChatAdapter[Place]):
     def asker(self, update: Update) -> Asker:
         return asker_of(update, self.settings.allow_nsfw)
 
-    def context(self, update: Update) -> CommandContext:
+    def _context(self, update: Update) -> CommandContext:
         """Who sent a command, and where. A button press always comes from the person pressing."""
         message = update.effective_message
         place = place_of(message)
@@ -293,14 +293,14 @@ class TelegramAdapter(ChatAdapter[Place]):
         return CommandContext(self.key(place), speaker_of(message), speaker_name_of(message), self.asker(update))
 
     # -- conversation ----------------------------------------------------------------------
-    async def gatekeeper(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _gatekeeper(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """[access] at this bot's door, through the core's gate for its own character: an update
         from someone not let in goes no further — nothing of theirs is stored. A DM gets one short
         line, a pressed button a notice; a group, silence. (A command naming another character is
         decided again by the gate for that character.)"""
         query, chat = update.callback_query, update.effective_chat
         if self.core.gatekeeping.lets_in(self.character_name, self.asker(update)):
-            if not await self.first_delivery(update, context.bot.id):
+            if not await self._first_delivery(update, context.bot.id):
                 log.info("Telegram update %d reached %s again; it was taken the first time", update.update_id,
                          self.character_name)
                 raise ApplicationHandlerStop
@@ -311,7 +311,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             await self.quietly(update.message.reply_text(NOT_ALLOWED))
         raise ApplicationHandlerStop
 
-    async def first_delivery(self, update: Update, bot_id: int) -> bool:
+    async def _first_delivery(self, update: Update, bot_id: int) -> bool:
         """Whether no process took this update before (Telegram delivers again whenever an
         acknowledgement is lost). A new chat message is answered once by being stored once (its
         message id, in its conversation), which also survives a crash before it was stored;
@@ -321,7 +321,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             return True
         return await self.core.coordination.first_delivery(f"{PLATFORM}:{bot_id}:{update.update_id}")
 
-    async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
         bot = context.bot
         if message is None:
@@ -338,13 +338,13 @@ class TelegramAdapter(ChatAdapter[Place]):
             text=strip_mention(message.text or message.caption or "", bot.username),
             platform_message_id=str(message.message_id),
             unseen=unseen_in(message),
-            files=self.files_of(message),
+            files=self._files_of(message),
             kept=self.transport.kept_signal(update),
             asker=self.asker(update),
         )
         await self.answer(place, incoming)
 
-    async def edit_message(self, chat_id: int, message_id: int, chunk: str, markup, html_mode: bool = True) -> None:
+    async def _edit_message(self, chat_id: int, message_id: int, chunk: str, markup, html_mode: bool = True) -> None:
         """Edit a message's text (as HTML, else plain); "message is not modified" is no error."""
         async def attempt(as_html: bool) -> None:
             await with_flood_retry(lambda: self.bot.edit_message_text(
@@ -365,7 +365,7 @@ class TelegramAdapter(ChatAdapter[Place]):
                 if "not modified" not in again.message.lower():
                     raise
 
-    async def on_edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _on_edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.edited_message
         if message is None or not message.text:
             return
@@ -373,7 +373,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         await self.core.conversation.edited(self.key(place_of(message)), str(message.message_id), text)
 
     # -- commands --------------------------------------------------------------------------
-    async def on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.effective_message
         place = place_of(message)
         choice = " ".join(context.args or [])
@@ -383,27 +383,27 @@ class TelegramAdapter(ChatAdapter[Place]):
         if hint := self.core.conversation.other_greetings(self.key(place), choice):
             await message.reply_text(hint)
 
-    async def on_help(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _on_help(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         intro = (f"I'm {self.character_name}. Talk to me here; in a group, mention me or reply to me. "
                  "I remember what matters to you — see and change it with /memory:\n\n")
         await update.effective_message.reply_text(intro + self.core.commands.help_text("telegram"))
 
-    async def on_memory_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        ctx = self.context(update)
+    async def _on_memory_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        ctx = self._context(update)
         text = update.effective_message.text or ""
         result = await self.core.commands.command(ctx, text)
-        await self.answer_privately(update, context, ctx, result)
+        await self._answer_privately(update, context, ctx, result)
 
-    async def on_remember(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        ctx = self.context(update)
+    async def _on_remember(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        ctx = self._context(update)
         original = update.effective_message.reply_to_message
         if original is None:
             result = CommandResult("Reply to the message you want me to remember with /remember.", ok=False)
         else:
             result = await self.core.commands.remember(ctx, str(original.message_id))
-        await self.answer_privately(update, context, ctx, result)
+        await self._answer_privately(update, context, ctx, result)
 
-    async def answer_privately(self, update: Update, context: ContextTypes.DEFAULT_TYPE,
+    async def _answer_privately(self, update: Update, context: ContextTypes.DEFAULT_TYPE,
                                ctx: CommandContext, result: CommandResult) -> None:
         """Show a /memory answer to the person only: here in a DM; from a group, in their DM.
         (Nobody in particular has no DM, and its answer says only to write as oneself.)"""
@@ -411,10 +411,10 @@ class TelegramAdapter(ChatAdapter[Place]):
         user = update.effective_user
         bot = context.bot
         if not ctx.conversation.is_shared or ctx.identity is None:
-            await self.show_result(bot, place_of(message), result)
+            await self._show_result(bot, place_of(message), result)
             return
         try:
-            sent = await self.show_result(bot, Place(user.id, None, False), result)
+            sent = await self._show_result(bot, Place(user.id, None, False), result)
         except Forbidden:
             note = OPEN_DM_FIRST.format(name=user.first_name)
             await with_flood_retry(lambda: message.reply_text(note))
@@ -422,7 +422,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         await self.core.private_answers.answered_in(  # its buttons act in the group
             PLATFORM, str(user.id), [str(m.message_id) for m in sent], ctx.conversation)
 
-    async def show_result(self, bot, place: Place, result: CommandResult) -> list[Message]:
+    async def _show_result(self, bot, place: Place, result: CommandResult) -> list[Message]:
         chunks = split_message(result.text, LIMIT) if result.text.strip() else []
         sent = []
         for i, chunk in enumerate(chunks):
@@ -436,22 +436,22 @@ class TelegramAdapter(ChatAdapter[Place]):
         return sent
 
     # -- buttons ---------------------------------------------------------------------------
-    async def on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A press is always acknowledged, even when its data is forged or something fails."""
         query = update.callback_query
         try:
-            await self.press(update, context)
+            await self._press(update, context)
         except Exception:
             log.exception("Telegram: a button press failed")
             await self.quietly(query.answer(SOMETHING_WENT_WRONG, show_alert=True))
 
-    async def press(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _press(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         query = update.callback_query
         if not isinstance(query.message, Message):  # too old for Telegram to send it along
             await query.answer(STALE_BUTTON, show_alert=True)
             return
         message = query.message
-        ctx = self.context(update)  # who presses: always the person behind this callback
+        ctx = self._context(update)  # who presses: always the person behind this callback
         origin = await self.core.private_answers.asked_in(PLATFORM, str(message.chat_id), str(message.message_id),
                                                           self.character_name)
         if origin is not None:  # an answer sent to the DM acts in the group it was asked in (judged there)
@@ -460,7 +460,7 @@ class TelegramAdapter(ChatAdapter[Place]):
                                        age_restricted=self.settings.allow_nsfw))
         result = await self.core.commands.press(ctx, query.data or "")
         if result.regenerate is not None:
-            await self.on_regenerate(update, result.regenerate)
+            await self._on_regenerate(update, result.regenerate)
             return
         if result.refused:
             await query.answer(result.text, show_alert=True)
@@ -468,18 +468,18 @@ class TelegramAdapter(ChatAdapter[Place]):
         await query.answer()
         if result.apart:  # the pressed message keeps its text; the answer is a message of its own
             await self.quietly(self.drop_buttons(place_of(message), str(message.message_id)))
-            await self.show_result(context.bot, place_of(message), result)
+            await self._show_result(context.bot, place_of(message), result)
             return
         chunks = split_message(result.text, LIMIT)
         markup = keyboard(result.buttons) if len(chunks) == 1 else None
-        await self.edit_message(message.chat_id, message.message_id, chunks[0], markup, html_mode=False)
+        await self._edit_message(message.chat_id, message.message_id, chunks[0], markup, html_mode=False)
         if len(chunks) > 1 or result.attachment is not None:  # the rest, below the edited message
             rest = CommandResult("\n".join(chunks[1:]), result.buttons if len(chunks) > 1 else [], result.attachment)
-            sent = await self.show_result(context.bot, Place(message.chat_id, None, False), rest)
+            sent = await self._show_result(context.bot, Place(message.chat_id, None, False), rest)
             await self.core.private_answers.answered_in(
                 PLATFORM, str(message.chat_id), [str(m.message_id) for m in sent], ctx.conversation)
 
-    async def on_regenerate(self, update: Update, turn: TurnRef) -> None:
+    async def _on_regenerate(self, update: Update, turn: TurnRef) -> None:
         query = update.callback_query
         message = query.message
         place = place_of(message)
@@ -494,7 +494,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             await self.send(place, failed, [], str(message.message_id))
 
     # -- errors and notifications ---------------------------------------------------------------
-    async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("Telegram update failed: %s", type(context.error).__name__, exc_info=context.error)
         if isinstance(update, Update) and update.effective_chat is not None:
             await self.quietly(context.bot.send_message(update.effective_chat.id, SOMETHING_WENT_WRONG))
