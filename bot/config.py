@@ -35,7 +35,7 @@ from pydantic import (
 )
 
 from bot.access.rules import AccessRules, rule_problem
-from bot.contract import SettingProblem, env_name
+from bot.contract import PLATFORM_TRAITS, SettingProblem, env_name
 from storage.factory import StorageURLError, check_url
 
 
@@ -226,8 +226,9 @@ class LimitsConfig(Section):
 
 
 def _owner_id(value: Any) -> Any:
-    if isinstance(value, str) and not re.fullmatch(r"(discord|telegram):\S+", value.strip()):
-        raise ValueError(f"expected \"discord:<user id>\" or \"telegram:<user id>\", got {value!r}")
+    chat = [name for name, traits in PLATFORM_TRAITS.items() if traits.chat]
+    if isinstance(value, str) and not re.fullmatch(rf"({'|'.join(chat)}):\S+", value.strip()):
+        raise ValueError("expected " + " or ".join(f'"{name}:<user id>"' for name in chat) + f", got {value!r}")
     return value.strip() if isinstance(value, str) else value
 
 

@@ -26,6 +26,42 @@ INTERRUPTED = "(This reply was cut off when I restarted. Send your message again
 IMAGE_MAX_SIDE = 1_024  # images reach the model at most this many pixels on their longer side
 IMAGE_MAX_PIXELS = 40_000_000  # an image with more pixels is never decoded (SPEC 13), whoever sent or drew it
 
+@dataclass(frozen=True)
+class PlatformTraits:
+    """What the core knows of a platform, said once (PLATFORM_TRAITS): the core asks these, never
+    a platform's name, so another platform is a row there and an adapter."""
+
+    name: str
+    shown_as: str  # "Telegram", "the console"
+    chat: bool = True  # a chat platform: the bot writes first there (check-ins, reminders), and /link joins them
+    owned: bool = False  # whoever writes there is the bot's owner (the console): always let in, /stats theirs
+    text_commands: bool = False  # commands are typed as text: /start and /help are commands of its own
+    place_rule: str = ""  # the [access] rule kind naming a chat or channel there ("telegram-chat")
+    role_rule: str = ""  # the kind naming a role ("discord-role"); "" where there are none
+    age_line: str = "{name} is an age-restricted character and does not talk here."  # SPEC 17, in its words
+    age_line_private: str = ""  # the same in a one-to-one chat, where it differs
+    picking: str = "send /memory save N to pick the last N messages (up to 20)"  # how messages are picked to remember
+
+
+PLATFORM_TRAITS = {traits.name: traits for traits in (
+    PlatformTraits("discord", "Discord", place_rule="discord-channel", role_rule="discord-role",
+                   age_line="{name} is an age-restricted character and talks only in age-restricted channels.",
+                   age_line_private="{name} is an age-restricted character and does not talk in DMs here.",
+                   picking="use Remember this on a message (right-click or long-press it, then Apps), or send "
+                           "/memory save with n for the last n messages"),
+    PlatformTraits("telegram", "Telegram", text_commands=True, place_rule="telegram-chat",
+                   age_line="{name} is an age-restricted character and does not talk on Telegram here.",
+                   picking="reply to a message with /remember, or send /memory save N for the last N messages"),
+    PlatformTraits("console", "the console", chat=False, owned=True, text_commands=True),
+)}
+CHAT_PLATFORMS = frozenset(name for name, traits in PLATFORM_TRAITS.items() if traits.chat)
+
+
+def traits_of(platform: str) -> PlatformTraits:
+    """A platform's traits (one the table does not know: a platform of no traits, named as it is)."""
+    return PLATFORM_TRAITS.get(platform) or PlatformTraits(platform, platform, chat=False)
+
+
 def where_named(text: str, name: str) -> int | None:
     """Where a text names a character (its name as a whole word, any case: "Mira, look"); None
     when it does not. A message naming the character is addressed to it (SPEC 15)."""

@@ -63,7 +63,8 @@ def test_the_global_lists_and_the_characters_own_lists_must_both_let_someone_in(
 
 @pytest.mark.parametrize("access, message", [
     ({"allow": "telegram:1"}, "access.allow: expected a list like"),
-    ({"deny": ["whatsapp:1"]}, "access.deny: 'whatsapp' is not one of telegram, discord, discord-role"),
+    ({"deny": ["whatsapp:1"]}, "access.deny: 'whatsapp' is not one of discord, telegram, discord-role, discord-channel, "
+                               "telegram-chat"),
     ({"deny": ["telegram:ann"]}, "access.deny: 'telegram:ann': the part after telegram: should be a numeric id"),
     ({"deny": [1001]}, "access.deny: expected entries like"),
     ({"alow": []}, "access.alow: unknown key"),

@@ -8,10 +8,9 @@ import re
 import pytest
 
 from bot.access.budgets import PAST_BUDGET
-from bot.access.gate import AGE_RESTRICTED
 from bot.characters.cards import load_character
 from bot.config import ConfigError, parse_config
-from bot.contract import Asker, ConversationKey, IncomingMessage
+from bot.contract import PLATFORM_TRAITS, Asker, ConversationKey, IncomingMessage
 from bot.runtime import build_runtime
 from tests.conftest import DAY, Chat, FakeClock, config_dict
 from tests.fakes.llm_server import text
@@ -181,7 +180,7 @@ async def test_an_age_restricted_character_answers_only_in_age_restricted_places
                                                                          age_restricted=age_restricted))
 
         refused = await runtime.core.conversation.handle(message("hello", age_restricted=False))
-        assert refused.text == AGE_RESTRICTED["discord"].format(name="Mira") and refused.is_error
+        assert refused.text == PLATFORM_TRAITS["discord"].age_line.format(name="Mira") and refused.is_error
         in_a_dm = await runtime.core.conversation.handle(message("hello", age_restricted=False, shared=False))
         assert in_a_dm.text == refused.text
         assert llm.requests == [] and await runtime.store.db.value("SELECT COUNT(*) FROM messages") == 0
@@ -279,7 +278,7 @@ async def test_memory_generate_for_an_age_restricted_character_calls_no_model_wh
     try:
         ann = Chat(runtime, platform="telegram")  # Telegram without allow_nsfw: not an age-restricted place
         refused = await ann.memory("/memory generate I'm a night nurse")
-        assert not refused.ok and refused.text == AGE_RESTRICTED["telegram"].format(name="Mira")
+        assert not refused.ok and refused.text == PLATFORM_TRAITS["telegram"].age_line.format(name="Mira")
         assert llm.requests == []
     finally:
         await runtime.close()

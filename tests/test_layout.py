@@ -219,3 +219,26 @@ def test_every_path_asks_the_gate_for_one_verdict():
                     and where not in own_kind.get(called, set())):
                 asked.append(f"{where}:{node.lineno} gate.{called}")
     assert asked == []
+
+
+def test_the_core_names_a_platform_only_in_its_traits():
+    """#64: what the core knows of Discord and Telegram (rule kinds, age lines, who writes first,
+    typed commands, how messages are picked) is a row of PLATFORM_TRAITS (bot/contract.py); no
+    other module of the core names a platform in its code — besides the entry point, which picks
+    the adapters, and the logging setup, which quiets their libraries' loggers. (Words in
+    docstrings, comments and example messages do not count: only code that decides.)"""
+    allowed = {"bot/contract.py", "bot/cli.py", "bot/logs.py"}
+    named = []
+    for path in (ROOT / "bot").rglob("*.py"):
+        where = path.relative_to(ROOT).as_posix()
+        if where in allowed:
+            continue
+        tree = ast.parse(path.read_text(), where)
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and node.value in ("discord", "telegram", "console")
+                    and id(node) not in docstrings):
+                named.append(f"{where}:{node.lineno} {node.value!r}")
+    assert named == []

@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from bot.access.gate import AGE_RESTRICTED, NOT_IN_DMS
 from bot.commands.usage import NOT_OWNER
+from bot.contract import PLATFORM_TRAITS
 from tests.conftest import ROOT
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import text
@@ -82,7 +82,7 @@ async def test_on_telegram_an_age_restricted_character_answers_only_with_allow_n
         assert "WARNING" in nowhere and "set [telegram] allow_nsfw = true" in nowhere
         await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
         line = await answer_to(telegram, ANN, telegram.send(ann_dm, ann, "hello"))
-        assert line.text == AGE_RESTRICTED["telegram"].format(name="Mira")
+        assert line.text == PLATFORM_TRAITS["telegram"].age_line.format(name="Mira")
         assert llm.requests == []
     polls = len(telegram.calls_to("getUpdates"))
     async with bot_running(tmp_path, config(llm, telegram=telegram, extra="allow_nsfw = true\n",
@@ -105,13 +105,13 @@ async def test_on_discord_an_age_restricted_character_is_silent_outside_age_rest
             return [m for m in discord_fake.in_channel(channel_id)
                     if m.author_id == discord_fake.app_id and m.interaction_token is None]  # not a command's answer
 
-        why = AGE_RESTRICTED["discord"].format(name="Mira")
+        why = PLATFORM_TRAITS["discord"].age_line.format(name="Mira")
         await discord_fake.say(discord_fake.channel_id, DISCORD_ANN, "hello", mention_bot=True)
         line, = await discord_fake.wait_for(lambda: from_bot(discord_fake.channel_id), timeout=30)
         await discord_fake.say(DISCORD_ANN_DM, DISCORD_ANN, "hello", guild=False)
         dm_line, = await discord_fake.wait_for(lambda: from_bot(DISCORD_ANN_DM), timeout=30)
         assert line.content == why and llm.requests == []
-        assert dm_line.content == NOT_IN_DMS.format(name="Mira")  # a DM is not a channel (#47)
+        assert dm_line.content == PLATFORM_TRAITS["discord"].age_line_private.format(name="Mira")  # a DM is not a channel (#47)
 
         # A persona set by slash command reaches her turn in the age-restricted channel.
         interaction = await discord_fake.slash(DISCORD_ANN, discord_fake.age_restricted_id, "persona", "set",

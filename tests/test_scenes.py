@@ -13,10 +13,18 @@ import random
 
 import pytest
 
-from bot.access.gate import AGE_RESTRICTED
 from bot.characters.cards import load_character
 from bot.config import ConfigError, parse_config
-from bot.contract import NOT_ALLOWED, Asker, ConversationKey, Identity, IncomingMessage, QueuedTurn, Reply
+from bot.contract import (
+    NOT_ALLOWED,
+    PLATFORM_TRAITS,
+    Asker,
+    ConversationKey,
+    Identity,
+    IncomingMessage,
+    QueuedTurn,
+    Reply,
+)
 from bot.runtime import build_runtime
 from bot.scenes import characters_in_a_row, drawn_by_talkativeness, named
 from tests.conftest import Chat, FakeClock, config_dict, eventually, shown
@@ -652,7 +660,7 @@ async def test_regenerate_follows_the_answering_characters_access_and_age_rule(s
     assert refused.is_error and refused.text == NOT_ALLOWED
     restricted = await scene(aki={"nsfw": True})
     why = await restricted.core.regenerating.regenerate_refusal(aki_key, ann.identity, aki_turn, ann.asker)
-    assert why == AGE_RESTRICTED["telegram"].format(name="Aki")
+    assert why == PLATFORM_TRAITS["telegram"].age_line.format(name="Aki")
     assert len(llm.requests) == 1
 
 

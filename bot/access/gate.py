@@ -31,17 +31,10 @@ from typing import Sequence
 from bot.access.budgets import Budgets
 from bot.access.limits import TOO_FAST, TOO_FAST_FOR_CALLS, CallLimits
 from bot.access.rules import AccessRules
-from bot.contract import NOT_ALLOWED, Asker, ConversationKey
+from bot.contract import NOT_ALLOWED, Asker, ConversationKey, traits_of
 from storage.ports import CallLimit, Store
 
 log = logging.getLogger(__name__)
-
-AGE_RESTRICTED = {  # SPEC 17: one line saying why, in each platform's words
-    "discord": "{name} is an age-restricted character and talks only in age-restricted channels.",
-    "telegram": "{name} is an age-restricted character and does not talk on Telegram here.",
-}
-NOT_HERE = "{name} is an age-restricted character and does not talk here."
-NOT_IN_DMS = "{name} is an age-restricted character and does not talk in DMs here."
 
 
 @dataclass(frozen=True)
@@ -119,7 +112,7 @@ class Gate:
             if not quiet:
                 log.info("%s: a call with nobody known to ask for it is not let in", character)
             return False
-        if asker.platform == "console":
+        if traits_of(asker.platform).owned:  # the console: its owner's
             return True
         allowed = all(rules.lets_in(asker) for rules in self._rules(character))
         if not allowed and not quiet:
@@ -138,11 +131,12 @@ class Gate:
         """Why an age-restricted character does not answer there (SPEC 17); None: it may."""
         if character.casefold() not in self.age_restricted:
             return None
-        if asker is not None and (asker.platform == "console" or asker.age_restricted):
+        if asker is not None and (traits_of(asker.platform).owned or asker.age_restricted):
             return None
-        if asker is not None and asker.platform == "discord" and asker.private:
-            return NOT_IN_DMS.format(name=character)
-        return AGE_RESTRICTED.get(asker.platform if asker is not None else "", NOT_HERE).format(name=character)
+        traits = traits_of(asker.platform if asker is not None else "")  # SPEC 17: one line, in its words
+        line = traits.age_line_private if asker is not None and asker.private and traits.age_line_private else \
+            traits.age_line
+        return line.format(name=character)
 
     def names_roles(self, character: str | None = None) -> bool:
         """Whether a rule for `character` (None: for any character) names a Discord role, so a

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.contract import Asker
+from bot.contract import PLATFORM_TRAITS, Asker, traits_of
 
-RULE_KINDS = ("telegram", "discord", "discord-role", "discord-channel", "telegram-chat")
+# a user on each chat platform, then the roles and places the platforms' traits name
+RULE_KINDS = (*(name for name, traits in PLATFORM_TRAITS.items() if traits.chat),
+              *(kind for traits in PLATFORM_TRAITS.values() for kind in (traits.role_rule, traits.place_rule) if kind))
 
 
 def marks_of(asker: Asker) -> frozenset[str]:
     """The rules that name this asker."""
-    place_kind = {"telegram": "telegram-chat", "discord": "discord-channel"}.get(asker.platform, "")
-    marks = {f"{place_kind}:{place}" for place in asker.places}
-    marks |= {f"discord-role:{role}" for role in asker.roles}
+    traits = traits_of(asker.platform)
+    marks = {f"{traits.place_rule}:{place}" for place in asker.places} if traits.place_rule else set()
+    marks |= {f"{traits.role_rule}:{role}" for role in asker.roles} if traits.role_rule else set()
     if asker.user_id is not None:
         marks.add(f"{asker.platform}:{asker.user_id}")
     return frozenset(marks)

@@ -13,7 +13,7 @@ import secrets
 from typing import Callable
 
 from bot.commands.base import Person, Press, UsageError, button, memories_word
-from bot.contract import CommandContext, CommandResult
+from bot.contract import CHAT_PLATFORMS, CommandContext, CommandResult, traits_of
 from bot.memory.rebuild import Rebuilds
 from bot.memory.saved_memories import MAX_PINNED_PER_SCOPE, MAX_UNPINNED_PER_SCOPE
 from storage.ports import CapReached, Store
@@ -22,7 +22,6 @@ LINK_CODE_TTL_S = 10 * 60
 LINK_CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 LINK_CODE_LENGTH = 8
 LINK_PAUSE_AFTER_WRONG_CODES = 5  # wrong codes within LINK_CODE_TTL_S pause /link for the person
-PLATFORM_NAMES = {"discord": "Discord", "telegram": "Telegram", "console": "the console"}
 LINK_CONFIRM = (
     "Link this {here} account with the {there} account that made this code? Your memories and the "
     "ones of the account that made this code become one; whoever holds either account sees them all. "
@@ -42,7 +41,12 @@ def link_code_arg(arg: str) -> str:
 
 
 def _platform_name(platform: str) -> str:
-    return PLATFORM_NAMES.get(platform, platform)
+    return traits_of(platform).shown_as
+
+
+def _others(here: str) -> str:
+    """The chat platforms besides `here`, as a person reads them ("Telegram", "Discord or Telegram")."""
+    return " or ".join(traits_of(name).shown_as for name in sorted(CHAT_PLATFORMS - {here}))
 
 
 class AccountCommands:
@@ -79,7 +83,7 @@ class AccountCommands:
         owner, made_on = found
         if made_on == here and owner == person.id:
             raise UsageError("That is your own code: enter it from your account on the other platform "
-                             f"({_platform_name('telegram' if here == 'discord' else 'discord')}) to link the two.")
+                             f"({_others(here)}) to link the two.")
         if owner == person.id:
             return CommandResult("These accounts are already linked.")
         if made_on == here:

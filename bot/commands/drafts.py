@@ -22,7 +22,7 @@ from bot.commands.base import (
     parse_count,
     save_memory,
 )
-from bot.contract import CommandContext, CommandResult
+from bot.contract import CommandContext, CommandResult, traits_of
 from bot.memory.drafting import (
     MAX_SELECTED_MESSAGES,
     Drafted,
@@ -36,17 +36,9 @@ from bot.model.llm import LLMClient, LLMError
 from bot.model.tokens import TokenCounter
 from storage.ports import CHARACTER, CapReached, MessageRow, Store
 
-# How a person picks messages to remember, in the words of their platform.
-PICKING = {
-    "discord": "use Remember this on a message (right-click or long-press it, then Apps), or send "
-               "/memory save with n for the last n messages",
-    "telegram": "reply to a message with /remember, or send /memory save N for the last N messages",
-}
-PICK_LAST_N = "send /memory save N to pick the last N messages (up to 20)"
-
 
 def no_selection(ctx: CommandContext) -> str:
-    return f"Pick the messages to remember first: {PICKING.get(ctx.conversation.platform, PICK_LAST_N)}."
+    return f"Pick the messages to remember first: {traits_of(ctx.conversation.platform).picking}."
 
 
 class DraftCommands:

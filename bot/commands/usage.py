@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from bot.access.budgets import Budgets
 from bot.commands.base import Person
-from bot.contract import CommandContext, CommandResult
+from bot.contract import CommandContext, CommandResult, traits_of
 from storage.ports import DayTotals, Store
 
 NOT_OWNER = "Only the bot's owner can see /stats."
@@ -97,7 +97,7 @@ class UsageCommands:
 
     def is_owner(self, ctx: CommandContext) -> bool:
         identity = ctx.identity
-        return identity is not None and (identity.platform == "console"
+        return identity is not None and (traits_of(identity.platform).owned
                                          or self.owns([(identity.platform, identity.user_id)]))
 
     def owns(self, identities: list[tuple[str, str]]) -> bool:

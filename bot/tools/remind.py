@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.contract import traits_of
 from bot.text import local_words
 from bot.tools.toolbox import Outcome, TurnScope, result
 from bot.tools.when import REPEATS, NotAWhen, asked_clock, resolve
@@ -50,8 +51,7 @@ class Remind:
         self.store = store
 
     def offered(self, scope: TurnScope) -> bool:
-        return (scope.person_id is not None and scope.asker is not None
-                and scope.asker.platform in ("telegram", "discord"))
+        return scope.person_id is not None and scope.asker is not None and traits_of(scope.asker.platform).chat
 
     async def run(self, scope: TurnScope, arguments: dict[str, Any]) -> str | Outcome:
         what, repeat = arguments.get("what"), arguments.get("repeat") or "once"

@@ -44,6 +44,7 @@ from bot.contract import (
     Reply,
     ReplySink,
     TurnRef,
+    traits_of,
 )
 from bot.in_flight import Abandoned
 from bot.memory.recall import NEAREST as RECALL_NEAREST
@@ -308,7 +309,7 @@ class TurnHandler:
             log.warning("a turn in conversation %d failed: %s", conversation.id, failure)
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
             hint = YOU_ARE_THE_OWNER if failure.hint == OWNER_TOLD and asker is not None and \
-                asker.platform == "console" else failure.hint
+                traits_of(asker.platform).owned else failure.hint
             return Reply.error(LLM_FAILED.format(reason=failure, hint=hint))
         except _PastAllowance:  # its rounds spent the allowance: the message is kept, not answered
             await asyncio.shield(self.store.turns.fail_turn(turn_id))

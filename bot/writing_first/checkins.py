@@ -35,7 +35,7 @@ from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
 from bot.buttons import encode_action
 from bot.config import CheckinsConfig
-from bot.contract import Button, ConversationKey, FirstWriter
+from bot.contract import Button, ConversationKey, FirstWriter, traits_of
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
 from bot.writing_first.outbox import Letter, Outbox, Pace, addressee, in_voice
@@ -60,7 +60,7 @@ def counted_from(key: ConversationKey, person_id: int | None) -> int | None:
     """From how many of the person's messages there an absence waits for a check-in; None where
     messages do not count (not a person's, not one-to-one, not on a chat platform). The turn
     handler stores each message with it."""
-    counts = person_id is not None and not key.is_shared and key.platform != "console"
+    counts = person_id is not None and not key.is_shared and traits_of(key.platform).chat
     return MIN_MESSAGES if counts else None
 
 
