@@ -51,6 +51,16 @@ async def test_the_context_llama_cpp_holds_is_asked_at_start_up_and_said_in_one_
     assert runtime.turns.context_window == 2_048
 
 
+async def a_long_history(runtime, ann: Chat, count: int, tokens: int) -> int:
+    """`count` of Ann's messages of about `tokens` tokens each, stored before any turn; the conversation."""
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
+    person = await ann.person_id()
+    for n in range(count):
+        await runtime.store.conversations.add_user_message(conversation, person, "Ann",
+                                                           f"line {n} " + "tide " * (tokens - 10), tokens, None)
+    return conversation
+
+
 async def test_summaries_follow_the_window_the_server_holds_and_batch_within_it(start, llm):
     """#68: a 2,048-token server holds 5 of 24 messages of 100 tokens in a turn's window (8,192
     would hold 20): the other 19 are summarized — they left every prompt — in batches the server
@@ -59,11 +69,7 @@ async def test_summaries_follow_the_window_the_server_holds_and_batch_within_it(
     llm.n_ctx = 2_048  # the server is started with -c 2048 after Keepsake asked it: learned from a refusal
     llm.responder = extractive
     ann = Chat(runtime, platform="telegram")
-    conversation = (await runtime.cast.conversation_for(ann.key)).id
-    person = await ann.person_id()
-    for n in range(24):
-        await runtime.store.conversations.add_user_message(conversation, person, "Ann", f"line {n} " + "tide " * 90,
-                                                           100, None)
+    conversation = await a_long_history(runtime, ann, 24, tokens=100)
     llm.add(text("Hello, Ann."))
     assert (await ann.say("hello")).text == "Hello, Ann." and runtime.turns.context_window == 2_048
     await runtime.summarizer.summarize(conversation)
@@ -80,11 +86,7 @@ async def test_a_conversation_already_past_the_servers_context_is_answered_and_t
     runtime = await start(context_window=8_192, max_reply_tokens=200)
     llm.responder = extractive
     ann = Chat(runtime, platform="telegram")
-    conversation = (await runtime.cast.conversation_for(ann.key)).id
-    person = await ann.person_id()
-    for n in range(200):
-        await runtime.store.conversations.add_user_message(conversation, person, "Ann", f"line {n} " + "tide " * 40,
-                                                           50, None)
+    conversation = await a_long_history(runtime, ann, 200, tokens=50)
     llm.add(text("Hello again, Ann."), text("The lamp, yes."))
     reply = await runtime.core.conversation.handle(IncomingMessage(ann.key, ann.identity, "Ann", "hello", asker=ann.asker))
     assert reply.text == "Hello again, Ann."
