@@ -45,7 +45,7 @@ from bot.writing_first.outbox import Letter, Outbox, Pace, addressee, in_voice
 from storage.ports import MessageRow, ReminderRow, Store
 
 log = logging.getLogger(__name__)
-SCAN_S = 10.0  # how often due reminders are looked for: one is sent within 10 s of its time
+SCAN_S = 2.0  # how often due reminders are looked for (an indexed query): one is sent within 2 s of its time
 SCAN_BATCH = 100  # reminders handled per platform and scan; the rest wait for the next scan
 LATE_S = 120  # later than this, the letter says how late it is
 INSTRUCTION = """\
