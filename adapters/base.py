@@ -205,11 +205,10 @@ class ChatAdapter(abc.ABC, Generic[Place]):
     async def _send_part(self, place: Place, part: Part) -> None:
         """A part after the words, made now. One that fails leaves the words alone: one WARNING
         (the core's when it could not be made, this one when the platform would not take it)."""
-        made = await part.made(self.shows_waveforms)
-        if made is None:
-            return
-        try:
-            await self.send_media(place, made)
+        try:  # never a failure before the reply is reported shown: the conversation's line waits for that
+            made = await part.made(self.shows_waveforms)
+            if made is not None:
+                await self.send_media(place, made)
         except Exception as failure:
             log.warning("%s: %s with a reply could not be sent (%s: %s); the words stand", self.platform, part.what,
                         type(failure).__name__, failure)

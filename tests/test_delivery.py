@@ -166,3 +166,19 @@ async def test_silence_sends_nothing_and_the_bots_own_words_go_out_plain(runtime
                   Reply.error("The model failed."), Reply.notice("Rebuilt.")):
         await platform.deliver("dm-ann", None, reply)
     assert formatted == [True, False, False, False]  # markdown is the character's; the bot's words are as written
+
+
+async def test_a_part_that_fails_to_be_made_leaves_the_words_shown_and_reported(runtime, ann, llm, caplog):
+    """The reply is reported shown whatever becomes of its parts: the conversation's line waits for
+    that report, so a part that raises while it is made must never keep it from being sent."""
+    llm.add(text("Ahoy!"))
+    reply = await runtime.core.conversation.handle(IncomingMessage(ann.key, ann.identity, "Ann", "hi", asker=ann.asker))
+
+    async def broken(waveform: bool) -> Picture:
+        raise RuntimeError("the speech server went away mid-answer")
+    platform = Recording(runtime.core, reply.turn)
+    ids = await platform.deliver("dm-ann", None, replace(reply, segments=(*reply.segments,
+                                                                         Part("a voice note", Picture, broken))))
+    assert platform.sent == [("words", "Ahoy!")]
+    assert await runtime.core.regenerating.shown_as(reply.turn) == ids == ["1"]
+    assert "a voice note with a reply could not be sent (RuntimeError" in caplog.text
