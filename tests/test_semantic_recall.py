@@ -211,7 +211,7 @@ async def test_a_turns_message_is_embedded_before_the_next_background_batch_is_a
     while a turn's message is being embedded, no batch is sent."""
     runtime = await closing()
     ann = Chat(runtime)
-    await history(ann, clock, lines(200))  # a backlog for the background job
+    await history(ann, clock, lines(40))  # a backlog for the background job: five batches
     llm.embeddings_delay_s = 0.3
     stored = await runtime.store.conversations.add_user_message(
         (await runtime.cast.conversation_for(ann.key)).id, await ann.person_id(), "Ann", "the turn's own message", 5, None)
