@@ -161,8 +161,11 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         listening = Listening(voice, config.voice.max_seconds)
     toolbox = Toolbox(everything, gate.tool_refusal, counter, allowed, show=config.tools.show,
                       zone=config.limits.timezone)
-    if configured.late is not None:  # an MCP server's tools join the toolbox once it answers
-        configured.late.join = toolbox.add
+    late_servers = None
+    if configured.silent:  # an MCP server's tools join the toolbox once it answers (the SDK is loaded already)
+        from bot.tools.mcp_servers import LateServers
+
+        late_servers = LateServers(configured.silent, outside, configured.names, toolbox.add)
     speaking = Speaking(voice) if voice is not None and speaks(config.voice, True) else None
     turns = TurnHandler(store, llm, counter, cast, window, gate, counted_from, clock=clock, recall_tokens=recall_tokens,
                         semantic=semantic, listening=listening,
@@ -185,7 +188,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                               page_address=config.web.address if config.web is not None else None,
                               pictures_a_day=config.pictures.per_day if config.pictures is not None else None)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
-                          checkins=checkins, reminders=reminders, late_servers=configured.late)
+                          checkins=checkins, reminders=reminders, late_servers=late_servers)
     scenes = Scenes(store, cast, gate, config.scenes.max_chain)
     page = PageDesk(store, cast, commands.door, budgets, commands.memories, commands.persona, commands.reminders,
                     commands.usage, commands.account, platforms or {}, clock, gate)

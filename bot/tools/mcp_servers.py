@@ -195,11 +195,12 @@ class LateServers:
 
     every_s = ASK_AGAIN_S
 
-    def __init__(self, servers: Sequence[MCPServerConfig], outside: Outside, taken: set[str]):
+    def __init__(self, servers: Sequence[MCPServerConfig], outside: Outside, taken: set[str],
+                 join: Callable[[list[MCPTool]], None]):
         self.servers = list(servers)
         self.outside = outside
-        self.taken = taken  # the names of the tools there are: a late tool never shadows one
-        self.join: Callable[[list[MCPTool]], None] = lambda tools: None
+        self.taken = set(taken)  # the names of the tools there are: a late tool never shadows one
+        self.join = join  # where their tools go (Toolbox.add)
 
     async def ask_again(self) -> None:
         for server in list(self.servers):

@@ -7,10 +7,10 @@ use: its own `tools`, else all of them; the memory tools (SPEC 5) always."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
-from bot.config import BUILT_IN_TOOLS, Config
+from bot.config import BUILT_IN_TOOLS, Config, MCPServerConfig
 from bot.tools.clock import Clock
 from bot.tools.dice import Dice
 from bot.tools.picture import ImageServer, Picturing
@@ -21,19 +21,17 @@ from bot.tools.toolbox import Tool
 from bot.tools.web import Read, Search
 from storage.ports import Store
 
-if TYPE_CHECKING:  # the MCP SDK loads only for a deployment that lists servers
-    from bot.tools.mcp_servers import LateServers
-
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Configured:
-    """The tools that can run now, and the MCP servers that did not answer at start-up (asked
-    again in the background: `LateServers.ask_again`)."""
+    """The tools that can run now; the MCP servers that did not answer at start-up (asked again in
+    the background: bot/tools/mcp_servers.py `LateServers`) and the tool names already taken."""
 
     tools: list[Tool]
-    late: LateServers | None = None
+    silent: list[MCPServerConfig] = field(default_factory=list)
+    names: frozenset[str] = frozenset()
 
 
 async def configured_tools(config: Config, store: Store, today: Callable[[], str], outside: Outside,
@@ -66,7 +64,7 @@ async def configured_tools(config: Config, store: Store, today: Callable[[], str
     if not settings.mcp:
         return Configured(tools)
     # the MCP SDK is loaded only for a deployment that lists servers (it takes ~0.8 s and ~45 MB)
-    from bot.tools.mcp_servers import LateServers, discover
+    from bot.tools.mcp_servers import discover
 
     names = {*taken, *(tool.name for tool in tools)}
     found, silent = await discover(settings.mcp, outside)
@@ -77,7 +75,7 @@ async def configured_tools(config: Config, store: Store, today: Callable[[], str
             continue
         names.add(tool.name)
         tools.append(tool)
-    return Configured(tools, LateServers(silent, outside, names) if silent else None)
+    return Configured(tools, silent, frozenset(names))
 
 
 def unusable_tools(config: Config) -> list[str]:
