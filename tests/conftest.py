@@ -84,20 +84,26 @@ def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(API_KEY_ENV, "sk-test-not-a-real-key")
 
 
+@contextlib.asynccontextmanager
+async def started(fake):
+    """A fake server on loopback, started, and stopped when the block ends (whatever the test did)."""
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
 @pytest.fixture
 async def llm() -> ScriptedLLM:
-    server = ScriptedLLM()
-    await server.start()
-    yield server
-    await server.stop()
+    async with started(ScriptedLLM()) as server:
+        yield server
 
 
 @pytest.fixture
 async def telegram() -> FakeTelegram:
-    fake = FakeTelegram()
-    await fake.start()
-    yield fake
-    await fake.stop()
+    async with started(FakeTelegram()) as fake:
+        yield fake
 
 
 @pytest.fixture
@@ -106,10 +112,8 @@ async def discord_fake():
     tests/process.py); tests/test_discord.py drives discord.py in process instead."""
     from tests.fakes.discord_server import FakeDiscord
 
-    fake = FakeDiscord()
-    await fake.start()
-    yield fake
-    await fake.stop()
+    async with started(FakeDiscord()) as fake:
+        yield fake
 
 
 @pytest.fixture
@@ -117,10 +121,8 @@ async def images():
     """The fake image server (SPEC 20), both shapes, on loopback."""
     from tests.fakes.image_server import FakeImageServer
 
-    server = FakeImageServer()
-    await server.start()
-    yield server
-    await server.stop()
+    async with started(FakeImageServer()) as server:
+        yield server
 
 
 @pytest.fixture
@@ -128,10 +130,8 @@ async def searxng():
     """A SearXNG instance on loopback (its JSON API), answering what a test gives it."""
     from tests.fakes.searxng import FakeSearXNG
 
-    fake = FakeSearXNG()
-    await fake.start()
-    yield fake
-    await fake.stop()
+    async with started(FakeSearXNG()) as fake:
+        yield fake
 
 
 @pytest.fixture
@@ -140,10 +140,8 @@ async def hostile():
     could send them (SPEC 18)."""
     from tests.fakes.hostile import HostileServer
 
-    server = HostileServer()
-    await server.start()
-    yield server
-    await server.stop()
+    async with started(HostileServer()) as server:
+        yield server
 
 
 @pytest.fixture
