@@ -4,11 +4,11 @@ describes them (the door keeps their ids with the link)."""
 
 from __future__ import annotations
 
+from bot.access.door import LINK_TTL_S, SESSION_TTL_S, Door
 from bot.access.gate import PAGE, Gate
 from bot.characters.cast import Cast
 from bot.commands.base import Person
 from bot.contract import CommandContext, CommandResult
-from bot.access.door import LINK_TTL_S, SESSION_TTL_S, Door
 
 NO_PAGE = "This bot has no memory page: its owner has not set one up ([web] in the config)."
 NOT_SERVED = ("The memory page is not available right now: this bot could not open its web port. Its owner "

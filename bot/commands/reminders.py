@@ -125,6 +125,11 @@ class ReminderCommands:
         return CommandResult(f"Reminder {number} is cancelled.")
 
     async def _press_cancel(self, ctx, person: Person, verb: str, reminder_id: int) -> CommandResult:
+        return await self.cancel_reminder(person, reminder_id)
+
+    async def cancel_reminder(self, person: Person, reminder_id: int) -> CommandResult:
+        """Cancel the reminder a button or the memory page names (its id, never its place in the
+        list, which moves as reminders come and go); the answer names its number as /reminders does."""
         numbers = {reminder.id: n for n, reminder in enumerate(await self.store.reminders.pending(person.id), 1)}
         if reminder_id not in numbers or not await self.store.reminders.cancel(person.id, reminder_id):
             raise Missing("That reminder is gone already. /reminders lists yours.")

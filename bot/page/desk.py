@@ -153,10 +153,10 @@ class PageDesk:
         return PageNotice(done.text, ok=done.ok)
 
     async def _cancel_reminder(self, person: Person, fields: dict[str, str]) -> CommandResult:
-        number = parse_number(fields.get("id", ""))
-        if number is None:
+        reminder_id = parse_number(fields.get("id", ""))
+        if reminder_id is None:
             raise Missing("There is no such reminder.")
-        return await self.reminders.cancel(person, number)
+        return await self.reminders.cancel_reminder(person, reminder_id)
 
     def _whole_person(self, visit: PageVisit) -> Person:
         """The person, for what concerns them whichever character (export, /forgetme)."""
