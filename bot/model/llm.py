@@ -54,11 +54,17 @@ EMBEDDING_DIMENSIONS = 256  # asked of models that can shorten their vectors (te
 
 class LLMError(Exception):
     """The model could not be reached or answered unusably, after every retry. Its text, and
-    `hint` (what the person can do), are safe to show a person."""
+    `hint` (what the person can do), are safe to show a person. `owners_to_fix`: only the bot's
+    owner can mend it (a key, a model name); `hint_for(owner)` says so to whoever reads it."""
 
-    def __init__(self, reason: str, hint: str = TRY_AGAIN):
+    def __init__(self, reason: str, hint: str = TRY_AGAIN, owners_to_fix: bool = False):
         super().__init__(reason)
-        self.hint = hint
+        self.hint = OWNER_TOLD if owners_to_fix else hint
+        self.owners_to_fix = owners_to_fix
+
+    def hint_for(self, owner: bool) -> str:
+        """The hint for the person who reads it; the owner themselves (the console) is told where."""
+        return YOU_ARE_THE_OWNER if owner and self.owners_to_fix else self.hint
 
 
 class ImagesRefused(LLMError):
@@ -319,16 +325,16 @@ class LLMClient:
         if status in (401, 403):
             self._tell_owner(f"the model server refused the API key (HTTP {status}): check the key in the environment "
                              f"variable named by [llm] api_key_env ({self.config.api_key_env})")
-            return LLMError("the model server refused the bot's API key", hint=OWNER_TOLD)
+            return LLMError("the model server refused the bot's API key", owners_to_fix=True)
         if status == 404 and not self.config.base_url.rstrip("/").endswith("/v1"):
             with_v1 = f"{self.config.base_url.rstrip('/')}/v1"
             self._tell_owner(f"the model server answered HTTP 404 at {self.config.base_url}: OpenAI-compatible servers "
                              f"usually serve under /v1 — try [llm] base_url = \"{with_v1}\"")
-            return LLMError(NOT_SET_UP, hint=OWNER_TOLD)
+            return LLMError(NOT_SET_UP, owners_to_fix=True)
         if status == 404:
             self._tell_owner(f"the model server at {self.config.base_url} ([llm] base_url) does not know model "
                              f"{self.config.model!r} ([llm] model): HTTP 404: {said or '(no message)'}")
-            return LLMError(NOT_SET_UP, hint=OWNER_TOLD)
+            return LLMError(NOT_SET_UP, owners_to_fix=True)
         if status == 400:
             log.error("the model server at %s ([llm] base_url) refused a request for model %r ([llm] model) with "
                       "HTTP 400: %s", self.config.base_url, self.config.model, said or "(no message)")

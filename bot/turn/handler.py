@@ -55,8 +55,6 @@ from bot.model.llm import (
     Completion,
     ImagesRefused,
     LLMClient,
-    OWNER_TOLD,
-    YOU_ARE_THE_OWNER,
     LLMError,
     PromptTooLong,
     ToolCallUnreadable,
@@ -308,9 +306,8 @@ class TurnHandler:
         except LLMError as failure:
             log.warning("a turn in conversation %d failed: %s", conversation.id, failure)
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
-            hint = YOU_ARE_THE_OWNER if failure.hint == OWNER_TOLD and asker is not None and \
-                traits_of(asker.platform).owned else failure.hint
-            return Reply.error(LLM_FAILED.format(reason=failure, hint=hint))
+            owner = asker is not None and traits_of(asker.platform).owned
+            return Reply.error(LLM_FAILED.format(reason=failure, hint=failure.hint_for(owner)))
         except _PastAllowance:  # its rounds spent the allowance: the message is kept, not answered
             await asyncio.shield(self.store.turns.fail_turn(turn_id))
             return await self.arrival.past_allowance(charged)
