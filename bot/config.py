@@ -420,6 +420,7 @@ class CharacterConfig(BaseModel):
     voice: Text = "alloy"  # SPEC 16: the voice its replies are spoken in ([voice] speech_model)
     nsfw: bool | None = None  # SPEC 17: age-restricted; None: as the card's tags say ("nsfw", any case)
     appearance: Text | None = None  # SPEC 20: put before the scene of every picture it draws
+    omniscient: bool = False  # SPEC 22: a narrator, that witnesses everything said in a scene
     # SPEC 18: this character's own tools (built-in and MCP names); None: all of [tools] enabled
     tools: Annotated[tuple[Text, ...], Listed] | None = None
 

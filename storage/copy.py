@@ -1,7 +1,9 @@
 """`python -m bot storage copy --from sqlite:///… --to postgresql://…`: a whole deployment moved
 from its SQLite file into PostgreSQL — people, identities, characters, conversations, messages,
-turns, memories with their journal, summaries, rebuilds, drafts, selections, settings, check-in
-marks, personas, what was spent on each person's behalf and link codes — keeping every id, so buttons and references made before the move keep working.
+who was present in each scene and witnessed each message, turns, memories with their journal,
+summaries, rebuilds, drafts, selections, settings, check-in marks, personas, what was spent on
+each person's behalf and link codes — keeping every id, so buttons and references made before
+the move keep working.
 
 Rows are copied table by table in key order, in batches, with `ON CONFLICT DO NOTHING`: a copy
 that stopped half-way is resumed by running the command again, and running it twice changes
@@ -33,6 +35,8 @@ TABLES: list[tuple[str, tuple[str, ...]]] = [
     ("characters", ("id",)),
     ("conversations", ("id",)),
     ("messages", ("id",)),
+    ("presence", ("conversation_id", "character_id")),
+    ("witnesses", ("message_id", "character_id")),
     ("message_parts", ("conversation_id", "platform_message_id")),
     ("turns", ("id",)),
     ("turn_queue", ("id",)),

@@ -350,18 +350,20 @@ class Conversations(abc.ABC):
         its platform id is stored already (a platform delivered it again)."""
 
     @abc.abstractmethod
-    async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None
-                              ) -> list[MessageRow]:
-        """The last `limit` messages (at or before `up_to_pos`), newest first."""
+    async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None,
+                              seen_by: int | None = None) -> list[MessageRow]:
+        """The last `limit` messages (at or before `up_to_pos`), newest first. `seen_by`: only the
+        messages that character witnessed (SPEC 22; None: every message)."""
 
     @abc.abstractmethod
     async def messages_between(self, conversation_id: int, after_pos: int, before_pos: int | None,
-                               limit: int) -> list[MessageRow]:
-        """Messages with after_pos < pos (< before_pos), oldest first."""
+                               limit: int, seen_by: int | None = None) -> list[MessageRow]:
+        """Messages with after_pos < pos (< before_pos), oldest first (`seen_by`: witnessed by)."""
 
     @abc.abstractmethod
-    async def count_messages(self, conversation_id: int, after_pos: int, up_to_pos: int | None = None) -> int:
-        """How many messages have after_pos < pos (<= up_to_pos)."""
+    async def count_messages(self, conversation_id: int, after_pos: int, up_to_pos: int | None = None,
+                             seen_by: int | None = None) -> int:
+        """How many messages have after_pos < pos (<= up_to_pos) (`seen_by`: witnessed by)."""
 
     @abc.abstractmethod
     async def message_numbers(self, conversation_id: int, positions: Sequence[int]) -> dict[int, int]:
@@ -634,34 +636,44 @@ class Summaries(abc.ABC):
     """The conversation summary by generation, and the rebuild that swaps in the next one."""
 
     @abc.abstractmethod
-    async def summary_state(self, conversation_id: int) -> SummaryState: ...
+    async def summary_state(self, conversation_id: int, seen_by: int | None = None) -> SummaryState:
+        """The state of the conversation's summary, or (`seen_by`) of that character's own
+        summary in a scene (SPEC 22: one that missed messages; never rebuilding, generation 0)."""
 
     @abc.abstractmethod
-    async def summaries(self, conversation_id: int, generation: int | None = None) -> list[SummaryRow]:
-        """Entries of one generation (default: the live one), in tier order, oldest first."""
+    async def summaries(self, conversation_id: int, generation: int | None = None,
+                        seen_by: int | None = None) -> list[SummaryRow]:
+        """Entries of one generation (default: the live one), in tier order, oldest first; or
+        (`seen_by`) that character's own summary's."""
 
     @abc.abstractmethod
     async def write_summary(
         self, conversation_id: int, generation: int, tier: str, content: str, tokens: int,
         first_pos: int, last_pos: int, replaces: list[int], covered_pos: int | None = None,
-        edited: bool = False,
+        edited: bool = False, seen_by: int | None = None,
     ) -> SummaryRow:
-        """In one transaction: add the entry, delete the entries it replaces, and (for a
-        recent summary) advance what is covered: the live summarized_pos, or the progress of
-        the rebuild writing that generation."""
+        """In one transaction: add the entry (to `seen_by`'s own summary, when given), delete
+        the entries it replaces, and (for a recent summary) advance what is covered: the live
+        summarized_pos (or that character's), or the progress of the rebuild writing that
+        generation."""
 
     @abc.abstractmethod
-    async def edit_summary(self, conversation_id: int, summary_id: int, content: str, tokens: int) -> bool: ...
+    async def edit_summary(self, conversation_id: int, summary_id: int, content: str, tokens: int,
+                           seen_by: int | None = None) -> bool: ...
 
     @abc.abstractmethod
-    async def set_summary_retry(self, conversation_id: int, failures: int, retry_at: float | None) -> None: ...
+    async def set_summary_retry(self, conversation_id: int, failures: int, retry_at: float | None,
+                                seen_by: int | None = None) -> None: ...
 
     @abc.abstractmethod
-    async def due_summary_retries(self, now: float) -> list[int]: ...
+    async def due_summary_retries(self, now: float) -> list[int]:
+        """Conversations with a summary (theirs, or a character's own) due to be tried again."""
 
     @abc.abstractmethod
     async def start_rebuild(self, conversation_id: int, person_id: int | None) -> RebuildRow | None:
-        """A new rebuild, or None when one exists for the conversation already."""
+        """A new rebuild, or None when one exists for the conversation already. The own summaries
+        of a scene's characters (SPEC 22) start again from the first message, in the same
+        transaction: they are written anew as any summary is."""
 
     @abc.abstractmethod
     async def rebuild(self, conversation_id: int) -> RebuildRow | None: ...
@@ -709,15 +721,16 @@ class Recall(abc.ABC):
 
     @abc.abstractmethod
     async def search(self, conversation_id: int, terms: list[str], before_pos: int, limit: int,
-                     common_above: int) -> list[MessageRow]:
+                     common_above: int, seen_by: int | None = None) -> list[MessageRow]:
         """The conversation's messages before `before_pos` holding any of the terms (matched as
         words, stemmed), best match first (of equal matches, the older first). A term found in
         more than `common_above` of the conversation's messages points at nothing in particular
-        and is left out."""
+        and is left out. `seen_by`: only messages that character witnessed (SPEC 22)."""
 
     @abc.abstractmethod
-    async def messages_at(self, conversation_id: int, positions: list[int]) -> list[MessageRow]:
-        """The conversation's messages at these places, oldest first."""
+    async def messages_at(self, conversation_id: int, positions: list[int],
+                          seen_by: int | None = None) -> list[MessageRow]:
+        """The conversation's messages at these places, oldest first (`seen_by`: witnessed by)."""
 
     @abc.abstractmethod
     async def index_older_messages(self, batch: int) -> int:
@@ -751,12 +764,51 @@ class Vectors(abc.ABC):
         (an edited one waits again), or `model` is no longer the one in use."""
 
     @abc.abstractmethod
-    async def nearest(self, conversation_id: int, vector: list[float], before_pos: int, limit: int) -> list[int]:
+    async def nearest(self, conversation_id: int, vector: list[float], before_pos: int, limit: int,
+                      seen_by: int | None = None) -> list[int]:
         """Places of the conversation's messages before `before_pos` closest to `vector` in
-        meaning (cosine), best first (SQLite scores the newest NEAREST_SCAN_LIMIT of them)."""
+        meaning (cosine), best first (SQLite scores the newest NEAREST_SCAN_LIMIT of them);
+        `seen_by`: only messages that character witnessed (SPEC 22)."""
 
 
 NEAREST_SCAN_LIMIT = 5_000  # SQLite scores at most this many of a conversation's vectors a turn (~15 ms)
+
+
+class Presence(abc.ABC):
+    """Who is present in a scene and what each character witnessed (SPEC 22), in the database so
+    every process agrees. Every message stored in a shared conversation records its witnesses in
+    the transaction that stores it: the characters present then, and its speaker (a character
+    that speaks is brought in first). A character that witnessed every message of the scene
+    reads it whole, with the scene's summary; one that missed any (it came in late, or was
+    dismissed) reads only what it witnessed, with its own summary (`Summaries`, `seen_by`), which
+    begins as a copy of the scene's when it leaves it."""
+
+    @abc.abstractmethod
+    async def bring_in(self, conversation_id: int, character_ids: Sequence[int]) -> list[int]:
+        """These characters are present from now on (named, mentioned, invited); the ones that
+        were not, in the order given."""
+
+    @abc.abstractmethod
+    async def dismiss(self, conversation_id: int, character_id: int) -> bool:
+        """The character witnesses nothing here until it is brought in again; False when it was
+        not present."""
+
+    @abc.abstractmethod
+    async def present(self, conversation_id: int) -> list[int]:
+        """The characters present, by id."""
+
+    @abc.abstractmethod
+    async def missed_any(self, conversation_id: int, character_id: int) -> bool:
+        """Whether the character missed a message of the conversation: then it reads only what it
+        witnessed (False: it witnessed them all)."""
+
+    @abc.abstractmethod
+    async def own_sights(self, conversation_id: int) -> list[int]:
+        """The characters of the conversation that keep their own summary."""
+
+    @abc.abstractmethod
+    async def witnessed(self, conversation_id: int, character_id: int) -> tuple[int, int]:
+        """How many of the conversation's messages the character witnessed, and how many it holds."""
 
 
 @dataclass(frozen=True)
@@ -967,6 +1019,7 @@ class Store(abc.ABC):
     usage: Usage
     reminders: Reminders
     pages: Pages
+    presence: Presence
 
     @abc.abstractmethod
     async def close(self) -> None: ...

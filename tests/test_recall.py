@@ -15,9 +15,11 @@ DAY = 86_400.0
 
 
 async def history(chat: Chat, clock: FakeClock, lines: list[str]) -> None:
-    """Messages stored long ago (a day apart), beyond the 50-message live window."""
+    """Messages stored long ago (a day apart), beyond the 50-message live window (in a group, with
+    the character present: it witnessed them, SPEC 22)."""
     store = chat.runtime.store
     conversation = (await chat.runtime.cast.conversation_for(chat.key)).id
+    await store.presence.bring_in(conversation, [chat.runtime.cast.character(chat.key.character).id])
     person = await chat.person_id()
     for line in lines:
         await store.conversations.add_user_message(conversation, person, chat.name, line,

@@ -143,13 +143,13 @@ async def test_characters_in_one_group_share_one_scene_and_every_message_names_i
     runtime = await scene()
     ann = Person(runtime, "501", "Ann")
     llm.add(text("Welcome aboard, Ann."), text("Harbour's closed, Ann."))
-    await ann.says("hello Mira")
+    await ann.says("hello Mira, hello Aki")  # Aki, named, is in the scene from here (SPEC 22)
     await ann.says("is the harbour open?", to="Aki")
     assert [(m.speaker_name, m.content) for m in await scene_rows(runtime)] == [
-        ("Ann", "hello Mira"), ("Mira", "Welcome aboard, Ann."),
+        ("Ann", "hello Mira, hello Aki"), ("Mira", "Welcome aboard, Ann."),
         ("Ann", "is the harbour open?"), ("Aki", "Harbour's closed, Ann.")]
-    # Aki's prompt holds the whole scene: Mira's reply is a line of hers, Aki's own are Aki's
-    assert prompt_lines(llm) == [("user", "Ann: hello Mira"), ("user", "Mira: Welcome aboard, Ann."),
+    # Aki's prompt holds the whole scene it witnessed: Mira's reply is a line of hers, Aki's own are Aki's
+    assert prompt_lines(llm) == [("user", "Ann: hello Mira, hello Aki"), ("user", "Mira: Welcome aboard, Ann."),
                                  ("user", "Ann: is the harbour open?")]
     assert "other characters too: Mira" in llm.requests[-1]["messages"][0]["content"]
 

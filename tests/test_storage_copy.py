@@ -37,7 +37,7 @@ async def copy(source: str, target: str, *extra: str) -> tuple[int, str]:
 
 async def populate(runtime, llm) -> None:
     """A deployment with history: memories (one pinned, one written by the AI), a summary of old
-    messages, a draft, a setting, a persona and what was spent."""
+    messages, a draft, a setting, a persona, what was spent and a scene."""
     ann, bob = Chat(runtime), Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")
     await ann.memory("/memory add I keep bees on the roof")
     pinned = await ann.memory("/memory add My sister is called Ines")
@@ -69,6 +69,8 @@ async def populate(runtime, llm) -> None:
     await cai.say("remind me tomorrow at nine to feed the bees")  # a reminder waiting
     await ann.memory("/persona set I'm Ann, a beekeeper")  # a persona (SPEC 17); usage_days has every turn
     await runtime.store.usage.notice_once(await ann.person_id(), "2027-01-15")  # told she was past her tokens
+    group = Chat(runtime, user="603", name="Eve", chat_id="-100603", shared=True, platform="telegram")
+    await group.say("@Mira hello, group")  # a scene: who is present, who witnessed what (SPEC 22)
     dee = Chat(runtime, user="602", name="Dee", chat_id="602", platform="telegram")
     await dee.say("hello, and goodbye")
     await runtime.store.people.forget_person(await dee.person_id(), runtime.gate.budgets.today())  # her day's spend stays

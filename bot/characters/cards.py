@@ -60,6 +60,7 @@ class Character:
     talkativeness: float = TALKATIVENESS  # how readily it speaks up in a scene (SPEC 15)
     portrait: bytes | None = field(default=None, repr=False)  # a PNG card's image: its avatar where one is shown
     nsfw: bool = False  # age-restricted (SPEC 17): the config's `nsfw`, else the card's tags
+    omniscient: bool = False  # a narrator: in a scene it witnesses everything (SPEC 22)
 
     def fill(self, text: str, user: str) -> str:
         """Replace {{char}} (the card's nickname, else the name) and {{user}} (the speaker's
@@ -83,7 +84,8 @@ class Character:
 def load_character(config: CharacterConfig) -> Character:
     """Build the character from its config; a malformed card raises ConfigError."""
     if config.persona is not None:
-        return Character(name=config.name, description=config.persona, nsfw=bool(config.nsfw))
+        return Character(name=config.name, description=config.persona, nsfw=bool(config.nsfw),
+                         omniscient=config.omniscient)
     assert config.card is not None
     data = read_card(config.card)
     fields = {key: _text_field(data, key, config.card) for key in CARD_FIELDS}
@@ -96,7 +98,7 @@ def load_character(config: CharacterConfig) -> Character:
         raise ConfigError(f"character card {config.card}: {problem}") from None
     fields["nsfw"] = config.nsfw if config.nsfw is not None else _tagged_nsfw(data)
     # The config's name is what people and /commands use; the card's name is the fallback.
-    return Character(name=config.name, **fields)
+    return Character(name=config.name, omniscient=config.omniscient, **fields)
 
 
 def _tagged_nsfw(data: dict) -> bool:

@@ -117,7 +117,8 @@ def fused(by_words: Sequence[int], by_meaning: Sequence[int]) -> list[int]:
 
 
 async def recall(store: Store, conversation_id: int, text: str, before_pos: int, budget: int,
-                 nearest: Sequence[int] = (), speakers: Sequence[str] = ()) -> list[Passage]:
+                 nearest: Sequence[int] = (), speakers: Sequence[str] = (), seen_by: int | None = None
+                 ) -> list[Passage]:
     """Passages of this conversation before `before_pos` (the live window's first message) that
     the message `text` calls back, within `budget` tokens, oldest first. `speakers`: the names
     of the person and the character, left out of the search.
@@ -128,13 +129,15 @@ async def recall(store: Store, conversation_id: int, text: str, before_pos: int,
     message or a hit already taken (an echo: ECHO_SHARE of its content words) is left out. Each
     hit comes with a neighbour on each side; neighbouring ones merge into one passage; the word
     hits' passages are taken best first until the budget is spent, then those of the places only
-    meaning found with what is left."""
+    meaning found with what is left. `seen_by`: only messages that character witnessed (SPEC 22)."""
     terms = query_terms(text, speakers)
     room = budget - BLOCK_TOKENS  # for the passages
     if room <= 0 or not (terms or nearest):
         return []
-    hits = await store.recall.search(conversation_id, terms, before_pos, CANDIDATES, COMMON_ABOVE) if terms else []
-    near = {m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(nearest))} if nearest else {}
+    hits = await store.recall.search(conversation_id, terms, before_pos, CANDIDATES, COMMON_ABOVE,
+                                     seen_by) if terms else []
+    near = {m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(nearest), seen_by)
+            } if nearest else {}
     words_found = {hit.pos for hit in hits}
     by_meaning = [pos for pos in nearest if pos in near and not only_asks(near[pos].content)]
     ranked = fused([hit.pos for hit in hits], by_meaning)
@@ -151,7 +154,7 @@ async def recall(store: Store, conversation_id: int, text: str, before_pos: int,
         said.append(message.content)
     neighbours = {p for pos in chosen for p in (pos - 1, pos + 1) if p < before_pos}
     by_pos = {p: candidates[p] for p in set(chosen) | neighbours if p in candidates} | {
-        m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(neighbours - set(candidates)))}
+        m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(neighbours - set(candidates)), seen_by)}
     rank = {pos: i for i, pos in enumerate(chosen)}
     taken: dict[int, MessageRow] = {}
     used = 0

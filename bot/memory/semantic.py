@@ -92,10 +92,10 @@ class SemanticRecall:
         return vector
 
     async def nearest(self, embedding: asyncio.Task | None, conversation_id: int, before_pos: int,
-                      limit: int) -> list[int]:
-        """Places of the conversation's messages before `before_pos` closest in meaning to the
-        turn's message, best first, once its vector is ready (within QUERY_WAIT_S, or at once
-        for a minute after a turn waited in vain); else none."""
+                      limit: int, seen_by: int | None = None) -> list[int]:
+        """Places of the conversation's messages before `before_pos` (witnessed by `seen_by`,
+        SPEC 22) closest in meaning to the turn's message, best first, once its vector is ready
+        (within QUERY_WAIT_S, or at once for a minute after a turn waited in vain); else none."""
         if embedding is None:
             return []
         patient = self.clock() >= self._impatient_until
@@ -110,7 +110,8 @@ class SemanticRecall:
             return []
         try:
             vector = embedding.result()  # None when the server failed (said once, in _failed)
-            return [] if vector is None else await self.store.vectors.nearest(conversation_id, vector, before_pos, limit)
+            return [] if vector is None else await self.store.vectors.nearest(conversation_id, vector, before_pos,
+                                                                              limit, seen_by)
         except Exception as failure:  # a bug or a database error: this turn recalls by full text alone
             log.warning("semantic recall failed for a turn (%s: %s); full text alone",
                         type(failure).__name__, failure)

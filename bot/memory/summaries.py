@@ -11,6 +11,10 @@ Summarizing runs in the background, one job at a time per conversation, in which
 claims it (`Coordination.claim`), so each batch is summarized once. A failed summary call
 loses nothing: the messages stay pending and the conversation is retried later, with backoff.
 While a rebuild of the conversation exists, new messages wait for it.
+
+In a scene (SPEC 22) a character that missed messages has a summary of its own (`seen_by`), built
+the same way from the messages it witnessed only; the characters that witnessed everything share
+the scene's.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ class Summarizer:
         self.clock = clock
         self._jobs = ConversationTasks("summarize")
         self._again: set[int] = set()
-        self._checked: set[int] = set()  # conversations whose tiers were consolidated since start
+        self._checked: set[tuple[int, int | None]] = set()  # summaries consolidated since start
 
     # -- scheduling ------------------------------------------------------------------------
     def schedule(self, conversation_id: int) -> None:
@@ -95,11 +99,12 @@ class Summarizer:
         try:
             while True:
                 self._again.discard(conversation_id)
-                if await self._work_due(conversation_id):  # reads only: most replies leave nothing to do
-                    async with self.store.coordination.claim(f"summary:{conversation_id}", SUMMARY_LEASE_S) as mine:
-                        if not mine:
-                            return  # another process sharing the database summarizes it now
-                        await self.summarize(conversation_id)
+                for seen_by in [None, *await self.store.presence.own_sights(conversation_id)]:
+                    if await self._work_due(conversation_id, seen_by):  # reads only: most replies leave nothing
+                        job = f"summary:{conversation_id}" + (f":{seen_by}" if seen_by is not None else "")
+                        async with self.store.coordination.claim(job, SUMMARY_LEASE_S) as mine:
+                            if mine:  # else another process sharing the database summarizes it now
+                                await self.summarize(conversation_id, seen_by)
                 if conversation_id not in self._again:
                     return
         except Exception:
@@ -121,62 +126,65 @@ class Summarizer:
             self.schedule(conversation_id)
 
     # -- the work --------------------------------------------------------------------------
-    async def _work_due(self, conversation_id: int) -> bool:
-        state = await self.store.summaries.summary_state(conversation_id)
+    async def _work_due(self, conversation_id: int, seen_by: int | None = None) -> bool:
+        state = await self.store.summaries.summary_state(conversation_id, seen_by)
         if state.rebuilding:
             return False
         if state.retry_at is not None and state.retry_at > self.clock():  # its backoff holds: retry_due takes it
             return False
-        if state.failures or conversation_id not in self._checked:
+        if state.failures or (conversation_id, seen_by) not in self._checked:
             return True
-        return await self._due_before(conversation_id, state.summarized_pos) is not None
+        return await self._due_before(conversation_id, state.summarized_pos, seen_by) is not None
 
-    async def summarize(self, conversation_id: int) -> None:
-        """Bring the live summary up to date. On a model failure, keep everything pending and
-        set the conversation up for a retry with backoff. Runs after every delivered reply, so
-        one job at a time per conversation (see `_job`)."""
-        state = await self.store.summaries.summary_state(conversation_id)
+    async def summarize(self, conversation_id: int, seen_by: int | None = None) -> None:
+        """Bring the live summary (or `seen_by`'s own, SPEC 22) up to date. On a model failure,
+        keep everything pending and set it up for a retry with backoff. Runs after every
+        delivered reply, so one job at a time per conversation (see `_job`)."""
+        state = await self.store.summaries.summary_state(conversation_id, seen_by)
         if state.rebuilding:
             return  # new messages wait until the rebuild ends
         try:
-            if state.failures or conversation_id not in self._checked:
+            if state.failures or (conversation_id, seen_by) not in self._checked:
                 # a retry, or a summary this process has not seen: finish any merge left undone
-                await self.consolidate(conversation_id, state.generation)
-                self._checked.add(conversation_id)
+                await self.consolidate(conversation_id, state.generation, seen_by=seen_by)
+                self._checked.add((conversation_id, seen_by))
             covered: int | None = state.summarized_pos
             while covered is not None:
-                covered = await self.step(conversation_id, state.generation, covered)
+                covered = await self.step(conversation_id, state.generation, covered, seen_by=seen_by)
         except LLMError as failure:
             failures = state.failures + 1
             delay = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** (failures - 1))
-            log.warning("summary of conversation %d failed (%s); retrying in %.0f s",
-                        conversation_id, failure, delay)
-            await self.store.summaries.set_summary_retry(conversation_id, failures, self.clock() + delay)
+            log.warning("summary of conversation %d%s failed (%s); retrying in %.0f s", conversation_id,
+                        f" (character {seen_by}'s own)" if seen_by is not None else "", failure, delay)
+            await self.store.summaries.set_summary_retry(conversation_id, failures, self.clock() + delay, seen_by)
             return
         if state.failures or state.retry_at is not None:
-            await self.store.summaries.set_summary_retry(conversation_id, 0, None)
+            await self.store.summaries.set_summary_retry(conversation_id, 0, None, seen_by)
 
     async def step(self, conversation_id: int, generation: int, covered: int,
-                   corrections: Sequence[SummaryRow] = (), charge: Charge | None = None) -> int | None:
+                   corrections: Sequence[SummaryRow] = (), charge: Charge | None = None,
+                   seen_by: int | None = None) -> int | None:
         """If a batch is due after position `covered`, summarize it into a Recent summary of
         `generation` and return the new covered position; else None. `corrections` (entries a
         person edited, during a rebuild) that begin within the batch go in with it, kept as written.
-        `charge`: whose allowance each model call is spent on (a rebuild a person asked for)."""
-        before = await self._due_before(conversation_id, covered)
+        `charge`: whose allowance each model call is spent on (a rebuild a person asked for).
+        `seen_by`: that character's own summary, of the messages it witnessed (SPEC 22)."""
+        before = await self._due_before(conversation_id, covered, seen_by)
         if before is None:
             return None
-        pending = await self.store.conversations.messages_between(conversation_id, covered, before, BATCH_MAX_MESSAGES)
+        pending = await self.store.conversations.messages_between(conversation_id, covered, before, BATCH_MAX_MESSAGES,
+                                                                  seen_by)
         batch = take_batch(pending, self.context_window())
         edits = [as_verbatim(c.content) for c in corrections if c.first_pos <= batch[-1].pos]
         text = await self._write("recent", conversation_id, [transcript(batch), *edits], BATCH_PROMPT, charge)
         await self.store.summaries.write_summary(
             conversation_id, generation, "recent", text, self.counter.count(text),
-            batch[0].pos, batch[-1].pos, replaces=[], covered_pos=batch[-1].pos,
+            batch[0].pos, batch[-1].pos, replaces=[], covered_pos=batch[-1].pos, seen_by=seen_by,
         )
-        await self.consolidate(conversation_id, generation, charge)
+        await self.consolidate(conversation_id, generation, charge, seen_by)
         return batch[-1].pos
 
-    async def _due_before(self, conversation_id: int, covered: int) -> int | None:
+    async def _due_before(self, conversation_id: int, covered: int, seen_by: int | None = None) -> int | None:
         """Whether a batch is due after position `covered`: the position it must stay before
         (the live window's first message), or None.
 
@@ -184,21 +192,22 @@ class Summarizer:
         they reach back past `covered`, and every pending message is among them, or at least 10
         of them lie behind the window."""
         newest_first = await self.store.conversations.recent_messages(
-            conversation_id, WINDOW_MAX_MESSAGES + BATCH_MIN_MESSAGES)
+            conversation_id, WINDOW_MAX_MESSAGES + BATCH_MIN_MESSAGES, seen_by=seen_by)
         if not newest_first:
             return None
         before = live_window(newest_first[:WINDOW_MAX_MESSAGES], self.context_window())[0].pos
         behind = [m for m in newest_first if covered < m.pos < before]
         return before if batch_is_due(len(behind), sum(m.tokens for m in behind)) else None
 
-    async def consolidate(self, conversation_id: int, generation: int, charge: Charge | None = None) -> None:
+    async def consolidate(self, conversation_id: int, generation: int, charge: Charge | None = None,
+                          seen_by: int | None = None) -> None:
         """4 Recent → 1 Merged; 4 Merged → folded into Long-term; compact Long-term over 110 %."""
-        entries = await self.store.summaries.summaries(conversation_id, generation)
+        entries = await self.store.summaries.summaries(conversation_id, generation, seen_by)
         recent = [e for e in entries if e.tier == "recent"]
         if len(recent) >= RECENT_PER_MERGED:
             await self._combine(conversation_id, generation, "merged", recent[:RECENT_PER_MERGED], MERGE_PROMPT,
-                                charge)
-            entries = await self.store.summaries.summaries(conversation_id, generation)
+                                charge, seen_by)
+            entries = await self.store.summaries.summaries(conversation_id, generation, seen_by)
         merged = [e for e in entries if e.tier == "merged"]
         long_term = next((e for e in entries if e.tier == "long_term"), None)
         if len(merged) >= MERGED_PER_FOLD:
@@ -208,13 +217,13 @@ class Summarizer:
             long_term = await self.store.summaries.write_summary(
                 conversation_id, generation, "long_term", content, self.counter.count(content),
                 long_term.first_pos if long_term else folded[0].first_pos, folded[-1].last_pos,
-                replaces=([long_term.id] if long_term else []) + [e.id for e in folded],
+                replaces=([long_term.id] if long_term else []) + [e.id for e in folded], seen_by=seen_by,
             )
         if long_term and long_term.tokens > LONG_TERM_CAP_TOKENS * COMPACT_ABOVE:
-            await self.compact(conversation_id, generation, long_term, charge)
+            await self.compact(conversation_id, generation, long_term, charge, seen_by)
 
     async def compact(self, conversation_id: int, generation: int, long_term: SummaryRow,
-                      charge: Charge | None = None) -> None:
+                      charge: Charge | None = None, seen_by: int | None = None) -> None:
         """Turn the earliest half of the Long-term timeline into short period overviews."""
         sections = [s for s in long_term.content.split("\n\n") if s.strip()]
         half = max(1, len(sections) // 2)
@@ -223,15 +232,15 @@ class Summarizer:
         content = "\n\n".join([overview, *rest])
         await self.store.summaries.write_summary(
             conversation_id, generation, "long_term", content, self.counter.count(content),
-            long_term.first_pos, long_term.last_pos, replaces=[long_term.id],
+            long_term.first_pos, long_term.last_pos, replaces=[long_term.id], seen_by=seen_by,
         )
 
     async def _combine(self, conversation_id: int, generation: int, tier: str,
-                       parts: list[SummaryRow], prompt: str, charge: Charge | None) -> None:
+                       parts: list[SummaryRow], prompt: str, charge: Charge | None, seen_by: int | None) -> None:
         text = await self._text_of(tier, conversation_id, parts, prompt, charge)
         await self.store.summaries.write_summary(
             conversation_id, generation, tier, text, self.counter.count(text),
-            parts[0].first_pos, parts[-1].last_pos, replaces=[p.id for p in parts],
+            parts[0].first_pos, parts[-1].last_pos, replaces=[p.id for p in parts], seen_by=seen_by,
         )
 
     async def _text_of(self, tier: str, conversation_id: int, parts: list[SummaryRow], prompt: str,

@@ -27,6 +27,7 @@ from bot.characters.cast import Cast
 from bot.contract import ConversationKey, IncomingFile, IncomingMessage, Reply
 from bot.in_flight import Abandoned
 from bot.memory.window import window_token_budget
+from bot.memory.witnesses import bring_in_named
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
 from bot.text import clean_text
@@ -173,6 +174,8 @@ class Arrival:
         try:
             person_id = await self.cast.person_for(message.speaker)
             conversation = await self.cast.conversation_for(message.conversation)
+            # in a scene, the character it is addressed to and those it names witness it (SPEC 22)
+            await bring_in_named(self.store, self.cast, conversation, text, addressed=[stored])
             if await self.gate.past_allowance(person_id):  # past today's tokens (SPEC 17): kept, not answered
                 await self._keep_unanswered(message, person_id, text)
                 return await self.past_allowance(person_id)

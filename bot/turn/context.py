@@ -14,10 +14,13 @@ from bot.characters.lorebook import LoreEntry
 from bot.memory.recall import Passage
 from bot.memory.saved_memories import SelectedMemories, memories_for_prompt
 from bot.memory.window import WINDOW_MAX_MESSAGES, live_window
+from bot.memory.witnesses import seen_by
 from storage.ports import ConversationRow, MessageRow, Persona, Profile, Store, SummaryRow
 
-# Given the newest messages (newest first) and the live window, the passages to recall.
-Recalling = Callable[[list[MessageRow], list[MessageRow]], Awaitable[list[Passage]]]
+# Given the newest messages (newest first), the live window and the sight they were read through
+# (SPEC 22: None, every message; else the character whose witnessed messages they are), the
+# passages to recall.
+Recalling = Callable[[list[MessageRow], list[MessageRow], int | None], Awaitable[list[Passage]]]
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Context:
     lore: list[LoreEntry]
     persona: Persona | None = None  # who the person speaking is in the story (SPEC 17)
     time_zone: str | None = None  # the person's own (/timezone, SPEC 19); None: the deployment's
+    seen_by: int | None = None  # SPEC 22: read only what this character witnessed (None: every message)
 
     @property
     def learning(self) -> bool:
@@ -42,15 +46,18 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
                        person_id: int | None, context_window: int, up_to_pos: int | None = None,
                        recalling: Recalling | None = None) -> Context:
     """Read what a reply sees of `conversation` (up to the message at `up_to_pos`), for the
-    person `person_id` (None: nobody in particular). Only what it needs: never the whole history."""
+    person `person_id` (None: nobody in particular). Only what it needs: never the whole history.
+    In a scene, only what the character witnessed (SPEC 22): every layer through one sight."""
     profile = await store.people.profile(person_id) if person_id is not None else Profile(None, None)
     learning = person_id is not None and await store.memories.learning_enabled(person_id, character.id)
     memories = await memories_for_prompt(store, person_id, character.id) if learning else None
-    summary = await store.summaries.summaries(conversation.id)
-    newest_first = await store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=up_to_pos)
+    sight = await seen_by(store, conversation, character)
+    summary = await store.summaries.summaries(conversation.id, seen_by=sight)
+    newest_first = await store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=up_to_pos,
+                                                             seen_by=sight)
     window = live_window(newest_first, context_window)
-    recalled = await recalling(newest_first, window) if recalling is not None else []
+    recalled = await recalling(newest_first, window, sight) if recalling is not None else []
     lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
         character.character.lorebook.entries_for, [m.content for m in reversed(window)], context_window)
     return Context(character, conversation.is_shared, memories, list(summary), window, recalled, lore,
-                   profile.persona, profile.time_zone)
+                   profile.persona, profile.time_zone, sight)

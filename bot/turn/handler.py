@@ -70,6 +70,7 @@ from bot.tools.toolbox import (
 )
 from bot.turn.arrival import Arrival, ToHear, arrival_key
 from bot.turn.attachments import in_words, prepare_images
+from bot.memory.witnesses import bring_in_named
 from bot.turn.context import Context, read_context
 from bot.turn.fit import fitted
 from bot.turn.prompt import Prompt, build_prompt
@@ -251,9 +252,10 @@ class TurnHandler:
             if sink is not None:
                 await sink("")  # the turn has begun (an adapter shows typing only now)
 
-            async def recalling(newest_first: list[MessageRow], window: list[MessageRow]) -> list[Passage]:
+            async def recalling(newest_first: list[MessageRow], window: list[MessageRow],
+                                sight: int | None) -> list[Passage]:
                 return await self._recall(conversation.id, stored.character.name, user_row, newest_first, window,
-                                          embedding)
+                                          embedding, sight)
 
             async def reading() -> Context:
                 return await read_context(self.store, stored, conversation, person_id, self.context_window,
@@ -327,6 +329,7 @@ class TurnHandler:
         }
         kept = "\n".join([text, *journal.remembered])  # what the character remembers it did ("[sent a picture: …]")
         reply_tokens = self.counter.count(kept)
+        await bring_in_named(self.store, self.cast, conversation, text)  # those it names witness it (SPEC 22)
         await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, kept, reply_tokens, receipt,
                                            character_id=stored.id)
         buttons = []
@@ -342,16 +345,17 @@ class TurnHandler:
 
     async def _recall(self, conversation_id: int, character_name: str, user_row: MessageRow,
                       newest_first: list[MessageRow], window: list[MessageRow],
-                      embedding: asyncio.Task | None) -> list[Passage]:
-        """Older words the message calls back (none when the window holds the whole conversation)."""
+                      embedding: asyncio.Task | None, seen_by: int | None) -> list[Passage]:
+        """Older words the message calls back (none when the window holds the whole conversation),
+        of what the character witnessed (SPEC 22)."""
         if not self.recall_tokens or (len(window) == len(newest_first) < WINDOW_MAX_MESSAGES):
             return []
         nearest: list[int] = []
         if self.semantic is not None:
             embedding = embedding or self._embedding(user_row)
-            nearest = await self.semantic.nearest(embedding, conversation_id, window[0].pos, RECALL_NEAREST)
+            nearest = await self.semantic.nearest(embedding, conversation_id, window[0].pos, RECALL_NEAREST, seen_by)
         return await recall(self.store, conversation_id, user_row.content, window[0].pos, self.recall_tokens,
-                            nearest, speakers=(user_row.speaker_name, character_name))
+                            nearest, speakers=(user_row.speaker_name, character_name), seen_by=seen_by)
 
     def _embedding(self, user_row: MessageRow) -> asyncio.Task | None:
         """Ask for the message's vector (semantic recall on), without waiting for it."""

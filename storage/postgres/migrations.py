@@ -17,6 +17,7 @@ from storage.sql.migrations import (
     PERSONAS_AND_BUDGETS,
     PICTURES,
     HARDENING_VI,
+    WITNESSES,
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
@@ -316,4 +317,6 @@ MIGRATIONS: list[str] = [
     PAGES,
     # 15 — hardening VI, as SQLite's 23
     HARDENING_VI,
+    # 16 — who knows what, as SQLite's 24
+    WITNESSES,
 ]

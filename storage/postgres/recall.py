@@ -7,6 +7,7 @@ from storage.ports import MessageRow, Recall
 from storage.postgres.database import Database
 from storage.rows import MESSAGE_COLUMNS, messages
 from storage.sql.conversations import messages_at
+from storage.sql.presence import seen, seen_args
 
 WORDS = "to_tsquery('english', $2)"  # the terms are words only (see bot/memory/recall.py): no query syntax
 
@@ -16,7 +17,7 @@ class PostgresRecall(Recall):
         self.db = db
 
     async def search(self, conversation_id: int, terms: list[str], before_pos: int, limit: int,
-                     common_above: int) -> list[MessageRow]:
+                     common_above: int, seen_by: int | None = None) -> list[MessageRow]:
         counts = ", ".join(
             f"(SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE conversation_id = $1 "
             f"AND search @@ to_tsquery('english', ${i + 3}) LIMIT $2) AS hits)" for i in range(len(terms)))
@@ -25,13 +26,14 @@ class PostgresRecall(Recall):
         if not telling:
             return []
         rows = await self.db.all(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 AND search @@ {WORDS} AND pos < $3 "
-            f"ORDER BY ts_rank(search, {WORDS}) DESC, pos LIMIT $4",  # ties: the older, less summarized, first
-            conversation_id, " | ".join(telling), before_pos, limit)
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 AND search @@ {WORDS} AND pos < $3"
+            f"{seen(seen_by, 5)} ORDER BY ts_rank(search, {WORDS}) DESC, pos LIMIT $4",  # ties: the older first
+            conversation_id, " | ".join(telling), before_pos, limit, *seen_args(seen_by))
         return messages(rows)
 
-    async def messages_at(self, conversation_id: int, positions: list[int]) -> list[MessageRow]:
-        return await messages_at(self.db, conversation_id, positions)
+    async def messages_at(self, conversation_id: int, positions: list[int],
+                          seen_by: int | None = None) -> list[MessageRow]:
+        return await messages_at(self.db, conversation_id, positions, seen_by)
 
     async def index_older_messages(self, batch: int) -> int:
         await self.db.execute(

@@ -12,6 +12,7 @@ import logging
 import asyncpg
 
 from storage.postgres.database import MIGRATION_LOCK, Database
+from storage.sql.presence import seen, seen_args
 from storage.sql.vectors import WaitingVectors
 
 log = logging.getLogger(__name__)
@@ -68,10 +69,12 @@ class PostgresVectors(WaitingVectors):
                 if saved:
                     await tx.execute("DELETE FROM vectors_waiting WHERE message_id = $1", message_id)
 
-    async def nearest(self, conversation_id: int, vector: list[float], before_pos: int, limit: int) -> list[int]:
+    async def nearest(self, conversation_id: int, vector: list[float], before_pos: int, limit: int,
+                      seen_by: int | None = None) -> list[int]:
         schema = self.extension_schema
         rows = await self.db.all(
-            "SELECT pos FROM message_vectors WHERE conversation_id = $1 AND pos < $2 "
+            f"SELECT pos FROM message_vectors WHERE conversation_id = $1 AND pos < $2"
+            f"{seen(seen_by, 5, 'message_vectors.message_id')} "
             f'ORDER BY embedding OPERATOR("{schema}".<=>) $3::"{schema}".vector LIMIT $4',
-            conversation_id, before_pos, _literal(vector), limit)
+            conversation_id, before_pos, _literal(vector), limit, *seen_args(seen_by))
         return [row["pos"] for row in rows]

@@ -14,6 +14,7 @@ from typing import Sequence
 from storage.ports import ConversationRow, Conversations, MessageRow
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_sent_order, message, messages
 from storage.sql.database import Connection, Database
+from storage.sql.presence import come_in, record_witnesses, seen, seen_args
 
 
 async def next_place(tx: Connection, conversation_id: int) -> int:
@@ -26,13 +27,22 @@ async def insert_message(tx: Connection, conversation_id: int, pos: int, role: s
                          speaker_name: str, content: str, tokens: int, platform_message_id: str | None,
                          now: float, character_id: int | None = None) -> MessageRow | None:
     """Store one message (a character's names its `character_id`); None when its platform id is
-    in the conversation already."""
+    in the conversation already. In a scene it records its witnesses (SPEC 22): a character that
+    speaks there is brought in first."""
+    scene = await tx.value("SELECT is_shared FROM conversations WHERE id = $1", conversation_id)
+    if scene and character_id is not None:
+        await come_in(tx, conversation_id, character_id)
     row = await tx.one(
         "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
         "platform_message_id, created_at, character_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
         f"ON CONFLICT DO NOTHING RETURNING {MESSAGE_COLUMNS}",
         conversation_id, pos, role, person_id, speaker_name, content, tokens, platform_message_id, now, character_id)
-    return message(row) if row else None
+    if row is None:
+        return None
+    if scene:
+        await record_witnesses(tx, row["id"], conversation_id)
+    return message(row)
+
 
 
 async def set_platform_ids(tx: Connection, conversation_id: int, message_id: int,
@@ -61,12 +71,14 @@ def read_platform_ids(rows: list) -> list[str]:
                          [r["platform_message_id"] for r in rows if not r["first"]])
 
 
-async def messages_at(db: Database, conversation_id: int, positions: list[int]) -> list[MessageRow]:
+async def messages_at(db: Database, conversation_id: int, positions: list[int],
+                      seen_by: int | None = None) -> list[MessageRow]:
     """The conversation's messages at these places, oldest first (for recall's passages)."""
     if not positions:
         return []
     rows = await db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
-                        f"AND pos {db.dialect.in_ids(2)} ORDER BY pos", conversation_id, db.dialect.ids(positions))
+                        f"AND pos {db.dialect.in_ids(2)}{seen(seen_by, 3)} ORDER BY pos",
+                        conversation_id, db.dialect.ids(positions), *seen_args(seen_by))
     return messages(rows)
 
 
@@ -99,11 +111,18 @@ class SQLConversations(Conversations):
         row = await self.db.one(find, platform, chat_id, thread_id)
         if row is None:
             async with self.db.transaction() as tx:
-                # a one-to-one row of this character here (a chat that became shared) becomes the scene
-                await tx.execute("UPDATE conversations SET is_shared = true WHERE platform = $1 AND chat_id = $2 "
-                                 "AND thread_id = $3 AND character_id = $4 AND NOT EXISTS (SELECT 1 FROM conversations "
-                                 "WHERE platform = $1 AND chat_id = $2 AND thread_id = $3 AND is_shared)",
-                                 platform, chat_id, thread_id, character_id)
+                # a one-to-one row of this character here (a chat that became shared) becomes the
+                # scene; its character witnessed all of it (SPEC 22)
+                became = await tx.value(
+                    "UPDATE conversations SET is_shared = true WHERE platform = $1 AND chat_id = $2 "
+                    "AND thread_id = $3 AND character_id = $4 AND NOT EXISTS (SELECT 1 FROM conversations "
+                    "WHERE platform = $1 AND chat_id = $2 AND thread_id = $3 AND is_shared) RETURNING id",
+                    platform, chat_id, thread_id, character_id)
+                if became is not None:
+                    await tx.execute("INSERT INTO presence (conversation_id, character_id, present, own_sight) "
+                                     "VALUES ($1, $2, true, false)", became, character_id)
+                    await tx.execute("INSERT INTO witnesses (message_id, character_id) SELECT id, $2 FROM messages "
+                                     "WHERE conversation_id = $1", became, character_id)
                 await tx.execute(
                     "INSERT INTO conversations (platform, chat_id, thread_id, character_id, is_shared, created_at) "
                     "VALUES ($1, $2, $3, $4, true, $5) ON CONFLICT DO NOTHING",
@@ -141,24 +160,28 @@ class SQLConversations(Conversations):
                                         person_id, speaker_name, content, tokens, platform_message_id,
                                         self.db.clock())
 
-    async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None
-                              ) -> list[MessageRow]:
+    async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None,
+                              seen_by: int | None = None) -> list[MessageRow]:
         rows = await self.db.all(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
-            "AND (CAST($2 AS BIGINT) IS NULL OR pos <= $2) ORDER BY pos DESC LIMIT $3", conversation_id, up_to_pos, limit)
+            f"AND (CAST($2 AS BIGINT) IS NULL OR pos <= $2){seen(seen_by, 4)} ORDER BY pos DESC LIMIT $3",
+            conversation_id, up_to_pos, limit, *seen_args(seen_by))
         return messages(rows)
 
     async def messages_between(self, conversation_id: int, after_pos: int, before_pos: int | None,
-                               limit: int) -> list[MessageRow]:
+                               limit: int, seen_by: int | None = None) -> list[MessageRow]:
         rows = await self.db.all(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 AND pos > $2 "
-            "AND (CAST($3 AS BIGINT) IS NULL OR pos < $3) ORDER BY pos LIMIT $4",
-            conversation_id, after_pos, before_pos, limit)
+            f"AND (CAST($3 AS BIGINT) IS NULL OR pos < $3){seen(seen_by, 5)} ORDER BY pos LIMIT $4",
+            conversation_id, after_pos, before_pos, limit, *seen_args(seen_by))
         return messages(rows)
 
-    async def count_messages(self, conversation_id: int, after_pos: int, up_to_pos: int | None = None) -> int:
-        return await self.db.value("SELECT COUNT(*) FROM messages WHERE conversation_id = $1 AND pos > $2 "
-                                   "AND (CAST($3 AS BIGINT) IS NULL OR pos <= $3)", conversation_id, after_pos, up_to_pos)
+    async def count_messages(self, conversation_id: int, after_pos: int, up_to_pos: int | None = None,
+                             seen_by: int | None = None) -> int:
+        return await self.db.value(
+            "SELECT COUNT(*) FROM messages WHERE conversation_id = $1 AND pos > $2 "
+            f"AND (CAST($3 AS BIGINT) IS NULL OR pos <= $3){seen(seen_by, 4)}",
+            conversation_id, after_pos, up_to_pos, *seen_args(seen_by))
 
     async def message_numbers(self, conversation_id: int, positions: Sequence[int]) -> dict[int, int]:
         if not positions:

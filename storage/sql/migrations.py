@@ -275,3 +275,37 @@ HARDENING_VI = """
     ALTER TABLE reminders ADD COLUMN at_clock TEXT;
     ALTER TABLE reminders ADD COLUMN asked_by TEXT NOT NULL DEFAULT '';
 """
+
+
+# Who knows what (SPEC 22): who is present in each scene (a shared conversation), and for each
+# message stored there the characters that witnessed it (storage/sql/presence.py). A character
+# that missed a message keeps its own summary (`own_sight`, with its state beside it; its entries
+# name it in `summaries.seen_by`). Scenes from before: every message counts as witnessed by the
+# characters of its conversation — the one its row names and every one that spoke there — all
+# present, none with a summary of its own.
+WITNESSES = """
+    CREATE TABLE presence (
+        conversation_id   BIGINT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        character_id      BIGINT NOT NULL REFERENCES characters(id) ON DELETE CASCADE,
+        present           BOOLEAN NOT NULL,
+        own_sight         BOOLEAN NOT NULL,            -- it missed a message: it reads its own summary
+        summarized_pos    BIGINT NOT NULL DEFAULT 0,   -- its own summary's state, as the conversation's
+        summary_failures  INTEGER NOT NULL DEFAULT 0,
+        summary_retry_at  DOUBLE PRECISION,
+        PRIMARY KEY (conversation_id, character_id)
+    );
+    CREATE INDEX presence_retry ON presence(summary_retry_at) WHERE summary_retry_at IS NOT NULL;
+    CREATE TABLE witnesses (
+        message_id    BIGINT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        character_id  BIGINT NOT NULL REFERENCES characters(id) ON DELETE CASCADE,
+        PRIMARY KEY (message_id, character_id)
+    );
+    ALTER TABLE summaries ADD COLUMN seen_by BIGINT;
+    INSERT INTO presence (conversation_id, character_id, present, own_sight)
+        SELECT id, character_id, true, false FROM conversations WHERE is_shared
+        UNION SELECT m.conversation_id, m.character_id, true, false FROM messages m
+            JOIN conversations c ON c.id = m.conversation_id JOIN characters k ON k.id = m.character_id
+            WHERE c.is_shared;
+    INSERT INTO witnesses (message_id, character_id)
+        SELECT m.id, p.character_id FROM messages m JOIN presence p ON p.conversation_id = m.conversation_id;
+"""

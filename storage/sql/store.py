@@ -13,6 +13,7 @@ from storage.sql.drafts import SQLDrafts
 from storage.sql.memories import SQLMemories
 from storage.sql.pages import SQLPages
 from storage.sql.people import SQLCharacters, SQLPeople
+from storage.sql.presence import SQLPresence
 from storage.sql.summaries import SQLSummaries
 from storage.sql.turns import SQLTurns
 from storage.sql.usage import SQLUsage
@@ -38,6 +39,7 @@ class SQLStore(Store):
         self.usage = SQLUsage(db)
         self.reminders = SQLReminders(db, holder)
         self.pages = SQLPages(db)
+        self.presence = SQLPresence(db)
 
     async def close(self) -> None:
         await self.db.close()
@@ -53,8 +55,13 @@ class SQLStore(Store):
             await self.db.execute(f"DELETE FROM {table} WHERE {column} < $1", now - PAGE_ROWS_KEPT_S)
         if not retention_days:
             return 0
+        # summarized by the conversation's summary, and by every own summary of a character that
+        # witnessed it (SPEC 22)
         return await self.db.execute(
             "DELETE FROM messages WHERE created_at < $1 AND pos <= "
             "(SELECT summarized_pos FROM conversations c WHERE c.id = messages.conversation_id) "
+            "AND NOT EXISTS (SELECT 1 FROM presence p JOIN witnesses w ON w.character_id = p.character_id "
+            "AND w.message_id = messages.id WHERE p.conversation_id = messages.conversation_id AND p.own_sight "
+            "AND p.summarized_pos < messages.pos) "
             "AND id NOT IN (SELECT user_message_id FROM turns WHERE status = 'running') "
             "AND id NOT IN (SELECT user_message_id FROM turn_queue)", now - retention_days * 86_400)

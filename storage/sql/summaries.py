@@ -8,13 +8,19 @@ from storage.rows import REBUILD_COLUMNS, SUMMARY_COLUMNS, TIER_RANK, rebuild, s
 from storage.sql.database import Database
 
 REBUILD_GENERATION = "(SELECT generation FROM rebuilds WHERE conversation_id = $1)"
+OWN_GENERATION = 0  # a character's own summary (SPEC 22) is never rebuilt: it starts again instead
 
 
 class SQLSummaries(Summaries):
     def __init__(self, db: Database):
         self.db = db
 
-    async def summary_state(self, conversation_id: int) -> SummaryState:
+    async def summary_state(self, conversation_id: int, seen_by: int | None = None) -> SummaryState:
+        if seen_by is not None:  # a character's own (SPEC 22); none yet: it starts from the first message
+            row = await self.db.one("SELECT summarized_pos, summary_failures, summary_retry_at FROM presence "
+                                    "WHERE conversation_id = $1 AND character_id = $2", conversation_id, seen_by)
+            return SummaryState(row["summarized_pos"], OWN_GENERATION, row["summary_failures"],
+                                row["summary_retry_at"]) if row else SummaryState(0, OWN_GENERATION, 0, None)
         row = await self.db.one(
             "SELECT summarized_pos, summary_generation, summary_failures, summary_retry_at, "
             "EXISTS (SELECT 1 FROM rebuilds WHERE conversation_id = c.id) AS rebuilding FROM conversations c "
@@ -22,9 +28,14 @@ class SQLSummaries(Summaries):
         return SummaryState(row["summarized_pos"], row["summary_generation"], row["summary_failures"],
                             row["summary_retry_at"], bool(row["rebuilding"]))
 
-    async def summaries(self, conversation_id: int, generation: int | None = None) -> list[SummaryRow]:
+    async def summaries(self, conversation_id: int, generation: int | None = None,
+                        seen_by: int | None = None) -> list[SummaryRow]:
+        if seen_by is not None:
+            rows = await self.db.all(f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = $1 "
+                                     f"AND seen_by = $2 ORDER BY {TIER_RANK}, first_pos", conversation_id, seen_by)
+            return summaries(rows)
         rows = await self.db.all(
-            f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = $1 AND generation = "
+            f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = $1 AND seen_by IS NULL AND generation = "
             "COALESCE(CAST($2 AS INTEGER), (SELECT summary_generation FROM conversations WHERE id = $1)) "
             f"ORDER BY {TIER_RANK}, first_pos", conversation_id, generation)
         return summaries(rows)
@@ -32,16 +43,22 @@ class SQLSummaries(Summaries):
     async def write_summary(
         self, conversation_id: int, generation: int, tier: str, content: str, tokens: int,
         first_pos: int, last_pos: int, replaces: list[int], covered_pos: int | None = None,
-        edited: bool = False,
+        edited: bool = False, seen_by: int | None = None,
     ) -> SummaryRow:
         async with self.db.transaction() as tx:
             row = await tx.one(
                 "INSERT INTO summaries (conversation_id, generation, tier, content, tokens, first_pos, last_pos, "
-                f"edited, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {SUMMARY_COLUMNS}",
-                conversation_id, generation, tier, content, tokens, first_pos, last_pos, edited, self.db.clock())
+                f"edited, created_at, seen_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+                f"RETURNING {SUMMARY_COLUMNS}", conversation_id, generation, tier, content, tokens, first_pos,
+                last_pos, edited, self.db.clock(), seen_by)
             await tx.execute(f"DELETE FROM summaries WHERE id {self.db.dialect.in_ids(1)} AND conversation_id = $2",
                              self.db.dialect.ids(replaces), conversation_id)
-            if covered_pos is not None:
+            if covered_pos is not None and seen_by is not None:
+                await tx.execute(
+                    "UPDATE presence SET summarized_pos = CASE WHEN summarized_pos > $1 THEN summarized_pos ELSE $1 END, "
+                    "summary_failures = 0, summary_retry_at = NULL WHERE conversation_id = $2 AND character_id = $3",
+                    covered_pos, conversation_id, seen_by)
+            elif covered_pos is not None:
                 await tx.execute(
                     "UPDATE conversations SET summarized_pos = CASE WHEN summarized_pos > $1 THEN summarized_pos "
                     "ELSE $1 END, summary_failures = 0, summary_retry_at = NULL WHERE id = $2 "
@@ -51,20 +68,32 @@ class SQLSummaries(Summaries):
                     "WHERE conversation_id = $2 AND generation = $3", covered_pos, conversation_id, generation)
         return summary(row)
 
-    async def edit_summary(self, conversation_id: int, summary_id: int, content: str, tokens: int) -> bool:
+    async def edit_summary(self, conversation_id: int, summary_id: int, content: str, tokens: int,
+                           seen_by: int | None = None) -> bool:
+        if seen_by is not None:
+            return await self.db.execute(
+                "UPDATE summaries SET content = $1, tokens = $2, edited = true WHERE id = $3 AND conversation_id = $4 "
+                "AND seen_by = $5", content, tokens, summary_id, conversation_id, seen_by) > 0
         return await self.db.execute(
             "UPDATE summaries SET content = $1, tokens = $2, edited = true WHERE id = $3 AND conversation_id = $4 "
-            "AND generation = (SELECT summary_generation FROM conversations WHERE id = $4)",
+            "AND seen_by IS NULL AND generation = (SELECT summary_generation FROM conversations WHERE id = $4)",
             content, tokens, summary_id, conversation_id) > 0
 
-    async def set_summary_retry(self, conversation_id: int, failures: int, retry_at: float | None) -> None:
+    async def set_summary_retry(self, conversation_id: int, failures: int, retry_at: float | None,
+                                seen_by: int | None = None) -> None:
+        if seen_by is not None:
+            await self.db.execute("UPDATE presence SET summary_failures = $1, summary_retry_at = $2 "
+                                  "WHERE conversation_id = $3 AND character_id = $4",
+                                  failures, retry_at, conversation_id, seen_by)
+            return
         await self.db.execute("UPDATE conversations SET summary_failures = $1, summary_retry_at = $2 WHERE id = $3",
                               failures, retry_at, conversation_id)
 
     async def due_summary_retries(self, now: float) -> list[int]:
         rows = await self.db.all(
-            "SELECT id FROM conversations WHERE summary_retry_at IS NOT NULL AND summary_retry_at <= $1", now)
-        return [r["id"] for r in rows]
+            "SELECT id FROM conversations WHERE summary_retry_at IS NOT NULL AND summary_retry_at <= $1 UNION "
+            "SELECT conversation_id FROM presence WHERE summary_retry_at IS NOT NULL AND summary_retry_at <= $1", now)
+        return sorted(r["id"] for r in rows)
 
     async def start_rebuild(self, conversation_id: int, person_id: int | None) -> RebuildRow | None:
         async with self.db.transaction() as tx:
@@ -74,9 +103,12 @@ class SQLSummaries(Summaries):
                 "ON CONFLICT DO NOTHING RETURNING generation", conversation_id, person_id, self.db.clock())
             if generation is None:
                 return None  # one runs already
-            # Anything a crashed earlier attempt wrote for that generation goes.
-            await tx.execute("DELETE FROM summaries WHERE conversation_id = $1 AND generation = $2",
-                             conversation_id, generation)
+            # Anything a crashed earlier attempt wrote for that generation goes; and the scene's
+            # characters' own summaries (SPEC 22) start again from the first message.
+            await tx.execute("DELETE FROM summaries WHERE conversation_id = $1 AND (generation = $2 "
+                             "OR seen_by IS NOT NULL)", conversation_id, generation)
+            await tx.execute("UPDATE presence SET summarized_pos = 0, summary_failures = 0, summary_retry_at = NULL "
+                             "WHERE conversation_id = $1", conversation_id)
         return RebuildRow(conversation_id, person_id, generation, 0, "running", None)
 
     async def rebuild(self, conversation_id: int) -> RebuildRow | None:
@@ -93,14 +125,16 @@ class SQLSummaries(Summaries):
 
     async def restart_rebuild(self, conversation_id: int) -> None:
         async with self.db.transaction() as tx:
-            await tx.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND generation = {REBUILD_GENERATION}",
+            await tx.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND seen_by IS NULL "
+                             f"AND generation = {REBUILD_GENERATION}",
                              conversation_id)
             await tx.execute("UPDATE rebuilds SET progress_pos = 0, status = 'running', error = NULL "
                              "WHERE conversation_id = $1", conversation_id)
 
     async def cancel_rebuild(self, conversation_id: int) -> None:
         async with self.db.transaction() as tx:
-            await tx.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND generation = {REBUILD_GENERATION}",
+            await tx.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND seen_by IS NULL "
+                             f"AND generation = {REBUILD_GENERATION}",
                              conversation_id)
             await tx.execute("DELETE FROM rebuilds WHERE conversation_id = $1", conversation_id)
 
@@ -108,8 +142,8 @@ class SQLSummaries(Summaries):
         async with self.db.transaction() as tx:
             row = await tx.one("SELECT generation, progress_pos FROM rebuilds WHERE conversation_id = $1",
                                conversation_id)
-            await tx.execute("DELETE FROM summaries WHERE conversation_id = $1 AND generation <> $2",
-                             conversation_id, row["generation"])
+            await tx.execute("DELETE FROM summaries WHERE conversation_id = $1 AND seen_by IS NULL "
+                             "AND generation <> $2", conversation_id, row["generation"])
             await tx.execute(
                 "UPDATE conversations SET summary_generation = $1, summarized_pos = $2, summary_failures = 0, "
                 "summary_retry_at = NULL WHERE id = $3", row["generation"], row["progress_pos"], conversation_id)

@@ -16,6 +16,7 @@ from storage.sql.migrations import (
     PERSONAS_AND_BUDGETS,
     PICTURES,
     HARDENING_VI,
+    WITNESSES,
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
@@ -374,4 +375,6 @@ MIGRATIONS: list[str] = [
     PAGES,
     # 23 — hardening VI: a reminder's letter kept (SPEC 19; storage/sql/migrations.py)
     HARDENING_VI,
+    # 24 — who knows what: presence and witnesses (SPEC 22; storage/sql/migrations.py)
+    WITNESSES,
 ]

@@ -16,6 +16,7 @@ import math
 from storage.ports import MessageRow, Recall
 from storage.rows import MESSAGE_COLUMNS, columns, messages
 from storage.sql.conversations import messages_at
+from storage.sql.presence import seen, seen_args
 from storage.sqlite.database import Database
 
 K1 = 1.2  # BM25's usual constant: how soon a word's weight saturates
@@ -44,7 +45,7 @@ class SQLiteRecall(Recall):
         self.db = db
 
     async def search(self, conversation_id: int, terms: list[str], before_pos: int, limit: int,
-                     common_above: int) -> list[MessageRow]:
+                     common_above: int, seen_by: int | None = None) -> list[MessageRow]:
         # conversation_id is an indexed column of the FTS table: the match stays in the conversation.
         inside = f'conversation_id : "{int(conversation_id)}"'
         queries = [f"{inside} AND content : {phrase(term)}" for term in terms]
@@ -58,10 +59,11 @@ class SQLiteRecall(Recall):
         searched = max(before_pos, max(hits for _, hits in telling))
         hits_of = " UNION ALL ".join(f"SELECT rowid AS id, ${n} AS weight FROM messages_fts WHERE messages_fts MATCH ${n + 1}"
                                      for n in range(2, 2 * len(telling) + 2, 2))
+        weighed = [v for query, hits in telling for v in (rarity(hits, searched), query)]
         rows = await self.db.all(
             f"SELECT {columns(MESSAGE_COLUMNS, 'm')}, SUM(h.weight) AS weight FROM ({hits_of}) h "
-            "JOIN messages m ON m.id = h.id WHERE m.pos < $1 GROUP BY m.id",
-            before_pos, *(v for query, hits in telling for v in (rarity(hits, searched), query)))
+            f"JOIN messages m ON m.id = h.id WHERE m.pos < $1{seen(seen_by, len(weighed) + 2, 'm.id')} GROUP BY m.id",
+            before_pos, *weighed, *seen_args(seen_by))
         if not rows:
             return []
         matches = list(zip(messages(rows, "m_"), (row["weight"] for row in rows)))  # each message, its words' rarities summed
@@ -70,8 +72,9 @@ class SQLiteRecall(Recall):
         best = sorted(matches, key=lambda match: (-bm25(match[1], match[0].tokens, average), match[0].id))
         return [m for m, _ in best[:limit]]
 
-    async def messages_at(self, conversation_id: int, positions: list[int]) -> list[MessageRow]:
-        return await messages_at(self.db, conversation_id, positions)
+    async def messages_at(self, conversation_id: int, positions: list[int],
+                          seen_by: int | None = None) -> list[MessageRow]:
+        return await messages_at(self.db, conversation_id, positions, seen_by)
 
     async def index_older_messages(self, batch: int) -> int:
         async with self.db.transaction() as tx:

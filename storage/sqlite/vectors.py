@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from storage.ports import NEAREST_SCAN_LIMIT
+from storage.sql.presence import seen, seen_args
 from storage.sql.vectors import WaitingVectors
 
 
@@ -22,9 +23,12 @@ class SQLiteVectors(WaitingVectors):
                         np.asarray(vector, dtype=np.float16).tobytes(), message_id, text):
                     await tx.execute("DELETE FROM vectors_waiting WHERE message_id = $1", message_id)
 
-    async def nearest(self, conversation_id: int, vector: list[float], before_pos: int, limit: int) -> list[int]:
-        rows = await self.db.all("SELECT pos, vector FROM message_vectors WHERE conversation_id = $1 AND pos < $2 "
-                                 "ORDER BY pos DESC LIMIT $3", conversation_id, before_pos, NEAREST_SCAN_LIMIT)
+    async def nearest(self, conversation_id: int, vector: list[float], before_pos: int, limit: int,
+                      seen_by: int | None = None) -> list[int]:
+        rows = await self.db.all(
+            "SELECT pos, vector FROM message_vectors WHERE conversation_id = $1 AND pos < $2"
+            f"{seen(seen_by, 4, 'message_vectors.message_id')} ORDER BY pos DESC LIMIT $3",
+            conversation_id, before_pos, NEAREST_SCAN_LIMIT, *seen_args(seen_by))
         query = np.asarray(vector, dtype=np.float16)
         rows = [row for row in rows if len(row[1]) == query.nbytes]  # a vector of another size: not comparable
         if not rows:
