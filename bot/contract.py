@@ -544,6 +544,10 @@ class Conversation(Protocol):
 
     async def deleted(self, key: ConversationKey, platform_message_id: str) -> bool: ...
 
+    async def left_chat(self, platform: str, chat_id: str, character: str) -> None:
+        """The character's bot is no longer a member of a group: it leaves the group's scenes and
+        witnesses nothing said there until it is brought in again (SPEC 22)."""
+
     async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> Reply:
         """The character's greeting (`choice`: "2", "3" … for its alternate greetings); an
         error reply (in the bot's words, not the character's) for a greeting it does not have."""

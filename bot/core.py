@@ -153,6 +153,12 @@ class Chat:
         conversation = await self.cast.conversation_for(key)
         return await self.store.conversations.delete_platform_message(conversation.id, platform_message_id)
 
+    async def left_chat(self, platform: str, chat_id: str, character: str) -> None:
+        left = await self.store.presence.leave_chat(platform, chat_id, self.cast.character(character).id)
+        if left:
+            log.info("%s left %s chat %s: it witnesses nothing said there until it is brought in again (SPEC 22)",
+                     character, platform, chat_id)
+
     async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> Reply:
         """The character's greeting: a card's first_mes, or with `choice` ("2", "3", …) one of its
         alternate greetings (`other_greetings` says how to see them). In a one-to-one

@@ -794,6 +794,11 @@ class Presence(abc.ABC):
         not present."""
 
     @abc.abstractmethod
+    async def leave_chat(self, platform: str, chat_id: str, character_id: int) -> int:
+        """The character is dismissed from every scene of the chat (its bot left the group, every
+        topic of it); how many scenes it was present in."""
+
+    @abc.abstractmethod
     async def present(self, conversation_id: int) -> list[int]:
         """The characters present, by id."""
 

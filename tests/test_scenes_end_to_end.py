@@ -6,7 +6,7 @@ messages, so the scene is shared through the database). Discord: one host bot vo
 characters through channel webhooks, under their names (and a PNG card's picture), over
 discord.py's own code paths against the fake gateway and REST API. Each time a person addresses
 Mira; she answers and names Aki; Aki answers; the chain stops at `[scenes] max_chain = 3`; every
-prompt holds the whole scene."""
+prompt holds the scene as its character witnessed it (SPEC 22)."""
 
 import asyncio
 
@@ -73,9 +73,10 @@ async def test_two_telegram_bots_play_one_scene_and_the_chain_stops_at_max_chain
     await telegram.wait_for(lambda: scene_messages(telegram)[1:] == chain, timeout=60)
     await logged(process, "reached [scenes] max_chain (3 character messages in a row)")  # the cap: no fourth
     assert len(llm.requests) == 3 and len(scene_messages(telegram)) == 4
-    # Mira's first reply answers Ann's message; each prompt held the whole scene so far
+    # Mira's first reply answers Ann's message; each prompt held the scene as its character
+    # witnessed it (SPEC 22): Aki came in when Mira named it, after Ann's question
     assert telegram.chats[GROUP][1].reply_to == asked
-    assert prompt(llm, 1) == [("user", "Ann: fog tonight?"), ("user", "Mira: Aki, what do you make of the fog?")]
+    assert prompt(llm, 1) == [("user", "Mira: Aki, what do you make of the fog?")]
     assert prompt(llm, 2) == [("user", "Ann: fog tonight?"), ("assistant", "Aki, what do you make of the fog?"),
                               ("user", "Aki: Mira, it's thick as soup.")]
 

@@ -32,24 +32,11 @@ import asyncio
 import logging
 from typing import Any, Awaitable
 
-from telegram import (
-    BotCommand,
-    Message,
-    ReplyParameters,
-    Update,
-)
+from telegram import BotCommand, ChatMember, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, Forbidden, InvalidToken, TelegramError
-from telegram.ext import (
-    Application,
-    ApplicationHandlerStop,
-    CallbackQueryHandler,
-    CommandHandler,
-    ContextTypes,
-    MessageHandler,
-    TypeHandler,
-    filters,
-)
+from telegram.ext import (Application, ApplicationHandlerStop, CallbackQueryHandler, ChatMemberHandler, CommandHandler,
+                          ContextTypes, MessageHandler, TypeHandler, filters)
 
 from adapters.base import CannotSend, ChatAdapter
 from adapters.downloads import read_capped
@@ -131,6 +118,8 @@ class TelegramAdapter(ChatAdapter[Place]):
             .build()
         )
         application.add_handler(TypeHandler(Update, self._gatekeeper), group=-1)  # before every handler
+        # the bot's own membership, whoever changed it: no person's [access] is asked (SPEC 22)
+        application.add_handler(ChatMemberHandler(self._on_membership, ChatMemberHandler.MY_CHAT_MEMBER), group=-2)
         new = filters.UpdateType.MESSAGE  # commands run from new messages only, never from edits
         application.add_handler(CommandHandler("start", self._on_start, filters=new))
         application.add_handler(CommandHandler("help", self._on_help, filters=new))
@@ -310,6 +299,12 @@ class TelegramAdapter(ChatAdapter[Place]):
         elif update.message is not None and chat is not None and chat.type == ChatType.PRIVATE:
             await self.quietly(update.message.reply_text(NOT_ALLOWED))
         raise ApplicationHandlerStop
+
+    async def _on_membership(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """The bot left a group, or was removed: its character leaves the group's scenes (SPEC 22)."""
+        change = update.my_chat_member
+        if change.new_chat_member.status in (ChatMember.LEFT, ChatMember.BANNED) and change.chat.type != ChatType.PRIVATE:
+            await self.core.conversation.left_chat(PLATFORM, str(change.chat.id), self.character_name)
 
     async def _first_delivery(self, update: Update, bot_id: int) -> bool:
         """Whether no process took this update before (Telegram delivers again whenever an

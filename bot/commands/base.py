@@ -19,6 +19,7 @@ class Person:
     id: int
     character_id: int
     character_name: str
+    named: bool = False  # the command named the character it acts on (`character:Aki`)
 
 
 class UsageError(Exception):

@@ -228,6 +228,17 @@ class SavedMemoryCommands:
         return CommandResult(f"Learn from chat is off: {person.character_name} neither saves nor reads your "
                              "saved memories. The conversation summary goes on.")
 
+    async def _witnessed(self, conversation_id: int, person: Person) -> str:
+        """What the character knows of this scene (SPEC 22): which of its messages it witnessed."""
+        name = person.character_name
+        if self.cast.character(name).character.omniscient:
+            return f"• Witnessed: everything said here — {name} is a narrator (omniscient)."
+        seen, held = await self.store.presence.witnessed(conversation_id, person.character_id)
+        if seen == held:
+            return f"• Witnessed: all {plural(held, 'message', 'messages')} of this scene."
+        return (f"• Witnessed: {seen:,} of this scene's {plural(held, 'message', 'messages')} — {name} reads only "
+                "those (it was not here for the rest; /scene shows who is).")
+
     async def why(self, ctx: CommandContext, person: Person) -> CommandResult:
         conversation = await self.cast.conversation_for(ctx.conversation)
         turn = await self.store.turns.last_receipt(conversation.id, person.id, person.character_id)
@@ -265,6 +276,8 @@ class SavedMemoryCommands:
             lines.append(f"• Images looked at: {r['images']}")
         lines.append(f"• Live window: {plural(r['window_messages'], 'message', 'messages')} — "
                      f"{tokens['window']:,} tokens")
+        if conversation.is_shared:
+            lines.append(await self._witnessed(conversation.id, person))
         if tokens.get("tools"):
             lines.append(f"• Tool definitions: {tokens['tools']:,} tokens")
         lines.append(f"• Character and instructions: {tokens['system']:,} tokens")

@@ -25,6 +25,7 @@ from bot.commands.memories import SavedMemoryCommands
 from bot.commands.page import PageCommands
 from bot.commands.persona import PersonaCommands
 from bot.commands.reminders import ReminderCommands
+from bot.commands.scene import SceneCommands
 from bot.commands.summary import SummaryCommands
 from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
 from bot.commands.usage import UsageCommands
@@ -70,7 +71,7 @@ class CommandRouter:
         self.door = Door(store, clock)
         self.page = PageCommands(self.door, cast, gate, page_address)  # `served` set once the page server binds
         for subject in (self.memories, summary, self.drafts, self.account, CheckinCommands(store, writes_first),
-                        self.persona, self.usage, self.reminders, self.page):
+                        self.persona, self.usage, self.reminders, self.page, SceneCommands(store, cast)):
             self.commands |= subject.commands
             self.presses |= subject.presses
 
@@ -155,7 +156,7 @@ class CommandRouter:
             person = await self._person(ctx, character_id=action.character_id)
             if action.person_id != person.id:
                 return CommandResult("That form belongs to someone else.", ok=False, refused=True)
-            return await self.forms[action.verb](ctx, person, None, parse_number(action.args[0]), text)
+            return await self.forms[action.verb](ctx, person, parse_number(action.args[0]), text)
         except UsageError as problem:
             return CommandResult(str(problem), ok=False)
 
@@ -188,7 +189,7 @@ class CommandRouter:
         admission = await self.gate.admit(COMMAND, stored.character.name, ctx.asker)  # the character acted on decides
         if not admission.admitted:
             raise UsageError(admission.refusal)
-        return Person(person_id, stored.id, stored.character.name)
+        return Person(person_id, stored.id, stored.character.name, named=named is not None)
 
     async def _press_cancel(self, ctx, person: Person, verb: str) -> CommandResult:
         return CommandResult("Cancelled: nothing was changed.")

@@ -14,6 +14,7 @@ from bot.buttons import encode_action
 from bot.contract import CommandContext, CommandResult, Form
 from bot.access.gate import MODEL_CALL, Gate
 from bot.memory.rebuild import Rebuilds
+from bot.memory.witnesses import seen_by
 from bot.model.tokens import TokenCounter
 from bot.text import parse_number
 from bot.turn.prompt import TIER_TITLES
@@ -47,28 +48,37 @@ class SummaryCommands:
         }
         self.forms = {"sedit": self._submit_edit}
 
+    async def _sight(self, ctx: CommandContext, person: Person) -> tuple[int, int | None]:
+        """The conversation, and the sight its character reads it through (SPEC 22: in a scene,
+        a character that missed messages has a summary of its own)."""
+        conversation = await self.cast.conversation_for(ctx.conversation)
+        stored = self.cast.stored_by_id(person.character_id)
+        assert stored is not None  # the router found the character it acts on
+        return conversation.id, await seen_by(self.store, conversation, stored)
+
     async def summary(self, ctx: CommandContext, person: Person, edit: Any = None,
                       text: str | None = None) -> CommandResult:
-        conversation = await self.cast.conversation_for(ctx.conversation)
         if edit is not None:
-            return await self._submit_edit(ctx, person, conversation.id, parse_entry_id(edit), text)
+            return await self._submit_edit(ctx, person, parse_entry_id(edit), text)
         if text:
             raise UsageError("To change an entry: /memory summary edit <S-number> <new text>.")
-        entries = await self.store.summaries.summaries(conversation.id)
-        state = await self.store.summaries.summary_state(conversation.id)
-        waiting = await self.store.conversations.count_messages(conversation.id, state.summarized_pos)
-        lines = [f"Summary of this conversation with {person.character_name}:"]
+        conversation_id, sight = await self._sight(ctx, person)
+        entries = await self.store.summaries.summaries(conversation_id, seen_by=sight)
+        state = await self.store.summaries.summary_state(conversation_id, sight)
+        waiting = await self.store.conversations.count_messages(conversation_id, state.summarized_pos, seen_by=sight)
+        lines = [f"Summary of this conversation with {person.character_name}:" if sight is None else
+                 f"{person.character_name}'s summary of this scene (only what {person.character_name} witnessed):"]
         if not entries:
             lines.append("(nothing summarized yet: the conversation still fits in the live window)")
         numbers = await self.store.conversations.message_numbers(
-            conversation.id, sorted({pos for entry in entries for pos in (entry.first_pos, entry.last_pos)}))
+            conversation_id, sorted({pos for entry in entries for pos in (entry.first_pos, entry.last_pos)}))
         for entry in entries:
             span = f"messages {numbers[entry.first_pos]}–{numbers[entry.last_pos]}"
             edited = ", edited by a person" if entry.edited else ""
             lines.append(f"\n[{TIER_TITLES[entry.tier]}] S{entry.id} · {span} · {entry.tokens:,} tokens{edited}")
             lines.append(entry.content)
         lines.append(f"\nNot yet summarized: {plural(waiting, 'message', 'messages')}.")
-        rebuild = await self.store.summaries.rebuild(conversation.id)
+        rebuild = await self.store.summaries.rebuild(conversation_id)
         if rebuild is not None:
             lines.append("A rebuild is running; this summary is used until it is done."
                          if rebuild.status == "running" else f"The last rebuild stopped: {rebuild.error}.")
@@ -78,8 +88,9 @@ class SummaryCommands:
         return CommandResult("\n".join(lines), buttons=buttons)
 
     async def _press_edit(self, ctx, person: Person, verb: str, entry_id: int) -> CommandResult:
-        conversation = await self.cast.conversation_for(ctx.conversation)
-        entry = next((e for e in await self.store.summaries.summaries(conversation.id) if e.id == entry_id), None)
+        conversation_id, sight = await self._sight(ctx, person)
+        entry = next((e for e in await self.store.summaries.summaries(conversation_id, seen_by=sight)
+                      if e.id == entry_id), None)
         if entry is None:
             return CommandResult(f"There is no summary entry S{entry_id} any more.", ok=False)
         instructions = f"Send /memory summary edit {entry.id} <new text> to replace it."
@@ -90,17 +101,16 @@ class SummaryCommands:
                       max_length=SUMMARY_ENTRY_MAX_CHARS, instructions=instructions),
         )
 
-    async def _submit_edit(self, ctx, person: Person, conversation_id: int | None, entry_id: int,
-                           text: str | None) -> CommandResult:
+    async def _submit_edit(self, ctx, person: Person, entry_id: int, text: str | None) -> CommandResult:
         content = (text or "").strip()
         if not content:
             raise UsageError("The new text of the entry is missing: /memory summary edit <S-number> <new text>.")
         if len(content) > SUMMARY_ENTRY_MAX_CHARS:
             raise UsageError(f"That text is {len(content):,} characters long; a summary entry can be at most "
                              f"{SUMMARY_ENTRY_MAX_CHARS:,} characters.")
-        if conversation_id is None:
-            conversation_id = (await self.cast.conversation_for(ctx.conversation)).id
-        if not await self.store.summaries.edit_summary(conversation_id, entry_id, content, self.counter.count(content)):
+        conversation, sight = await self._sight(ctx, person)
+        if not await self.store.summaries.edit_summary(conversation, entry_id, content, self.counter.count(content),
+                                                       sight):
             raise UsageError(f"There is no summary entry S{entry_id} in this conversation.")
         return CommandResult(f"S{entry_id} now reads as you wrote it. It is kept as written when the summary grows.")
 

@@ -89,6 +89,11 @@ TABLE: tuple[CommandSpec, ...] = (
         OptionSpec("action", "list (the default), or cancel one", choices=("list", "cancel")),
         OptionSpec("n", "The number of the reminder to cancel, as /reminders shows it", "number", low=1)),
         platforms=CHAT_PLATFORMS),
+    CommandSpec("scene", "Who is in this group's scene; /scene invite <character> or /scene dismiss <character>",
+                options=(
+        OptionSpec("action", "list (the default), invite a character, or dismiss one",
+                   choices=("list", "invite", "dismiss")),
+        OptionSpec("character", "The character to invite or dismiss")), platforms=CHAT_PLATFORMS),
     CommandSpec("usage", "Your tokens today and this month, against your daily allowance"),
     CommandSpec("stats", "For the bot's owner: turns, tokens and people, today and the last 7 days"),
     CommandSpec("help", "How I work", platforms=TEXT_ONLY),

@@ -96,6 +96,11 @@ class SQLPresence(Presence):
                              conversation_id, character_id)
         return True
 
+    async def leave_chat(self, platform: str, chat_id: str, character_id: int) -> int:
+        scenes = await self.db.all("SELECT id FROM conversations WHERE platform = $1 AND chat_id = $2 AND is_shared",
+                                   platform, chat_id)
+        return sum([await self.dismiss(row["id"], character_id) for row in scenes])
+
     async def present(self, conversation_id: int) -> list[int]:
         rows = await self.db.all("SELECT character_id FROM presence WHERE conversation_id = $1 AND present "
                                  "ORDER BY character_id", conversation_id)

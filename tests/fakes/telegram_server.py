@@ -282,6 +282,19 @@ class FakeTelegram:
                         "from": self._user_of(original.sender_id), "text": original.text},
         }})
 
+    def remove_bot(self, chat: dict, bot_id: int, by: dict) -> None:
+        """A person removes a bot from a group: it is no longer a member, and Telegram tells that
+        bot alone (a `my_chat_member` update)."""
+        self.outside.add((bot_id, chat["id"]))
+        other = next((bot for bot in self.other_bots.values() if bot.bot_id == bot_id), None)
+        member = {"user": self._user_of(bot_id)}
+        update = {"update_id": next(self._update_ids), "my_chat_member": {
+            "chat": chat, "from": by, "date": int(time.time()),
+            "old_chat_member": member | {"status": "member"}, "new_chat_member": member | {"status": "left"}}}
+        updates, arrived = (other.updates, other.new_update) if other else (self._updates, self._new_update)
+        updates.append(update)
+        arrived.set()
+
     async def settled(self) -> None:
         """Every update sent so far has been fetched and handled to the end by the applications in
         `polled_by`. Fetched: an update is dropped here once a getUpdates asks past it, which the

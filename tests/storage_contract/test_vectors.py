@@ -115,3 +115,15 @@ async def test_a_new_model_drops_the_old_vectors_and_embeds_everything_again(sto
     assert await store.vectors.use_model("embedder-2")
     assert await store.vectors.count_waiting() == 2
     assert await store.vectors.nearest(chat, NORTH, window.pos, 5) == []
+
+
+async def test_nearest_in_a_scene_finds_only_what_the_character_witnessed(store: Store, keeps_vectors, ann, mira):
+    aki = await store.characters.ensure_character("Aki")
+    scene = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+    await store.presence.bring_in(scene, [mira])
+    (secret,) = await say(store, scene, ann, "the key is under the heron stone")
+    await store.presence.bring_in(scene, [aki])
+    seen, window = await say(store, scene, ann, "a heron flew by", "now")
+    await store.vectors.save("embedder-1", [(m.id, m.content, v) for m, v in ((secret, NORTH), (seen, NORTHEAST))])
+    assert await store.vectors.nearest(scene, NORTH, window.pos, 5, seen_by=aki) == [seen.pos]  # SPEC 22
+    assert await store.vectors.nearest(scene, NORTH, window.pos, 5, seen_by=mira) == [secret.pos, seen.pos]

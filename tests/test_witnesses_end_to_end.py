@@ -1,0 +1,122 @@
+"""SPEC 22 as people meet it: the real `python -m bot` process, Mira and Aki in one group. Ann
+tells Mira a secret while Aki is away; Aki is invited; asked about it, Aki's prompt holds
+nothing of it while Mira's does — and after 200 more messages (summaries rolled), the same.
+Telegram: two bots over the fake Bot API (`/scene` commands through Mira's bot, answered in
+Ann's DM); Discord: one host bot voicing both by webhooks, `/scene` as a slash command. The
+summarizing model is the extractive stand-in: a summary keeps every line marked `!` it was
+given, so the secret reaches a summary exactly when it was fed to it."""
+
+import json
+
+import pytest
+
+from bot.commands.scene import CAME, LEFT
+from tests.fakes.summarizer import extractive, kind_of
+from tests.process import logged
+from tests import test_scenes_end_to_end as scenes
+from tests.test_scenes_end_to_end import AKI_ID, ANN, DISCORD_ANN, GROUP, MIRA_ID, voices
+
+two_bots = scenes.two_bots  # the fixtures: Mira and Aki as two Telegram bots, or voiced by a Discord host bot
+host_bot = scenes.host_bot
+
+SECRET = "the spare key is under the heron stone!"
+
+
+def chats(llm) -> list[dict]:
+    return [r for r in llm.requests if kind_of(r) == "chat"]
+
+
+def holds_secret(request: dict) -> bool:
+    return "heron" in json.dumps(request)
+
+
+async def answered(telegram, ann, group, text: str, bot_id: int) -> None:
+    """Ann writes in the group; the bot of `bot_id` answers there."""
+    before = len([m for m in telegram.chats[GROUP] if m.sender_id == bot_id])
+    telegram.send(group, ann, text)
+    await telegram.wait_for(lambda: len([m for m in telegram.chats[GROUP] if m.sender_id == bot_id]) > before,
+                            timeout=30)
+
+
+async def scene_command(telegram, ann, group, text: str) -> str:
+    """A /scene command in the group, answered privately in Ann's DM by Mira's bot."""
+    before = len(telegram.chats.get(ANN, []))
+    telegram.send(group, ann, text)
+    answers = await telegram.wait_for(lambda: telegram.chats.get(ANN, [])[before:], timeout=30)
+    return answers[-1].text
+
+
+@pytest.mark.timeout(240)
+async def test_on_telegram_aki_never_learns_the_secret_told_while_it_was_away(two_bots, llm, telegram):
+    llm.responder = extractive
+    ann, group = telegram.user(ANN, "Ann"), telegram.chat(GROUP, "supergroup", "Harbour")
+    assert await scene_command(telegram, ann, group, "/scene invite Aki") == CAME.format(name="Aki")
+    await answered(telegram, ann, group, "@mira_bot good evening!", MIRA_ID)
+    assert await scene_command(telegram, ann, group, "/scene dismiss Aki") == LEFT.format(name="Aki")
+    await answered(telegram, ann, group, f"@mira_bot {SECRET}", MIRA_ID)
+    assert await scene_command(telegram, ann, group, "/scene invite Aki") == CAME.format(name="Aki")
+    await answered(telegram, ann, group, "@aki_bot where is the spare key?", AKI_ID)
+    assert not holds_secret(chats(llm)[-1])
+    await answered(telegram, ann, group, "@mira_bot where is the spare key?", MIRA_ID)
+    assert holds_secret(chats(llm)[-1])
+
+    # 200 more messages: 100 of Ann's, each answered by Mira; the summaries roll meanwhile
+    for n in range(100):
+        await answered(telegram, ann, group, f"@mira_bot harbour log {n}: the tide turned!", MIRA_ID)
+    batches = lambda: [r for r in llm.requests if kind_of(r) == "batch"]  # noqa: E731
+    await telegram.wait_for(lambda: len(batches()) >= 6, timeout=60)  # the scene's (Mira's) and Aki's own
+    assert any(holds_secret(r) for r in batches()) and not all(holds_secret(r) for r in batches())
+    await answered(telegram, ann, group, "@aki_bot the spare key, where was it?", AKI_ID)
+    asked_aki = chats(llm)[-1]
+    assert "harbour log 0: the tide turned!" in json.dumps(asked_aki)  # its summary, of what it witnessed
+    assert not holds_secret(asked_aki)
+    await answered(telegram, ann, group, "@mira_bot the spare key, where was it?", MIRA_ID)
+    assert holds_secret(chats(llm)[-1])
+
+
+async def private(discord_fake, interaction) -> str:
+    answers = await discord_fake.wait_for(lambda: [m for m in discord_fake.for_interaction(interaction) if m.content],
+                                          timeout=30)
+    assert answers[-1].ephemeral
+    return answers[-1].content
+
+
+@pytest.mark.timeout(120)
+async def test_on_discord_a_host_bot_keeps_the_secret_from_aki_through_its_webhooks(host_bot, llm, discord_fake):
+    llm.responder = extractive
+    channel = discord_fake.channel_id
+
+    async def voiced(text: str, character: str) -> None:
+        before = len(voices(discord_fake))
+        await discord_fake.say(channel, DISCORD_ANN, text)
+        await discord_fake.wait_for(lambda: len(voices(discord_fake)) > before
+                                    and voices(discord_fake)[-1][0] == character, timeout=30)
+
+    async def scene(action: str) -> str:
+        return await private(discord_fake, await discord_fake.slash(DISCORD_ANN, channel, "scene", action=action,
+                                                                    character="Aki"))
+
+    await voiced("Mira and Aki, good evening!", "Mira")  # both named: both present
+    assert await scene("dismiss") == LEFT.format(name="Aki")
+    await voiced(f"Mira, {SECRET}", "Mira")
+    assert await scene("invite") == CAME.format(name="Aki")
+    await voiced("Aki, where is the spare key?", "Aki")
+    assert not holds_secret(chats(llm)[-1])
+    await voiced("Mira, where is the spare key?", "Mira")
+    assert holds_secret(chats(llm)[-1])
+    listed = await private(discord_fake, await discord_fake.slash(DISCORD_ANN, channel, "scene"))
+    assert listed.startswith("In this scene: Mira, Aki.")
+    why = await private(discord_fake, await discord_fake.slash(DISCORD_ANN, channel, "memory", "why",
+                                                               character="Aki"))
+    assert "• Witnessed: 6 of this scene's 8 messages — Aki reads only those" in why
+
+
+@pytest.mark.timeout(60)
+async def test_a_telegram_bot_removed_from_the_group_leaves_its_scene(two_bots, llm, telegram):
+    process = two_bots
+    ann, group = telegram.user(ANN, "Ann"), telegram.chat(GROUP, "supergroup", "Harbour")
+    await answered(telegram, ann, group, "@mira_bot good evening", MIRA_ID)
+    assert await scene_command(telegram, ann, group, "/scene invite Aki") == CAME.format(name="Aki")
+    telegram.remove_bot(group, AKI_ID, ann)  # Telegram tells Aki's bot: it is no longer a member
+    await logged(process, f"Aki left telegram chat {GROUP}")
+    assert (await scene_command(telegram, ann, group, "/scene")).startswith("In this scene: Mira.\n")
