@@ -25,6 +25,7 @@ from bot.memory.saved_memories import CAPS
 from bot.memory.semantic import SemanticRecall
 from bot.memory.summaries import Summarizer
 from bot.memory.tools import memory_tools
+from bot.memory.witnesses import Witnesses
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
 from bot.page.desk import PageDesk
@@ -167,11 +168,13 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
 
         late_servers = LateServers(configured.silent, outside, configured.names, toolbox.add)
     speaking = Speaking(voice) if voice is not None and speaks(config.voice, True) else None
+    scenes = Scenes(store, cast, gate, config.scenes.max_chain)
     turns = TurnHandler(store, llm, counter, cast, window, gate, counted_from, clock=clock, recall_tokens=recall_tokens,
                         semantic=semantic, listening=listening,
                         speaks=lambda spoken_to: speaks(config.voice, spoken_to), toolbox=toolbox,
                         speaking=speaking,
-                        voices={c.name: c.voice for c in config.characters})
+                        voices={c.name: c.voice for c in config.characters},
+                        witnesses=Witnesses(store, cast, scenes.may_witness))
     notifications = Notifications(store, cast)
     rebuilds = Rebuilds(store, summarizer, notifications.notify, gate.spend)
     # what follows a message shown, a reply's and a letter's (bot/writing_first/outbox.py)
@@ -182,14 +185,13 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
                         outbox, clock=clock, zone=config.limits.timezone)
     reminders = RemindersDue(store, cast, gate, llm, counter, window, outbox, checkins.writers,
                              config.reminders.grace_hours, clock=clock)
-    commands = CommandRouter(store, cast, counter, llm, gate, budgets, rebuilds, clock=clock,
+    commands = CommandRouter(store, cast, counter, llm, gate, budgets, rebuilds, scenes.may_witness, clock=clock,
                               writes_first=checkins.writes_first, owners=frozenset(config.owner.ids),
                               default_zone=config.limits.timezone,
                               page_address=config.web.address if config.web is not None else None,
                               pictures_a_day=config.pictures.per_day if config.pictures is not None else None)
     jobs = BackgroundJobs(store, summarizer, rebuilds, config.storage, clock=clock, semantic=semantic,
                           checkins=checkins, reminders=reminders, late_servers=late_servers)
-    scenes = Scenes(store, cast, gate, config.scenes.max_chain)
     page = PageDesk(store, cast, commands.door, budgets, commands.memories, commands.persona, commands.reminders,
                     commands.usage, commands.account, platforms or {}, clock, gate)
     core = build_core(store, cast, counter, turns, gate, commands, notifications, checkins, scenes,

@@ -120,3 +120,14 @@ async def test_a_telegram_bot_removed_from_the_group_leaves_its_scene(two_bots, 
     telegram.remove_bot(group, AKI_ID, ann)  # Telegram tells Aki's bot: it is no longer a member
     await logged(process, f"Aki left telegram chat {GROUP}")
     assert (await scene_command(telegram, ann, group, "/scene")).startswith("In this scene: Mira.\n")
+
+
+@pytest.mark.timeout(60)
+async def test_on_telegram_a_character_whose_bot_is_not_in_the_group_is_not_brought_in_by_its_name(
+        two_bots, llm, telegram):
+    ann, group = telegram.user(ANN, "Ann"), telegram.chat(GROUP, "supergroup", "Harbour")
+    telegram.outside.add((AKI_ID, GROUP))  # only Mira's bot is a member
+    await answered(telegram, ann, group, "@mira_bot does Aki know the tides?", MIRA_ID)
+    assert (await scene_command(telegram, ann, group, "/scene")).startswith("In this scene: Mira.\n")
+    refused = await scene_command(telegram, ann, group, "/scene invite Aki")
+    assert refused == "Aki cannot be in this scene: Aki's bot is not a member of this chat (add it first)."

@@ -29,7 +29,7 @@ from bot.commands.scene import SceneCommands
 from bot.commands.summary import SummaryCommands
 from bot.commands.table import CHARACTER, TABLE, check_options, help_text, leaves, parse_text
 from bot.commands.usage import UsageCommands
-from bot.contract import STALE_BUTTON, CommandContext, CommandResult, TurnRef
+from bot.contract import STALE_BUTTON, CommandContext, CommandResult, ConversationKey, TurnRef
 from bot.memory.rebuild import Rebuilds
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
@@ -48,7 +48,8 @@ class CommandRouter:
     subject; it checks who asks before any of them runs."""
 
     def __init__(self, store: Store, cast: Cast, counter: TokenCounter, llm: LLMClient, gate: Gate, budgets: Budgets,
-                 rebuilds: Rebuilds, clock: Callable[[], float] = time.time,
+                 rebuilds: Rebuilds, may_witness: Callable[[ConversationKey, str], Awaitable[bool]],
+                 clock: Callable[[], float] = time.time,
                  writes_first: Callable[[str], bool] = lambda character: False, owners: frozenset[str] = frozenset(),
                  default_zone: str = "UTC", page_address: str | None = None, pictures_a_day: int | None = None):
         self.store = store
@@ -71,7 +72,8 @@ class CommandRouter:
         self.door = Door(store, clock)
         self.page = PageCommands(self.door, cast, gate, page_address)  # `served` set once the page server binds
         for subject in (self.memories, summary, self.drafts, self.account, CheckinCommands(store, writes_first),
-                        self.persona, self.usage, self.reminders, self.page, SceneCommands(store, cast)):
+                        self.persona, self.usage, self.reminders, self.page,
+                        SceneCommands(store, cast, may_witness)):
             self.commands |= subject.commands
             self.presses |= subject.presses
 

@@ -6,9 +6,12 @@ that character's `[access]` (the router, as for every command naming a character
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Awaitable, Callable
+
 from bot.characters.cast import Cast
 from bot.commands.base import Person, UsageError
-from bot.contract import CommandContext, CommandResult
+from bot.contract import CommandContext, CommandResult, ConversationKey
 from storage.ports import Store
 
 NOT_A_SCENE = ("A scene is a group chat where characters talk; here it is just you and {name}, and "
@@ -19,12 +22,14 @@ ALREADY = "{name} is in the scene already."
 LEFT = ("{name} has left the scene: {name} witnesses nothing said here until invited again "
         "(/scene invite {name}), named, or speaking here.")
 NOT_HERE = "{name} is not in the scene."
+CANNOT_BE_HERE = "{name} cannot be in this scene: {name}'s bot is not a member of this chat (add it first)."
 
 
 class SceneCommands:
-    def __init__(self, store: Store, cast: Cast):
+    def __init__(self, store: Store, cast: Cast, may_witness: Callable[[ConversationKey, str], Awaitable[bool]]):
         self.store = store
         self.cast = cast
+        self.may_witness = may_witness  # whether a character can be in a chat (Telegram: its bot is a member)
         self.commands = {"scene": self.scene}
         self.presses: dict = {}
 
@@ -39,6 +44,8 @@ class SceneCommands:
             raise UsageError(WHICH.format(action=action, names=", ".join(self.cast.names())))
         name = person.character_name
         if action == "invite":
+            if not await self.may_witness(replace(ctx.conversation, character=name), name):
+                raise UsageError(CANNOT_BE_HERE.format(name=name))
             came = await self.store.presence.bring_in(conversation.id, [person.character_id])
             return CommandResult((CAME if came else ALREADY).format(name=name))
         if await self.store.presence.dismiss(conversation.id, person.character_id):

@@ -2,8 +2,8 @@
 
 - **Presence** is stored (storage's `Presence` port), so every process agrees. A character is
   brought in when it speaks in the scene (storage does that as it stores its message), when a
-  message names it or is addressed to it (`bring_in_named`, before the message is stored, so it
-  witnesses the message that called it), or by `/scene invite`; it leaves by `/scene dismiss`
+  message names it or is addressed to it (`Witnesses.bring_in`, before the message is stored, so
+  it witnesses the message that called it), or by `/scene invite`; it leaves by `/scene dismiss`
   (and on Telegram when its bot leaves the group).
 - **Witnesses**: every message of a scene records the characters present when it was stored.
 - **What a character reads** (`seen_by`): the live window, every tier of the summary, recall by
@@ -16,11 +16,11 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Awaitable, Callable, Iterable
 
 from bot.characters.cards import StoredCharacter
 from bot.characters.cast import Cast
-from bot.contract import where_named
+from bot.contract import ConversationKey, where_named
 from storage.ports import ConversationRow, Store
 
 
@@ -39,11 +39,29 @@ def named_in(cast: Cast, text: str) -> list[StoredCharacter]:
     return [cast.character(name) for _, name in found]
 
 
-async def bring_in_named(store: Store, cast: Cast, conversation: ConversationRow, text: str,
-                         addressed: Iterable[StoredCharacter] = ()) -> None:
-    """Before a scene's message is stored: the characters it is addressed to and those it names
-    are present from now on, so they witness it."""
-    if conversation.is_shared:
-        characters = [*addressed, *named_in(cast, text)]
-        if characters:
-            await store.presence.bring_in(conversation.id, [stored.id for stored in characters])
+class Witnesses:
+    """Who comes into a scene as a message is stored there. `may_witness(key, character)`: whether
+    the character can be in that chat at all (SPEC 22: on Telegram, only while its bot is a member;
+    `Scenes.may_witness` asks the character's voice)."""
+
+    def __init__(self, store: Store, cast: Cast,
+                 may_witness: Callable[[ConversationKey, str], Awaitable[bool]] | None = None):
+        self.store = store
+        self.cast = cast
+        self.may_witness = may_witness
+
+    async def bring_in(self, conversation: ConversationRow, text: str, addressed: Iterable[StoredCharacter] = ()
+                       ) -> None:
+        """Before a scene's message is stored: the characters it is addressed to and those it
+        names are present from now on (those that can be there), so they witness it."""
+        if not conversation.is_shared:
+            return
+        present = set(await self.store.presence.present(conversation.id))
+        coming = list({stored.id: stored for stored in [*addressed, *named_in(self.cast, text)]
+                       if stored.id not in present}.values())
+        if self.may_witness is not None:
+            coming = [stored for stored in coming if await self.may_witness(ConversationKey(
+                conversation.platform, conversation.chat_id, conversation.thread_id or None, stored.character.name,
+                True), stored.character.name)]
+        if coming:
+            await self.store.presence.bring_in(conversation.id, [stored.id for stored in coming])

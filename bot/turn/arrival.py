@@ -27,7 +27,7 @@ from bot.characters.cast import Cast
 from bot.contract import ConversationKey, IncomingFile, IncomingMessage, Reply
 from bot.in_flight import Abandoned
 from bot.memory.window import window_token_budget
-from bot.memory.witnesses import bring_in_named
+from bot.memory.witnesses import Witnesses
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
 from bot.text import clean_text
@@ -126,7 +126,7 @@ class Arrival:
 
     def __init__(self, store: Store, llm: LLMClient, counter: TokenCounter, cast: Cast, gate: Gate,
                  context_window: Callable[[], int], checkin_from: Callable[[ConversationKey, int | None], int | None],
-                 listening: Listening | None = None):
+                 witnesses: Witnesses, listening: Listening | None = None):
         self.store = store
         self.llm = llm
         self.counter = counter
@@ -135,6 +135,7 @@ class Arrival:
         self.context_window = context_window  # what the server holds now (it shrinks once it shows less)
         # messages that start an absence's check-in there (bot/writing_first/checkins.py)
         self.checkin_from = checkin_from
+        self.witnesses = witnesses  # who comes into a scene with a message (SPEC 22)
         self.listening = listening  # voice notes heard ([voice], SPEC 16); None: the character reads text only
         self.order = ArrivalOrder()  # storing and queueing, per conversation key
 
@@ -175,7 +176,7 @@ class Arrival:
             person_id = await self.cast.person_for(message.speaker)
             conversation = await self.cast.conversation_for(message.conversation)
             # in a scene, the character it is addressed to and those it names witness it (SPEC 22)
-            await bring_in_named(self.store, self.cast, conversation, text, addressed=[stored])
+            await self.witnesses.bring_in(conversation, text, addressed=[stored])
             if await self.gate.past_allowance(person_id):  # past today's tokens (SPEC 17): kept, not answered
                 await self._keep_unanswered(message, person_id, text)
                 return await self.past_allowance(person_id)

@@ -70,7 +70,7 @@ from bot.tools.toolbox import (
 )
 from bot.turn.arrival import Arrival, ToHear, arrival_key
 from bot.turn.attachments import in_words, prepare_images
-from bot.memory.witnesses import bring_in_named
+from bot.memory.witnesses import Witnesses
 from bot.turn.context import Context, read_context
 from bot.turn.fit import fitted
 from bot.turn.prompt import Prompt, build_prompt
@@ -112,6 +112,7 @@ class TurnHandler:
         toolbox: Toolbox | None = None,
         speaking: Speaking | None = None,
         voices: Mapping[str, str] | None = None,
+        witnesses: Witnesses | None = None,
     ):
         self.store = store
         self.recall_tokens = recall_tokens  # the recall budget (0: recall is off)
@@ -126,7 +127,10 @@ class TurnHandler:
         self.server_ratio: float | None = None  # the server's count of a prompt over ours, once seen
         self.clock = clock
         # steps 1-3: checked, stored and queued in arrival order; a voice note heard (bot/turn/arrival.py)
-        self.arrival = Arrival(store, llm, counter, cast, gate, lambda: self.context_window, checkin_from, listening)
+        # who comes into a scene with a message or a reply (SPEC 22; the runtime's asks each character's voice)
+        self.witnesses = witnesses or Witnesses(store, cast)
+        self.arrival = Arrival(store, llm, counter, cast, gate, lambda: self.context_window, checkin_from,
+                               self.witnesses, listening)
         self.speaks = speaks  # whether a reply is spoken, given whether its message was a voice note
         self.speaking = speaking  # replies spoken ([voice] speech_model); None: never
         self.voices = {name.casefold(): voice for name, voice in (voices or {}).items()}  # each character's voice
@@ -329,7 +333,7 @@ class TurnHandler:
         }
         kept = "\n".join([text, *journal.remembered])  # what the character remembers it did ("[sent a picture: …]")
         reply_tokens = self.counter.count(kept)
-        await bring_in_named(self.store, self.cast, conversation, text)  # those it names witness it (SPEC 22)
+        await self.witnesses.bring_in(conversation, text)  # those it names witness it (SPEC 22)
         await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, kept, reply_tokens, receipt,
                                            character_id=stored.id)
         buttons = []
