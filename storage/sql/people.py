@@ -186,5 +186,6 @@ class SQLCharacters(Characters):
                 await tx.execute(f"UPDATE memories SET pinned = false WHERE id {self.db.dialect.in_ids(1)}",
                                  self.db.dialect.ids([row["id"] for row in moving[room:]]))
             moved = await tx.execute("UPDATE memories SET character_id = NULL WHERE character_id = $1", character_id)
+            await tx.execute("DELETE FROM summaries WHERE seen_by = $1", character_id)  # its own, in scenes (SPEC 22)
             await tx.execute("DELETE FROM characters WHERE id = $1", character_id)
             return moved
