@@ -4,16 +4,19 @@ nothing of it while Mira's does — and after 200 more messages (summaries rolle
 Telegram: two bots over the fake Bot API (`/scene` commands through Mira's bot, answered in
 Ann's DM); Discord: one host bot voicing both by webhooks, `/scene` as a slash command. The
 summarizing model is the extractive stand-in: a summary keeps every line marked `!` it was
-given, so the secret reaches a summary exactly when it was fed to it."""
+given, so the secret reaches a summary exactly when it was fed to it. Two processes on one
+PostgreSQL database, each running one character's bot, agree on who witnessed what."""
 
 import json
+from contextlib import AsyncExitStack
 
 import pytest
 
 from bot.commands.scene import CAME, LEFT
-from tests.fakes.summarizer import extractive, kind_of
-from tests.process import logged
 from tests import test_scenes_end_to_end as scenes
+from tests.fakes.summarizer import extractive, kind_of
+from tests.postgres import fresh_schema_url
+from tests.process import bot_running, llm_table, logged
 from tests.test_scenes_end_to_end import AKI_ID, ANN, DISCORD_ANN, GROUP, MIRA_ID, voices
 
 two_bots = scenes.two_bots  # the fixtures: Mira and Aki as two Telegram bots, or voiced by a Discord host bot
@@ -81,7 +84,7 @@ async def private(discord_fake, interaction) -> str:
     return answers[-1].content
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 async def test_on_discord_a_host_bot_keeps_the_secret_from_aki_through_its_webhooks(host_bot, llm, discord_fake):
     llm.responder = extractive
     channel = discord_fake.channel_id
@@ -110,6 +113,15 @@ async def test_on_discord_a_host_bot_keeps_the_secret_from_aki_through_its_webho
                                                                character="Aki"))
     assert "• Witnessed: 6 of this scene's 8 messages — Aki reads only those" in why
 
+    for n in range(100):  # 200 more messages; the summaries roll meanwhile
+        await voiced(f"Mira, harbour log {n}: the tide turned!", "Mira")
+    batches = lambda: [r for r in llm.requests if kind_of(r) == "batch"]  # noqa: E731
+    await discord_fake.wait_for(lambda: len(batches()) >= 6, timeout=60)  # the scene's (Mira's) and Aki's own
+    await voiced("Aki, the spare key, where was it?", "Aki")
+    assert "harbour log 0: the tide turned!" in json.dumps(chats(llm)[-1]) and not holds_secret(chats(llm)[-1])
+    await voiced("Mira, the spare key, where was it?", "Mira")
+    assert holds_secret(chats(llm)[-1])
+
 
 @pytest.mark.timeout(60)
 async def test_a_telegram_bot_removed_from_the_group_leaves_its_scene(two_bots, llm, telegram):
@@ -131,3 +143,55 @@ async def test_on_telegram_a_character_whose_bot_is_not_in_the_group_is_not_brou
     assert (await scene_command(telegram, ann, group, "/scene")).startswith("In this scene: Mira.\n")
     refused = await scene_command(telegram, ann, group, "/scene invite Aki")
     assert refused == "Aki cannot be in this scene: Aki's bot is not a member of this chat (add it first)."
+
+
+def runs_one(llm, telegram, storage_url: str, runs: str) -> str:
+    """A process of a deployment on one PostgreSQL database that runs `runs`' Telegram bot only
+    (the other character is in its config, run by the other process)."""
+    tokens = {"Mira": "MIRA_TELEGRAM_TOKEN", "Aki": "AKI_TELEGRAM_TOKEN"}
+    tables = "".join(f"""
+[[characters]]
+name = "{name}"
+persona = "You are {name}, who lives by the harbour."
+{f'telegram_token_env = "{tokens[name]}"' if name == runs else ""}
+""" for name in tokens)
+    return llm_table(llm) + f"""
+[storage]
+url = "{storage_url}"
+
+[telegram]
+base_url = "{telegram.base_url}"
+""" + tables
+
+
+@pytest.mark.timeout(120)
+async def test_two_processes_on_postgresql_each_running_one_characters_bot_agree_on_who_witnessed_what(
+        tmp_path, llm, telegram):
+    """Mira's bot runs in one process, Aki's in another, on one PostgreSQL database: presence set
+    through Mira's process holds for Aki's, whose prompt never holds the secret."""
+    schemas = fresh_schema_url()
+    storage_url = await anext(schemas)
+    telegram.add_bot(scenes.AKI_TOKEN, AKI_ID, "aki_bot", "Aki")
+    llm.responder = extractive
+    ann, group = telegram.user(ANN, "Ann"), telegram.chat(GROUP, "supergroup", "Harbour")
+    try:
+        async with AsyncExitStack() as processes:
+            for name in ("Mira", "Aki"):
+                folder = tmp_path / name
+                folder.mkdir()
+                await processes.enter_async_context(bot_running(
+                    folder, runs_one(llm, telegram, storage_url, name), MIRA_TELEGRAM_TOKEN=telegram.token,
+                    AKI_TELEGRAM_TOKEN=scenes.AKI_TOKEN))
+                await telegram.wait_for(lambda: len(telegram.calls_to("setMyCommands")) >= (2 if name == "Aki" else 1),
+                                        timeout=30)
+            await answered(telegram, ann, group, "@mira_bot good evening, you and Aki!", MIRA_ID)
+            assert await scene_command(telegram, ann, group, "/scene dismiss Aki") == LEFT.format(name="Aki")
+            await answered(telegram, ann, group, f"@mira_bot {SECRET}", MIRA_ID)
+            assert await scene_command(telegram, ann, group, "/scene invite Aki") == CAME.format(name="Aki")
+            await answered(telegram, ann, group, "@aki_bot where is the spare key?", AKI_ID)  # Aki's process
+            assert not holds_secret(chats(llm)[-1])
+            assert "good evening, you and Aki!" in json.dumps(chats(llm)[-1])  # what it witnessed, it reads
+            await answered(telegram, ann, group, "@mira_bot where is the spare key?", MIRA_ID)
+            assert holds_secret(chats(llm)[-1])
+    finally:
+        await anext(schemas, None)
