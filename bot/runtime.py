@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from bot.access.budgets import Budgets
-from bot.access.gate import Gate
+from bot.access.gate import Gate, PictureQuota
 from bot.access.limits import CallLimits
 from bot.characters.cards import StoredCharacter, load_character
 from bot.characters.cast import Cast
@@ -122,7 +122,11 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     # the toolbox's residents (bot/tools/), and what each character may use of them
     outside = egress.outside if egress is not None else Outside()
     age_restricted = frozenset(name for name, character in loaded if character.nsfw)
-    configured = await configured_tools(config, store, budgets.today, outside, egress,
+    pictures = PictureQuota(config.pictures.per_day, config.pictures.tokens_each) if config.pictures else None
+    gate = Gate(store, config.access, {c.name: c.access for c in config.characters},
+                CallLimits(store, config.limits.turns_per_minute), budgets,
+                age_restricted=age_restricted, pictures=pictures)
+    configured = await configured_tools(config, store, gate.give_back_picture, outside, egress,
                                         taken=[tool.name for tool in remembering], age_restricted=age_restricted)
     everything = [*remembering, *configured.tools, *tools]
     allowed = allowed_tools(config, remembering)
@@ -148,9 +152,6 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         semantic = SemanticRecall(store, embeddings, counter, config.recall.embedding_model)
         if not await semantic.start():
             semantic = None
-    gate = Gate(store, config.access, {c.name: c.access for c in config.characters},
-                CallLimits(store, config.limits.turns_per_minute), budgets,
-                age_restricted=age_restricted)
     if gate.age_restricted:
         log.info("age-restricted characters (they talk only in age-restricted Discord channels, in Discord DMs "
                  "with [discord] nsfw_in_dms = true, and on Telegram with [telegram] allow_nsfw = true): %s",

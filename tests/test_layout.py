@@ -221,6 +221,14 @@ def test_every_path_asks_the_gate_for_one_verdict():
     assert asked == []
 
 
+def test_the_days_pictures_are_taken_only_by_the_gates_admission():
+    """#64: `[pictures] per_day` is part of the PICTURE path's verdict (bot/access/gate.py); no tool
+    or command counts a picture itself."""
+    takers = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "bot").rglob("*.py")
+                    if "take_picture(" in path.read_text())
+    assert takers == ["bot/access/gate.py"]
+
+
 def test_the_core_names_a_platform_only_in_its_traits():
     """#64: what the core knows of Discord and Telegram (rule kinds, age lines, who writes first,
     typed commands, how messages are picked) is a row of PLATFORM_TRAITS (bot/contract.py); no

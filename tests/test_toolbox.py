@@ -71,7 +71,7 @@ async def test_every_tool_call_is_asked_of_the_gate_and_bad_arguments_are_an_err
     dice = Dice()
     refusal = "Mira is an age-restricted character and does not talk on Telegram here."
 
-    async def gate(person_id, character, asker):
+    async def gate(path, person_id, character, character_id, asker):
         return refusal if asker is None or asker.user_id == "zed" else None
 
     box = Toolbox([dice], gate, TokenCounter("gpt-4o-mini"))

@@ -15,6 +15,8 @@ in this order:
   age-restricted place (as the adapter describes it); elsewhere, one line saying why and no model
   call.
 - the allowance, `[limits] tokens_per_day` (bot/access/budgets.py, SPEC 17).
+- one of the day's pictures, `[pictures] per_day` (SPEC 20), counted with its `tokens_each` as it
+  is let in (a picture not drawn after all is given back: `give_back_picture`).
 - one model call taken from `[limits] turns_per_minute`, counted in the database
   (bot/access/limits.py). A chain turn is taken from the person whose message started the chain;
   a message takes its call in the transaction that stores it (`limit_for`); a check-in, the
@@ -47,6 +49,8 @@ class Path:
     takes_call: bool = False  # takes a model call from [limits] turns_per_minute
     quiet: bool = False  # a refusal is not logged (a scene only choosing among characters)
     kept: bool = False  # the person's message is kept all the same (the rate line says so)
+    draws: bool = False  # takes one of the day's pictures ([pictures] per_day, SPEC 20)
+    mid_turn: bool = False  # a call within a running turn: with nobody known any more, the allowance only
 
 
 MESSAGE = Path("message")  # its model call is taken as it is stored; a Regenerate asks as a message too
@@ -56,7 +60,17 @@ PAGE = Path("page", age=False, quiet=True)  # a memory page: the characters it s
 LETTER = Path("letter")  # the character writing first (a check-in, a reminder)
 MODEL_CALL = Path("model call", allowance=True, takes_call=True)  # a Regenerate's, a draft's, a rebuild's, a chain's
 HEARING = Path("hearing", allowance=True, takes_call=True, kept=True)  # a voice note transcribed
-TOOL = Path("tool", allowance=True, quiet=True)  # each tool call of a running turn (SPEC 18)
+TOOL = Path("tool", allowance=True, quiet=True, mid_turn=True)  # each tool call of a running turn (SPEC 18)
+PICTURE = Path("picture", allowance=True, quiet=True, draws=True, mid_turn=True)  # a picture: one of the day's too
+NO_MORE_PICTURES = "no picture: {per_day} a day is the most"
+
+
+@dataclass(frozen=True)
+class PictureQuota:
+    """[pictures] per_day, and the tokens each picture counts against the allowance (SPEC 20)."""
+
+    per_day: int
+    tokens_each: int
 
 
 @dataclass(frozen=True)
@@ -74,30 +88,38 @@ class Admission:
 
 class Gate:
     def __init__(self, store: Store, access: AccessRules, character_access: dict[str, AccessRules],
-                 limits: CallLimits, budgets: Budgets, age_restricted: frozenset[str] = frozenset()):
+                 limits: CallLimits, budgets: Budgets, age_restricted: frozenset[str] = frozenset(),
+                 pictures: PictureQuota | None = None):
         self.store = store
         self.access = access
         self.character_access = {name.casefold(): rules for name, rules in character_access.items()}
         self.limits = limits
         self.budgets = budgets
         self.age_restricted = frozenset(name.casefold() for name in age_restricted)
+        self.pictures = pictures  # None: no pictures ([pictures] is not set up)
 
     # -- [access] ----------------------------------------------------------------------------
     def _rules(self, character: str) -> tuple[AccessRules, ...]:
         return self.access, self.character_access.get(character.casefold(), AccessRules())
 
     async def admit(self, path: Path, character: str, asker: Asker | None, person_id: int | None = None,
-                    key: ConversationKey | None = None) -> Admission:
+                    key: ConversationKey | None = None, character_id: int | None = None) -> Admission:
         """The one verdict for `path`: its rules asked in order, the first that says no says why.
         A tool call of a message answered again after a crash has no asker any more: it was let in
         as it came, and only the allowance is asked again."""
-        if not (path is TOOL and asker is None):
+        if not (path.mid_turn and asker is None):
             if not self.lets_in(character, asker, path.quiet):
                 return Admission(NOT_ALLOWED, kept_out=True)
             if path.age and (refusal := self._age_refusal(character, asker)):
                 return Admission(refusal)
         if path.allowance and await self.budgets.past(person_id):
             return Admission(self.budgets.refusal())
+        if path.draws:
+            assert person_id is not None and character_id is not None, "a picture is someone's, by a character"
+            quota = self.pictures
+            if quota is None or not await self.store.usage.take_picture(
+                    person_id, character_id, self.budgets.today(), quota.per_day, quota.tokens_each):
+                return Admission(NO_MORE_PICTURES.format(per_day=quota.per_day if quota else 0))
         if path.takes_call:
             assert key is not None, "a path that takes a model call names the conversation"
             if (wait := await self.take(person_id, key)) is not None:
@@ -153,10 +175,18 @@ class Gate:
         """The allowance a message's model call is taken from, as it is stored (atomically)."""
         return self.limits.limit_for(person_id, key)
 
-    async def tool_refusal(self, person_id: int | None, character: str, asker: Asker | None) -> str | None:
+    async def tool_refusal(self, path: Path, person_id: int | None, character: str, character_id: int,
+                           asker: Asker | None) -> str | None:
         """The toolbox's question (SPEC 18 "One toolbox, one gate"), asked at every tool call: the
-        TOOL path's verdict. (The turn's own model calls were taken as it started.)"""
-        return (await self.admit(TOOL, character, asker, person_id)).refusal
+        verdict of the path the tool asks (TOOL; a picture's, PICTURE). (The turn's own model calls
+        were taken as it started.)"""
+        return (await self.admit(path, character, asker, person_id, character_id=character_id)).refusal
+
+    async def give_back_picture(self, person_id: int, character_id: int) -> None:
+        """A picture PICTURE let in was never drawn: neither it nor its tokens count (SPEC 20)."""
+        assert self.pictures is not None, "only a picture let in is given back"
+        await self.store.usage.give_back_picture(person_id, character_id, self.budgets.today(),
+                                                 self.pictures.tokens_each)
 
     async def hold(self, person_id: int | None, turn_id: int, tokens: int) -> bool:
         """Whether a turn for this person may start now, its `tokens` held against their

@@ -31,15 +31,15 @@ import binascii
 import io
 import json
 import logging
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from PIL import Image, UnidentifiedImageError
 
+from bot.access.gate import PICTURE
 from bot.config import LLMConfig, PicturesConfig, env_secret
 from bot.contract import IMAGE_MAX_PIXELS, Part, Picture
 from bot.tools.outside import Answered, Limits, Outside, OutsideFailed, TooLarge, TooSlow
 from bot.tools.toolbox import Outcome, TurnScope, result
-from storage.ports import Store
 
 log = logging.getLogger(__name__)
 MAX_BYTES = 10 * 1024 * 1024  # a picture larger than this is refused
@@ -134,29 +134,26 @@ class Picturing:
     name, spec, guidance = "picture", SPEC, ""
     local = True  # what the model reads of it is ours; the picture never reaches the model
     stores = True  # the scene the model wrote is drawn and sent: refused once outside text entered
+    asks = PICTURE  # the gate lets each call in with one of the day's pictures, or says why not (SPEC 20)
+    mark = "🖼️"  # a refusal is named under the reply
 
-    def __init__(self, store: Store, server: ImageServer, appearances: dict[str, str], today: Callable[[], str],
-                 age_restricted: frozenset[str] = frozenset()):
-        self.store = store
+    def __init__(self, server: ImageServer, appearances: dict[str, str],
+                 give_back: Callable[[int, int], Awaitable[None]], age_restricted: frozenset[str] = frozenset()):
         self.server = server
         self.appearances = {name.casefold(): text for name, text in appearances.items()}
-        self.today = today
+        self.give_back = give_back  # (person, character): a picture the gate let in, never drawn
         self.age_restricted = frozenset(name.casefold() for name in age_restricted)  # characters (SPEC 17)
 
     def offered(self, scope: TurnScope) -> bool:
         return scope.person_id is not None
 
     async def run(self, scope: TurnScope, arguments: dict[str, Any]) -> str | Outcome:
+        assert scope.person_id is not None  # offered to a person only
         scene = arguments.get("scene")
         if not isinstance(scene, str) or not scene.strip():
+            await self.give_back(scope.person_id, scope.character_id)
             return result(error="scene must describe what to draw")
         scene = " ".join(scene.split())[:MAX_SCENE]
-        config = self.server.config
-        assert scope.person_id is not None  # offered to a person only
-        if not await self.store.usage.take_picture(scope.person_id, scope.character_id, self.today(), config.per_day,
-                                                   config.tokens_each):
-            return Outcome(result(error=f"no picture: they have had {config.per_day} today, the most a day"),
-                           shown=f"🖼️ no picture: {config.per_day} a day is the most")
         appearance = self.appearances.get(scope.character_name.casefold())
         prompt = f"{scope.character_name}, {appearance}. {scene}" if appearance else scene
         safe = not (scope.character_name.casefold() in self.age_restricted
@@ -166,8 +163,7 @@ class Picturing:
             kind = await asyncio.to_thread(checked, data)
         except NoPicture as why:
             log.warning("a picture could not be made: %s", why)
-            await self.store.usage.give_back_picture(scope.person_id, scope.character_id, self.today(),
-                                                     config.tokens_each)
+            await self.give_back(scope.person_id, scope.character_id)
             return Outcome(result(error=f"no picture: {why}; say so briefly, do not describe one as sent"),
                            shown=f"🖼️ no picture: {why}")
         scope.journal.parts.append(Part("a picture", Picture, made=_ready(Picture(data, f"picture.{kind}", scene))))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Awaitable, Callable, Sequence
 
 from bot.config import BUILT_IN_TOOLS, Config, MCPServerConfig
 from bot.tools.clock import Clock
@@ -34,7 +34,8 @@ class Configured:
     names: frozenset[str] = frozenset()
 
 
-async def configured_tools(config: Config, store: Store, today: Callable[[], str], outside: Outside,
+async def configured_tools(config: Config, store: Store, give_back_picture: Callable[[int, int], Awaitable[None]],
+                           outside: Outside,
                            egress: Egress | None = None, taken: Sequence[str] = (),
                            age_restricted: frozenset[str] = frozenset()) -> Configured:
     """The built-in tools `[tools] enabled` names that can run here, then the MCP servers' tools
@@ -58,9 +59,9 @@ async def configured_tools(config: Config, store: Store, today: Callable[[], str
         elif name == "remind":
             tools.append(Remind(store))
         elif name == "picture" and config.pictures is not None:
-            tools.append(Picturing(store, ImageServer(config.pictures, config.llm, outside),
-                                   {c.name: c.appearance for c in config.characters if c.appearance}, today,
-                                   age_restricted))
+            tools.append(Picturing(ImageServer(config.pictures, config.llm, outside),
+                                   {c.name: c.appearance for c in config.characters if c.appearance},
+                                   give_back_picture, age_restricted))
     if not settings.mcp:
         return Configured(tools)
     # the MCP SDK is loaded only for a deployment that lists servers (it takes ~0.8 s and ~45 MB)
