@@ -108,9 +108,9 @@ class SummaryCommands:
         if len(content) > SUMMARY_ENTRY_MAX_CHARS:
             raise UsageError(f"That text is {len(content):,} characters long; a summary entry can be at most "
                              f"{SUMMARY_ENTRY_MAX_CHARS:,} characters.")
-        conversation, sight = await self._sight(ctx, person)
-        if not await self.store.summaries.edit_summary(conversation, entry_id, content, self.counter.count(content),
-                                                       sight):
+        conversation_id, sight = await self._sight(ctx, person)
+        if not await self.store.summaries.edit_summary(conversation_id, entry_id, content,
+                                                       self.counter.count(content), sight):
             raise UsageError(f"There is no summary entry S{entry_id} in this conversation.")
         return CommandResult(f"S{entry_id} now reads as you wrote it. It is kept as written when the summary grows.")
 
