@@ -17,7 +17,7 @@ from tests import test_scenes_end_to_end as scenes
 from tests.fakes.summarizer import extractive, kind_of
 from tests.postgres import fresh_schema_url
 from tests.process import bot_running, llm_table, logged
-from tests.test_scenes_end_to_end import AKI_ID, ANN, DISCORD_ANN, GROUP, MIRA_ID, voices
+from tests.test_scenes_end_to_end import AKI_ID, ANN, DISCORD_ANN, GROUP, MIRA_ID, private_answer, voices
 
 two_bots = scenes.two_bots  # the fixtures: Mira and Aki as two Telegram bots, or voiced by a Discord host bot
 host_bot = scenes.host_bot
@@ -77,13 +77,6 @@ async def test_on_telegram_aki_never_learns_the_secret_told_while_it_was_away(tw
     assert holds_secret(chats(llm)[-1])
 
 
-async def private(discord_fake, interaction) -> str:
-    answers = await discord_fake.wait_for(lambda: [m for m in discord_fake.for_interaction(interaction) if m.content],
-                                          timeout=30)
-    assert answers[-1].ephemeral
-    return answers[-1].content
-
-
 @pytest.mark.timeout(240)
 async def test_on_discord_a_host_bot_keeps_the_secret_from_aki_through_its_webhooks(host_bot, llm, discord_fake):
     llm.responder = extractive
@@ -96,7 +89,7 @@ async def test_on_discord_a_host_bot_keeps_the_secret_from_aki_through_its_webho
                                     and voices(discord_fake)[-1][0] == character, timeout=30)
 
     async def scene(action: str) -> str:
-        return await private(discord_fake, await discord_fake.slash(DISCORD_ANN, channel, "scene", action=action,
+        return await private_answer(discord_fake, await discord_fake.slash(DISCORD_ANN, channel, "scene", action=action,
                                                                     character="Aki"))
 
     await voiced("Mira and Aki, good evening!", "Mira")  # both named: both present
@@ -107,9 +100,9 @@ async def test_on_discord_a_host_bot_keeps_the_secret_from_aki_through_its_webho
     assert not holds_secret(chats(llm)[-1])
     await voiced("Mira, where is the spare key?", "Mira")
     assert holds_secret(chats(llm)[-1])
-    listed = await private(discord_fake, await discord_fake.slash(DISCORD_ANN, channel, "scene"))
+    listed = await private_answer(discord_fake, await discord_fake.slash(DISCORD_ANN, channel, "scene"))
     assert listed.startswith("In this scene: Mira, Aki.")
-    why = await private(discord_fake, await discord_fake.slash(DISCORD_ANN, channel, "memory", "why",
+    why = await private_answer(discord_fake, await discord_fake.slash(DISCORD_ANN, channel, "memory", "why",
                                                                character="Aki"))
     assert "• Witnessed: 6 of this scene's 8 messages — Aki reads only those" in why
 
