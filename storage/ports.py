@@ -836,6 +836,11 @@ class Checkins(abc.ABC):
         last wrote before `absent_since` and that wait for a check-in."""
 
     @abc.abstractmethod
+    async def still_waiting(self, absence: Absence) -> bool:
+        """Whether the absence still waits for its check-in: none was stored since (by any
+        process), and the person has not written."""
+
+    @abc.abstractmethod
     async def store(self, absence: Absence, speaker_name: str, content: str, tokens: int,
                     receipt: dict[str, Any]) -> MessageRow | None:
         """In one transaction: mark the absence's check-in sent and store it as the character's
@@ -907,6 +912,11 @@ class Reminders(abc.ABC):
     async def due(self, character_id: int, platform: str, now: float, limit: int) -> list[ReminderRow]:
         """This character's reminders due by `now` in conversations on `platform`, soonest first,
         not being sent."""
+
+    @abc.abstractmethod
+    async def still_due(self, reminder: ReminderRow) -> bool:
+        """Whether the reminder is still due as it was read: not being sent nor sent (by any
+        process), cancelled or moved since."""
 
     @abc.abstractmethod
     async def keep(self, reminder: ReminderRow, next_due_at: float | None, speaker_name: str, content: str,

@@ -349,6 +349,33 @@ async def test_two_processes_scanning_at_once_send_exactly_one(bot, llm):
     assert len(llm.requests) == calls + 1  # one process claimed it: one model call, not two
 
 
+async def test_a_scan_that_found_a_check_in_another_process_sent_since_makes_no_model_call(bot, llm):
+    """The other process wrote and sent it, and let its claim go, between this scan's read of what
+    is due and its claim: the claim is taken, the absence is asked again, nothing is written."""
+    clock = FakeClock(NOON_UTC)
+    first, second = await bot(clock, count=2)
+    await chat(dm(first), 4)
+    clock.now += 49 * HOUR
+    read, go_on = asyncio.Event(), asyncio.Event()
+    due = first.store.checkins.due
+
+    async def slow_due(*args):  # this process's read of what is due, then a pause
+        found = await due(*args)
+        read.set()
+        await go_on.wait()
+        return found
+    first.store.checkins.due = slow_due
+    one, two = Writer(), Writer()
+    with first.core.presence.writing_first(one), second.core.presence.writing_first(two):
+        scanning = asyncio.create_task(first.checkins.scan("Mira"))
+        await read.wait()
+        assert await second.checkins.scan("Mira") == 1
+        calls = len(llm.requests)
+        go_on.set()
+        assert await scanning == 0
+    assert len(llm.requests) == calls and one.sent == []
+
+
 async def test_the_scan_reads_due_conversations_through_an_index(bot, llm):
     """The plan of the very statement `Checkins.due` runs (caught on its way to the database)."""
     runtime = await bot(FakeClock(NOON_UTC))

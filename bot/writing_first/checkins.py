@@ -166,6 +166,9 @@ class CheckIns:
         return (await self.store.conversations.platform_message_ids(latest.reply_message_id))[-1:]
 
     # -- the outbox's source: each letter is about an absence -----------------------------------
+    async def still_due(self, letter: Letter[Absence]) -> bool:
+        return await self.store.checkins.still_waiting(letter.about)
+
     async def may_wait(self, letter: Letter[Absence]) -> bool:
         # past [limits] right now: a later scan tries again (a check-in takes nothing from them)
         return await self.gate.past(letter.person_id, letter.key)

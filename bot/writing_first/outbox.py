@@ -111,6 +111,10 @@ class Letter(Generic[About]):
 class Source(Protocol[About]):
     """What a letter is and how it is kept: each method is given the letter (`letter.about`)."""
 
+    async def still_due(self, letter: Letter[About]) -> bool:
+        """Whether it is still to be written, as its claim is taken: another process may have
+        sent it (and let its claim go) since this scan found it — then no model call is made."""
+
     async def compose(self, letter: Letter[About]) -> tuple[str, dict]:
         """The text and its receipt; raises LLMError when the model failed (nothing is kept)."""
 
@@ -159,8 +163,8 @@ class Outbox:
         """Write and send one letter; whether it went out. `stale`: the messages whose buttons
         go once it is sent (read before it is stored)."""
         async with self.store.coordination.claim(letter.claim, CLAIM_LEASE_S) as mine:
-            if not mine:
-                return False  # another process is writing it
+            if not mine or not await source.still_due(letter):
+                return False  # another process is writing it, or has sent it
             asker = await letter.writer.asker_for(letter.key, letter.user_id)
             if not (await self.gate.admit(LETTER, letter.character.character.name, asker)).admitted:
                 await source.passed_over(letter)

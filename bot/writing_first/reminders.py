@@ -115,6 +115,9 @@ class RemindersDue:
         return await self.outbox.post(self, letter, pace, stale)
 
     # -- the outbox's source: each letter is about a reminder -----------------------------------
+    async def still_due(self, letter: Letter[ReminderRow]) -> bool:
+        return await self.store.reminders.still_due(letter.about)
+
     async def may_wait(self, letter: Letter[ReminderRow]) -> bool:
         return False  # the person asked for it: no quiet hours, and past [limits] it goes plainly
 

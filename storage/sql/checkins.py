@@ -57,6 +57,10 @@ class SQLCheckins(Checkins):
             character_id, platform, absent_since, limit)
         return [Absence(row["conversation_id"], row["person_id"], row["last_at"]) for row in rows]
 
+    async def still_waiting(self, absence: Absence) -> bool:
+        return await self.db.value("SELECT 1 FROM checkins WHERE conversation_id = $1 AND waiting AND last_at = $2",
+                                   absence.conversation_id, absence.last_at) is not None
+
     async def store(self, absence: Absence, speaker_name: str, content: str, tokens: int,
                     receipt: dict[str, Any]) -> MessageRow | None:
         now = self.db.clock()

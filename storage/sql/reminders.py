@@ -84,6 +84,10 @@ class SQLReminders(Reminders):
             "AND (r.retry_at IS NULL OR r.retry_at <= $2) "
             "ORDER BY r.due_at LIMIT $4", character_id, now, platform, limit))
 
+    async def still_due(self, reminder: ReminderRow) -> bool:
+        return await self.db.value("SELECT 1 FROM reminders WHERE id = $1 AND sending IS NULL AND due_at = $2",
+                                   reminder.id, reminder.due_at) is not None
+
     async def keep(self, reminder: ReminderRow, next_due_at: float | None, speaker_name: str, content: str,
                    tokens: int, receipt: dict[str, Any]) -> MessageRow | None:
         now = self.db.clock()

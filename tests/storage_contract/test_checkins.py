@@ -94,3 +94,14 @@ async def test_linking_two_accounts_keeps_check_ins_off_where_either_turned_them
     clock.now += 10
     await conversation_with(store, 1)
     assert await store.checkins.due(mira, "telegram", clock.now + 1, 100) == []
+
+
+async def test_an_absence_another_process_sent_its_check_in_for_is_no_longer_waiting(open_backend, clock):
+    """What a process asks as it takes a check-in's claim, so a scan that found the absence before
+    another process sent it makes no model call (bot/writing_first/outbox.py)."""
+    first, second = await open_backend(), await open_backend()
+    mira, person, chat = await conversation_with(first, FROM)
+    [absence] = await second.checkins.due(mira, "telegram", clock.now + 1, 100)
+    assert await second.checkins.still_waiting(absence)
+    assert await first.checkins.store(absence, "Mira", "Hello again?", 3, {}) is not None
+    assert not await second.checkins.still_waiting(absence)

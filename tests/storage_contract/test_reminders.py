@@ -103,3 +103,13 @@ async def test_only_letters_that_reached_their_chat_count_as_reminders_sent(stor
     await store.turns.shown(letter.id, ["2"])
     assert await store.reminders.sent_since(since) == 1
     assert await store.reminders.sent_since(clock() + 1) == 0
+
+
+async def test_a_reminder_another_process_is_sending_is_no_longer_due_as_it_was_read(open_backend, mira, ann, chat):
+    """What a process asks as it takes a reminder's claim, so a scan that found it before another
+    process sent it makes no model call (bot/writing_first/outbox.py)."""
+    here, there = await open_backend(), await open_backend()
+    row = await here.reminders.add(ann, mira, chat, await asked(here, chat, ann), DUE, "UTC", "tea", "once", 25)
+    assert await there.reminders.still_due(row)
+    await here.reminders.keep(row, None, "Mira", "Tea time!", 3, {})
+    assert not await there.reminders.still_due(row)
