@@ -787,7 +787,12 @@ class MemoryPage(Protocol):
     async def act(self, visit: PageVisit, action: str, fields: dict[str, str]) -> PageNotice:
         """One change, through the same code as the `/memory` command (same limits and rules)."""
 
-    async def export(self, visit: PageVisit) -> Attachment: ...
+    async def export(self, visit: PageVisit, format: str = "json") -> Attachment:
+        """Everything the visitor's memories and persona hold: "json" (what `import_export` reads)
+        or "markdown"."""
+
+    async def import_export(self, visit: PageVisit, text: str) -> PageNotice:
+        """A JSON export merged into the visitor's own memories and persona (SPEC 21)."""
 
     async def forget(self, visit: PageVisit) -> None:
         """/forgetme, confirmed."""

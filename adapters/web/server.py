@@ -21,11 +21,13 @@ import asyncio
 import hmac
 import ipaddress
 import logging
+from email.parser import BytesParser
+from email.policy import HTTP
 from pathlib import Path
 from typing import Awaitable, Callable
 
 import jinja2
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.web.chart import tokens_chart
@@ -151,6 +153,20 @@ async def _safe_headers(request: web.Request, handler: Handler) -> web.StreamRes
     return response
 
 
+async def form_fields(request: web.Request) -> dict[str, str]:
+    """A form's fields (a file's as its text), from the body `Connections.in_time` read whole
+    before the handler ran — which aiohttp's multipart reader would look for in the stream."""
+    if request.content_type != "multipart/form-data":
+        return {key: str(value) for key, value in (await request.post()).items()}
+    head = f"Content-Type: {request.headers[hdrs.CONTENT_TYPE]}\r\n\r\n".encode("latin-1")
+    message = BytesParser(policy=HTTP).parsebytes(head + await request.read())
+    fields = {}
+    for part in message.iter_parts():
+        if name := part.get_param("name", header="content-disposition"):
+            fields[str(name)] = (part.get_payload(decode=True) or b"").decode("utf-8", "replace")
+    return fields
+
+
 LOOPBACK = ("127.0.0.1/32", "::1/128")
 
 
@@ -204,7 +220,8 @@ class PageServer:
         app.add_routes([
             web.get("/open/{code}", self.open_link), web.post("/open", self.enter), web.get("/style.css", self.style),
             web.get("/", signed_in(self.person)), web.post("/act/{action}", form(self.act)),
-            web.get("/export", signed_in(self.export)), web.get("/forget", signed_in(self.forget_question)),
+            web.get("/export", signed_in(self.export)), web.get("/export.md", signed_in(self.export_markdown)),
+            web.post("/import", form(self.import_export)), web.get("/forget", signed_in(self.forget_question)),
             web.post("/forget", form(self.forget)), web.post("/leave", form(self.leave)),
             web.get("/owner", signed_in(self.owner)),
         ])
@@ -262,7 +279,7 @@ class PageServer:
     def _form_of_page(self, handler: Callable[..., Awaitable[web.Response]]) -> Handler:
         """A form of a session's page: refused (403) unless it carries the session's CSRF token."""
         async def run(request: web.Request, visit: PageVisit) -> web.Response:
-            fields = {key: str(value) for key, value in (await request.post()).items()}
+            fields = await form_fields(request)
             if not hmac.compare_digest(fields.pop("csrf", "").encode(), visit.csrf.encode()):
                 return await self.message(FORM_REFUSED, 403)
             return await handler(request, visit, fields)
@@ -317,10 +334,18 @@ class PageServer:
         notice = await self.page.act(visit, request.match_info["action"], fields)
         return await self.person(request, visit, notice, 404 if notice.missing else 200 if notice.ok else 400)
 
-    async def export(self, request: web.Request, visit: PageVisit) -> web.Response:
-        attachment = await self.page.export(visit)
-        return web.Response(body=attachment.data, content_type="application/json", headers={
+    async def export(self, request: web.Request, visit: PageVisit, format: str = "json") -> web.Response:
+        attachment = await self.page.export(visit, format)
+        kind = "application/json" if format == "json" else "text/markdown"
+        return web.Response(body=attachment.data, content_type=kind, charset="utf-8", headers={
             "Content-Disposition": f'attachment; filename="{attachment.filename}"'})
+
+    async def export_markdown(self, request: web.Request, visit: PageVisit) -> web.Response:
+        return await self.export(request, visit, "markdown")
+
+    async def import_export(self, request: web.Request, visit: PageVisit, fields: dict[str, str]) -> web.Response:
+        notice = await self.page.import_export(visit, fields.get("export", ""))
+        return await self.person(request, visit, notice, 200 if notice.ok else 400)
 
     async def forget_question(self, request: web.Request, visit: PageVisit) -> web.Response:
         return await self.render("forget.html", csrf=visit.csrf)

@@ -26,6 +26,7 @@ from bot.commands.base import (
     scope_arg,
     scope_or_all_arg,
 )
+from bot.commands.portability import Imported, as_markdown, import_export
 from bot.contract import Attachment, CommandContext, CommandResult
 from bot.memory.saved_memories import cap_text, memory_marks, memory_text_error, scope_error
 from bot.model.tokens import TokenCounter
@@ -295,13 +296,24 @@ class SavedMemoryCommands:
                              f"{spent.get('completion', 0):,} reply tokens.")
         return CommandResult("\n".join(lines))
 
-    async def export(self, ctx: CommandContext, person: Person) -> CommandResult:
+    async def import_export(self, person_id: int, text: str, characters: dict[str, int]) -> Imported:
+        """A JSON export merged into the person's own memories (the memory page's import)."""
+        return await import_export(self.store, self.counter, person_id, text, characters)
+
+    async def export(self, ctx: CommandContext, person: Person, format: str | None = None) -> CommandResult:
+        """All the person's memories and persona: JSON (what the memory page imports) or Markdown."""
+        format = (format or "json").lower()
+        if format not in ("json", "markdown"):
+            raise UsageError("/memory export takes json (the default) or markdown.")
         data = await self.store.memories.export_person(person.id)
         for memory in data["memories"]:  # times as ISO 8601 with their offset, not epoch seconds
             memory["created_at"], memory["updated_at"] = _iso(memory["created_at"]), _iso(memory["updated_at"])
         data["exported_at"] = _iso(self.clock())
-        body = json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
         stamp = datetime.fromtimestamp(self.clock(), timezone.utc).strftime("%Y%m%d-%H%M%S")
         count = len(data["memories"])
+        if format == "markdown":
+            return CommandResult(f"Your {memories_word(count)}, as Markdown.", attachment=Attachment(
+                f"keepsake-export-{stamp}.md", as_markdown(data).encode("utf-8")))
+        body = json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
         return CommandResult(f"Your {memories_word(count)}, as JSON.",
                              attachment=Attachment(f"keepsake-export-{stamp}.json", body))

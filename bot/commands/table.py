@@ -65,7 +65,9 @@ TABLE: tuple[CommandSpec, ...] = (
             OptionSpec("n", f"How many of the last messages (1 to {MAX_SELECTED_MESSAGES})", "number",
                        low=1, high=MAX_SELECTED_MESSAGES),)),
         CommandSpec("why", "What was in the prompt of the last reply, layer by layer"),
-        CommandSpec("export", "All your memories as a JSON file"),
+        CommandSpec("export", "All your memories as a file: JSON (to import again) or Markdown (to read)", options=(
+            OptionSpec("format", "json (the default: the memory page imports it) or markdown (to read)",
+                       choices=("json", "markdown")),)),
         CommandSpec("page", "A private link to your memory page (works once, within 10 minutes)"),
     ))),
     CommandSpec("persona", "Who you are in the story: /persona set, view, clear", subcommands=(

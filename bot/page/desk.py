@@ -163,10 +163,23 @@ class PageDesk:
         first = self.cast.character(self.cast.names()[0])
         return Person(visit.person_id, first.id, first.character.name)
 
-    async def export(self, visit: PageVisit) -> Attachment:
-        result = await self.memories.export(None, self._whole_person(visit))
+    async def export(self, visit: PageVisit, format: str = "json") -> Attachment:
+        result = await self.memories.export(None, self._whole_person(visit), format)
         assert result.attachment is not None, "export always answers with its file"
         return result.attachment
+
+    async def import_export(self, visit: PageVisit, text: str) -> PageNotice:
+        """A JSON export, merged into the visitor's own memories (SPEC 21): only the characters
+        this page shows take memories, whoever's the file is."""
+        on_page, denied = await self._on_page(visit)
+        if not on_page:
+            return PageNotice(_denied(denied) if denied else NOT_ON_PAGE, ok=False)
+        try:
+            done = await self.memories.import_export(
+                visit.person_id, text, {name.casefold(): character_id for character_id, name in on_page.items()})
+        except UsageError as problem:
+            return PageNotice(str(problem), ok=False)
+        return PageNotice(done.text, ok=True)
 
     async def forget(self, visit: PageVisit) -> None:
         await self.account.forget(self._whole_person(visit))
