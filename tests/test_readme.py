@@ -89,3 +89,11 @@ async def test_the_telegram_with_ollama_guide_followed_literally_ends_in_a_reply
 def test_the_consoles_log_file_is_never_committed():
     """#36: `python -m bot console` logs to keepsake-console.log beside the config."""
     assert "keepsake-console.log" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_the_readmes_console_example_is_the_start_of_the_recorded_session_line_for_line():
+    """#62: the README's console example drops no line the real console prints: it is the start of
+    docs/console.md, which tests/test_console_transcript.py types through a pseudo-terminal."""
+    shown = README.split("What the console looks like")[1].split("```text\n", 1)[1].split("```", 1)[0]
+    recorded = (ROOT / "docs" / "console.md").read_text().split("```text\n", 1)[1].split("```", 1)[0]
+    assert len(shown.splitlines()) >= 10 and recorded.startswith(shown)

@@ -773,9 +773,9 @@ async def test_a_chain_turns_tools_ask_the_gate_about_the_chains_starter(scene, 
     toolbox = runtime.turns.toolbox
     real_gate = toolbox.gate
 
-    async def recording(person_id, character, asker):
+    async def recording(path, person_id, character, character_id, asker):
         asked_about.append((person_id, character))
-        return await real_gate(person_id, character, asker)
+        return await real_gate(path, person_id, character, character_id, asker)
     toolbox.gate = recording
     llm.add(text("Aki, roll for us."), tool_calls(("dice", {"notation": "1d6"})), text("A six, Ann."))
     await ann.says("Mira, get Aki to roll a die")
