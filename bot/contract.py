@@ -679,6 +679,19 @@ class PageMemory:
     content: str
     pinned: bool
     marks: tuple[str, ...]  # "global", "recent", "saved by you", … as /memory view shows them
+    story: str = ""  # where it came from, and when it last reached a prompt (SPEC 21)
+    used_in: tuple[int, ...] = ()  # the replies shown on the page whose prompt held it (their turn ids)
+
+
+@dataclass(frozen=True)
+class PageReply:
+    """A reply shown to the person, with what its prompt held (SPEC 21 "What a reply used")."""
+
+    turn_id: int
+    at: str  # when, in words
+    opening: str  # its first words
+    memories: tuple[int, ...]  # the saved memories in its prompt
+    layers: str  # the summary tiers, recalled passages, tools and tokens, in one line
 
 
 @dataclass(frozen=True)
@@ -687,6 +700,7 @@ class PageCharacter:
     name: str
     memories: tuple[PageMemory, ...]  # this character's own, pinned first, then newest
     learning: bool  # Learn from chat
+    replies: tuple[PageReply, ...] = ()  # its latest replies to the person, newest first
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,16 @@ class TurnRow(NamedTuple):
     character_id: int | None = None  # the character that answers (in a scene, one of several)
 
 
+class ReplyReceipt(NamedTuple):
+    """A reply shown to a person, with what its prompt held (SPEC 21 "What a reply used")."""
+
+    turn_id: int
+    character_id: int
+    at: float
+    reply: str | None  # the reply's text (None: no longer stored)
+    receipt: dict[str, Any]
+
+
 class ConversationRow(NamedTuple):
     id: int
     platform: str
@@ -548,6 +558,11 @@ class Turns(abc.ABC):
         """The latest answered turn of the person here (of `character_id` only, when given)."""
 
     @abc.abstractmethod
+    async def receipts(self, person_id: int, limit: int) -> list[ReplyReceipt]:
+        """The person's latest replies shown to them (any character, any chat), newest first, each
+        with its receipt: what its prompt held."""
+
+    @abc.abstractmethod
     async def begin_regenerate(self, turn_id: int) -> int | None:
         """Start a new running turn for the same message (queued like any other) and, once it
         runs, undo the old turn's memory writes (pinned entries are left alone); the old reply
@@ -624,6 +639,12 @@ class Memories(abc.ABC):
 
     @abc.abstractmethod
     async def export_person(self, person_id: int) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    async def written_from(self, person_id: int) -> dict[int, MessageRow]:
+        """For each of the person's memories a character wrote mid-reply, the person's own message
+        that reply answered (SPEC 21 "Where it came from"); a memory whose message is gone, or
+        that answered no message of theirs, is not there."""
 
     @abc.abstractmethod
     async def learning_enabled(self, person_id: int, character_id: int) -> bool: ...

@@ -26,6 +26,7 @@ from bot.contract import (
     PageCharacter,
     PageEntry,
     PageMemory,
+    PageReply,
     PageNotice,
     PageReminder,
     PageSummary,
@@ -34,6 +35,7 @@ from bot.contract import (
     TotalsRow,
 )
 from bot.memory.saved_memories import CAPS, memory_marks
+from bot.page.story import RECEIPTS_READ, REPLIES_SHOWN, page_reply, story, times_used
 from bot.text import local_words, parse_number
 from storage.ports import CHARACTER, GLOBAL, DayTotals, MemoryRow, Store
 
@@ -44,8 +46,9 @@ DENIED = ("The bot's owner no longer lets you reach {names}, so nothing about {t
           "You can still export or delete what is stored about you.")
 
 
-def _memory(row: MemoryRow, now: float) -> PageMemory:
-    return PageMemory(row.id, row.content, row.pinned, tuple(m for m in memory_marks(row, now) if m != "pinned"))
+def _memory(row: MemoryRow, now: float, story: str = "", used_in: tuple[int, ...] = ()) -> PageMemory:
+    return PageMemory(row.id, row.content, row.pinned, tuple(m for m in memory_marks(row, now) if m != "pinned"),
+                      story, used_in)
 
 
 def _denied(names: list[str]) -> str:
@@ -112,14 +115,27 @@ class PageDesk:
     async def person_page(self, visit: PageVisit) -> PersonPage:
         now, person_id = self.clock(), visit.person_id
         names, denied = await self._on_page(visit)
+        # every memory with its story (SPEC 21): read from what is kept, nothing counted on a turn's path
+        receipts = await self.store.turns.receipts(person_id, RECEIPTS_READ)
+        used, written = times_used(receipts), await self.store.memories.written_from(person_id)
+        replies = {character_id: [page_reply(r) for r in receipts if r.character_id == character_id][:REPLIES_SHOWN]
+                   for character_id in names}
+
+        def with_story(row: MemoryRow, character: str, shown: list[PageReply]) -> PageMemory:
+            return _memory(row, now, story(row, character, written.get(row.id), used.get(row.id, [])),
+                           tuple(reply.turn_id for reply in shown if row.id in reply.memories))
+
         characters, shared = [], ()
         for character_id, name in names.items():
             rows, _ = await self.store.memories.list_memories(person_id, character_id, CHARACTER, 0, EVERY_MEMORY)
             learning = await self.store.memories.learning_enabled(person_id, character_id)
-            characters.append(PageCharacter(character_id, name, tuple(_memory(r, now) for r in rows), learning))
+            characters.append(PageCharacter(character_id, name, tuple(with_story(r, name, replies[character_id])
+                                                                      for r in rows), learning,
+                                            tuple(replies[character_id])))
         if characters:
             rows, _ = await self.store.memories.list_memories(person_id, characters[0].id, GLOBAL, 0, EVERY_MEMORY)
-            shared = tuple(_memory(r, now) for r in rows)
+            every_reply = [reply for shown in replies.values() for reply in shown]
+            shared = tuple(with_story(r, names.get(r.character_id or 0, "a character"), every_reply) for r in rows)
         summaries = []
         for conversation in await self.store.conversations.private_of(person_id):
             if conversation.character_id in names:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storage.ports import CHARACTER, GLOBAL, Memories, MemoriesInPlay, MemoryCaps, MemoryRow, PinnedMemory
-from storage.rows import MEMORY_COLUMNS, in_play, memories, memory, names, person_export, scope_character
+from storage.ports import CHARACTER, GLOBAL, Memories, MemoriesInPlay, MemoryCaps, MemoryRow, MessageRow, PinnedMemory
+from storage.rows import (MEMORY_COLUMNS, MESSAGE_COLUMNS, columns, in_play, memories, memory, messages, names,
+                          person_export, scope_character)
 from storage.sql.database import Connection, Database
 
 FIELDS = names(MEMORY_COLUMNS)
@@ -189,6 +190,14 @@ class SQLMemories(Memories):
             "WHERE s.person_id = $1 ORDER BY c.name", person_id)
         persona = await self.db.value("SELECT persona FROM persons WHERE id = $1", person_id)
         return person_export(identities, rows, settings, persona)
+
+    async def written_from(self, person_id: int) -> dict[int, MessageRow]:
+        rows = await self.db.all(
+            f"SELECT j.memory_id, {columns(MESSAGE_COLUMNS, 'm')} FROM memory_journal j "
+            "JOIN memories k ON k.id = j.memory_id JOIN turns t ON t.id = j.turn_id "
+            "JOIN messages m ON m.id = t.user_message_id "
+            "WHERE k.person_id = $1 AND j.action = 'add' AND NOT j.undone AND m.person_id = $1", person_id)
+        return dict(zip((row["memory_id"] for row in rows), messages(rows, "m_")))
 
     async def learning_enabled(self, person_id: int, character_id: int) -> bool:
         learn = await self.db.value("SELECT learn FROM person_settings WHERE person_id = $1 AND character_id = $2",

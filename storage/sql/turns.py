@@ -27,7 +27,8 @@ import bisect
 import json
 from typing import Any
 
-from storage.ports import RECOVER_WITHIN_S, SHOWING_S, Arrival, CallLimit, InterruptedTurn, LeftTheLine, MessageRow, TurnRow, Turns
+from storage.ports import (RECOVER_WITHIN_S, SHOWING_S, Arrival, CallLimit, InterruptedTurn, LeftTheLine, MessageRow,
+                           ReplyReceipt, TurnRow, Turns)
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
 from storage.sql.checkins import checkin_cut_off, count_person_message
 from storage.sql.conversations import insert_message, next_place, platform_ids_of, read_platform_ids, set_platform_ids
@@ -372,6 +373,17 @@ class SQLTurns(Turns):
                                 "AND status = 'done' AND (CAST($3 AS BIGINT) IS NULL OR character_id = $3) "
                                 "ORDER BY id DESC LIMIT 1", conversation_id, person_id, character_id)
         return turn(row) if row else None
+
+    async def receipts(self, person_id: int, limit: int) -> list[ReplyReceipt]:
+        rows = await self.db.all(
+            "SELECT t.id, COALESCE(t.character_id, c.character_id) AS character_id, t.created_at, t.receipt, "
+            "m.content FROM turns t JOIN conversations c ON c.id = t.conversation_id "
+            "LEFT JOIN messages m ON m.id = t.reply_message_id "
+            "WHERE t.person_id = $1 AND t.status = 'done' AND t.shown AND t.receipt IS NOT NULL "
+            "ORDER BY t.id DESC LIMIT $2", person_id, limit)
+        return [ReplyReceipt(row["id"], row["character_id"], row["created_at"], row["content"],
+                             json.loads(row["receipt"]) if isinstance(row["receipt"], str) else row["receipt"])
+                for row in rows]
 
     async def begin_regenerate(self, turn_id: int) -> int | None:
         old = await self.db.one("SELECT conversation_id, person_id, user_message_id, character_id FROM turns "

@@ -82,3 +82,28 @@ async def test_learn_from_chat_is_on_until_the_person_turns_it_off(store: Store,
     assert await store.memories.learning_enabled(ann, mira) is False
     export = await store.memories.export_person(ann)
     assert export["learn_from_chat"] == {"Mira": False} and export["identities"] == ["telegram:501"]
+
+
+async def test_a_memory_a_turn_wrote_comes_from_the_persons_message_that_turn_answered(store: Store, ann, mira, chat):
+    """SPEC 21 "Where it came from": the journal's turn names the message; only the person's own."""
+    said = await store.conversations.add_user_message(chat, ann, "Ann", "I moved to Tromsø", 4, None)
+    turn = await store.turns.begin_turn(chat, ann, said.id)
+    written = await store.memories.add_memory(ann, mira, "character", "Ann lives in Tromsø", 4, False, "ai",
+                                              turn_id=turn)
+    typed = await store.memories.add_memory(ann, mira, "character", "Ann likes tea", 3, False, "person")
+    origins = await store.memories.written_from(ann)
+    assert origins[written.id].id == said.id and typed.id not in origins
+    bob = await store.people.person_for_identity("telegram", "502")
+    assert await store.memories.written_from(bob) == {}
+
+
+async def test_receipts_are_the_persons_own_shown_replies_newest_first(store: Store, ann, mira, chat):
+    bob = await store.people.person_for_identity("telegram", "502")
+    for person, words in ((ann, "first"), (bob, "bob's"), (ann, "second")):
+        said = await store.conversations.add_user_message(chat, person, "x", words, 1, None)
+        turn = await store.turns.begin_turn(chat, person, said.id)
+        reply = await store.turns.finish_turn(turn, said, "Mira", f"re: {words}", 2, {"memories": {"pinned": [7]}})
+        await store.turns.shown(reply.id, [])
+    found = await store.turns.receipts(ann, 10)
+    assert [(r.reply, r.character_id, r.receipt["memories"]) for r in found] == [
+        ("re: second", mira, {"pinned": [7]}), ("re: first", mira, {"pinned": [7]})]

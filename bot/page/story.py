@@ -1,0 +1,75 @@
+"""Every memory with its story (SPEC 21): where it came from, when it last reached a prompt and how
+often, and what each reply used — read from what is kept already (a memory's source and time,
+the journal entry of the turn that wrote it, every reply's receipt), so nothing is counted on a
+turn's path. Only the person's own: their own message a memory came from, their own replies."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from bot.contract import PageReply
+from storage.ports import MemoryRow, MessageRow, ReplyReceipt
+
+RECEIPTS_READ = 1_000  # the person's latest replies whose receipts say how often a memory reached a prompt
+REPLIES_SHOWN = 20  # each character's latest replies to the person, with their receipts
+OPENING = 80  # characters of a reply or a message quoted
+
+WRITTEN_BY = {
+    "person": "written by you",
+    "ai": "written by {character} mid-reply",
+    "generate": "a draft you kept (/memory generate)",
+    "conversation": "saved from the chat by you (/memory save)",
+    "import": "imported by you from an export",
+}
+
+
+def day(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d")
+
+
+def quoted(text: str) -> str:
+    return f"“{text[:OPENING]}{'…' if len(text) > OPENING else ''}”"
+
+
+def memories_used(receipt: dict) -> tuple[int, ...]:
+    """The saved memories a reply's prompt held, pinned first."""
+    held = receipt.get("memories") or {}
+    return tuple([*held.get("pinned", ()), *held.get("unpinned", ())])
+
+
+def times_used(receipts: list[ReplyReceipt]) -> dict[int, list[float]]:
+    """Each memory's times in a prompt among these receipts, newest first."""
+    used: dict[int, list[float]] = {}
+    for reply in receipts:
+        for memory_id in memories_used(reply.receipt):
+            used.setdefault(memory_id, []).append(reply.at)
+    return used
+
+
+def story(memory: MemoryRow, character: str, written_from: MessageRow | None, used: list[float]) -> str:
+    """Who wrote it and when; the person's message it came from (one a character wrote); when it
+    last reached a prompt and how often."""
+    by = WRITTEN_BY.get(memory.source, "written {source}").format(character=character, source=memory.source)
+    parts = [f"{by}, {day(memory.created_at)}"]
+    if written_from is not None:
+        parts.append(f"from your message {quoted(written_from.content)} ({day(written_from.created_at)})")
+    if used:
+        times = "once" if len(used) == 1 else f"{len(used):,} times"
+        parts.append(f"in a reply's prompt {times}, last {day(used[0])}")
+    else:
+        parts.append("not in a reply's prompt yet")
+    return "; ".join(parts)
+
+
+def page_reply(reply: ReplyReceipt) -> PageReply:
+    """A reply with what its prompt held, in one line: summary tiers, recalled passages, tools, tokens."""
+    receipt = reply.receipt
+    tiers = receipt.get("summary") or {}
+    tools = sorted({call["name"] for call in receipt.get("tools", ())})
+    layers = [f"summary: long-term {tiers.get('long_term', 0)}, merged {tiers.get('merged', 0)}, recent "
+              f"{tiers.get('recent', 0)}", f"recalled passages: {len(receipt.get('recall', ()))}"]
+    if tools:
+        layers.append(f"tools: {', '.join(tools)}")
+    layers.append(f"≈ {receipt.get('tokens', {}).get('total', 0):,} tokens")
+    opening = quoted(reply.reply) if reply.reply is not None else "(no longer stored)"
+    return PageReply(reply.turn_id, day(reply.at), opening, memories_used(receipt), " · ".join(layers))

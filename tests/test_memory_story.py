@@ -1,0 +1,70 @@
+"""SPEC 21 "Every memory with its story", on the memory page over real HTTP: where a memory came
+from (who wrote it, when, the person's own message a character wrote it from), when it last
+reached a prompt and how often, and each character's latest replies with what their prompts
+held, a memory linking to the replies that used it — and nothing of another person's, ever."""
+
+import html
+import re
+
+from tests import test_memory_page
+from tests.conftest import Chat
+from tests.fakes.llm_server import text, tool_calls
+from tests.test_memory_page import signed_in
+
+web = test_memory_page.web  # the fixture: a runtime with Mira and Aki, its page served on loopback
+TODAY = "2027-01-15"  # the tests' clock (tests/conftest.py FakeClock)
+
+
+async def page_of(browser, chat: Chat) -> str:
+    _, body = await (await signed_in(browser, chat)).request("GET", "/")
+    return html.unescape(body)
+
+
+def memory_item(page: str, memory_id: int) -> str:
+    return page.split(f'id="memory-{memory_id}"')[1].split("</li>")[0]
+
+
+async def written_by_mira(chat: Chat, llm, said: str, fact: str) -> int:
+    llm.add(tool_calls(("save_memory", {"content": fact, "scope": "character"})), text("I'll remember that."))
+    await chat.say(said)
+    row = await chat.runtime.store.db.one("SELECT id FROM memories WHERE content = $1", fact)
+    return row["id"]
+
+
+async def test_a_memory_the_character_wrote_shows_the_persons_message_it_came_from_with_its_date(web, llm):
+    runtime, browser = web
+    ann = Chat(runtime)
+    memory = await written_by_mira(ann, llm, "I moved to Tromsø last spring", "Ann lives in Tromsø")
+    item = memory_item(await page_of(browser, ann), memory)
+    assert re.search(rf"written by Mira mid-reply, {TODAY}; from your message “I moved to Tromsø last spring” "
+                     rf"\({TODAY}\); not in a reply's prompt yet", item), item
+
+
+async def test_a_reply_lists_the_memories_its_prompt_held_and_each_memory_links_to_the_replies_that_used_it(web, llm):
+    runtime, browser = web
+    ann = Chat(runtime)
+    await ann.memory("/memory add I am allergic to peanuts")
+    llm.add(text("No peanuts, then."))
+    reply = await ann.say("what should I bake?")
+    page = await page_of(browser, ann)
+    turn = reply.turn.id
+    listed = page.split(f'id="reply-{turn}"')[1].split("</li>")[0]
+    assert "“No peanuts, then.”" in listed and 'href="#memory-1">#1</a>' in listed and "tokens" in listed
+    item = memory_item(page, 1)
+    assert f"written by you, {TODAY}; in a reply's prompt once, last {TODAY}" in item
+    assert f'href="#reply-{turn}">reply R{turn}</a>' in item
+
+
+async def test_in_a_group_chat_the_page_shows_nothing_of_another_persons(web, llm):
+    """Bob's words, his memories and the replies to him never reach Ann's page, though both talk
+    to Mira in one group."""
+    runtime, browser = web
+    ann = Chat(runtime, user="301", name="Ann", chat_id="-100", shared=True, platform="telegram")
+    bob = Chat(runtime, user="302", name="Bob", chat_id="-100", shared=True, platform="telegram")
+    await written_by_mira(bob, llm, "Mira, my locker code is 4411", "Bob's locker code is 4411")
+    llm.add(text("Hello to you too, Ann."))
+    await ann.say("Mira, hello")
+    page = await page_of(browser, ann)
+    assert "4411" not in page and "locker" not in page
+    assert "Hello to you too, Ann." in page  # her own reply is there, with what it used
+    assert "I'll remember that." not in page  # the reply to Bob is not
