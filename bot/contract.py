@@ -684,6 +684,18 @@ class PageMemory:
 
 
 @dataclass(frozen=True)
+class PageChange:
+    """One change to a memory in the last 30 days (SPEC 21 "History and undo")."""
+
+    id: int
+    at: str  # when, in words
+    who: str  # "you", or the character mid-reply
+    what: str  # "deleted #3 “…”"
+    undoable: bool  # the memory's latest change, not taken back
+    undone: bool  # taken back (an undo, Regenerate, a failed reply)
+
+
+@dataclass(frozen=True)
 class PageReply:
     """A reply shown to the person, with what its prompt held (SPEC 21 "What a reply used")."""
 
@@ -729,6 +741,7 @@ class PersonPage:
     usage: str  # today and this month, as /usage says it
     owner: bool  # the owner's page is theirs too
     denied: tuple[str, ...] = ()  # characters the link showed that [access] now denies the person
+    history: tuple[PageChange, ...] = ()  # every change to their memories in the last 30 days, newest first
 
 
 @dataclass(frozen=True)

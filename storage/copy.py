@@ -1,6 +1,6 @@
 """`python -m bot storage copy --from sqlite:///… --to postgresql://…`: a whole deployment moved
 from its SQLite file into PostgreSQL — people, identities, characters, conversations, messages,
-who was present in each scene and witnessed each message, turns, memories with their journal,
+who was present in each scene and witnessed each message, turns, memories with their history,
 summaries, rebuilds, drafts, selections, settings, check-in marks, personas, what was spent on
 each person's behalf and link codes — keeping every id, so buttons and references made before
 the move keep working.
@@ -42,7 +42,7 @@ TABLES: list[tuple[str, tuple[str, ...]]] = [
     ("turn_queue", ("id",)),
     ("interrupted_turns", ("turn_id",)),
     ("memories", ("id",)),
-    ("memory_journal", ("id",)),
+    ("memory_history", ("id",)),
     ("person_settings", ("person_id", "character_id")),
     ("checkins", ("conversation_id",)),
     ("reminders", ("id",)),

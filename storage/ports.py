@@ -110,6 +110,23 @@ class TurnRow(NamedTuple):
     character_id: int | None = None  # the character that answers (in a scene, one of several)
 
 
+class ChangeRow(NamedTuple):
+    """One change to a memory (SPEC 21 "History and undo"): `before` and `after` are the memory as
+    it was and as it became (None: it was added, or deleted); `character_id` the character that
+    made it mid-reply (None: the person); `latest`: no later change of that memory since (only
+    such a change may be undone)."""
+
+    id: int
+    memory_id: int
+    character_id: int | None
+    action: str  # add | update | delete | pin | unpin
+    before: MemoryRow | None
+    after: MemoryRow | None
+    at: float
+    undone: bool
+    latest: bool
+
+
 class ReplyReceipt(NamedTuple):
     """A reply shown to a person, with what its prompt held (SPEC 21 "What a reply used")."""
 
@@ -639,6 +656,19 @@ class Memories(abc.ABC):
 
     @abc.abstractmethod
     async def export_person(self, person_id: int) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    async def history(self, person_id: int, since: float) -> list[ChangeRow]:
+        """Every change to the person's memories since `since` (the person's own and the
+        characters'), newest first."""
+
+    @abc.abstractmethod
+    async def undo_change(self, person_id: int, change_id: int, since: float) -> ChangeRow | None:
+        """Undo one of the person's changes, made since `since` and not followed by another of that
+        memory — a deleted memory comes back as it was, pinned if it was; an edit gets its old
+        text back; a pin is taken off, and so on — in one transaction, as a change of the person's
+        own (so it can be undone in turn), under the same caps (CapReached). The change it made;
+        None when there is no such change to undo."""
 
     @abc.abstractmethod
     async def written_from(self, person_id: int) -> dict[int, MessageRow]:

@@ -101,7 +101,7 @@ def check_database(path, sent: set[str], recovered: bool) -> None:
                           ).fetchone() == (0,)
         if recovered:  # after a start: killed turns are failed, and their memory writes are gone
             assert db.execute("SELECT COUNT(*) FROM turns WHERE status = 'running'").fetchone() == (0,)
-            assert db.execute("SELECT COUNT(*) FROM memory_journal j JOIN turns t ON t.id = j.turn_id "
+            assert db.execute("SELECT COUNT(*) FROM memory_history j JOIN turns t ON t.id = j.turn_id "
                               "JOIN memories m ON m.id = j.memory_id WHERE t.status = 'failed' "
                               "AND j.action = 'add'").fetchone() == (0,)
     finally:

@@ -640,6 +640,10 @@ async def test_a_person_denied_after_opening_a_session_sees_why_and_changes_noth
         mira = str(runtime.cast.character("Mira").id)
         response, body = await page.act("add", text="I have a boat", scope="character", character=mira)
         assert "no longer lets you reach Mira" in body
+        added = (await runtime.store.memories.history(await Chat(runtime, user="501", platform="telegram")
+                                                      .person_id(), 0))[0]
+        response, body = await page.act("undo", id=str(added.id))  # a change of Mira's memory: not hers to undo
+        assert response.status == 404 and "Harbour Lane" not in body
         stored = await runtime.store.memories.export_person(await Chat(runtime, user="501",
                                                                        platform="telegram").person_id())
         assert [m["content"] for m in stored["memories"]] == ["I live on Harbour Lane"]  # nothing changed

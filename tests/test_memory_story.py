@@ -68,3 +68,31 @@ async def test_in_a_group_chat_the_page_shows_nothing_of_another_persons(web, ll
     assert "4411" not in page and "locker" not in page
     assert "Hello to you too, Ann." in page  # her own reply is there, with what it used
     assert "I'll remember that." not in page  # the reply to Bob is not
+
+
+async def test_delete_then_undo_on_the_page_brings_the_memory_back_with_its_pin(web):
+    """SPEC 21 "History and undo": every change is in the history; undoing the delete is a change
+    too, under the same limits, and the memory is as it was."""
+    runtime, browser = web
+    ann = Chat(runtime)
+    await ann.memory("/memory add pin:yes I am allergic to peanuts")
+    page = await signed_in(browser, ann)
+    await page.act("delete", id="1")
+    _, body = await page.request("GET", "/")
+    history = html.unescape(body).split('id="history"')[1].split("</section>")[0]
+    assert f"{TODAY} · you deleted #1 “I am allergic to peanuts” (pinned)" in history
+    undo = re.search(r'name="id" value="(\d+)"><button type="submit" id="undo-', history).group(1)
+    response, body = await page.act("undo", id=undo)
+    assert response.status == 200 and "Undone: #1 is back (pinned)." in html.unescape(body)
+    assert "📌 #1 · character · recent — I am allergic to peanuts" in (await ann.memory("/memory view")).text
+    response, _ = await page.act("undo", id=undo)  # that change was undone: nothing more to undo there
+    assert response.status == 404
+
+
+async def test_forgetme_removes_the_history_too(web):
+    runtime, browser = web
+    ann = Chat(runtime)
+    await ann.memory("/memory add I am allergic to peanuts")
+    forget = await ann.memory("/forgetme")
+    await ann.press(forget.buttons[0][0].action)
+    assert await runtime.store.db.value("SELECT COUNT(*) FROM memory_history") == 0

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from bot.characters.cast import Cast
 from bot.commands.base import (
+    Missing,
     Person,
     Press,
     UsageError,
@@ -28,7 +29,7 @@ from bot.commands.base import (
 )
 from bot.commands.portability import Imported, as_markdown, import_export
 from bot.contract import Attachment, CommandContext, CommandResult
-from bot.memory.saved_memories import cap_text, memory_marks, memory_text_error, scope_error
+from bot.memory.saved_memories import cap_text, change_shown, memory_marks, memory_text_error, scope_error
 from bot.model.tokens import TokenCounter
 from bot.text import parse_number
 from storage.ports import CHARACTER, GLOBAL, CapReached, MemoryRow, Store
@@ -295,6 +296,26 @@ class SavedMemoryCommands:
                 lines.append(f"  Every round together, as the model server counted: {spent['prompt']:,} prompt + "
                              f"{spent.get('completion', 0):,} reply tokens.")
         return CommandResult("\n".join(lines))
+
+    async def undo(self, person: Person, change_id: Any, since: float, characters: Collection[int]) -> CommandResult:
+        """Undo a change to one of the person's memories (the memory page's history, SPEC 21): one
+        of a memory of these characters, or a global one."""
+        number = parse_number(change_id)
+        found = next((c for c in await self.store.memories.history(person.id, since) if c.id == number), None)
+        if found is None or not change_shown(found, characters):
+            number = None
+        try:
+            done = await self.store.memories.undo_change(person.id, number, since) if number is not None else None
+        except CapReached as full:
+            raise UsageError(cap_text(full)) from None
+        if done is None:
+            raise Missing("That change can no longer be undone: the memory changed since, or it is too old.")
+        memory = done.after or done.before
+        assert memory is not None  # a change has the memory before or after it
+        back = {"add": "is back", "delete": "is deleted again", "update": "has its earlier text again",
+                "pin": "is pinned again", "unpin": "is unpinned again"}[done.action]
+        pinned = " (pinned)" if done.action == "add" and memory.pinned else ""
+        return CommandResult(f"Undone: #{memory.id} {back}{pinned}.")
 
     async def import_export(self, person_id: int, text: str, characters: dict[str, int]) -> Imported:
         """A JSON export merged into the person's own memories (the memory page's import)."""

@@ -9,9 +9,10 @@ the other). Entries updated in the last 7 days are marked recent.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Collection
 
 from bot.text import length_problem, parse_number
-from storage.ports import CHARACTER, GLOBAL, SCOPES, CapReached, MemoryCaps, MemoryRow, Store
+from storage.ports import CHARACTER, GLOBAL, SCOPES, CapReached, ChangeRow, MemoryCaps, MemoryRow, Store
 
 MAX_UNPINNED_PER_SCOPE = 100
 MAX_PINNED_PER_SCOPE = 20
@@ -89,3 +90,10 @@ async def memories_for_prompt(store: Store, person_id: int, character_id: int) -
     unpinned = [m for s in SCOPES for m in in_play.unpinned[s][: shares[s]]]
     unpinned.sort(key=lambda m: (m.updated_at, m.id), reverse=True)
     return SelectedMemories(pinned=in_play.pinned, unpinned=unpinned)
+
+
+def change_shown(change: ChangeRow, characters: Collection[int]) -> bool:
+    """Whether a change is of a memory of one of these characters, or a global one: the memory
+    page shows (and undoes) nothing of a character `[access]` no longer lets the person reach."""
+    memory = change.after or change.before
+    return memory is not None and (memory.character_id is None or memory.character_id in characters)

@@ -34,8 +34,8 @@ from bot.contract import (
     PersonPage,
     TotalsRow,
 )
-from bot.memory.saved_memories import CAPS, memory_marks
-from bot.page.story import RECEIPTS_READ, REPLIES_SHOWN, page_reply, story, times_used
+from bot.memory.saved_memories import CAPS, change_shown, memory_marks
+from bot.page.story import HISTORY_KEPT_S, RECEIPTS_READ, REPLIES_SHOWN, page_change, page_reply, story, times_used
 from bot.text import local_words, parse_number
 from storage.ports import CHARACTER, GLOBAL, DayTotals, MemoryRow, Store
 
@@ -142,19 +142,25 @@ class PageDesk:
                 entries = await self.store.summaries.summaries(conversation.id)
                 summaries.append(PageSummary(names[conversation.character_id], conversation.platform.capitalize(),
                                              tuple((e.tier.replace("_", "-"), e.content) for e in entries)))
+        changes = [change for change in await self.store.memories.history(person_id, now - HISTORY_KEPT_S)
+                   if change_shown(change, names)]
         pending = await self.store.reminders.pending(person_id)
         persona = await self.store.people.persona(person_id)
         return PersonPage(
             tuple(characters), shared, persona.text if persona else None, tuple(summaries),
             tuple(PageReminder(r.id, local_words(r.due_at, r.zone) + REPEATING.get(r.repeat, ""), r.words)
                   for r in pending),
-            (await self.usage.usage_of(person_id)).as_text(), await self._owner(visit), tuple(denied))
+            (await self.usage.usage_of(person_id)).as_text(), await self._owner(visit), tuple(denied),
+            tuple(page_change(c, {stored.id: stored.character.name for stored in self.cast.characters.values()})
+                  for c in changes))
 
     async def act(self, visit: PageVisit, action: str, fields: dict[str, str]) -> PageNotice:
-        run = self.actions.get(action)
-        if run is None:
-            return PageNotice(f"The page has no action “{action[:40]}”.", ok=False)
         on_page, denied = await self._on_page(visit)
+        if action == "undo":  # a change of a memory of a character on the page (or a global one)
+            async def run(person: Person, fields: dict[str, str]) -> CommandResult:
+                return await self.memories.undo(person, fields.get("id"), self.clock() - HISTORY_KEPT_S, set(on_page))
+        elif (run := self.actions.get(action)) is None:
+            return PageNotice(f"The page has no action “{action[:40]}”.", ok=False)
         character_id = parse_number(fields.get("character", "")) if "character" in fields else next(iter(on_page), None)
         if character_id not in on_page:
             if denied:

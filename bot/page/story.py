@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from bot.contract import PageReply
-from storage.ports import MemoryRow, MessageRow, ReplyReceipt
+from bot.contract import PageChange, PageReply
+from storage.ports import ChangeRow, MemoryRow, MessageRow, ReplyReceipt
 
 RECEIPTS_READ = 1_000  # the person's latest replies whose receipts say how often a memory reached a prompt
 REPLIES_SHOWN = 20  # each character's latest replies to the person, with their receipts
@@ -59,6 +59,23 @@ def story(memory: MemoryRow, character: str, written_from: MessageRow | None, us
     else:
         parts.append("not in a reply's prompt yet")
     return "; ".join(parts)
+
+
+HISTORY_KEPT_S = 30 * 86_400  # SPEC 21: each change kept 30 days (storage's upkeep forgets older ones)
+DONE = {"add": "added", "update": "changed", "delete": "deleted", "pin": "pinned", "unpin": "unpinned"}
+
+
+def page_change(change: ChangeRow, characters: dict[int, str]) -> PageChange:
+    """A change as the history says it: who, what, when; whether it may be undone."""
+    who = "you" if change.character_id is None else f"{characters.get(change.character_id, 'a character')} mid-reply"
+    shown = change.after or change.before
+    assert shown is not None  # a change has the memory before or after it
+    what = f"{DONE.get(change.action, change.action)} #{change.memory_id}"
+    if change.action == "update" and change.before is not None and change.after is not None:
+        what += f" {quoted(change.before.content)} → {quoted(change.after.content)}"
+    elif change.action in ("add", "delete"):
+        what += f" {quoted(shown.content)}{' (pinned)' if shown.pinned else ''}"
+    return PageChange(change.id, day(change.at), who, what, change.latest and not change.undone, change.undone)
 
 
 def page_reply(reply: ReplyReceipt) -> PageReply:

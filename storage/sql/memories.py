@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storage.ports import CHARACTER, GLOBAL, Memories, MemoriesInPlay, MemoryCaps, MemoryRow, MessageRow, PinnedMemory
+from storage.ports import (CHARACTER, GLOBAL, ChangeRow, Memories, MemoriesInPlay, MemoryCaps, MemoryRow, MessageRow,
+                           PinnedMemory)
 from storage.rows import (MEMORY_COLUMNS, MESSAGE_COLUMNS, columns, in_play, memories, memory, messages, names,
                           person_export, scope_character)
 from storage.sql.database import Connection, Database
@@ -44,22 +45,49 @@ async def count_memories(tx: Connection, person_id: int, character: int | None, 
                           "AND pinned = $3", person_id, character, pinned)
 
 
-async def journal(tx: Connection, turn_id: int | None, memory_id: int, action: str, before: MemoryRow | None) -> None:
-    """Note what a turn's tool wrote, so it can be undone. A person's own write (no turn: an
-    edit, a pin, an unpin, a delete) outranks every undo still pending for that memory: they
-    are marked done, so Regenerate never reverts what the person did since (SPEC 5)."""
+# A change with the character that made it (its turn's; None: the person's) and whether it is its
+# memory's latest.
+CHANGES = ("SELECT h.id, h.memory_id, COALESCE(t.character_id, c.character_id) AS character_id, h.action, h.before, "
+           "h.after, h.at, h.undone, NOT EXISTS (SELECT 1 FROM memory_history later WHERE later.memory_id = h.memory_id "
+           "AND later.id > h.id) AS latest FROM memory_history h LEFT JOIN turns t ON t.id = h.turn_id "
+           "LEFT JOIN conversations c ON c.id = t.conversation_id")
+
+
+def change(row: Any) -> ChangeRow:
+    def kept(snapshot: str | None) -> MemoryRow | None:
+        if not snapshot:
+            return None
+        fields = json.loads(snapshot)
+        return MemoryRow(*(bool(fields[f]) if f == "pinned" else fields[f] for f in FIELDS))
+    return ChangeRow(row["id"], row["memory_id"], row["character_id"], row["action"], kept(row["before"]),
+                     kept(row["after"]), row["at"], bool(row["undone"]), bool(row["latest"]))
+
+
+def snapshot(row: MemoryRow | None) -> str | None:
+    """A memory as a history row keeps it (its columns, JSON); None: there is none."""
+    return json.dumps({f: getattr(row, f) for f in FIELDS}) if row is not None else None
+
+
+async def journal(tx: Connection, turn_id: int | None, action: str, before: MemoryRow | None,
+                  after: MemoryRow | None, at: float) -> None:
+    """Every change to a memory goes into its history (SPEC 21): a character's, mid-reply (its
+    turn: what Regenerate and a failed turn undo), or the person's (no turn) — which outranks every
+    undo still pending for that memory: they are marked done, so Regenerate never reverts what the
+    person did since (SPEC 5)."""
+    changed = after if after is not None else before
+    assert changed is not None, "a change has a memory before or after it"
     if turn_id is None:
-        await tx.execute("UPDATE memory_journal SET undone = true WHERE memory_id = $1 AND NOT undone", memory_id)
-        return
-    snapshot = json.dumps({f: getattr(before, f) for f in FIELDS}) if before is not None else None
-    await tx.execute("INSERT INTO memory_journal (turn_id, memory_id, action, before) VALUES ($1, $2, $3, $4)",
-                     turn_id, memory_id, action, snapshot)
+        await tx.execute("UPDATE memory_history SET undone = true WHERE memory_id = $1 AND turn_id IS NOT NULL "
+                         "AND NOT undone", changed.id)
+    await tx.execute("INSERT INTO memory_history (person_id, memory_id, turn_id, action, before, after, at) "
+                     "VALUES ($1, $2, $3, $4, $5, $6, $7)", changed.person_id, changed.id, turn_id, action,
+                     snapshot(before), snapshot(after), at)
 
 
 async def undo_journal(tx: Connection, turn_id: int) -> None:
     """Undo what a turn's tools wrote, newest first. Entries pinned since are left alone: only
     the person changes pinned memories."""
-    entries = await tx.all("SELECT id, memory_id, action, before FROM memory_journal WHERE turn_id = $1 "
+    entries = await tx.all("SELECT id, memory_id, action, before FROM memory_history WHERE turn_id = $1 "
                            "AND NOT undone ORDER BY id DESC", turn_id)
     for entry in entries:
         memory_id, action = entry["memory_id"], entry["action"]
@@ -76,7 +104,7 @@ async def undo_journal(tx: Connection, turn_id: int) -> None:
             marks = ", ".join(f"${i}" for i in range(1, len(FIELDS) + 1))
             await tx.execute(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({marks})",
                              *(old[f] if f != "pinned" else bool(old[f]) for f in FIELDS))
-        await tx.execute("UPDATE memory_journal SET undone = true WHERE id = $1", entry["id"])
+        await tx.execute("UPDATE memory_history SET undone = true WHERE id = $1", entry["id"])
 
 
 def visible(person_id: int, character_id: int, scope: str | None = None) -> tuple[str, tuple]:
@@ -133,7 +161,7 @@ class SQLMemories(Memories):
                 "INSERT INTO memories (person_id, character_id, content, tokens, pinned, source, created_at, "
                 f"updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING {MEMORY_COLUMNS}",
                 person_id, character, content, tokens, pinned, source, now)
-            await journal(tx, turn_id, row["id"], "add", None)
+            await journal(tx, turn_id, "add", None, memory(row), now)
         return memory(row)
 
     async def update_memory(
@@ -144,9 +172,10 @@ class SQLMemories(Memories):
             before = await self._changeable(tx, person_id, character_id, memory_id, by_ai=turn_id is not None)
             if before is None:
                 return None
+            now = self.db.clock()
             row = await tx.one(f"UPDATE memories SET content = $1, tokens = $2, updated_at = $3 WHERE id = $4 "
-                               f"RETURNING {MEMORY_COLUMNS}", content, tokens, self.db.clock(), memory_id)
-            await journal(tx, turn_id, memory_id, "update", before)
+                               f"RETURNING {MEMORY_COLUMNS}", content, tokens, now, memory_id)
+            await journal(tx, turn_id, "update", before, memory(row), now)
         return memory(row)
 
     async def delete_memory(
@@ -157,7 +186,7 @@ class SQLMemories(Memories):
             if before is None:
                 return None
             await tx.execute("DELETE FROM memories WHERE id = $1", memory_id)
-            await journal(tx, turn_id, memory_id, "delete", before)
+            await journal(tx, turn_id, "delete", before, None, self.db.clock())
         return before
 
     async def set_pinned(self, person_id: int, character_id: int, memory_id: int, pinned: bool) -> MemoryRow | None:
@@ -168,16 +197,23 @@ class SQLMemories(Memories):
             self.caps.check(pinned, row.scope, await count_memories(tx, person_id, row.character_id, pinned))
             changed = await tx.one(f"UPDATE memories SET pinned = $1 WHERE id = $2 RETURNING {MEMORY_COLUMNS}",
                                    pinned, memory_id)
-            await journal(tx, None, memory_id, "pin" if pinned else "unpin", row)
+            await journal(tx, None, "pin" if pinned else "unpin", row, memory(changed), self.db.clock())
         return memory(changed)
 
     async def count_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int:
         return await count_memories(self.db, person_id, scope_character(scope, character_id), pinned)
 
     async def clear_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int:
-        return await self.db.execute(
-            "DELETE FROM memories WHERE person_id = $1 AND character_id IS NOT DISTINCT FROM $2 AND pinned = $3",
-            person_id, scope_character(scope, character_id), pinned)
+        where = "person_id = $1 AND character_id IS NOT DISTINCT FROM $2 AND pinned = $3"
+        async with self.db.transaction() as tx:
+            cleared = memories(await tx.all(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where}",
+                                            person_id, scope_character(scope, character_id), pinned))
+            now = self.db.clock()
+            for row in cleared:  # each a change of its own, in the history (SPEC 21)
+                await journal(tx, None, "delete", row, None, now)
+            await tx.execute(f"DELETE FROM memories WHERE {where}", person_id, scope_character(scope, character_id),
+                             pinned)
+        return len(cleared)
 
     async def export_person(self, person_id: int) -> dict[str, Any]:
         identities = await self.db.all(
@@ -191,12 +227,65 @@ class SQLMemories(Memories):
         persona = await self.db.value("SELECT persona FROM persons WHERE id = $1", person_id)
         return person_export(identities, rows, settings, persona)
 
+    async def history(self, person_id: int, since: float) -> list[ChangeRow]:
+        rows = await self.db.all(f"{CHANGES} WHERE h.person_id = $1 AND h.at >= $2 ORDER BY h.id DESC", person_id, since)
+        return [change(row) for row in rows]
+
+    async def undo_change(self, person_id: int, change_id: int, since: float) -> ChangeRow | None:
+        async with self.db.transaction() as tx:
+            await hold_people(self.db, tx, person_id)
+            row = await tx.one(f"{CHANGES} WHERE h.person_id = $1 AND h.id = $2 AND h.at >= $3", person_id,
+                               change_id, since)
+            undoing = change(row) if row else None
+            if undoing is None or undoing.undone or not undoing.latest:
+                return None
+            current = await tx.one(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = $1 AND person_id = $2",
+                                   undoing.memory_id, person_id)
+            now = self.db.clock()
+            inverse = await self._inverse(tx, undoing, memory(current) if current else None, now)
+            if inverse is None:
+                return None
+            await tx.execute("UPDATE memory_history SET undone = true WHERE id = $1", undoing.id)
+            action, before, after = inverse
+            await journal(tx, None, action, before, after, now)
+            done = await tx.one(f"{CHANGES} WHERE h.person_id = $1 AND h.memory_id = $2 ORDER BY h.id DESC LIMIT 1",
+                                person_id, undoing.memory_id)
+        return change(done)
+
+    async def _inverse(self, tx: Connection, undoing: ChangeRow, current: MemoryRow | None,
+                       now: float) -> tuple[str, MemoryRow | None, MemoryRow | None] | None:
+        """Inside the undo's transaction: the memory put back as it was before `undoing`; the
+        change that is (action, before, after), or None when the memory is not as it left it."""
+        before = undoing.before
+        if undoing.action == "add" and current is not None:
+            await tx.execute("DELETE FROM memories WHERE id = $1", current.id)
+            return "delete", current, None
+        if undoing.action == "delete" and current is None and before is not None:
+            self.caps.check(before.pinned, before.scope,
+                            await count_memories(tx, before.person_id, before.character_id, before.pinned))
+            marks = ", ".join(f"${i}" for i in range(1, len(FIELDS) + 1))
+            row = await tx.one(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({marks}) RETURNING {MEMORY_COLUMNS}",
+                               *(getattr(before, f) if f != "updated_at" else now for f in FIELDS))
+            return "add", None, memory(row)
+        if undoing.action == "update" and current is not None and before is not None:
+            row = await tx.one(f"UPDATE memories SET content = $1, tokens = $2, updated_at = $3 WHERE id = $4 "
+                               f"RETURNING {MEMORY_COLUMNS}", before.content, before.tokens, now, current.id)
+            return "update", current, memory(row)
+        if undoing.action in ("pin", "unpin") and current is not None:
+            pinned = undoing.action == "unpin"
+            self.caps.check(pinned, current.scope,
+                            await count_memories(tx, current.person_id, current.character_id, pinned))
+            row = await tx.one(f"UPDATE memories SET pinned = $1 WHERE id = $2 RETURNING {MEMORY_COLUMNS}",
+                               pinned, current.id)
+            return ("pin" if pinned else "unpin"), current, memory(row)
+        return None
+
     async def written_from(self, person_id: int) -> dict[int, MessageRow]:
         rows = await self.db.all(
-            f"SELECT j.memory_id, {columns(MESSAGE_COLUMNS, 'm')} FROM memory_journal j "
+            f"SELECT j.memory_id, {columns(MESSAGE_COLUMNS, 'm')} FROM memory_history j "
             "JOIN memories k ON k.id = j.memory_id JOIN turns t ON t.id = j.turn_id "
             "JOIN messages m ON m.id = t.user_message_id "
-            "WHERE k.person_id = $1 AND j.action = 'add' AND NOT j.undone AND m.person_id = $1", person_id)
+            "WHERE k.person_id = $1 AND j.action = 'add' AND m.person_id = $1", person_id)
         return dict(zip((row["memory_id"] for row in rows), messages(rows, "m_")))
 
     async def learning_enabled(self, person_id: int, character_id: int) -> bool:

@@ -309,3 +309,32 @@ WITNESSES = """
     INSERT INTO witnesses (message_id, character_id)
         SELECT m.id, p.character_id FROM messages m JOIN presence p ON p.conversation_id = m.conversation_id;
 """
+
+
+# Every memory with its story (SPEC 21 "History and undo"): every change to a memory — add, update,
+# pin, unpin, delete; by the person (no turn) or by a character mid-reply (its turn) — in one record,
+# kept 30 days (the daily upkeep), each with the memory as it was and as it became. A turn's own
+# rows are what Regenerate and a failed turn undo (formerly `memory_journal`, moved in here); a
+# person's row marks the turns' rows of that memory done, so no undo reverts what the person did
+# since. The person undoes a change from the memory page. Each row goes with its person.
+def memory_history(id_column: str) -> str:
+    return f"""
+    CREATE TABLE memory_history (
+        id         {id_column},
+        person_id  BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        memory_id  BIGINT NOT NULL,
+        turn_id    BIGINT REFERENCES turns(id) ON DELETE CASCADE,  -- a character's change; NULL: the person's
+        action     TEXT NOT NULL,            -- add | update | delete | pin | unpin
+        before     TEXT,                     -- the memory as it was (its columns, JSON); NULL: added
+        after      TEXT,                     -- as it became; NULL: deleted
+        at         DOUBLE PRECISION NOT NULL,
+        undone     BOOLEAN NOT NULL DEFAULT false  -- taken back, or (a turn's) overtaken by the person
+    );
+    CREATE INDEX memory_history_person ON memory_history(person_id, at);
+    CREATE INDEX memory_history_turn ON memory_history(turn_id) WHERE turn_id IS NOT NULL;
+    CREATE INDEX memory_history_memory ON memory_history(memory_id);
+    INSERT INTO memory_history (person_id, memory_id, turn_id, action, before, at, undone)
+        SELECT t.person_id, j.memory_id, j.turn_id, j.action, j.before, t.created_at, j.undone
+        FROM memory_journal j JOIN turns t ON t.id = j.turn_id WHERE t.person_id IS NOT NULL ORDER BY j.id;
+    DROP TABLE memory_journal;
+"""

@@ -74,8 +74,8 @@ class SQLPeople(People):
                 to_unpin += over
             await tx.execute(f"UPDATE memories SET pinned = false WHERE id {self.db.dialect.in_ids(1)}",
                              self.db.dialect.ids(to_unpin))
-            for table in ("memories", "identities", "messages", "turns", "turn_queue", "link_failures", "checkins",
-                          "reminders", "page_links", "page_sessions"):
+            for table in ("memories", "memory_history", "identities", "messages", "turns", "turn_queue",
+                          "link_failures", "checkins", "reminders", "page_links", "page_sessions"):
                 await tx.execute(f"UPDATE {table} SET person_id = $1 WHERE person_id = $2", keep, absorb)
             # One persona and time zone a person: the one kept, else the other's. What each spent adds up.
             await tx.execute("UPDATE persons SET time_zone = COALESCE(time_zone, (SELECT time_zone FROM persons "

@@ -19,6 +19,7 @@ from storage.sql.turns import SQLTurns
 from storage.sql.usage import SQLUsage
 
 MODEL_CALLS_KEPT_S = 86_400  # far past any [limits] window
+HISTORY_KEPT_S = 30 * 86_400  # a memory's changes are kept 30 days (SPEC 21 "History and undo")
 PAGE_ROWS_KEPT_S = 86_400  # past any link's, session's or rate limit's time (SPEC 21)
 
 
@@ -53,6 +54,9 @@ class SQLStore(Store):
         await self.db.execute("DELETE FROM model_calls WHERE at < $1", now - MODEL_CALLS_KEPT_S)
         for table, column in (("page_links", "expires_at"), ("page_sessions", "expires_at"), ("page_failures", "at")):
             await self.db.execute(f"DELETE FROM {table} WHERE {column} < $1", now - PAGE_ROWS_KEPT_S)
+        # a turn's changes stay while Regenerate may still undo them (its latest reply, however old)
+        await self.db.execute("DELETE FROM memory_history WHERE at < $1 AND (turn_id IS NULL OR undone)",
+                              now - HISTORY_KEPT_S)
         if not retention_days:
             return 0
         # summarized by the conversation's summary, and by every own summary of a character that

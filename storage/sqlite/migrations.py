@@ -12,16 +12,17 @@ from storage.sql.migrations import (
     HARDENING_II,
     HARDENING_III,
     HARDENING_IV,
+    HARDENING_VI,
     PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
-    HARDENING_VI,
-    WITNESSES,
     SCENES_FINISH,
     SCENES_JOIN,
     SCENES_MOVE,
     SPOKEN_COLUMN,
     WHO_SAID_IT,
+    WITNESSES,
+    memory_history,
     reminders,
 )
 
@@ -377,4 +378,6 @@ MIGRATIONS: list[str] = [
     HARDENING_VI,
     # 24 — who knows what: presence and witnesses (SPEC 22; storage/sql/migrations.py)
     WITNESSES,
+    # 25 — every memory with its story: one history of changes (SPEC 21; storage/sql/migrations.py)
+    memory_history("INTEGER PRIMARY KEY"),
 ]

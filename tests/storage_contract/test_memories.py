@@ -107,3 +107,33 @@ async def test_receipts_are_the_persons_own_shown_replies_newest_first(store: St
     found = await store.turns.receipts(ann, 10)
     assert [(r.reply, r.character_id, r.receipt["memories"]) for r in found] == [
         ("re: second", mira, {"pinned": [7]}), ("re: first", mira, {"pinned": [7]})]
+
+
+async def test_every_change_is_in_the_history_and_the_latest_of_a_memory_can_be_undone(store: Store, ann, mira, clock):
+    """SPEC 21 "History and undo": add, edit, pin, delete — each a change; undoing the delete
+    brings the memory back as it was, pinned; the undo is a change too, and can be undone."""
+    row = await store.memories.add_memory(ann, mira, "character", "Ann likes tea", 3, False, "person")
+    await store.memories.update_memory(ann, mira, row.id, "Ann likes green tea", 4)
+    await store.memories.set_pinned(ann, mira, row.id, True)
+    await store.memories.delete_memory(ann, mira, row.id)
+    changes = await store.memories.history(ann, clock.now - 60)
+    assert [(c.action, c.latest) for c in changes] == [("delete", True), ("pin", False), ("update", False),
+                                                      ("add", False)]
+    assert await store.memories.undo_change(ann, changes[1].id, clock.now - 60) is None  # not the latest
+    back = await store.memories.undo_change(ann, changes[0].id, clock.now - 60)
+    assert back.action == "add" and (back.after.id, back.after.content, back.after.pinned) == (
+        row.id, "Ann likes green tea", True)
+    again = await store.memories.undo_change(ann, back.id, clock.now - 60)  # undo the undo: deleted again
+    assert again.action == "delete" and await store.memories.list_memories(ann, mira, None, 0, 10) == ([], 0)
+    bob = await store.people.person_for_identity("telegram", "502")
+    assert await store.memories.history(bob, 0) == [] and await store.memories.undo_change(bob, again.id, 0) is None
+
+
+async def test_an_undo_that_would_pass_the_pin_budget_is_refused(store: Store, ann, mira, clock):
+    pinned = await store.memories.add_memory(ann, mira, "character", "pin 0", 2, True, "person")
+    await store.memories.delete_memory(ann, mira, pinned.id)
+    for n in range(1, 21):
+        await store.memories.add_memory(ann, mira, "character", f"pin {n}", 2, True, "person")
+    deleted = next(c for c in await store.memories.history(ann, 0) if c.action == "delete")
+    with pytest.raises(CapReached):
+        await store.memories.undo_change(ann, deleted.id, 0)
