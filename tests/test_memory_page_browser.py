@@ -148,3 +148,51 @@ async def test_another_site_cannot_sign_ann_into_mallorys_page_in_a_real_browser
             await context.close()
         finally:
             await runner.cleanup()
+
+
+@pytest.mark.timeout(120)
+async def test_in_a_browser_each_memory_tells_its_story_and_a_delete_is_undone_with_its_pin(
+        tmp_path, llm, telegram, chromium):
+    """SPEC 21 "Every memory with its story", in Chromium with JavaScript off: a memory Mira wrote
+    shows Ann's message it came from; her next reply's receipt lists it and links it; deleting it
+    and pressing Undo brings it back pinned; the page's own export, imported there, adds nothing."""
+    from tests.fakes.llm_server import text, tool_calls
+
+    port = free_port()
+    config = mira_config(llm, f"[web]\nport = {port}\n", telegram=telegram)
+    async with bot_running(tmp_path, config, MIRA_TELEGRAM_TOKEN=telegram.token):
+        await telegram.wait_for(lambda: telegram.calls_to("getUpdates"), timeout=30)
+        ann, dm = telegram.user(ANN, "Ann"), telegram.chat(ANN)
+        llm.add(tool_calls(("save_memory", {"content": "Ann keeps three goats", "scope": "character"})),
+                text("Three goats! Noted."), text("How are the goats?"))
+        await final_reply_to(telegram, ANN, telegram.send(dm, ann, "I keep three goats on the hill"))
+        await final_reply_to(telegram, ANN, telegram.send(dm, ann, "Good morning"))
+        saved = await answer_to(telegram, ANN, telegram.send(dm, ann, "/memory pin 1"))
+        assert saved.text.startswith("Pinned #1")
+        answer = await answer_to(telegram, ANN, telegram.send(dm, ann, "/memory page"))
+        link = re.search(r"http://\S+/open/\S+", answer.text).group(0)
+
+        context = await chromium.new_context(java_script_enabled=False, accept_downloads=True)
+        page = await context.new_page()
+        await page.goto(link)
+        await page.click("#open")
+        await page.wait_for_url(f"http://127.0.0.1:{port}/")
+        story = await page.inner_text("#memory-1 .story")
+        assert "written by Mira mid-reply" in story and "from your message “I keep three goats on the hill”" in story
+        await page.click("details.replies summary")  # opens without JavaScript
+        assert "#1" in await page.inner_text("details.replies li:first-child")  # the good-morning reply used it
+        async with page.expect_download() as download:
+            await page.click("text=Export (JSON)")
+        exported = tmp_path / "export.json"
+        await (await download.value).save_as(exported)
+
+        await page.click("#delete-1")
+        assert await page.locator("#memory-1").count() == 0
+        await page.click("#history button[id^=undo-]")
+        assert await page.inner_text("[role=status]") == "Undone: #1 is back (pinned)."
+        assert "pinned" in await page.inner_text("#memory-1 .meta")
+
+        await page.set_input_files("#import input[type=file]", str(exported))
+        await page.click("#import button[type=submit]")
+        assert await page.inner_text("[role=status]") == "Imported 0 memories; 1 was here already."
+        await context.close()
