@@ -439,6 +439,7 @@ class OptionSpec:
     keyword: bool = False  # typed text: written after its own name (`summary edit S3 …`)
     in_usage: bool = True  # shown in the command's /help line (`character:`, said once at the end instead)
     shown: str = ""  # what the /help line calls its value (default: its name): `edit <entry>`
+    marked: str = ""  # typed text: a word starting with this is this option's (`#12` for a memory's number)
 
 
 @dataclass(frozen=True)

@@ -96,3 +96,18 @@ async def test_forgetme_removes_the_history_too(web):
     forget = await ann.memory("/forgetme")
     await ann.press(forget.buttons[0][0].action)
     assert await runtime.store.db.value("SELECT COUNT(*) FROM memory_history") == 0
+
+
+async def test_memory_view_with_a_number_tells_that_memorys_story(web, llm):
+    """SPEC 21: "in /memory view <n>" too — `/memory view #1` (`id:1` on Discord)."""
+    runtime, browser = web
+    ann = Chat(runtime)
+    memory = await written_by_mira(ann, llm, "I moved to Tromsø last spring", "Ann lives in Tromsø")
+    llm.add(text("Tromsø it is."))
+    await ann.say("remember where I live?")
+    told = (await ann.memory(f"/memory view #{memory}")).text
+    assert told.startswith(f"#{memory} · character · recent — Ann lives in Tromsø")
+    assert (f"written by Mira mid-reply, {TODAY}; from your message “I moved to Tromsø last spring” ({TODAY}); "
+            f"in a reply's prompt once, last {TODAY}.") in told
+    assert (await ann.memory("/memory view 1")).text.startswith("Your memories with Mira: 1 — page 1 of 1")
+    assert (await ann.memory("/memory view #99")).text == "There is no memory #99."

@@ -29,12 +29,14 @@ from bot.commands.base import (
 )
 from bot.commands.portability import Imported, as_markdown, import_export
 from bot.contract import Attachment, CommandContext, CommandResult
-from bot.memory.saved_memories import cap_text, change_shown, memory_marks, memory_text_error, scope_error
+from bot.memory.saved_memories import CAPS, cap_text, change_shown, memory_marks, memory_text_error, scope_error
+from bot.memory.story import RECEIPTS_READ, story, times_used
 from bot.model.tokens import TokenCounter
 from bot.text import parse_number
 from storage.ports import CHARACTER, GLOBAL, CapReached, MemoryRow, Store
 
 PAGE_SIZE = 10
+EVERY_MEMORY = 2 * (CAPS.unpinned + CAPS.pinned)  # both scopes, whole
 PINNED_QUESTION = (
     "Your {memories} {were} kept. These are the moments you marked yourself and "
     "protected from the AI. Delete them too?"
@@ -67,13 +69,28 @@ class SavedMemoryCommands:
 
     # -- view ------------------------------------------------------------------------------
     async def view(self, ctx: CommandContext, person: Person, scope: str | None = None,
-                   page: int | str = 1) -> CommandResult:
+                   page: int | str = 1, id: Any = None) -> CommandResult:
+        if id is not None:
+            return await self._story(person, parse_memory_id(id))
         if error := scope_error(scope):
             raise UsageError(error)
         number = parse_number(page)
         if number is None:
             raise UsageError(f"The page must be a number from 1, not “{str(page)[:40]}”.")
         return await self._page(person, scope, number)
+
+    async def _story(self, person: Person, memory_id: int) -> CommandResult:
+        """One memory with its story (SPEC 21): who wrote it and when, the person's message a
+        character wrote it from, how often and when last it reached a reply's prompt."""
+        rows, _ = await self.store.memories.list_memories(person.id, person.character_id, None, 0, EVERY_MEMORY)
+        row = next((r for r in rows if r.id == memory_id), None)
+        if row is None:
+            raise no_memory(memory_id)
+        used = times_used(await self.store.turns.receipts(person.id, RECEIPTS_READ))
+        written = (await self.store.memories.written_from(person.id)).get(row.id)
+        writer = person.character_name if row.scope == CHARACTER else "a character"
+        return CommandResult(f"{self._memory_line(row, self.clock())}\n"
+                             f"{story(row, writer, written, used.get(row.id, []))}.")
 
     async def _page(self, person: Person, scope: str | None, page: int, note: str = "") -> CommandResult:
         page = max(1, page)

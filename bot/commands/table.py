@@ -35,9 +35,12 @@ def _in_scenes(group: "CommandSpec") -> "CommandSpec":
 TABLE: tuple[CommandSpec, ...] = (
     CommandSpec("start", "Say hello", platforms=TEXT_ONLY),
     _in_scenes(CommandSpec("memory", "What I remember about you: /memory view, add, pin, clear, …", subcommands=(
-        CommandSpec("view", "List your saved memories: pinned first, then newest", options=(
+        CommandSpec("view", "List your saved memories: pinned first, then newest; /memory view #12: one, with its story",
+                    options=(
             OptionSpec("scope", "Only this character's memories, or only global ones", choices=SCOPES),
-            OptionSpec("page", "Which page (10 memories a page)", "number", low=1))),
+            OptionSpec("page", "Which page (10 memories a page)", "number", low=1),
+            OptionSpec("id", "One memory, with where it came from and when it was used: its number, as in #12",
+                       "number", low=1, shown="#id", marked="#"))),
         CommandSpec("add", "Add a memory",
                     "add one (scope:global shares it with every character, pin:yes pins it)", options=(
             OptionSpec("text", "The fact to remember (at most 500 characters)", required=True, rest=True),
@@ -176,6 +179,8 @@ def _only_word(spec: CommandSpec) -> bool:
 
 def _looks_like(option: OptionSpec, word: str) -> bool:
     """Whether an optional option takes this word (so `/memory view 2` is page 2)."""
+    if option.marked:
+        return word.startswith(option.marked) and parse_number(word[len(option.marked):]) is not None
     if option.choices:
         return word.lower() in option.choices
     if option.kind == "number":

@@ -35,7 +35,7 @@ from bot.contract import (
     TotalsRow,
 )
 from bot.memory.saved_memories import CAPS, change_shown, memory_marks
-from bot.page.story import HISTORY_KEPT_S, RECEIPTS_READ, REPLIES_SHOWN, page_change, page_reply, story, times_used
+from bot.memory.story import HISTORY_KEPT_S, RECEIPTS_READ, REPLIES_SHOWN, page_change, page_reply, story, times_used
 from bot.text import local_words, parse_number
 from storage.ports import CHARACTER, GLOBAL, DayTotals, MemoryRow, Store
 
