@@ -1,17 +1,18 @@
 """SPEC 21 "Export and import": a person's memories and persona taken away as JSON or Markdown
 (`/memory export [format]`, the page's links) and a JSON export brought back on the memory page
 (a file upload, JavaScript off) — merged without duplicates, under the same limits, into the
-importing person's own memories only. Over real HTTP on loopback."""
+importing person's own memories only. Over real HTTP on loopback, on SQLite and PostgreSQL (an
+export from either imported into a fresh SQLite file)."""
 
 import json
 
 import aiohttp
 
-from tests import test_memory_page
+from tests import test_memory_story
 from tests.conftest import Chat
 from tests.test_memory_page import serving, signed_in, web_config
 
-web = test_memory_page.web  # the fixture: a runtime with Mira and Aki, its page served on loopback
+web = test_memory_story.web  # the fixture: Mira and Aki, their page served on loopback, on either store
 
 
 async def upload(page, export: bytes | str, filename: str = "keepsake-export.json"):

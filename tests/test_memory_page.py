@@ -20,8 +20,10 @@ TEN_MINUTES = 600
 FORM_TOKEN = re.compile(r'name="csrf" value="([^"]+)"')
 
 
-def web_config(llm, tmp_path, **web):
+def web_config(llm, tmp_path, storage_url: str | None = None, **web):
     raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    if storage_url:
+        raw["storage"] = {"url": storage_url}
     raw["characters"].append({"name": "Aki", "persona": "You are Aki, a retired sailor."})
     raw["web"] = {"port": 8080, **web}
     raw["owner"] = {"ids": ["telegram:1"]}

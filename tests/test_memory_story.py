@@ -1,17 +1,29 @@
 """SPEC 21 "Every memory with its story", on the memory page over real HTTP: where a memory came
 from (who wrote it, when, the person's own message a character wrote it from), when it last
 reached a prompt and how often, and each character's latest replies with what their prompts
-held, a memory linking to the replies that used it — and nothing of another person's, ever."""
+held, a memory linking to the replies that used it — and nothing of another person's, ever. On
+SQLite and PostgreSQL."""
 
 import html
 import re
 
-from tests import test_memory_page
+import pytest
+
 from tests.conftest import Chat
 from tests.fakes.llm_server import text, tool_calls
-from tests.test_memory_page import signed_in
+from tests.postgres import fresh_schema_url
+from tests.test_memory_page import serving, signed_in, web_config
 
-web = test_memory_page.web  # the fixture: a runtime with Mira and Aki, its page served on loopback
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def web(request, llm, tmp_path, clock):
+    """A runtime with Mira and Aki, its page served on loopback, on either store."""
+    schemas = fresh_schema_url() if request.param == "postgresql" else None
+    url = await anext(schemas) if schemas else None
+    async with serving(web_config(llm, tmp_path, storage_url=url), clock) as served:
+        yield served
+    if schemas:
+        await anext(schemas, None)
 TODAY = "2027-01-15"  # the tests' clock (tests/conftest.py FakeClock)
 
 
