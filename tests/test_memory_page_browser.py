@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, Chat, FakeClock
 from tests.process import answer_to, bot_running, final_reply_to, mira_config
+from tests.test_memory_page import link_for, serving, web_config
 
 ANN = 831
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -155,7 +156,8 @@ async def test_in_a_browser_each_memory_tells_its_story_and_a_delete_is_undone_w
         tmp_path, llm, telegram, chromium):
     """SPEC 21 "Every memory with its story", in Chromium with JavaScript off: a memory Mira wrote
     shows Ann's message it came from; her next reply's receipt lists it and links it; deleting it
-    and pressing Undo brings it back pinned; the page's own export, imported there, adds nothing."""
+    and pressing Undo brings it back pinned; the page's own export, imported there, adds nothing,
+    and imported into another Keepsake on a fresh database brings the memory over, pinned."""
     from tests.fakes.llm_server import text, tool_calls
 
     port = free_port()
@@ -195,4 +197,15 @@ async def test_in_a_browser_each_memory_tells_its_story_and_a_delete_is_undone_w
         await page.set_input_files("#import input[type=file]", str(exported))
         await page.click("#import button[type=submit]")
         assert await page.inner_text("[role=status]") == "Imported 0 memories; 1 was here already."
+
+        (tmp_path / "fresh").mkdir()  # another Keepsake, on a fresh database: the export brings the memory over
+        async with serving(web_config(llm, tmp_path / "fresh"), FakeClock()) as (fresh, browser):
+            elsewhere = Chat(fresh, user=str(ANN), platform="telegram")
+            link = await link_for(elsewhere)
+            await page.goto(link.replace("http://127.0.0.1:8080", browser().base))
+            await page.click("#open")
+            await page.set_input_files("#import input[type=file]", str(exported))
+            await page.click("#import button[type=submit]")
+            assert await page.inner_text("[role=status]") == "Imported 1 memory."
+            assert "📌 #1 · character · recent — Ann keeps three goats" in (await elsewhere.memory("/memory view")).text
         await context.close()
