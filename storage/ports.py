@@ -627,9 +627,10 @@ class Memories(abc.ABC):
     @abc.abstractmethod
     async def add_memory(
         self, person_id: int, character_id: int, scope: str, content: str, tokens: int,
-        pinned: bool, source: str, turn_id: int | None = None,
+        pinned: bool, source: str, turn_id: int | None = None, written_in: int | None = None,
     ) -> MemoryRow:
-        """Raises CapReached when the scope's budget is full. A turn's write is journaled."""
+        """Raises CapReached when the scope's budget is full. Every write is in the memory's
+        history, with the chat it was made in (`written_in`; a turn's: its conversation)."""
 
     @abc.abstractmethod
     async def update_memory(
@@ -669,6 +670,11 @@ class Memories(abc.ABC):
         text back; a pin is taken off, and so on — in one transaction, as a change of the person's
         own (so it can be undone in turn), under the same caps (CapReached). The change it made;
         None when there is no such change to undo."""
+
+    @abc.abstractmethod
+    async def written_in(self, person_id: int) -> dict[int, ConversationRow]:
+        """The chat each of the person's memories was written in (by a command there, or a reply);
+        one written on the memory page or imported is not there."""
 
     @abc.abstractmethod
     async def written_from(self, person_id: int) -> dict[int, MessageRow]:

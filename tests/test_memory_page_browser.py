@@ -180,7 +180,8 @@ async def test_in_a_browser_each_memory_tells_its_story_and_a_delete_is_undone_w
         await page.click("#open")
         await page.wait_for_url(f"http://127.0.0.1:{port}/")
         story = await page.inner_text("#memory-1 .story")
-        assert "written by Mira mid-reply" in story and "from your message “I keep three goats on the hill”" in story
+        assert "written by Mira mid-reply in your Telegram chat" in story
+        assert "from your message “I keep three goats on the hill”" in story
         await page.click("details.replies summary")  # opens without JavaScript
         assert "#1" in await page.inner_text("details.replies li:first-child")  # the good-morning reply used it
         async with page.expect_download() as download:

@@ -48,7 +48,8 @@ async def test_a_memory_the_character_wrote_shows_the_persons_message_it_came_fr
     ann = Chat(runtime)
     memory = await written_by_mira(ann, llm, "I moved to Tromsø last spring", "Ann lives in Tromsø")
     item = memory_item(await page_of(browser, ann), memory)
-    assert re.search(rf"written by Mira mid-reply, {TODAY}; from your message “I moved to Tromsø last spring” "
+    assert re.search(rf"written by Mira mid-reply in the console, {TODAY}; "
+                     rf"from your message “I moved to Tromsø last spring” "
                      rf"\({TODAY}\); not in a reply's prompt yet", item), item
 
 
@@ -63,7 +64,7 @@ async def test_a_reply_lists_the_memories_its_prompt_held_and_each_memory_links_
     listed = page.split(f'id="reply-{turn}"')[1].split("</li>")[0]
     assert "“No peanuts, then.”" in listed and 'href="#memory-1">#1</a>' in listed and "tokens" in listed
     item = memory_item(page, 1)
-    assert f"written by you, {TODAY}; in a reply's prompt once, last {TODAY}" in item
+    assert f"written by you in the console, {TODAY}; in a reply's prompt once, last {TODAY}" in item
     assert f'href="#reply-{turn}">reply R{turn}</a>' in item
 
 
@@ -119,7 +120,19 @@ async def test_memory_view_with_a_number_tells_that_memorys_story(web, llm):
     await ann.say("remember where I live?")
     told = (await ann.memory(f"/memory view #{memory}")).text
     assert told.startswith(f"#{memory} · character · recent — Ann lives in Tromsø")
-    assert (f"written by Mira mid-reply, {TODAY}; from your message “I moved to Tromsø last spring” ({TODAY}); "
+    assert (f"written by Mira mid-reply in the console, {TODAY}; "
+            f"from your message “I moved to Tromsø last spring” ({TODAY}); "
             f"in a reply's prompt once, last {TODAY}.") in told
     assert (await ann.memory("/memory view 1")).text.startswith("Your memories with Mira: 1 — page 1 of 1")
     assert (await ann.memory("/memory view #99")).text == "There is no memory #99."
+
+
+async def test_a_memory_written_in_a_group_says_so_without_naming_the_group_and_one_from_the_page_says_that(web):
+    runtime, browser = web
+    ann = Chat(runtime, user="301", name="Ann", chat_id="-100777", shared=True, platform="telegram")
+    await ann.memory("/memory add I sing in the harbour choir")
+    page = await signed_in(browser, ann)
+    await page.act("add", text="I have a blue boat", scope="character")
+    body = html.unescape((await page.request("GET", "/"))[1])
+    assert f"written by you in a Telegram group, {TODAY}" in memory_item(body, 1) and "-100777" not in body
+    assert f"written by you on this page, {TODAY}" in memory_item(body, 2)

@@ -124,10 +124,11 @@ class Press:
 
 
 async def save_memory(store: Store, counter: TokenCounter, person: Person, scope: str, content: str, *,
-                      pinned: bool, source: str) -> MemoryRow:
-    """Add a memory for the person, or raise a UsageError saying its budget is full."""
+                      pinned: bool, source: str, written_in: int | None = None) -> MemoryRow:
+    """Add a memory for the person (`written_in`: the chat the command was given in), or raise a
+    UsageError saying its budget is full."""
     try:
-        return await store.memories.add_memory(
-            person.id, person.character_id, scope, content, counter.count(content), pinned=pinned, source=source)
+        return await store.memories.add_memory(person.id, person.character_id, scope, content, counter.count(content),
+                                               pinned=pinned, source=source, written_in=written_in)
     except CapReached as full:
         raise UsageError(cap_text(full)) from None

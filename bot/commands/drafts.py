@@ -113,6 +113,7 @@ class DraftCommands:
                 row = await self.store.memories.add_memory(
                     person.id, person.character_id, CHARACTER, drafts[index],
                     self.counter.count(drafts[index]), pinned=False, source="generate",
+                    written_in=(await self.cast.conversation_for(ctx.conversation)).id,
                 )
             except CapReached as full:
                 notes.append(cap_text(full))
@@ -214,8 +215,9 @@ class DraftCommands:
         return await self._save_pinned(ctx, person, content)
 
     async def _save_pinned(self, ctx, person: Person, content: str) -> CommandResult:
-        row = await save_memory(self.store, self.counter, person, CHARACTER, content, pinned=True, source="conversation")
         conversation = await self.cast.conversation_for(ctx.conversation)
+        row = await save_memory(self.store, self.counter, person, CHARACTER, content, pinned=True,
+                                source="conversation", written_in=conversation.id)
         await self.store.drafts.set_selection(person.id, conversation.id, [])
         return CommandResult(f"Saved #{row.id} (pinned): {content}")
 

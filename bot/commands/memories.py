@@ -88,9 +88,10 @@ class SavedMemoryCommands:
             raise no_memory(memory_id)
         used = times_used(await self.store.turns.receipts(person.id, RECEIPTS_READ))
         written = (await self.store.memories.written_from(person.id)).get(row.id)
+        chat = (await self.store.memories.written_in(person.id)).get(row.id)
         writer = person.character_name if row.scope == CHARACTER else "a character"
         return CommandResult(f"{self._memory_line(row, self.clock())}\n"
-                             f"{story(row, writer, written, used.get(row.id, []))}.")
+                             f"{story(row, writer, written, used.get(row.id, []), chat)}.")
 
     async def _page(self, person: Person, scope: str | None, page: int, note: str = "") -> CommandResult:
         page = max(1, page)
@@ -142,7 +143,9 @@ class SavedMemoryCommands:
             raise UsageError(error)
         pinned = parse_bool(pin, "pin", "yes or no")
         content = text.strip()
-        row = await save_memory(self.store, self.counter, person, scope, content, pinned=pinned, source="person")
+        chat = (await self.cast.conversation_for(ctx.conversation)).id if ctx is not None else None  # None: the page
+        row = await save_memory(self.store, self.counter, person, scope, content, pinned=pinned,
+                                source="person" if ctx is not None else "page", written_in=chat)
         where = "every character" if scope == GLOBAL else person.character_name
         return CommandResult(f"Saved #{row.id}{' (pinned)' if pinned else ''} for {where}: {content}")
 

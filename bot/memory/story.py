@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from bot.contract import PageChange, PageReply
-from storage.ports import ChangeRow, MemoryRow, MessageRow, ReplyReceipt
+from bot.contract import PageChange, PageReply, traits_of
+from storage.ports import ChangeRow, ConversationRow, MemoryRow, MessageRow, ReplyReceipt
 
 RECEIPTS_READ = 1_000  # the person's latest replies whose receipts say how often a memory reached a prompt
 REPLIES_SHOWN = 20  # each character's latest replies to the person, with their receipts
@@ -16,6 +16,7 @@ OPENING = 80  # characters of a reply or a message quoted
 
 WRITTEN_BY = {
     "person": "written by you",
+    "page": "written by you on this page",
     "ai": "written by {character} mid-reply",
     "generate": "a draft you kept (/memory generate)",
     "conversation": "saved from the chat by you (/memory save)",
@@ -46,11 +47,20 @@ def times_used(receipts: list[ReplyReceipt]) -> dict[int, list[float]]:
     return used
 
 
-def story(memory: MemoryRow, character: str, written_from: MessageRow | None, used: list[float]) -> str:
-    """Who wrote it and when; the person's message it came from (one a character wrote); when it
-    last reached a prompt and how often."""
+def chat_words(conversation: ConversationRow) -> str:
+    """The chat a memory was written in, without naming a group."""
+    traits = traits_of(conversation.platform)
+    if not traits.chat:  # the console
+        return f"in {traits.shown_as}"
+    return f"in a {traits.shown_as} group" if conversation.is_shared else f"in your {traits.shown_as} chat"
+
+
+def story(memory: MemoryRow, character: str, written_from: MessageRow | None, used: list[float],
+          chat: ConversationRow | None = None) -> str:
+    """Who wrote it, when and in which chat; the person's message it came from (one a character
+    wrote); when it last reached a prompt and how often."""
     by = WRITTEN_BY.get(memory.source, "written {source}").format(character=character, source=memory.source)
-    parts = [f"{by}, {day(memory.created_at)}"]
+    parts = [f"{by}{' ' + chat_words(chat) if chat is not None else ''}, {day(memory.created_at)}"]
     if written_from is not None:
         parts.append(f"from your message {quoted(written_from.content)} ({day(written_from.created_at)})")
     if used:

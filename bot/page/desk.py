@@ -118,11 +118,13 @@ class PageDesk:
         # every memory with its story (SPEC 21): read from what is kept, nothing counted on a turn's path
         receipts = await self.store.turns.receipts(person_id, RECEIPTS_READ)
         used, written = times_used(receipts), await self.store.memories.written_from(person_id)
+        chats = await self.store.memories.written_in(person_id)
         replies = {character_id: [page_reply(r) for r in receipts if r.character_id == character_id][:REPLIES_SHOWN]
                    for character_id in names}
 
         def with_story(row: MemoryRow, character: str, shown: list[PageReply]) -> PageMemory:
-            return _memory(row, now, story(row, character, written.get(row.id), used.get(row.id, [])),
+            told = story(row, character, written.get(row.id), used.get(row.id, []), chats.get(row.id))
+            return _memory(row, now, told,
                            tuple(reply.turn_id for reply in shown if row.id in reply.memories))
 
         characters, shared = [], ()

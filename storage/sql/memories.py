@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storage.ports import (CHARACTER, GLOBAL, ChangeRow, Memories, MemoriesInPlay, MemoryCaps, MemoryRow, MessageRow,
-                           PinnedMemory)
-from storage.rows import (MEMORY_COLUMNS, MESSAGE_COLUMNS, columns, in_play, memories, memory, messages, names,
-                          person_export, scope_character)
+from storage.ports import (CHARACTER, GLOBAL, ChangeRow, ConversationRow, Memories, MemoriesInPlay, MemoryCaps,
+                           MemoryRow, MessageRow, PinnedMemory)
+from storage.rows import (CONVERSATION_COLUMNS, MEMORY_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_play,
+                          memories, memory, messages, names, person_export, scope_character)
 from storage.sql.database import Connection, Database
 
 FIELDS = names(MEMORY_COLUMNS)
@@ -69,7 +69,7 @@ def snapshot(row: MemoryRow | None) -> str | None:
 
 
 async def journal(tx: Connection, turn_id: int | None, action: str, before: MemoryRow | None,
-                  after: MemoryRow | None, at: float) -> None:
+                  after: MemoryRow | None, at: float, written_in: int | None = None) -> None:
     """Every change to a memory goes into its history (SPEC 21): a character's, mid-reply (its
     turn: what Regenerate and a failed turn undo), or the person's (no turn) — which outranks every
     undo still pending for that memory: they are marked done, so Regenerate never reverts what the
@@ -79,9 +79,11 @@ async def journal(tx: Connection, turn_id: int | None, action: str, before: Memo
     if turn_id is None:
         await tx.execute("UPDATE memory_history SET undone = true WHERE memory_id = $1 AND turn_id IS NOT NULL "
                          "AND NOT undone", changed.id)
-    await tx.execute("INSERT INTO memory_history (person_id, memory_id, turn_id, action, before, after, at) "
-                     "VALUES ($1, $2, $3, $4, $5, $6, $7)", changed.person_id, changed.id, turn_id, action,
-                     snapshot(before), snapshot(after), at)
+    await tx.execute(  # the chat it was made in: the one named, else the turn's
+        "INSERT INTO memory_history (person_id, memory_id, turn_id, conversation_id, action, before, after, at) "
+        "VALUES ($1, $2, $3, COALESCE(CAST($8 AS BIGINT), (SELECT conversation_id FROM turns WHERE id = $3)), "
+        "$4, $5, $6, $7)", changed.person_id, changed.id, turn_id, action, snapshot(before), snapshot(after), at,
+        written_in)
 
 
 async def undo_journal(tx: Connection, turn_id: int) -> None:
@@ -150,7 +152,7 @@ class SQLMemories(Memories):
 
     async def add_memory(
         self, person_id: int, character_id: int, scope: str, content: str, tokens: int,
-        pinned: bool, source: str, turn_id: int | None = None,
+        pinned: bool, source: str, turn_id: int | None = None, written_in: int | None = None,
     ) -> MemoryRow:
         character = scope_character(scope, character_id)
         now = self.db.clock()
@@ -161,7 +163,7 @@ class SQLMemories(Memories):
                 "INSERT INTO memories (person_id, character_id, content, tokens, pinned, source, created_at, "
                 f"updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING {MEMORY_COLUMNS}",
                 person_id, character, content, tokens, pinned, source, now)
-            await journal(tx, turn_id, "add", None, memory(row), now)
+            await journal(tx, turn_id, "add", None, memory(row), now, written_in)
         return memory(row)
 
     async def update_memory(
@@ -279,6 +281,13 @@ class SQLMemories(Memories):
                                pinned, current.id)
             return ("pin" if pinned else "unpin"), current, memory(row)
         return None
+
+    async def written_in(self, person_id: int) -> dict[int, ConversationRow]:
+        rows = await self.db.all(
+            f"SELECT h.memory_id, {columns(CONVERSATION_COLUMNS, 'c')} FROM memory_history h "
+            "JOIN memories k ON k.id = h.memory_id JOIN conversations c ON c.id = h.conversation_id "
+            "WHERE k.person_id = $1 AND h.action = 'add'", person_id)
+        return {row["memory_id"]: conversation(row, "c_") for row in rows}
 
     async def written_from(self, person_id: int) -> dict[int, MessageRow]:
         rows = await self.db.all(

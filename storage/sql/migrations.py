@@ -324,6 +324,7 @@ def memory_history(id_column: str) -> str:
         person_id  BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
         memory_id  BIGINT NOT NULL,
         turn_id    BIGINT REFERENCES turns(id) ON DELETE CASCADE,  -- a character's change; NULL: the person's
+        conversation_id  BIGINT REFERENCES conversations(id) ON DELETE SET NULL,  -- the chat it was made in
         action     TEXT NOT NULL,            -- add | update | delete | pin | unpin
         before     TEXT,                     -- the memory as it was (its columns, JSON); NULL: added
         after      TEXT,                     -- as it became; NULL: deleted
@@ -333,8 +334,8 @@ def memory_history(id_column: str) -> str:
     CREATE INDEX memory_history_person ON memory_history(person_id, at);
     CREATE INDEX memory_history_turn ON memory_history(turn_id) WHERE turn_id IS NOT NULL;
     CREATE INDEX memory_history_memory ON memory_history(memory_id);
-    INSERT INTO memory_history (person_id, memory_id, turn_id, action, before, at, undone)
-        SELECT t.person_id, j.memory_id, j.turn_id, j.action, j.before, t.created_at, j.undone
+    INSERT INTO memory_history (person_id, memory_id, turn_id, conversation_id, action, before, at, undone)
+        SELECT t.person_id, j.memory_id, j.turn_id, t.conversation_id, j.action, j.before, t.created_at, j.undone
         FROM memory_journal j JOIN turns t ON t.id = j.turn_id WHERE t.person_id IS NOT NULL ORDER BY j.id;
     DROP TABLE memory_journal;
 """
