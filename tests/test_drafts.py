@@ -114,3 +114,19 @@ async def test_at_most_5_drafts_are_offered_whatever_the_model_writes(ann, llm):
     drafts = await ann.press(view.buttons[0][0].action)
     assert len(drafts.buttons[0]) == 5
     assert "Ann fact number 5" in drafts.text and "Ann fact number 6" not in drafts.text
+
+
+def test_drafts_answered_as_a_json_object_are_its_strings_never_its_braces_and_keys():
+    """#68: SmolLM2 on llama-cpp-python answered /memory generate with a JSON object; its lines
+    became the drafts "{" and `memories": {`. The strings it holds are the drafts."""
+    from bot.memory.drafting import parse_drafts
+
+    answer = '{\n  "memories": {\n    "1": "Ann is a night nurse",\n    "2": "Ann\'s cat is Tofu"\n  }\n}'
+    assert parse_drafts(answer) == ["Ann is a night nurse", "Ann's cat is Tofu"]
+    assert parse_drafts('{"memories": ["Ann hates mornings"]}') == ["Ann hates mornings"]
+    assert parse_drafts('[{"memory": "Ann hates mornings"}, {"memory": "Ann keeps bees"}]') == [
+        "Ann hates mornings", "Ann keeps bees"]
+    assert parse_drafts('["one", "two"]') == ["one", "two"]
+    assert parse_drafts("- one\n- two") == ["one", "two"]
+    cut_off = parse_drafts('{\n  "memories": {\n    "1": "Ann keeps bees"\n')  # an answer cut at its limit
+    assert not any(draft in ("{", "}") or draft.endswith(": {") for draft in cut_off)

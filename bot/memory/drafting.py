@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from bot.memory.saved_memories import MAX_MEMORY_CHARS
 from bot.memory.summary_prompts import transcript
@@ -44,17 +45,30 @@ def description_error(description: str | None) -> str | None:
         "Describe what the character should know about you, e.g. /memory generate I'm a nurse on night shifts."))
 
 
+def strings_in(value: Any) -> list[str]:
+    """The strings a JSON value holds, in order, however deep (an array, or an object of them)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [found for item in value for found in strings_in(item)] if isinstance(value, list) else []
+
+
 def parse_drafts(text: str) -> list[str]:
-    """The model's JSON array of strings; a bulleted or numbered list is accepted too."""
-    match = re.search(r"\[.*\]", text, re.DOTALL)
+    """The model's JSON array of strings — or an object holding them, as a small model answers
+    (`{"memories": {"1": "…"}}`): never its braces and keys as drafts; a bulleted or numbered list
+    is accepted too."""
     items: list = []
-    if match:
-        try:
-            items = json.loads(match.group(0))
-        except json.JSONDecodeError:
-            items = []
-    if not isinstance(items, list) or not items:
-        items = [re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line) for line in text.splitlines()]
+    for pattern in (r"\{.*\}", r"\[.*\]"):  # the outermost JSON the answer holds, an object first
+        match = re.search(pattern, text, re.DOTALL)
+        if match and not items:
+            try:
+                items = strings_in(json.loads(match.group(0)))
+            except json.JSONDecodeError:
+                items = []
+    if not items:
+        items = [re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line) for line in text.splitlines()
+                 if not re.fullmatch(r"\s*[\[\]{}]?,?\s*|\s*\"?\w+\"?\s*:\s*[\[{]\s*", line)]
     drafts = []
     for item in items:
         if isinstance(item, str):
