@@ -35,6 +35,7 @@ async def test_merging_moves_everything_and_uses_up_the_code(store: Store, ann, 
     assert report.unpinned_pins == 0
     assert await store.people.identities_of(ann) == [("discord", "900"), ("telegram", "501")]
     assert [m.content for m in (await store.memories.list_memories(ann, mira, None, 0, 10))[0]] == ["from Discord"]
+    assert [c.action for c in await store.memories.history(ann, 0)] == ["add"]  # its history came along (SPEC 21)
     assert await store.people.link_code("ABCD2345", clock.now) is None
 
 
