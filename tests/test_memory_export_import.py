@@ -119,3 +119,16 @@ async def test_the_markdown_export_lists_the_persona_and_each_characters_memorie
     assert "## Every character (global)\n\n- My sister is Ines" in text
     response, body = await (await signed_in(browser, ann)).request("GET", "/export.md")
     assert response.headers["Content-Type"].startswith("text/markdown") and "## Only Mira" in body
+
+
+async def test_a_whole_export_at_its_longest_is_imported(web):
+    """240 memories of 500 characters (four bytes each): the largest export there can be uploads."""
+    runtime, browser = web
+    long = "🐐" * 495
+    memories = [{"scope": scope, "character": "Mira", "content": f"{n:03} {long}", "pinned": pinned}
+                for scope in ("character", "global") for n, pinned in
+                [(n, False) for n in range(100)] + [(100 + n, True) for n in range(20)]]
+    file = json.dumps({"persona": "p" * 1000, "memories": memories}, ensure_ascii=False)
+    assert len(file.encode()) > 240 * 500 * 4
+    response, body = await upload(await signed_in(browser, Chat(runtime)), file)
+    assert response.status == 200 and "Imported 240 memories" in body

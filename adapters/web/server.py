@@ -49,7 +49,9 @@ FORM_REFUSED = "This form has expired or did not come from your page. Reload the
 ELSEWHERE = ("This link was sent from another site, not from your memory page, so it was not opened. "
              "Open the link you got from the bot yourself.")
 TEMPLATES = Path(__file__).parent / "templates"
-MAX_FORM_BYTES = 64 * 1024  # far above the longest text a form takes (a persona, 1,000 characters)
+# The largest body the page reads: an import's file, a whole export at its longest — 240 memories of
+# 500 characters, each up to 4 bytes, with their JSON fields — and far above any other form's text.
+MAX_FORM_BYTES = 1024 * 1024
 MAX_CONNECTIONS = 256  # open at once; a service's file limit is 1,024
 READ_S = 10.0  # a request's headers and body, from when the connection (or its last answer) was ready
 IDLE_S = 15.0  # a kept-alive connection waits this long for its next request
