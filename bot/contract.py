@@ -138,7 +138,9 @@ class IncomingMessage:
     a scene one character answers (SPEC 15).
     `asker`: who writes and where, for `[access]`, decided by the core's gate for whichever
     character ends up answering (bot/access/gate.py); the console's is `Asker("console", …)`, its
-    owner's. None means nobody is known to ask: let in nowhere (SPEC 15: no asker means no)."""
+    owner's. None means nobody is known to ask: let in nowhere (SPEC 15: no asker means no).
+    `draw`: the person asked for a picture of this scene (`/image <scene>`, SPEC 20): the turn
+    calls the `picture` tool with it, through its gate and limits, before the character answers."""
 
     conversation: ConversationKey
     speaker: Identity | None
@@ -150,6 +152,7 @@ class IncomingMessage:
     kept: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     addressed: bool = True
     asker: Asker | None = None
+    draw: str | None = None
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ async def test_a_mention_in_a_channel_is_answered(bot, discord_fake, llm):
 async def test_commands_are_synced_at_start_up(bot, discord_fake):
     names = {c["name"]: c for c in discord_fake.commands}
     assert set(names) == {"memory", "persona", "link", "forgetme", "checkins", "timezone", "reminders", "scene",
-                          "usage", "stats", "Remember this"}
+                          "image", "usage", "stats", "Remember this"}
     assert {o["name"] for o in names["persona"]["options"]} == {"set", "view", "clear"}  # SPEC 17
     subcommands = {o["name"]: o for o in names["memory"]["options"]}
     assert set(subcommands) == {"view", "add", "edit", "delete", "pin", "unpin", "clear", "summary", "rebuild",

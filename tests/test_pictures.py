@@ -9,9 +9,9 @@ import pytest
 
 import bot.tools.picture as picture_tool
 from bot.config import parse_config
-from bot.contract import Picture
+from bot.contract import IncomingMessage, Picture
 from bot.runtime import build_runtime
-from tests.conftest import Chat, config_dict
+from tests.conftest import Chat, config_dict, shown
 from tests.fakes.llm_server import text, tool_calls
 
 APPEARANCE = "a woman in her thirties, oilskin coat, grey braid"
@@ -182,3 +182,31 @@ async def test_a_picture_call_is_let_in_by_the_gate_with_one_of_the_days_picture
     assert refused.parts == [] and refused.note == "🖼️ no picture: 1 a day is the most"
     told = json.loads(next(m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"))
     assert told["error"] == "picture may not be used now: no picture: 1 a day is the most"
+
+
+async def image_command(runtime, person: Chat, scene: str = SCENE):
+    """`/image <scene>` as an adapter hands it over: the message as said, the scene to draw."""
+    message = IncomingMessage(person.key, person.identity, person.name, f"/image {scene}", asker=person.asker,
+                              draw=scene)
+    return await shown(runtime, await runtime.core.conversation.handle(message))
+
+
+async def test_image_goes_through_the_picture_tools_limits_so_one_past_per_day_is_refused(start, llm, images):
+    """#62: `/image` is the same `picture` call, let in by the same gate: past `per_day` it draws
+    nothing, the note under the reply says why, and the model is told so before it answers."""
+    runtime = await start(per_day=1)
+    ann = Chat(runtime, platform="telegram")
+    llm.add(text("There it is."), text("No more today, I'm afraid."))
+    drawn = await image_command(runtime, ann)
+    assert len(drawn.parts) == 1 and len(images.requests) == 1
+    refused = await image_command(runtime, ann, "the harbour at noon")
+    assert refused.parts == [] and refused.note == "🖼️ no picture: 1 a day is the most" and len(images.requests) == 1
+    told = next(m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool")
+    assert "no picture: 1 a day is the most" in told
+
+
+async def test_image_without_pictures_set_up_says_so_and_calls_no_model(runtime, llm):
+    ann = Chat(runtime, platform="telegram")
+    reply = await image_command(runtime, ann)
+    assert reply.text == "Mira cannot draw here: pictures are not set up on this bot ([pictures] in its config)."
+    assert llm.requests == []

@@ -89,7 +89,7 @@ class Person:
 async def test_commands_are_published_with_set_my_commands_at_start_up(bot, telegram):
     commands = telegram.calls_to("setMyCommands")[0]["commands"]
     assert [c["command"] for c in commands] == ["start", "memory", "persona", "remember", "link", "forgetme", "checkins",
-                                              "timezone", "reminders", "scene", "usage", "stats", "help"]
+                                              "timezone", "reminders", "scene", "image", "usage", "stats", "help"]
     assert [(c["command"], c["description"]) for c in commands] == [
         (spec.name, spec.description) for spec in TABLE if "telegram" in spec.platforms]
 

@@ -30,6 +30,7 @@ from bot.contract import (
     Core,
     Form,
     Identity,
+    IncomingMessage,
     OptionSpec,
     TurnRef,
 )
@@ -75,6 +76,7 @@ class CommandHost(Protocol):
     async def asker(self, user: discord.abc.User, channel) -> Asker | None: ...
     async def quietly(self, call: Awaitable[Any]) -> None: ...
     async def regenerate(self, *args: Any) -> str | None: ...
+    async def answer(self, place: Any, incoming: IncomingMessage) -> None: ...
 
 
 class Interactions:
@@ -140,6 +142,9 @@ class Interactions:
         callback's signature, which is made here)."""
 
         async def callback(interaction: discord.Interaction, **options) -> None:
+            if spec.name == "image":  # not a private answer: a message to the character, drawn
+                await self.image(interaction, options["scene"])
+                return
             await interaction.response.defer(ephemeral=True, thinking=True)
             result = await self.core.commands.run(self.context(interaction), spec.handler, options)
             await self.followup(interaction, result)
@@ -154,6 +159,16 @@ class Interactions:
         callback.__signature__ = inspect.Signature(parameters)
         described = app_commands.describe(**{option.name: option.description for option in spec.options})
         return app_commands.Command(name=spec.name, description=spec.description, callback=described(callback))
+
+    async def image(self, interaction: discord.Interaction, scene: str) -> None:
+        """`/image <scene>` (SPEC 20): said in the channel for everyone, then answered there as a
+        message is — the character draws it with its `picture` tool, under the same gate and limits."""
+        await interaction.response.send_message(f"/image {scene}"[:LIMIT])
+        said = await interaction.original_response()
+        incoming = IncomingMessage(self.adapter.key(interaction.channel), Identity(PLATFORM, str(interaction.user.id)),
+                                   interaction.user.display_name, f"/image {scene}", str(said.id),
+                                   asker=interaction.extras.get("asker"), draw=scene)
+        await self.adapter.answer(interaction.channel, incoming)
 
     async def remember_this(self, interaction: discord.Interaction, message: discord.Message) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)

@@ -84,7 +84,7 @@ from bot.contract import (
 
 log = logging.getLogger(__name__)
 
-ANSWERED_HERE = ("start", "help", "remember")  # commands of the table this adapter answers itself
+ANSWERED_HERE = ("start", "help", "remember", "image")  # commands of the table this adapter answers itself
 OPEN_DM_FIRST = ("{name}, I answer /memory privately, but I can't write to you yet: open a chat with "
                  "me (tap my name, then Start) and send the command again.")
 SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side handling that. Try again."
@@ -127,6 +127,7 @@ class TelegramAdapter(ChatAdapter[Place]):
                   if "telegram" in spec.platforms and spec.name not in ANSWERED_HERE]
         application.add_handler(CommandHandler(routed, self._on_memory_command, filters=new))
         application.add_handler(CommandHandler("remember", self._on_remember, filters=new))
+        application.add_handler(CommandHandler("image", self._on_message, filters=new))  # /image: a message, drawn
         application.add_handler(CallbackQueryHandler(self._on_button))
         application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & filters.TEXT, self._on_edited))
         application.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, self._on_message))
@@ -336,6 +337,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             files=self._files_of(message),
             kept=self.transport.kept_signal(update),
             asker=self.asker(update),
+            draw=" ".join(context.args or []) if (message.text or "").startswith("/image") else None,
         )
         await self.answer(place, incoming)
 

@@ -99,6 +99,8 @@ TABLE: tuple[CommandSpec, ...] = (
         OptionSpec("action", "list (the default), invite a character, or dismiss one",
                    choices=("list", "invite", "dismiss")),
         OptionSpec("character", "The character to invite or dismiss")), platforms=CHAT_PLATFORMS),
+    CommandSpec("image", "A picture from the character: /image <what to draw>", options=(
+        OptionSpec("scene", "What to draw", required=True, rest=True),), platforms=CHAT_PLATFORMS),
     CommandSpec("usage", "Your tokens today and this month, against your daily allowance"),
     CommandSpec("stats", "For the bot's owner: turns, tokens and people, today and the last 7 days"),
     CommandSpec("help", "How I work", platforms=TEXT_ONLY),

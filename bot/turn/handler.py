@@ -24,6 +24,7 @@ less than 5 minutes old, replacing the partial message; see `CrashRecovery.cut_o
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from dataclasses import replace
@@ -84,6 +85,9 @@ LLM_FAILED = "Sorry, I couldn't answer just now ({reason}). Your message is save
 NOT_LATEST = "Only the latest reply can be regenerated."
 NO_TOOLS = ("This model server takes no tools: you cannot roll dice, set reminders, search, read pages, draw or "
             "save memories now. If asked to, say so plainly; never pretend you did.")
+DRAW_WHAT = "Say what to draw: /image a lighthouse at dusk"
+NO_PICTURES = "{name} cannot draw here: pictures are not set up on this bot ([pictures] in its config)."
+IMAGE_CALL = "image-command"  # the id of the picture call a person's /image makes
 REGENERATE_LABEL = "🔄 Regenerate"
 CUT_RATIO = 0.85  # a server that reports fewer prompt tokens than this share of what was sent cut it…
 UNCALIBRATED_CUT_RATIO = 0.6  # …or this share, before its way of counting was seen
@@ -139,6 +143,8 @@ class TurnHandler:
 
     # -- a turn ----------------------------------------------------------------------------
     async def handle(self, message: IncomingMessage, on_text: ReplySink | None = None) -> Reply:
+        if message.draw is not None and not message.draw.strip():
+            return Reply.refusal(DRAW_WHAT)
         # No await before joining the line: places are taken in the order messages arrived.
         arrival = self.arrival.order.join(arrival_key(message.conversation))
         try:
@@ -162,7 +168,7 @@ class TurnHandler:
             return Reply.silence()
         return await self._answer(queued.character, queued.conversation, queued.person_id, queued.user_row, new_turn,
                                   on_text, unseen=queued.unseen + seen.unreadable, images=seen.looked_at,
-                                  embedding=embedding, asker=message.asker)
+                                  embedding=embedding, asker=message.asker, draw=message.draw)
 
     async def regenerate(self, key: ConversationKey, presser: Identity, turn: TurnRef, asker: Asker | None,
                          on_text: ReplySink | None = None) -> Reply:
@@ -244,13 +250,15 @@ class TurnHandler:
         embedding: asyncio.Task | None = None,
         answered_for: int | None = None,
         asker: Asker | None = None,
+        draw: str | None = None,
     ) -> Reply:
         """Answer `user_row` as turn `turn_id` (a running turn row), for `asker` (who asks and
         where: the gate of its tools). `images` are (words, data
         URL) pairs for the model to look at; `unseen`, words for what it cannot; `embedding`,
         the message's vector on its way (semantic recall), when it was asked for already;
         `answered_for`: whose Regenerate button the reply carries when it is not `person_id`'s
-        (a chain turn: the person whose message started the chain)."""
+        (a chain turn: the person whose message started the chain). `draw`: the scene of a
+        person's `/image`: the picture tool is called with it before the model speaks."""
         sink = self._recording(turn_id, on_text) if on_text else None
         try:
             if sink is not None:
@@ -272,6 +280,10 @@ class TurnHandler:
                     zone=context.time_zone or self.toolbox.zone, conversation_id=conversation.id,
                     words=user_row.content if user_row.role == "user" else "",  # a chain turn answers a character
                     speaker_name=user_row.speaker_name, on_behalf_of=answered_for))
+            if draw is not None and (tools is None or "picture" not in tools.tools):
+                await asyncio.shield(self.store.turns.fail_turn(turn_id))
+                return Reply.refusal(NO_PICTURES.format(name=stored.character.name))
+            drawn = await self._drawing(tools, draw) if draw is not None and tools is not None else []
             guidance = tools.guidance if tools is not None else NO_TOOLS if self.llm.tools_supported is False else ""
             tool_tokens = tools.spec_tokens if tools is not None else 0  # in every request of the turn
             guidance_tokens = tools.guidance_tokens if tools is not None else 0  # in the system prompt
@@ -293,17 +305,17 @@ class TurnHandler:
                 await asyncio.shield(self.store.turns.fail_turn(turn_id))
                 return await self.arrival.past_allowance(charged)
             try:
-                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id)
+                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
             except ImagesRefused:  # vision "auto", and the server cannot take images: without them
                 unseen, images = [*unseen, *(what for what, _ in images)], []
                 prompt = prompt_with(images, unseen)
-                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id)
+                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
             except PromptTooLong as refused:  # rebuilt within what the server holds, and asked once more
                 self._server_counts(refused.counted, prompt.receipt["tokens"]["total"], whole=True)
                 self._server_holds(refused.limit or self.context_window * 3 // 4, "refused a prompt for its length")
                 context = await reading()
                 prompt = prompt_with(images, unseen)
-                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id)
+                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
             text = completion.text.strip()
             if not text:
                 raise LLMError("the model sent an empty answer")
@@ -377,17 +389,27 @@ class TurnHandler:
                 await self.store.turns.set_turn_partial(turn_id, str(shown))
         return sink
 
+    async def _drawing(self, tools: TurnTools, scene: str) -> list[dict]:
+        """A person's `/image <scene>` (SPEC 20): their call of the `picture` tool, made before the
+        model speaks — the same tool, its gate and limits — and the round it adds to the prompt, so
+        the character answers knowing what was drawn (or why not)."""
+        arguments = json.dumps({"scene": scene}, ensure_ascii=False)
+        said = await tools.run("picture", arguments)
+        return [{"role": "assistant", "content": "", "tool_calls": [
+                    {"id": IMAGE_CALL, "type": "function", "function": {"name": "picture", "arguments": arguments}}]},
+                {"role": "tool", "tool_call_id": IMAGE_CALL, "content": said}]
+
     async def _complete_with_tools(self, prompt: Prompt, tools: TurnTools | None,
                                    on_text: Callable[[str], Awaitable[None]] | None, charged: int | None,
-                                   character_id: int) -> Completion:
+                                   character_id: int, drawn: Sequence[dict] = ()) -> Completion:
         """The final answer, the model calling its tools for at most MAX_TOOL_ROUNDS rounds
         (SPEC 18 "Tool calls are counted as they happen"; the per-round and per-turn caps are the
         toolbox's, bot/tools/toolbox.py); each round's tokens are written
         as it ends — the server's usage, else as counted here: the prompt and what the tools
         answered before it in, the text and calls out — and the allowance is asked before the
         next (`_PastAllowance`); a tool call the server cannot parse ends the rounds, and the
-        reply is asked for in words."""
-        messages = list(prompt.messages)
+        reply is asked for in words. `drawn`: a person's /image round, after the prompt."""
+        messages = [*prompt.messages, *drawn]
         specs = tools.specs if tools is not None else []
         spent_in = spent_out = 0  # what the server reported of every round (the receipt says it)
         for round_number in range(MAX_TOOL_ROUNDS + 1):
