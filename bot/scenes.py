@@ -89,8 +89,7 @@ class Scenes:
     async def may_witness(self, key: ConversationKey, character: str) -> bool:
         """Whether the character can be present in the chat (SPEC 22): its voice in this process
         says whether it can speak there (Telegram: its bot is a member); one voiced elsewhere may."""
-        voice = self.voice(key.platform, character)
-        return voice is None or await voice.can_speak(replace(key, character=voice.character_name))
+        return self.voice(key.platform, character) is None or await self.can_speak(key, character)
 
     async def answerer(self, message: IncomingMessage) -> str:
         """Who answers a person's message in a shared chat."""

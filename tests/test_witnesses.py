@@ -35,12 +35,15 @@ async def scene_of(runtime) -> int:
 
 
 async def more_messages(runtime, count: int) -> None:
-    """`count` messages of Ann's, with both characters present, stored as a platform delivers them."""
+    """`count` messages of Ann's, with both characters present, stored as a platform delivers them;
+    then the summaries catch up, as after a delivered reply."""
     store, scene_id = runtime.store, await scene_of(runtime)
     ann = await store.people.person_for_identity("telegram", "501")
     for n in range(count):
         await store.conversations.add_user_message(scene_id, ann, "Ann", f"harbour log {n}: the tide turned", 6,
                                                    f"log-{n}")
+    runtime.summarizer.schedule(scene_id)
+    await runtime.summarizer.idle()
 
 
 async def test_a_secret_told_while_aki_was_away_never_reaches_akis_prompt_while_miras_holds_it(scene, llm):
@@ -63,8 +66,6 @@ async def test_a_secret_told_while_aki_was_away_never_reaches_akis_prompt_while_
     # every tier rolls: a long-term entry needs 4 merged of 4 recent batches of 40 messages each
     await more_messages(first, BATCH_MAX_MESSAGES * RECENT_PER_MERGED * MERGED_PER_FOLD + 60)
     scene_id, aki = await scene_of(first), first.cast.character("Aki").id
-    first.summarizer.schedule(scene_id)
-    await first.summarizer.idle()
     own = await first.store.summaries.summaries(scene_id, seen_by=aki)
     shared = await first.store.summaries.summaries(scene_id)
     assert {e.tier for e in own} >= {"long_term", "recent"} and {e.tier for e in shared} >= {"long_term", "recent"}
@@ -113,8 +114,6 @@ async def test_characters_that_witnessed_every_message_share_one_summary(scene, 
     await ann.says("good evening Mira and Aki!")
     await more_messages(runtime, 70)
     scene_id = await scene_of(runtime)
-    runtime.summarizer.schedule(scene_id)
-    await runtime.summarizer.idle()
     assert await runtime.store.presence.own_sights(scene_id) == []
     batches = [r for r in llm.requests if kind_of(r) == "batch"]
     assert len(batches) == 1  # the scene's one summary, as before witnesses: no second copy for Aki
@@ -172,8 +171,6 @@ async def test_memory_summary_shows_the_characters_own_summary_of_what_it_witnes
     await ann.memory("/scene dismiss Aki")
     await ann.says(SECRET)
     await more_messages(runtime, 70)
-    runtime.summarizer.schedule(await scene_of(runtime))
-    await runtime.summarizer.idle()
     akis = (await ann.memory("/memory summary character:Aki")).text
     assert akis.startswith("Aki's summary of this scene (only what Aki witnessed):") and "heron" not in akis
     assert "heron" in (await ann.memory("/memory summary character:Mira")).text

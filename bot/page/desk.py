@@ -59,6 +59,11 @@ def _totals(label: str, totals: DayTotals) -> TotalsRow:
     return TotalsRow(label, totals.turns, totals.tokens_in, totals.tokens_out, totals.people, totals.checkins)
 
 
+# A form of the page: (the person as one character of the page, the form's fields, the characters
+# the page shows) → what the command it runs answered.
+Action = Callable[[Person, dict[str, str], frozenset[int]], Awaitable[CommandResult]]
+
+
 class PageDesk:
     """The core's MemoryPage (bot/contract.py)."""
 
@@ -79,17 +84,19 @@ class PageDesk:
         self.clock = clock
         # What each form runs: the command it is, with the form's fields as its options. The page
         # has no chat, and these commands read none (their context argument is None).
-        self.actions: dict[str, Callable[[Person, dict[str, str]], Awaitable[CommandResult]]] = {
-            "add": lambda p, f: memories.add(None, p, f.get("text", ""), f.get("scope") or CHARACTER,
-                                             "yes" if f.get("pin") else "no"),
-            "edit": lambda p, f: memories.edit(None, p, f.get("id"), f.get("text", "")),
-            "delete": lambda p, f: memories.delete(None, p, f.get("id")),
-            "pin": lambda p, f: memories.pin(None, p, f.get("id")),
-            "unpin": lambda p, f: memories.unpin(None, p, f.get("id")),
-            "learning": lambda p, f: memories.learning(None, p, f.get("state", "")),
-            "persona": lambda p, f: persona.set(None, p, f.get("text", "")),
-            "persona_clear": lambda p, f: persona.clear(None, p),
-            "cancel_reminder": self._cancel_reminder,
+        self.actions: dict[str, Action] = {
+            "add": lambda p, f, _: memories.add(None, p, f.get("text", ""), f.get("scope") or CHARACTER,
+                                                "yes" if f.get("pin") else "no"),
+            "edit": lambda p, f, _: memories.edit(None, p, f.get("id"), f.get("text", "")),
+            "delete": lambda p, f, _: memories.delete(None, p, f.get("id")),
+            "pin": lambda p, f, _: memories.pin(None, p, f.get("id")),
+            "unpin": lambda p, f, _: memories.unpin(None, p, f.get("id")),
+            "learning": lambda p, f, _: memories.learning(None, p, f.get("state", "")),
+            "persona": lambda p, f, _: persona.set(None, p, f.get("text", "")),
+            "persona_clear": lambda p, f, _: persona.clear(None, p),
+            "cancel_reminder": lambda p, f, _: self._cancel_reminder(p, f),
+            # a change of a memory of a character on the page, or a global one (SPEC 21)
+            "undo": lambda p, f, shown: memories.undo(p, f.get("id"), self.clock() - HISTORY_KEPT_S, shown),
         }
 
     # -- the door ------------------------------------------------------------------------------
@@ -157,19 +164,17 @@ class PageDesk:
                   for c in changes))
 
     async def act(self, visit: PageVisit, action: str, fields: dict[str, str]) -> PageNotice:
-        on_page, denied = await self._on_page(visit)
-        if action == "undo":  # a change of a memory of a character on the page (or a global one)
-            async def run(person: Person, fields: dict[str, str]) -> CommandResult:
-                return await self.memories.undo(person, fields.get("id"), self.clock() - HISTORY_KEPT_S, set(on_page))
-        elif (run := self.actions.get(action)) is None:
+        run = self.actions.get(action)
+        if run is None:
             return PageNotice(f"The page has no action “{action[:40]}”.", ok=False)
+        on_page, denied = await self._on_page(visit)
         character_id = parse_number(fields.get("character", "")) if "character" in fields else next(iter(on_page), None)
         if character_id not in on_page:
             if denied:
                 return PageNotice(_denied(denied), ok=False)
             return PageNotice(NOT_ON_PAGE, ok=False, missing=True)
         try:
-            done = await run(Person(visit.person_id, character_id, on_page[character_id]), fields)
+            done = await run(Person(visit.person_id, character_id, on_page[character_id]), fields, frozenset(on_page))
         except Missing as problem:
             return PageNotice(str(problem), ok=False, missing=True)
         except UsageError as problem:
