@@ -138,8 +138,8 @@ async def run_bot(config: Config) -> int:
     runtime = await build_runtime(config, platforms=character_platforms(config))
     for silent in talking_nowhere(config, runtime.gate.age_restricted):
         log.warning(silent)
+    await runtime.llm.probe()  # before the background work starts: how many requests the server answers at once
     runtime.start()
-    await runtime.llm.probe()
     if runtime.voice is not None:
         await runtime.voice.probe()
     if config.metrics.port is not None:
@@ -351,9 +351,9 @@ async def run_console(config: Config, character: str, user_name: str) -> int:
     runtime = await build_runtime(config)
     for silent in talking_nowhere(config, runtime.gate.age_restricted):
         log.warning(silent)
-    runtime.start()
     for problem in await runtime.llm.probe():  # said where the person is, not only in the log file
         print(f"(Keepsake) {problem[0].upper()}{problem[1:]}.")
+    runtime.start()
     stop = asyncio.Event()
     page = await serve_page(config, runtime, stop, chat_platforms=False)
     try:

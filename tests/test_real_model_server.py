@@ -8,7 +8,11 @@ What the real server does that no fake of ours did first: it says nothing of its
 start-up; it refuses a long prompt with 400 context_length_exceeded when not streaming and
 answers HTTP 200 with an empty body when streaming; it counts tokens 3–7 % above tiktoken."""
 
+import asyncio
+import json
+import logging
 import os
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +91,57 @@ async def test_the_model_check_tells_a_one_model_server_apart_from_ollama(tmp_pa
     finally:
         await client.close()
     assert "answers to any name with its one model, 'smollm2'" in problem and "ollama pull" not in problem
+
+
+@pytest.mark.timeout(300)
+async def test_the_real_server_is_sent_one_request_at_a_time_and_offered_no_tools_it_would_ignore(real):
+    """#68 items 3, 7, 8: llama-cpp-python's server, known by its one model's `owned_by` ("me"),
+    answers one request at a time and ignores tools sent as the API documents them. Two people
+    and a summary at once: all answered, none cut."""
+    runtime = await real()
+    await runtime.llm.probe()
+    assert runtime.llm.lanes.slots == 1 and runtime.llm.tools_supported is False
+    ann, bob = Chat(runtime, platform="telegram"), Chat(runtime, "bob", "Bob", "dm-bob", platform="telegram")
+    summary = runtime.llm.complete([{"role": "user", "content": "Summarize: the lamp was lit at dusk."}],
+                                   background=True)
+    (a, _), (b, _), summarized = await asyncio.gather(replied(ann, "Hello Mira!"), replied(bob, "Good evening."),
+                                                      summary)
+    assert not a.is_error and not b.is_error and summarized.text.strip()
+
+
+def person_lines(count: int) -> list[str]:
+    """`count` lines a real person wrote: LoCoMo's first speaker (KEEPSAKE_LOCOMO, the unzipped
+    data folder, as bench/dialogues.py reads it), else the story above told again and again."""
+    folder = os.environ.get("KEEPSAKE_LOCOMO")
+    if not folder:
+        return [f"{n}: {STORY[: 80 + 7 * (n % 40)]}" for n in range(count)]
+    conversation = json.loads(sorted(Path(folder).rglob("*.json"))[0].read_text())
+    first = conversation["speaker_a"]
+    lines = [line["text"] for n in range(1, 100) for line in conversation.get(f"session_{n}", [])
+             if line["speaker"] == first]
+    return lines[:count]
+
+
+@pytest.mark.timeout(1_800)
+async def test_a_100_message_conversation_within_the_real_servers_context_is_answered_stored_and_summarized(
+        real, caplog):
+    """#68 "Done means": `context_window` equal to the server's 2,048; 100 messages, each answered
+    (never an error) and stored, summaries written as replies are delivered (in the background,
+    while the next message is answered), and no request refused for length."""
+    runtime = await real(context_window=2_048)
+    await runtime.llm.probe()
+    ann = Chat(runtime, platform="telegram")
+    conversation = (await runtime.cast.conversation_for(ann.key)).id
+    with caplog.at_level(logging.INFO, logger="bot"):
+        for n, line in enumerate(person_lines(100)):
+            reply, _ = await replied(ann, line)
+            assert not reply.is_error, (n, reply.text)
+            runtime.summarizer.schedule(conversation)  # as a delivered reply does
+        await runtime.summarizer.idle()
+    said = [record.getMessage() for record in caplog.records]
+    assert not [words for words in said if "refused a prompt" in words or "streamed an empty answer" in words]
+    assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert await runtime.store.db.value("SELECT COUNT(*) FROM messages WHERE role = 'user'") == 100
+    assert await runtime.store.db.value("SELECT COUNT(*) FROM messages WHERE role = 'assistant'") == 100
+    assert await runtime.store.db.value("SELECT COUNT(*) FROM summaries") >= 1
+    assert runtime.turns.context_window == 2_048 and not runtime.turns.told_of_cut

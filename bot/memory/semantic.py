@@ -80,7 +80,8 @@ class SemanticRecall:
 
     async def _embed_one(self, message_id: int, text: str) -> list[float] | None:
         try:
-            vector, = await self.llm.embed(self.model, [self._cut(text)], timeout_s=QUERY_TIMEOUT_S, retries=0)
+            vector, = await self.llm.embed(self.model, [self._cut(text)], timeout_s=QUERY_TIMEOUT_S, retries=0,
+                                           background=False)
         except LLMError as failure:
             self._failed(failure)
             return None

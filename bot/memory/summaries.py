@@ -261,6 +261,7 @@ class Summarizer:
             [system_message(prompt, names if len(names) > 1 else [character.name]), {"role": "user", "content": body}],
             model=self.llm.summary_model,
             max_tokens=SUMMARY_MAX_TOKENS[kind],
+            background=True,
         )
         if charge is not None:
             await charge(completion)

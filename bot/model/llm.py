@@ -20,6 +20,11 @@ read as JSON, not built into pydantic models. On top of that this module:
   vLLM's `context_length_exceeded`, llama-cpp-python's "exceed context window of N") as
   `PromptTooLong`, with the server's own limit where it gives one: the turn rebuilds its prompt
   within it and asks once more (SPEC 8 "An overflow is rebuilt, never shown");
+- sends no more requests at once than the server answers (`Lanes`: llama-cpp-python's one at a
+  time, llama.cpp's `total_slots`, or one once a stream of ours was cut as another was sent), a
+  person's reply before background work, so a request's timeout runs only once it is sent;
+- says when a model offered tools never calls one (`NEVER_CALLED_AFTER` offers), and turns tools
+  off (`tools = "auto"`) on llama-cpp-python's server, which ignores them;
 - turns every final failure into `LLMError`, whose text is safe to show a person.
 """
 
@@ -39,6 +44,8 @@ from openai import AsyncStream
 
 from bot import metrics
 from bot.config import LLMConfig
+from bot.model.lanes import Lanes
+from bot.model.server_context import slots_said
 
 log = logging.getLogger(__name__)
 TextSink = Callable[[str], Awaitable[None]]  # receives the whole text so far
@@ -50,6 +57,10 @@ STREAM_RETRY_BASE_S = 0.5
 CHAT_PATH = "/chat/completions"
 ONE_MODEL_SERVERS = ("llamacpp", "me")  # `owned_by` of llama.cpp's and llama-cpp-python's one model
 EMBEDDING_DIMENSIONS = 256  # asked of models that can shorten their vectors (text-embedding-3-*)
+LLAMA_CPP_PYTHON = "me"  # the `owned_by` of llama-cpp-python's server's model: one request at a time, tools ignored
+NEVER_CALLED_AFTER = 30  # replies offered tools without one call: the model or its server may ignore them
+SERVERS_THAT_CALL_TOOLS = ("llama.cpp's own llama-server started with --jinja, Ollama, vLLM with "
+                           "--enable-auto-tool-choice, or a hosted API (docs/model-servers.md)")
 
 
 class LLMError(Exception):
@@ -95,6 +106,7 @@ class PromptTooLong(LLMError):
 TOO_LONG = ("exceed_context_size_error", "context_length_exceeded", "maximum context length", "context window of",
             "exceeds the available context", "prompt is too long", "too many tokens")
 LIMIT_IN_WORDS = re.compile(r"(?:maximum context length is|context window of|n_ctx\D{0,4})\s*(\d+)")
+COUNTED_IN_WORDS = re.compile(r"(\d+) in the messages")  # llama-cpp-python's and OpenAI's "(2061 in the messages, …)"
 
 
 def _too_long(exc: openai.APIStatusError) -> PromptTooLong | None:
@@ -110,7 +122,9 @@ def _too_long(exc: openai.APIStatusError) -> PromptTooLong | None:
     if limit is None and (found := LIMIT_IN_WORDS.search(text)):
         limit = int(found[1])
     counted = inner.get("n_prompt_tokens")
-    return PromptTooLong(limit, counted if isinstance(counted, int) else None)
+    if not isinstance(counted, int):
+        counted = int(found[1]) if (found := COUNTED_IN_WORDS.search(text)) else None
+    return PromptTooLong(limit, counted)
 
 
 class _StreamBroken(Exception):
@@ -207,6 +221,8 @@ class LLMClient:
         self.tools_supported: bool | None = {"on": True, "off": False}.get(config.tools)
         self.vision_supported: bool | None = {"on": True, "off": False}.get(config.vision)
         self._told_owner: set[str] = set()  # setup problems logged already (each once)
+        self.lanes = Lanes()  # how many requests the server answers at once, once known
+        self.offers_unanswered: int | None = 0  # replies offered tools with no call yet; None: one was called
 
     @property
     def max_reply_tokens(self) -> int:
@@ -228,8 +244,10 @@ class LLMClient:
         model: str | None = None,
         max_tokens: int | None = None,
         on_text: TextSink | None = None,
+        background: bool = False,
     ) -> Completion:
-        """One chat completion; streamed to `on_text` when given. Raises LLMError."""
+        """One chat completion; streamed to `on_text` when given; `background`: nobody is waiting
+        on it, so it waits for those somebody is (a summary, a letter). Raises LLMError."""
         if self.tools_supported is False:
             tools = None
         request: dict[str, Any] = {
@@ -243,20 +261,37 @@ class LLMClient:
             if tool_choice:
                 request["tool_choice"] = tool_choice
         with metrics.MODEL_SECONDS.time(), metrics.MODEL_ERRORS.count_exceptions(LLMError):
-            return await self._complete(request, tools, on_text)
+            completion = await self._complete(request, tools, on_text, background)
+        if request.get("tools"):
+            self._offered(completion)
+        return completion
+
+    def _offered(self, completion: Completion) -> None:
+        """Tools were offered: after NEVER_CALLED_AFTER replies without one call, one WARNING."""
+        if self.offers_unanswered is None:
+            return
+        if completion.tool_calls:
+            self.offers_unanswered = None
+            return
+        self.offers_unanswered += 1
+        if self.offers_unanswered == NEVER_CALLED_AFTER:
+            log.warning("the model was offered tools in %d replies and called none: if a person asked it to "
+                        "remember something, its server may ignore tools, so nothing was saved. Servers that "
+                        "call tools: %s; [llm] tools = \"off\" stops offering them", NEVER_CALLED_AFTER,
+                        SERVERS_THAT_CALL_TOOLS)
 
     async def _complete(self, request: dict[str, Any], tools: list[dict[str, Any]] | None,
-                        on_text: TextSink | None) -> Completion:
+                        on_text: TextSink | None, background: bool) -> Completion:
         broken = 0
         streaming = on_text is not None
         while True:
             try:
                 if not streaming:
-                    completion = await self._plain(request)
+                    completion = await self._sent(request, None, background)
                     if on_text is not None and completion.text:
                         await on_text(completion.text)
                     return completion
-                return await self._streamed(request, on_text)
+                return await self._sent(request, on_text, background)
             except _Hollow:  # HTTP 200 and not one chunk: asked plainly, whose answer says why (a length)
                 log.info("the model server streamed an empty answer; asking again without streaming")
                 streaming = False
@@ -301,13 +336,36 @@ class LLMClient:
             except openai.OpenAIError as exc:
                 raise LLMError("the model server sent an answer we could not read") from exc
 
-    async def embed(self, model: str, texts: list[str], *, timeout_s: float, retries: int) -> list[list[float]]:
+    async def _sent(self, request: dict[str, Any], on_text: TextSink | None, background: bool) -> Completion:
+        """One request, sent once the server has room for it (`Lanes`), streamed when `on_text`."""
+        async with self.lanes.taken(background):
+            sent = self.lanes.sent
+            try:
+                return await (self._plain(request) if on_text is None else self._streamed(request, on_text))
+            except _StreamBroken:
+                if self.lanes.sent > sent:  # cut the moment another of ours was sent
+                    self._cut_by_another()
+                raise
+
+    def _cut_by_another(self) -> None:
+        """A running answer ended the moment another request was sent: llama-cpp-python's
+        `interrupt_requests` does so. From now on one request at a time, so none cuts another."""
+        if self.lanes.slots != 1:
+            log.warning("the model server ended a running answer when another request came (llama-cpp-python's "
+                        "server does so unless started with --interrupt_requests False): Keepsake now sends it one "
+                        "request at a time, so people wait on one another")
+            self.lanes.learn(1, "it cut a running answer for another")
+
+    async def embed(self, model: str, texts: list[str], *, timeout_s: float, retries: int,
+                    background: bool = True) -> list[list[float]]:
         """Vectors for `texts` from the server's /v1/embeddings, in order (SPEC section 11);
-        `text-embedding-3` models are asked for EMBEDDING_DIMENSIONS. Raises LLMError."""
+        `text-embedding-3` models are asked for EMBEDDING_DIMENSIONS; `background`: stored
+        messages, not a turn's question. Raises LLMError."""
         client = self.client.with_options(timeout=timeout_s, max_retries=retries)
         sized = {"dimensions": EMBEDDING_DIMENSIONS} if model.startswith("text-embedding-3") else {}
         try:
-            answer = await client.embeddings.create(model=model, input=texts, encoding_format="float", **sized)
+            async with self.lanes.taken(background):
+                answer = await client.embeddings.create(model=model, input=texts, encoding_format="float", **sized)
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from exc
         except openai.APITimeoutError as exc:
@@ -375,6 +433,7 @@ class LLMClient:
             log.info("the model server at %s did not list its models (%s)", self.config.base_url,
                      type(failure).__name__)
             return []
+        await self._learn_server(models)
         served = set(listed) | {name.removesuffix(":latest") for name in listed}
         if len(models) == 1 and models[0].owned_by in ONE_MODEL_SERVERS:  # answers to any name: nothing to pull
             fix = (f"llama.cpp's server answers to any name with its one model, {listed[0]!r}: set [llm] model = "
@@ -387,6 +446,24 @@ class LLMClient:
         for problem in problems:
             log.warning(problem)
         return problems
+
+    async def _learn_server(self, models: list[Any]) -> None:
+        """What the listed models tell of the server: llama-cpp-python's answers one request at a
+        time and ignores tools sent as Keepsake sends them (without `tool_choice`, as the API
+        documents); llama.cpp's says its slots at /props."""
+        owner = models[0].owned_by if len(models) == 1 else None
+        if owner == LLAMA_CPP_PYTHON:
+            self.lanes.learn(1, "llama-cpp-python's server answers one at a time")
+            if self.config.tools == "auto" and self.tools_supported is not False:
+                self.tools_supported = False
+                log.warning("the model server is llama-cpp-python's, which ignores tools: the characters answer "
+                            "without them (no memory is saved mid-reply; /memory add still works). Servers that "
+                            "call tools: %s", SERVERS_THAT_CALL_TOOLS)
+            elif self.config.tools == "on":
+                log.warning("[llm] tools = \"on\", but llama-cpp-python's server ignores tools: the model will not "
+                            "call them. Servers that call tools: %s", SERVERS_THAT_CALL_TOOLS)
+        elif owner in ONE_MODEL_SERVERS and (slots := await slots_said(self.config.base_url, self.config.api_key)):
+            self.lanes.learn(slots, "llama.cpp's /props total_slots")
 
     async def _plain(self, request: dict[str, Any]) -> Completion:
         answer = await self.client.post(CHAT_PATH, content=_encoded(request), cast_to=httpx.Response)

@@ -104,6 +104,14 @@ async def held_by_server(base_url: str, model: str, api_key: str = "") -> Held |
     return None
 
 
+async def slots_said(base_url: str, api_key: str = "") -> int | None:
+    """How many requests llama.cpp's server answers at once (`/props` `total_slots`); None where unsaid."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(timeout=ASK_TIMEOUT_S, trust_env=False, headers=headers) as http:
+        props = await _json(http, "GET", f"{_root(base_url)}/props")
+    return _positive(props.get("total_slots")) if isinstance(props, dict) else None
+
+
 async def fit_to_server(config: Config) -> Config:
     """`config` with `[llm] context_window` no larger than what the server holds (one WARNING
     naming the fix when it is smaller); as it is where the server says nothing."""

@@ -290,7 +290,8 @@ class TurnHandler:
 
             def prompt_with(images: Sequence[tuple[str, str]], unseen: Sequence[str]) -> Prompt:
                 """The prompt, every layer within the context less the reply's room (bot/turn/fit.py)."""
-                budget = int((self.context_window - self.llm.max_reply_tokens) / (self.server_ratio or 1.0))
+                as_counted = self.server_ratio or self.counter.margin  # the server's count over ours, or our doubt
+                budget = int((self.context_window - self.llm.max_reply_tokens) / as_counted)
                 return fitted(context, budget, lambda of: build_prompt(
                     of, speaker_name=user_row.speaker_name, tool_guidance=guidance, now=self.clock(),
                     unseen=in_words(unseen) if unseen else None, images=[url for _, url in images],
@@ -311,6 +312,8 @@ class TurnHandler:
                 prompt = prompt_with(images, unseen)
                 completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
             except PromptTooLong as refused:  # rebuilt within what the server holds, and asked once more
+                log.info("the model server refused a prompt of %d tokens (as we count) for its length; rebuilt within "
+                         "%s and asked once more", prompt.receipt["tokens"]["total"], refused.limit or "less")
                 self._server_counts(refused.counted, prompt.receipt["tokens"]["total"], whole=True)
                 self._server_holds(refused.limit or self.context_window * 3 // 4, "refused a prompt for its length")
                 context = await reading()

@@ -63,7 +63,7 @@ async def in_voice(llm: LLMClient, context: Context, speaker: str, now: float, z
     source's instruction; its receipt, with the source's `marks`; the model's completion (what it
     cost). LLMError when the model failed or wrote nothing."""
     prompt = build_prompt(context, speaker_name=speaker, now=now, zone=zone)
-    completion = await llm.complete([*prompt.messages, {"role": "system", "content": instruction}])
+    completion = await llm.complete([*prompt.messages, {"role": "system", "content": instruction}], background=True)
     text = completion.text.strip()
     if not text:
         raise LLMError("the model wrote nothing")

