@@ -110,9 +110,9 @@ class Console:
         self.identity = Identity(PLATFORM, user_name)
         # the table's commands the core answers (/start, /help are answered here)
         self.routed = {spec.name for spec in core.commands.command_table()
-                       if PLATFORM in spec.platforms and spec.name not in ("start", "help")}
+                       if spec.offered_on(PLATFORM) and spec.name not in ("start", "help")}
         # commands of the chat platforms (reminders and check-ins are delivered there, #62)
-        self.elsewhere = {spec.name for spec in core.commands.command_table() if PLATFORM not in spec.platforms}
+        self.elsewhere = {spec.name for spec in core.commands.command_table() if not spec.offered_on(PLATFORM)}
         # each name is a person of its own, with a conversation of its own (SPEC 2: never another's words)
         self.key = ConversationKey(PLATFORM, f"local:{user_name}", None, self.character_name, is_shared=False)
         self.asker = Asker(PLATFORM, user_name)  # the console is its owner's: the gate lets it in

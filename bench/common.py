@@ -19,6 +19,7 @@ from typing import Any, AsyncIterator, Callable
 import asyncpg
 import httpx2
 
+import adapters.registry  # noqa: F401 — declares the platforms' traits, as the entry point does
 from bot.config import parse_config
 from bot.model.tokens import TokenCounter
 from bot.runtime import Runtime, build_runtime

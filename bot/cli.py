@@ -75,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import adapters.registry  # noqa: F401 — importing it declares the platforms' traits, before a config is read
+
     args = _parser().parse_args(argv)
     # `--config` may come before the command or after it (a subcommand's defaults would otherwise
     # overwrite one given before it, #62): whichever was given, else config.toml

@@ -28,8 +28,9 @@ IMAGE_MAX_PIXELS = 40_000_000  # an image with more pixels is never decoded (SPE
 
 @dataclass(frozen=True)
 class PlatformTraits:
-    """What the core knows of a platform, said once (PLATFORM_TRAITS): the core asks these, never
-    a platform's name, so another platform is a row there and an adapter."""
+    """What the core knows of a platform, declared by its adapter's row (adapters/registry.py,
+    `declare_platforms`): the core asks these, never a platform's name, so another platform is an
+    adapter and a row there."""
 
     name: str
     shown_as: str  # "Telegram", "the console"
@@ -43,22 +44,22 @@ class PlatformTraits:
     picking: str = "send /memory save N to pick the last N messages (up to 20)"  # how messages are picked to remember
 
 
-PLATFORM_TRAITS = {traits.name: traits for traits in (
-    PlatformTraits("discord", "Discord", place_rule="discord-channel", role_rule="discord-role",
-                   age_line="{name} is an age-restricted character and talks only in age-restricted channels.",
-                   age_line_private="{name} is an age-restricted character and does not talk in DMs here.",
-                   picking="use Remember this on a message (right-click or long-press it, then Apps), or send "
-                           "/memory save with n for the last n messages"),
-    PlatformTraits("telegram", "Telegram", text_commands=True, place_rule="telegram-chat",
-                   age_line="{name} is an age-restricted character and does not talk on Telegram here.",
-                   picking="reply to a message with /remember, or send /memory save N for the last N messages"),
-    PlatformTraits("console", "the console", chat=False, owned=True, text_commands=True),
-)}
-CHAT_PLATFORMS = frozenset(name for name, traits in PLATFORM_TRAITS.items() if traits.chat)
+PLATFORM_TRAITS: dict[str, PlatformTraits] = {}  # by name, as the adapters' rows declare them
+
+
+def declare_platforms(*traits: PlatformTraits) -> None:
+    """The platforms there are (adapters/registry.py declares its rows when it is imported)."""
+    PLATFORM_TRAITS.update({row.name: row for row in traits})
+
+
+def chat_platforms() -> frozenset[str]:
+    return frozenset(name for name, traits in PLATFORM_TRAITS.items() if traits.chat)
 
 
 def traits_of(platform: str) -> PlatformTraits:
-    """A platform's traits (one the table does not know: a platform of no traits, named as it is)."""
+    """A platform's traits (one no row names: a platform of no traits, named as it is)."""
+    if not PLATFORM_TRAITS:
+        raise RuntimeError("no platform is declared: import adapters.registry before asking a platform's traits")
     return PLATFORM_TRAITS.get(platform) or PlatformTraits(platform, platform, chat=False)
 
 
@@ -392,7 +393,7 @@ class Asker:
     """Who writes, and where, as the platform event says, for `[access]` (SPEC 13). `user_id` is
     None for nobody in particular (a chat or channel writing, a bot)."""
 
-    platform: str  # "telegram", "discord" or "console" (the console is its owner's: always let in)
+    platform: str  # a declared platform's name (the console is its owner's: always let in)
     user_id: str | None
     places: tuple[str, ...] = ()  # the chat (and the chat a message is sent as); or the channel, and a thread's parent
     roles: tuple[str, ...] = ()  # Discord roles: in the guild; in a DM, in every server the bot shares
@@ -455,9 +456,12 @@ class CommandSpec:
     help: str = ""  # the /help line, when it says more than the description
     options: tuple[OptionSpec, ...] = ()
     subcommands: tuple["CommandSpec", ...] = ()  # a group: /memory view, /memory add, …
-    platforms: frozenset[str] = frozenset({"discord", "telegram", "console"})
+    only: str = ""  # offered only on platforms with this trait ("chat", "text_commands"); "": on every one
     message_menu: str = ""  # on Discord, a message's Apps menu item of this name instead
     key: str = ""  # what the core runs it by, where two groups have a subcommand of one name
+
+    def offered_on(self, platform: str) -> bool:
+        return not self.only or getattr(traits_of(platform), self.only)
 
     @property
     def handler(self) -> str:

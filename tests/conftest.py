@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT))
 # A bot process a test starts that dies of a signal prints where it was (CI once saw one exit -11).
 os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 
+import adapters.registry  # noqa: E402,F401 — declares the platforms' traits, as the entry point does
 from bot.config import Config, parse_config  # noqa: E402
 from bot.contract import (  # noqa: E402
     Asker,

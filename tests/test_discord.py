@@ -141,7 +141,7 @@ async def test_the_synced_slash_command_tree_is_the_command_table(bot, discord_f
     synced = {c["name"]: c for c in discord_fake.commands}
     expected = {}
     for spec in TABLE:
-        if "discord" not in spec.platforms:
+        if not spec.offered_on("discord"):
             continue
         if spec.message_menu:
             expected[spec.message_menu] = "message menu"

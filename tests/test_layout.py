@@ -231,11 +231,12 @@ def test_the_days_pictures_are_taken_only_by_the_gates_admission():
 
 def test_the_core_names_a_platform_only_in_its_traits():
     """#64: what the core knows of Discord and Telegram (rule kinds, age lines, who writes first,
-    typed commands, how messages are picked) is a row of PLATFORM_TRAITS (bot/contract.py); no
-    other module of the core names a platform in its code — besides the entry point, which picks
-    the adapters, and the logging setup, which quiets their libraries' loggers. (Words in
-    docstrings, comments and example messages do not count: only code that decides.)"""
-    allowed = {"bot/contract.py", "bot/cli.py", "bot/logs.py"}
+    typed commands, how messages are picked) is declared by each platform's row in the adapters'
+    registry (adapters/registry.py, `PlatformTraits`); no module of the core names a platform in
+    its code — besides the entry point, which picks the adapters, and the logging setup, which
+    quiets their libraries' loggers. (Words in docstrings, comments and example messages do not
+    count: only code that decides.)"""
+    allowed = {"bot/cli.py", "bot/logs.py"}
     named = []
     for path in (ROOT / "bot").rglob("*.py"):
         where = path.relative_to(ROOT).as_posix()
@@ -250,3 +251,18 @@ def test_the_core_names_a_platform_only_in_its_traits():
                     and id(node) not in docstrings):
                 named.append(f"{where}:{node.lineno} {node.value!r}")
     assert named == []
+
+
+def test_a_new_platform_is_a_row_of_traits_and_the_core_asks_them_never_its_name(monkeypatch):
+    """#64 item 3: adding Matrix is an adapter and a row — the core takes its rule kinds, its
+    commands, who writes first and its words in /link from the traits its row declares."""
+    from bot.access.rules import rule_kinds
+    from bot.commands.account import _others
+    from bot.commands.table import commands_for
+    from bot.contract import PLATFORM_TRAITS, PlatformTraits, traits_of
+
+    monkeypatch.setitem(PLATFORM_TRAITS, "matrix", PlatformTraits("matrix", "Matrix", place_rule="matrix-room"))
+    assert {"matrix", "matrix-room"} <= set(rule_kinds())
+    offered = {spec.name for spec in commands_for("matrix")}
+    assert {"memory", "image", "link"} <= offered and "start" not in offered  # commands are not typed there
+    assert "Matrix" in _others("telegram") and traits_of("matrix").chat

@@ -91,7 +91,7 @@ async def test_commands_are_published_with_set_my_commands_at_start_up(bot, tele
     assert [c["command"] for c in commands] == ["start", "memory", "persona", "remember", "link", "forgetme", "checkins",
                                               "timezone", "reminders", "scene", "image", "usage", "stats", "help"]
     assert [(c["command"], c["description"]) for c in commands] == [
-        (spec.name, spec.description) for spec in TABLE if "telegram" in spec.platforms]
+        (spec.name, spec.description) for spec in TABLE if spec.offered_on("telegram")]
 
 
 async def test_help_lists_every_command_of_the_table_with_its_options(bot, telegram):

@@ -116,7 +116,7 @@ class Interactions:
         """The slash-command tree, made from the core's command table: a group becomes a slash
         group, a command acting on a message becomes an item of a message's Apps menu."""
         for spec in self.core.commands.command_table():
-            if PLATFORM not in spec.platforms:
+            if not spec.offered_on(PLATFORM):
                 continue
             if spec.message_menu:
                 self.tree.add_command(app_commands.ContextMenu(name=spec.message_menu, callback=self.remember_this))

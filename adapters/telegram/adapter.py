@@ -124,7 +124,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         application.add_handler(CommandHandler("start", self._on_start, filters=new))
         application.add_handler(CommandHandler("help", self._on_help, filters=new))
         routed = [spec.name for spec in self.core.commands.command_table()
-                  if "telegram" in spec.platforms and spec.name not in ANSWERED_HERE]
+                  if spec.offered_on(PLATFORM) and spec.name not in ANSWERED_HERE]
         application.add_handler(CommandHandler(routed, self._on_memory_command, filters=new))
         application.add_handler(CommandHandler("remember", self._on_remember, filters=new))
         application.add_handler(CommandHandler("image", self._on_message, filters=new))  # /image: a message, drawn
@@ -147,7 +147,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         try:
             await application.bot.set_my_commands(
                 [BotCommand(spec.name, spec.description) for spec in self.core.commands.command_table()
-                 if "telegram" in spec.platforms])
+                 if spec.offered_on(PLATFORM)])
             await application.start()
             log.info("Telegram: %s is online as @%s", self.character_name, application.bot.username)
             bot = application.bot  # getMe says: a bot in groups, in privacy mode, hears few of their messages

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 from bot.contract import PLATFORM_TRAITS, Asker, traits_of
 
-# a user on each chat platform, then the roles and places the platforms' traits name
-RULE_KINDS = (*(name for name, traits in PLATFORM_TRAITS.items() if traits.chat),
-              *(kind for traits in PLATFORM_TRAITS.values() for kind in (traits.role_rule, traits.place_rule) if kind))
+
+def rule_kinds() -> tuple[str, ...]:
+    """A user on each chat platform, then the roles and places the platforms' traits name."""
+    return (*(name for name, traits in PLATFORM_TRAITS.items() if traits.chat),
+            *(kind for traits in PLATFORM_TRAITS.values() for kind in (traits.role_rule, traits.place_rule) if kind))
 
 
 def marks_of(asker: Asker) -> frozenset[str]:
@@ -56,8 +58,8 @@ def rule_problem(rule: object) -> str | None:
     if not isinstance(rule, str) or ":" not in rule:
         return "expected entries like \"telegram:1001\" or \"discord-role:456\""
     kind, _, number = rule.partition(":")
-    if kind not in RULE_KINDS:
-        return f"{kind!r} is not one of " + ", ".join(RULE_KINDS)
+    if kind not in (kinds := rule_kinds()):
+        return f"{kind!r} is not one of " + ", ".join(kinds)
     if not number.removeprefix("-").isdigit() or not number.isascii():
         return f"{rule!r}: the part after {kind}: should be a numeric id"
     return None

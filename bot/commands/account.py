@@ -13,7 +13,7 @@ import secrets
 from typing import Callable
 
 from bot.commands.base import Person, Press, UsageError, button, memories_word
-from bot.contract import CHAT_PLATFORMS, CommandContext, CommandResult, traits_of
+from bot.contract import CommandContext, CommandResult, chat_platforms, traits_of
 from bot.memory.rebuild import Rebuilds
 from bot.memory.saved_memories import MAX_PINNED_PER_SCOPE, MAX_UNPINNED_PER_SCOPE
 from storage.ports import CapReached, Store
@@ -46,7 +46,7 @@ def _platform_name(platform: str) -> str:
 
 def _others(here: str) -> str:
     """The chat platforms besides `here`, as a person reads them ("Telegram", "Discord or Telegram")."""
-    return " or ".join(traits_of(name).shown_as for name in sorted(CHAT_PLATFORMS - {here}))
+    return " or ".join(traits_of(name).shown_as for name in sorted(chat_platforms() - {here}))
 
 
 class AccountCommands:

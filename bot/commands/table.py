@@ -11,13 +11,12 @@ from typing import Any
 
 from bot.commands.base import UsageError
 from bot.commands.persona import MAX_PERSONA
-from bot.contract import CHAT_PLATFORMS, PLATFORM_TRAITS, CommandSpec, OptionSpec
+from bot.contract import CommandSpec, OptionSpec
 from bot.memory.drafting import MAX_SELECTED_MESSAGES
 from bot.text import parse_number
 from storage.ports import SCOPES
 
 MEMORY_ID = OptionSpec("id", "The memory's number, as in #12", "number", required=True, low=1)
-TEXT_ONLY = frozenset(name for name, traits in PLATFORM_TRAITS.items() if traits.text_commands)
 # In a scene (SPEC 15) a /memory command acts on the character named; typed first: `character:Aki`.
 CHARACTER = OptionSpec("character", "In a scene: which character (default: the one that last answered you)",
                        keyword=True, in_usage=False)
@@ -33,7 +32,7 @@ def _in_scenes(group: "CommandSpec") -> "CommandSpec":
 
 
 TABLE: tuple[CommandSpec, ...] = (
-    CommandSpec("start", "Say hello", platforms=TEXT_ONLY),
+    CommandSpec("start", "Say hello", only="text_commands"),
     _in_scenes(CommandSpec("memory", "What I remember about you: /memory view, add, pin, clear, …", subcommands=(
         CommandSpec("view", "List your saved memories: pinned first, then newest; /memory view #12: one, with its story",
                     options=(
@@ -81,35 +80,35 @@ TABLE: tuple[CommandSpec, ...] = (
         CommandSpec("clear", "Remove your persona", key="persona_clear"),
     )),
     CommandSpec("remember", "Reply to a message with this to keep it as a memory",
-                platforms=CHAT_PLATFORMS, message_menu="Remember this"),
+                only="chat", message_menu="Remember this"),
     CommandSpec("link", "Link your Discord and Telegram accounts", options=(
         OptionSpec("code", "The code you got from /link on your other account"),)),
     CommandSpec("forgetme", "Delete everything stored about you (asks first)"),
     CommandSpec("checkins", "Let me write first after you've been away a while, or not", options=(
         OptionSpec("state", "on: I may write first after a while; off: I never do", required=True,
-                   choices=("on", "off")),), platforms=CHAT_PLATFORMS),
+                   choices=("on", "off")),), only="chat"),
     CommandSpec("timezone", "Your time zone, for reminders and the time: /timezone Europe/Paris", options=(
         OptionSpec("zone", "An IANA time zone name, like Europe/Paris or America/New_York"),)),
     CommandSpec("reminders", "Your reminders with their times; /reminders cancel <n> cancels one", options=(
         OptionSpec("action", "list (the default), or cancel one", choices=("list", "cancel")),
         OptionSpec("n", "The number of the reminder to cancel, as /reminders shows it", "number", low=1)),
-        platforms=CHAT_PLATFORMS),
+        only="chat"),
     CommandSpec("scene", "Who is in this group's scene; /scene invite <character> or /scene dismiss <character>",
                 options=(
         OptionSpec("action", "list (the default), invite a character, or dismiss one",
                    choices=("list", "invite", "dismiss")),
-        OptionSpec("character", "The character to invite or dismiss")), platforms=CHAT_PLATFORMS),
+        OptionSpec("character", "The character to invite or dismiss")), only="chat"),
     CommandSpec("image", "A picture from the character: /image <what to draw>", options=(
-        OptionSpec("scene", "What to draw", required=True, rest=True),), platforms=CHAT_PLATFORMS),
+        OptionSpec("scene", "What to draw", required=True, rest=True),), only="chat"),
     CommandSpec("usage", "Your tokens today and this month, against your daily allowance"),
     CommandSpec("stats", "For the bot's owner: turns, tokens and people, today and the last 7 days"),
-    CommandSpec("help", "How I work", platforms=TEXT_ONLY),
+    CommandSpec("help", "How I work", only="text_commands"),
 )
 
 
 def commands_for(platform: str) -> list[CommandSpec]:
     """The top-level commands a platform shows."""
-    return [spec for spec in TABLE if platform in spec.platforms]
+    return [spec for spec in TABLE if spec.offered_on(platform)]
 
 
 def leaves() -> dict[str, CommandSpec]:
