@@ -228,6 +228,35 @@ async def test_a_scan_sends_at_most_10_check_ins_a_second_per_bot(bot, llm):
     assert min(later - first for first, later in zip(sent_at, sent_at[PER_SECOND:])) > 0.95
 
 
+async def test_check_ins_and_reminders_through_one_bot_share_its_10_sends_a_second(bot, llm):
+    """SPEC 14's pace is the bot account's, not a source's: a check-in scan and a reminder scan
+    sending at once through one bot (12 each: 12 people away, 12 others with a reminder due) still
+    send at most 10 a second together."""
+    clock = FakeClock(NOON_UTC)
+    runtime = await bot(clock)
+    mira = runtime.cast.character("Mira").id
+    for n in range(12):
+        await chat(dm(runtime, user=str(600 + n), name=f"Guest {n}"), 4)
+    clock.now += 49 * HOUR
+    for n in range(12):
+        asking = dm(runtime, user=str(700 + n), name=f"Asker {n}")
+        await chat(asking, 2)
+        await runtime.store.reminders.add(await asking.person_id(), mira,
+                                          (await runtime.cast.conversation_for(asking.key)).id, 0,
+                                          clock.now - 60, "UTC", "water the tomatoes", "once", 25)
+    writer, sent_at = Writer(), []
+    write_first = writer.write_first
+
+    async def timed(key, letter, stale=()):
+        sent_at.append(time.monotonic())
+        return await write_first(key, letter, stale)
+    writer.write_first = timed
+    with runtime.core.presence.writing_first(writer):
+        sent = await asyncio.gather(runtime.checkins.scan("Mira"), runtime.reminders.scan("Mira"))
+    assert sent == [12, 12]
+    assert min(later - first for first, later in zip(sent_at, sent_at[PER_SECOND:])) > 0.95
+
+
 async def test_a_check_in_whose_delivery_failed_is_taken_back_and_sent_at_the_next_scan(bot, llm):
     """A delivery error that is not the person's refusal (the platform down): the check-in is not
     left stored as said, and the absence waits for the next scan."""

@@ -38,7 +38,7 @@ from bot.config import CheckinsConfig
 from bot.contract import Button, ConversationKey, FirstWriter, traits_of
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
-from bot.writing_first.outbox import Letter, Outbox, Pace, addressee, in_voice
+from bot.writing_first.outbox import Letter, Outbox, addressee, in_voice
 from bot.present import Present
 from bot.turn.context import read_context
 from storage.ports import Absence, MessageRow, Store
@@ -134,10 +134,10 @@ class CheckIns:
         stored = self.cast.character(character)
         at_once = asyncio.Semaphore(AT_ONCE)
 
-        async def check_in(writer: FirstWriter, absence: Absence, pace: Pace) -> bool:
+        async def check_in(writer: FirstWriter, absence: Absence) -> bool:
             async with at_once:
                 try:
-                    return await self._check_in(writer, stored, absence, pace)
+                    return await self._check_in(writer, stored, absence)
                 except Exception:  # one conversation's trouble never stops the others
                     log.exception("a check-in in conversation %d failed", absence.conversation_id)
                     return False
@@ -145,17 +145,16 @@ class CheckIns:
         sent = 0
         for writer in [w for w in self.writers if w.character_name.casefold() == character.casefold()]:
             due = await self.store.checkins.due(stored.id, writer.platform, now - config.after_hours * 3600, SCAN_BATCH)
-            pace = Pace()
-            sent += sum(await asyncio.gather(*(check_in(writer, absence, pace) for absence in due)))
+            sent += sum(await asyncio.gather(*(check_in(writer, absence) for absence in due)))
         metrics.CHECKIN_SCANS.labels(stored.character.name).inc()
         return sent
 
-    async def _check_in(self, writer: FirstWriter, stored: StoredCharacter, absence: Absence, pace: Pace) -> bool:
+    async def _check_in(self, writer: FirstWriter, stored: StoredCharacter, absence: Absence) -> bool:
         letter = await self.outbox.address(writer, stored, absence.conversation_id, absence.person_id,
                                            f"checkin:{absence.conversation_id}", absence)
         if letter is None:
             return False
-        return await self.outbox.post(self, letter, pace, stale=lambda: self._regenerate_shown(absence.conversation_id))
+        return await self.outbox.post(self, letter, stale=lambda: self._regenerate_shown(absence.conversation_id))
 
     async def _regenerate_shown(self, conversation_id: int) -> list[str]:
         """Where the latest reply shows its Regenerate button, which stops working once a check-in

@@ -5,7 +5,8 @@ wrote it — claim, gate, compose, store unshown, pace, send, mark shown, take b
   text (a model failure raises LLMError: nothing is kept, a later scan tries again), stores it
   unshown with its own marks in one transaction, takes it back, and notes it was sent.
 - `Outbox.address` finds where a letter goes (the conversation, the person on the writer's
-  platform); `Pace` spaces a writer's sends (`PER_SECOND`).
+  platform); the outbox keeps one `Pace` a writer, which spaces its sends (`PER_SECOND`) whatever
+  source wrote them (a bot account's limit is one for check-ins and reminders together).
 - `Outbox.post` runs a `Letter` of a source through the steps, in every process at most once (the
   claim is the database's), through the writer (the adapter running that character on that
   platform). Someone the gate does not let in is passed over; a platform that refuses the person
@@ -145,6 +146,10 @@ class Outbox:
         self.cast = cast
         self.gate = gate
         self.delivered = delivered
+        self._paces: dict[int, Pace] = {}  # by writer (id): each bot account's sends spaced
+
+    def _pace(self, writer: FirstWriter) -> Pace:
+        return self._paces.setdefault(id(writer), Pace())
 
     async def address(self, writer: FirstWriter, character: StoredCharacter, conversation_id: int, person_id: int,
                       claim: str, about: About) -> Letter[About] | None:
@@ -158,7 +163,7 @@ class Outbox:
             return None
         return Letter(claim, conversation, person_id, character, key, user_id, writer, about)
 
-    async def post(self, source: Source[About], letter: Letter[About], pace: Callable[[], Awaitable[None]],
+    async def post(self, source: Source[About], letter: Letter[About],
                    stale: Callable[[], Awaitable[list[str]]]) -> bool:
         """Write and send one letter; whether it went out. `stale`: the messages whose buttons
         go once it is sent (read before it is stored)."""
@@ -181,7 +186,7 @@ class Outbox:
             row = await source.keep(letter, text, receipt)
             if row is None:
                 return False  # the person wrote meanwhile, or another process sent it
-            await pace()
+            await self._pace(letter.writer)()
             try:
                 shown = await letter.writer.write_first(letter.key, Reply.answer(text, buttons=source.buttons(letter)),
                                                          old_buttons)

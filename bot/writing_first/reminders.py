@@ -41,7 +41,7 @@ from bot.present import Present
 from bot.text import local_words
 from bot.tools.when import next_time
 from bot.turn.context import read_context
-from bot.writing_first.outbox import Letter, Outbox, Pace, addressee, in_voice
+from bot.writing_first.outbox import Letter, Outbox, addressee, in_voice
 from storage.ports import MessageRow, ReminderRow, Store
 
 log = logging.getLogger(__name__)
@@ -95,15 +95,14 @@ class RemindersDue:
         stored = self.cast.character(character)
         sent = 0
         for writer in [w for w in self.writers if w.character_name.casefold() == character.casefold()]:
-            pace = Pace()
             for reminder in await self.store.reminders.due(stored.id, writer.platform, self.clock(), SCAN_BATCH):
                 try:
-                    sent += await self._remind(writer, stored, reminder, pace)
+                    sent += await self._remind(writer, stored, reminder)
                 except Exception:  # one reminder's trouble never stops the others
                     log.exception("reminder %d could not be sent", reminder.id)
         return sent
 
-    async def _remind(self, writer: FirstWriter, stored: StoredCharacter, reminder: ReminderRow, pace: Pace) -> bool:
+    async def _remind(self, writer: FirstWriter, stored: StoredCharacter, reminder: ReminderRow) -> bool:
         letter = await self.outbox.address(writer, stored, reminder.conversation_id, reminder.person_id,
                                            f"reminder:{reminder.id}", reminder)
         if letter is None:
@@ -112,7 +111,7 @@ class RemindersDue:
 
         async def stale() -> list[str]:
             return []
-        return await self.outbox.post(self, letter, pace, stale)
+        return await self.outbox.post(self, letter, stale)
 
     # -- the outbox's source: each letter is about a reminder -----------------------------------
     async def still_due(self, letter: Letter[ReminderRow]) -> bool:
