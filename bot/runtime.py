@@ -117,14 +117,14 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         log.warning("%d turn(s) were interrupted by a stop; their memory writes were undone, and each "
                     "platform answers them again or marks their partial reply", recovered)
     counter = TokenCounter(config.llm.model)
-    budgets = Budgets(store, config.limits.tokens_per_day, config.limits.zone, clock)
-    remembering = memory_tools(store, counter)
+    budgets = Budgets(store.usage, config.limits.tokens_per_day, config.limits.zone, clock)
+    remembering = memory_tools(store.memories, counter)
     # the toolbox's residents (bot/tools/), and what each character may use of them
     outside = egress.outside if egress is not None else Outside()
     age_restricted = frozenset(name for name, character in loaded if character.nsfw)
     pictures = PictureQuota(config.pictures.per_day, config.pictures.tokens_each) if config.pictures else None
     gate = Gate(store, config.access, {c.name: c.access for c in config.characters},
-                CallLimits(store, config.limits.turns_per_minute), budgets,
+                CallLimits(store.coordination, config.limits.turns_per_minute), budgets,
                 age_restricted=age_restricted, pictures=pictures)
     configured = await configured_tools(config, store, gate.give_back_picture, outside, egress,
                                         taken=[tool.name for tool in remembering], age_restricted=age_restricted)
@@ -149,7 +149,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         embedding_server = config.recall.embedding_llm(config.llm)
         # A server of its own is reached over the network, even where the chat model is in process.
         embeddings = llm if embedding_server == config.llm else LLMClient(embedding_server)
-        semantic = SemanticRecall(store, embeddings, counter, config.recall.embedding_model)
+        semantic = SemanticRecall(store.vectors, embeddings, counter, config.recall.embedding_model)
         if not await semantic.start():
             semantic = None
     if gate.age_restricted:

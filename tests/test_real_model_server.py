@@ -129,7 +129,7 @@ async def test_a_100_message_conversation_within_the_real_servers_context_is_ans
     (never an error) and stored, summaries written as replies are delivered (in the background,
     while the next message is answered), and no request refused for length."""
     runtime = await real(context_window=2_048)
-    await runtime.llm.probe()
+    await runtime.llm.probe()  # as the process starts (it warns once: this server ignores tools)
     ann = Chat(runtime, platform="telegram")
     conversation = (await runtime.cast.conversation_for(ann.key)).id
     with caplog.at_level(logging.INFO, logger="bot"):

@@ -240,7 +240,7 @@ async def test_a_message_that_only_asks_is_not_recalled_by_meaning(runtime, cloc
     conversation = (await runtime.cast.conversation_for(ann.key)).id
     by_place = {m.content: m.pos for m in await runtime.store.recall.messages_at(conversation, list(range(0, 20)))}
     nearest = [by_place["what do you cook on Sundays?"], by_place["my grandmother taught me her fish soup"]]
-    passages = await recall(runtime.store, conversation, "what did your family make for dinner?", 10**6, 1_500,
+    passages = await recall(runtime.store.recall, conversation, "what did your family make for dinner?", 10**6, 1_500,
                             nearest)
     recalled = [m.content for p in passages for m in p.messages]
     assert "my grandmother taught me her fish soup" in recalled  # meaning's second place, a statement
@@ -256,7 +256,7 @@ async def test_places_only_meaning_found_join_after_the_word_hits_and_never_push
     conversation = (await runtime.cast.conversation_for(ann.key)).id
     by_place = {m.content: m.pos for m in await runtime.store.recall.messages_at(conversation, list(range(0, 20)))}
     nearest = [by_place["haha ok"], by_place["we buried the old tin box under the oak"]]  # meaning ranks these first
-    passages = await recall(runtime.store, conversation, "where is the key to the blue flowerpot?", 10**6, 1_500,
+    passages = await recall(runtime.store.recall, conversation, "where is the key to the blue flowerpot?", 10**6, 1_500,
                             nearest)
     recalled = [m.content for p in passages for m in p.messages]
     assert "the key is under the blue flowerpot" in recalled  # the word hit keeps its place

@@ -12,16 +12,16 @@ from typing import Callable
 from zoneinfo import ZoneInfo
 
 from bot import metrics
-from storage.ports import Store
+from storage.ports import Usage
 
 PAST_BUDGET = ("You've used today's allowance of {limit:,} tokens with me. I've kept your message; "
                "I can answer again tomorrow.")
 
 
 class Budgets:
-    def __init__(self, store: Store, per_day: int | None, zone: ZoneInfo,
+    def __init__(self, usage: Usage, per_day: int | None, zone: ZoneInfo,
                  clock: Callable[[], float] = time.time):
-        self.store = store
+        self.usage = usage
         self.per_day = per_day  # None: no allowance
         self.zone = zone
         self.clock = clock
@@ -47,7 +47,7 @@ class Budgets:
         if self.per_day is None or person_id is None:
             return False
         today = self.today()
-        return await self.store.usage.spent(person_id, today, today) >= self.per_day
+        return await self.usage.spent(person_id, today, today) >= self.per_day
 
     async def hold(self, person_id: int | None, turn_id: int, tokens: int) -> bool:
         """A turn starting now may spend up to `tokens`: whether it may start, judged against
@@ -55,21 +55,21 @@ class Budgets:
         budget holds under a burst), and held in the database while it runs."""
         if self.per_day is None or person_id is None:
             return True
-        return await self.store.usage.hold(turn_id, person_id, self.today(), tokens, self.per_day)
+        return await self.usage.hold(turn_id, person_id, self.today(), tokens, self.per_day)
 
     def refusal(self) -> str:
         return PAST_BUDGET.format(limit=self.per_day or 0)
 
     async def first_notice_today(self, person_id: int) -> bool:
         """True once a day (in every process together): the person is told they are past it."""
-        return await self.store.usage.notice_once(person_id, self.today())
+        return await self.usage.notice_once(person_id, self.today())
 
     async def spend(self, person_id: int | None, character_id: int, tokens_in: int, tokens_out: int,
                     turns: int = 1) -> None:
         metrics.TOKENS.labels("in").inc(tokens_in)
         metrics.TOKENS.labels("out").inc(tokens_out)
         if person_id is not None:
-            await self.store.usage.add_turn(person_id, character_id, self.today(), tokens_in, tokens_out, turns)
+            await self.usage.add_turn(person_id, character_id, self.today(), tokens_in, tokens_out, turns)
 
     async def checked_in(self, person_id: int, character_id: int) -> None:
-        await self.store.usage.add_checkin(person_id, character_id, self.today())
+        await self.usage.add_checkin(person_id, character_id, self.today())

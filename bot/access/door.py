@@ -14,7 +14,7 @@ import secrets
 from typing import Callable
 
 from bot.contract import PageEntry, PageVisit
-from storage.ports import Store
+from storage.ports import Pages
 
 LINK_TTL_S = 10 * 60
 SESSION_TTL_S = 12 * 3600
@@ -33,14 +33,14 @@ def digest(secret: str) -> str:
 
 
 class Door:
-    def __init__(self, store: Store, clock: Callable[[], float]):
-        self.store = store
+    def __init__(self, pages: Pages, clock: Callable[[], float]):
+        self.pages = pages
         self.clock = clock
 
     async def make_link(self, person_id: int, characters: tuple[int, ...]) -> str:
         """A new one-time code for the person (their earlier unspent one stops working)."""
         code = secrets.token_urlsafe(SECRET_BYTES)
-        await self.store.pages.add_link(digest(code), person_id, characters, self.clock() + LINK_TTL_S)
+        await self.pages.add_link(digest(code), person_id, characters, self.clock() + LINK_TTL_S)
         return code
 
     async def enter(self, code: str, address: str, via: str | None = None) -> PageEntry:
@@ -49,23 +49,23 @@ class Door:
         token = secrets.token_urlsafe(SECRET_BYTES)
         session = None
         if _SECRET.fullmatch(code):
-            session = await self.store.pages.exchange(digest(code), now, digest(token),
+            session = await self.pages.exchange(digest(code), now, digest(token),
                                                       secrets.token_urlsafe(SECRET_BYTES), now + SESSION_TTL_S)
         if session is not None:
             return PageEntry(token, SESSION_TTL_S)
         since = now - LINK_TTL_S
-        too_many = await self.store.pages.add_failure(address, now, since) > WRONG_CODES_PER_ADDRESS
+        too_many = await self.pages.add_failure(address, now, since) > WRONG_CODES_PER_ADDRESS
         if via is not None:
-            too_many |= await self.store.pages.add_failure(f"via {via}", now, since) > WRONG_CODES_PER_PROXY
+            too_many |= await self.pages.add_failure(f"via {via}", now, since) > WRONG_CODES_PER_PROXY
         return PageEntry(None, refusal=TOO_MANY, too_many=True) if too_many else PageEntry(None, refusal=LINK_REFUSED)
 
     async def visit(self, token: str) -> PageVisit | None:
         if not _SECRET.fullmatch(token):
             return None
-        session = await self.store.pages.session(digest(token), self.clock())
+        session = await self.pages.session(digest(token), self.clock())
         if session is None:
             return None
         return PageVisit(token, session.person_id, session.characters, session.csrf)
 
     async def leave(self, token: str) -> None:
-        await self.store.pages.end_session(digest(token))
+        await self.pages.end_session(digest(token))

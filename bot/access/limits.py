@@ -7,7 +7,7 @@ Past the limit the person is told when to write again, and a message is still ke
 from __future__ import annotations
 
 from bot.contract import ConversationKey
-from storage.ports import CallLimit, Store
+from storage.ports import CallLimit, Coordination
 
 WINDOW_S = 60.0
 TOO_FAST = ("You're writing faster than I can answer: at most {limit} replies a minute. I've kept your "
@@ -16,8 +16,8 @@ TOO_FAST_FOR_CALLS = "That's more than I can do in a minute (at most {limit}). T
 
 
 class CallLimits:
-    def __init__(self, store: Store, per_minute: int | None):
-        self.store = store
+    def __init__(self, coordination: Coordination, per_minute: int | None):
+        self.coordination = coordination
         self.per_minute = per_minute  # None: no limit
 
     def limit_for(self, person_id: int | None, conversation: ConversationKey) -> CallLimit | None:
@@ -29,4 +29,4 @@ class CallLimits:
     async def take(self, person_id: int | None, conversation: ConversationKey) -> int | None:
         """Take a call: None when taken (or no limit), else the seconds until one is free."""
         limit = self.limit_for(person_id, conversation)
-        return None if limit is None else await self.store.coordination.take_call(limit)
+        return None if limit is None else await self.coordination.take_call(limit)

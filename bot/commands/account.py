@@ -16,7 +16,7 @@ from bot.commands.base import Person, Press, UsageError, button, memories_word
 from bot.contract import CommandContext, CommandResult, chat_platforms, traits_of
 from bot.memory.rebuild import Rebuilds
 from bot.memory.saved_memories import MAX_PINNED_PER_SCOPE, MAX_UNPINNED_PER_SCOPE
-from storage.ports import CapReached, Store
+from storage.ports import CapReached, People
 
 LINK_CODE_TTL_S = 10 * 60
 LINK_CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -50,8 +50,8 @@ def _others(here: str) -> str:
 
 
 class AccountCommands:
-    def __init__(self, store: Store, rebuilds: Rebuilds, clock: Callable[[], float], today: Callable[[], str]):
-        self.store = store
+    def __init__(self, people: People, rebuilds: Rebuilds, clock: Callable[[], float], today: Callable[[], str]):
+        self.people = people
         self.rebuilds = rebuilds
         self.clock = clock
         self.today = today  # the day in [limits] timezone: its spend outlives /forgetme (SPEC 17)
@@ -63,22 +63,22 @@ class AccountCommands:
         """A one-time code made on one platform and entered on the other; nothing merges until
         the person entering it confirms with a button (SPEC section 6)."""
         now = self.clock()
-        if await self.store.people.link_failures_since(person.id, now - LINK_CODE_TTL_S) >= LINK_PAUSE_AFTER_WRONG_CODES:
+        if await self.people.link_failures_since(person.id, now - LINK_CODE_TTL_S) >= LINK_PAUSE_AFTER_WRONG_CODES:
             raise UsageError(f"{LINK_PAUSE_AFTER_WRONG_CODES} wrong link codes in 10 minutes: /link is paused "
                              "for you. Try again later, with a new code.")
         here = ctx.identity.platform
         if not code:
             new_code = "".join(secrets.choice(LINK_CODE_ALPHABET) for _ in range(LINK_CODE_LENGTH))
-            await self.store.people.create_link_code(person.id, here, new_code, now + LINK_CODE_TTL_S)
+            await self.people.create_link_code(person.id, here, new_code, now + LINK_CODE_TTL_S)
             return CommandResult(
                 f"Your link code is {new_code}. Within 10 minutes, send /link {new_code} to "
                 f"{person.character_name} from your account on the other platform (Discord or Telegram); "
                 "you will be asked to confirm there. It works once."
             )
         cleaned = _normalized_code(code)
-        found = await self.store.people.link_code(cleaned, now)
+        found = await self.people.link_code(cleaned, now)
         if found is None:
-            await self.store.people.add_link_failure(person.id, now)
+            await self.people.add_link_failure(person.id, now)
             raise UsageError("That link code is unknown or has expired. Get a new one with /link.")
         owner, made_on = found
         if made_on == here and owner == person.id:
@@ -96,20 +96,20 @@ class AccountCommands:
         )
 
     async def _press_link(self, ctx, person: Person, verb: str, code: str) -> CommandResult:
-        found = await self.store.people.link_code(code, self.clock())
+        found = await self.people.link_code(code, self.clock())
         if found is None or found[1] == ctx.identity.platform:
             return CommandResult("That link code was used or has expired. Get a new one with /link.", ok=False)
         owner = found[0]
         if owner == person.id:
             return CommandResult("These accounts are already linked.")
         try:  # the merge deletes the code: it works once
-            report = await self.store.people.merge_persons(owner, person.id)
+            report = await self.people.merge_persons(owner, person.id)
         except CapReached as full:
             raise UsageError(
                 f"Linking would give you {full.count} unpinned {full.scope} memories; the limit is "
                 f"{MAX_UNPINNED_PER_SCOPE}. Delete some on either account, then send /link again."
             ) from None
-        identities = await self.store.people.identities_of(owner)
+        identities = await self.people.identities_of(owner)
         text = "Linked: " + ", ".join(f"{p}" for p, _ in identities) + \
                ". Your saved memories now follow you across them."
         if report.unpinned_pins:
@@ -133,5 +133,5 @@ class AccountCommands:
 
     async def forget(self, person: Person) -> None:
         """/forgetme, confirmed (a button, or the memory page's form)."""
-        for conversation_id in await self.store.people.forget_person(person.id, self.today()):
+        for conversation_id in await self.people.forget_person(person.id, self.today()):
             await self.rebuilds.refresh(conversation_id)  # their words leave the summaries too

@@ -11,7 +11,7 @@ from bot.contract import Button, CommandResult
 from bot.memory.saved_memories import cap_text, memory_number
 from bot.model.tokens import TokenCounter
 from bot.text import parse_number
-from storage.ports import SCOPES, CapReached, MemoryRow, Store
+from storage.ports import SCOPES, CapReached, MemoryRow, Memories
 
 
 @dataclass(frozen=True)
@@ -123,12 +123,12 @@ class Press:
             return None
 
 
-async def save_memory(store: Store, counter: TokenCounter, person: Person, scope: str, content: str, *,
+async def save_memory(memories: Memories, counter: TokenCounter, person: Person, scope: str, content: str, *,
                       pinned: bool, source: str, written_in: int | None = None) -> MemoryRow:
     """Add a memory for the person (`written_in`: the chat the command was given in), or raise a
     UsageError saying its budget is full."""
     try:
-        return await store.memories.add_memory(person.id, person.character_id, scope, content, counter.count(content),
+        return await memories.add_memory(person.id, person.character_id, scope, content, counter.count(content),
                                                pinned=pinned, source=source, written_in=written_in)
     except CapReached as full:
         raise UsageError(cap_text(full)) from None

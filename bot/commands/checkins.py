@@ -8,7 +8,7 @@ from typing import Callable
 from bot.writing_first.checkins import MIN_MESSAGES
 from bot.commands.base import Person, Press, UsageError, parse_bool
 from bot.contract import CommandContext, CommandResult
-from storage.ports import Store
+from storage.ports import Checkins
 
 OFF = "{name} won't write first any more. Send /checkins on if you'd like that again."
 ON = "{name} may write first when you've been away a while. /checkins off stops it."
@@ -16,8 +16,8 @@ NOT_SET_UP = " (This bot's owner has not turned check-ins on for {name} yet; you
 
 
 class CheckinCommands:
-    def __init__(self, store: Store, writes_first: Callable[[str], bool]):
-        self.store = store
+    def __init__(self, checkins: Checkins, writes_first: Callable[[str], bool]):
+        self.absences = checkins  # the port
         self.writes_first = writes_first  # whether a character has [characters.checkins]
         self.commands = {"checkins": self.checkins}
         self.presses = {"nocheckin": Press(self._press_off)}
@@ -27,7 +27,7 @@ class CheckinCommands:
             raise UsageError("Send /checkins off to stop me writing first after you've been away, "
                              "or /checkins on to let me.")
         wanted = parse_bool(state, "state", "on or off")
-        await self.store.checkins.set_wanted(person.id, person.character_id, wanted, MIN_MESSAGES)
+        await self.absences.set_wanted(person.id, person.character_id, wanted, MIN_MESSAGES)
         text = (ON if wanted else OFF).format(name=person.character_name)
         if wanted and not self.writes_first(person.character_name):
             text += NOT_SET_UP.format(name=person.character_name)

@@ -216,7 +216,7 @@ class DraftCommands:
 
     async def _save_pinned(self, ctx, person: Person, content: str) -> CommandResult:
         conversation = await self.cast.conversation_for(ctx.conversation)
-        row = await save_memory(self.store, self.counter, person, CHARACTER, content, pinned=True,
+        row = await save_memory(self.store.memories, self.counter, person, CHARACTER, content, pinned=True,
                                 source="conversation", written_in=conversation.id)
         await self.store.drafts.set_selection(person.id, conversation.id, [])
         return CommandResult(f"Saved #{row.id} (pinned): {content}")

@@ -144,7 +144,7 @@ class SavedMemoryCommands:
         pinned = parse_bool(pin, "pin", "yes or no")
         content = text.strip()
         chat = (await self.cast.conversation_for(ctx.conversation)).id if ctx is not None else None  # None: the page
-        row = await save_memory(self.store, self.counter, person, scope, content, pinned=pinned,
+        row = await save_memory(self.store.memories, self.counter, person, scope, content, pinned=pinned,
                                 source="person" if ctx is not None else "page", written_in=chat)
         where = "every character" if scope == GLOBAL else person.character_name
         return CommandResult(f"Saved #{row.id}{' (pinned)' if pinned else ''} for {where}: {content}")

@@ -65,15 +65,15 @@ class CommandRouter:
         self.presses: dict[str, Press] = {"cancel": Press(self._press_cancel)}
         # the services the memory page shares with the commands (bot/page/desk.py)
         self.memories = SavedMemoryCommands(store, cast, counter, clock)
-        self.account = AccountCommands(store, rebuilds, clock, budgets.today)
-        self.persona = PersonaCommands(store, counter)
-        self.usage = UsageCommands(store, budgets, owners, pictures_a_day)
+        self.account = AccountCommands(store.people, rebuilds, clock, budgets.today)
+        self.persona = PersonaCommands(store.people, counter)
+        self.usage = UsageCommands(store.usage, budgets, owners, pictures_a_day)
         self.reminders = ReminderCommands(store, default_zone, clock)
-        self.door = Door(store, clock)
+        self.door = Door(store.pages, clock)
         self.page = PageCommands(self.door, cast, gate, page_address)  # `served` set once the page server binds
-        for subject in (self.memories, summary, self.drafts, self.account, CheckinCommands(store, writes_first),
+        for subject in (self.memories, summary, self.drafts, self.account, CheckinCommands(store.checkins, writes_first),
                         self.persona, self.usage, self.reminders, self.page,
-                        SceneCommands(store, cast, may_witness)):
+                        SceneCommands(store.presence, cast, may_witness)):
             self.commands |= subject.commands
             self.presses |= subject.presses
 

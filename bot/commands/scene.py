@@ -12,7 +12,7 @@ from typing import Awaitable, Callable
 from bot.characters.cast import Cast
 from bot.commands.base import Person, UsageError
 from bot.contract import CommandContext, CommandResult, ConversationKey
-from storage.ports import Store
+from storage.ports import Presence
 
 NOT_A_SCENE = ("A scene is a group chat where characters talk; here it is just you and {name}, and "
                "{name} sees everything you write.")
@@ -26,8 +26,8 @@ CANNOT_BE_HERE = "{name} cannot be in this scene: {name}'s bot is not a member o
 
 
 class SceneCommands:
-    def __init__(self, store: Store, cast: Cast, may_witness: Callable[[ConversationKey, str], Awaitable[bool]]):
-        self.store = store
+    def __init__(self, presence: Presence, cast: Cast, may_witness: Callable[[ConversationKey, str], Awaitable[bool]]):
+        self.presence = presence
         self.cast = cast
         self.may_witness = may_witness  # whether a character can be in a chat (Telegram: its bot is a member)
         self.commands = {"scene": self.scene}
@@ -46,14 +46,14 @@ class SceneCommands:
         if action == "invite":
             if not await self.may_witness(replace(ctx.conversation, character=name), name):
                 raise UsageError(CANNOT_BE_HERE.format(name=name))
-            came = await self.store.presence.bring_in(conversation.id, [person.character_id])
+            came = await self.presence.bring_in(conversation.id, [person.character_id])
             return CommandResult((CAME if came else ALREADY).format(name=name))
-        if await self.store.presence.dismiss(conversation.id, person.character_id):
+        if await self.presence.dismiss(conversation.id, person.character_id):
             return CommandResult(LEFT.format(name=name))
         return CommandResult(NOT_HERE.format(name=name), ok=False)
 
     async def listed(self, conversation_id: int) -> str:
-        present = [stored.character.name for character_id in await self.store.presence.present(conversation_id)
+        present = [stored.character.name for character_id in await self.presence.present(conversation_id)
                    if (stored := self.cast.stored_by_id(character_id)) is not None]
         narrators = [name for name in self.cast.names() if self.cast.character(name).character.omniscient]
         lines = [f"In this scene: {', '.join(present)}." if present else "Nobody is in this scene yet: a character "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from bot.access.budgets import Budgets
 from bot.commands.base import Person
 from bot.contract import CommandContext, CommandResult, traits_of
-from storage.ports import DayTotals, Store
+from storage import ports
 
 NOT_OWNER = "Only the bot's owner can see /stats."
 TOP_SPENDERS = 5
@@ -39,8 +39,8 @@ class Period:
 
     first: str
     last: str
-    everyone: DayTotals
-    characters: dict[str, DayTotals]
+    everyone: ports.DayTotals
+    characters: dict[str, ports.DayTotals]
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Stats:
         return "\n".join(lines)
 
 
-def _totals(label: str, totals: DayTotals) -> str:
+def _totals(label: str, totals: ports.DayTotals) -> str:
     return (f"{label}: {totals.turns:,} turn{'' if totals.turns == 1 else 's'}, {totals.tokens_in:,} tokens in, "
             f"{totals.tokens_out:,} out, "
             f"{totals.people:,} {'person' if totals.people == 1 else 'people'}, "
@@ -73,8 +73,8 @@ def _totals(label: str, totals: DayTotals) -> str:
 class UsageCommands:
     """The typed results (`usage_of`, `stats`), and the chat commands that render them."""
 
-    def __init__(self, store: Store, budgets: Budgets, owners: frozenset[str], pictures_a_day: int | None = None):
-        self.store = store
+    def __init__(self, usage: ports.Usage, budgets: Budgets, owners: frozenset[str], pictures_a_day: int | None = None):
+        self.ledger = usage  # the port
         self.budgets = budgets
         self.pictures_a_day = pictures_a_day  # [pictures] per_day; None without [pictures]
         self.owners = owners  # "platform:user id"
@@ -83,17 +83,17 @@ class UsageCommands:
 
     async def usage_of(self, person_id: int) -> Usage:
         today = self.budgets.today()
-        return Usage(await self.store.usage.spent(person_id, today, today),
-                     await self.store.usage.spent(person_id, *self.budgets.this_month()), self.budgets.per_day,
-                     await self.store.usage.pictures(person_id, today) if self.pictures_a_day is not None else 0,
+        return Usage(await self.ledger.spent(person_id, today, today),
+                     await self.ledger.spent(person_id, *self.budgets.this_month()), self.budgets.per_day,
+                     await self.ledger.pictures(person_id, today) if self.pictures_a_day is not None else 0,
                      self.pictures_a_day)
 
     async def stats(self) -> Stats:
         async def period(first: str, last: str) -> Period:
-            totals = await self.store.usage.totals(first, last)
+            totals = await self.ledger.totals(first, last)
             return Period(first, last, totals.pop(None), totals)
         return Stats(await period(*self.budgets.days(1)), await period(*self.budgets.days(7)),
-                     await self.store.usage.top_spenders(*self.budgets.days(7), TOP_SPENDERS))
+                     await self.ledger.top_spenders(*self.budgets.days(7), TOP_SPENDERS))
 
     def is_owner(self, ctx: CommandContext) -> bool:
         identity = ctx.identity

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Sequence
 
-from storage.ports import MessageRow, Store
+from storage.ports import MessageRow, Recall
 
 CANDIDATES = 32  # best word matches looked at; the budget, not this count, decides how many are taken
 NEAREST = 200  # places ranked by meaning: enough that nearly every word hit has its rank by meaning too
@@ -116,7 +116,7 @@ def fused(by_words: Sequence[int], by_meaning: Sequence[int]) -> list[int]:
     return sorted(by_words, key=lambda pos: -score[pos]) + [pos for pos in by_meaning if pos not in score][:MEANING_ONLY]
 
 
-async def recall(store: Store, conversation_id: int, text: str, before_pos: int, budget: int,
+async def recall(archive: Recall, conversation_id: int, text: str, before_pos: int, budget: int,
                  nearest: Sequence[int] = (), speakers: Sequence[str] = (), seen_by: int | None = None
                  ) -> list[Passage]:
     """Passages of this conversation before `before_pos` (the live window's first message) that
@@ -134,9 +134,9 @@ async def recall(store: Store, conversation_id: int, text: str, before_pos: int,
     room = budget - BLOCK_TOKENS  # for the passages
     if room <= 0 or not (terms or nearest):
         return []
-    hits = await store.recall.search(conversation_id, terms, before_pos, CANDIDATES, COMMON_ABOVE,
+    hits = await archive.search(conversation_id, terms, before_pos, CANDIDATES, COMMON_ABOVE,
                                      seen_by) if terms else []
-    near = {m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(nearest), seen_by)
+    near = {m.pos: m for m in await archive.messages_at(conversation_id, sorted(nearest), seen_by)
             } if nearest else {}
     words_found = {hit.pos for hit in hits}
     by_meaning = [pos for pos in nearest if pos in near and not only_asks(near[pos].content)]
@@ -154,7 +154,7 @@ async def recall(store: Store, conversation_id: int, text: str, before_pos: int,
         said.append(message.content)
     neighbours = {p for pos in chosen for p in (pos - 1, pos + 1) if p < before_pos}
     by_pos = {p: candidates[p] for p in set(chosen) | neighbours if p in candidates} | {
-        m.pos: m for m in await store.recall.messages_at(conversation_id, sorted(neighbours - set(candidates)), seen_by)}
+        m.pos: m for m in await archive.messages_at(conversation_id, sorted(neighbours - set(candidates)), seen_by)}
     rank = {pos: i for i, pos in enumerate(chosen)}
     taken: dict[int, MessageRow] = {}
     used = 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Collection
 
 from bot.text import length_problem, parse_number
-from storage.ports import CHARACTER, GLOBAL, SCOPES, CapReached, ChangeRow, MemoryCaps, MemoryRow, Store
+from storage.ports import CHARACTER, GLOBAL, SCOPES, CapReached, ChangeRow, Memories, MemoryCaps, MemoryRow
 
 MAX_UNPINNED_PER_SCOPE = 100
 MAX_PINNED_PER_SCOPE = 20
@@ -83,9 +83,9 @@ class SelectedMemories:
         return self.pinned + self.unpinned
 
 
-async def memories_for_prompt(store: Store, person_id: int, character_id: int) -> SelectedMemories:
+async def memories_for_prompt(memories: Memories, person_id: int, character_id: int) -> SelectedMemories:
     """All pinned entries of both scopes, plus up to 100 unpinned split evenly across them."""
-    in_play = await store.memories.memories_in_play(person_id, character_id, PROMPT_UNPINNED_LIMIT)
+    in_play = await memories.memories_in_play(person_id, character_id, PROMPT_UNPINNED_LIMIT)
     shares = split_evenly({s: len(in_play.unpinned[s]) for s in SCOPES}, PROMPT_UNPINNED_LIMIT)
     unpinned = [m for s in SCOPES for m in in_play.unpinned[s][: shares[s]]]
     unpinned.sort(key=lambda m: (m.updated_at, m.id), reverse=True)

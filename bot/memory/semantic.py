@@ -25,7 +25,7 @@ from typing import Callable
 from bot import metrics
 from bot.model.llm import LLMClient, LLMError
 from bot.model.tokens import TokenCounter
-from storage.ports import MessageRow, Store
+from storage.ports import MessageRow, Vectors
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +44,9 @@ def unit(vector: list[float]) -> list[float]:
 
 
 class SemanticRecall:
-    def __init__(self, store: Store, llm: LLMClient, counter: TokenCounter, model: str,
+    def __init__(self, vectors: Vectors, llm: LLMClient, counter: TokenCounter, model: str,
                  clock: Callable[[], float] = time.monotonic):
-        self.store = store
+        self.vectors = vectors
         self.llm = llm
         self.counter = counter
         self.model = model
@@ -57,7 +57,7 @@ class SemanticRecall:
         self._asking: set[asyncio.Task] = set()  # turns' messages being embedded now
 
     async def start(self) -> bool:
-        self.enabled = await self.store.vectors.use_model(self.model)
+        self.enabled = await self.vectors.use_model(self.model)
         if not self.enabled:
             log.warning("[recall] embedding_model = %s, but this database cannot keep vectors: on PostgreSQL "
                         "that needs the pgvector extension (CREATE EXTENSION vector). Recall stays full-text.",
@@ -87,7 +87,7 @@ class SemanticRecall:
             return None
         vector = unit(vector)
         try:
-            await self.store.vectors.save(self.model, [(message_id, text, vector)])
+            await self.vectors.save(self.model, [(message_id, text, vector)])
         except Exception:  # the turn can still use it; the background job embeds the message again
             log.exception("semantic recall: a message's vector could not be kept")
         return vector
@@ -111,7 +111,7 @@ class SemanticRecall:
             return []
         try:
             vector = embedding.result()  # None when the server failed (said once, in _failed)
-            return [] if vector is None else await self.store.vectors.nearest(conversation_id, vector, before_pos,
+            return [] if vector is None else await self.vectors.nearest(conversation_id, vector, before_pos,
                                                                               limit, seen_by)
         except Exception as failure:  # a bug or a database error: this turn recalls by full text alone
             log.warning("semantic recall failed for a turn (%s: %s); full text alone",
@@ -124,7 +124,7 @@ class SemanticRecall:
         while embedded < RUN_LIMIT and self.enabled and self.clock() >= self._paused_until:
             while self._asking:  # a turn's message goes first: the server may answer one request at a time
                 await asyncio.wait(set(self._asking))
-            batch = await self.store.vectors.waiting(BATCH)
+            batch = await self.vectors.waiting(BATCH)
             if not batch:
                 break
             try:
@@ -133,7 +133,7 @@ class SemanticRecall:
             except LLMError as failure:
                 self._failed(failure)
                 break
-            await self.store.vectors.save(self.model, [(message_id, text, unit(vector))
+            await self.vectors.save(self.model, [(message_id, text, unit(vector))
                                                        for (message_id, text), vector in zip(batch, vectors)])
             embedded += len(batch)
         return embedded

@@ -20,7 +20,7 @@ from typing import Any
 from bot.memory.saved_memories import MAX_MEMORY_CHARS, cap_text, memory_number, memory_text_error, scope_error
 from bot.model.tokens import TokenCounter
 from bot.tools.toolbox import TurnScope, result
-from storage.ports import CHARACTER, GLOBAL, CapReached, PinnedMemory, Store
+from storage.ports import CHARACTER, GLOBAL, CapReached, Memories, PinnedMemory
 
 MAX_WRITES_PER_TURN = 5  # saves, updates and deletes together: one message cannot flood memory
 GUIDANCE = """\
@@ -95,8 +95,8 @@ class _MemoryTool(abc.ABC):
     local = True  # it answers with our own words
     stores = True  # it keeps what the model wrote: refused once outside text entered (bot/tools/toolbox.py)
 
-    def __init__(self, store: Store, counter: TokenCounter):
-        self.store = store
+    def __init__(self, memories: Memories, counter: TokenCounter):
+        self.memories = memories
         self.counter = counter
 
     def offered(self, scope: TurnScope) -> bool:
@@ -128,7 +128,7 @@ class SaveMemory(_MemoryTool):
             return result(error=error), False
         assert scope.person_id is not None  # offered to a person only
         try:
-            row = await self.store.memories.add_memory(
+            row = await self.memories.add_memory(
                 scope.person_id, scope.character_id, scope_name, content, self.counter.count(content),
                 pinned=False, source="ai", turn_id=scope.turn_id,
             )
@@ -149,7 +149,7 @@ class UpdateMemory(_MemoryTool):
             return error, False
         assert scope.person_id is not None
         try:
-            row = await self.store.memories.update_memory(
+            row = await self.memories.update_memory(
                 scope.person_id, scope.character_id, memory_id, content, self.counter.count(content),
                 turn_id=scope.turn_id,
             )
@@ -169,7 +169,7 @@ class DeleteMemory(_MemoryTool):
             return result(error="id must be a memory number such as 12"), False
         assert scope.person_id is not None
         try:
-            row = await self.store.memories.delete_memory(
+            row = await self.memories.delete_memory(
                 scope.person_id, scope.character_id, memory_id, turn_id=scope.turn_id
             )
         except PinnedMemory:
@@ -179,6 +179,6 @@ class DeleteMemory(_MemoryTool):
         return result(ok=True, id=memory_id), True
 
 
-def memory_tools(store: Store, counter: TokenCounter) -> list[_MemoryTool]:
+def memory_tools(memories: Memories, counter: TokenCounter) -> list[_MemoryTool]:
     """The memory tools, in the order they are offered."""
-    return [SaveMemory(store, counter), UpdateMemory(store, counter), DeleteMemory(store, counter)]
+    return [SaveMemory(memories, counter), UpdateMemory(memories, counter), DeleteMemory(memories, counter)]

@@ -14,7 +14,7 @@ from bot.contract import traits_of
 from bot.text import local_words
 from bot.tools.toolbox import Outcome, TurnScope, result
 from bot.tools.when import REPEATS, NotAWhen, asked_clock, resolve
-from storage.ports import Store, TooManyReminders
+from storage.ports import Reminders, TooManyReminders
 
 MAX_PENDING = 25
 MAX_WORDS = 500
@@ -47,8 +47,8 @@ class Remind:
     local = True  # it answers with our own words
     stores = True  # what the model wrote is kept and sent later: refused once outside text entered
 
-    def __init__(self, store: Store):
-        self.store = store
+    def __init__(self, reminders: Reminders):
+        self.reminders = reminders
 
     def offered(self, scope: TurnScope) -> bool:
         return scope.person_id is not None and scope.asker is not None and traits_of(scope.asker.platform).chat
@@ -70,7 +70,7 @@ class Remind:
             return result(error=f"not set: {why}")
         assert scope.person_id is not None  # offered to a person only
         try:
-            row = await self.store.reminders.add(scope.person_id, scope.character_id, scope.conversation_id,
+            row = await self.reminders.add(scope.person_id, scope.character_id, scope.conversation_id,
                                                  scope.turn_id, due, scope.zone, what.strip(), repeat, MAX_PENDING,
                                                  asked_by=scope.speaker_name,
                                                  at_clock=asked_clock(scope.now, scope.zone, due, fields["time"]))
@@ -78,6 +78,6 @@ class Remind:
             return result(error=f"not set: they already have {MAX_PENDING} reminders waiting; they can cancel one "
                                 "with /reminders")
         when = local_words(due, scope.zone)
-        number = [reminder.id for reminder in await self.store.reminders.pending(scope.person_id)].index(row.id) + 1
+        number = [reminder.id for reminder in await self.reminders.pending(scope.person_id)].index(row.id) + 1
         return Outcome(result(set=True, number=number, when=when, repeat=repeat, what=row.words),
                        shown=f"⏰ reminder: {when}")

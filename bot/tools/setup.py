@@ -57,7 +57,7 @@ async def configured_tools(config: Config, store: Store, give_back_picture: Call
             if problem := await search.check():  # kept: the instance may be fixed while the bot runs
                 log.warning(problem)
         elif name == "remind":
-            tools.append(Remind(store))
+            tools.append(Remind(store.reminders))
         elif name == "picture" and config.pictures is not None:
             tools.append(Picturing(ImageServer(config.pictures, config.llm, outside),
                                    {c.name: c.appearance for c in config.characters if c.appearance},

@@ -50,7 +50,7 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
     In a scene, only what the character witnessed (SPEC 22): every layer through one sight."""
     profile = await store.people.profile(person_id) if person_id is not None else Profile(None, None)
     learning = person_id is not None and await store.memories.learning_enabled(person_id, character.id)
-    memories = await memories_for_prompt(store, person_id, character.id) if learning else None
+    memories = await memories_for_prompt(store.memories, person_id, character.id) if learning else None
     sight = await seen_by(store, conversation, character)
     summary = await store.summaries.summaries(conversation.id, seen_by=sight)
     newest_first = await store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=up_to_pos,

@@ -373,7 +373,7 @@ class TurnHandler:
         if self.semantic is not None:
             embedding = embedding or self._embedding(user_row)
             nearest = await self.semantic.nearest(embedding, conversation_id, window[0].pos, RECALL_NEAREST, seen_by)
-        return await recall(self.store, conversation_id, user_row.content, window[0].pos, self.recall_tokens,
+        return await recall(self.store.recall, conversation_id, user_row.content, window[0].pos, self.recall_tokens,
                             nearest, speakers=(user_row.speaker_name, character_name), seen_by=seen_by)
 
     def _embedding(self, user_row: MessageRow) -> asyncio.Task | None:
