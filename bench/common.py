@@ -149,12 +149,13 @@ async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float
                         storage_url: str | None = None, embedding_model: str | None = None,
                         checkins: dict[str, Any] | None = None, embedding_base_url: str | None = None,
                         voice: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
-                        character: str = "Mira", tools: dict[str, Any] | None = None, **llm_options: Any) -> Runtime:
+                        character: str = "Mira", tools: dict[str, Any] | None = None, web: dict[str, Any] | None = None,
+                        **llm_options: Any) -> Runtime:
     """A runtime with one character (`character`, Mira unless named) on an SQLite file in
     `folder`, or on the database `storage_url` names; with `embedding_model`, semantic recall on;
     with `checkins`, the character's [characters.checkins]; with `voice`, a [voice] table; with
     `limits`, a [limits] table; with `tools`, a [tools] table (else the default: every built-in
-    tool that runs without a server)."""
+    tool that runs without a server); with `web`, a [web] table (the memory page)."""
     os.environ.setdefault(API_KEY_ENV, "sk-bench")
     raw = {
         "llm": {"base_url": "http://llm.invalid/v1", "api_key_env": API_KEY_ENV, "model": "gpt-4o-mini",
@@ -165,7 +166,7 @@ async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float
         "characters": [{"name": character, "persona": f"You are {character}, a kind lighthouse keeper on a "
                         "northern island.", **({"checkins": checkins} if checkins else {})}],
     } | ({"voice": voice} if voice is not None else {}) | ({"limits": limits} if limits is not None else {}) \
-        | ({"tools": tools} if tools is not None else {})
+        | ({"tools": tools} if tools is not None else {}) | ({"web": web} if web is not None else {})
     return await build_runtime(parse_config(raw, folder), clock=clock, llm_http_client=llm.http_client())
 
 

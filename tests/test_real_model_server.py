@@ -56,7 +56,8 @@ async def replied(chat: Chat, words: str):
 async def test_the_real_server_answers_a_message(real):
     runtime = await real()
     reply, shown = await replied(Chat(runtime, platform="telegram"), "Hello Mira, how is the lighthouse today?")
-    assert not reply.is_error and reply.text.strip() and shown and shown[-1].strip() == reply.text.strip()
+    assert not reply.is_error and reply.text.strip() and shown
+    assert shown[-1].strip().startswith(reply.text.strip())  # a reply cut at max_reply_tokens ends at a sentence
 
 
 @pytest.mark.timeout(600)

@@ -11,8 +11,10 @@
 - It holds against the open internet (`Connections`): at most MAX_CONNECTIONS open at once (well
   under the 1,024 files a service may open; past it a connection is closed as it comes, without
   a log line), each request's headers and body within READ_S, a kept-alive connection idle at
-  most IDLE_S; at most RENDERING pages are drawn at once, off the event loop — the bot's turns
-  never share the page's fate.
+  most IDLE_S. A session's page is made one at a time — its queries, then its drawing, in a
+  thread — the others waiting their turn: a flood of page views shares the bot's database
+  connection and event loop with at most one page, so a turn waits on one page's query at most
+  (bench/page_flood.py); at most RENDERING pages are drawn at once.
 """
 
 from __future__ import annotations
@@ -214,6 +216,7 @@ class PageServer:
                                             undefined=jinja2.StrictUndefined)
         self.templates.globals["root"] = path  # every link, form and the stylesheet under it
         self.rendering = asyncio.Semaphore(RENDERING)
+        self.one_page = asyncio.Lock()  # a session's page is made one at a time (its queries and drawing)
         self.connections = Connections()
 
     def app(self) -> web.Application:
@@ -268,24 +271,27 @@ class PageServer:
     async def message(self, text: str, status: int) -> web.Response:
         return await self.render("message.html", status, text=text)
 
-    def _signed_in(self, handler: Callable[..., Awaitable[web.Response]]) -> Handler:
-        """A page of a session: the cookie's token checked in the database on every request."""
+    def _signed_in(self, handler: Callable[..., Awaitable[web.Response]], form: bool = False) -> Handler:
+        """A page of a session: the cookie's token checked in the database on every request, the
+        page made while no other is (`one_page`). A `form` is read first (a slow sender holds no
+        page up) and refused (403) unless it carries the session's CSRF token."""
         async def run(request: web.Request) -> web.Response:
+            fields = await form_fields(request) if form else None
             token = request.cookies.get(COOKIE, "")
-            visit = await self.page.visit(token) if token else None
-            if visit is None:
-                return await self.message(NO_SESSION, 401)
-            return await handler(request, visit)
+            async with self.one_page:
+                visit = await self.page.visit(token) if token else None
+                if visit is None:
+                    return await self.message(NO_SESSION, 401)
+                if fields is None:
+                    return await handler(request, visit)
+                if not hmac.compare_digest(fields.pop("csrf", "").encode(), visit.csrf.encode()):
+                    return await self.message(FORM_REFUSED, 403)
+                return await handler(request, visit, fields)
         return run
 
     def _form_of_page(self, handler: Callable[..., Awaitable[web.Response]]) -> Handler:
-        """A form of a session's page: refused (403) unless it carries the session's CSRF token."""
-        async def run(request: web.Request, visit: PageVisit) -> web.Response:
-            fields = await form_fields(request)
-            if not hmac.compare_digest(fields.pop("csrf", "").encode(), visit.csrf.encode()):
-                return await self.message(FORM_REFUSED, 403)
-            return await handler(request, visit, fields)
-        return self._signed_in(run)
+        """A form of a session's page (`_signed_in`, form=True)."""
+        return self._signed_in(handler, form=True)
 
     # -- the door ---------------------------------------------------------------------------------
     async def open_link(self, request: web.Request) -> web.Response:
