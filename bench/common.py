@@ -14,13 +14,14 @@ import time
 import uuid
 import zlib
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Iterable
 
 import asyncpg
 import httpx2
 
 import adapters.registry  # noqa: F401 — declares the platforms' traits, as the entry point does
 from bot.config import parse_config
+from bot.contract import ConversationKey, Identity
 from bot.model.tokens import TokenCounter
 from bot.runtime import Runtime, build_runtime
 
@@ -168,6 +169,19 @@ async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float
     } | ({"voice": voice} if voice is not None else {}) | ({"limits": limits} if limits is not None else {}) \
         | ({"tools": tools} if tools is not None else {}) | ({"web": web} if web is not None else {})
     return await build_runtime(parse_config(raw, folder), clock=clock, llm_http_client=llm.http_client())
+
+
+async def ann_with_history(runtime: Runtime, key: ConversationKey, ann: Identity,
+                           lines: Iterable[str]) -> tuple[int, int]:
+    """Ann with her 240 saved memories (`fill_memories`) and these earlier messages in the
+    conversation `key`, stored the way a turn stores the person's message: (person, conversation)."""
+    person = await runtime.store.people.person_for_identity(ann.platform, ann.user_id)
+    await fill_memories(runtime, person)
+    conversation = (await runtime.cast.conversation_for(key)).id
+    for line in lines:
+        await runtime.store.conversations.add_user_message(conversation, person, "Ann", line,
+                                                          runtime.counter.count(line), None)
+    return person, conversation
 
 
 async def fill_memories(runtime: Runtime, person_id: int) -> None:

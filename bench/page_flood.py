@@ -24,8 +24,17 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.common import InstantLLM, bench_runtime, chat_line, fill_memories, machine, percentile, temp_folder
+from bench.common import (
+    InstantLLM,
+    ann_with_history,
+    bench_runtime,
+    chat_line,
+    machine,
+    percentile,
+    temp_folder,
+)
 from bench.turn_overhead import ANN, KEY, _turns
+from bot.cli import page_server
 from bot.contract import Asker, CommandContext
 from bot.runtime import Runtime
 
@@ -69,16 +78,8 @@ async def measure(turns: int, clients: int) -> dict:
     with temp_folder() as folder:
         llm = InstantLLM()
         runtime = await bench_runtime(Path(folder), llm, web={"port": 8081})
-        server = None
         try:
-            person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
-            await fill_memories(runtime, person)
-            conversation = await runtime.cast.conversation_for(KEY)
-            for n in range(HISTORY):
-                line = f"history message {n}: {chat_line(n)}"
-                await runtime.store.conversations.add_user_message(conversation.id, person, "Ann", line,
-                                                                  runtime.counter.count(line), None)
-            from bot.cli import page_server
+            await ann_with_history(runtime, KEY, ANN, (f"history message {n}: {chat_line(n)}" for n in range(HISTORY)))
             server = page_server(runtime.config.web, runtime.core.page)
             stop_serving = await server.start("127.0.0.1", 0)
             base = f"http://127.0.0.1:{server.addresses[0][1]}"

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from bench.common import InstantLLM, bench_runtime, fill_memories, machine, question, temp_folder
+from bench.common import InstantLLM, ann_with_history, bench_runtime, machine, question, temp_folder
 from bot.contract import ConversationKey, Identity, IncomingFile, IncomingMessage
 
 KEY = ConversationKey("console", "bench", None, "Mira")
@@ -58,13 +58,8 @@ async def measure(turns: int) -> dict[str, float]:
         note = ogg_opus(NOTE_SECONDS)
         runtime = await bench_runtime(Path(folder), llm, voice={"speech_model": "tts-1"})
         try:
-            person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
-            await fill_memories(runtime, person)
-            conversation = await runtime.cast.conversation_for(KEY)
-            for n in range(HISTORY):
-                line = f"history message {n}: {question(n)}"
-                await runtime.store.conversations.add_user_message(conversation.id, person, "Ann", line,
-                                                                  runtime.counter.count(line), None)
+            await ann_with_history(
+                runtime, KEY, ANN, (f"history message {n}: {question(n)}" for n in range(HISTORY)))
 
             async def fetch(limit: int) -> bytes:
                 return note[:limit]

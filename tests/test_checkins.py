@@ -208,6 +208,18 @@ async def test_a_send_the_event_loop_holds_up_does_not_let_the_next_10_bunch_wit
     assert min(later - first for first, later in zip(sent_at, sent_at[PER_SECOND:])) > 0.99
 
 
+def timed_writer() -> tuple[Writer, list[float]]:
+    """A bot that notes when each of its sends went out."""
+    writer, sent_at = Writer(), []
+    write_first = writer.write_first
+
+    async def timed(key, letter, stale=()):
+        sent_at.append(time.monotonic())
+        return await write_first(key, letter, stale)
+    writer.write_first = timed
+    return writer, sent_at
+
+
 async def test_a_scan_sends_at_most_10_check_ins_a_second_per_bot(bot, llm):
     """SPEC 14: Telegram accepts about 30 messages a second per bot; a scan with an instant model
     stays well under that."""
@@ -216,13 +228,7 @@ async def test_a_scan_sends_at_most_10_check_ins_a_second_per_bot(bot, llm):
     for n in range(25):
         await chat(dm(runtime, user=str(600 + n), name=f"Guest {n}"), 4)
     clock.now += 49 * HOUR
-    writer, sent_at = Writer(), []
-    write_first = writer.write_first
-
-    async def timed(key, letter, stale=()):
-        sent_at.append(time.monotonic())
-        return await write_first(key, letter, stale)
-    writer.write_first = timed
+    writer, sent_at = timed_writer()
     assert await scan(runtime, writer) == 25
     assert PER_SECOND == 10  # any 11 sends in a row span a second (less the timer's jitter)
     assert min(later - first for first, later in zip(sent_at, sent_at[PER_SECOND:])) > 0.95
@@ -244,13 +250,7 @@ async def test_check_ins_and_reminders_through_one_bot_share_its_10_sends_a_seco
         await runtime.store.reminders.add(await asking.person_id(), mira,
                                           (await runtime.cast.conversation_for(asking.key)).id, 0,
                                           clock.now - 60, "UTC", "water the tomatoes", "once", 25)
-    writer, sent_at = Writer(), []
-    write_first = writer.write_first
-
-    async def timed(key, letter, stale=()):
-        sent_at.append(time.monotonic())
-        return await write_first(key, letter, stale)
-    writer.write_first = timed
+    writer, sent_at = timed_writer()
     with runtime.core.presence.writing_first(writer):
         sent = await asyncio.gather(runtime.checkins.scan("Mira"), runtime.reminders.scan("Mira"))
     assert sent == [12, 12]

@@ -131,6 +131,7 @@ async def test_a_100_message_conversation_within_the_real_servers_context_is_ans
     while the next message is answered), and no request refused for length."""
     runtime = await real(context_window=2_048)
     await runtime.llm.probe()  # as the process starts (it warns once: this server ignores tools)
+    caplog.clear()
     ann = Chat(runtime, platform="telegram")
     conversation = (await runtime.cast.conversation_for(ann.key)).id
     with caplog.at_level(logging.INFO, logger="bot"):

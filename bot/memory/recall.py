@@ -68,20 +68,29 @@ def _carrying(text: str) -> list[str]:
     return [word for word in WORD.findall(text.lower()) if len(word) > 1 and word not in STOP_WORDS]
 
 
-def content_words(text: str) -> set[str]:
-    return set(_carrying(text))
+@dataclass(frozen=True)
+class Words:
+    """A message's words, read once: all of them, those that carry something, and whether it asks."""
+
+    every: frozenset[str]
+    content: frozenset[str]
+    asks: bool
 
 
-def echoes(hit: str, said: str) -> bool:
+def words_of(text: str) -> Words:
+    found = WORD.findall(text.lower())
+    return Words(frozenset(found), frozenset(w for w in found if len(w) > 1 and w not in STOP_WORDS),
+                 text.rstrip().endswith("?"))
+
+
+def echoes(hit: Words, said: Words) -> bool:
     """Whether `hit` mostly repeats `said`: nearly all its words are there (REPEAT_SHARE), or it
     is a question whose content words mostly are (ECHO_SHARE) — asked again, it adds nothing.
     "the key is under the blue flowerpot" answers "where is the key to the blue flowerpot?"
     (its "under" is news); "how are Ingrid's goats?" echoes "how are Ingrid's goats these days?"."""
-    words, there = set(WORD.findall(hit.lower())), set(WORD.findall(said.lower()))
-    if words and len(words & there) >= REPEAT_SHARE * len(words):
+    if hit.every and len(hit.every & said.every) >= REPEAT_SHARE * len(hit.every):
         return True
-    content = content_words(hit)
-    return hit.rstrip().endswith("?") and len(content & there) >= ECHO_SHARE * len(content)
+    return hit.asks and len(hit.content & said.every) >= ECHO_SHARE * len(hit.content)
 
 
 def only_asks(text: str) -> bool:
@@ -144,14 +153,16 @@ async def recall(archive: Recall, conversation_id: int, text: str, before_pos: i
     if not ranked:
         return []
     candidates = near | {m.pos: m for m in hits}
-    said = [text]  # the new message and the hits taken so far
+    said = [words_of(text)]  # the new message and the hits taken so far, each read once
     chosen: list[int] = []
     for pos in ranked:
-        message = candidates.get(pos)
-        if message is None or not content_words(message.content) or any(echoes(message.content, s) for s in said):
+        if (message := candidates.get(pos)) is None:
+            continue
+        words = words_of(message.content)
+        if not words.content or any(echoes(words, s) for s in said):
             continue
         chosen.append(pos)
-        said.append(message.content)
+        said.append(words)
     neighbours = {p for pos in chosen for p in (pos - 1, pos + 1) if p < before_pos}
     by_pos = {p: candidates[p] for p in set(chosen) | neighbours if p in candidates} | {
         m.pos: m for m in await archive.messages_at(conversation_id, sorted(neighbours - set(candidates)), seen_by)}
