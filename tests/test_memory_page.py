@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import re
+import time
 
 import aiohttp
 import pytest
@@ -329,26 +330,27 @@ async def test_every_answer_carries_a_strict_content_security_policy_and_no_refe
         assert response.headers["Cache-Control"] == "no-store"
 
 
-async def test_a_flood_of_page_views_makes_one_page_at_a_time_so_the_bot_shares_its_database_with_one(web):
-    """#67 item 4: 8 clients flooding `GET /` raised a turn from 15 ms to 800 ms, each page's
-    queries queued on the bot's one database connection beside the turn's; a session's page is
-    made while no other is (bench/page_flood.py measures the turn)."""
+async def test_a_flood_of_page_views_makes_one_page_at_a_time_and_leaves_the_bot_three_quarters(web):
+    """#67 item 4: 8 clients flooding `GET /` raised a turn's p50 from 15 ms to 800 ms, each
+    page's queries queued on the bot's one database connection beside the turn's. A session's
+    page is made while no other is, and the next waits 3× as long as it took (PAGE_SHARE, a
+    quarter), so the bot has the rest (bench/page_flood.py measures the turn)."""
     runtime, browser = web
     ann = Chat(runtime, platform="telegram")
     pages = [await signed_in(browser, ann) for _ in range(8)]
-    made, at_once, most = runtime.core.page.person_page, 0, 0
+    made, spans = runtime.core.page.person_page, []
 
-    async def counted(visit):
-        nonlocal at_once, most
-        at_once += 1
-        most = max(most, at_once)
+    async def timed(visit):
+        began = time.monotonic()
         try:
             return await made(visit)
         finally:
-            at_once -= 1
-    runtime.core.page.person_page = counted
-    answers = await asyncio.gather(*(page.request("GET", "/") for page in pages for _ in range(3)))
-    assert [response.status for response, _ in answers] == [200] * 24 and most == 1
+            spans.append((began, time.monotonic()))
+    runtime.core.page.person_page = timed
+    answers = await asyncio.gather(*(page.request("GET", "/") for page in pages for _ in range(2)))
+    assert [response.status for response, _ in answers] == [200] * 16
+    for (began, ended), (next_began, _) in zip(spans, spans[1:]):
+        assert next_began - ended >= 3 * (ended - began) * 0.95  # never two at once, and the bot's share between
 
 
 async def test_the_owner_page_is_refused_to_a_non_owner_and_shown_to_the_owner(web):

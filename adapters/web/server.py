@@ -12,9 +12,9 @@
   under the 1,024 files a service may open; past it a connection is closed as it comes, without
   a log line), each request's headers and body within READ_S, a kept-alive connection idle at
   most IDLE_S. A session's page is made one at a time — its queries, then its drawing, in a
-  thread — the others waiting their turn: a flood of page views shares the bot's database
-  connection and event loop with at most one page, so a turn waits on one page's query at most
-  (bench/page_flood.py); at most RENDERING pages are drawn at once.
+  thread — the others waiting their turn, and each begins after the last as long as PAGE_SHARE
+  leaves the bot (pages are made at most a quarter of the time): a flood of page views shares the
+  bot's database connection and event loop with one page at most (bench/page_flood.py).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ MAX_CONNECTIONS = 256  # open at once; a service's file limit is 1,024
 READ_S = 10.0  # a request's headers and body, from when the connection (or its last answer) was ready
 IDLE_S = 15.0  # a kept-alive connection waits this long for its next request
 RENDERING = 4  # pages drawn at once (each in a thread); the others wait
+PAGE_SHARE = 0.25  # while pages wait, the share of the time they are made: each waits 3× as long as the last took
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -217,6 +218,7 @@ class PageServer:
         self.templates.globals["root"] = path  # every link, form and the stylesheet under it
         self.rendering = asyncio.Semaphore(RENDERING)
         self.one_page = asyncio.Lock()  # a session's page is made one at a time (its queries and drawing)
+        self.next_page_at = 0.0  # on the event loop's clock: when the next may begin (PAGE_SHARE)
         self.connections = Connections()
 
     def app(self) -> web.Application:
@@ -273,21 +275,32 @@ class PageServer:
 
     def _signed_in(self, handler: Callable[..., Awaitable[web.Response]], form: bool = False) -> Handler:
         """A page of a session: the cookie's token checked in the database on every request, the
-        page made while no other is (`one_page`). A `form` is read first (a slow sender holds no
-        page up) and refused (403) unless it carries the session's CSRF token."""
+        page made while no other is (`one_page`), and after the last one, a while as long as
+        PAGE_SHARE leaves the bot. A `form` is read first (a slow sender holds no page up) and
+        refused (403) unless it carries the session's CSRF token."""
         async def run(request: web.Request) -> web.Response:
             fields = await form_fields(request) if form else None
             token = request.cookies.get(COOKIE, "")
             async with self.one_page:
-                visit = await self.page.visit(token) if token else None
-                if visit is None:
-                    return await self.message(NO_SESSION, 401)
-                if fields is None:
-                    return await handler(request, visit)
-                if not hmac.compare_digest(fields.pop("csrf", "").encode(), visit.csrf.encode()):
-                    return await self.message(FORM_REFUSED, 403)
-                return await handler(request, visit, fields)
+                clock = asyncio.get_running_loop().time
+                await asyncio.sleep(self.next_page_at - clock())
+                began = clock()
+                try:
+                    return await self._made(request, handler, token, fields)
+                finally:  # the bot's turns have the rest of the time
+                    self.next_page_at = clock() + (clock() - began) * (1 / PAGE_SHARE - 1)
         return run
+
+    async def _made(self, request: web.Request, handler: Callable[..., Awaitable[web.Response]], token: str,
+                    fields: dict[str, str] | None) -> web.Response:
+        visit = await self.page.visit(token) if token else None
+        if visit is None:
+            return await self.message(NO_SESSION, 401)
+        if fields is None:
+            return await handler(request, visit)
+        if not hmac.compare_digest(fields.pop("csrf", "").encode(), visit.csrf.encode()):
+            return await self.message(FORM_REFUSED, 403)
+        return await handler(request, visit, fields)
 
     def _form_of_page(self, handler: Callable[..., Awaitable[web.Response]]) -> Handler:
         """A form of a session's page (`_signed_in`, form=True)."""
