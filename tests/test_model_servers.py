@@ -17,7 +17,7 @@ from bot.model.server_context import OLLAMA_DEFAULT, fit_to_server, held_by_serv
 from bot.runtime import build_runtime
 from bot.contract import IncomingMessage
 from tests.conftest import Chat, config_dict
-from tests.fakes.llm_server import cut_at_length, status, text, tool_calls
+from tests.fakes.llm_server import cut, cut_at_length, ended_early, status, text, tool_calls
 from tests.fakes.summarizer import extractive, kind_of
 
 LONG = ("Tell me again about the storm of the winter the lighthouse lamp failed, the boats that came in "
@@ -255,6 +255,27 @@ async def test_a_stream_cut_the_moment_another_request_came_makes_keepsake_ask_o
     assert [reply.text for reply in replies] == [llm.default.strip()] * 2
     assert llm.streams_cut == 1 and len(llm.requests) == 3
     assert len([r for r in caplog.records if "--interrupt_requests False" in r.getMessage()]) == 1
+
+
+async def test_a_connection_broken_mid_answer_while_another_request_runs_leaves_the_requests_side_by_side(
+        start, llm):
+    """Only a stream the server itself ended early (`[DONE]`, no finish reason) as another of ours
+    came means a server that cuts: a connection that broke (the network, a proxy) while other
+    requests ran does not make a busy bot ask a hosted API one request at a time."""
+    runtime = await start(max_retries=2)
+    llm.chunk_delay_s = 0.02
+    llm.add(cut("The lamp is lit and the boats are in; the harbour is quiet tonight, and so am I. " * 3, at=0.5))
+    ann, bob = Chat(runtime, platform="telegram"), Chat(runtime, "bob", "Bob", "dm-bob", platform="telegram")
+    replies = await asyncio.gather(ann.say("hello", on_text=shown_nowhere), bob.say("hi", on_text=shown_nowhere))
+    assert not any(reply.is_error for reply in replies) and runtime.llm.lanes.slots is None
+
+
+async def test_a_stream_the_server_ended_early_with_no_other_request_running_is_asked_again_side_by_side(
+        start, llm):
+    runtime = await start(max_retries=2)
+    llm.add(ended_early("The lamp is lit and the boats are in; the harbour is quiet tonight. " * 3), text("Here."))
+    assert (await Chat(runtime, platform="telegram").say("hello", on_text=shown_nowhere)).text == "Here."
+    assert runtime.llm.lanes.slots is None
 
 
 async def test_llama_cpp_pythons_server_is_sent_one_request_at_a_time_from_start_up_so_none_is_cut(start, llm):

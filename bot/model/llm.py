@@ -128,7 +128,9 @@ def _too_long(exc: openai.APIStatusError) -> PromptTooLong | None:
 
 
 class _StreamBroken(Exception):
-    pass
+    def __init__(self, why: str, ended: bool = False):
+        super().__init__(why)
+        self.ended = ended  # the server ended it (`[DONE]`) before its finish reason: not a broken connection
 
 
 class _Hollow(Exception):
@@ -342,8 +344,8 @@ class LLMClient:
             sent = self.lanes.sent
             try:
                 return await (self._plain(request) if on_text is None else self._streamed(request, on_text))
-            except _StreamBroken:
-                if self.lanes.sent > sent:  # cut the moment another of ours was sent
+            except _StreamBroken as broken:
+                if broken.ended and self.lanes.sent > sent:  # the server ended it as another of ours was sent
                     self._cut_by_another()
                 raise
 
@@ -511,7 +513,7 @@ class LLMClient:
         if not finished and not received:
             raise _Hollow()
         if not finished:
-            raise _StreamBroken("the stream ended without a finish reason")
+            raise _StreamBroken("the stream ended without a finish reason", ended=True)
         return Completion(
             text=text,
             tool_calls=[ToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"])

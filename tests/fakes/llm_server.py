@@ -3,7 +3,8 @@
 Tests reach it with the real `openai.AsyncOpenAI(base_url=...)`. Each request takes the next
 scripted step (or the `responder`, or the default reply) and is recorded, so a test can assert
 what the prompt held. Steps: `text`, `tool_calls`, `status` (429/500/… with headers), `hang`
-(a timeout), `cut` (a stream that breaks off part-way), `drop` (connection reset), `garbled`
+(a timeout), `cut` (a stream that breaks off part-way), `ended_early` (one the server ends part-way
+with `[DONE]`), `drop` (connection reset), `garbled`
 (a 200 whose body is not a chat completion). It can answer as the real servers were seen to:
 llama.cpp's context (`n_ctx`, `/props`), Ollama's silent cut (`cuts_at`), llama-cpp-python's
 context, one-at-a-time answering and interrupted streams (`python_n_ctx`, `one_at_a_time`,
@@ -69,6 +70,12 @@ def hang(seconds: float, then: Step | None = None) -> Step:
 
 def cut(content: str, at: float = 0.3) -> Step:
     return Step("cut", text=content, cut_at=at)
+
+
+def ended_early(content: str, at: float = 0.3) -> Step:
+    """A stream the server ends part-way with `[DONE]` and no finish reason (llama-cpp-python's
+    interrupt shape, here with no other request to cause it)."""
+    return Step("ended", text=content, cut_at=at)
 
 
 def stall(content: str, at: float = 0.5, seconds: float = 60.0) -> Step:
@@ -366,6 +373,12 @@ class ScriptedLLM:
             for piece in pieces[: max(1, int(len(pieces) * step.cut_at))]:
                 await send({"content": piece})
             await asyncio.sleep(step.seconds)
+            return response
+        if step.kind == "ended":
+            for piece in pieces[: max(1, int(len(pieces) * step.cut_at))]:
+                await send({"content": piece})
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
             return response
         if step.kind == "cut":
             for piece in pieces[: max(1, int(len(pieces) * step.cut_at))]:
