@@ -123,7 +123,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     outside = egress.outside if egress is not None else Outside()
     age_restricted = frozenset(name for name, character in loaded if character.nsfw)
     pictures = PictureQuota(config.pictures.per_day, config.pictures.tokens_each) if config.pictures else None
-    gate = Gate(store, config.access, {c.name: c.access for c in config.characters},
+    gate = Gate(store.coordination, store.usage, config.access, {c.name: c.access for c in config.characters},
                 CallLimits(store.coordination, config.limits.turns_per_minute), budgets,
                 age_restricted=age_restricted, pictures=pictures)
     configured = await configured_tools(config, store, gate.give_back_picture, outside, egress,
@@ -156,7 +156,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         log.info("age-restricted characters (they talk only in age-restricted Discord channels, in Discord DMs "
                  "with [discord] nsfw_in_dms = true, and on Telegram with [telegram] allow_nsfw = true): %s",
                  ", ".join(name for name, character in loaded if character.nsfw))
-    cast = Cast(store, characters)
+    cast = Cast(store.conversations, store.people, characters)
     voice, listening = None, None  # voice notes are read as text only without [voice]
     if config.voice is not None:
         voice = VoiceClient(config.voice, config.llm, http_client=llm_http_client)
@@ -169,7 +169,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
 
         late_servers = LateServers(configured.silent, outside, configured.names, toolbox.add)
     speaking = Speaking(voice) if voice is not None and speaks(config.voice, True) else None
-    scenes = Scenes(store, cast, gate, config.scenes.max_chain)
+    scenes = Scenes(store.conversations, store.turns, cast, gate, config.scenes.max_chain)
     turns = TurnHandler(store, llm, counter, cast, window, gate, counted_from, clock=clock, recall_tokens=recall_tokens,
                         semantic=semantic, listening=listening,
                         speaks=lambda spoken_to: speaks(config.voice, spoken_to), toolbox=toolbox,

@@ -29,7 +29,7 @@ from bot.characters.cast import Cast
 from bot.contract import Asker, ConversationKey, IncomingMessage, QueuedTurn, Voice, where_named
 from bot.present import Present
 from bot.text import CHAIN_ENDED
-from storage.ports import MessageRow, Store, TurnRow
+from storage.ports import Conversations, MessageRow, TurnRow, Turns
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,10 @@ def characters_in_a_row(newest_first: list[MessageRow]) -> int:
 
 
 class Scenes:
-    def __init__(self, store: Store, cast: Cast, gate: Gate, max_chain: int, rng: random.Random | None = None):
-        self.store = store
+    def __init__(self, conversations: Conversations, turns: Turns, cast: Cast, gate: Gate, max_chain: int,
+                 rng: random.Random | None = None):
+        self.conversations = conversations
+        self.turns = turns
         self.cast = cast
         self.gate = gate
         self.max_chain = max_chain
@@ -102,7 +104,7 @@ class Scenes:
         present = [name for name in present if (await self.gate.admit(CHOOSING, name, message.asker)).admitted
                    and await self.can_speak(key, name)] or [key.character]
         conversation = await self.cast.conversation_for(key)
-        last = await self.store.conversations.recent_messages(conversation.id, 1)
+        last = await self.conversations.recent_messages(conversation.id, 1)
         said_last = self.cast.stored_by_id(last[0].character_id) if last and last[0].role == "assistant" else None
         last_speaker = said_last.character.name if said_last is not None else None
         return drawn_by_talkativeness({name: self.cast.character(name).character.talkativeness for name in present},
@@ -113,7 +115,7 @@ class Scenes:
         A scene is a chat where several characters take part, however many bot accounts (or
         one host bot) voice them (#54)."""
         if self.max_chain and len(self.present(key.platform)) > 1:
-            await self.store.conversations.heard(key.platform, key.chat_id, key.thread_id)
+            await self.conversations.heard(key.platform, key.chat_id, key.thread_id)
 
     async def answer_elsewhere(self, message: IncomingMessage, character: str) -> None:
         """The message is answered by another character of the scene, through its voice (as
@@ -129,10 +131,10 @@ class Scenes:
         has a model call left, that character's answer is queued and given to its voice."""
         if len(self.voices) < 2 or not self.max_chain:  # nobody else to answer
             return
-        conversation = await self.store.conversations.conversation_by_id(turn.conversation_id)
+        conversation = await self.conversations.conversation_by_id(turn.conversation_id)
         if conversation is None or not conversation.is_shared or turn.reply_message_id is None:
             return
-        reply = await self.store.conversations.message(turn.reply_message_id)
+        reply = await self.conversations.message(turn.reply_message_id)
         if reply is None:
             return
         others = [name for name in self.present(conversation.platform)
@@ -140,9 +142,9 @@ class Scenes:
         target = named(reply.content, others)
         if target is None:
             return
-        newest_first = await self.store.conversations.recent_messages(conversation.id, self.max_chain + 1)
+        newest_first = await self.conversations.recent_messages(conversation.id, self.max_chain + 1)
         # a person's message ends the chain, one written while this reply was being written too
-        if await self.store.conversations.written_since(reply, heard_since=turn.created_at):
+        if await self.conversations.written_since(reply, heard_since=turn.created_at):
             log.info("a scene in %s:%s: %s", conversation.platform, conversation.chat_id, CHAIN_ENDED)
             return
         if characters_in_a_row(newest_first) >= self.max_chain:
@@ -165,7 +167,7 @@ class Scenes:
                      "waits for a person", conversation.platform, conversation.chat_id, target,
                      "[access]" if admission.kept_out else admission.refusal)
             return
-        ticket = await self.store.turns.queue_turn(conversation.id, turn.person_id, reply.id, character_id=stored.id)
+        ticket = await self.turns.queue_turn(conversation.id, turn.person_id, reply.id, character_id=stored.id)
         voice = self.voice(conversation.platform, target)
         assert voice is not None  # among `present`
         task = asyncio.create_task(self._continue(voice, key, QueuedTurn(reply.id, ticket), on_behalf))
@@ -178,7 +180,7 @@ class Scenes:
         except Exception:
             log.exception("%s could not answer in the scene %s", key.character, key.chat_id)
             # a ticket its turn never took must not hold the scene's line (taken already: nothing to do)
-            await self.store.turns.withdraw(turn.ticket)
+            await self.turns.withdraw(turn.ticket)
 
     async def stop(self) -> None:
         for task in list(self._chains):

@@ -34,7 +34,7 @@ from bot.access.budgets import Budgets
 from bot.access.limits import TOO_FAST, TOO_FAST_FOR_CALLS, CallLimits
 from bot.access.rules import AccessRules
 from bot.contract import NOT_ALLOWED, Asker, ConversationKey, traits_of
-from storage.ports import CallLimit, Store
+from storage.ports import CallLimit, Coordination, Usage
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,11 @@ class Admission:
 
 
 class Gate:
-    def __init__(self, store: Store, access: AccessRules, character_access: dict[str, AccessRules],
-                 limits: CallLimits, budgets: Budgets, age_restricted: frozenset[str] = frozenset(),
-                 pictures: PictureQuota | None = None):
-        self.store = store
+    def __init__(self, coordination: Coordination, usage: Usage, access: AccessRules,
+                 character_access: dict[str, AccessRules], limits: CallLimits, budgets: Budgets,
+                 age_restricted: frozenset[str] = frozenset(), pictures: PictureQuota | None = None):
+        self.coordination = coordination
+        self.usage = usage
         self.access = access
         self.character_access = {name.casefold(): rules for name, rules in character_access.items()}
         self.limits = limits
@@ -117,7 +118,7 @@ class Gate:
         if path.draws:
             assert person_id is not None and character_id is not None, "a picture is someone's, by a character"
             quota = self.pictures
-            if quota is None or not await self.store.usage.take_picture(
+            if quota is None or not await self.usage.take_picture(
                     person_id, character_id, self.budgets.today(), quota.per_day, quota.tokens_each):
                 return Admission(NO_MORE_PICTURES.format(per_day=quota.per_day if quota else 0))
         if path.takes_call:
@@ -185,7 +186,7 @@ class Gate:
     async def give_back_picture(self, person_id: int, character_id: int) -> None:
         """A picture PICTURE let in was never drawn: neither it nor its tokens count (SPEC 20)."""
         assert self.pictures is not None, "only a picture let in is given back"
-        await self.store.usage.give_back_picture(person_id, character_id, self.budgets.today(),
+        await self.usage.give_back_picture(person_id, character_id, self.budgets.today(),
                                                  self.pictures.tokens_each)
 
     async def hold(self, person_id: int | None, turn_id: int, tokens: int) -> bool:
@@ -216,5 +217,5 @@ class Gate:
     async def past(self, person_id: int | None, key: ConversationKey) -> bool:
         """Whether this person has no model call left now (a check-in asks, and takes none)."""
         limit = self.limits.limit_for(person_id, key)
-        return limit is not None and await self.store.coordination.past_limit(limit)
+        return limit is not None and await self.coordination.past_limit(limit)
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 from bot.characters.cards import StoredCharacter
 from bot.contract import ConversationKey, Identity
 from bot.text import clean_text
-from storage.ports import ConversationRow, Store
+from storage.ports import ConversationRow, Conversations, People
 
 A_PERSON = "(a person)"  # after the name of a person named like a character (SPEC 15)
 
 
 class Cast:
-    def __init__(self, store: Store, characters: dict[str, StoredCharacter]):
-        self.store = store
+    def __init__(self, conversations: Conversations, people: People, characters: dict[str, StoredCharacter]):
+        self.conversations = conversations
+        self.people = people
         self.characters = {name.casefold(): stored for name, stored in characters.items()}
 
     def character(self, name: str) -> StoredCharacter:
@@ -34,7 +35,7 @@ class Cast:
         return next((s for s in self.characters.values() if s.id == character_id), None)
 
     async def conversation_for(self, key: ConversationKey) -> ConversationRow:
-        return await self.store.conversations.conversation(
+        return await self.conversations.conversation(
             key.platform, key.chat_id, key.thread_id, self.character(key.character).id, key.is_shared)
 
     def key_of(self, conversation: ConversationRow) -> ConversationKey | None:
@@ -50,7 +51,7 @@ class Cast:
         """The person behind a platform identity; None for nobody in particular."""
         if identity is None:
             return None
-        return await self.store.people.person_for_identity(identity.platform, identity.user_id)
+        return await self.people.person_for_identity(identity.platform, identity.user_id)
 
     def as_a_person(self, display_name: str) -> str:
         """How a person's name is stored with their messages (SPEC 15 "People are not

@@ -20,7 +20,7 @@ from bot.commands.base import (
 )
 from bot.contract import CommandContext, CommandResult
 from bot.text import local_words
-from storage.ports import Store
+from storage.ports import People, Reminders
 
 REPEATING = {"once": "", "daily": ", every day", "weekly": ", every week"}
 NONE_YET = "You have no reminders waiting. Ask {name} to remind you of something — \"remind me tomorrow at nine\"."
@@ -77,27 +77,28 @@ def zone_named(text: str) -> str:
 
 
 class ReminderCommands:
-    def __init__(self, store: Store, default_zone: str, clock):
-        self.store = store
+    def __init__(self, people: People, reminders: Reminders, default_zone: str, clock):
+        self.people = people
+        self.reminders = reminders
         self.default_zone = default_zone  # [limits] timezone: for a person who set none
         self.clock = clock
-        self.commands = {"timezone": self.timezone, "reminders": self.reminders}
+        self.commands = {"timezone": self.timezone, "reminders": self.reminders_command}
         self.presses = {"rcancel": Press(self._press_cancel, number_arg)}
 
     async def timezone(self, ctx: CommandContext, person: Person, zone: str | None = None) -> CommandResult:
         if zone is None:
-            own = (await self.store.people.profile(person.id)).time_zone
+            own = (await self.people.profile(person.id)).time_zone
             mine = own or self.default_zone
             now = datetime.fromtimestamp(self.clock(), ZoneInfo(mine))
             return CommandResult(TIMEZONE_HELP.format(zone=mine, whose="" if own else DEFAULT_ZONE,
                                                       now=f"{now:%H:%M} on {now:%A}"))
         name = zone_named(zone)
-        await self.store.people.set_time_zone(person.id, name)
+        await self.people.set_time_zone(person.id, name)
         now = datetime.fromtimestamp(self.clock(), ZoneInfo(name))
         return CommandResult(f"Your time zone is now {name} (it is {now:%H:%M} on {now:%A} there). Reminders you "
                              "set from now on, and the time the characters know, follow it.")
 
-    async def reminders(self, ctx: CommandContext, person: Person, action: str | None = None,
+    async def reminders_command(self, ctx: CommandContext, person: Person, action: str | None = None,
                         n: Any = None) -> CommandResult:
         if action == "cancel" or (action is None and n is not None):
             if n is None:
@@ -105,7 +106,7 @@ class ReminderCommands:
             return await self.cancel(person, parse_count(n, "The reminder's number", 1, 2**62))
         if action not in (None, "list"):
             raise UsageError("Send /reminders to see yours, or /reminders cancel and a number to cancel one.")
-        pending = await self.store.reminders.pending(person.id)
+        pending = await self.reminders.pending(person.id)
         if not pending:
             return CommandResult(NONE_YET.format(name=person.character_name))
         lines = [f"Your reminders ({len(pending)}):"]
@@ -119,8 +120,8 @@ class ReminderCommands:
 
     async def cancel(self, person: Person, number: int) -> CommandResult:
         """Cancel the person's reminder `number`, as /reminders numbers theirs (1 is the soonest)."""
-        pending = await self.store.reminders.pending(person.id)
-        if not 1 <= number <= len(pending) or not await self.store.reminders.cancel(person.id, pending[number - 1].id):
+        pending = await self.reminders.pending(person.id)
+        if not 1 <= number <= len(pending) or not await self.reminders.cancel(person.id, pending[number - 1].id):
             raise Missing(f"You have no reminder {number}. /reminders lists yours with their numbers.")
         return CommandResult(f"Reminder {number} is cancelled.")
 
@@ -130,7 +131,7 @@ class ReminderCommands:
     async def cancel_reminder(self, person: Person, reminder_id: int) -> CommandResult:
         """Cancel the reminder a button or the memory page names (its id, never its place in the
         list, which moves as reminders come and go); the answer names its number as /reminders does."""
-        numbers = {reminder.id: n for n, reminder in enumerate(await self.store.reminders.pending(person.id), 1)}
-        if reminder_id not in numbers or not await self.store.reminders.cancel(person.id, reminder_id):
+        numbers = {reminder.id: n for n, reminder in enumerate(await self.reminders.pending(person.id), 1)}
+        if reminder_id not in numbers or not await self.reminders.cancel(person.id, reminder_id):
             raise Missing("That reminder is gone already. /reminders lists yours.")
         return CommandResult(f"Reminder {numbers[reminder_id]} is cancelled.")

@@ -68,7 +68,7 @@ class CommandRouter:
         self.account = AccountCommands(store.people, rebuilds, clock, budgets.today)
         self.persona = PersonaCommands(store.people, counter)
         self.usage = UsageCommands(store.usage, budgets, owners, pictures_a_day)
-        self.reminders = ReminderCommands(store, default_zone, clock)
+        self.reminders = ReminderCommands(store.people, store.reminders, default_zone, clock)
         self.door = Door(store.pages, clock)
         self.page = PageCommands(self.door, cast, gate, page_address)  # `served` set once the page server binds
         for subject in (self.memories, summary, self.drafts, self.account, CheckinCommands(store.checkins, writes_first),

@@ -33,7 +33,7 @@ from bot.model.tokens import TokenCounter
 from bot.text import clean_text
 from bot.turn.attachments import in_words, kind_of, read_text_files
 from bot.voice.listening import NOT_TRANSCRIBED, TEXT_ONLY, Listening, spoken
-from storage.ports import SPOKEN, ConversationRow, MessageRow, Store
+from storage.ports import SPOKEN, ConversationRow, Conversations, MessageRow, Turns
 
 log = logging.getLogger(__name__)
 
@@ -124,10 +124,12 @@ def arrival_key(key: ConversationKey) -> tuple:
 class Arrival:
     """Checks, stores and queues each message; or the answer when it cannot be kept or answered."""
 
-    def __init__(self, store: Store, llm: LLMClient, counter: TokenCounter, cast: Cast, gate: Gate,
-                 context_window: Callable[[], int], checkin_from: Callable[[ConversationKey, int | None], int | None],
-                 witnesses: Witnesses, listening: Listening | None = None):
-        self.store = store
+    def __init__(self, conversations: Conversations, turns: Turns, llm: LLMClient, counter: TokenCounter, cast: Cast,
+                 gate: Gate, context_window: Callable[[], int],
+                 checkin_from: Callable[[ConversationKey, int | None], int | None], witnesses: Witnesses,
+                 listening: Listening | None = None):
+        self.conversations = conversations
+        self.turns = turns
         self.llm = llm
         self.counter = counter
         self.cast = cast
@@ -185,7 +187,7 @@ class Arrival:
                                                 unseen, images)
             # One transaction: stored (once per platform id), a model call taken under [limits],
             # and queued in the conversation's line in the database (every process), in arrival order.
-            arrival = await self.store.turns.store_and_queue(
+            arrival = await self.turns.store_and_queue(
                 conversation.id, person_id, self.cast.as_a_person(message.speaker_name), text, tokens,
                 message.platform_message_id, self.gate.limit_for(person_id, message.conversation),
                 checkin_from=self.checkin_from(message.conversation, person_id),
@@ -233,12 +235,12 @@ class Arrival:
         tokens, budget = self.counter.count(f"{SPOKEN} {text}"), window_token_budget(self.context_window())
         if tokens > budget:
             return Reply.refusal(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget))
-        row = await self.store.conversations.fill_in(heard.user_row.id, text, tokens, spoken=True)
+        row = await self.conversations.fill_in(heard.user_row.id, text, tokens, spoken=True)
         if row is None:  # deleted meanwhile
             return Reply.silence()
         if (wait := await self.gate.take(heard.person_id, heard.key)) is not None:  # answering is a call too
             return Reply.refusal(TOO_FAST.format(limit=self.gate.per_minute, seconds=wait))
-        ticket = await self.store.turns.queue_turn(heard.conversation.id, heard.person_id, row.id,
+        ticket = await self.turns.queue_turn(heard.conversation.id, heard.person_id, row.id,
                                                    character_id=heard.character.id)
         return Queued(heard.character, heard.conversation, heard.person_id, row, ticket, heard.unseen, heard.images)
 
@@ -251,6 +253,6 @@ class Arrival:
         """Store the person's message without queueing a turn: it is kept, and not answered
         (None: it was stored before, the platform delivered it again)."""
         conversation = await self.cast.conversation_for(message.conversation)
-        return await self.store.conversations.add_user_message(conversation.id, person_id,
+        return await self.conversations.add_user_message(conversation.id, person_id,
                                                         self.cast.as_a_person(message.speaker_name), text,
                                                         self.counter.count(text), message.platform_message_id)

@@ -133,8 +133,8 @@ class TurnHandler:
         # steps 1-3: checked, stored and queued in arrival order; a voice note heard (bot/turn/arrival.py)
         # who comes into a scene with a message or a reply (SPEC 22; the runtime's asks each character's voice)
         self.witnesses = witnesses or Witnesses(store, cast)
-        self.arrival = Arrival(store, llm, counter, cast, gate, lambda: self.context_window, checkin_from,
-                               self.witnesses, listening)
+        self.arrival = Arrival(store.conversations, store.turns, llm, counter, cast, gate, lambda: self.context_window,
+                               checkin_from, self.witnesses, listening)
         self.speaks = speaks  # whether a reply is spoken, given whether its message was a voice note
         self.speaking = speaking  # replies spoken ([voice] speech_model); None: never
         self.voices = {name.casefold(): voice for name, voice in (voices or {}).items()}  # each character's voice
