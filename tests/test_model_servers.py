@@ -292,6 +292,13 @@ async def test_llama_cpp_pythons_server_is_sent_one_request_at_a_time_from_start
     assert llm.streams_cut == 0 and len(llm.requests) == 3 and llm.most_at_once == 1
 
 
+async def test_llama_cpps_own_server_is_sent_as_many_requests_at_once_as_its_props_say_it_has_slots(start, llm):
+    runtime = await start()
+    llm.owned_by, llm.n_ctx = "llamacpp", 8_192  # its /props: {"default_generation_settings": {"n_ctx"}, "total_slots": 1}
+    await runtime.llm.probe()
+    assert runtime.llm.lanes.slots == 1 and runtime.llm.tools_supported is not False  # it calls tools (--jinja)
+
+
 async def test_a_background_call_waits_its_turn_rather_than_time_out_into_retries(start, llm):
     """#68 item 7: on a server that answers one request at a time, a summary sent behind a reply
     waited on the server with its timeout running, timed out, and was sent again while the server
