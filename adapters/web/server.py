@@ -58,7 +58,7 @@ MAX_CONNECTIONS = 256  # open at once; a service's file limit is 1,024
 READ_S = 10.0  # a request's headers and body, from when the connection (or its last answer) was ready
 IDLE_S = 15.0  # a kept-alive connection waits this long for its next request
 RENDERING = 4  # pages drawn at once (each in a thread); the others wait
-PAGE_SHARE = 0.25  # while pages wait, the share of the time they are made: each waits 3× as long as the last took
+PAGE_SHARE = 0.25  # the most of the time pages are made: the next begins 3× as long after the last as it took
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
