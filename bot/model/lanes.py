@@ -7,8 +7,8 @@ even ends the running stream the moment another request comes — two people at 
 other's answers over and over, and a summary written in the background cuts a person's reply.
 llama.cpp's own server answers as many at once as it has slots (`/props` `total_slots`).
 
-Where the number is known — said by the server at start-up, or learned when a running stream of
-ours was cut the moment another of ours was sent — requests wait here, in this process, until the
+Where the number is known — said by the server at start-up, or learned when the server ended a
+stream of ours early while another of ours ran — requests wait here, in this process, until the
 server has room: the timeout of a request starts when it is sent, not while it waits behind
 another, and a stream is never sent to cut one of ours. Whoever a person is waiting on (a reply,
 `/memory generate`, the recall of a turn) goes before background work (summaries, letters,
@@ -31,8 +31,7 @@ FIRST, BACKGROUND = 0, 1  # who goes first when both wait
 class Lanes:
     def __init__(self) -> None:
         self.slots: int | None = None  # requests the server answers at once; None: not known, nothing waits
-        self.sent = 0  # requests sent so far: a stream cut just as another was sent was cut by it
-        self._busy = 0
+        self.in_flight = 0  # requests sent and not yet answered: a stream the server ended among others was cut
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
 
@@ -48,7 +47,7 @@ class Lanes:
     @asynccontextmanager
     async def taken(self, background: bool = False) -> AsyncIterator[None]:
         """Room for one request, held while it runs; background work after anyone a person waits on."""
-        if self._waiting or (self.slots is not None and self._busy >= self.slots):
+        if self._waiting or (self.slots is not None and self.in_flight >= self.slots):
             waiter = asyncio.get_running_loop().create_future()
             heapq.heappush(self._waiting, (BACKGROUND if background else FIRST, next(self._order), waiter))
             try:
@@ -58,20 +57,19 @@ class Lanes:
                     self._release()
                 raise
         else:
-            self._busy += 1
-        self.sent += 1
+            self.in_flight += 1
         try:
             yield
         finally:
             self._release()
 
     def _release(self) -> None:
-        self._busy -= 1
+        self.in_flight -= 1
         self._admit()
 
     def _admit(self) -> None:
-        while self._waiting and (self.slots is None or self._busy < self.slots):
+        while self._waiting and (self.slots is None or self.in_flight < self.slots):
             _, _, waiter = heapq.heappop(self._waiting)
             if not waiter.done():
-                self._busy += 1
+                self.in_flight += 1
                 waiter.set_result(None)

@@ -21,7 +21,7 @@ read as JSON, not built into pydantic models. On top of that this module:
   `PromptTooLong`, with the server's own limit where it gives one: the turn rebuilds its prompt
   within it and asks once more (SPEC 8 "An overflow is rebuilt, never shown");
 - sends no more requests at once than the server answers (`Lanes`: llama-cpp-python's one at a
-  time, llama.cpp's `total_slots`, or one once a stream of ours was cut as another was sent), a
+  time, llama.cpp's `total_slots`, or one once the server ended a stream of ours while another ran), a
   person's reply before background work, so a request's timeout runs only once it is sent;
 - says when a model offered tools never calls one (`NEVER_CALLED_AFTER` offers), and turns tools
   off (`tools = "auto"`) on llama-cpp-python's server, which ignores them;
@@ -341,11 +341,10 @@ class LLMClient:
     async def _sent(self, request: dict[str, Any], on_text: TextSink | None, background: bool) -> Completion:
         """One request, sent once the server has room for it (`Lanes`), streamed when `on_text`."""
         async with self.lanes.taken(background):
-            sent = self.lanes.sent
             try:
                 return await (self._plain(request) if on_text is None else self._streamed(request, on_text))
             except _StreamBroken as broken:
-                if broken.ended and self.lanes.sent > sent:  # the server ended it as another of ours was sent
+                if broken.ended and self.lanes.in_flight > 1:  # the server ended it to answer another of ours
                     self._cut_by_another()
                 raise
 
