@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 ANSWER_ORIGINS_KEPT_S = 30 * 86_400  # a private answer's buttons act in its group for 30 days (maintain)
+HISTORY_KEPT_S = 30 * 86_400  # a memory's changes are kept 30 days (SPEC 21 "History and undo")
 RECOVER_WITHIN_S = 5 * 60  # an interrupted turn younger than this is answered again (SPEC 9)
 SHOWING_S = 60.0  # a reply being sent holds its conversation's line this long at most (SPEC 15; Turns.start_turn)
 DELIVERIES_KEPT_S = 2 * 86_400  # Telegram gives up redelivering an update within a day

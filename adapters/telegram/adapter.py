@@ -337,7 +337,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             files=self._files_of(message),
             kept=self.transport.kept_signal(update),
             asker=self.asker(update),
-            draw=" ".join(context.args or []) if (message.text or "").startswith("/image") else None,
+            draw=" ".join(context.args) if context.args is not None else None,  # /image <scene>: its one command
         )
         await self.answer(place, incoming)
 

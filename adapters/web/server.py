@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import ipaddress
 import logging
@@ -223,7 +224,7 @@ class PageServer:
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[_safe_headers, self.connections.in_time], client_max_size=MAX_FORM_BYTES)
-        signed_in, form = self._signed_in, self._form_of_page
+        signed_in, form = self._signed_in, functools.partial(self._signed_in, form=True)
         app.add_routes([
             web.get("/open/{code}", self.open_link), web.post("/open", self.enter), web.get("/style.css", self.style),
             web.get("/", signed_in(self.person)), web.post("/act/{action}", form(self.act)),
@@ -301,10 +302,6 @@ class PageServer:
         if not hmac.compare_digest(fields.pop("csrf", "").encode(), visit.csrf.encode()):
             return await self.message(FORM_REFUSED, 403)
         return await handler(request, visit, fields)
-
-    def _form_of_page(self, handler: Callable[..., Awaitable[web.Response]]) -> Handler:
-        """A form of a session's page (`_signed_in`, form=True)."""
-        return self._signed_in(handler, form=True)
 
     # -- the door ---------------------------------------------------------------------------------
     async def open_link(self, request: web.Request) -> web.Response:

@@ -29,14 +29,13 @@ from bot.commands.base import (
 )
 from bot.commands.portability import Imported, as_markdown, import_export
 from bot.contract import Attachment, CommandContext, CommandResult
-from bot.memory.saved_memories import CAPS, cap_text, change_shown, memory_marks, memory_text_error, scope_error
+from bot.memory.saved_memories import EVERY_MEMORY, cap_text, change_shown, memory_marks, memory_text_error, scope_error
 from bot.memory.story import RECEIPTS_READ, story, times_used
 from bot.model.tokens import TokenCounter
 from bot.text import parse_number
 from storage.ports import CHARACTER, GLOBAL, CapReached, MemoryRow, Store
 
 PAGE_SIZE = 10
-EVERY_MEMORY = 2 * (CAPS.unpinned + CAPS.pinned)  # both scopes, whole
 PINNED_QUESTION = (
     "Your {memories} {were} kept. These are the moments you marked yourself and "
     "protected from the AI. Delete them too?"
@@ -82,7 +81,7 @@ class SavedMemoryCommands:
     async def _story(self, person: Person, memory_id: int) -> CommandResult:
         """One memory with its story (SPEC 21): who wrote it and when, the person's message a
         character wrote it from, how often and when last it reached a reply's prompt."""
-        rows, _ = await self.store.memories.list_memories(person.id, person.character_id, None, 0, EVERY_MEMORY)
+        rows, _ = await self.store.memories.list_memories(person.id, person.character_id, None, 0, 2 * EVERY_MEMORY)
         row = next((r for r in rows if r.id == memory_id), None)
         if row is None:
             raise no_memory(memory_id)

@@ -20,6 +20,7 @@ MAX_MEMORY_CHARS = 500
 PROMPT_UNPINNED_LIMIT = 100
 RECENT_DAYS = 7
 CAPS = MemoryCaps(unpinned=MAX_UNPINNED_PER_SCOPE, pinned=MAX_PINNED_PER_SCOPE)
+EVERY_MEMORY = CAPS.unpinned + CAPS.pinned  # the most one scope holds: all of it in one read
 
 
 def is_recent(memory: MemoryRow, now: float) -> bool:

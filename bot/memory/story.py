@@ -71,7 +71,6 @@ def story(memory: MemoryRow, character: str, written_from: MessageRow | None, us
     return "; ".join(parts)
 
 
-HISTORY_KEPT_S = 30 * 86_400  # SPEC 21: each change kept 30 days (storage's upkeep forgets older ones)
 DONE = {"add": "added", "update": "changed", "delete": "deleted", "pin": "pinned", "unpin": "unpinned"}
 
 

@@ -55,9 +55,9 @@ OWNER_TOLD = "the bot's owner has been told, and has to fix it before I can answ
 YOU_ARE_THE_OWNER = "the log says what to fix"  # the console is its owner's: they are told there
 STREAM_RETRY_BASE_S = 0.5
 CHAT_PATH = "/chat/completions"
-ONE_MODEL_SERVERS = ("llamacpp", "me")  # `owned_by` of llama.cpp's and llama-cpp-python's one model
-EMBEDDING_DIMENSIONS = 256  # asked of models that can shorten their vectors (text-embedding-3-*)
 LLAMA_CPP_PYTHON = "me"  # the `owned_by` of llama-cpp-python's server's model: one request at a time, tools ignored
+ONE_MODEL_SERVERS = ("llamacpp", LLAMA_CPP_PYTHON)  # `owned_by` of llama.cpp's and llama-cpp-python's one model
+EMBEDDING_DIMENSIONS = 256  # asked of models that can shorten their vectors (text-embedding-3-*)
 NEVER_CALLED_AFTER = 30  # replies offered tools without one call: the model or its server may ignore them
 SERVERS_THAT_CALL_TOOLS = ("llama.cpp's own llama-server started with --jinja, Ollama, vLLM with "
                            "--enable-auto-tool-choice, or a hosted API (docs/model-servers.md)")

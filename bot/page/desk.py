@@ -34,12 +34,11 @@ from bot.contract import (
     PersonPage,
     TotalsRow,
 )
-from bot.memory.saved_memories import CAPS, change_shown, memory_marks
-from bot.memory.story import HISTORY_KEPT_S, RECEIPTS_READ, REPLIES_SHOWN, page_change, page_reply, story, times_used
+from bot.memory.saved_memories import EVERY_MEMORY, change_shown, memory_marks
+from bot.memory.story import RECEIPTS_READ, REPLIES_SHOWN, page_change, page_reply, story, times_used
 from bot.text import local_words, parse_number
-from storage.ports import CHARACTER, GLOBAL, DayTotals, MemoryRow, Store
+from storage.ports import CHARACTER, GLOBAL, HISTORY_KEPT_S, DayTotals, MemoryRow, Store
 
-EVERY_MEMORY = CAPS.unpinned + CAPS.pinned  # all of one scope fit on the page
 CHART_DAYS = 30
 NOT_ON_PAGE = "That character is not on your page."
 DENIED = ("The bot's owner no longer lets you reach {names}, so nothing about {them} can be changed here. "
@@ -151,6 +150,7 @@ class PageDesk:
                 entries = await self.store.summaries.summaries(conversation.id)
                 summaries.append(PageSummary(names[conversation.character_id], conversation.platform.capitalize(),
                                              tuple((e.tier.replace("_", "-"), e.content) for e in entries)))
+        every_name = {stored.id: stored.character.name for stored in self.cast.characters.values()}
         changes = [change for change in await self.store.memories.history(person_id, now - HISTORY_KEPT_S)
                    if change_shown(change, names)]
         pending = await self.store.reminders.pending(person_id)
@@ -160,8 +160,7 @@ class PageDesk:
             tuple(PageReminder(r.id, local_words(r.due_at, r.zone) + REPEATING.get(r.repeat, ""), r.words)
                   for r in pending),
             (await self.usage.usage_of(person_id)).as_text(), await self._owner(visit), tuple(denied),
-            tuple(page_change(c, {stored.id: stored.character.name for stored in self.cast.characters.values()})
-                  for c in changes))
+            tuple(page_change(c, every_name) for c in changes))
 
     async def act(self, visit: PageVisit, action: str, fields: dict[str, str]) -> PageNotice:
         run = self.actions.get(action)

@@ -241,7 +241,7 @@ class Arrival:
         if (wait := await self.gate.take(heard.person_id, heard.key)) is not None:  # answering is a call too
             return Reply.refusal(TOO_FAST.format(limit=self.gate.per_minute, seconds=wait))
         ticket = await self.turns.queue_turn(heard.conversation.id, heard.person_id, row.id,
-                                                   character_id=heard.character.id)
+                                             character_id=heard.character.id)
         return Queued(heard.character, heard.conversation, heard.person_id, row, ticket, heard.unseen, heard.images)
 
     async def past_allowance(self, person_id: int | None) -> Reply:
@@ -254,5 +254,5 @@ class Arrival:
         (None: it was stored before, the platform delivered it again)."""
         conversation = await self.cast.conversation_for(message.conversation)
         return await self.conversations.add_user_message(conversation.id, person_id,
-                                                        self.cast.as_a_person(message.speaker_name), text,
-                                                        self.counter.count(text), message.platform_message_id)
+                                                         self.cast.as_a_person(message.speaker_name), text,
+                                                         self.counter.count(text), message.platform_message_id)

@@ -53,12 +53,23 @@ CHANGES = ("SELECT h.id, h.memory_id, COALESCE(t.character_id, c.character_id) A
            "LEFT JOIN conversations c ON c.id = t.conversation_id")
 
 
+def kept(snapshot: str | None) -> MemoryRow | None:
+    """A memory as a history row kept it (`snapshot`); None: there was none."""
+    if not snapshot:
+        return None
+    fields = json.loads(snapshot)
+    return MemoryRow(*(bool(fields[f]) if f == "pinned" else fields[f] for f in FIELDS))
+
+
+async def put_back(tx: Connection, row: MemoryRow) -> MemoryRow:
+    """Inside a transaction: a deleted memory back as `row` holds it, its id and pin too."""
+    marks = ", ".join(f"${i}" for i in range(1, len(FIELDS) + 1))
+    back = await tx.one(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({marks}) RETURNING {MEMORY_COLUMNS}",
+                        *(getattr(row, f) for f in FIELDS))
+    return memory(back)
+
+
 def change(row: Any) -> ChangeRow:
-    def kept(snapshot: str | None) -> MemoryRow | None:
-        if not snapshot:
-            return None
-        fields = json.loads(snapshot)
-        return MemoryRow(*(bool(fields[f]) if f == "pinned" else fields[f] for f in FIELDS))
     return ChangeRow(row["id"], row["memory_id"], row["character_id"], row["action"], kept(row["before"]),
                      kept(row["after"]), row["at"], bool(row["undone"]), bool(row["latest"]))
 
@@ -94,18 +105,16 @@ async def undo_journal(tx: Connection, turn_id: int) -> None:
     for entry in entries:
         memory_id, action = entry["memory_id"], entry["action"]
         current = await tx.one("SELECT pinned FROM memories WHERE id = $1", memory_id)
-        old = json.loads(entry["before"]) if entry["before"] else None
+        old = kept(entry["before"])
         if current is not None and current["pinned"]:
             pass  # pinned by the person since: left alone
         elif action == "add" and current is not None:
             await tx.execute("DELETE FROM memories WHERE id = $1", memory_id)
-        elif action == "update" and current is not None:
+        elif action == "update" and current is not None and old is not None:
             await tx.execute("UPDATE memories SET content = $1, tokens = $2, updated_at = $3 WHERE id = $4",
-                             old["content"], old["tokens"], old["updated_at"], memory_id)
-        elif action == "delete" and current is None:
-            marks = ", ".join(f"${i}" for i in range(1, len(FIELDS) + 1))
-            await tx.execute(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({marks})",
-                             *(old[f] if f != "pinned" else bool(old[f]) for f in FIELDS))
+                             old.content, old.tokens, old.updated_at, memory_id)
+        elif action == "delete" and current is None and old is not None:
+            await put_back(tx, old)
         await tx.execute("UPDATE memory_history SET undone = true WHERE id = $1", entry["id"])
 
 
@@ -265,10 +274,7 @@ class SQLMemories(Memories):
         if undoing.action == "delete" and current is None and before is not None:
             self.caps.check(before.pinned, before.scope,
                             await count_memories(tx, before.person_id, before.character_id, before.pinned))
-            marks = ", ".join(f"${i}" for i in range(1, len(FIELDS) + 1))
-            row = await tx.one(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({marks}) RETURNING {MEMORY_COLUMNS}",
-                               *(getattr(before, f) if f != "updated_at" else now for f in FIELDS))
-            return "add", None, memory(row)
+            return "add", None, await put_back(tx, before._replace(updated_at=now))
         if undoing.action == "update" and current is not None and before is not None:
             row = await tx.one(f"UPDATE memories SET content = $1, tokens = $2, updated_at = $3 WHERE id = $4 "
                                f"RETURNING {MEMORY_COLUMNS}", before.content, before.tokens, now, current.id)

@@ -3,7 +3,7 @@ vectors, and the upkeep every backend shares."""
 
 from __future__ import annotations
 
-from storage.ports import ANSWER_ORIGINS_KEPT_S, DELIVERIES_KEPT_S, MemoryCaps, Recall, Store, Vectors
+from storage.ports import ANSWER_ORIGINS_KEPT_S, DELIVERIES_KEPT_S, HISTORY_KEPT_S, MemoryCaps, Recall, Store, Vectors
 from storage.sql.reminders import SQLReminders
 from storage.sql.checkins import SQLCheckins
 from storage.sql.conversations import SQLConversations
@@ -19,7 +19,6 @@ from storage.sql.turns import SQLTurns
 from storage.sql.usage import SQLUsage
 
 MODEL_CALLS_KEPT_S = 86_400  # far past any [limits] window
-HISTORY_KEPT_S = 30 * 86_400  # a memory's changes are kept 30 days (SPEC 21 "History and undo")
 PAGE_ROWS_KEPT_S = 86_400  # past any link's, session's or rate limit's time (SPEC 21)
 
 

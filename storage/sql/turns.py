@@ -382,7 +382,7 @@ class SQLTurns(Turns):
             "WHERE t.person_id = $1 AND t.status = 'done' AND t.shown AND t.receipt IS NOT NULL "
             "ORDER BY t.id DESC LIMIT $2", person_id, limit)
         return [ReplyReceipt(row["id"], row["character_id"], row["created_at"], row["content"],
-                             json.loads(row["receipt"]) if isinstance(row["receipt"], str) else row["receipt"])
+                             json.loads(row["receipt"]))
                 for row in rows]
 
     async def begin_regenerate(self, turn_id: int) -> int | None:
