@@ -7,7 +7,8 @@ so ranking would read the conversation's whole list of messages on every turn (3
 messages). Each word's hits in the conversation are few (at most `common_above`, or the word
 is left out), and they are all ranking needs: BM25 with each word counted once (a chat message
 seldom repeats one), its rarity taken in this conversation, and the message's length in
-tokens against the hits' average."""
+tokens against the hits' average. The ranking is done in the query (`BM25`), so only the best
+`limit` messages are read out of it, not every hit (262 a turn in bench.turn_overhead)."""
 
 from __future__ import annotations
 
@@ -34,10 +35,9 @@ def rarity(hits: int, searched: int) -> float:
     return math.log(1 + (searched - hits + 0.5) / (hits + 0.5))
 
 
-def bm25(rarities: float, tokens: int, average_tokens: float) -> float:
-    """A message's BM25 score, each of its words counted once: the sum of their rarities,
-    discounted for a message longer than average."""
-    return rarities * (K1 + 1) / (1 + K1 * (1 - B + B * tokens / average_tokens))
+# A hit's BM25 score, each of its words counted once: the sum of their rarities (`weight`),
+# discounted for a message longer than the hits' average (`average`; 1 if every hit is empty).
+BM25 = f"weight * {K1 + 1!r} / (1 + {K1!r} * ({1 - B!r} + {B!r} * tokens / average))"
 
 
 class SQLiteRecall(Recall):
@@ -60,17 +60,18 @@ class SQLiteRecall(Recall):
         hits_of = " UNION ALL ".join(f"SELECT rowid AS id, ${n} AS weight FROM messages_fts WHERE messages_fts MATCH ${n + 1}"
                                      for n in range(2, 2 * len(telling) + 2, 2))
         weighed = [v for query, hits in telling for v in (rarity(hits, searched), query)]
-        rows = await self.db.all(
-            f"SELECT {columns(MESSAGE_COLUMNS, 'm')}, SUM(h.weight) AS weight FROM ({hits_of}) h "
-            f"JOIN messages m ON m.id = h.id WHERE m.pos < $1{seen(seen_by, len(weighed) + 2, 'm.id')} GROUP BY m.id",
-            before_pos, *weighed, *seen_args(seen_by))
-        if not rows:
-            return []
-        matches = list(zip(messages(rows, "m_"), (row["weight"] for row in rows)))  # each message, its words' rarities summed
-        average = sum(m.tokens for m, _ in matches) / len(matches) or 1
+        last = len(weighed) + 2  # the parameters after the hits' own
+        # Each message hit, its words' rarities summed; then scored against the hits' average.
         # Among equal matches the older goes first: the summary kept less of it than of a newer one.
-        best = sorted(matches, key=lambda match: (-bm25(match[1], match[0].tokens, average), match[0].id))
-        return [m for m, _ in best[:limit]]
+        rows = await self.db.all(
+            f"WITH hit AS (SELECT m.id, m.tokens, SUM(h.weight) AS weight FROM ({hits_of}) h "
+            f"JOIN messages m ON m.id = h.id WHERE m.pos < $1{seen(seen_by, last + 1, 'm.id')} GROUP BY m.id), "
+            f"scored AS (SELECT id, {BM25} AS score FROM hit, "
+            f"(SELECT COALESCE(NULLIF(AVG(tokens), 0), 1) AS average FROM hit)) "
+            f"SELECT {columns(MESSAGE_COLUMNS, 'm')} FROM scored s JOIN messages m ON m.id = s.id "
+            f"ORDER BY s.score DESC, m.id LIMIT ${last}",
+            before_pos, *weighed, limit, *seen_args(seen_by))
+        return messages(rows, "m_")
 
     async def messages_at(self, conversation_id: int, positions: list[int],
                           seen_by: int | None = None) -> list[MessageRow]:
