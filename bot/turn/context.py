@@ -47,17 +47,31 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
                        recalling: Recalling | None = None) -> Context:
     """Read what a reply sees of `conversation` (up to the message at `up_to_pos`), for the
     person `person_id` (None: nobody in particular). Only what it needs: never the whole history.
-    In a scene, only what the character witnessed (SPEC 22): every layer through one sight."""
-    profile = await store.people.profile(person_id) if person_id is not None else Profile(None, None)
-    learning = person_id is not None and await store.memories.learning_enabled(person_id, character.id)
-    memories = await memories_for_prompt(store.memories, person_id, character.id) if learning else None
-    sight = await seen_by(store, conversation, character)
-    summary = await store.summaries.summaries(conversation.id, seen_by=sight)
-    newest_first = await store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=up_to_pos,
-                                                             seen_by=sight)
-    window = live_window(newest_first, context_window)
-    recalled = await recalling(newest_first, window, sight) if recalling is not None else []
-    lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
-        character.character.lorebook.entries_for, [m.content for m in reversed(window)], context_window)
-    return Context(character, conversation.is_shared, memories, list(summary), window, recalled, lore,
+    In a scene, only what the character witnessed (SPEC 22): every layer through one sight.
+
+    What the person brings and what the conversation holds do not depend on each other: they are
+    read side by side, each part's reads asked at once (on SQLite they queue on the reading
+    connection and run back to back; on PostgreSQL each takes a connection of the pool)."""
+
+    async def persons() -> tuple[Profile, SelectedMemories | None]:
+        if person_id is None:
+            return Profile(None, None), None
+        profile, learning = await asyncio.gather(store.people.profile(person_id),
+                                                 store.memories.learning_enabled(person_id, character.id))
+        return profile, (await memories_for_prompt(store.memories, person_id, character.id) if learning else None)
+
+    async def held() -> tuple[int | None, list[SummaryRow], list[MessageRow], list[Passage], list[LoreEntry]]:
+        sight = await seen_by(store, conversation, character)
+        summary, newest_first = await asyncio.gather(
+            store.summaries.summaries(conversation.id, seen_by=sight),
+            store.conversations.recent_messages(conversation.id, WINDOW_MAX_MESSAGES, up_to_pos=up_to_pos,
+                                                seen_by=sight))
+        window = live_window(newest_first, context_window)
+        recalled = await recalling(newest_first, window, sight) if recalling is not None else []
+        lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
+            character.character.lorebook.entries_for, [m.content for m in reversed(window)], context_window)
+        return sight, list(summary), window, recalled, lore
+
+    (profile, memories), (sight, summary, window, recalled, lore) = await asyncio.gather(persons(), held())
+    return Context(character, conversation.is_shared, memories, summary, window, recalled, lore,
                    profile.persona, profile.time_zone, sight)
