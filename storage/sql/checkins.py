@@ -74,10 +74,9 @@ class SQLCheckins(Checkins):
             last_message = await tx.value(
                 "SELECT id FROM messages WHERE conversation_id = $1 AND role = 'user' ORDER BY pos DESC LIMIT 1",
                 absence.conversation_id)
-            row = await insert_message(tx, absence.conversation_id, await next_place(tx, absence.conversation_id),
-                                       "assistant", None, speaker_name, content, tokens, None, now,
-                                       await tx.value("SELECT character_id FROM conversations WHERE id = $1",
-                                                      absence.conversation_id))
+            place = await next_place(tx, absence.conversation_id)
+            row = await insert_message(tx, place, "assistant", None, speaker_name, content, tokens, None, now,
+                                       place.character_id)
             assert row is not None  # no platform id yet: nothing to conflict with
             await tx.execute(  # not shown until the platform took it (Turns.shown)
                 "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, receipt, "

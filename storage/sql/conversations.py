@@ -9,7 +9,7 @@ written after a later message arrived still follows the message it answers.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from storage.ports import ConversationRow, Conversations, MessageRow
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_sent_order, message, messages
@@ -17,30 +17,47 @@ from storage.sql.database import Connection, Database
 from storage.sql.presence import come_in, record_witnesses, seen, seen_args
 
 
-async def next_place(tx: Connection, conversation_id: int) -> int:
+class Place(NamedTuple):
+    """Where a message goes: its conversation, its place there, whether the conversation is a
+    scene (its messages record their witnesses) and the conversation's own character."""
+
+    conversation_id: int
+    pos: int
+    scene: bool
+    character_id: int
+
+
+async def next_place(tx: Connection, conversation_id: int) -> Place:
     """Take the conversation's next even place (the row stays held until the transaction ends)."""
-    return await tx.value("UPDATE conversations SET last_pos = last_pos / 2 * 2 + 2 WHERE id = $1 RETURNING last_pos",
-                          conversation_id)
+    row = await tx.one("UPDATE conversations SET last_pos = last_pos / 2 * 2 + 2 WHERE id = $1 "
+                       "RETURNING last_pos, is_shared, character_id", conversation_id)
+    return Place(conversation_id, row["last_pos"], bool(row["is_shared"]), row["character_id"])
 
 
-async def insert_message(tx: Connection, conversation_id: int, pos: int, role: str, person_id: int | None,
+async def place_after(tx: Connection, user_message: MessageRow) -> Place:
+    """The place right after a person's message: its reply's."""
+    row = await tx.one("SELECT is_shared, character_id FROM conversations WHERE id = $1", user_message.conversation_id)
+    return Place(user_message.conversation_id, user_message.pos + 1, bool(row["is_shared"]), row["character_id"])
+
+
+async def insert_message(tx: Connection, place: Place, role: str, person_id: int | None,
                          speaker_name: str, content: str, tokens: int, platform_message_id: str | None,
                          now: float, character_id: int | None = None) -> MessageRow | None:
-    """Store one message (a character's names its `character_id`); None when its platform id is
-    in the conversation already. In a scene it records its witnesses (SPEC 22): a character that
-    speaks there is brought in first."""
-    scene = await tx.value("SELECT is_shared FROM conversations WHERE id = $1", conversation_id)
-    if scene and character_id is not None:
-        await come_in(tx, conversation_id, character_id)
+    """Store one message at `place` (a character's names its `character_id`); None when its
+    platform id is in the conversation already. In a scene it records its witnesses (SPEC 22): a
+    character that speaks there is brought in first."""
+    if place.scene and character_id is not None:
+        await come_in(tx, place.conversation_id, character_id)
     row = await tx.one(
         "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, "
         "platform_message_id, created_at, character_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
         f"ON CONFLICT DO NOTHING RETURNING {MESSAGE_COLUMNS}",
-        conversation_id, pos, role, person_id, speaker_name, content, tokens, platform_message_id, now, character_id)
+        place.conversation_id, place.pos, role, person_id, speaker_name, content, tokens, platform_message_id, now,
+        character_id)
     if row is None:
         return None
-    if scene:
-        await record_witnesses(tx, row["id"], conversation_id)
+    if place.scene:
+        await record_witnesses(tx, row["id"], place.conversation_id)
     return message(row)
 
 
@@ -145,10 +162,9 @@ class SQLConversations(Conversations):
             await tx.execute(f"SELECT 1 FROM conversations WHERE id = $1{self.db.dialect.for_update}", conversation_id)
             if await tx.value("SELECT COUNT(*) FROM messages WHERE conversation_id = $1", conversation_id):
                 return False
-            await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "assistant", None,
-                                 character_name, content, tokens, None, self.db.clock(),
-                                 await tx.value("SELECT character_id FROM conversations WHERE id = $1",
-                                                conversation_id))
+            place = await next_place(tx, conversation_id)
+            await insert_message(tx, place, "assistant", None, character_name, content, tokens, None, self.db.clock(),
+                                 place.character_id)
         return True
 
     async def add_user_message(
@@ -156,9 +172,8 @@ class SQLConversations(Conversations):
         tokens: int, platform_message_id: str | None,
     ) -> MessageRow | None:
         async with self.db.transaction() as tx:
-            return await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "user",
-                                        person_id, speaker_name, content, tokens, platform_message_id,
-                                        self.db.clock())
+            return await insert_message(tx, await next_place(tx, conversation_id), "user", person_id, speaker_name,
+                                        content, tokens, platform_message_id, self.db.clock())
 
     async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None,
                               seen_by: int | None = None) -> list[MessageRow]:

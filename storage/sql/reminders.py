@@ -93,9 +93,8 @@ class SQLReminders(Reminders):
         now = self.db.clock()
         try:
             async with self.db.transaction() as tx:
-                row = await insert_message(tx, reminder.conversation_id, await next_place(tx, reminder.conversation_id),
-                                           "assistant", None, speaker_name, content, tokens, None, now,
-                                           reminder.character_id)
+                row = await insert_message(tx, await next_place(tx, reminder.conversation_id), "assistant", None,
+                                           speaker_name, content, tokens, None, now, reminder.character_id)
                 assert row is not None  # no platform id yet: nothing to conflict with
                 asked = await tx.value("SELECT MAX(id) FROM messages WHERE conversation_id = $1 AND role = 'user' "
                                        "AND person_id = $2", reminder.conversation_id, reminder.person_id)

@@ -31,7 +31,14 @@ from storage.ports import (RECOVER_WITHIN_S, SHOWING_S, Arrival, CallLimit, Inte
                            ReplyReceipt, TurnRow, Turns)
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
 from storage.sql.checkins import checkin_cut_off, count_person_message
-from storage.sql.conversations import insert_message, next_place, platform_ids_of, read_platform_ids, set_platform_ids
+from storage.sql.conversations import (
+    insert_message,
+    next_place,
+    place_after,
+    platform_ids_of,
+    read_platform_ids,
+    set_platform_ids,
+)
 from storage.sql.coordination import take_call
 from storage.sql.database import Connection, Database
 from storage.sql.memories import undo_journal
@@ -114,8 +121,8 @@ class SQLTurns(Turns):
                               checkin_from: int | None = None, character_id: int | None = None) -> Arrival:
         now = self.db.clock()
         async with self.db.transaction() as tx:
-            stored = await insert_message(tx, conversation_id, await next_place(tx, conversation_id), "user",
-                                          person_id, speaker_name, content, tokens, platform_message_id, now)
+            stored = await insert_message(tx, await next_place(tx, conversation_id), "user", person_id, speaker_name,
+                                          content, tokens, platform_message_id, now)
             if stored is None:
                 return Arrival(None)
             if checkin_from is not None and person_id is not None:
@@ -307,10 +314,10 @@ class SQLTurns(Turns):
                 character_id = await tx.value("SELECT character_id FROM turns WHERE id = $1", turn_id)
             # a reply to a person's message takes the place right after it; a character answering
             # another character's reply (a scene's chain) takes the next place
-            place = (user_message.pos + 1 if user_message.role == "user"
+            place = (await place_after(tx, user_message) if user_message.role == "user"
                      else await next_place(tx, user_message.conversation_id))
-            reply = await insert_message(tx, user_message.conversation_id, place, "assistant", None,
-                                         speaker_name, content, tokens, None, self.db.clock(), character_id)
+            reply = await insert_message(tx, place, "assistant", None, speaker_name, content, tokens, None,
+                                         self.db.clock(), character_id)
             assert reply is not None  # a reply has no platform id yet: nothing to conflict with
             # This turn becomes 'done' with its reply, not yet shown; a turn it regenerates (the
             # same message's earlier 'done' turn) becomes 'replaced' in the same statement. The
@@ -326,18 +333,22 @@ class SQLTurns(Turns):
 
     async def shown(self, reply_message_id: int, platform_message_ids: list[str]) -> None:
         async with self.db.transaction() as tx:
-            answered = await tx.one("UPDATE turns SET shown = true WHERE reply_message_id = $1 "
-                                    "RETURNING id, conversation_id, user_message_id, kind", reply_message_id)
+            answered = await tx.one(
+                "UPDATE turns SET shown = true WHERE reply_message_id = $1 RETURNING id, conversation_id, "
+                "user_message_id, kind, EXISTS (SELECT 1 FROM turns r WHERE r.conversation_id = turns.conversation_id "
+                "AND r.status = 'replaced' AND r.user_message_id = turns.user_message_id) AS regenerated",
+                reply_message_id)
             if answered is None:
                 return  # withdrawn meanwhile (its process was taken for gone)
             if answered["kind"] == "reminder":  # its reminder goes, or moves to its next time
                 await reminder_shown(tx, answered["id"])
             if platform_message_ids:
                 await set_platform_ids(tx, answered["conversation_id"], reply_message_id, platform_message_ids)
-            await tx.execute(  # after Regenerate: the reply it replaced goes now
-                "DELETE FROM messages WHERE id IN (SELECT reply_message_id FROM turns WHERE conversation_id = $1 "
-                "AND status = 'replaced' AND user_message_id = $2)",
-                answered["conversation_id"], answered["user_message_id"])
+            if answered["regenerated"]:
+                await tx.execute(  # after Regenerate: the reply it replaced goes now
+                    "DELETE FROM messages WHERE id IN (SELECT reply_message_id FROM turns WHERE conversation_id = $1 "
+                    "AND status = 'replaced' AND user_message_id = $2)",
+                    answered["conversation_id"], answered["user_message_id"])
         self._wake_lines()  # the reply is said: the next turn of its conversation may start
 
     async def withdraw_reply(self, reply_message_id: int) -> None:
