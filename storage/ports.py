@@ -468,12 +468,14 @@ class CallLimit:
 class Arrival:
     """What became of a person's message: `message` None when its platform id was stored in
     the conversation already (a redelivered update: answered once, there); `ticket` its place
-    in the conversation's line, or None past the limit, with `wait_s` seconds until a call is
+    in the conversation's line, or `turn_id` its turn, started at once when nothing of the
+    conversation held it back; neither past the limit, with `wait_s` seconds until a call is
     free again."""
 
     message: MessageRow | None
     ticket: int | None = None
     wait_s: int | None = None
+    turn_id: int | None = None
 
 
 class Turns(abc.ABC):
@@ -485,7 +487,8 @@ class Turns(abc.ABC):
                               checkin_from: int | None = None, character_id: int | None = None) -> Arrival:
         """In one transaction: store a person's message (once per platform id in its
         conversation), take a model call under `limit` (checked and counted atomically, in
-        every process), and queue its turn — or, past the limit, keep the message unqueued.
+        every process), and queue its turn — started at once (`Arrival.turn_id`) when `start_turn`
+        would start it without waiting — or, past the limit, keep the message unqueued.
         `checkin_from` (one-to-one conversations with a person): count the message for
         check-ins, which wait from that many of the person's messages on (SPEC 14).
         `character_id`: the character whose turn it is (None: the conversation's own)."""

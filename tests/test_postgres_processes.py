@@ -35,7 +35,7 @@ async def test_a_gone_processes_turns_are_answered_again_at_once_and_before_the_
         mira, ann, chat = await conversation(gone)
         one, two = [(await gone.turns.store_and_queue(chat, ann, "Ann", text, 1, None, None))
                     for text in ("one", "two")]
-        cut_off = await gone.turns.start_turn(one.ticket)
+        cut_off = one.turn_id  # started as it was stored: nothing held the conversation
         await gone.memories.add_memory(ann, mira, "character", "written mid-reply", 3, False, "ai", turn_id=cut_off)
         three = await alive.turns.store_and_queue(chat, ann, "Ann", "three", 1, None, None)
         await gone.close()

@@ -520,7 +520,7 @@ async def crashed_mid_chain(llm, tmp_path):
     ann = await gone.people.person_for_identity("telegram", "501")
     scene_id = (await gone.conversations.conversation("telegram", GROUP, None, mira, True)).id
     asked = await gone.turns.store_and_queue(scene_id, ann, "Ann", "Mira, fog tonight?", 4, "1", None)
-    mira_turn = await gone.turns.start_turn(asked.ticket)
+    mira_turn = asked.turn_id  # started as it was stored: nothing held the scene
     said = await gone.turns.finish_turn(mira_turn, asked.message, "Mira", "Aki, what do you make of it?", 8, {})
     await gone.turns.shown(said.id, ["2"])  # Mira's reply reached the group
     await gone.turns.start_turn(await gone.turns.queue_turn(scene_id, None, said.id, character_id=aki))

@@ -90,15 +90,17 @@ class _Spot:
 
 @dataclass(frozen=True)
 class Queued:
-    """A stored message whose turn waits in its conversation's line."""
+    """A stored message whose turn waits in its conversation's line (`ticket`), or started at
+    once (`turn_id`: nothing held its conversation)."""
 
     character: StoredCharacter
     conversation: ConversationRow
     person_id: int | None
     user_row: MessageRow
-    ticket: int
+    ticket: int | None
     unseen: list[str]  # words for what came with it that the character cannot read
     images: list[IncomingFile]  # to look at, when the model can
+    turn_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -198,9 +200,9 @@ class Arrival:
         if arrival.message is None:
             log.info("a message delivered again to %s was already stored; it is answered once", message.conversation)
             return Reply.silence()
-        if arrival.ticket is None:
+        if arrival.wait_s is not None:
             return Reply.refusal(TOO_FAST.format(limit=self.gate.per_minute, seconds=arrival.wait_s))
-        return Queued(stored, conversation, person_id, arrival.message, arrival.ticket, unseen, images)
+        return Queued(stored, conversation, person_id, arrival.message, arrival.ticket, unseen, images, arrival.turn_id)
 
     async def _keep_to_hear(self, message: IncomingMessage, note: IncomingFile, stored: StoredCharacter,
                             conversation: ConversationRow, person_id: int | None, placeholder: str, words: str,

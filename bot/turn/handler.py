@@ -163,7 +163,8 @@ class TurnHandler:
         seen = await prepare_images(queued.images)
         try:
             with metrics.TURN_WAIT_SECONDS.time():
-                new_turn = await self.store.turns.start_turn(queued.ticket)
+                new_turn = (queued.turn_id if queued.ticket is None  # started as it was stored
+                            else await self.store.turns.start_turn(queued.ticket))
         except LeftTheLine:  # stopping: kept, and answered after the restart or by another process
             return Reply.silence()
         return await self._answer(queued.character, queued.conversation, queued.person_id, queued.user_row, new_turn,

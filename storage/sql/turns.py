@@ -60,6 +60,15 @@ QUEUED_CHARACTER = "COALESCE(CAST($6 AS BIGINT), (SELECT character_id FROM conve
 LINE = ("FROM turn_queue q JOIN messages m ON m.id = q.user_message_id "
         "WHERE q.conversation_id = $1 ORDER BY m.pos, q.id LIMIT 1")
 FIRST_IN_LINE = f"SELECT q.id, q.holder {LINE}"
+# Nothing of the conversation ($1) holds a turn for its message at place $2 back: no turn runs,
+# no earlier message was cut off since $3 (waiting to be answered again), no reply is still
+# being sent (stored since $5, not yet shown or taken back).
+FREE = ("NOT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND status = 'running') "
+        "AND NOT EXISTS (SELECT 1 FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
+        "JOIN messages m ON m.id = t.user_message_id "
+        "WHERE t.conversation_id = $1 AND m.pos < $2 AND t.created_at >= $3) "
+        "AND NOT EXISTS (SELECT 1 FROM turns t JOIN messages r ON r.id = t.reply_message_id "
+        "WHERE t.conversation_id = $1 AND NOT t.shown AND r.created_at >= $5)")
 
 
 async def withdraw_unshown(tx: Connection, reply_message_id: int, interrupted: bool = False) -> int:
@@ -129,8 +138,24 @@ class SQLTurns(Turns):
                 await count_person_message(tx, conversation_id, person_id, now, checkin_from)
             if limit is not None and (wait := await take_call(self.db, tx, limit, now)) is not None:
                 return Arrival(stored, wait_s=wait)
-            ticket = await tx.value(QUEUE + f"VALUES ($1, $2, $3, $4, $5, {QUEUED_CHARACTER}) RETURNING id",
-                                    conversation_id, person_id, stored.id, self.holder, now, character_id)
+            self._starting += 1  # a turn started here is this process's before `answering` says so
+            try:
+                # Nobody waits in its line and nothing holds the conversation: its turn starts now.
+                turn_id = await tx.value(
+                    "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder, "
+                    f"character_id) SELECT $1, $7, $8, 'running', $4, $9, {QUEUED_CHARACTER} "
+                    f"WHERE NOT EXISTS (SELECT 1 FROM turn_queue WHERE conversation_id = $1) AND {FREE} "
+                    "ON CONFLICT DO NOTHING RETURNING id",  # another process started one just now: it queues
+                    conversation_id, stored.pos, now - RECOVER_WITHIN_S, now, now - SHOWING_S, character_id,
+                    person_id, stored.id, self.holder)
+                if turn_id is None:
+                    ticket = await tx.value(QUEUE + f"VALUES ($1, $2, $3, $4, $5, {QUEUED_CHARACTER}) RETURNING id",
+                                            conversation_id, person_id, stored.id, self.holder, now, character_id)
+            finally:
+                self._starting -= 1
+        if turn_id is not None:
+            self.answering.add(turn_id)
+            return Arrival(stored, turn_id=turn_id)
         return Arrival(stored, ticket)
 
     async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int,
@@ -204,15 +229,7 @@ class SQLTurns(Turns):
                 # One statement, so one snapshot: read apart, an earlier message moving from "cut
                 # off" back into the line (requeue_interrupted_turn) could be missed by both reads.
                 if not await tx.value(
-                        f"SELECT (SELECT q.id {LINE}) = $4 "
-                        "AND NOT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND status = 'running') "
-                        # nor an earlier message cut off lately, waiting to be answered again
-                        "AND NOT EXISTS (SELECT 1 FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
-                        "JOIN messages m ON m.id = t.user_message_id "
-                        "WHERE t.conversation_id = $1 AND m.pos < $2 AND t.created_at >= $3) "
-                        # nor a reply still being sent: shown, or taken back, before the next turn reads
-                        "AND NOT EXISTS (SELECT 1 FROM turns t JOIN messages r ON r.id = t.reply_message_id "
-                        "WHERE t.conversation_id = $1 AND NOT t.shown AND r.created_at >= $5)",
+                        f"SELECT (SELECT q.id {LINE}) = $4 AND {FREE}",
                         conversation_id, queued["pos"], self.db.clock() - RECOVER_WITHIN_S, ticket,
                         self.db.clock() - SHOWING_S):
                     return None

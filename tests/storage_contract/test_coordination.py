@@ -137,7 +137,8 @@ async def test_a_message_and_its_call_and_its_place_in_line_are_stored_together(
     chat = (await store.conversations.conversation("telegram", "501", None, mira, False)).id
     limit = CallLimit(f"person:{ann}", 2, 60.0)
     arrivals = [await store.turns.store_and_queue(chat, ann, "Ann", f"m{n}", 1, str(n), limit) for n in range(3)]
-    assert [a.ticket is not None for a in arrivals] == [True, True, False]
+    assert [a.wait_s is None for a in arrivals] == [True, True, False]
+    assert arrivals[0].turn_id is not None and arrivals[1].ticket is not None  # started at once; in line behind it
     assert arrivals[2].wait_s == 60 and arrivals[2].message.content == "m2"  # kept, not queued
     assert [m.content for m in await store.conversations.recent_messages(chat, 10)] == ["m2", "m1", "m0"]
 
@@ -288,6 +289,33 @@ async def test_the_next_turn_waits_until_the_reply_before_is_shown_or_taken_back
     window = [m.content for m in await other.conversations.recent_messages(chat, 10)]
     assert ("a reply being sent" in window) == (delivery == "shown")
     assert (await other.turns.turn(started)).user_message_id == second.id
+
+
+async def test_a_message_starts_its_turn_as_it_is_stored_only_when_nothing_holds_its_conversation(open_backend):
+    """SPEC 9 and 15, for a message as it arrives: its turn starts in the transaction that stores
+    it only when `start_turn` would start it at once; behind a running turn, a reply still being
+    sent or a message waiting in line, it takes a ticket (in another process too)."""
+    store, other = await open_backend(), await open_backend()
+    chat, ann, first, running = await a_running_turn(store)
+
+    async def arrives(text: str):
+        return await other.turns.store_and_queue(chat, ann, "Ann", text, 1, None, None)
+
+    behind_running = await arrives("behind a running turn")
+    await other.turns.withdraw(behind_running.ticket)
+    reply = await store.turns.finish_turn(running, first, "Mira", "a reply being sent", 4, {})
+    behind_sending = await arrives("behind a reply being sent")
+    await other.turns.withdraw(behind_sending.ticket)
+    await store.turns.shown(reply.id, ["1"])
+    waiting = await store.turns.queue_turn(chat, ann, behind_sending.message.id)
+    behind_waiting = await arrives("behind a message waiting")
+    assert [a.turn_id for a in (behind_running, behind_sending, behind_waiting)] == [None, None, None]
+    for ticket in (waiting, behind_waiting.ticket):
+        await other.turns.fail_turn(await asyncio.wait_for(other.turns.start_turn(ticket), 2.0))
+    for text in ("to a free conversation", "after it"):
+        free = await arrives(text)
+        assert free.ticket is None and (await store.turns.turn(free.turn_id)).status == "running"
+        await store.turns.fail_turn(free.turn_id)  # nothing of it is left in line
 
 
 async def test_a_reply_whose_sender_died_while_sending_is_taken_back_by_the_process_waiting(open_backend, request):
