@@ -227,6 +227,40 @@ def question(n: int) -> str:
     return f"do you remember what we said about {TOPICS[(n * 3) % len(TOPICS)]} {TIMES[n % len(TIMES)]}?"
 
 
+class RoundTrips:
+    """Counts what a store asks of its database: each statement, and each transaction's begin and
+    commit (on PostgreSQL a round trip over the wire each; on SQLite a hop to the connection's
+    thread each). Wraps the store's one `Database` object, which every port shares."""
+
+    def __init__(self, db: Any):
+        self.count = 0
+        for name in ("execute", "one", "all", "value"):
+            setattr(db, name, self._counted(getattr(db, name)))
+        transaction = db.transaction
+
+        @contextlib.asynccontextmanager
+        async def counted_transaction() -> AsyncIterator[Any]:
+            self.count += 2  # its begin and its commit
+            async with transaction() as tx:
+                yield _Counted(tx, self)
+
+        db.transaction = counted_transaction
+
+    def _counted(self, method: Callable) -> Callable:
+        async def counted(*args: Any) -> Any:
+            self.count += 1
+            return await method(*args)
+        return counted
+
+
+class _Counted:
+    """A transaction's connection whose statements `RoundTrips` counts."""
+
+    def __init__(self, tx: Any, trips: RoundTrips):
+        for name in ("execute", "one", "all", "value"):
+            setattr(self, name, trips._counted(getattr(tx, name)))
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]

@@ -84,15 +84,15 @@ async def measure(turns: int, clients: int) -> dict:
             stop_serving = await server.start("127.0.0.1", 0)
             base = f"http://127.0.0.1:{server.addresses[0][1]}"
             cookie = await signed_in_cookie(runtime, base)
-            quiet_before, _ = await _turns(runtime, llm, turns)
+            quiet_before, _, _ = await _turns(runtime, llm, turns)
             flood = subprocess.Popen([sys.executable, "-c", FLOOD, f"{base}/", cookie, str(clients)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             assert (await asyncio.to_thread(flood.stdout.readline)).strip() == "flooding"
             await asyncio.sleep(1.0)  # every client asking
-            flooded, _ = await _turns(runtime, llm, turns)
+            flooded, _, _ = await _turns(runtime, llm, turns)
             out, _ = await asyncio.to_thread(flood.communicate, "stop\n", 60)  # the page answers meanwhile
             ok, asked, seconds = out.split()
-            quiet_after, _ = await _turns(runtime, llm, turns)
+            quiet_after, _, _ = await _turns(runtime, llm, turns)
             await stop_serving()
         finally:
             await runtime.close()
