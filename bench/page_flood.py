@@ -1,7 +1,7 @@
 """What the memory page costs the bot (#67 item 4): a turn's latency while 8 clients flood `GET /`.
 
-The page is served by the bot's own process, on its event loop, as `python -m bot` serves it. A
-person with 240 saved memories and a conversation of 1,000 messages (its last replies with their
+The page is served as `python -m bot` serves it: by a process of its own beside the bot's
+(bot/page/process.py, `python -m bot page` on the same SQLite file). A person with 240 saved memories and a conversation of 1,000 messages (its last replies with their
 receipts) is signed in; 8 clients in another process ask for their page as fast as it answers,
 over loopback. Turns (bench.turn_overhead's: the model answers at once in process) are timed
 without the flood, with it, and without it again. Target: the flood raises a turn's p99 by at
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from pathlib import Path
 import aiohttp
 
 from bench.common import (
+    API_KEY_ENV,
     InstantLLM,
     ann_with_history,
     bench_runtime,
@@ -34,12 +36,27 @@ from bench.common import (
     temp_folder,
 )
 from bench.turn_overhead import ANN, KEY, _turns
-from bot.cli import page_server
 from bot.contract import Asker, CommandContext
+from bot.page.process import PageProcess
 from bot.runtime import Runtime
 
 HISTORY = 1_000
 COOKIE = "keepsake_session"
+PORT = 18_081
+# The config the page's process reads: bench_runtime's, on the same file, with [web].
+PAGE_CONFIG = """
+[llm]
+base_url = "http://llm.invalid/v1"
+api_key_env = "{key}"
+model = "gpt-4o-mini"
+[storage]
+path = "{path}"
+[web]
+port = {port}
+[[characters]]
+name = "Mira"
+persona = "You are Mira, a kind lighthouse keeper on a northern island."
+"""
 FLOOD = textwrap.dedent("""
     import asyncio, sys, time, aiohttp
     url, cookie, clients = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -77,12 +94,14 @@ async def signed_in_cookie(runtime: Runtime, base: str) -> str:
 async def measure(turns: int, clients: int) -> dict:
     with temp_folder() as folder:
         llm = InstantLLM()
-        runtime = await bench_runtime(Path(folder), llm, web={"port": 8081})
+        runtime = await bench_runtime(Path(folder), llm, web={"port": PORT})
+        config = Path(folder) / "config.toml"
+        config.write_text(PAGE_CONFIG.format(key=API_KEY_ENV, path=Path(folder) / "bench.sqlite3", port=PORT))
+        page = PageProcess(config, os.environ.get("KEEPSAKE_LOG_LEVEL", "WARNING"))
         try:
             await ann_with_history(runtime, KEY, ANN, (f"history message {n}: {chat_line(n)}" for n in range(HISTORY)))
-            server = page_server(runtime.config.web, runtime.core.page)
-            stop_serving = await server.start("127.0.0.1", 0)
-            base = f"http://127.0.0.1:{server.addresses[0][1]}"
+            assert await page.start(), "the page's process did not listen"
+            base = f"http://127.0.0.1:{PORT}"
             cookie = await signed_in_cookie(runtime, base)
             quiet_before, _, _ = await _turns(runtime, llm, turns)
             flood = subprocess.Popen([sys.executable, "-c", FLOOD, f"{base}/", cookie, str(clients)],
@@ -93,8 +112,8 @@ async def measure(turns: int, clients: int) -> dict:
             out, _ = await asyncio.to_thread(flood.communicate, "stop\n", 60)  # the page answers meanwhile
             ok, asked, seconds = out.split()
             quiet_after, _, _ = await _turns(runtime, llm, turns)
-            await stop_serving()
         finally:
+            await page.stop()
             await runtime.close()
     quiet_p99 = (percentile(quiet_before, 99) + percentile(quiet_after, 99)) / 2
     return {

@@ -2,6 +2,8 @@
 
 - `python -m bot --config config.toml` runs every adapter that has a token, until SIGINT/SIGTERM;
 - `python -m bot console --character NAME` chats in the terminal, through the same runtime;
+- `python -m bot page` serves only the memory page (`[web]`), from the database: a bot starts one
+  beside itself (bot/page/process.py), and more may run anywhere the database is reached;
 - `python -m bot characters list` / `… remove NAME` manage characters (no API key needed).
 - `python -m bot storage copy --from sqlite:///… --to postgresql://…` moves a deployment into
   PostgreSQL (storage/copy.py).
@@ -26,6 +28,7 @@ from bot.contract import Core, MemoryPage, PlatformRefused
 from bot.logs import config_secrets, log_to_file, redact, setup_logging
 from bot.memory.saved_memories import CAPS
 from bot.model.server_context import fit_to_server
+from bot.page.process import BESIDE_BOT, LISTENING, PAGE_NICENESS, PageProcess, until_the_bot_is_gone
 from bot.runtime import Runtime, build_runtime
 from storage.factory import StorageURLError, masked, open_store
 
@@ -61,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     console.add_argument("--model", help="use this model instead of [llm] model (e.g. one you pulled into Ollama)")
     console.add_argument("--base-url", help="use this model server instead of [llm] base_url "
                                             "(e.g. http://localhost:8080/v1 for llama.cpp's server)")
+    page = sub.add_parser("page", parents=[common], help="serve only the memory page ([web]) from the database")
+    page.add_argument(BESIDE_BOT, action="store_true", help=argparse.SUPPRESS)  # ends when its stdin closes
     storage = sub.add_parser("storage", help="move a deployment to another database")
     storage.add_argument("action", choices=["copy"])
     storage.add_argument("--from", dest="source", required=True, help="sqlite:///data/keepsake.sqlite3")
@@ -96,20 +101,24 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"--base-url: expected an address starting with http:// or https://, "
                                   f"got {args.base_url!r}")
             config = config.changed("llm", base_url=args.base_url)
+        log_file = None
         if args.command == "console" and not args.verbose:  # log lines would land in the chat
             log_file = config.storage.base / "keepsake-console.log"
             log_to_file(log_file)
             print(f"(Keepsake) Log lines go to {log_file}; --verbose shows them here.")
+        page = PageProcess(Path(args.config), args.log_level, log_file)  # [web]: the page beside the bot
         platforms = platform_settings(config)  # every platform key is checked, whatever runs
         redact(config_secrets(config) | {secret for *_, settings in platforms for secret in settings.secrets()})
         if args.command == "console":
             with terminal_kept():
-                return asyncio.run(run_console(config, args.character, args.name))
+                return asyncio.run(run_console(config, args.character, args.name, page))
         if args.command == "characters":
             if args.action == "list":
                 return asyncio.run(list_characters(config))
             return asyncio.run(remove_character(config, args.name))
-        return asyncio.run(run_bot(config))
+        if args.command == "page":
+            return asyncio.run(run_page(config, args.beside_bot))
+        return asyncio.run(run_bot(config, page))
     except ConfigError as problem:
         print(f"config error: {problem}", file=sys.stderr)
         return 2
@@ -121,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # -- the bot ------------------------------------------------------------------------------
-async def run_bot(config: Config) -> int:
+async def run_bot(config: Config, page_process: PageProcess) -> int:
     """Run every adapter that has a token until SIGINT/SIGTERM (exit 0), or until every adapter
     has stopped for good because its platform refused it (exit 1, so a supervisor notices)."""
     adapters = platform_adapters(config)
@@ -153,7 +162,7 @@ async def run_bot(config: Config) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
-    page = await serve_page(config, runtime, stop, chat_platforms=True)  # bound before anyone can ask for a link
+    page = await serve_page(config, page_process, runtime, stop, chat_platforms=True)  # before anyone asks for a link
     tasks = [asyncio.create_task(_supervised(name, start, runtime.core, stop)) for name, start in adapters]
     stopping = asyncio.create_task(stop.wait())
     try:
@@ -244,31 +253,52 @@ def page_server(web: WebConfig, page: MemoryPage) -> "PageServer":
     return PageServer(page, web.secure, web.origin, web.path, web.trusted_proxies)
 
 
-async def serve_page(config: Config, runtime: Runtime, stop: asyncio.Event, chat_platforms: bool) -> asyncio.Task | None:
-    """The memory page (SPEC 21) on `[web] listen` and `port` until `stop`; None without `[web]`.
-    A port that cannot be bound is one ERROR naming `web.port` (SPEC 21 "Named, not silent"), and
-    `/memory page` then says the page is not available, never a link to whatever holds the port."""
+async def serve_page(config: Config, page: PageProcess, runtime: Runtime, stop: asyncio.Event,
+                     chat_platforms: bool) -> asyncio.Task | None:
+    """The memory page (SPEC 21) in a process of its own beside this one, until `stop`; None
+    without `[web]`. A port it cannot bind is its ERROR naming `web.port` (SPEC 21 "Named, not
+    silent"), and `/memory page` then says the page is not available, never a link to whatever
+    holds the port."""
     if config.web is None:
         return None
-    server = page_server(config.web, runtime.core.page)
-    try:
-        stop_serving = await server.start(config.web.listen, config.web.port)
-    except OSError as problem:
-        log.error("web.port: the memory page cannot listen on %s:%d (%s); it is not served by this process, and "
-                  "/memory page says so. Set [web] port to a free port", config.web.listen, config.web.port,
-                  problem.strerror or problem)
+    if not await page.start():
         runtime.commands.page.served = False
         return None
     if config.web.public_url is None and chat_platforms:
         log.warning("[web] has no public_url: /memory page links point at %s, which opens only on this machine",
                     config.web.address)
+    return asyncio.create_task(page.serve(stop))
 
-    async def serving() -> None:
-        try:
-            await stop.wait()
-        finally:
-            await stop_serving()
-    return asyncio.create_task(serving())
+
+async def run_page(config: Config, beside_bot: bool) -> int:
+    """Serve only the memory page, from the database (no platform, no background work), until
+    SIGINT/SIGTERM — or, started by a bot, until the bot closes this process's stdin."""
+    if config.web is None:
+        log.error("python -m bot page: the config has no [web] table, so there is no page to serve")
+        return 2
+    if beside_bot:
+        os.nice(PAGE_NICENESS)  # when both want the CPU, the bot's turns go first
+    # No tool is set up: the page runs no turn (and an MCP server is the bot's to start).
+    runtime = await build_runtime(config.changed("tools", enabled=(), mcp=()), platforms=character_platforms(config))
+    try:
+        stop_serving = await page_server(config.web, runtime.core.page).start(config.web.listen, config.web.port)
+    except OSError as problem:
+        log.error("web.port: the memory page cannot listen on %s:%d (%s); it is not served, and /memory page says "
+                  "so. Set [web] port to a free port", config.web.listen, config.web.port, problem.strerror or problem)
+        await runtime.close()
+        return 3
+    print(LISTENING, flush=True)
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    watching = asyncio.create_task(until_the_bot_is_gone() if beside_bot else stop.wait())
+    try:
+        await asyncio.wait({watching, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watching.cancel()
+        await stop_serving()
+        await runtime.close()
+    return 0
 
 
 def character_platforms(config: Config) -> dict[str, str]:
@@ -345,7 +375,7 @@ def terminal_kept() -> Iterator[None]:
         termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
 
 
-async def run_console(config: Config, character: str, user_name: str) -> int:
+async def run_console(config: Config, character: str, user_name: str, page_process: PageProcess) -> int:
     from adapters.console import Console, stdin_lines
 
     config.character(character)  # a clear error for an unknown name
@@ -357,7 +387,7 @@ async def run_console(config: Config, character: str, user_name: str) -> int:
         print(f"(Keepsake) {problem[0].upper()}{problem[1:]}.")
     runtime.start()
     stop = asyncio.Event()
-    page = await serve_page(config, runtime, stop, chat_platforms=False)
+    page = await serve_page(config, page_process, runtime, stop, chat_platforms=False)
     try:
         await Console(runtime.core, character, user_name).run(stdin_lines())
     finally:

@@ -1,11 +1,15 @@
 """SPEC 21 "It holds against the open internet" and "Named, not silent" on the real `python -m
 bot` over the Telegram fake, where #60 found them broken: 1,100 half-open connections to the page
 under the open-file limit a service runs with (1,024) never stop the bot, and a `[web] port` that
-is taken is one ERROR naming it, with `/memory page` saying the page is not available."""
+is taken is one ERROR naming it, with `/memory page` saying the page is not available. And
+"rendering never stalls the bot's turns": the page is served by a process of its own (#67)."""
 
 import asyncio
+import os
+import signal
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +91,70 @@ async def test_a_taken_web_port_is_one_error_naming_it_and_memory_page_says_the_
             assert "not available" in answer.text and "/open/" not in answer.text
     finally:
         taken.close()
+
+
+def children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+async def page_status(port: int) -> int | None:
+    """The status of `GET /` on the page (None: nothing answers)."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return None
+    try:
+        writer.write(b"GET / HTTP/1.0\r\nHost: keepsake\r\n\r\n")
+        status = await asyncio.wait_for(reader.readline(), 5)
+        return int(status.split()[1]) if status else None
+    except (OSError, asyncio.TimeoutError):
+        return None
+    finally:
+        writer.close()
+
+
+async def answering(port: int, timeout: float = 20.0) -> int:
+    deadline = time.monotonic() + timeout
+    while (status := await page_status(port)) is None:
+        assert time.monotonic() < deadline, "the page does not answer"
+        await asyncio.sleep(0.1)
+    return status
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"  # ended, not yet reaped
+
+
+@pytest.mark.timeout(120)
+async def test_the_page_is_a_process_of_its_own_that_answers_while_the_bot_is_busy_and_ends_with_it(
+        tmp_path, llm, telegram):
+    """SPEC 21 "rendering never stalls the bot's turns" (#67): the page's work is another
+    process's — it answers while the bot's own process is frozen (SIGSTOP); one that dies is
+    started again; and when the bot is killed outright (SIGKILL) its page process ends too."""
+    port = free_port()
+    config = mira_config(llm, f"[web]\nport = {port}\n", telegram=telegram)
+    async with bot_running(tmp_path, config, MIRA_TELEGRAM_TOKEN=telegram.token) as bot:
+        await logged(bot, "the memory page is served")
+        [page] = children(bot.pid)
+        os.kill(bot.pid, signal.SIGSTOP)
+        try:
+            assert await answering(port, 10) == 401  # no session: the page's own answer, the bot frozen
+        finally:
+            os.kill(bot.pid, signal.SIGCONT)
+
+        os.kill(page, signal.SIGKILL)
+        assert "ERROR" in await logged(bot, "the memory page's process ended")
+        await logged(bot, "the memory page is served")  # started again
+        assert await answering(port) == 401
+        [again] = children(bot.pid)
+
+        bot.kill()
+        await bot.wait()
+        deadline = time.monotonic() + 10
+        while not gone(again):
+            assert time.monotonic() < deadline, "the page process outlived its bot"
+            await asyncio.sleep(0.1)

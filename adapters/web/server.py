@@ -1,4 +1,5 @@
-"""The memory page's HTTP server (SPEC 21), in every bot process that has `[web]`.
+"""The memory page's HTTP server (SPEC 21), in the page's own process (`python -m bot page`, which
+every bot with `[web]` starts beside itself: bot/page/process.py).
 
 - `/open/<code>` shows a button; pressing it (a POST: link previews that fetch the address spend
   nothing) exchanges the code for a session cookie — HttpOnly, SameSite=Strict, Secure under
@@ -13,8 +14,8 @@
   a log line), each request's headers and body within READ_S, a kept-alive connection idle at
   most IDLE_S. A session's page is made one at a time — its queries, then its drawing, in a
   thread — the others waiting their turn, and each begins after the last as long as PAGE_SHARE
-  leaves the bot (pages are made at most a quarter of the time): a flood of page views shares the
-  bot's database connection and event loop with one page at most (bench/page_flood.py).
+  leaves the rest of the machine (pages are made at most a quarter of the time): a flood of page
+  views takes one page's share of the CPU the bot's process shares it with (bench/page_flood.py).
 """
 
 from __future__ import annotations
