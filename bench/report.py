@@ -1,4 +1,6 @@
-"""Run every benchmark and write docs/benchmarks.md: every figure in it comes from this run.
+"""Run every benchmark and write docs/benchmarks.md: every figure of its table and of the sections
+it writes comes from this run. The sections of the earlier file this run does not write (measured
+by hand, each with its date) are kept after them, as they were.
 
     pip install -e '.[bench]' && python -m bench.report [--postgres URL]
 
@@ -11,12 +13,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import checkins, dialogues, footprint, recall, throughput, token_economy, turn_overhead
-from bench.common import SUMMARY_SHARE, machine
+from bench import (
+    checkins,
+    dialogues,
+    footprint,
+    page_flood,
+    recall,
+    reminders,
+    throughput,
+    token_economy,
+    turn_cpu,
+    turn_overhead,
+)
+from bench.common import SUMMARY_SHARE, machine, throwaway_schema
 
 DOCS = Path("docs")
 RUNS = 3  # the turn overhead and the throughput are measured 3 times: the VM is noisy
@@ -36,6 +50,20 @@ def runs_table(runs: list[dict]) -> list[str]:
         *[f"| {size:,} | " + " | ".join(f"{run[size][0]:.2f} | {run[size][1]:.2f}" for run in runs) + " |"
           for size in turn_overhead.SIZES],
     ]
+
+
+async def due_scan_on(server: str) -> dict:
+    """bench.reminders on the PostgreSQL server, in a throwaway schema."""
+    async with throwaway_schema(server) as url:
+        return await reminders.measure(100_000, url)
+
+
+def kept_sections(written: set[str]) -> list[str]:
+    """The sections of the earlier docs/benchmarks.md whose headings this run does not write, as
+    they were (each says when it was measured)."""
+    earlier = DOCS / "benchmarks.md"
+    sections = re.split(r"(?m)^(?=## )", earlier.read_text())[1:] if earlier.exists() else []
+    return [section.rstrip("\n") + "\n" for section in sections if section.splitlines()[0] not in written]
 
 
 def spread(values: list[float]) -> str:
@@ -82,12 +110,19 @@ def main() -> None:
     economy = asyncio.run(token_economy.run(DOCS / "token_economy.png"))
     recalled = asyncio.run(recall.run(DOCS / "recall.png"))
     start, end = asyncio.run(footprint.measure(1_000))
+    flood = asyncio.run(page_flood.measure(1_000, 8))
+    due_scans = [asyncio.run(reminders.measure(100_000, None))]
+    toolbox: dict[bool, list[float]] = {True: [], False: []}  # offered: CPU a turn, run by run
+    for _ in range(RUNS):  # interleaved
+        for offered in (False, True):
+            toolbox[offered].append(asyncio.run(turn_cpu.run(1_000, 300, None, None, no_tools=not offered))["cpu_ms"])
     locomo = asyncio.run(dialogues.run(Path(args.locomo), 10)) if args.locomo else None
     by_meaning = (asyncio.run(dialogues.run(Path(args.locomo), 10, tuple(args.embeddings)))
                   if args.locomo and args.embeddings else None)
     scanned = {"SQLite": asyncio.run(checkins.measure(100_000))}
     if args.postgres:
         scanned["PostgreSQL"] = asyncio.run(checkins.measure(100_000, args.postgres))
+        due_scans.append(asyncio.run(due_scan_on(args.postgres)))
     postgres = None
     if args.postgres:
         postgres = {
@@ -112,22 +147,27 @@ def main() -> None:
     p50_100k_without = statistics.median(run[100_000][0] for run in without_recall)
     recall_adds = p50_100k - p50_100k_without
     with_recall, without, _, last50, full = recalled
+    tools_cost = statistics.median(toolbox[True]) / statistics.median(toolbox[False]) - 1
+    P50, P99 = turn_overhead.TARGET_P50_MS["SQLite"], turn_overhead.TARGET_P99_MS["SQLite"]
     recall_share = with_recall.tokens / full.tokens
 
     lines = [
         "# Benchmarks",
         "",
         f"Measured {datetime.now(timezone.utc):%Y-%m-%d} on {machine()}, by `python -m bench.report`;",
-        "every figure on this page comes from that run (each benchmark also runs alone: its command",
-        "is given with it). The model answers at once, in process, through the real `openai` client",
+        "every figure of this table and of the sections up to the reminders' due scan comes from that",
+        "run (each benchmark also runs alone: its command is given with it); the sections after it",
+        "were measured by hand, each on the date it gives, and are kept as they were. The model",
+        "answers at once, in process, through the real `openai` client",
         "(httpx2's MockTransport: no network), so the figures are Keepsake's own cost. A turn is the",
         "real one: the three memory tools offered with every request, and the summary queue running",
         "in the background after every reply.",
         "",
         "| # | figure | measured | target | |",
         "|---|---|---|---|---|",
-        f"| 1 | turn overhead p50 (worst of 1k/10k/100k messages; median of {RUNS} runs) | {worst_p50:.2f} ms | ≤ 3 ms | {verdict(worst_p50 <= 3)} |",
-        f"| 1 | turn overhead p99 (worst of every size and run) | {worst_p99:.2f} ms | ≤ 15 ms | {verdict(worst_p99 <= 15)} |",
+        f"| 1 | turn overhead p50 (worst of 1k/10k/100k messages; median of {RUNS} runs) | {worst_p50:.2f} ms | ≤ {P50} ms | {verdict(worst_p50 <= P50)} |",
+        f"| 1 | turn overhead p99 (worst of every size and run) | {worst_p99:.2f} ms | ≤ {P99} ms | {verdict(worst_p99 <= P99)} |",
+        f"| 1 | database round trips a turn on SQLite (statements, and each transaction's begin and commit; 1k, 10k, 100k messages) | {', '.join(f'{overheads[0][size][4]:.1f}' for size in turn_overhead.SIZES)} | (no target) | |",
         f"| 1 | the same, reply streamed in {STREAMED_CHUNKS} chunks as on Discord and Telegram (1k messages): p50, p99 | {streamed[0]:.2f} ms, {streamed[1]:.2f} ms | (no target) | |",
         f"| 1 | flat: p50 at 100k ÷ p50 at 1k | {p50_100k / p50_1k:.2f}× | ≤ 1.5× | {verdict(p50_100k / p50_1k <= 1.5)} |",
         f"| 2 | throughput, {CONVERSATIONS} conversations × {TURNS} turns, past the window (median of {RUNS} runs) | {rate:.0f} turns/s, p99 {rate_p99:.0f} ms | ≥ 300 turns/s | {verdict(rate >= 300)} |",
@@ -141,6 +181,10 @@ def main() -> None:
         f"| 5 | resident memory, 1,000 active conversations | +{end - start:.1f} MB ({start:.0f} → {end:.0f} MB) | ≤ 100 MB over start-up | {verdict(end - start <= 100)} |",
         *[f"| 8 | check-ins on {name}, 100,000 conversations with 100 due: finding them; the whole scan (100 written by the instant model, stored, handed over) | {found * 1000:.1f} ms; {whole * 1000:.0f} ms | well under 1 s | {verdict(whole < 0.5)} |"
           for name, (found, whole, _) in scanned.items()],
+        f"| 1 | a turn's p99 while {flood['clients']} clients flood the memory page, against quiet ({flood['turns']:,} turns each) | {100 * flood['rise']:+.0f} % ({flood['quiet_p99']:.2f} → {flood['flood_p99']:.2f} ms) | ≤ +20 % | {verdict(flood['rise'] <= 0.2)} |",
+        *[f"| 1 | the reminders' due scan on {'PostgreSQL' if scan['backend'] == 'postgresql' else 'SQLite'}, 100,000 pending (median of 20) | {scan['scan_ms_median']:.2f} ms | < 0.5 s | {verdict(scan['scan_ms_median'] < 500)} |"
+          for scan in due_scans],
+        f"| 1 | what the toolbox costs a turn that calls no tool (CPU, medians of {RUNS} interleaved runs) | {100 * tools_cost:+.1f} % | ≤ 2 % | {verdict(tools_cost <= 0.02)} |",
     ]
     if locomo:
         keepsake, _, _, bm25, _ = locomo["rows"]
@@ -157,11 +201,13 @@ def main() -> None:
             lines.append(f"| 9 | LoCoMo: what recall by meaning adds to the evidence in the prompt | {100 * added:+.1f} points | ≥ 0 | {verdict(added >= 0)} |")
     if postgres:
         pg = postgres["overhead"][100_000]
+        PG_P50, PG_P99 = turn_overhead.TARGET_P50_MS["PostgreSQL"], turn_overhead.TARGET_P99_MS["PostgreSQL"]
         one, two = postgres["one"], postgres["two"]
         lines += [
-            f"| 6 | PostgreSQL turn overhead at 100k messages: p50, p99 | {pg[0]:.2f} ms, {pg[1]:.2f} ms | ≤ 10 ms, ≤ 30 ms | {verdict(pg[0] <= 10 and pg[1] <= 30)} |",
+            f"| 6 | PostgreSQL turn overhead at 100k messages: p50, p99 | {pg[0]:.2f} ms, {pg[1]:.2f} ms | ≤ {PG_P50} ms, ≤ {PG_P99} ms | {verdict(pg[0] <= PG_P50 and pg[1] <= PG_P99)} |",
+            f"| 6 | PostgreSQL round trips a turn at 100k messages (statements, begins and commits, with the delivery and the summaries it sets off) | {pg[4]:.1f} | ≤ {turn_overhead.TARGET_ROUND_TRIPS} | {verdict(pg[4] <= turn_overhead.TARGET_ROUND_TRIPS)} |",
             f"| 6 | what recall adds to the turn on PostgreSQL at 100k messages (p50 with − without, one run each) | {pg[0] - postgres['without_recall'][100_000][0]:+.2f} ms | ≤ 10 ms | {verdict(pg[0] - postgres['without_recall'][100_000][0] <= 10)} |",
-            f"| 6 | PostgreSQL throughput, 2 processes ÷ 1 process | {two.rate / one.rate:.2f}× ({one.rate:.0f} → {two.rate:.0f} turns/s) | ≥ 1.5× (aim) | {verdict(two.rate / one.rate >= 1.5)} |",
+            f"| 6 | PostgreSQL throughput, 2 processes ÷ 1 process | {two.rate / one.rate:.2f}× ({one.rate:.0f} → {two.rate:.0f} turns/s) | ≥ 1.6× | {verdict(two.rate / one.rate >= 1.6)} |",
             f"| 6 | nothing lost, duplicated or reordered (1 and 2 processes) | {'yes' if one.whole and two.whole else '**no**'} | yes | {verdict(one.whole and two.whole)} |",
         ]
     lines += [
@@ -283,10 +329,11 @@ def main() -> None:
             "is stored the benchmark runs the store's daily upkeep, which refreshes PostgreSQL's planner",
             "statistics, as autovacuum and the upkeep do in a live database):",
             "",
-            "| stored messages | p50 ms | p99 ms | recall left out: p50 ms | p99 ms |",
-            "|---|---|---|---|---|",
-            *[f"| {size:,} | {p50:.2f} | {p99:.2f} | {postgres['without_recall'][size][0]:.2f} | "
-              f"{postgres['without_recall'][size][1]:.2f} |" for size, (p50, p99, _, _) in postgres["overhead"].items()],
+            "| stored messages | p50 ms | p99 ms | round trips a turn | recall left out: p50 ms | p99 ms |",
+            "|---|---|---|---|---|---|",
+            *[f"| {size:,} | {p50:.2f} | {p99:.2f} | {trips:.1f} | {postgres['without_recall'][size][0]:.2f} | "
+              f"{postgres['without_recall'][size][1]:.2f} |"
+              for size, (p50, p99, _, _, trips) in postgres["overhead"].items()],
             "",
             f"Throughput with 200 conversations × {TURNS} turns (past the window: summaries and recall at work) on one PostgreSQL database, first in one bot",
             "process, then split over two processes released at the same moment; afterwards every",
@@ -307,9 +354,57 @@ def main() -> None:
             "a second process can only take what is left.",
             "",
         ]
+    lines += [
+        "## A turn while 8 clients flood the memory page — `python -m bench.page_flood`",
+        "",
+        f"A conversation of {page_flood.HISTORY:,} messages and 240 saved memories, Ann signed in, "
+        f"{flood['clients']} clients in another",
+        "process asking for her page as fast as it answers; the page served as the bot serves it, by",
+        f"`python -m bot page` beside the bot's process (bot/page/process.py); {flood['turns']:,} turns "
+        "without the flood, with it,",
+        "and without it again:",
+        "",
+        "| quiet p50 / p99 | flooded p50 / p99 | p99 raised | pages a second |",
+        "|---|---|---|---|",
+        f"| {flood['quiet_p50']:.2f} / {flood['quiet_p99']:.2f} ms | {flood['flood_p50']:.2f} / "
+        f"{flood['flood_p99']:.2f} ms | {100 * flood['rise']:+.0f} % | {flood['pages_per_s']:.1f} |",
+        "",
+        "The page's queries and drawing are the page process's, at a lower CPU priority: what a flood",
+        "still costs a turn is CPU time the bot shares with it on the machine's cores (the benchmark",
+        "keeps the bot busy turn after turn, so every cycle the page takes is one the bot wanted).",
+        "",
+        "## What the toolbox costs a turn that calls no tool (#67 item 6) — `bench/turn_cpu.py [--no-tools]`",
+        "",
+        f"1,000 messages, 300 turns each, {RUNS} interleaved runs: every built-in tool offered, against",
+        "`[tools] enabled = []` (the memory tools only, as before SPEC 18).",
+        "",
+        "| turn | CPU a turn (each run) | median |",
+        "|---|---|---|",
+        *[f"| {name} | {', '.join(f'{ms:.2f}' for ms in toolbox[offered])} ms | {statistics.median(toolbox[offered]):.2f} ms |"
+          for name, offered in (("memory tools only", False), ("every built-in tool offered", True))],
+        "",
+        f"{100 * tools_cost:+.1f} % by the medians: the tool definitions counted into the prompt and sent, and",
+        "the toolbox made for the turn.",
+        "",
+        "## The reminders' due scan — `python -m bench.reminders`",
+        "",
+        "100,000 pending reminders of 100 people, 100 of them due now; `Reminders.due` (what each",
+        "process's scan asks every 2 s), 20 times. Target: under 0.5 s.",
+        "",
+        "| backend | median | slowest | plan |",
+        "|---|---|---|---|",
+        *[f"| {'PostgreSQL' if scan['backend'] == 'postgresql' else 'SQLite'} | {scan['scan_ms_median']:.2f} ms | "
+          f"{scan['scan_ms_max']:.2f} ms | `{scan['plan'][0]}` |" for scan in due_scans],
+        "",
+        "The partial index `reminders_due (character_id, due_at) WHERE sending IS NULL` holds only",
+        "reminders not being sent, so the scan reads the due ones and stops.",
+        "",
+    ]
+    written = {line for line in lines if line.startswith("## ")}
+    text = "\n".join(lines) + "\n" + "\n".join(kept_sections(written))
     DOCS.mkdir(exist_ok=True)
-    (DOCS / "benchmarks.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    (DOCS / "benchmarks.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":
