@@ -102,6 +102,7 @@ async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], sto
                                       embedding_model=EMBEDDING_MODEL if semantic else None)
         if not recall:
             runtime.turns.recall_tokens = 0
+        counted = RoundTrips(runtime.store.db)
         try:
             person = await runtime.store.people.person_for_identity(ANN.platform, ANN.user_id)
             await fill_memories(runtime, person)
@@ -121,7 +122,7 @@ async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], sto
                 if storage_url:  # the daily upkeep (with PostgreSQL's planner statistics), as in a live database
                     await runtime.store.maintain(time.time(), None, None)
                 overheads, timings, trips = await _turns(runtime, llm, turns, _ignore if streamed_chunks else None,
-                                                         RoundTrips(runtime.store.db))
+                                                         counted)
                 stored += 2 * (turns + WARM_UP)
                 results[size] = (percentile(overheads, 50), percentile(overheads, 99),
                                  percentile(timings, 50), percentile(timings, 99), trips)
