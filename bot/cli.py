@@ -288,6 +288,8 @@ async def run_page(config: Config, beside_bot: bool) -> int:
         await runtime.close()
         return 3
     print(LISTENING, flush=True)
+    if beside_bot:  # the bot reads only that line: anything printed later goes where the log lines go
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
