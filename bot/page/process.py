@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -94,7 +96,12 @@ class PageProcess:
 
 async def until_the_bot_is_gone() -> None:
     """In the page process: return when the bot that started it closes its stdin (it stopped, or
-    it is gone)."""
+    it is gone) — or, started by hand with something else on stdin, when its parent is gone."""
+    if not stat.S_ISFIFO(os.fstat(sys.stdin.fileno()).st_mode):
+        parent = os.getppid()
+        while os.getppid() == parent:
+            await asyncio.sleep(1.0)
+        return
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
