@@ -107,6 +107,12 @@ async def _measure(folder: Path, clock: Clock, conversations: int, url: str | No
         await runtime.close()
 
 
+def spacing(sent: int) -> float:
+    """Seconds a scan that sent `sent` check-ins spent waiting between sends, by design (a
+    platform's rate: PER_SECOND)."""
+    return max(sent - 1, 0) / PER_SECOND
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--conversations", type=int, default=100_000)
@@ -115,7 +121,7 @@ def main() -> None:
     print(f"Check-in scan over {args.conversations:,} one-to-one conversations, {DUE} due ({machine()})")
     for name, url in [("SQLite", None)] + ([("PostgreSQL", args.postgres)] if args.postgres else []):
         finding, took, sent = asyncio.run(measure(args.conversations, url))
-        paced = max(sent - 1, 0) / PER_SECOND  # the sends are spaced by design (a platform's rate)
+        paced = spacing(sent)
         print(f"{name}: finding the due ones {finding * 1000:.1f} ms; the whole scan, {sent} check-ins written "
               f"by an instant model, stored and handed over, {took * 1000:.0f} ms, of which {paced * 1000:.0f} ms "
               f"is the spacing of {PER_SECOND} sends a second; the work besides it {(took - paced) * 1000:.0f} ms "

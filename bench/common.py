@@ -26,6 +26,8 @@ from bot.model.tokens import TokenCounter
 from bot.runtime import Runtime, build_runtime
 
 API_KEY_ENV = "KEEPSAKE_BENCH_API_KEY"
+LLM_URL = "http://llm.invalid/v1"  # never reached: the InstantLLM answers in process
+PERSONA = "You are {name}, a kind lighthouse keeper on a northern island."
 SUMMARY_OPENINGS = ("You keep the memory of a conversation", "You keep the long-term memory")
 SUMMARY_SHARE = 0.5  # the share of lines the benchmark's summarizer keeps
 
@@ -159,13 +161,13 @@ async def bench_runtime(folder: Path, llm: InstantLLM, clock: Callable[[], float
     tool that runs without a server); with `web`, a [web] table (the memory page)."""
     os.environ.setdefault(API_KEY_ENV, "sk-bench")
     raw = {
-        "llm": {"base_url": "http://llm.invalid/v1", "api_key_env": API_KEY_ENV, "model": "gpt-4o-mini",
+        "llm": {"base_url": LLM_URL, "api_key_env": API_KEY_ENV, "model": "gpt-4o-mini",
                 "context_window": 128_000, "max_retries": 0, "tools": "auto", **llm_options},
         "storage": {"url": storage_url} if storage_url else {"path": str(folder / "bench.sqlite3")},
         "recall": ({"embedding_model": embedding_model} if embedding_model else {})
         | ({"embedding_base_url": embedding_base_url} if embedding_base_url else {}),
-        "characters": [{"name": character, "persona": f"You are {character}, a kind lighthouse keeper on a "
-                        "northern island.", **({"checkins": checkins} if checkins else {})}],
+        "characters": [{"name": character, "persona": PERSONA.format(name=character),
+                        **({"checkins": checkins} if checkins else {})}],
     } | ({"voice": voice} if voice is not None else {}) | ({"limits": limits} if limits is not None else {}) \
         | ({"tools": tools} if tools is not None else {}) | ({"web": web} if web is not None else {})
     return await build_runtime(parse_config(raw, folder), clock=clock, llm_http_client=llm.http_client())

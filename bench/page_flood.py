@@ -27,6 +27,8 @@ import aiohttp
 
 from bench.common import (
     API_KEY_ENV,
+    LLM_URL,
+    PERSONA,
     InstantLLM,
     ann_with_history,
     bench_runtime,
@@ -46,7 +48,7 @@ PORT = 18_081
 # The config the page's process reads: bench_runtime's, on the same file, with [web].
 PAGE_CONFIG = """
 [llm]
-base_url = "http://llm.invalid/v1"
+base_url = "{llm}"
 api_key_env = "{key}"
 model = "gpt-4o-mini"
 [storage]
@@ -55,7 +57,7 @@ path = "{path}"
 port = {port}
 [[characters]]
 name = "Mira"
-persona = "You are Mira, a kind lighthouse keeper on a northern island."
+persona = "{persona}"
 """
 FLOOD = textwrap.dedent("""
     import asyncio, sys, time, aiohttp
@@ -96,7 +98,8 @@ async def measure(turns: int, clients: int) -> dict:
         llm = InstantLLM()
         runtime = await bench_runtime(Path(folder), llm, web={"port": PORT})
         config = Path(folder) / "config.toml"
-        config.write_text(PAGE_CONFIG.format(key=API_KEY_ENV, path=Path(folder) / "bench.sqlite3", port=PORT))
+        config.write_text(PAGE_CONFIG.format(llm=LLM_URL, key=API_KEY_ENV, path=Path(folder) / "bench.sqlite3",
+                                             port=PORT, persona=PERSONA.format(name="Mira")))
         page = PageProcess(config, os.environ.get("KEEPSAKE_LOG_LEVEL", "WARNING"))
         try:
             await ann_with_history(runtime, KEY, ANN, (f"history message {n}: {chat_line(n)}" for n in range(HISTORY)))

@@ -81,7 +81,8 @@ class SavedMemoryCommands:
     async def _story(self, person: Person, memory_id: int) -> CommandResult:
         """One memory with its story (SPEC 21): who wrote it and when, the person's message a
         character wrote it from, how often and when last it reached a reply's prompt."""
-        rows, _ = await self.store.memories.list_memories(person.id, person.character_id, None, 0, 2 * EVERY_MEMORY)
+        rows, _ = await self.store.memories.list_memories(person.id, person.character_id, None, 0,
+                                                          2 * EVERY_MEMORY)  # both scopes, whole
         row = next((r for r in rows if r.id == memory_id), None)
         if row is None:
             raise no_memory(memory_id)

@@ -99,7 +99,7 @@ class ReminderCommands:
                              "set from now on, and the time the characters know, follow it.")
 
     async def reminders_command(self, ctx: CommandContext, person: Person, action: str | None = None,
-                        n: Any = None) -> CommandResult:
+                                n: Any = None) -> CommandResult:
         if action == "cancel" or (action is None and n is not None):
             if n is None:
                 raise UsageError("Which reminder? /reminders cancel and its number, as /reminders shows it.")
