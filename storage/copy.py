@@ -39,6 +39,7 @@ TABLES: list[tuple[str, tuple[str, ...]]] = [
     ("witnesses", ("message_id", "character_id")),
     ("message_parts", ("conversation_id", "platform_message_id")),
     ("turns", ("id",)),
+    ("turn_witnesses", ("turn_id", "character_id")),
     ("turn_queue", ("id",)),
     ("interrupted_turns", ("turn_id",)),
     ("memories", ("id",)),

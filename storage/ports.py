@@ -529,17 +529,21 @@ class Turns(abc.ABC):
 
     @abc.abstractmethod
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
-        """Where the running turn's reply shows while it streams (for crash recovery)."""
+        """Where the running turn's reply shows while it streams (for crash recovery), noted as
+        it first shows: in a scene, the characters present then are its witnesses (SPEC 22)."""
 
     @abc.abstractmethod
     async def finish_turn(
         self, turn_id: int, user_message: MessageRow, speaker_name: str,
         content: str, tokens: int, receipt: dict[str, Any], character_id: int | None = None,
+        named: Sequence[int] = (),
     ) -> MessageRow:
         """Store the reply and the receipt in one transaction and return the stored reply, not
         yet shown (`shown`); a regenerated turn replaces the old reply, which goes once the new
         one is shown. `character_id`: the answering character, as the turn names it (read from
-        the turn when the caller does not have it at hand)."""
+        the turn when the caller does not have it at hand). In a scene the reply's witnesses are
+        those present when it was posted (as it first showed, if it streamed; else now), its
+        speaker and the characters it `named` (SPEC 22)."""
 
     @abc.abstractmethod
     async def shown(self, reply_message_id: int, platform_message_ids: list[str]) -> None:

@@ -6,9 +6,11 @@ secret reaches a summary exactly when it was fed to it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from bot.commands.scene import ALREADY, CAME, LEFT, NOT_A_SCENE
+from bot.contract import ConversationKey, IncomingMessage
 from bot.memory.summaries import BATCH_MAX_MESSAGES, MERGED_PER_FOLD, RECENT_PER_MERGED
 from tests.conftest import Chat
 from tests.fakes.llm_server import text
@@ -174,3 +176,55 @@ async def test_memory_summary_shows_the_characters_own_summary_of_what_it_witnes
     akis = (await ann.memory("/memory summary character:Aki")).text
     assert akis.startswith("Aki's summary of this scene (only what Aki witnessed):") and "heron" not in akis
     assert "heron" in (await ann.memory("/memory summary character:Mira")).text
+
+
+async def says_streamed(person: Person, text_: str, midway) -> None:
+    """`person`'s message to Mira, her reply streamed as a platform shows it (each part in the
+    message its first part posted); `midway` runs after that first part showed."""
+    key = ConversationKey("telegram", GROUP, None, "Mira", is_shared=True)
+    parts = 0
+
+    async def sink(partial: str) -> str:
+        nonlocal parts
+        parts += 1
+        if parts == 2:
+            await midway()
+        return "Mira-streamed"
+    message = IncomingMessage(key, person.identity, person.name, text_, None, asker=person.asker)
+    reply = await person.runtime.core.conversation.handle(message, on_text=sink)
+    await person.runtime.core.conversation.delivered(reply, ["Mira-streamed"])
+    assert parts > 2
+
+
+STREAMED_SECRET = "I hid the spare key under the heron stone by the slipway, as you asked."
+
+
+async def test_a_streamed_reply_is_witnessed_by_those_present_when_it_first_showed(scene, llm):
+    """SPEC 22 "those present when it was posted": a reply that streams is posted as its first
+    part shows, before it is stored. Aki invited while Mira's reply streams did not witness it;
+    Aki dismissed while it streams did."""
+    runtime = await scene(max_chain=0)
+    ann = Person(runtime, "501", "Ann")
+    await ann.says("good evening Mira and Aki!")
+    await ann.memory("/scene dismiss Aki")
+    llm.add(text(STREAMED_SECRET))
+    await says_streamed(ann, "Mira, where did you put it?", lambda: ann.memory("/scene invite Aki"))
+    await ann.says("Aki, what did Mira say?", to="Aki")
+    assert not holds_secret(chat_requests(llm)[-1])
+
+    llm.add(text("The tide turns at nine tonight, the pilots will be out on the water."))
+    await says_streamed(ann, "Mira, when does the tide turn?", lambda: ann.memory("/scene dismiss Aki"))
+    await ann.memory("/scene invite Aki")
+    await ann.says("Aki, when is the tide?", to="Aki")
+    assert ("user", "Mira: The tide turns at nine tonight, the pilots will be out on the water."
+            ) in prompt_lines(llm)
+
+
+async def test_a_streamed_reply_is_witnessed_by_the_characters_it_names(scene, llm):
+    runtime = await scene(max_chain=0)
+    ann = Person(runtime, "501", "Ann")
+    llm.add(text("Aki would know the tides better than anyone in this harbour."))
+    await says_streamed(ann, "who knows the tides?", lambda: asyncio.sleep(0))
+    await ann.says("so, Aki?", to="Aki")
+    assert prompt_lines(llm) == [("user", "Mira: Aki would know the tides better than anyone in this harbour."),
+                                 ("user", "Ann: so, Aki?")]

@@ -5,7 +5,9 @@
   message names it or is addressed to it (`Witnesses.bring_in`, before the message is stored, so
   it witnesses the message that called it), or by `/scene invite`; it leaves by `/scene dismiss`
   (and on Telegram when its bot leaves the group).
-- **Witnesses**: every message of a scene records the characters present when it was stored.
+- **Witnesses**: every message of a scene records the characters present when it was posted:
+  when it was stored, or, for a reply that streamed, when its first part showed (with its
+  speaker and the characters it names).
 - **What a character reads** (`seen_by`): the live window, every tier of the summary, recall by
   words and by meaning, and the receipts of `/memory why` are all read through one sight. A
   character that witnessed every message reads the scene whole and shares the scene's summary
@@ -51,17 +53,19 @@ class Witnesses:
         self.may_witness = may_witness
 
     async def bring_in(self, conversation: ConversationRow, text: str, addressed: Iterable[StoredCharacter] = ()
-                       ) -> None:
+                       ) -> list[int]:
         """Before a scene's message is stored: the characters it is addressed to and those it
-        names are present from now on (those that can be there), so they witness it."""
+        names are present from now on (those that can be there), so they witness it. Their ids
+        (none outside a scene)."""
         if not conversation.is_shared:
-            return
+            return []
         present = set(await self.store.presence.present(conversation.id))
-        coming = list({stored.id: stored for stored in [*addressed, *named_in(self.cast, text)]
-                       if stored.id not in present}.values())
+        called = {stored.id: stored for stored in [*addressed, *named_in(self.cast, text)]}
+        coming = [stored for stored in called.values() if stored.id not in present]
         if self.may_witness is not None:
             coming = [stored for stored in coming if await self.may_witness(ConversationKey(
                 conversation.platform, conversation.chat_id, conversation.thread_id or None, stored.character.name,
                 True), stored.character.name)]
         if coming:
             await self.store.presence.bring_in(conversation.id, [stored.id for stored in coming])
+        return [id_ for id_ in called if id_ in present] + [stored.id for stored in coming]

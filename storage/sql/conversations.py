@@ -42,10 +42,12 @@ async def place_after(tx: Connection, user_message: MessageRow) -> Place:
 
 async def insert_message(tx: Connection, place: Place, role: str, person_id: int | None,
                          speaker_name: str, content: str, tokens: int, platform_message_id: str | None,
-                         now: float, character_id: int | None = None) -> MessageRow | None:
+                         now: float, character_id: int | None = None, turn_id: int | None = None,
+                         named: Sequence[int] = ()) -> MessageRow | None:
     """Store one message at `place` (a character's names its `character_id`); None when its
     platform id is in the conversation already. In a scene it records its witnesses (SPEC 22): a
-    character that speaks there is brought in first."""
+    character that speaks there is brought in first. A turn's reply (`turn_id`) that showed as it
+    streamed was witnessed by those present then, its speaker and the characters it `named`."""
     if place.scene and character_id is not None:
         await come_in(tx, place.conversation_id, character_id)
     row = await tx.one(
@@ -57,7 +59,8 @@ async def insert_message(tx: Connection, place: Place, role: str, person_id: int
     if row is None:
         return None
     if place.scene:
-        await record_witnesses(tx, row["id"], place.conversation_id)
+        speakers = [*named, character_id] if character_id is not None else named
+        await record_witnesses(tx, row["id"], place.conversation_id, turn_id, speakers)
     return message(row)
 
 

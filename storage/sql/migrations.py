@@ -339,3 +339,15 @@ def memory_history(id_column: str) -> str:
         FROM memory_journal j JOIN turns t ON t.id = j.turn_id WHERE t.person_id IS NOT NULL ORDER BY j.id;
     DROP TABLE memory_journal;
 """
+
+
+# Who witnessed a streamed reply (SPEC 22: "those present when it was posted"). A streamed reply
+# shows before it is stored, so the characters present when its first part showed are kept with
+# its turn (storage/sql/presence.py `take_witnesses`) and become the stored reply's witnesses.
+STREAMED_WITNESSES = """
+    CREATE TABLE turn_witnesses (
+        turn_id       BIGINT NOT NULL REFERENCES turns(id) ON DELETE CASCADE,
+        character_id  BIGINT NOT NULL REFERENCES characters(id) ON DELETE CASCADE,
+        PRIMARY KEY (turn_id, character_id)
+    );
+"""

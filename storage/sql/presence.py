@@ -1,7 +1,9 @@
 """Who is present in a scene and what each character witnessed (the Presence port, SPEC 22).
 
 A message stored in a shared conversation records its witnesses in the transaction that stores
-it (`record_witnesses`, called by `insert_message`): the characters present then. Presence
+it (`record_witnesses`, called by `insert_message`): the characters present then. A streamed
+reply is posted before it is stored: the characters present when its first part showed are
+taken then (`take_witnesses`) and are its witnesses, with its speaker and those it names. Presence
 changes and messages take the conversation's row first (`next_place` advances its counter; here
 it is held), so every message's witnesses agree with the order of its scene's comings and goings,
 in every process.
@@ -49,10 +51,31 @@ async def come_in(tx: Connection, conversation_id: int, character_id: int) -> bo
     return True
 
 
-async def record_witnesses(tx: Connection, message_id: int, conversation_id: int) -> None:
-    """Inside the transaction storing a scene's message: the characters present witnessed it."""
-    await tx.execute("INSERT INTO witnesses (message_id, character_id) SELECT $1, character_id FROM presence "
-                     "WHERE conversation_id = $2 AND present", message_id, conversation_id)
+async def take_witnesses(tx: Connection, turn_id: int) -> None:
+    """As a turn's streamed reply first shows (is posted): the characters present now are kept
+    with the turn, to witness the reply once it is stored. Nothing in a one-to-one chat (no one
+    is present there)."""
+    await tx.execute("INSERT INTO turn_witnesses (turn_id, character_id) SELECT t.id, p.character_id FROM turns t "
+                     "JOIN presence p ON p.conversation_id = t.conversation_id AND p.present WHERE t.id = $1 "
+                     "ON CONFLICT DO NOTHING", turn_id)
+
+
+async def record_witnesses(tx: Connection, message_id: int, conversation_id: int, turn_id: int | None = None,
+                           speakers: Sequence[int] = ()) -> None:
+    """Inside the transaction storing a scene's message: the characters present witnessed it.
+    A turn's reply whose witnesses were taken as it first showed (`take_witnesses`) has those,
+    and of the present its `speakers` (the character saying it, those it names)."""
+    if turn_id is None:
+        await tx.execute("INSERT INTO witnesses (message_id, character_id) SELECT $1, character_id FROM presence "
+                         "WHERE conversation_id = $2 AND present", message_id, conversation_id)
+        return
+    named = ", ".join(f"${n}" for n in range(4, len(speakers) + 4)) or "NULL"
+    await tx.execute(
+        "INSERT INTO witnesses (message_id, character_id) SELECT CAST($1 AS BIGINT), character_id FROM turn_witnesses "
+        "WHERE turn_id = $3 UNION SELECT $1, character_id FROM presence WHERE conversation_id = $2 AND present "
+        f"AND (character_id IN ({named}) OR NOT EXISTS (SELECT 1 FROM turn_witnesses WHERE turn_id = $3))",
+        message_id, conversation_id, turn_id, *speakers)
+    await tx.execute("DELETE FROM turn_witnesses WHERE turn_id = $1", turn_id)
 
 
 class SQLPresence(Presence):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
-from typing import Any
+from typing import Any, Sequence
 
 from storage.ports import (RECOVER_WITHIN_S, SHOWING_S, Arrival, CallLimit, InterruptedTurn, LeftTheLine, MessageRow,
                            ReplyReceipt, TurnRow, Turns)
@@ -42,6 +42,7 @@ from storage.sql.conversations import (
 from storage.sql.coordination import take_call
 from storage.sql.database import Connection, Database
 from storage.sql.memories import undo_journal
+from storage.sql.presence import take_witnesses
 from storage.sql.reminders import reminder_cut_off, reminder_shown, undo_reminders
 
 POLL_S = 0.02  # the first look again after a turn of another process was seen running
@@ -49,9 +50,11 @@ MAX_POLL_S = 0.5  # looks again at least this often (another process's turn may 
 async def undo_effects(tx: Connection, turn_id: int) -> None:
     """Inside a transaction: take back everything a turn's tools did — the one place a turn is
     taken back (Regenerate, a failed or withdrawn reply, a crash): its memory writes (pinned ones
-    since are left alone) and the reminders it set."""
+    since are left alone) and the reminders it set; the witnesses its reply was posted before (a
+    reply never stored has none)."""
     await undo_journal(tx, turn_id)
     await undo_reminders(tx, turn_id)
+    await tx.execute("DELETE FROM turn_witnesses WHERE turn_id = $1", turn_id)
 
 
 QUEUE = "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at, character_id) "
@@ -320,11 +323,14 @@ class SQLTurns(Turns):
 
     # -- a running turn ----------------------------------------------------------------------
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
-        await self.db.execute("UPDATE turns SET partial_message_id = $1 WHERE id = $2", platform_message_id, turn_id)
+        async with self.db.transaction() as tx:
+            await tx.execute("UPDATE turns SET partial_message_id = $1 WHERE id = $2", platform_message_id, turn_id)
+            await take_witnesses(tx, turn_id)  # the reply is posted now: those present witness it
 
     async def finish_turn(
         self, turn_id: int, user_message: MessageRow, speaker_name: str,
         content: str, tokens: int, receipt: dict[str, Any], character_id: int | None = None,
+        named: Sequence[int] = (),
     ) -> MessageRow:
         async with self.db.transaction() as tx:
             if character_id is None:
@@ -334,7 +340,7 @@ class SQLTurns(Turns):
             place = (await place_after(tx, user_message) if user_message.role == "user"
                      else await next_place(tx, user_message.conversation_id))
             reply = await insert_message(tx, place, "assistant", None, speaker_name, content, tokens, None,
-                                         self.db.clock(), character_id)
+                                         self.db.clock(), character_id, turn_id, named)
             assert reply is not None  # a reply has no platform id yet: nothing to conflict with
             # This turn becomes 'done' with its reply, not yet shown; a turn it regenerates (the
             # same message's earlier 'done' turn) becomes 'replaced' in the same statement. The

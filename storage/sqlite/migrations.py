@@ -20,6 +20,7 @@ from storage.sql.migrations import (
     SCENES_JOIN,
     SCENES_MOVE,
     SPOKEN_COLUMN,
+    STREAMED_WITNESSES,
     WHO_SAID_IT,
     WITNESSES,
     memory_history,
@@ -380,4 +381,6 @@ MIGRATIONS: list[str] = [
     WITNESSES,
     # 25 — every memory with its story: one history of changes (SPEC 21; storage/sql/migrations.py)
     memory_history("INTEGER PRIMARY KEY"),
+    # 26 — who witnessed a streamed reply: those present when it first showed (SPEC 22; storage/sql/migrations.py)
+    STREAMED_WITNESSES,
 ]
