@@ -15,7 +15,8 @@ SQLITE_ONLY = {
     "message_vectors",  # vectors: numpy over a table here; pgvector's table where the extension is
     "sqlite_sequence",  # SQLite's own AUTOINCREMENT counters
 }
-POSTGRES_ONLY = {"processes", "schema_migrations"}  # liveness (advisory locks), the migrations applied
+POSTGRES_ONLY = {"processes", "schema_migrations", "common_words"}  # liveness (advisory locks), the
+# migrations applied, the words recall found common (SQLite's full-text index counts them cheaply)
 POSTGRES_ONLY_COLUMNS = {"messages": {"search"}}  # full-text recall: each message's tsvector
 
 

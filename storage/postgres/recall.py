@@ -1,5 +1,10 @@
 """Recall in PostgreSQL (the Recall port): each message's tsvector (migration 2), searched
-inside one conversation, ranked by ts_rank."""
+inside one conversation, ranked by ts_rank.
+
+A word with more hits in the conversation than `common_above` points at nothing. Telling so
+takes reading `common_above + 1` of its hits, so a word found common is kept in `common_words`
+(migration 19) and not counted again: while messages are only added a word only grows more
+common, and deleting or editing a message of the conversation forgets what was kept."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from storage.sql.conversations import messages_at
 from storage.sql.presence import seen, seen_args
 
 WORDS = "to_tsquery('english', $2)"  # the terms are words only (see bot/memory/recall.py): no query syntax
+KNOWN_COMMON = -1  # a word kept in common_words: not counted
 
 
 class PostgresRecall(Recall):
@@ -18,10 +24,19 @@ class PostgresRecall(Recall):
 
     async def search(self, conversation_id: int, terms: list[str], before_pos: int, limit: int,
                      common_above: int, seen_by: int | None = None) -> list[MessageRow]:
+        # each term's hits, up to one past common_above; KNOWN_COMMON for a word kept as common
         counts = ", ".join(
-            f"(SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE conversation_id = $1 "
-            f"AND search @@ to_tsquery('english', ${i + 3}) LIMIT $2) AS hits)" for i in range(len(terms)))
+            f"CASE WHEN EXISTS (SELECT 1 FROM common_words WHERE conversation_id = $1 AND word = ${i + 3} "
+            f"AND more_than >= $2 - 1) THEN {KNOWN_COMMON} ELSE (SELECT COUNT(*) FROM (SELECT 1 FROM messages "
+            f"WHERE conversation_id = $1 AND search @@ to_tsquery('english', ${i + 3}) LIMIT $2) AS hits) END"
+            for i in range(len(terms)))
         found = await self.db.one(f"SELECT {counts}", conversation_id, common_above + 1, *terms)
+        if found_common := [term for term, hits in zip(terms, found) if hits > common_above]:
+            await self.db.execute(
+                "INSERT INTO common_words (conversation_id, word, more_than) SELECT $1, word, $3 "
+                "FROM unnest(CAST($2 AS TEXT[])) AS word ON CONFLICT (conversation_id, word) "
+                "DO UPDATE SET more_than = GREATEST(common_words.more_than, excluded.more_than)",
+                conversation_id, found_common, common_above)
         telling = [term for term, hits in zip(terms, found) if 0 < hits <= common_above]
         if not telling:
             return []

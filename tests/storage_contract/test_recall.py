@@ -46,6 +46,23 @@ async def test_a_word_in_more_messages_than_common_above_points_at_nothing(store
     assert len(await store.recall.search(chat, ["lamp"], window.pos, 5, common_above=6)) == 5
 
 
+async def test_a_word_made_rare_again_by_a_deletion_or_an_edit_points_at_its_messages_again(store: Store, ann, chat):
+    """A word found common once is not counted again while messages are only added (PostgreSQL
+    keeps it): deleting or editing one of the conversation's messages counts it afresh."""
+    lamps = await say(store, chat, ann, *[f"the lamp burned on night {n}" for n in range(7)])
+    *_, window = await say(store, chat, ann, "now")
+    assert await store.recall.search(chat, ["lamp"], window.pos, 5, common_above=5) == []  # 7 hits
+    for lamp in lamps[:2]:
+        await store.conversations.delete_platform_message(chat, lamp.platform_message_id)
+    found = await store.recall.search(chat, ["lamp"], window.pos, 5, common_above=5)  # 5: they tell again
+    assert [m.id for m in found] == [m.id for m in lamps[2:]]
+    await say(store, chat, ann, "one more lamp")
+    assert await store.recall.search(chat, ["lamp"], window.pos, 5, common_above=5) == []  # 6
+    await store.conversations.edit_platform_message(chat, lamps[2].platform_message_id, "the candle burned", 5)
+    found = await store.recall.search(chat, ["lamp"], window.pos, 5, common_above=5)  # 5 again
+    assert [m.id for m in found] == [m.id for m in lamps[3:]]
+
+
 async def test_edited_and_deleted_messages_are_searched_as_they_are_now(store: Store, ann, chat):
     edited, deleted, window = await say(store, chat, ann, "I live in Oslo", "I work at the bakery", "ok")
     await store.conversations.edit_platform_message(chat, edited.platform_message_id, "I live in Tromsø", 5)
