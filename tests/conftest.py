@@ -158,6 +158,12 @@ def make_config(llm: ScriptedLLM, tmp_path: Path):
     return make
 
 
+def pytest_sessionfinish(session, exitstatus) -> None:
+    from tests.postgres import drop_emptied
+
+    drop_emptied()
+
+
 @pytest.fixture
 async def runtime(make_config, clock: FakeClock) -> Runtime:
     rt = await build_runtime(make_config(), clock=clock)
@@ -168,10 +174,11 @@ async def runtime(make_config, clock: FakeClock) -> Runtime:
 @contextlib.asynccontextmanager
 async def runtimes_on(backend: str, tmp_path: Path):
     """`start(raw, clock, count)`: runtimes ("processes") on one database of `backend` (SQLite, or
-    a fresh PostgreSQL schema), built from the config `raw`; all closed, the schema dropped, after."""
-    from tests.postgres import fresh_schema_url
+    an empty PostgreSQL schema of its own), built from the config `raw`; all closed, the schema
+    emptied, after."""
+    from tests.postgres import emptied_schema_url
 
-    schemas = fresh_schema_url() if backend == "postgresql" else None
+    schemas = emptied_schema_url() if backend == "postgresql" else None
     url = await anext(schemas) if schemas else None
     runtimes: list[Runtime] = []
 

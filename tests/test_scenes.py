@@ -29,7 +29,7 @@ from bot.runtime import build_runtime
 from bot.scenes import characters_in_a_row, drawn_by_talkativeness, named
 from tests.conftest import Chat, FakeClock, config_dict, eventually, shown
 from tests.fakes.llm_server import text, tool_calls
-from tests.postgres import fresh_schema_url
+from tests.postgres import emptied_schema_url, fresh_schema_url
 
 GROUP = "-100"
 
@@ -92,7 +92,7 @@ scene_voices: dict = {}
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def scene(request, llm, tmp_path):
     """A runtime (or two sharing a database) with Mira and Aki, both voiced on Telegram."""
-    schemas = fresh_schema_url() if request.param == "postgresql" else None
+    schemas = emptied_schema_url() if request.param == "postgresql" else None
     url = await anext(schemas) if schemas else None
     started, voicing = [], contextlib.ExitStack()
 

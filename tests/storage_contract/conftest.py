@@ -13,7 +13,7 @@ from bot.memory.saved_memories import CAPS
 from storage.factory import open_store
 from storage.ports import Store
 from tests.conftest import FakeClock
-from tests.postgres import fresh_schema_url
+from tests.postgres import emptied_schema_url
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -24,7 +24,7 @@ OpenStore = Callable[[], Awaitable[Store]]
 async def open_backend(request, tmp_path: Path, clock: FakeClock) -> AsyncIterator[OpenStore]:
     """Opens a store on one database; called twice, two stores (two "processes") share it."""
     opened: list[Store] = []
-    schemas = fresh_schema_url() if request.param == "postgresql" else None
+    schemas = emptied_schema_url() if request.param == "postgresql" else None
     url = await anext(schemas) if schemas else "sqlite:///keepsake.sqlite3"
 
     async def open_one() -> Store:
