@@ -1,10 +1,9 @@
 """Message vectors in SQLite (the Vectors port, migration 10): float16 blobs (half the bytes a
 turn reads; plenty for ranking by cosine), scored with numpy against the turn's vector — the
-conversation's newest NEAREST_SCAN_LIMIT before the window."""
+conversation's newest NEAREST_SCAN_LIMIT before the window. numpy loads with the first vector:
+a bot without recall by meaning never pays its start-up."""
 
 from __future__ import annotations
-
-import numpy as np
 
 from storage.ports import NEAREST_SCAN_LIMIT
 from storage.sql.presence import seen, seen_args
@@ -13,6 +12,8 @@ from storage.sql.vectors import WaitingVectors
 
 class SQLiteVectors(WaitingVectors):
     async def save(self, model: str, vectors: list[tuple[int, str, list[float]]]) -> None:
+        import numpy as np
+
         async with self.db.transaction() as tx:
             if await tx.value("SELECT 1 FROM vector_model WHERE model = $1", model) is None:
                 return
@@ -25,6 +26,8 @@ class SQLiteVectors(WaitingVectors):
 
     async def nearest(self, conversation_id: int, vector: list[float], before_pos: int, limit: int,
                       seen_by: int | None = None) -> list[int]:
+        import numpy as np
+
         rows = await self.db.all(
             "SELECT pos, vector FROM message_vectors WHERE conversation_id = $1 AND pos < $2"
             f"{seen(seen_by, 4, 'message_vectors.message_id')} ORDER BY pos DESC LIMIT $3",
