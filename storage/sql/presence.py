@@ -51,11 +51,10 @@ async def come_in(tx: Connection, conversation_id: int, character_id: int) -> bo
     return True
 
 
-async def take_witnesses(tx: Connection, turn_id: int) -> None:
-    """As a turn's streamed reply first shows (is posted): the characters present now are kept
-    with the turn, to witness the reply once it is stored. Nothing in a one-to-one chat (no one
-    is present there)."""
-    await tx.execute("INSERT INTO turn_witnesses (turn_id, character_id) SELECT t.id, p.character_id FROM turns t "
+async def take_witnesses(db: Connection, turn_id: int) -> None:
+    """As a scene's streamed reply first shows (is posted): the characters present now are kept
+    with its turn, to witness the reply once it is stored."""
+    await db.execute("INSERT INTO turn_witnesses (turn_id, character_id) SELECT t.id, p.character_id FROM turns t "
                      "JOIN presence p ON p.conversation_id = t.conversation_id AND p.present WHERE t.id = $1 "
                      "ON CONFLICT DO NOTHING", turn_id)
 
@@ -69,11 +68,11 @@ async def record_witnesses(tx: Connection, message_id: int, conversation_id: int
         await tx.execute("INSERT INTO witnesses (message_id, character_id) SELECT $1, character_id FROM presence "
                          "WHERE conversation_id = $2 AND present", message_id, conversation_id)
         return
-    named = ", ".join(f"${n}" for n in range(4, len(speakers) + 4)) or "NULL"
+    speaking = ", ".join(f"${n}" for n in range(4, len(speakers) + 4)) or "NULL"
     await tx.execute(
         "INSERT INTO witnesses (message_id, character_id) SELECT CAST($1 AS BIGINT), character_id FROM turn_witnesses "
         "WHERE turn_id = $3 UNION SELECT $1, character_id FROM presence WHERE conversation_id = $2 AND present "
-        f"AND (character_id IN ({named}) OR NOT EXISTS (SELECT 1 FROM turn_witnesses WHERE turn_id = $3))",
+        f"AND (character_id IN ({speaking}) OR NOT EXISTS (SELECT 1 FROM turn_witnesses WHERE turn_id = $3))",
         message_id, conversation_id, turn_id, *speakers)
     await tx.execute("DELETE FROM turn_witnesses WHERE turn_id = $1", turn_id)
 

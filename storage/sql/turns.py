@@ -323,9 +323,11 @@ class SQLTurns(Turns):
 
     # -- a running turn ----------------------------------------------------------------------
     async def set_turn_partial(self, turn_id: int, platform_message_id: str) -> None:
-        async with self.db.transaction() as tx:
-            await tx.execute("UPDATE turns SET partial_message_id = $1 WHERE id = $2", platform_message_id, turn_id)
-            await take_witnesses(tx, turn_id)  # the reply is posted now: those present witness it
+        scene = await self.db.value(
+            "UPDATE turns SET partial_message_id = $1 WHERE id = $2 "
+            "RETURNING (SELECT is_shared FROM conversations WHERE id = turns.conversation_id)", platform_message_id, turn_id)
+        if scene:  # the reply is posted now: those present witness it
+            await take_witnesses(self.db, turn_id)
 
     async def finish_turn(
         self, turn_id: int, user_message: MessageRow, speaker_name: str,
