@@ -200,12 +200,21 @@ async def fill_memories(runtime: Runtime, person_id: int) -> None:
 async def throwaway_schema(server_url: str) -> AsyncIterator[str]:
     """A store URL on the PostgreSQL server with a new, empty schema, dropped afterwards."""
     schema = f"keepsake_run_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    yield f"{server_url}{'&' if '?' in server_url else '?'}schema={schema}"
+    yield schema_url(server_url, schema)
     connection = await asyncpg.connect(server_url)
     try:
-        await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await drop_schema(connection, schema)
     finally:
         await connection.close()
+
+
+def schema_url(server_url: str, schema: str) -> str:
+    """The store URL of a schema on the PostgreSQL server."""
+    return f"{server_url}{'&' if '?' in server_url else '?'}schema={schema}"
+
+
+async def drop_schema(connection: asyncpg.Connection, schema: str) -> None:
+    await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 # Ordinary words for benchmark conversations: what people talk about, when. A message names a

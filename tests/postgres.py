@@ -1,9 +1,9 @@
 """PostgreSQL for tests: KEEPSAKE_TEST_POSTGRES_URL names the server (CI sets it, and `.ci/run`
-fails when the server does not answer). Each test gets a schema of its own, dropped after it,
-so test runs (and tests) never see each other's rows. Without the variable, PostgreSQL tests
-skip with one line saying so. The fixtures most tests share take `emptied_schema_url`: a schema
-an earlier test of this run left, every row deleted and every id counter back at 1, which costs
-a tenth of migrating a new one.
+fails when the server does not answer). Each test gets a schema of its own, so test runs (and
+tests) never see each other's rows: a new one, dropped after it (`fresh_schema_url`), or, for
+the fixtures most tests share, one an earlier test of this run left, every row deleted and every
+id counter back at 1 (`emptied_schema_url`), which costs a tenth of migrating a new one. Without
+the variable, PostgreSQL tests skip with one line saying so.
 
 Semantic recall on PostgreSQL needs the pgvector extension, which the CI server lacks:
 KEEPSAKE_TEST_PGVECTOR_URL names a server that has it (`.ci/run` starts a private one where it
@@ -19,7 +19,7 @@ from typing import AsyncIterator
 import asyncpg
 import pytest
 
-from bench.common import throwaway_schema
+from bench.common import drop_schema, schema_url, throwaway_schema
 
 ENV = "KEEPSAKE_TEST_POSTGRES_URL"
 PGVECTOR_ENV = "KEEPSAKE_TEST_PGVECTOR_URL"
@@ -65,11 +65,11 @@ async def emptied_schema_url() -> AsyncIterator[str]:
     or dropped when anything still holds it."""
     url = server_url()
     schema = _emptied.pop() if _emptied else f"keepsake_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    yield f"{url}{'&' if '?' in url else '?'}schema={schema}"
+    yield schema_url(url, schema)
     connection = await asyncpg.connect(url, server_settings={"search_path": schema})
     try:
         if await connection.fetchval(HELD, schema):
-            await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            await drop_schema(connection, schema)
         else:
             await connection.execute(EMPTY)
             _emptied.append(schema)
@@ -83,7 +83,7 @@ def drop_emptied() -> None:
         connection = await asyncpg.connect(os.environ[ENV])
         try:
             for schema in _emptied:
-                await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+                await drop_schema(connection, schema)
         finally:
             await connection.close()
     if _emptied:

@@ -24,7 +24,8 @@ class PostgresRecall(Recall):
 
     async def search(self, conversation_id: int, terms: list[str], before_pos: int, limit: int,
                      common_above: int, seen_by: int | None = None) -> list[MessageRow]:
-        # each term's hits, up to one past common_above; KNOWN_COMMON for a word kept as common
+        # each term's hits, up to one past common_above; KNOWN_COMMON for a word kept as common at a
+        # limit at least as high ($2 - 1 is common_above)
         counts = ", ".join(
             f"CASE WHEN EXISTS (SELECT 1 FROM common_words WHERE conversation_id = $1 AND word = ${i + 3} "
             f"AND more_than >= $2 - 1) THEN {KNOWN_COMMON} ELSE (SELECT COUNT(*) FROM (SELECT 1 FROM messages "
