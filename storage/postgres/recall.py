@@ -24,14 +24,14 @@ class PostgresRecall(Recall):
 
     async def search(self, conversation_id: int, terms: list[str], before_pos: int, limit: int,
                      common_above: int, seen_by: int | None = None) -> list[MessageRow]:
-        # each term's hits, up to one past common_above; KNOWN_COMMON for a word kept as common at a
-        # limit at least as high ($2 - 1 is common_above)
+        # each term's hits, up to one past common_above ($3); KNOWN_COMMON for a word kept as
+        # common at a limit at least as high
         counts = ", ".join(
-            f"CASE WHEN EXISTS (SELECT 1 FROM common_words WHERE conversation_id = $1 AND word = ${i + 3} "
-            f"AND more_than >= $2 - 1) THEN {KNOWN_COMMON} ELSE (SELECT COUNT(*) FROM (SELECT 1 FROM messages "
-            f"WHERE conversation_id = $1 AND search @@ to_tsquery('english', ${i + 3}) LIMIT $2) AS hits) END"
+            f"CASE WHEN EXISTS (SELECT 1 FROM common_words WHERE conversation_id = $1 AND word = ${i + 4} "
+            f"AND more_than >= $3) THEN {KNOWN_COMMON} ELSE (SELECT COUNT(*) FROM (SELECT 1 FROM messages "
+            f"WHERE conversation_id = $1 AND search @@ to_tsquery('english', ${i + 4}) LIMIT $2) AS hits) END"
             for i in range(len(terms)))
-        found = await self.db.one(f"SELECT {counts}", conversation_id, common_above + 1, *terms)
+        found = await self.db.one(f"SELECT {counts}", conversation_id, common_above + 1, common_above, *terms)
         if found_common := [term for term, hits in zip(terms, found) if hits > common_above]:
             await self.db.execute(
                 "INSERT INTO common_words (conversation_id, word, more_than) SELECT $1, word, $3 "

@@ -63,18 +63,15 @@ async def record_witnesses(tx: Connection, message_id: int, conversation_id: int
                            speakers: Sequence[int] = ()) -> None:
     """Inside the transaction storing a scene's message: the characters present witnessed it.
     A turn's reply whose witnesses were taken as it first showed (`take_witnesses`) has those,
-    and of the present its `speakers` (the character saying it, those it names)."""
-    if turn_id is None:
-        await tx.execute("INSERT INTO witnesses (message_id, character_id) SELECT $1, character_id FROM presence "
-                         "WHERE conversation_id = $2 AND present", message_id, conversation_id)
-        return
+    and of the present only its `speakers` (the character saying it, those it names)."""
     speaking = ", ".join(f"${n}" for n in range(4, len(speakers) + 4)) or "NULL"
     await tx.execute(
         "INSERT INTO witnesses (message_id, character_id) SELECT CAST($1 AS BIGINT), character_id FROM turn_witnesses "
         "WHERE turn_id = $3 UNION SELECT $1, character_id FROM presence WHERE conversation_id = $2 AND present "
         f"AND (character_id IN ({speaking}) OR NOT EXISTS (SELECT 1 FROM turn_witnesses WHERE turn_id = $3))",
         message_id, conversation_id, turn_id, *speakers)
-    await tx.execute("DELETE FROM turn_witnesses WHERE turn_id = $1", turn_id)
+    if turn_id is not None:
+        await tx.execute("DELETE FROM turn_witnesses WHERE turn_id = $1", turn_id)
 
 
 class SQLPresence(Presence):
