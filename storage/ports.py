@@ -706,6 +706,12 @@ class Summaries(abc.ABC):
         summary in a scene (SPEC 22: one that missed messages; never rebuilding, generation 0)."""
 
     @abc.abstractmethod
+    async def summary_states(self, conversation_id: int) -> list[tuple[int | None, SummaryState]]:
+        """In one read, the state of the conversation's summary (None), then of each character's
+        own summary there (SPEC 22: the characters that keep one), by character; [] when the
+        conversation is gone."""
+
+    @abc.abstractmethod
     async def summaries(self, conversation_id: int, generation: int | None = None,
                         seen_by: int | None = None) -> list[SummaryRow]:
         """Entries of one generation (default: the live one), in tier order, oldest first; or
@@ -871,10 +877,6 @@ class Presence(abc.ABC):
     async def missed_any(self, conversation_id: int, character_id: int) -> bool:
         """Whether the character missed a message of the conversation: then it reads only what it
         witnessed (False: it witnessed them all)."""
-
-    @abc.abstractmethod
-    async def own_sights(self, conversation_id: int) -> list[int]:
-        """The characters of the conversation that keep their own summary."""
 
     @abc.abstractmethod
     async def witnessed(self, conversation_id: int, character_id: int) -> tuple[int, int]:

@@ -116,7 +116,7 @@ async def test_characters_that_witnessed_every_message_share_one_summary(scene, 
     await ann.says("good evening Mira and Aki!")
     await more_messages(runtime, 70)
     scene_id = await scene_of(runtime)
-    assert await runtime.store.presence.own_sights(scene_id) == []
+    assert [seen_by for seen_by, _ in await runtime.store.summaries.summary_states(scene_id)] == [None]
     batches = [r for r in llm.requests if kind_of(r) == "batch"]
     assert len(batches) == 1  # the scene's one summary, as before witnesses: no second copy for Aki
 

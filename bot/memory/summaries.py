@@ -39,7 +39,7 @@ from bot.memory.window import WINDOW_MAX_MESSAGES, live_window, take_within
 from bot.model.llm import Completion, LLMClient, LLMError
 from bot.model.tokens import TokenCounter
 from bot.text import ended_at_a_sentence
-from storage.ports import MessageRow, Store, SummaryRow
+from storage.ports import MessageRow, Store, SummaryRow, SummaryState
 
 log = logging.getLogger(__name__)
 Charge = Callable[[Completion], Awaitable[None]]  # spends a model call on someone's allowance
@@ -99,8 +99,8 @@ class Summarizer:
         try:
             while True:
                 self._again.discard(conversation_id)
-                for seen_by in [None, *await self.store.presence.own_sights(conversation_id)]:
-                    if await self._work_due(conversation_id, seen_by):  # reads only: most replies leave nothing
+                for seen_by, state in await self.store.summaries.summary_states(conversation_id):
+                    if await self._work_due(conversation_id, state, seen_by):  # reads only: most replies leave nothing
                         job = f"summary:{conversation_id}" + (f":{seen_by}" if seen_by is not None else "")
                         async with self.store.coordination.claim(job, SUMMARY_LEASE_S) as mine:
                             if mine:  # else another process sharing the database summarizes it now
@@ -126,8 +126,7 @@ class Summarizer:
             self.schedule(conversation_id)
 
     # -- the work --------------------------------------------------------------------------
-    async def _work_due(self, conversation_id: int, seen_by: int | None = None) -> bool:
-        state = await self.store.summaries.summary_state(conversation_id, seen_by)
+    async def _work_due(self, conversation_id: int, state: SummaryState, seen_by: int | None = None) -> bool:
         if state.rebuilding:
             return False
         if state.retry_at is not None and state.retry_at > self.clock():  # its backoff holds: retry_due takes it

@@ -130,11 +130,6 @@ class SQLPresence(Presence):
             "SELECT COALESCE((SELECT own_sight FROM presence WHERE conversation_id = $1 AND character_id = $2), "
             f"{MISSED_ANY})", conversation_id, character_id))
 
-    async def own_sights(self, conversation_id: int) -> list[int]:
-        rows = await self.db.all("SELECT character_id FROM presence WHERE conversation_id = $1 AND own_sight "
-                                 "ORDER BY character_id", conversation_id)
-        return [row["character_id"] for row in rows]
-
     async def witnessed(self, conversation_id: int, character_id: int) -> tuple[int, int]:
         row = await self.db.one(
             f"SELECT COUNT(CASE WHEN {witnessed_by('m.id', '$2')} THEN 1 END) AS seen, COUNT(*) AS held "

@@ -28,6 +28,17 @@ class SQLSummaries(Summaries):
         return SummaryState(row["summarized_pos"], row["summary_generation"], row["summary_failures"],
                             row["summary_retry_at"], bool(row["rebuilding"]))
 
+    async def summary_states(self, conversation_id: int) -> list[tuple[int | None, SummaryState]]:
+        rows = await self.db.all(
+            "SELECT NULL AS seen_by, summarized_pos, summary_generation AS generation, summary_failures, "
+            "summary_retry_at, EXISTS (SELECT 1 FROM rebuilds WHERE conversation_id = c.id) AS rebuilding "
+            "FROM conversations c WHERE id = $1 "
+            f"UNION ALL SELECT character_id, summarized_pos, {OWN_GENERATION}, summary_failures, summary_retry_at, "
+            "false FROM presence WHERE conversation_id = $1 AND own_sight", conversation_id)
+        states = [(row["seen_by"], SummaryState(row["summarized_pos"], row["generation"], row["summary_failures"],
+                                                row["summary_retry_at"], bool(row["rebuilding"]))) for row in rows]
+        return sorted(states, key=lambda state: (state[0] is not None, state[0] or 0))  # the conversation's first
+
     async def summaries(self, conversation_id: int, generation: int | None = None,
                         seen_by: int | None = None) -> list[SummaryRow]:
         if seen_by is not None:

@@ -91,7 +91,7 @@ async def test_a_dismissed_characters_own_summary_starts_as_the_scenes_and_grows
     await store.summaries.write_summary(scene, 0, "recent", "Ann said hello to both.", 5, said.pos, said.pos, [],
                                         covered_pos=said.pos)
     await store.presence.dismiss(scene, aki)
-    assert await store.presence.own_sights(scene) == [aki]
+    assert [seen_by for seen_by, _ in await store.summaries.summary_states(scene)] == [None, aki]
     own = await store.summaries.summaries(scene, seen_by=aki)
     assert [e.content for e in own] == ["Ann said hello to both."]
     assert (await store.summaries.summary_state(scene, aki)).summarized_pos == said.pos
@@ -101,6 +101,24 @@ async def test_a_dismissed_characters_own_summary_starts_as_the_scenes_and_grows
     assert [e.content for e in await store.summaries.summaries(scene, seen_by=aki)] == ["Ann said hello to both."]
     assert len(await store.summaries.summaries(scene)) == 2  # the scene's, which Mira reads
     assert (await store.summaries.summary_state(scene, aki)).summarized_pos == said.pos
+
+
+async def test_the_summaries_to_keep_up_are_read_at_once_the_scenes_first_then_each_own_by_character(
+        store: Store, scene, ann, mira, aki):
+    zed = await store.characters.ensure_character("Zed")
+    await store.presence.bring_in(scene, [mira, zed, aki])
+    said = await say(store, scene, ann, "all three hear this")
+    await store.summaries.write_summary(scene, 0, "recent", "Ann greeted them.", 5, said.pos, said.pos, [],
+                                        covered_pos=said.pos)
+    await store.presence.dismiss(scene, zed)
+    await store.presence.dismiss(scene, aki)
+    await store.summaries.set_summary_retry(scene, 2, 500.0, aki)
+    states = await store.summaries.summary_states(scene)
+    assert [seen_by for seen_by, _ in states] == [None, *sorted([aki, zed])]
+    assert [state for _, state in states] == [await store.summaries.summary_state(scene, seen_by)
+                                              for seen_by, _ in states]
+    assert dict(states)[aki].failures == 2 and dict(states)[zed].summarized_pos == said.pos
+    assert await store.summaries.summary_states(scene + 1000) == []  # no such conversation
 
 
 async def test_a_rebuild_starts_every_characters_own_summary_again(store: Store, scene, ann, mira, aki):
