@@ -8,16 +8,20 @@ The same against a real llama.cpp server: tests/test_real_model_server.py."""
 import asyncio
 import json
 import logging
+import ssl
 
+import httpcore2
 import pytest
+import trustme
 from aiohttp import web
 
 from bot.config import parse_config
 from bot.model.server_context import OLLAMA_DEFAULT, fit_to_server, held_by_server
+from bot.model.tls import trust_store
 from bot.runtime import build_runtime
-from bot.contract import IncomingMessage
+from bot.contract import IncomingMessage, Kind
 from tests.conftest import Chat, config_dict
-from tests.fakes.llm_server import cut, cut_at_length, ended_early, status, text, tool_calls
+from tests.fakes.llm_server import ScriptedLLM, cut, cut_at_length, ended_early, status, text, tool_calls
 from tests.fakes.summarizer import extractive, kind_of
 
 LONG = ("Tell me again about the storm of the winter the lighthouse lamp failed, the boats that came in "
@@ -392,3 +396,51 @@ async def test_a_model_tiktoken_does_not_know_is_fitted_under_its_own_count_from
         assert (await ann.say(f"{n}: {LONG}", on_text=shown_nowhere)).text == f"Answer {n}."
     assert all(usage["prompt_tokens"] + 200 <= 1_024 for usage in llm.usages)
     assert max(usage["prompt_tokens"] for usage in llm.usages) > 1_024 * 0.6  # the prompts were full
+
+
+async def test_a_model_server_over_tls_is_verified_with_one_trust_store_read_once_a_process(
+        tmp_path, clock, monkeypatch):
+    """Hosted and self-hosted servers answer over HTTPS. The start-up questions, the chat and the
+    voice client verify them as the openai client does by itself (the system's CAs, or the file
+    SSL_CERT_FILE names), with one trust store read once a process; a server whose certificate
+    no trusted authority signed gets no request."""
+    ours, stranger = trustme.CA(), trustme.CA()
+    ours.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    trust_store.cache_clear()
+    reads = []  # each time a client of the openai package's HTTP library reads the trust store
+    read = httpcore2.default_ssl_context
+    monkeypatch.setattr(httpcore2, "default_ssl_context", lambda **how: reads.append(how) or read(**how))
+    runtimes = []
+
+    async def started(ca: trustme.CA) -> ScriptedLLM:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert("127.0.0.1").configure_cert(tls)
+        server = ScriptedLLM()
+        server.owned_by, server.n_ctx = "llamacpp", 4_096  # llama.cpp's /props says 1 slot
+        await server.start(tls)
+        return server
+
+    async def runtime_on(server: ScriptedLLM):
+        raw = config_dict(server.base_url, tmp_path / f"k{len(runtimes)}.sqlite3", max_retries=0)
+        raw["voice"] = {"transcription_model": "whisper-1"}
+        runtimes.append(await build_runtime(await fit_to_server(parse_config(raw, tmp_path)), clock=clock))
+        return runtimes[-1]
+
+    trusted, unknown = await started(ours), await started(stranger)
+    try:
+        runtime = await runtime_on(trusted)
+        assert runtime.turns.context_window == 4_096  # asked at start-up, over TLS
+        await runtime.llm.probe()
+        assert runtime.llm.lanes.slots == 1
+        assert (await Chat(runtime).say("hello over TLS")).text == "Okay."
+        assert await runtime.voice.probe() == []
+        refused = await (Chat(await runtime_on(unknown))).say("hello?")
+        assert refused.kind is Kind.ERROR and unknown.requests == []
+        assert len(reads) == 1  # for both runtimes' chat and voice clients and start-up questions
+    finally:
+        for runtime in runtimes:
+            await runtime.close()
+        await trusted.stop()
+        await unknown.stop()
+        trust_store.cache_clear()  # the tests after read the machine's own

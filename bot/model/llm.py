@@ -46,6 +46,7 @@ from bot import metrics
 from bot.config import LLMConfig
 from bot.model.lanes import Lanes
 from bot.model.server_context import slots_said
+from bot.model.tls import http_client as tls_client
 
 log = logging.getLogger(__name__)
 TextSink = Callable[[str], Awaitable[None]]  # receives the whole text so far
@@ -217,7 +218,7 @@ class LLMClient:
             base_url=config.base_url,
             timeout=config.timeout_s,
             max_retries=config.max_retries,
-            http_client=http_client,  # None: the openai package's own; benchmarks pass an in-process one
+            http_client=http_client or tls_client(),  # benchmarks pass an in-process one
         )
         # None: not known yet (auto); False: off by config or refused by the server.
         self.tools_supported: bool | None = {"on": True, "off": False}.get(config.tools)

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from bot.config import Config
+from bot.model.tls import trust_store
 
 log = logging.getLogger(__name__)
 ASK_TIMEOUT_S = 5.0
@@ -96,7 +97,7 @@ async def _ollama(http: httpx.AsyncClient, root: str, model: str) -> Held | None
 async def held_by_server(base_url: str, model: str, api_key: str = "") -> Held | None:
     """What the server at `base_url` says it holds for `model`; None where it says nothing."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    async with httpx.AsyncClient(timeout=ASK_TIMEOUT_S, trust_env=False, headers=headers) as http:
+    async with httpx.AsyncClient(timeout=ASK_TIMEOUT_S, trust_env=False, headers=headers, verify=trust_store()) as http:
         root, base = _root(base_url), base_url.rstrip("/")
         for ask, at in ((_llama_cpp, root), (_ollama, root), (_vllm, base)):
             if (held := await ask(http, at, model)) is not None:
@@ -107,7 +108,7 @@ async def held_by_server(base_url: str, model: str, api_key: str = "") -> Held |
 async def slots_said(base_url: str, api_key: str = "") -> int | None:
     """How many requests llama.cpp's server answers at once (`/props` `total_slots`); None where unsaid."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    async with httpx.AsyncClient(timeout=ASK_TIMEOUT_S, trust_env=False, headers=headers) as http:
+    async with httpx.AsyncClient(timeout=ASK_TIMEOUT_S, trust_env=False, headers=headers, verify=trust_store()) as http:
         props = await _json(http, "GET", f"{_root(base_url)}/props")
     return _positive(props.get("total_slots")) if isinstance(props, dict) else None
 

@@ -24,6 +24,8 @@ quote what a server sent (a content type, a status line), and are fenced like a 
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 import zlib
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Protocol, TypeVar
@@ -31,7 +33,6 @@ from urllib.parse import urljoin, urlsplit
 
 import certifi
 import httpx
-import ssl
 
 from bot.in_flight import InFlight
 
@@ -93,9 +94,10 @@ class Guard(Protocol):
         """Where a checked address is reached (a test serves its public address on loopback)."""
 
 
+@functools.cache
 def certificates() -> ssl.SSLContext:
-    """The TLS context outside calls verify with (the CA bundle httpx uses), made once: a TLS
-    context costs milliseconds to build."""
+    """The TLS context outside calls verify with (the CA bundle httpx uses), made once a process:
+    a TLS context costs milliseconds to build."""
     return ssl.create_default_context(cafile=certifi.where())
 
 

@@ -12,6 +12,7 @@ import httpx
 import openai
 
 from bot.config import LLMConfig, VoiceConfig
+from bot.model.tls import http_client as tls_client
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class VoiceClient:
         self.base_url = server.base_url
         self.client = openai.AsyncOpenAI(api_key=server.api_key, base_url=server.base_url,
                                          timeout=server.timeout_s, max_retries=server.max_retries,
-                                         http_client=http_client)
+                                         http_client=http_client or tls_client())
 
     async def close(self) -> None:
         await self.client.close()

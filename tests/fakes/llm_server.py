@@ -22,6 +22,7 @@ import asyncio
 import itertools
 import json
 import re
+import ssl
 import time
 import zlib
 from collections import deque
@@ -162,7 +163,8 @@ class ScriptedLLM:
         """What the next voice notes say ("" for silence), or an HTTP error code."""
         self.transcripts.extend(transcripts)
 
-    async def start(self) -> str:
+    async def start(self, tls: ssl.SSLContext | None = None) -> str:
+        """Serve on a free loopback port (over TLS with `tls`, a server-side context); the base URL."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_post("/v1/embeddings", self._embeddings)
@@ -172,10 +174,10 @@ class ScriptedLLM:
         app.router.add_post("/v1/audio/speech", self._speech)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=tls)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self.base_url = f"{'https' if tls else 'http'}://127.0.0.1:{port}/v1"
         return self.base_url
 
     async def stop(self) -> None:
