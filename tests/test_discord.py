@@ -4,6 +4,7 @@ and REST API, and the scripted LLM server."""
 import asyncio
 import json
 import logging
+import time
 
 import discord
 import pytest
@@ -35,9 +36,15 @@ async def discord_fake():
 
 
 @pytest.fixture
-async def start(discord_fake, llm, tmp_path, monkeypatch, clock):
+async def running():
+    adapters = RunningAdapters()
+    yield adapters
+    await adapters.stop_all()
+
+
+@pytest.fixture
+async def start(discord_fake, llm, tmp_path, monkeypatch, clock, running):
     """Starts the Discord adapter on a config (changed by `adjust`); stops it after the test."""
-    running = RunningAdapters()
 
     async def start_with(adjust=lambda raw: None):
         monkeypatch.setenv("MIRA_DISCORD_TOKEN", "discord-test-token-123")
@@ -53,8 +60,7 @@ async def start(discord_fake, llm, tmp_path, monkeypatch, clock):
         # discord.py reports "ready" 2 s after the last guild arrives; events flow as soon as it is cached.
         await discord_fake.wait_for(lambda: adapter.client.get_guild(int(discord_fake.guild_id)))
         return runtime
-    yield start_with
-    await running.stop_all()
+    return start_with
 
 
 @pytest.fixture
@@ -187,6 +193,12 @@ async def test_in_an_always_on_channel_a_message_mentioning_another_bot_is_left_
     replies = await bot_reply(discord_fake, discord_fake.always_on_id)  # handled after the one before it
     assert len(replies) == 1 and len(llm.requests) == 1
     assert "your turn" not in llm.prompt_text()
+
+
+async def test_a_bot_stopped_before_discord_says_it_is_ready_stops_at_once(bot, running):
+    started = time.monotonic()  # discord.py says ready 2 s after the last server arrived: not yet
+    await running.stop_all()
+    assert time.monotonic() - started < 1.0
 
 
 async def test_a_dm_is_answered(bot, discord_fake, llm):

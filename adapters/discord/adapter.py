@@ -156,8 +156,13 @@ class DiscordAdapter(ChatAdapter[Messageable]):
                 await asyncio.gather(connection, return_exceptions=True)
 
     async def _recover_when_ready(self, stop: asyncio.Event) -> None:
-        await self.client.wait_until_ready()
-        await asyncio.gather(*(speaker.keep_recovering(stop) for speaker in self.speakers.values()))
+        """Recover once discord.py is ready (2 s after the last server arrived), unless it stops first."""
+        ready, stopping = asyncio.ensure_future(self.client.wait_until_ready()), asyncio.ensure_future(stop.wait())
+        await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        stopping.cancel()
+        if not stop.is_set():
+            await asyncio.gather(*(speaker.keep_recovering(stop) for speaker in self.speakers.values()))
 
     # -- the platform's primitives for the shared reply flow (adapters/base.py) ---------------
     def place_of(self, conversation: ConversationKey) -> Messageable:
