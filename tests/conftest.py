@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from bot.contract import (  # noqa: E402
     TurnRef,
 )
 from bot.runtime import Runtime, build_runtime  # noqa: E402
+from storage.sqlite.database import Database  # noqa: E402
 from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 
@@ -150,11 +153,30 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+@pytest.fixture(scope="session")
+def migrated_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An SQLite store migrated once a test session. `make_config`'s store starts as a copy of it,
+    as a process finds a store another one migrated: a new file takes every migration (~40 ms),
+    which the migration tests, the schema test and every bot process a test starts still run."""
+    path = tmp_path_factory.mktemp("migrated") / "keepsake.sqlite3"
+
+    async def migrate() -> None:
+        database = Database(path)
+        await database.open()
+        await database.close()
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:  # an event loop of its own, not a test's
+        thread.submit(asyncio.run, migrate()).result()
+    return path
+
+
 @pytest.fixture
-def make_config(llm: ScriptedLLM, tmp_path: Path):
+def make_config(llm: ScriptedLLM, tmp_path: Path, migrated_store: Path):
+    store = tmp_path / "keepsake.sqlite3"
+
     def make(**llm_options: Any) -> Config:
-        return parse_config(config_dict(llm.base_url, tmp_path / "keepsake.sqlite3", **llm_options),
-                            base=tmp_path)
+        if not store.exists():
+            shutil.copyfile(migrated_store, store)
+        return parse_config(config_dict(llm.base_url, store, **llm_options), base=tmp_path)
     return make
 
 
@@ -295,7 +317,8 @@ class RunningAdapters:
         self.running.append((runtime, stop, asyncio.create_task(adapter.run(stop))))
 
     async def stop_all(self) -> None:
-        for runtime, stop, task in self.running:
+        running, self.running = self.running, []
+        for runtime, stop, task in running:
             stop.set()
             await asyncio.wait_for(task, 10)
             await runtime.close()

@@ -4,6 +4,7 @@ KEEPSAKE_TEST_POSTGRES_URL names a server (CI sets it)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
@@ -21,11 +22,13 @@ OpenStore = Callable[[], Awaitable[Store]]
 
 
 @pytest.fixture(params=BACKENDS)
-async def open_backend(request, tmp_path: Path, clock: FakeClock) -> AsyncIterator[OpenStore]:
+async def open_backend(request, tmp_path: Path, clock: FakeClock, migrated_store: Path) -> AsyncIterator[OpenStore]:
     """Opens a store on one database; called twice, two stores (two "processes") share it."""
     opened: list[Store] = []
     schemas = emptied_schema_url() if request.param == "postgresql" else None
     url = await anext(schemas) if schemas else "sqlite:///keepsake.sqlite3"
+    if not schemas:
+        shutil.copyfile(migrated_store, tmp_path / "keepsake.sqlite3")  # a new store, migrated (tests/conftest.py)
 
     async def open_one() -> Store:
         store = await open_store(url, CAPS, tmp_path, clock)
