@@ -9,6 +9,17 @@ from storage.sql.database import Database
 
 REBUILD_GENERATION = "(SELECT generation FROM rebuilds WHERE conversation_id = $1)"
 OWN_GENERATION = 0  # a character's own summary (SPEC 22) is never rebuilt: it starts again instead
+# What a summary's state is read from (`summary_state`): the conversation's, and a character's own
+LIVE_STATE = ("summarized_pos, summary_generation AS generation, summary_failures, summary_retry_at, "
+              "EXISTS (SELECT 1 FROM rebuilds WHERE conversation_id = c.id) AS rebuilding "
+              "FROM conversations c WHERE id = $1")
+OWN_STATE = (f"summarized_pos, {OWN_GENERATION} AS generation, summary_failures, summary_retry_at, "
+             "false AS rebuilding FROM presence WHERE conversation_id = $1")
+
+
+def summary_state(row) -> SummaryState:
+    return SummaryState(row["summarized_pos"], row["generation"], row["summary_failures"], row["summary_retry_at"],
+                        bool(row["rebuilding"]))
 
 
 class SQLSummaries(Summaries):
@@ -17,26 +28,14 @@ class SQLSummaries(Summaries):
 
     async def summary_state(self, conversation_id: int, seen_by: int | None = None) -> SummaryState:
         if seen_by is not None:  # a character's own (SPEC 22); none yet: it starts from the first message
-            row = await self.db.one("SELECT summarized_pos, summary_failures, summary_retry_at FROM presence "
-                                    "WHERE conversation_id = $1 AND character_id = $2", conversation_id, seen_by)
-            return SummaryState(row["summarized_pos"], OWN_GENERATION, row["summary_failures"],
-                                row["summary_retry_at"]) if row else SummaryState(0, OWN_GENERATION, 0, None)
-        row = await self.db.one(
-            "SELECT summarized_pos, summary_generation, summary_failures, summary_retry_at, "
-            "EXISTS (SELECT 1 FROM rebuilds WHERE conversation_id = c.id) AS rebuilding FROM conversations c "
-            "WHERE id = $1", conversation_id)
-        return SummaryState(row["summarized_pos"], row["summary_generation"], row["summary_failures"],
-                            row["summary_retry_at"], bool(row["rebuilding"]))
+            row = await self.db.one(f"SELECT {OWN_STATE} AND character_id = $2", conversation_id, seen_by)
+            return summary_state(row) if row else SummaryState(0, OWN_GENERATION, 0, None)
+        return summary_state(await self.db.one(f"SELECT {LIVE_STATE}", conversation_id))
 
     async def summary_states(self, conversation_id: int) -> list[tuple[int | None, SummaryState]]:
-        rows = await self.db.all(
-            "SELECT NULL AS seen_by, summarized_pos, summary_generation AS generation, summary_failures, "
-            "summary_retry_at, EXISTS (SELECT 1 FROM rebuilds WHERE conversation_id = c.id) AS rebuilding "
-            "FROM conversations c WHERE id = $1 "
-            f"UNION ALL SELECT character_id, summarized_pos, {OWN_GENERATION}, summary_failures, summary_retry_at, "
-            "false FROM presence WHERE conversation_id = $1 AND own_sight", conversation_id)
-        states = [(row["seen_by"], SummaryState(row["summarized_pos"], row["generation"], row["summary_failures"],
-                                                row["summary_retry_at"], bool(row["rebuilding"]))) for row in rows]
+        rows = await self.db.all(f"SELECT NULL AS seen_by, {LIVE_STATE} "
+                                 f"UNION ALL SELECT character_id, {OWN_STATE} AND own_sight", conversation_id)
+        states = [(row["seen_by"], summary_state(row)) for row in rows]
         return sorted(states, key=lambda state: (state[0] is not None, state[0] or 0))  # the conversation's first
 
     async def summaries(self, conversation_id: int, generation: int | None = None,
