@@ -33,10 +33,9 @@ class SQLSummaries(Summaries):
         return summary_state(await self.db.one(f"SELECT {LIVE_STATE}", conversation_id))
 
     async def summary_states(self, conversation_id: int) -> list[tuple[int | None, SummaryState]]:
-        rows = await self.db.all(f"SELECT NULL AS seen_by, {LIVE_STATE} "
-                                 f"UNION ALL SELECT character_id, {OWN_STATE} AND own_sight", conversation_id)
-        states = [(row["seen_by"], summary_state(row)) for row in rows]
-        return sorted(states, key=lambda state: (state[0] is not None, state[0] or 0))  # the conversation's first
+        rows = await self.db.all(f"SELECT NULL AS seen_by, {LIVE_STATE} UNION ALL SELECT character_id, {OWN_STATE} "
+                                 "AND own_sight ORDER BY seen_by NULLS FIRST", conversation_id)
+        return [(row["seen_by"], summary_state(row)) for row in rows]
 
     async def summaries(self, conversation_id: int, generation: int | None = None,
                         seen_by: int | None = None) -> list[SummaryRow]:
