@@ -275,6 +275,17 @@ class DayTotals(NamedTuple):
     checkins: int
 
 
+class Spend(NamedTuple):
+    """What one model call cost on a person's behalf, as it is added to their day (SPEC 17)."""
+
+    person_id: int
+    character_id: int
+    day: str  # YYYY-MM-DD in [limits] timezone
+    tokens_in: int
+    tokens_out: int
+    turns: int = 1  # a turn's later tool rounds count none
+
+
 class Usage(abc.ABC):
     """What is spent on each person's behalf (SPEC 17): turns and their tokens, and check-ins,
     by day (`YYYY-MM-DD` in [limits] timezone) and character, across processes."""
@@ -283,7 +294,8 @@ class Usage(abc.ABC):
     async def add_turn(self, person_id: int, character_id: int, day: str, tokens_in: int, tokens_out: int,
                        turns: int = 1) -> None:
         """A model call made for the person (a turn, Regenerate, a draft), with its tokens; a
-        turn's later tool rounds are written as they end, counting `turns = 0`."""
+        turn's tool rounds are written as they end, the later ones counting `turns = 0`, and its
+        last call with the turn's end (`Turns.finish_turn`, `Turns.fail_turn`)."""
 
     @abc.abstractmethod
     async def add_checkin(self, person_id: int, character_id: int, day: str) -> None: ...
@@ -536,10 +548,12 @@ class Turns(abc.ABC):
     async def finish_turn(
         self, turn_id: int, user_message: MessageRow, speaker_name: str,
         content: str, tokens: int, receipt: dict[str, Any], character_id: int | None = None,
-        named: Sequence[int] = (),
+        named: Sequence[int] = (), spend: Spend | None = None,
     ) -> MessageRow:
         """Store the reply and the receipt in one transaction and return the stored reply, not
-        yet shown (`shown`); a regenerated turn replaces the old reply, which goes once the new
+        yet shown (`shown`); with `spend`, what the model call that wrote it cost is added to the
+        person's day in the same transaction, as the turn's hold ends (SPEC 17: the allowance
+        never counts both, nor neither). A regenerated turn replaces the old reply, which goes once the new
         one is shown. `character_id`: the answering character, as the turn names it (read from
         the turn when the caller does not have it at hand). In a scene the reply's witnesses are
         those present when it was posted (as it first showed, if it streamed; else now), its
@@ -560,8 +574,9 @@ class Turns(abc.ABC):
         again."""
 
     @abc.abstractmethod
-    async def fail_turn(self, turn_id: int) -> None:
-        """Undo the turn's memory writes and mark it failed, in one transaction."""
+    async def fail_turn(self, turn_id: int, spend: Spend | None = None) -> None:
+        """Undo the turn's memory writes and mark it failed, in one transaction; with `spend`,
+        what its last model call cost is added to the person's day in it (`finish_turn`)."""
 
     @abc.abstractmethod
     async def turn(self, turn_id: int) -> TurnRow | None: ...

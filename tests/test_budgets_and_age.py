@@ -80,6 +80,18 @@ async def test_usage_shows_a_persons_tokens_today_and_this_month_as_the_server_r
                                                  f"This month: {spent + 42:,}.")
 
 
+async def test_a_reply_the_model_left_empty_is_spent_all_the_same(budgeted, llm):
+    """SPEC 17: every model call made for a person counts on their day — the last call of a
+    turn is written as the turn ends, answered or not (here: the model wrote nothing)."""
+    (runtime, _), _ = budgeted
+    ann = Chat(runtime)
+    llm.add(text(""))
+    assert (await ann.say("hello")).is_error
+    reported, = llm.usages
+    assert await runtime.store.usage.spent(await ann.person_id(), "2027-01-15", "2027-01-15") == \
+        reported["prompt_tokens"] + reported["completion_tokens"] > 0
+
+
 async def test_at_exactly_tokens_per_day_the_person_is_past_it(budgeted, llm):
     (runtime, _), _ = budgeted
     ann = Chat(runtime)

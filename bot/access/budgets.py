@@ -12,7 +12,7 @@ from typing import Callable
 from zoneinfo import ZoneInfo
 
 from bot import metrics
-from storage.ports import Usage
+from storage.ports import Spend, Usage
 
 PAST_BUDGET = ("You've used today's allowance of {limit:,} tokens with me. I've kept your message; "
                "I can answer again tomorrow.")
@@ -64,12 +64,18 @@ class Budgets:
         """True once a day (in every process together): the person is told they are past it."""
         return await self.usage.notice_once(person_id, self.today())
 
-    async def spend(self, person_id: int | None, character_id: int, tokens_in: int, tokens_out: int,
-                    turns: int = 1) -> None:
+    def cost(self, person_id: int | None, character_id: int, tokens_in: int, tokens_out: int,
+             turns: int = 1) -> Spend | None:
+        """What a model call cost, counted in the metrics, as it is added to the person's day
+        (None for nobody in particular, who has no day)."""
         metrics.TOKENS.labels("in").inc(tokens_in)
         metrics.TOKENS.labels("out").inc(tokens_out)
-        if person_id is not None:
-            await self.usage.add_turn(person_id, character_id, self.today(), tokens_in, tokens_out, turns)
+        return Spend(person_id, character_id, self.today(), tokens_in, tokens_out, turns) \
+            if person_id is not None else None
+
+    async def charge(self, spend: Spend | None) -> None:
+        if spend is not None:
+            await self.usage.add_turn(*spend)
 
     async def checked_in(self, person_id: int, character_id: int) -> None:
         await self.usage.add_checkin(person_id, character_id, self.today())

@@ -34,7 +34,7 @@ from bot.access.budgets import Budgets
 from bot.access.limits import TOO_FAST, TOO_FAST_FOR_CALLS, CallLimits
 from bot.access.rules import AccessRules
 from bot.contract import NOT_ALLOWED, Asker, ConversationKey, traits_of
-from storage.ports import CallLimit, Coordination, Usage
+from storage.ports import CallLimit, Coordination, Spend, Usage
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,17 @@ class Gate:
                     turns: int = 1) -> None:
         """What a model call made for this person cost, on their allowance (SPEC 17); `turns`: how
         many turns it counts as (a tool round after a turn's first counts none)."""
-        await self.budgets.spend(person_id, character_id, tokens_in, tokens_out, turns)
+        await self.budgets.charge(self.cost(person_id, character_id, tokens_in, tokens_out, turns))
+
+    def cost(self, person_id: int | None, character_id: int, tokens_in: int, tokens_out: int,
+             turns: int = 1) -> Spend | None:
+        """What `spend` writes, not yet written: a turn's last model call is added to the
+        person's day with the turn's end, in its transaction (`Turns.finish_turn`, `fail_turn`)."""
+        return self.budgets.cost(person_id, character_id, tokens_in, tokens_out, turns)
+
+    async def charge(self, spend: Spend | None) -> None:
+        """Write what `cost` gave on the person's allowance."""
+        await self.budgets.charge(spend)
 
     async def take(self, person_id: int | None, key: ConversationKey) -> int | None:
         """Take a model call on this person's behalf: None when taken, else seconds to wait."""

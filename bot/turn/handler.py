@@ -77,7 +77,7 @@ from bot.turn.fit import fitted
 from bot.turn.prompt import Prompt, build_prompt
 from bot.voice.listening import Listening
 from bot.voice.speaking import Speaking
-from storage.ports import ConversationRow, LeftTheLine, MessageRow, Store
+from storage.ports import ConversationRow, LeftTheLine, MessageRow, Spend, Store
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +261,7 @@ class TurnHandler:
         (a chain turn: the person whose message started the chain). `draw`: the scene of a
         person's `/image`: the picture tool is called with it before the model speaks."""
         sink = self._recording(turn_id, on_text) if on_text else None
+        cost: Spend | None = None  # the last model call's, written with the turn's end
         try:
             if sink is not None:
                 await sink("")  # the turn has begun (an adapter shows typing only now)
@@ -307,11 +308,11 @@ class TurnHandler:
                 await asyncio.shield(self.store.turns.fail_turn(turn_id))
                 return await self.arrival.past_allowance(charged)
             try:
-                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
+                completion, cost = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
             except ImagesRefused:  # vision "auto", and the server cannot take images: without them
                 unseen, images = [*unseen, *(what for what, _ in images)], []
                 prompt = prompt_with(images, unseen)
-                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
+                completion, cost = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
             except PromptTooLong as refused:  # rebuilt within what the server holds, and asked once more
                 log.info("the model server refused a prompt of %d tokens (as we count) for its length; rebuilt within "
                          "%s and asked once more", prompt.receipt["tokens"]["total"], refused.limit or "less")
@@ -319,7 +320,7 @@ class TurnHandler:
                 self._server_holds(refused.limit or self.context_window * 3 // 4, "refused a prompt for its length")
                 context = await reading()
                 prompt = prompt_with(images, unseen)
-                completion = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
+                completion, cost = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
             text = completion.text.strip()
             if not text:
                 raise LLMError("the model sent an empty answer")
@@ -327,7 +328,7 @@ class TurnHandler:
                 text = ended_at_a_sentence(text)
         except LLMError as failure:
             log.warning("a turn in conversation %d failed: %s", conversation.id, failure)
-            await asyncio.shield(self.store.turns.fail_turn(turn_id))
+            await asyncio.shield(self.store.turns.fail_turn(turn_id, cost))
             owner = asker is not None and traits_of(asker.platform).owned
             return Reply.error(LLM_FAILED.format(reason=failure, hint=failure.hint_for(owner)))
         except _PastAllowance:  # its rounds spent the allowance: the message is kept, not answered
@@ -338,7 +339,7 @@ class TurnHandler:
             log.info("a turn in conversation %d was left for the restart: the process is stopping", conversation.id)
             return Reply.silence()
         except BaseException:
-            await asyncio.shield(self.store.turns.fail_turn(turn_id))
+            await asyncio.shield(self.store.turns.fail_turn(turn_id, cost))
             raise
         journal = tools.scope.journal if tools is not None else TurnJournal()
         calls = journal.calls
@@ -351,7 +352,7 @@ class TurnHandler:
         reply_tokens = self.counter.count(kept)
         named = await self.witnesses.bring_in(conversation, text)  # those it names witness it (SPEC 22)
         await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, kept, reply_tokens, receipt,
-                                           character_id=stored.id, named=named)
+                                           character_id=stored.id, named=named, spend=cost)
         buttons = []
         presser = answered_for if answered_for is not None else person_id
         if presser is not None:  # nobody in particular cannot press a button
@@ -405,14 +406,16 @@ class TurnHandler:
 
     async def _complete_with_tools(self, prompt: Prompt, tools: TurnTools | None,
                                    on_text: Callable[[str], Awaitable[None]] | None, charged: int | None,
-                                   character_id: int, drawn: Sequence[dict] = ()) -> Completion:
+                                   character_id: int, drawn: Sequence[dict] = ()) -> tuple[Completion, Spend | None]:
         """The final answer, the model calling its tools for at most MAX_TOOL_ROUNDS rounds
         (SPEC 18 "Tool calls are counted as they happen"; the per-round and per-turn caps are the
-        toolbox's, bot/tools/toolbox.py); each round's tokens are written
-        as it ends — the server's usage, else as counted here: the prompt and what the tools
-        answered before it in, the text and calls out — and the allowance is asked before the
-        next (`_PastAllowance`); a tool call the server cannot parse ends the rounds, and the
-        reply is asked for in words. `drawn`: a person's /image round, after the prompt."""
+        toolbox's, bot/tools/toolbox.py), and what its last call cost. Each tool round's tokens
+        are written as it ends — the server's usage, else as counted here: the prompt and what
+        the tools answered before it in, the text and calls out — and the allowance is asked
+        before the next (`_PastAllowance`); the last call's cost is written with the turn's end
+        (`finish_turn`, `fail_turn`), in its transaction. A tool call the server cannot parse
+        ends the rounds, and the reply is asked for in words. `drawn`: a person's /image round,
+        after the prompt."""
         messages = [*prompt.messages, *drawn]
         specs = tools.specs if tools is not None else []
         spent_in = spent_out = 0  # what the server reported of every round (the receipt says it)
@@ -428,14 +431,15 @@ class TurnHandler:
             told = sum(call.tokens for call in tools.scope.journal.calls) if tools is not None else 0
             sent = prompt.receipt["tokens"]["total"] + told - (0 if offer_tools else prompt.receipt["tokens"]["tools"])
             self._heard_back(completion.prompt_tokens, sent)
-            await self.gate.spend(
+            cost = self.gate.cost(
                 charged, character_id, completion.prompt_tokens or sent,
                 completion.completion_tokens or self.counter.count(
                     completion.text + "".join(c.name + c.arguments for c in completion.tool_calls)),
                 turns=0 if round_number else 1)
             spent_in, spent_out = spent_in + completion.prompt_tokens, spent_out + completion.completion_tokens
             if not (offer_tools and completion.tool_calls):
-                return replace(completion, prompt_tokens=spent_in, completion_tokens=spent_out)
+                return replace(completion, prompt_tokens=spent_in, completion_tokens=spent_out), cost
+            await self.gate.charge(cost)
             messages.append({
                 "role": "assistant",
                 "content": completion.text,  # "", never null: llama-cpp-python refuses null (HTTP 500)
@@ -450,7 +454,7 @@ class TurnHandler:
             for call in completion.tool_calls:
                 messages.append({"role": "tool", "tool_call_id": call.id,
                                  "content": await tools.run(call.name, call.arguments)})
-        return completion  # not reached: the last round offers no tools
+        raise AssertionError("not reached: the last round offers no tools")
 
 
     def _heard_back(self, server: int, sent: int) -> None:

@@ -28,7 +28,7 @@ import json
 from typing import Any, Sequence
 
 from storage.ports import (RECOVER_WITHIN_S, SHOWING_S, Arrival, CallLimit, InterruptedTurn, LeftTheLine, MessageRow,
-                           ReplyReceipt, TurnRow, Turns)
+                           ReplyReceipt, Spend, TurnRow, Turns)
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
 from storage.sql.checkins import checkin_cut_off, count_person_message
 from storage.sql.conversations import (
@@ -44,6 +44,7 @@ from storage.sql.database import Connection, Database
 from storage.sql.memories import undo_journal
 from storage.sql.presence import take_witnesses
 from storage.sql.reminders import reminder_cut_off, reminder_shown, undo_reminders
+from storage.sql.usage import add_spend
 
 POLL_S = 0.02  # the first look again after a turn of another process was seen running
 MAX_POLL_S = 0.5  # looks again at least this often (another process's turn may end meanwhile)
@@ -332,9 +333,11 @@ class SQLTurns(Turns):
     async def finish_turn(
         self, turn_id: int, user_message: MessageRow, speaker_name: str,
         content: str, tokens: int, receipt: dict[str, Any], character_id: int | None = None,
-        named: Sequence[int] = (),
+        named: Sequence[int] = (), spend: Spend | None = None,
     ) -> MessageRow:
         async with self.db.transaction() as tx:
+            if spend is not None:
+                await add_spend(tx, spend)
             if character_id is None:
                 character_id = await tx.value("SELECT character_id FROM turns WHERE id = $1", turn_id)
             # a reply to a person's message takes the place right after it; a character answering
@@ -381,8 +384,10 @@ class SQLTurns(Turns):
             await withdraw_unshown(tx, reply_message_id)
         self._wake_lines()
 
-    async def fail_turn(self, turn_id: int) -> None:
+    async def fail_turn(self, turn_id: int, spend: Spend | None = None) -> None:
         async with self.db.transaction() as tx:
+            if spend is not None:
+                await add_spend(tx, spend)
             await undo_effects(tx, turn_id)
             await tx.execute("UPDATE turns SET status = 'failed' WHERE id = $1", turn_id)
         self.ended(turn_id)

@@ -4,8 +4,8 @@ check reads a few rows by the primary key, never the history."""
 
 from __future__ import annotations
 
-from storage.ports import DayTotals, Usage
-from storage.sql.database import Database
+from storage.ports import DayTotals, Spend, Usage
+from storage.sql.database import Connection, Database
 
 _ADD = ("INSERT INTO usage_days (person_id, day, character_id, turns, tokens_in, tokens_out, checkins) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (person_id, day, character_id) DO UPDATE SET "
@@ -30,13 +30,19 @@ _PICTURES = ("SELECT (SELECT COALESCE(SUM(pictures), 0) FROM usage_days WHERE pe
              "AND i.user_id = f.user_id WHERE i.person_id = $1 AND f.day = $2)")
 
 
+async def add_spend(db: Connection, spend: Spend) -> None:
+    """Add what a model call cost to the person's day (in a transaction, or a statement of its own)."""
+    await db.execute(_ADD, spend.person_id, spend.day, spend.character_id, spend.turns, spend.tokens_in,
+                     spend.tokens_out, 0)
+
+
 class SQLUsage(Usage):
     def __init__(self, db: Database):
         self.db = db
 
     async def add_turn(self, person_id: int, character_id: int, day: str, tokens_in: int, tokens_out: int,
                        turns: int = 1) -> None:
-        await self.db.execute(_ADD, person_id, day, character_id, turns, tokens_in, tokens_out, 0)
+        await add_spend(self.db, Spend(person_id, character_id, day, tokens_in, tokens_out, turns))
 
     async def add_checkin(self, person_id: int, character_id: int, day: str) -> None:
         await self.db.execute(_ADD, person_id, day, character_id, 0, 0, 0, 1)

@@ -4,7 +4,7 @@ the database's), told once a day, joined by /link, gone with /forgetme."""
 
 import asyncio
 
-from storage.ports import DayTotals, Persona
+from storage.ports import DayTotals, Persona, Spend
 
 DAY, NEXT_DAY = "2026-12-03", "2026-12-04"
 
@@ -74,9 +74,31 @@ async def test_forgetting_a_person_keeps_only_todays_spend_against_their_platfor
 
 
 async def running_turn(store, person: int, mira: int) -> int:
+    return (await asked(store, person, mira))[0]
+
+
+async def asked(store, person: int, mira: int):
+    """A running turn, and the message it answers."""
     chat = (await store.conversations.conversation("telegram", f"dm-{person}-{mira}", None, mira, False)).id
     message = await store.conversations.add_user_message(chat, person, "Ann", "hello", 1, None)
-    return await store.turns.start_turn(await store.turns.queue_turn(chat, person, message.id))
+    return await store.turns.start_turn(await store.turns.queue_turn(chat, person, message.id)), message
+
+
+async def test_a_turn_adds_its_last_calls_cost_as_it_ends_so_the_allowance_never_counts_both_or_neither(
+        store, ann, mira):
+    """SPEC 17 "A budget holds under a burst": a turn's last model call is added to the person's
+    day in the transaction that ends the turn and its hold — answered (`finish_turn`) or failed
+    (`fail_turn`) — so no moment counts the hold and the cost at once, or neither."""
+    aki = await store.characters.ensure_character("Aki")
+    (first, message), second = await asked(store, ann, mira), await running_turn(store, ann, aki)
+    assert await store.usage.hold(first, ann, DAY, 1_000, allowance=300)
+    await store.turns.finish_turn(first, message, "Mira", "hello to you", 3, {}, spend=Spend(ann, mira, DAY, 100, 50))
+    assert await store.usage.spent(ann, DAY, DAY) == 150
+    assert (await store.usage.totals(DAY, DAY))["Mira"] == DayTotals(1, 100, 50, 1, 0)
+    assert await store.usage.hold(second, ann, DAY, 1_000, allowance=300)  # 150 spent, nothing held
+    await store.turns.fail_turn(second, spend=Spend(ann, aki, DAY, 100, 50))  # its reply was empty: spent all the same
+    assert await store.usage.spent(ann, DAY, DAY) == 300
+    assert not await store.usage.hold(await running_turn(store, ann, aki), ann, DAY, 10, allowance=300)
 
 
 async def test_a_running_turn_holds_what_it_may_spend_so_a_burst_stops_at_the_allowance(store, ann, mira):
