@@ -129,13 +129,12 @@ class Chat:
         await self.scenes.heard(key)
 
     async def delivered(self, reply: Reply, platform_message_ids: list[str]) -> list[str]:
-        turn = await self.store.turns.turn(reply.turn.id) if reply.turn is not None else None
-        if turn is None or turn.reply_message_id is None:
+        shown = await self.shown.reply(reply.turn.id, list(platform_message_ids)) if reply.turn is not None else None
+        if shown is None:
             return []
-        await self.shown(turn.conversation_id, turn.reply_message_id, list(platform_message_ids))
-        if not self.answered_again.taken(turn.id):
-            await self.scenes.after_reply(turn, reply.on_behalf)
-        return await self.store.turns.shown_before(turn.id)
+        if not self.answered_again.taken(shown.turn.id):
+            await self.scenes.after_reply(shown.turn, reply.on_behalf)
+        return shown.shown_before
 
     async def undelivered(self, reply: Reply) -> None:
         turn = await self.store.turns.turn(reply.turn.id) if reply.turn is not None else None

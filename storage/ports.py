@@ -111,6 +111,13 @@ class TurnRow(NamedTuple):
     character_id: int | None = None  # the character that answers (in a scene, one of several)
 
 
+class ShownReply(NamedTuple):
+    """A turn whose reply was just marked shown, and where the reply before it showed."""
+
+    turn: TurnRow
+    shown_before: list[str]  # the platform ids of the reply before it (`Turns.reply_shown`)
+
+
 class ChangeRow(NamedTuple):
     """One change to a memory (SPEC 21 "History and undo"): `before` and `after` are the memory as
     it was and as it became (None: it was added, or deleted); `character_id` the character that
@@ -587,10 +594,11 @@ class Turns(abc.ABC):
         scene, each character's latest reply)."""
 
     @abc.abstractmethod
-    async def shown_before(self, turn_id: int) -> list[str]:
-        """The platform ids of the reply before this turn's, in the order sent: its conversation's
+    async def reply_shown(self, turn_id: int, platform_message_ids: list[str]) -> ShownReply | None:
+        """A turn's reply reached the chat (`shown`), read back in the same transaction: the
+        turn, and the platform ids of the reply before it, in the order sent — its conversation's
         latest answered turn before it, of the same character (where the Regenerate button to
-        take away shows)."""
+        take away shows). None when the turn has no reply (taken back meanwhile)."""
 
     @abc.abstractmethod
     async def last_receipt(self, conversation_id: int, person_id: int,

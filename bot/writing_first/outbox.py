@@ -32,7 +32,7 @@ from bot.contract import Button, ConversationKey, FirstWriter, Reply, Unreachabl
 from bot.model.llm import Completion, LLMClient, LLMError
 from bot.turn.context import Context
 from bot.turn.prompt import build_prompt
-from storage.ports import ConversationRow, MessageRow, Store
+from storage.ports import ConversationRow, MessageRow, ShownReply, Store
 
 log = logging.getLogger(__name__)
 CLAIM_LEASE_S = 120.0  # one process writes a letter at a time
@@ -50,6 +50,13 @@ class Delivered:
     async def __call__(self, conversation_id: int, message_id: int, platform_message_ids: list[str]) -> None:
         await self.store.turns.shown(message_id, platform_message_ids)
         self.after_delivery(conversation_id)
+
+    async def reply(self, turn_id: int, platform_message_ids: list[str]) -> ShownReply | None:
+        """A turn's reply shown: the turn, and where the reply before it showed (None: no reply)."""
+        shown = await self.store.turns.reply_shown(turn_id, platform_message_ids)
+        if shown is not None:
+            self.after_delivery(shown.turn.conversation_id)
+        return shown
 
 
 def addressee(context: Context, person_id: int) -> str:

@@ -28,7 +28,7 @@ import json
 from typing import Any, Sequence
 
 from storage.ports import (RECOVER_WITHIN_S, SHOWING_S, Arrival, CallLimit, InterruptedTurn, LeftTheLine, MessageRow,
-                           ReplyReceipt, Spend, TurnRow, Turns)
+                           ReplyReceipt, ShownReply, Spend, TurnRow, Turns)
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
 from storage.sql.checkins import checkin_cut_off, count_person_message
 from storage.sql.conversations import (
@@ -56,6 +56,29 @@ async def undo_effects(tx: Connection, turn_id: int) -> None:
     await undo_journal(tx, turn_id)
     await undo_reminders(tx, turn_id)
     await tx.execute("DELETE FROM turn_witnesses WHERE turn_id = $1", turn_id)
+
+
+async def mark_shown(tx: Connection, which: str, key: int, platform_message_ids: list[str]) -> Any | None:
+    """Inside a transaction: the turn `which` picks (`$1` is `key`) has its reply shown as these
+    platform messages — a reminder's goes or moves on, a reply it regenerated goes now; the
+    turn's row as `TURN_COLUMNS` reads it, or None when no turn is picked (its reply was
+    withdrawn meanwhile: its process was taken for gone)."""
+    answered = await tx.one(
+        f"UPDATE turns SET shown = true WHERE {which} RETURNING {TURN_COLUMNS}, kind, EXISTS (SELECT 1 FROM turns r "
+        "WHERE r.conversation_id = turns.conversation_id AND r.status = 'replaced' "
+        "AND r.user_message_id = turns.user_message_id) AS regenerated", key)
+    if answered is None:
+        return None
+    if answered["kind"] == "reminder":  # its reminder goes, or moves to its next time
+        await reminder_shown(tx, answered["id"])
+    if platform_message_ids:
+        await set_platform_ids(tx, answered["conversation_id"], answered["reply_message_id"], platform_message_ids)
+    if answered["regenerated"]:
+        await tx.execute(  # after Regenerate: the reply it replaced goes now
+            "DELETE FROM messages WHERE id IN (SELECT reply_message_id FROM turns WHERE conversation_id = $1 "
+            "AND status = 'replaced' AND user_message_id = $2)",
+            answered["conversation_id"], answered["user_message_id"])
+    return answered
 
 
 QUEUE = "INSERT INTO turn_queue (conversation_id, person_id, user_message_id, holder, queued_at, character_id) "
@@ -361,23 +384,18 @@ class SQLTurns(Turns):
 
     async def shown(self, reply_message_id: int, platform_message_ids: list[str]) -> None:
         async with self.db.transaction() as tx:
-            answered = await tx.one(
-                "UPDATE turns SET shown = true WHERE reply_message_id = $1 RETURNING id, conversation_id, "
-                "user_message_id, kind, EXISTS (SELECT 1 FROM turns r WHERE r.conversation_id = turns.conversation_id "
-                "AND r.status = 'replaced' AND r.user_message_id = turns.user_message_id) AS regenerated",
-                reply_message_id)
-            if answered is None:
-                return  # withdrawn meanwhile (its process was taken for gone)
-            if answered["kind"] == "reminder":  # its reminder goes, or moves to its next time
-                await reminder_shown(tx, answered["id"])
-            if platform_message_ids:
-                await set_platform_ids(tx, answered["conversation_id"], reply_message_id, platform_message_ids)
-            if answered["regenerated"]:
-                await tx.execute(  # after Regenerate: the reply it replaced goes now
-                    "DELETE FROM messages WHERE id IN (SELECT reply_message_id FROM turns WHERE conversation_id = $1 "
-                    "AND status = 'replaced' AND user_message_id = $2)",
-                    answered["conversation_id"], answered["user_message_id"])
+            await mark_shown(tx, "reply_message_id = $1", reply_message_id, platform_message_ids)
         self._wake_lines()  # the reply is said: the next turn of its conversation may start
+
+    async def reply_shown(self, turn_id: int, platform_message_ids: list[str]) -> ShownReply | None:
+        previous = ("(SELECT p.reply_message_id FROM turns t JOIN turns p ON p.conversation_id = t.conversation_id "
+                    "WHERE t.id = $1 AND p.id < t.id AND p.status = 'done' "
+                    "AND (t.character_id IS NULL OR p.character_id = t.character_id) ORDER BY p.id DESC LIMIT 1)")
+        async with self.db.transaction() as tx:
+            answered = await mark_shown(tx, "id = $1 AND reply_message_id IS NOT NULL", turn_id, platform_message_ids)
+            before = read_platform_ids(await tx.all(platform_ids_of(previous), turn_id)) if answered else []
+        self._wake_lines()
+        return ShownReply(turn(answered), before) if answered else None
 
     async def withdraw_reply(self, reply_message_id: int) -> None:
         async with self.db.transaction() as tx:
@@ -401,12 +419,6 @@ class SQLTurns(Turns):
                                 "AND (CAST($2 AS BIGINT) IS NULL OR character_id = $2) ORDER BY id DESC LIMIT 1",
                                 conversation_id, character_id)
         return turn(row) if row else None
-
-    async def shown_before(self, turn_id: int) -> list[str]:
-        previous = ("(SELECT p.reply_message_id FROM turns t JOIN turns p ON p.conversation_id = t.conversation_id "
-                    "WHERE t.id = $1 AND p.id < t.id AND p.status = 'done' "
-                    "AND (t.character_id IS NULL OR p.character_id = t.character_id) ORDER BY p.id DESC LIMIT 1)")
-        return read_platform_ids(await self.db.all(platform_ids_of(previous), turn_id))
 
     async def last_receipt(self, conversation_id: int, person_id: int,
                            character_id: int | None = None) -> TurnRow | None:

@@ -62,14 +62,25 @@ async def test_a_reply_split_in_parts_shows_as_its_platform_ids_in_the_order_sen
     asked = await store.conversations.add_user_message(chat, ann, "Ann", "a long story please", 4, "p1")
     turn = await store.turns.begin_turn(chat, ann, asked.id)
     reply = await store.turns.finish_turn(turn, asked, "Mira", "a very long story", 4, {})
-    await store.turns.shown(reply.id, ["98", "99", "100", "101"])
+    shown = await store.turns.reply_shown(turn, ["98", "99", "100", "101"])
     assert await store.conversations.platform_message_ids(reply.id) == ["98", "99", "100", "101"]
-    assert (await store.turns.latest_turn(chat)).id == turn
-    assert await store.turns.shown_before(turn) == []
+    assert shown.turn == await store.turns.latest_turn(chat) and shown.turn.reply_message_id == reply.id
+    assert shown.shown_before == []
     asked_again = await store.conversations.add_user_message(chat, ann, "Ann", "and another", 2, "p2")
     later = await store.turns.begin_turn(chat, ann, asked_again.id)
     await store.turns.finish_turn(later, asked_again, "Mira", "another story", 2, {})
-    assert await store.turns.shown_before(later) == ["98", "99", "100", "101"]
+    assert (await store.turns.reply_shown(later, ["102"])).shown_before == ["98", "99", "100", "101"]
+
+
+async def test_a_reply_taken_back_before_it_showed_is_not_marked_shown(store: Store, ann, chat):
+    """SPEC 15 "What was not shown was not said": a reply withdrawn meanwhile (its process
+    taken for gone) is no reply to mark shown, and no turn's next step follows it."""
+    asked = await store.conversations.add_user_message(chat, ann, "Ann", "a story please", 4, "p1")
+    turn = await store.turns.begin_turn(chat, ann, asked.id)
+    reply = await store.turns.finish_turn(turn, asked, "Mira", "a story", 2, {})
+    await store.turns.withdraw_reply(reply.id)
+    assert await store.turns.reply_shown(turn, ["98"]) is None
+    assert await store.conversations.recent_messages(chat, 5) == [asked]
 
 
 async def test_a_private_answers_buttons_act_where_it_was_asked_in_every_process(open_backend):
@@ -88,11 +99,9 @@ async def test_in_a_scene_the_reply_before_is_the_same_characters(store: Store, 
     for character, sent in ((mira, "m1"), (aki, "a1"), (mira, "m2")):
         asked = await store.conversations.add_user_message(scene, ann, "Ann", f"hello {sent}", 2, f"q-{sent}")
         turn = await store.turns.begin_turn(scene, ann, asked.id, character)
-        reply = await store.turns.finish_turn(turn, asked, "someone", f"reply {sent}", 2, {})
-        await store.turns.shown(reply.id, [sent])
-        shown[sent] = turn
-    assert await store.turns.shown_before(shown["m2"]) == ["m1"]
-    assert await store.turns.shown_before(shown["a1"]) == []
+        await store.turns.finish_turn(turn, asked, "someone", f"reply {sent}", 2, {})
+        shown[sent] = (await store.turns.reply_shown(turn, [sent])).shown_before
+    assert shown == {"m1": [], "a1": [], "m2": ["m1"]}
 
 
 async def test_message_numbers_are_counted_for_many_places_in_one_statement(store, chat, ann):
