@@ -246,8 +246,9 @@ class People(abc.ABC):
         """Set (None: clear) the person's persona."""
 
     @abc.abstractmethod
-    async def profile(self, person_id: int) -> Profile:
-        """What a turn reads of the person in one look: their persona and time zone."""
+    async def profile(self, person_id: int, character_id: int | None = None) -> Profile:
+        """What a turn reads of the person in one look: their persona and time zone, and whether
+        `character_id` learns from chat with them (Learn from chat: on unless they turned it off)."""
 
     @abc.abstractmethod
     async def set_time_zone(self, person_id: int, zone: str | None) -> None:
@@ -272,6 +273,7 @@ class Persona(NamedTuple):
 class Profile(NamedTuple):
     persona: Persona | None
     time_zone: str | None  # an IANA name; None: the deployment's
+    learns: bool = True  # Learn from chat, with the character asked about (`Memories.learning_enabled`)
 
 
 class DayTotals(NamedTuple):

@@ -56,9 +56,8 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
     async def persons() -> tuple[Profile, SelectedMemories | None]:
         if person_id is None:
             return Profile(None, None), None
-        profile, learning = await asyncio.gather(store.people.profile(person_id),
-                                                 store.memories.learning_enabled(person_id, character.id))
-        return profile, (await memories_for_prompt(store.memories, person_id, character.id) if learning else None)
+        profile = await store.people.profile(person_id, character.id)
+        return profile, (await memories_for_prompt(store.memories, person_id, character.id) if profile.learns else None)
 
     async def held() -> tuple[int | None, list[SummaryRow], list[MessageRow], list[Passage], list[LoreEntry]]:
         sight = await seen_by(store, conversation, character)

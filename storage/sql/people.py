@@ -106,11 +106,14 @@ class SQLPeople(People):
     async def persona(self, person_id: int) -> Persona | None:
         return (await self.profile(person_id)).persona
 
-    async def profile(self, person_id: int) -> Profile:
-        row = await self.db.one("SELECT persona, persona_tokens, time_zone FROM persons WHERE id = $1", person_id)
+    async def profile(self, person_id: int, character_id: int | None = None) -> Profile:
+        row = await self.db.one(
+            "SELECT p.persona, p.persona_tokens, p.time_zone, s.learn FROM persons p LEFT JOIN person_settings s "
+            "ON s.person_id = p.id AND s.character_id = $2 WHERE p.id = $1", person_id, character_id)
         if row is None:
             return Profile(None, None)
-        return Profile(Persona(row["persona"], row["persona_tokens"]) if row["persona"] else None, row["time_zone"])
+        return Profile(Persona(row["persona"], row["persona_tokens"]) if row["persona"] else None, row["time_zone"],
+                       row["learn"] is None or bool(row["learn"]))
 
     async def set_time_zone(self, person_id: int, zone: str | None) -> None:
         await self.db.execute("UPDATE persons SET time_zone = $2 WHERE id = $1", person_id, zone)

@@ -77,9 +77,15 @@ async def test_clear_all_deletes_a_scopes_unpinned_entries_then_separately_its_p
 
 
 async def test_learn_from_chat_is_on_until_the_person_turns_it_off(store: Store, ann, mira):
+    """Asked of the memories, and read with the person's profile (what a turn reads in one look),
+    for that character only."""
+    aki = await store.characters.ensure_character("Aki")
     assert await store.memories.learning_enabled(ann, mira) is True
+    assert (await store.people.profile(ann, mira)).learns is True
     await store.memories.set_learning(ann, mira, False)
     assert await store.memories.learning_enabled(ann, mira) is False
+    assert (await store.people.profile(ann, mira)).learns is False
+    assert (await store.people.profile(ann, aki)).learns is True and (await store.people.profile(ann)).learns is True
     export = await store.memories.export_person(ann)
     assert export["learn_from_chat"] == {"Mira": False} and export["identities"] == ["telegram:501"]
 
