@@ -54,13 +54,12 @@ class SQLCoordination(Coordination):
     async def _take(self, name: str, lease_s: float) -> bool:
         """Free, lapsed or ours: one statement; else taken over only from a holder that is gone."""
         now = self.db.clock()
-        async with self.db.transaction() as tx:
-            taken = await tx.value(
-                "INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE "
-                "SET holder = excluded.holder, expires_at = excluded.expires_at "
-                "WHERE leases.expires_at <= $4 OR leases.holder = excluded.holder RETURNING 1",
-                name, self.holder, now + lease_s, now)
-        if taken:
+        taken = await self.db.execute(  # a row inserted, or updated where the WHERE lets it: 1
+            "INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE "
+            "SET holder = excluded.holder, expires_at = excluded.expires_at "
+            "WHERE leases.expires_at <= $4 OR leases.holder = excluded.holder",
+            name, self.holder, now + lease_s, now)
+        if taken == 1:
             return True
         holder = await self.db.value("SELECT holder FROM leases WHERE name = $1", name)
         if holder is None or await self.db.process_alive(holder):
