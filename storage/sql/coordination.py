@@ -83,9 +83,8 @@ class SQLCoordination(Coordination):
         return taken >= limit.calls
 
     async def first_delivery(self, key: str) -> bool:
-        async with self.db.transaction() as tx:
-            return await tx.value("INSERT INTO deliveries (key, seen_at) VALUES ($1, $2) ON CONFLICT DO NOTHING "
-                                  "RETURNING 1", key, self.db.clock()) is not None
+        return await self.db.execute("INSERT INTO deliveries (key, seen_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                                     key, self.db.clock()) == 1
 
     async def get_meta(self, key: str) -> str | None:
         return await self.db.value("SELECT value FROM meta WHERE key = $1", key)
