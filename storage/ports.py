@@ -597,8 +597,8 @@ class Turns(abc.ABC):
 
     @abc.abstractmethod
     async def reply_shown(self, turn_id: int, platform_message_ids: list[str]) -> ShownReply | None:
-        """A turn's reply reached the chat (`shown`), read back in the same transaction: the
-        turn, and the platform ids of the reply before it, in the order sent — its conversation's
+        """A turn's reply reached the chat (`shown`), the turn read back as it is marked, with
+        the platform ids of the reply before it, in the order sent — its conversation's
         latest answered turn before it, of the same character (where the Regenerate button to
         take away shows). None when the turn has no reply (taken back meanwhile)."""
 

@@ -393,9 +393,12 @@ class SQLTurns(Turns):
                     "AND (t.character_id IS NULL OR p.character_id = t.character_id) ORDER BY p.id DESC LIMIT 1)")
         async with self.db.transaction() as tx:
             answered = await mark_shown(tx, "id = $1 AND reply_message_id IS NOT NULL", turn_id, platform_message_ids)
-            before = read_platform_ids(await tx.all(platform_ids_of(previous), turn_id)) if answered else []
         self._wake_lines()
-        return ShownReply(turn(answered), before) if answered else None
+        if answered is None:
+            return None
+        # read after the commit: a write transaction holds no longer than its writes need (on
+        # SQLite every write of the process waits for it: docs/processes.md)
+        return ShownReply(turn(answered), read_platform_ids(await self.db.all(platform_ids_of(previous), turn_id)))
 
     async def withdraw_reply(self, reply_message_id: int) -> None:
         async with self.db.transaction() as tx:
