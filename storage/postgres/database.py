@@ -11,6 +11,7 @@ connection of its own: another process finds out that it is gone when that lock 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -20,9 +21,10 @@ from typing import Any, AsyncIterator, Callable
 
 import asyncpg
 
-from storage.postgres.migrations import MIGRATIONS
+from storage.postgres.migrations import KEYED_WORD_INDEX, MIGRATIONS, WORD_INDEX_KEYED
 from storage.sql.database import Connection, Dialect
 
+log = logging.getLogger(__name__)
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # Advisory lock keys are (namespace, number), the namespace a hash of the schema's name, so
 # deployments in different schemas of one database never share a lock.
@@ -65,8 +67,9 @@ class Database:
         processes starting together take turns, and the later ones find the work done."""
         await db.execute("SELECT pg_advisory_lock($1, $2)", self.namespace, MIGRATION_LOCK)
         try:
-            if self.schema:
-                await db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            if self.schema and not await db.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1", self.schema):
+                # only when missing: a role may own its schema without CREATE on the database
+                await db.execute(f'CREATE SCHEMA "{self.schema}"')
             await db.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                              "(version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)")
             applied = await db.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
@@ -75,6 +78,12 @@ class Database:
                     await db.execute(script)
                     await db.execute("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
                                      number, self.clock())
+            await db.execute(KEYED_WORD_INDEX)
+            if not await db.fetchval(WORD_INDEX_KEYED):
+                log.info("recall reads each word's hits in every conversation of this database, then keeps its own: "
+                         "PostgreSQL's btree_gin extension (contrib) is not installed, and this role may not install "
+                         "it (that takes CREATE on the database). Installed, the next start keys the index by "
+                         "conversation")
         finally:
             await db.execute("SELECT pg_advisory_unlock($1, $2)", self.namespace, MIGRATION_LOCK)
 

