@@ -31,8 +31,7 @@ class SQLitePeople(SQLPeople):
         shared = await super().forget_person(person_id, day)
         async with self.db.transaction() as tx:
             await tx.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
-        async with self.db.locked_writer() as writer:
-            await writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        await self.db.empty_the_log()
         return shared
 
 
@@ -51,8 +50,7 @@ class SQLiteStore(SQLStore):
         return cls(db, caps, new_holder(), SQLiteRecall(db), SQLiteVectors(db))
 
     async def maintain(self, now: float, retention_days: int | None, backup_dir: Path | None) -> str:
-        async with self.db.locked_writer() as writer:
-            await writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        await self.db.empty_the_log()
         folder = backup_dir or self.db.path.parent / "backups"
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"keepsake-{datetime.fromtimestamp(now, timezone.utc):%Y%m%d-%H%M%S}.sqlite3"

@@ -1,0 +1,44 @@
+"""SQLite's write-ahead log is copied back into the file by a connection of its own, beside the
+writes, never by a commit (storage/sqlite/database.py): SQLite's own way copies it in the commit
+that takes the log past 1,000 pages, and that commit waits for the disk while every turn waits
+on the one writer."""
+
+import asyncio
+import time
+
+from storage.sqlite.database import Database
+
+PAGE = 4096  # SQLite's page size
+
+
+async def write_megabytes(db: Database, megabytes: int) -> None:
+    """Rows of 4 KB in one transaction: about 256 pages of the log a megabyte."""
+    async with db.transaction() as tx:
+        for n in range(megabytes * 256):
+            await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", f"filler {n}", "x" * (PAGE - 200))
+
+
+async def test_a_commit_never_copies_the_log_back_into_the_file(tmp_path):
+    db = Database(tmp_path / "keepsake.sqlite3", checkpoint_every_s=3600)  # the background copy far off
+    await db.open()
+    try:
+        before = db.path.stat().st_size
+        await write_megabytes(db, 6)  # 1,536 pages: past SQLite's own 1,000
+        assert db.path.stat().st_size == before
+        assert (tmp_path / "keepsake.sqlite3-wal").stat().st_size > 6 * 2**20
+    finally:
+        await db.close()
+
+
+async def test_the_log_is_copied_back_into_the_file_in_the_background(tmp_path):
+    db = Database(tmp_path / "keepsake.sqlite3", checkpoint_every_s=0.05)
+    await db.open()
+    try:
+        before = db.path.stat().st_size
+        await write_megabytes(db, 2)  # 512 pages: SQLite's own way would leave them in the log
+        deadline = time.monotonic() + 10
+        while db.path.stat().st_size < before + 2 * 2**20 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert db.path.stat().st_size >= before + 2 * 2**20
+    finally:
+        await db.close()
