@@ -67,8 +67,9 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
                                                 seen_by=sight))
         window = live_window(newest_first, context_window)
         recalled = await recalling(newest_first, window, sight) if recalling is not None else []
+        book = character.character.lorebook
         lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
-            character.character.lorebook.entries_for, [m.content for m in reversed(window)], context_window)
+            book.entries_for, [m.content for m in reversed(window)], context_window) if book.entries else []
         return sight, list(summary), window, recalled, lore
 
     (profile, memories), (sight, summary, window, recalled, lore) = await asyncio.gather(persons(), held())
