@@ -54,23 +54,28 @@ class Database:
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = await self._connect()
-        if self.options.get("mode") != "ro":
+        writes = self.options.get("mode") != "ro"
+        if writes:
             await self._use_wal()
             await self._migrate()
-        self._reader = await self._connect()
-        if self.options.get("mode") != "ro":
             await self._writer.execute("PRAGMA wal_autocheckpoint = 0")  # no commit checkpoints: see above
+        self._reader = await self._connect()
+        if writes:
             self._checkpoints = asyncio.create_task(self._checkpointing(await self._connect()))
 
     async def _checkpointing(self, connection: aiosqlite.Connection) -> None:
         """Copy the log back into the file every `checkpoint_every_s`, beside the writes, until closed."""
+        failing = False
         try:
             while True:
                 await asyncio.sleep(self.checkpoint_every_s)
                 try:
                     await connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    failing = False
                 except sqlite3.Error as failed:  # the disk full, say: the log grows and the next one tries
-                    log.warning("the SQLite log could not be copied back into %s: %s", self.path.name, failed)
+                    if not failing:
+                        log.warning("the SQLite log could not be copied back into %s: %s", self.path.name, failed)
+                    failing = True
         finally:
             await connection.close()
 
