@@ -82,7 +82,8 @@ async def test_recall_on_postgresql_reads_one_conversations_hits_of_a_word_not_e
 async def test_without_btree_gin_recall_reads_every_conversations_hits_as_before_and_the_start_says_so(caplog):
     """A database without the extension and a role that may not install it (no CREATE on the
     database: it was given its schema and nothing more): the store opens, recall finds the same
-    messages, and one line says what the operator may do."""
+    messages, and one line says what the operator may do. The words' index, gone (as when the
+    extension is dropped with everything that used it), is made again at the next start."""
     admin = await asyncpg.connect(server_url())
     nonce = uuid.uuid4().hex[:8]
     role, database = f"keepsake_plain_{nonce}", f"keepsake_nobtree_{nonce}"
@@ -103,6 +104,15 @@ async def test_without_btree_gin_recall_reads_every_conversations_hits_as_before
             ours = await conversations_with_the_word(store)
             found = await store.recall.search(ours, ["lighthouse"], before_pos=100, limit=8, common_above=100)
             assert [m.content for m in found] == [f"I saw the lighthouse from the ferry {n}" for n in range(OURS)]
+        finally:
+            await store.close()
+        owner = await asyncpg.connect(urlunsplit(parts._replace(path=f"/{database}")))
+        await owner.execute("DROP INDEX keepsake.messages_search")  # as an extension dropped with what used it
+        await owner.close()
+        store = await open_store(url, CAPS)  # the next start makes it again
+        try:
+            assert await store.db.value("SELECT indexdef FROM pg_indexes WHERE indexname = 'messages_search'") == (
+                "CREATE INDEX messages_search ON keepsake.messages USING gin (search) WITH (fastupdate=off)")
         finally:
             await store.close()
     finally:

@@ -35,24 +35,29 @@ from storage.sql.migrations import (
 # contrib; trusted: a role with CREATE on the database may install it). It goes in the `public`
 # schema, which no deployment's schema, dropped, takes along. Not a migration: it is asked at every start
 # (Database._migrate), so a server that gains the extension later gets the keyed index then;
-# without it the index of migration 2 stays, and recall works as before.
+# without it the index of migration 2 stays (or is made again, had the extension been dropped
+# with everything that used it), and recall works as before.
 KEYED_WORD_INDEX = """
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'messages_search'
-               AND indexdef NOT LIKE '%conversation_id%') THEN
-        IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin')
-                AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'btree_gin') THEN
-            BEGIN
-                CREATE EXTENSION btree_gin SCHEMA public;
-            EXCEPTION WHEN insufficient_privilege OR invalid_schema_name THEN
-                NULL;  -- the index stays as it is
-            END;
-        END IF;
-        IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin') THEN
-            DROP INDEX messages_search;
-            CREATE INDEX messages_search ON messages USING gin (conversation_id, search) WITH (fastupdate = off);
-        END IF;
+               AND indexdef LIKE '%conversation_id%') THEN
+        RETURN;  -- keyed already
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin')
+            AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'btree_gin') THEN
+        BEGIN
+            CREATE EXTENSION btree_gin SCHEMA public;
+        EXCEPTION WHEN insufficient_privilege OR invalid_schema_name THEN
+            NULL;  -- not this role's to install
+        END;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin') THEN
+        DROP INDEX IF EXISTS messages_search;
+        CREATE INDEX messages_search ON messages USING gin (conversation_id, search) WITH (fastupdate = off);
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema()
+                      AND indexname = 'messages_search') THEN
+        CREATE INDEX messages_search ON messages USING gin (search) WITH (fastupdate = off);  -- migration 2's
     END IF;
 END $$;
 """
