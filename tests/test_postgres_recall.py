@@ -1,6 +1,6 @@
 """Recall on PostgreSQL reads what the one conversation holds (#67: a turn reads only what it
 needs): a word's hits in everyone else's conversations are not read, where the server has the
-btree_gin extension (storage/postgres/migrations.py, KEYED_WORD_INDEX); where it has not, recall
+btree_gin extension (storage/postgres/migrations.py, KEY_WORD_INDEX); where it has not, recall
 works as before and the start says so."""
 
 import json

@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable
 
 import asyncpg
 
-from storage.postgres.migrations import KEYED_WORD_INDEX, MIGRATIONS, WORD_INDEX_KEYED
+from storage.postgres.migrations import KEY_WORD_INDEX, MIGRATIONS, WORD_INDEX_KEYED
 from storage.sql.database import Connection, Dialect
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,8 @@ class Database:
                     await db.execute(script)
                     await db.execute("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
                                      number, self.clock())
-            await db.execute(KEYED_WORD_INDEX)
+            if not await db.fetchval(WORD_INDEX_KEYED):
+                await db.execute(KEY_WORD_INDEX)
             if not await db.fetchval(WORD_INDEX_KEYED):
                 log.info("recall reads each word's hits in every conversation of this database, then keeps its own: "
                          "PostgreSQL's btree_gin extension (contrib) is not installed, and this role may not install "

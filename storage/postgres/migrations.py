@@ -33,17 +33,16 @@ from storage.sql.migrations import (
 # (80,000 messages in 1,000 conversations: 0.78 ms a word with the index of migration 2, 0.09
 # ms keyed). A GIN index holds a number only through PostgreSQL's btree_gin extension (in
 # contrib; trusted: a role with CREATE on the database may install it). It goes in the `public`
-# schema, which no deployment's schema, dropped, takes along. Not a migration: it is asked at every start
+# schema, which no deployment's schema, dropped, takes along. Not a migration: every start asks
+# whether the index is keyed (WORD_INDEX_KEYED) and, if not, runs KEY_WORD_INDEX
 # (Database._migrate), so a server that gains the extension later gets the keyed index then;
 # without it the index of migration 2 stays (or is made again, had the extension been dropped
 # with everything that used it), and recall works as before.
-KEYED_WORD_INDEX = """
+WORD_INDEX_KEYED = ("SELECT indexdef LIKE '%conversation_id%' FROM pg_indexes "
+                    "WHERE schemaname = current_schema() AND indexname = 'messages_search'")  # NULL: no index
+KEY_WORD_INDEX = """
 DO $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'messages_search'
-               AND indexdef LIKE '%conversation_id%') THEN
-        RETURN;  -- keyed already
-    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin')
             AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'btree_gin') THEN
         BEGIN
@@ -61,8 +60,6 @@ BEGIN
     END IF;
 END $$;
 """
-WORD_INDEX_KEYED = ("SELECT indexdef LIKE '%conversation_id%' FROM pg_indexes "
-                    "WHERE schemaname = current_schema() AND indexname = 'messages_search'")
 
 MIGRATIONS: list[str] = [
     # 1 — everything the SQLite store has after its migration 8, and the processes sharing the

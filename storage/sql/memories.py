@@ -14,6 +14,9 @@ from storage.rows import (CONVERSATION_COLUMNS, MEMORY_COLUMNS, MESSAGE_COLUMNS,
                           memories, memory, messages, names, person_export, scope_character)
 from storage.sql.database import Connection, Database
 
+# Learn from chat for person $1 with character $2: on unless they turned it off
+LEARNS = "COALESCE((SELECT learn FROM person_settings WHERE person_id = $1 AND character_id = $2), true)"
+
 FIELDS = names(MEMORY_COLUMNS)
 NEWEST_FIRST = "ORDER BY updated_at DESC, id DESC"
 
@@ -304,9 +307,7 @@ class SQLMemories(Memories):
         return dict(zip((row["memory_id"] for row in rows), messages(rows, "m_")))
 
     async def learning_enabled(self, person_id: int, character_id: int) -> bool:
-        learn = await self.db.value("SELECT learn FROM person_settings WHERE person_id = $1 AND character_id = $2",
-                                    person_id, character_id)
-        return True if learn is None else bool(learn)
+        return bool(await self.db.value(f"SELECT {LEARNS}", person_id, character_id))
 
     async def set_learning(self, person_id: int, character_id: int, enabled: bool) -> None:
         await self.db.execute(

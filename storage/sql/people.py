@@ -6,7 +6,7 @@ from __future__ import annotations
 from storage.ports import (CHARACTER, GLOBAL, CapReached, Characters, MemoryCaps, MergeReport, People, Persona,
                           Profile)
 from storage.sql.database import Database
-from storage.sql.memories import count_memories, hold_people
+from storage.sql.memories import LEARNS, count_memories, hold_people
 
 
 class _Taken(Exception):
@@ -107,13 +107,12 @@ class SQLPeople(People):
         return (await self.profile(person_id)).persona
 
     async def profile(self, person_id: int, character_id: int | None = None) -> Profile:
-        row = await self.db.one(
-            "SELECT p.persona, p.persona_tokens, p.time_zone, s.learn FROM persons p LEFT JOIN person_settings s "
-            "ON s.person_id = p.id AND s.character_id = $2 WHERE p.id = $1", person_id, character_id)
+        row = await self.db.one(f"SELECT persona, persona_tokens, time_zone, {LEARNS} AS learns FROM persons "
+                                "WHERE id = $1", person_id, character_id)
         if row is None:
             return Profile(None, None)
         return Profile(Persona(row["persona"], row["persona_tokens"]) if row["persona"] else None, row["time_zone"],
-                       row["learn"] is None or bool(row["learn"]))
+                       bool(row["learns"]))
 
     async def set_time_zone(self, person_id: int, zone: str | None) -> None:
         await self.db.execute("UPDATE persons SET time_zone = $2 WHERE id = $1", person_id, zone)

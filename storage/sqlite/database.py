@@ -178,8 +178,8 @@ class Database:
                 if not busy:
                     return
                 if time.monotonic() > deadline:
-                    log.warning("the SQLite log of %s could not be emptied: a reader held it %d s", self.path.name,
-                                BUSY_TIMEOUT_MS // 1000)
+                    log.warning("the SQLite log of %s could not be emptied in %d s: another connection kept it busy",
+                                self.path.name, BUSY_TIMEOUT_MS // 1000)
                     return
                 await asyncio.sleep(0.01)
 
