@@ -235,12 +235,16 @@ def _characters(config_text: str, tmp_path, *args: str, **env: str) -> subproces
 PERSONA = '\n[[characters]]\nname = "Mira"\npersona = "You are Mira."\n'
 
 
-def test_a_database_url_is_printed_with_its_password_masked(tmp_path):
-    from tests.postgres import server_url
+async def test_a_database_url_is_printed_with_its_password_masked(tmp_path):
+    from tests.postgres import fresh_schema_url
 
-    parts = server_url().split("://", 1)[1].split("@", 1)[-1]  # host:port/database
-    done = _characters(f'[storage]\nurl = "postgresql://postgres:hunter2@{parts}"\n{PERSONA}', tmp_path,
-                       "remove", "Nobody")
+    schemas = fresh_schema_url()  # a schema of its own: the server's public schema is nobody's
+    parts = (await anext(schemas)).split("://", 1)[1].split("@", 1)[-1]  # host:port/database?schema=…
+    try:
+        done = _characters(f'[storage]\nurl = "postgresql://postgres:hunter2@{parts}"\n{PERSONA}', tmp_path,
+                           "remove", "Nobody")
+    finally:
+        await anext(schemas, None)
     assert done.returncode == 1, done.stderr
     assert f"There is no character named 'Nobody' in postgresql://postgres:***@{parts}." in done.stdout
     assert "hunter2" not in done.stdout + done.stderr
