@@ -36,14 +36,18 @@ async def scene_of(runtime) -> int:
                                                            runtime.cast.character("Mira").id, True)).id
 
 
-async def more_messages(runtime, count: int) -> None:
+async def more_messages(runtime, count: int, *others) -> None:
     """`count` messages of Ann's, with both characters present, stored as a platform delivers them;
-    then the summaries catch up, as after a delivered reply."""
+    then the summaries catch up, as after a delivered reply. A summary job of another process
+    sharing the database (`others`) may hold the claim and end before the newest batch, which then
+    waits for the next reply: that job ends first, then this process's summarizes what is left."""
     store, scene_id = runtime.store, await scene_of(runtime)
     ann = await store.people.person_for_identity("telegram", "501")
     for n in range(count):
         await store.conversations.add_user_message(scene_id, ann, "Ann", f"harbour log {n}: the tide turned", 6,
                                                    f"log-{n}")
+    for other in others:
+        await other.summarizer.idle()
     runtime.summarizer.schedule(scene_id)
     await runtime.summarizer.idle()
 
@@ -66,7 +70,7 @@ async def test_a_secret_told_while_aki_was_away_never_reaches_akis_prompt_while_
     assert holds_secret(chat_requests(llm)[-1])
 
     # every tier rolls: a long-term entry needs 4 merged of 4 recent batches of 40 messages each
-    await more_messages(first, BATCH_MAX_MESSAGES * RECENT_PER_MERGED * MERGED_PER_FOLD + 60)
+    await more_messages(first, BATCH_MAX_MESSAGES * RECENT_PER_MERGED * MERGED_PER_FOLD + 60, second)
     scene_id, aki = await scene_of(first), first.cast.character("Aki").id
     own = await first.store.summaries.summaries(scene_id, seen_by=aki)
     shared = await first.store.summaries.summaries(scene_id)
