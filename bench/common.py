@@ -241,7 +241,9 @@ def question(n: int) -> str:
 class RoundTrips:
     """Counts what a store asks of its database: each statement, and each transaction's begin and
     commit (on PostgreSQL a round trip over the wire each; on SQLite a hop to the connection's
-    thread each). Wraps the store's one `Database` object, which every port shares."""
+    thread each, but for a short transaction's statements and commit, which run inline: so on
+    SQLite the count is an upper bound). Wraps the store's one `Database` object, which every port
+    shares."""
 
     def __init__(self, db: Any):
         self.count = 0
@@ -250,9 +252,9 @@ class RoundTrips:
         transaction = db.transaction
 
         @contextlib.asynccontextmanager
-        async def counted_transaction() -> AsyncIterator[Any]:
+        async def counted_transaction(short: bool = False) -> AsyncIterator[Any]:
             self.count += 2  # its begin and its commit
-            async with transaction() as tx:
+            async with transaction(short) as tx:
                 yield _Counted(tx, self)
 
         db.transaction = counted_transaction

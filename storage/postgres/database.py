@@ -105,8 +105,9 @@ class Database:
         return not free
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Connection]:
-        """One transaction on a pooled connection; rolled back on any error."""
+    async def transaction(self, short: bool = False) -> AsyncIterator[Connection]:
+        """One transaction on a pooled connection; rolled back on any error (`short` or not:
+        each statement is a round trip to the server either way)."""
         assert self.pool is not None, "store is not open"
         async with self.pool.acquire() as connection:
             async with connection.transaction():

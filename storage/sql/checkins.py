@@ -64,7 +64,7 @@ class SQLCheckins(Checkins):
     async def store(self, absence: Absence, speaker_name: str, content: str, tokens: int,
                     receipt: dict[str, Any]) -> MessageRow | None:
         now = self.db.clock()
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             sent = await tx.value(
                 "UPDATE checkins SET waiting = false, sent_at = $3 "
                 "WHERE conversation_id = $1 AND waiting AND last_at = $2 RETURNING person_id",
@@ -87,7 +87,7 @@ class SQLCheckins(Checkins):
         return row
 
     async def withdraw(self, absence: Absence, message_id: int, wait_again: bool) -> None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await drop_checkin(tx, message_id)
             if wait_again:
                 await tx.execute("UPDATE checkins SET waiting = true, sent_at = NULL "
@@ -98,7 +98,7 @@ class SQLCheckins(Checkins):
                               absence.conversation_id, absence.last_at)
 
     async def set_wanted(self, person_id: int, character_id: int, wanted: bool, from_messages: int) -> None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await tx.execute(
                 "INSERT INTO person_settings (person_id, character_id, learn, checkins) VALUES ($1, $2, true, $3) "
                 "ON CONFLICT (person_id, character_id) DO UPDATE SET checkins = excluded.checkins",

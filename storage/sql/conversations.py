@@ -115,7 +115,7 @@ class SQLConversations(Conversations):
         row = await self.db.one(f"SELECT {CONVERSATION_COLUMNS} FROM conversations "
                                 "WHERE platform = $1 AND chat_id = $2 AND thread_id = $3 AND character_id = $4", *key)
         if row is None or bool(row["is_shared"]) != is_shared:
-            async with self.db.transaction() as tx:
+            async with self.db.transaction(short=True) as tx:
                 row = await tx.one(
                     "INSERT INTO conversations (platform, chat_id, thread_id, character_id, is_shared, created_at) "
                     "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (platform, chat_id, thread_id, character_id) "
@@ -130,7 +130,7 @@ class SQLConversations(Conversations):
                 "WHERE platform = $1 AND chat_id = $2 AND thread_id = $3 AND is_shared")
         row = await self.db.one(find, platform, chat_id, thread_id)
         if row is None:
-            async with self.db.transaction() as tx:
+            async with self.db.transaction(short=True) as tx:
                 # a one-to-one row of this character here (a chat that became shared) becomes the
                 # scene; its character witnessed all of it (SPEC 22)
                 became = await tx.value(
@@ -160,7 +160,7 @@ class SQLConversations(Conversations):
         return [conversation(row) for row in rows]
 
     async def add_greeting(self, conversation_id: int, character_name: str, content: str, tokens: int) -> bool:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             # the conversation's row held: "no message yet" stays true until the greeting is in
             await tx.execute(f"SELECT 1 FROM conversations WHERE id = $1{self.db.dialect.for_update}", conversation_id)
             if await tx.value("SELECT COUNT(*) FROM messages WHERE conversation_id = $1", conversation_id):
@@ -174,7 +174,7 @@ class SQLConversations(Conversations):
         self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
         tokens: int, platform_message_id: str | None,
     ) -> MessageRow | None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             return await insert_message(tx, await next_place(tx, conversation_id), "user", person_id, speaker_name,
                                         content, tokens, platform_message_id, self.db.clock())
 
@@ -249,7 +249,7 @@ class SQLConversations(Conversations):
     async def set_platform_message_ids(
         self, conversation_id: int, message_id: int, platform_message_ids: list[str]
     ) -> None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await set_platform_ids(tx, conversation_id, message_id, platform_message_ids)
 
     async def platform_message_ids(self, message_id: int) -> list[str]:
@@ -267,7 +267,7 @@ class SQLConversations(Conversations):
 
     async def set_answer_origin(self, platform: str, chat_id: str, platform_message_ids: list[str],
                                 conversation_id: int) -> None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             for sent in platform_message_ids:
                 await tx.execute(
                     "INSERT INTO answer_origins (platform, chat_id, platform_message_id, conversation_id, created_at) "

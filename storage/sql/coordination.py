@@ -74,7 +74,7 @@ class SQLCoordination(Coordination):
                                   self.db.clock() + lease_s, name, self.holder)
 
     async def take_call(self, limit: CallLimit) -> int | None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             return await take_call(self.db, tx, limit, self.db.clock())
 
     async def past_limit(self, limit: CallLimit) -> bool:

@@ -50,8 +50,10 @@ class Database(Connection, Protocol):
     clock: Callable[[], float]
     dialect: Dialect
 
-    def transaction(self) -> AsyncContextManager[Connection]:
-        """One transaction; rolled back on any error."""
+    def transaction(self, short: bool = False) -> AsyncContextManager[Connection]:
+        """One transaction; rolled back on any error. `short`: a few statements on rows found by
+        key, as a turn's, which SQLite runs inline, holding its one writer for their SQL only
+        (storage/sqlite/database.py); a long one (/forgetme, an import, the upkeep) is not."""
 
     async def process_alive(self, holder: str | None) -> bool:
         """Whether the process a holder names is still there (asked of the database, or of the

@@ -168,7 +168,7 @@ class SQLMemories(Memories):
     ) -> MemoryRow:
         character = scope_character(scope, character_id)
         now = self.db.clock()
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await hold_people(self.db, tx, person_id)
             self.caps.check(pinned, scope, await count_memories(tx, person_id, character, pinned))
             row = await tx.one(
@@ -182,7 +182,7 @@ class SQLMemories(Memories):
         self, person_id: int, character_id: int, memory_id: int, content: str, tokens: int,
         turn_id: int | None = None,
     ) -> MemoryRow | None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             before = await self._changeable(tx, person_id, character_id, memory_id, by_ai=turn_id is not None)
             if before is None:
                 return None
@@ -195,7 +195,7 @@ class SQLMemories(Memories):
     async def delete_memory(
         self, person_id: int, character_id: int, memory_id: int, turn_id: int | None = None
     ) -> MemoryRow | None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             before = await self._changeable(tx, person_id, character_id, memory_id, by_ai=turn_id is not None)
             if before is None:
                 return None
@@ -204,7 +204,7 @@ class SQLMemories(Memories):
         return before
 
     async def set_pinned(self, person_id: int, character_id: int, memory_id: int, pinned: bool) -> MemoryRow | None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             row = await self._changeable(tx, person_id, character_id, memory_id, by_ai=False)
             if row is None or row.pinned == pinned:
                 return row
@@ -246,7 +246,7 @@ class SQLMemories(Memories):
         return [change(row) for row in rows]
 
     async def undo_change(self, person_id: int, change_id: int, since: float) -> ChangeRow | None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await hold_people(self.db, tx, person_id)
             row = await tx.one(f"{CHANGES} WHERE h.person_id = $1 AND h.id = $2 AND h.at >= $3", person_id,
                                change_id, since)

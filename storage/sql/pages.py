@@ -21,7 +21,7 @@ class SQLPages(Pages):
         self.db = db
 
     async def add_link(self, code_hash: str, person_id: int, characters: tuple[int, ...], expires_at: float) -> None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await tx.execute("DELETE FROM page_links WHERE person_id = $1 OR expires_at < $2", person_id,
                              self.db.clock())
             await tx.execute("INSERT INTO page_links (code_hash, person_id, characters, expires_at) "
@@ -29,7 +29,7 @@ class SQLPages(Pages):
 
     async def exchange(self, code_hash: str, now: float, token_hash: str, csrf: str,
                        session_expires_at: float) -> PageSession | None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             link = await tx.one("DELETE FROM page_links WHERE code_hash = $1 RETURNING person_id, characters, "
                                 "expires_at", code_hash)
             if link is None or link["expires_at"] < now:
@@ -51,7 +51,7 @@ class SQLPages(Pages):
         await self.db.execute("DELETE FROM page_sessions WHERE token_hash = $1", token_hash)
 
     async def add_failure(self, address: str, at: float, since: float) -> int:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await self.db.dialect.serialize(tx, f"page-failures:{address}")
             await tx.execute("INSERT INTO page_failures (address, at) VALUES ($1, $2)", address, at)
             return await tx.value("SELECT COUNT(*) FROM page_failures WHERE address = $1 AND at >= $2",

@@ -24,7 +24,7 @@ class SQLPeople(People):
         if found is not None:
             return found
         try:
-            async with self.db.transaction() as tx:
+            async with self.db.transaction(short=True) as tx:
                 person_id = await tx.value("INSERT INTO persons (created_at) VALUES ($1) RETURNING id", self.db.clock())
                 if await tx.value("INSERT INTO identities (platform, user_id, person_id) VALUES ($1, $2, $3) "
                                   "ON CONFLICT DO NOTHING RETURNING person_id", platform, user_id, person_id) is None:

@@ -84,7 +84,7 @@ class SQLPresence(Presence):
 
     async def bring_in(self, conversation_id: int, character_ids: Sequence[int]) -> list[int]:
         came: list[int] = []
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await self._hold(tx, conversation_id)
             for character_id in dict.fromkeys(character_ids):
                 if await come_in(tx, conversation_id, character_id):
@@ -92,7 +92,7 @@ class SQLPresence(Presence):
         return came
 
     async def dismiss(self, conversation_id: int, character_id: int) -> bool:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await self._hold(tx, conversation_id)
             row = await tx.one("SELECT present, own_sight FROM presence WHERE conversation_id = $1 "
                                "AND character_id = $2", conversation_id, character_id)

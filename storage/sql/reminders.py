@@ -55,7 +55,7 @@ class SQLReminders(Reminders):
     async def add(self, person_id: int, character_id: int, conversation_id: int, turn_id: int, due_at: float,
                   zone: str, words: str, repeat: str, cap: int, asked_by: str = "",
                   at_clock: str | None = None) -> ReminderRow:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             # the person's row held: their reminders are counted one write at a time
             await tx.one("SELECT id FROM persons WHERE id = $1" + self.db.dialect.for_update, person_id)
             if await tx.value("SELECT COUNT(*) FROM reminders WHERE person_id = $1", person_id) >= cap:
@@ -92,7 +92,7 @@ class SQLReminders(Reminders):
                    tokens: int, receipt: dict[str, Any]) -> MessageRow | None:
         now = self.db.clock()
         try:
-            async with self.db.transaction() as tx:
+            async with self.db.transaction(short=True) as tx:
                 row = await insert_message(tx, await next_place(tx, reminder.conversation_id), "assistant", None,
                                            speaker_name, content, tokens, None, now, reminder.character_id)
                 assert row is not None  # no platform id yet: nothing to conflict with
@@ -115,7 +115,7 @@ class SQLReminders(Reminders):
         return row
 
     async def take_back(self, message_id: int) -> None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             turn_id = await tx.value("SELECT id FROM turns WHERE reply_message_id = $1 AND kind = 'reminder' "
                                      "AND NOT shown", message_id)
             if turn_id is not None:

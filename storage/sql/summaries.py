@@ -54,7 +54,7 @@ class SQLSummaries(Summaries):
         first_pos: int, last_pos: int, replaces: list[int], covered_pos: int | None = None,
         edited: bool = False, seen_by: int | None = None,
     ) -> SummaryRow:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             row = await tx.one(
                 "INSERT INTO summaries (conversation_id, generation, tier, content, tokens, first_pos, last_pos, "
                 f"edited, created_at, seen_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "

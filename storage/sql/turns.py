@@ -156,7 +156,7 @@ class SQLTurns(Turns):
                               tokens: int, platform_message_id: str | None, limit: CallLimit | None,
                               checkin_from: int | None = None, character_id: int | None = None) -> Arrival:
         now = self.db.clock()
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             stored = await insert_message(tx, await next_place(tx, conversation_id), "user", person_id, speaker_name,
                                           content, tokens, platform_message_id, now)
             if stored is None:
@@ -187,7 +187,7 @@ class SQLTurns(Turns):
 
     async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int,
                          character_id: int | None = None) -> int:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             return await tx.value(QUEUE + f"VALUES ($1, $2, $3, $4, $5, {QUEUED_CHARACTER}) RETURNING id",
                                   conversation_id, person_id, user_message_id, self.holder, self.db.clock(),
                                   character_id)
@@ -245,7 +245,7 @@ class SQLTurns(Turns):
         """In one transaction: if the ticket is first in its line and nothing of its
         conversation runs or waits to be answered again before it, turn it into a running turn."""
         try:
-            async with self.db.transaction() as tx:
+            async with self.db.transaction(short=True) as tx:
                 queued = await tx.one("SELECT q.conversation_id, q.person_id, q.user_message_id, q.character_id, m.pos "
                                       "FROM turn_queue q "
                                       f"JOIN messages m ON m.id = q.user_message_id WHERE q.id = $1{self.db.dialect.for_update}",
@@ -293,7 +293,7 @@ class SQLTurns(Turns):
         unshown = await self.db.one("SELECT reply_message_id, holder FROM turns WHERE conversation_id = $1 AND NOT shown "
                                     "AND holder <> $2", conversation_id, self.holder)
         if unshown is not None and await self._gone(unshown["holder"]):  # its sender died: taken back
-            async with self.db.transaction() as tx:
+            async with self.db.transaction(short=True) as tx:
                 if await withdraw_unshown(tx, unshown["reply_message_id"], interrupted=True):
                     self._strays.set()
             return
@@ -305,7 +305,7 @@ class SQLTurns(Turns):
     async def _interrupt(self, turn_id: int) -> bool:
         """In one transaction, if the turn still runs: mark it failed, undo its memory writes and
         leave it for its adapter to answer again or mark (interrupted_turns). Whether it did."""
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             if not await tx.execute("UPDATE turns SET status = 'failed' WHERE id = $1 AND status = 'running'", turn_id):
                 return False
             await undo_effects(tx, turn_id)
@@ -315,7 +315,7 @@ class SQLTurns(Turns):
     async def _abandon(self, ticket: int) -> bool:
         """In one transaction, if the ticket is still queued: turn it into a failed turn left for
         its adapter to answer again, like a turn cut off mid-reply. Whether it did."""
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             turn_id = await tx.value(
                 "INSERT INTO turns (conversation_id, person_id, user_message_id, status, created_at, holder, "
                 "character_id) SELECT conversation_id, person_id, user_message_id, 'failed', $1, holder, "
@@ -358,7 +358,7 @@ class SQLTurns(Turns):
         content: str, tokens: int, receipt: dict[str, Any], character_id: int | None = None,
         named: Sequence[int] = (), spend: Spend | None = None,
     ) -> MessageRow:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             if spend is not None:
                 await add_spend(tx, spend)
             if character_id is None:
@@ -383,7 +383,7 @@ class SQLTurns(Turns):
         return reply
 
     async def shown(self, reply_message_id: int, platform_message_ids: list[str]) -> None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await mark_shown(tx, "reply_message_id = $1", reply_message_id, platform_message_ids)
         self._wake_lines()  # the reply is said: the next turn of its conversation may start
 
@@ -391,7 +391,7 @@ class SQLTurns(Turns):
         previous = ("(SELECT p.reply_message_id FROM turns t JOIN turns p ON p.conversation_id = t.conversation_id "
                     "WHERE t.id = $1 AND p.id < t.id AND p.status = 'done' "
                     "AND (t.character_id IS NULL OR p.character_id = t.character_id) ORDER BY p.id DESC LIMIT 1)")
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             answered = await mark_shown(tx, "id = $1 AND reply_message_id IS NOT NULL", turn_id, platform_message_ids)
         self._wake_lines()
         if answered is None:
@@ -401,12 +401,12 @@ class SQLTurns(Turns):
         return ShownReply(turn(answered), read_platform_ids(await self.db.all(platform_ids_of(previous), turn_id)))
 
     async def withdraw_reply(self, reply_message_id: int) -> None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await withdraw_unshown(tx, reply_message_id)
         self._wake_lines()
 
     async def fail_turn(self, turn_id: int, spend: Spend | None = None) -> None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             if spend is not None:
                 await add_spend(tx, spend)
             await undo_effects(tx, turn_id)
@@ -446,7 +446,7 @@ class SQLTurns(Turns):
                                 "WHERE id = $1", turn_id)
         new_turn = await self.begin_turn(old["conversation_id"], old["person_id"], old["user_message_id"],
                                          old["character_id"])
-        async with self.db.transaction() as tx:  # running now: no other turn can end meanwhile
+        async with self.db.transaction(short=True) as tx:  # running now: no other turn can end meanwhile
             if await tx.value("SELECT MAX(id) FROM turns WHERE conversation_id = $1 AND status = 'done' "
                               "AND character_id = $2", old["conversation_id"], old["character_id"]) == turn_id:
                 await undo_effects(tx, turn_id)
@@ -461,7 +461,7 @@ class SQLTurns(Turns):
         # replies (and check-ins) a gone process stored but never saw reach the chat
         for row in await self.db.all("SELECT reply_message_id, holder FROM turns WHERE NOT shown"):
             if row["holder"] != self.holder and await self._gone(row["holder"]):
-                async with self.db.transaction() as tx:
+                async with self.db.transaction(short=True) as tx:
                     recovered += await withdraw_unshown(tx, row["reply_message_id"], interrupted=True)
         for row in await self.db.all("SELECT id, holder FROM turns WHERE status = 'running'"):
             if row["holder"] != self.holder and await self._gone(row["holder"]) and await self._interrupt(row["id"]):
@@ -483,7 +483,7 @@ class SQLTurns(Turns):
         return await self.db.execute("DELETE FROM interrupted_turns WHERE turn_id = $1", turn_id) == 1
 
     async def requeue_interrupted_turn(self, turn_id: int) -> int | None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             if await tx.execute("DELETE FROM interrupted_turns WHERE turn_id = $1", turn_id) != 1:
                 return None
             return await tx.value(QUEUE + "SELECT conversation_id, person_id, user_message_id, $1, $2, character_id "

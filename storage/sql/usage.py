@@ -48,7 +48,7 @@ class SQLUsage(Usage):
         await self.db.execute(_ADD, person_id, day, character_id, 0, 0, 0, 1)
 
     async def take_picture(self, person_id: int, character_id: int, day: str, per_day: int, tokens: int) -> bool:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await self.db.dialect.serialize(tx, f"pictures:{person_id}")
             if await tx.value(_PICTURES, person_id, day) >= per_day:
                 return False
@@ -69,7 +69,7 @@ class SQLUsage(Usage):
         return await self.db.value(_SPENT, person_id, first_day, last_day)
 
     async def hold(self, turn_id: int, person_id: int, day: str, tokens: int, allowance: int) -> bool:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(short=True) as tx:
             await self.db.dialect.serialize(tx, f"allowance:{person_id}")
             spent = await tx.value(_SPENT, person_id, day, day)
             held = await tx.value("SELECT COALESCE(SUM(hold_tokens), 0) FROM turns "

@@ -5,6 +5,17 @@ also serializes across processes), so every multi-row change is atomic and a che
 memory cap) cannot race. Reads use a second connection, which in WAL mode sees every committed
 write (of any process) and never waits for a writer.
 
+Each statement is a hop to a connection's thread and back to the event loop, and a write
+transaction holds the one writer across its hops: under load each hop waits behind everything
+else ready on the loop, and the writer was held 93 % of the time (docs/processes.md section 8).
+So a *short* transaction (`transaction(short=True)`: a few statements on rows found by key, as a
+turn's) takes the lock on the writer's thread — where waiting for
+another process's writer may take up to the busy timeout — and then runs its statements and its
+commit inline, on the event loop's thread: holding the lock, nothing in them waits on another
+connection (WAL readers never block, and a commit copies nothing back: see below), so the writer
+is held for their SQL only. Every other write (/forgetme, an import, the upkeep: work that may
+take long) runs on the writer's thread, and the event loop never stops for it.
+
 The write-ahead log is copied back into the file (checkpointed) by a third connection, in the
 background, every CHECKPOINT_EVERY_S: never by a commit. SQLite's own way checkpoints in the
 commit that takes the log past 1,000 pages, and that commit waits for the file to reach the
@@ -47,21 +58,22 @@ class Database:
         self.clock = clock
         self.checkpoint_every_s = checkpoint_every_s
         self._writer: aiosqlite.Connection | None = None
+        self._inline: sqlite3.Connection | None = None  # the writer's own connection, for short transactions
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()  # one transaction at a time on the one writer connection
         self._checkpoints: asyncio.Task | None = None
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = await self._connect()
+        self._writer, self._inline = await self._connect()
         writes = self.options.get("mode") != "ro"
         if writes:
             await self._use_wal()
             await self._migrate()
             await self._writer.execute("PRAGMA wal_autocheckpoint = 0")  # no commit checkpoints: see above
-        self._reader = await self._connect()
+        self._reader, _ = await self._connect()
         if writes:
-            self._checkpoints = asyncio.create_task(self._checkpointing(await self._connect()))
+            self._checkpoints = asyncio.create_task(self._checkpointing((await self._connect())[0]))
 
     async def _checkpointing(self, connection: aiosqlite.Connection) -> None:
         """Copy the log back into the file every `checkpoint_every_s`, beside the writes, until closed."""
@@ -93,16 +105,19 @@ class Database:
                     raise
                 await asyncio.sleep(0.02)
 
-    async def _connect(self) -> aiosqlite.Connection:
+    async def _connect(self) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
+        """A connection with its own thread, and the sqlite3 connection it wraps (the writer's runs
+        short transactions inline; the writer's lock keeps its two users apart)."""
         query = "&".join(f"{k}={v}" for k, v in self.options.items())
         target = f"file:{self.path}{'?' + query if query else ''}"
-        db = await aiosqlite.connect(target, uri=True, isolation_level=None)
+        connection = sqlite3.connect(target, uri=True, isolation_level=None, check_same_thread=False)
+        db = await aiosqlite.Connection(lambda: connection, iter_chunk_size=64)
         await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         await db.execute("PRAGMA foreign_keys = ON")
         await db.execute("PRAGMA synchronous = NORMAL")
         await db.execute("PRAGMA secure_delete = ON")  # deleted content is overwritten (SPEC 6: /forgetme)
         db.row_factory = sqlite3.Row  # rows read by column name
-        return db
+        return db, connection
 
     async def _migrate(self) -> None:
         db = self._writer
@@ -127,24 +142,33 @@ class Database:
         for db in (self._reader, self._writer):
             if db is not None:
                 await db.close()
-        self._reader = self._writer = None
+        self._reader = self._writer = self._inline = None
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Connection]:
+    async def transaction(self, short: bool = False) -> AsyncIterator[Connection]:
         """One write transaction (`BEGIN IMMEDIATE`: one at a time, in every process); rolled
-        back on any error."""
-        assert self._writer is not None, "store is not open"
+        back on any error. `short`: its statements and commit run inline (see above)."""
+        assert self._writer is not None and self._inline is not None, "store is not open"
         async with self._write_lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
+            await self._writer.execute("BEGIN IMMEDIATE")  # on its thread: another process may hold the file
+            if not short:
+                try:
+                    yield _On(self._writer)
+                except BaseException:
+                    await self._writer.execute("ROLLBACK")
+                    raise
+                await self._writer.execute("COMMIT")
+                return
             try:
-                yield _On(self._writer)
+                yield _Inline(self._inline)
             except BaseException:
-                await self._writer.execute("ROLLBACK")
+                self._inline.execute("ROLLBACK")
                 raise
-            await self._writer.execute("COMMIT")
+            self._inline.execute("COMMIT")
 
     async def execute(self, sql: str, *params: Any) -> int:
-        """One write statement, atomic on its own: how many rows it changed."""
+        """One write statement, atomic on its own: how many rows it changed (one hop, as a short
+        transaction's `BEGIN` alone would be)."""
         assert self._writer is not None, "store is not open"
         async with self._write_lock:
             return await _On(self._writer).execute(sql, *params)
@@ -184,9 +208,26 @@ class Database:
                 await asyncio.sleep(0.01)
 
 
-class _On:
-    """Statements on one connection, `$1, $2, …` bound by number (SQLite reads `$1` as a named
-    parameter called "1")."""
+class _Rows:
+    """`one` and `value` of a connection's `all`."""
+
+    __slots__ = ()
+
+    async def all(self, sql: str, *params: Any) -> list[sqlite3.Row]:
+        raise NotImplementedError
+
+    async def one(self, sql: str, *params: Any) -> sqlite3.Row | None:
+        rows = await self.all(sql, *params)
+        return rows[0] if rows else None
+
+    async def value(self, sql: str, *params: Any) -> Any:
+        rows = await self.all(sql, *params)
+        return rows[0][0] if rows else None
+
+
+class _On(_Rows):
+    """Statements on one connection, on its thread, `$1, $2, …` bound by number (SQLite reads
+    `$1` as a named parameter called "1")."""
 
     __slots__ = ("connection",)
 
@@ -199,13 +240,21 @@ class _On:
     async def all(self, sql: str, *params: Any) -> list[sqlite3.Row]:
         return await self.connection.execute_fetchall(sql, _numbered(params))  # a list (cursor.fetchall)
 
-    async def one(self, sql: str, *params: Any) -> sqlite3.Row | None:
-        rows = await self.all(sql, *params)
-        return rows[0] if rows else None
 
-    async def value(self, sql: str, *params: Any) -> Any:
-        rows = await self.all(sql, *params)
-        return rows[0][0] if rows else None
+class _Inline(_Rows):
+    """A short transaction's statements on the writer's sqlite3 connection, on the calling thread
+    (the event loop's), bound as `_On` binds them."""
+
+    __slots__ = ("connection",)
+
+    def __init__(self, connection: sqlite3.Connection):
+        self.connection = connection
+
+    async def execute(self, sql: str, *params: Any) -> int:
+        return self.connection.execute(sql, _numbered(params)).rowcount
+
+    async def all(self, sql: str, *params: Any) -> list[sqlite3.Row]:
+        return self.connection.execute(sql, _numbered(params)).fetchall()
 
 
 NUMBERS = tuple(str(number) for number in range(1, 1000))  # "1" … "999": more than any statement binds

@@ -1,0 +1,104 @@
+"""SQLite's one writer is held for a short transaction's SQL only (storage/sqlite/database.py):
+its statements and commit run inline, never waiting behind the event loop, while taking the file
+(which may wait for another process) and every long transaction stay off the event loop."""
+
+import asyncio
+import contextlib
+
+import pytest
+
+from storage.sqlite.database import Database
+
+
+@contextlib.asynccontextmanager
+async def opened(path):
+    db = Database(path)
+    await db.open()
+    try:
+        yield db
+    finally:
+        await db.close()
+
+
+@contextlib.asynccontextmanager
+async def loop_turns():
+    """Counts the event loop's turns while the block runs: how often other work got to run."""
+    turns = [0]
+
+    async def spin() -> None:
+        while True:
+            turns[0] += 1
+            await asyncio.sleep(0)
+
+    spinning = asyncio.create_task(spin())
+    await asyncio.sleep(0)
+    try:
+        yield turns
+    finally:
+        spinning.cancel()
+        await asyncio.gather(spinning, return_exceptions=True)
+
+
+async def meta(db: Database, key: str):
+    return await db.value("SELECT value FROM meta WHERE key = $1", key)
+
+
+async def test_a_short_transaction_holds_the_writer_for_its_sql_never_across_the_event_loop(tmp_path):
+    async with opened(tmp_path / "keepsake.sqlite3") as db, loop_turns() as turns:
+        async with db.transaction(short=True) as tx:
+            begun = turns[0]
+            for n in range(20):
+                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", f"k{n}", "v")
+            assert await tx.value("SELECT COUNT(*) FROM meta WHERE key LIKE 'k%'") == 20
+            assert turns[0] == begun  # nothing else ran between its statements
+        assert await meta(db, "k19") == "v"
+
+
+async def test_a_long_transaction_lets_the_event_loop_run_between_its_statements(tmp_path):
+    async with opened(tmp_path / "keepsake.sqlite3") as db, loop_turns() as turns:
+        async with db.transaction() as tx:  # /forgetme, an import, the upkeep: on the writer's thread
+            begun = turns[0]
+            for n in range(20):
+                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", f"k{n}", "v")
+            assert turns[0] > begun
+
+
+async def test_a_short_transaction_that_fails_leaves_nothing_and_the_next_one_writes(tmp_path):
+    async with opened(tmp_path / "keepsake.sqlite3") as db:
+        with pytest.raises(ValueError):
+            async with db.transaction(short=True) as tx:
+                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "half", "written")
+                raise ValueError("a failure halfway")
+        assert await meta(db, "half") is None
+        async with db.transaction(short=True) as tx:
+            await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "next", "written")
+        assert await meta(db, "next") == "written"
+
+
+async def test_a_short_transaction_waits_for_another_processs_writer_off_the_event_loop(tmp_path):
+    """Another process (another connection to the file) holds the writer: the short transaction
+    waits for it on the writer's thread, and the event loop keeps running meanwhile."""
+    path = tmp_path / "keepsake.sqlite3"
+    async with opened(path) as ours, opened(path) as theirs, loop_turns() as turns:
+        held, release = asyncio.Event(), asyncio.Event()
+
+        async def holding() -> None:
+            async with theirs.transaction() as tx:
+                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "theirs", "first")
+                held.set()
+                await release.wait()
+
+        holder = asyncio.create_task(holding())
+        await held.wait()
+
+        async def short_write() -> None:
+            async with ours.transaction(short=True) as tx:
+                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "ours", "second")
+
+        writing = asyncio.create_task(short_write())
+        waited_from = turns[0]
+        await asyncio.sleep(0.2)
+        assert not writing.done() and turns[0] > waited_from + 10  # it waits; the loop runs
+        release.set()
+        await asyncio.gather(holder, writing)
+        assert await meta(ours, "ours") == "second" and await meta(ours, "theirs") == "first"
