@@ -45,12 +45,12 @@ async def meta(db: Database, key: str):
 
 async def test_a_short_transaction_holds_the_writer_for_its_sql_never_across_the_event_loop(tmp_path):
     async with opened(tmp_path / "keepsake.sqlite3") as db, loop_turns() as turns:
-        async with db.transaction(short=True) as tx:
-            begun = turns[0]
+        before = turns[0]
+        async with db.transaction(short=True) as tx:  # its begin, statements and commit
             for n in range(20):
                 await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", f"k{n}", "v")
             assert await tx.value("SELECT COUNT(*) FROM meta WHERE key LIKE 'k%'") == 20
-            assert turns[0] == begun  # nothing else ran between its statements
+        assert turns[0] == before  # nothing else ran from its begin to its commit
         assert await meta(db, "k19") == "v"
 
 

@@ -9,12 +9,13 @@ Each statement is a hop to a connection's thread and back to the event loop, and
 transaction holds the one writer across its hops: under load each hop waits behind everything
 else ready on the loop, and the writer was held 93 % of the time (docs/processes.md section 8).
 So a *short* transaction (`transaction(short=True)`: a few statements on rows found by key, as a
-turn's) takes the lock on the writer's thread — where waiting for
-another process's writer may take up to the busy timeout — and then runs its statements and its
-commit inline, on the event loop's thread: holding the lock, nothing in them waits on another
-connection (WAL readers never block, and a commit copies nothing back: see below), so the writer
-is held for their SQL only. Every other write (/forgetme, an import, the upkeep: work that may
-take long) runs on the writer's thread, and the event loop never stops for it.
+turn's) runs whole inline, on the event loop's thread: its `BEGIN IMMEDIATE` — unless another
+process holds the file, then it waits for it on the writer's thread, as waiting may take up to
+the busy timeout — its statements and its commit. Holding the file, nothing in them waits on
+another connection (WAL readers never block, and a commit copies nothing back: see below), and
+nothing else of the process runs meanwhile: the writer is held for their SQL only. Every other
+write (/forgetme, an import, the upkeep: work that may take long) runs on the writer's thread,
+and the event loop never stops for it.
 
 The write-ahead log is copied back into the file (checkpointed) by a third connection, in the
 background, every CHECKPOINT_EVERY_S: never by a commit. SQLite's own way checkpoints in the
@@ -150,8 +151,8 @@ class Database:
         back on any error. `short`: its statements and commit run inline (see above)."""
         assert self._writer is not None and self._inline is not None, "store is not open"
         async with self._write_lock:
-            await self._writer.execute("BEGIN IMMEDIATE")  # on its thread: another process may hold the file
             if not short:
+                await self._writer.execute("BEGIN IMMEDIATE")  # on its thread: another process may hold the file
                 try:
                     yield _On(self._writer)
                 except BaseException:
@@ -159,12 +160,29 @@ class Database:
                     raise
                 await self._writer.execute("COMMIT")
                 return
+            if not self._begun_at_once():
+                await self._writer.execute("BEGIN IMMEDIATE")  # on its thread: it waits for the other process
             try:
                 yield _Inline(self._inline)
             except BaseException:
                 self._inline.execute("ROLLBACK")
                 raise
             self._inline.execute("COMMIT")
+
+    def _begun_at_once(self) -> bool:
+        """`BEGIN IMMEDIATE` inline, unless another process holds the file (then False, at once:
+        SQLite's wait for it would stop the event loop)."""
+        assert self._inline is not None
+        self._inline.execute("PRAGMA busy_timeout = 0")
+        try:
+            self._inline.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError as busy:
+            if busy.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:  # SQLITE_BUSY, or one of its extended codes
+                raise
+            return False
+        finally:
+            self._inline.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     async def execute(self, sql: str, *params: Any) -> int:
         """One write statement, atomic on its own: how many rows it changed (one hop, as a short
