@@ -102,3 +102,36 @@ async def test_a_short_transaction_waits_for_another_processs_writer_off_the_eve
         release.set()
         await asyncio.gather(holder, writing)
         assert await meta(ours, "ours") == "second" and await meta(ours, "theirs") == "first"
+
+
+@pytest.mark.parametrize("short", [True, False])
+async def test_a_write_cancelled_while_another_process_holds_the_file_leaves_the_writer_free(tmp_path, short):
+    """A turn stopped while its write waits for another process's writer: the wait still ends on
+    the writer's thread, and what it began is undone, so this process writes on afterwards and
+    the other process is not locked out."""
+    path = tmp_path / "keepsake.sqlite3"
+    async with opened(path) as ours, opened(path) as theirs:
+        held, release = asyncio.Event(), asyncio.Event()
+
+        async def holding() -> None:
+            async with theirs.transaction() as tx:
+                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "theirs", "first")
+                held.set()
+                await release.wait()
+
+        async def write(db: Database, key: str) -> None:
+            async with db.transaction(short=short) as tx:
+                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", key, "written")
+
+        holder = asyncio.create_task(holding())
+        await held.wait()
+        waiting = asyncio.create_task(write(ours, "cancelled"))
+        await asyncio.sleep(0.1)  # waiting for the file, on the writer's thread
+        waiting.cancel()
+        release.set()  # the file is free: the cancelled write's wait ends, having begun
+        await holder
+        await asyncio.gather(waiting, return_exceptions=True)
+        await asyncio.wait_for(write(ours, "ours after"), 5)
+        await asyncio.wait_for(write(theirs, "theirs after"), 5)
+        assert [await meta(ours, key) for key in ("cancelled", "ours after", "theirs after")] == [
+            None, "written", "written"]

@@ -27,6 +27,7 @@ which every turn waiting on the one writer then waits for too (docs/benchmarks.m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -152,7 +153,7 @@ class Database:
         assert self._writer is not None and self._inline is not None, "store is not open"
         async with self._write_lock:
             if not short:
-                await self._writer.execute("BEGIN IMMEDIATE")  # on its thread: another process may hold the file
+                await self._begin_on_thread()
                 try:
                     yield _On(self._writer)
                 except BaseException:
@@ -161,13 +162,27 @@ class Database:
                 await self._writer.execute("COMMIT")
                 return
             if not self._begun_at_once():
-                await self._writer.execute("BEGIN IMMEDIATE")  # on its thread: it waits for the other process
+                await self._begin_on_thread()
             try:
                 yield _Inline(self._inline)
             except BaseException:
                 self._inline.execute("ROLLBACK")
                 raise
             self._inline.execute("COMMIT")
+
+    async def _begin_on_thread(self) -> None:
+        """`BEGIN IMMEDIATE` on the writer's thread, where it may wait for another process's writer.
+        Cancelled meanwhile, the statement still ends there: what it began is rolled back before
+        the cancellation goes on, never left holding the file (every later write would fail)."""
+        assert self._writer is not None
+        begin = asyncio.ensure_future(self._writer.execute("BEGIN IMMEDIATE"))
+        try:
+            await asyncio.shield(begin)
+        except asyncio.CancelledError:
+            with contextlib.suppress(sqlite3.Error):  # it failed: nothing was begun
+                await begin
+                await self._writer.execute("ROLLBACK")
+            raise
 
     def _begun_at_once(self) -> bool:
         """`BEGIN IMMEDIATE` inline, unless another process holds the file (then False, at once:
