@@ -22,6 +22,7 @@ from storage.sql.migrations import (
     SCENES_MOVE,
     SPOKEN_COLUMN,
     STREAMED_WITNESSES,
+    TURNS_INDEXED,
     WHO_SAID_IT,
     WITNESSES,
     memory_history,
@@ -385,4 +386,6 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER messages_edited AFTER UPDATE OF content ON messages FOR EACH ROW
         WHEN (OLD.content IS DISTINCT FROM NEW.content) EXECUTE FUNCTION keepsake_forget_common_words_of_one();
     """,
+    # 20 — a turn found without reading every turn (storage/sql/migrations.py)
+    TURNS_INDEXED,
 ]

@@ -351,3 +351,17 @@ STREAMED_WITNESSES = """
         PRIMARY KEY (turn_id, character_id)
     );
 """
+
+# 27 — a turn found without reading every turn: a reply ends its turn, and the turn it replaces,
+# by the person's message (`finish_turn`); a reply is shown, or taken back, by its message; a
+# message deleted (taken back, purged, forgotten) finds the turns, and the waiting line's tickets,
+# that point at it; and a message arriving asks whether its conversation holds a reply still
+# unshown, or a turn cut off lately (`FREE` in storage/sql/turns.py). Each of them read every turn
+# ever answered, or every turn of the conversation.
+TURNS_INDEXED = """
+    CREATE INDEX turns_user_message ON turns(user_message_id);
+    CREATE INDEX turns_reply_message ON turns(reply_message_id);
+    CREATE INDEX turn_queue_message ON turn_queue(user_message_id);
+    CREATE INDEX turns_unshown_here ON turns(conversation_id) WHERE NOT shown;
+    CREATE INDEX turns_lately ON turns(conversation_id, created_at);
+"""

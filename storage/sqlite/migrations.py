@@ -21,6 +21,7 @@ from storage.sql.migrations import (
     SCENES_MOVE,
     SPOKEN_COLUMN,
     STREAMED_WITNESSES,
+    TURNS_INDEXED,
     WHO_SAID_IT,
     WITNESSES,
     memory_history,
@@ -383,4 +384,6 @@ MIGRATIONS: list[str] = [
     memory_history("INTEGER PRIMARY KEY"),
     # 26 — who witnessed a streamed reply: those present when it first showed (SPEC 22; storage/sql/migrations.py)
     STREAMED_WITNESSES,
+    # 27 — a turn found without reading every turn (storage/sql/migrations.py)
+    TURNS_INDEXED,
 ]

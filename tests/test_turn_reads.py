@@ -1,0 +1,103 @@
+"""A turn reads only what it needs, never the whole history: no statement of a turn — its arrival,
+its reply, the reply shown, the summaries after it — reads every row of a table, on SQLite and
+PostgreSQL. Each statement is caught on its way to the database and its plan asked of the same
+database."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+import pytest
+
+from tests.conftest import Chat, FakeClock, config_dict, runtimes_on
+
+READS = ("execute", "one", "all", "value")
+
+
+@contextlib.contextmanager
+def caught(db):
+    """Every statement the store sends while the block runs, inside transactions too."""
+    statements: list[tuple[str, tuple]] = []
+
+    def catching(run):
+        async def catch(sql, *params):
+            statements.append((sql, params))
+            return await run(sql, *params)
+        return catch
+
+    class Caught:
+        def __init__(self, tx):
+            for name in READS:
+                setattr(self, name, catching(getattr(tx, name)))
+
+    original = {name: getattr(db, name) for name in (*READS, "transaction")}
+
+    @contextlib.asynccontextmanager
+    async def transaction(short: bool = False):
+        async with original["transaction"](short) as tx:
+            yield Caught(tx)
+
+    for name in READS:
+        setattr(db, name, catching(original[name]))
+    db.transaction = transaction
+    try:
+        yield statements
+    finally:
+        for name, method in original.items():
+            setattr(db, name, method)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def start(request, llm, tmp_path):
+    async with runtimes_on(request.param, tmp_path) as start_on:
+        yield lambda: start_on(config_dict(llm.base_url, tmp_path / "keepsake.sqlite3"), FakeClock())
+
+
+async def whole_table_reads_on_sqlite(db, statements) -> list[str]:
+    """Each table a statement's plan reads every row of (`SCAN t`), with the statement."""
+    tables = {row[0] for row in await db.all("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    found = []
+    for sql, params in statements:
+        plan = [str(row["detail"]) for row in await db.all("EXPLAIN QUERY PLAN " + sql, *params)]
+        found += [f"{m[1]}: {sql}" for line in plan if (m := re.match(r"SCAN (\w+)$", line)) and m[1] in tables]
+    return found
+
+
+async def whole_table_reads_on_postgres(db, statements) -> list[str]:
+    """Each table a statement's plan reads every row of (`Seq Scan on t`), with sequential scans
+    priced out: the plan shows whether an index can serve it at all, whatever the tables' sizes."""
+    found = []
+    async with db.transaction() as tx:
+        await tx.execute("SET LOCAL enable_seqscan = off")
+        tables = {row[0] for row in await tx.all(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
+        for sql, params in statements:
+            plan = [row["QUERY PLAN"] for row in await tx.all("EXPLAIN " + sql, *params)]
+            found += [f"{m[1]}: {sql}" for line in plan
+                      if (m := re.search(r"Seq Scan on (\w+)", line)) and m[1] in tables]
+    return found
+
+
+async def statements_of_a_turn(runtime, person: Chat, text: str) -> list[tuple[str, tuple]]:
+    """What a turn sends the database: its arrival, its reply, the reply shown, the summaries after."""
+    with caught(runtime.store.db) as statements:
+        await person.say(text)
+        await runtime.summarizer.idle()
+    return statements
+
+
+async def test_no_statement_of_a_turn_reads_a_whole_table(start, llm):
+    """Every statement of a turn — its arrival, its reply, the reply shown, the summaries after it
+    — finds its rows through an index, never by reading every row of a table (every turn ever
+    answered, every message)."""
+    runtime = await start()
+    ann = Chat(runtime)
+    for n in range(60):  # past the live window of 50: recall and the summaries run
+        await ann.say(f"message {n}: the lighthouse lamp and the harbour tide")
+    await runtime.summarizer.idle()
+    statements = await statements_of_a_turn(runtime, ann, "what did I say about the lighthouse lamp?")
+    assert len(statements) > 10
+    reads = whole_table_reads_on_sqlite if runtime.config.storage.url.startswith("sqlite") else \
+        whole_table_reads_on_postgres
+    assert await reads(runtime.store.db, statements) == []
