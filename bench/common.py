@@ -186,6 +186,17 @@ async def ann_with_history(runtime: Runtime, key: ConversationKey, ann: Identity
     return person, conversation
 
 
+async def answered(runtime: Runtime, conversation_id: int, person_id: int, line: str, reply: str) -> None:
+    """One exchange of a long history, stored as a turn stores it, without the model: the person's
+    message and its turn, the reply, the reply shown. A history of bare messages would leave out
+    the turns a real one holds, one for every reply, and what reads them."""
+    turns, count = runtime.store.turns, runtime.counter.count
+    arrival = await turns.store_and_queue(conversation_id, person_id, "Ann", line, count(line), None, None)
+    assert arrival.message is not None and arrival.turn_id is not None, "a history is written one turn at a time"
+    await turns.finish_turn(arrival.turn_id, arrival.message, "Mira", reply, count(reply), {})
+    await turns.reply_shown(arrival.turn_id, [])
+
+
 async def fill_memories(runtime: Runtime, person_id: int) -> None:
     """240 saved memories: 100 unpinned + 20 pinned in both scopes."""
     character = runtime.cast.character("Mira").id

@@ -3,7 +3,8 @@
 The LLM answers at once (in process, through the real openai client). The turn is the real
 one: the memory tools offered with every request, and the summary queue running in the
 background after each reply (its work shares the process, as in production). The conversation
-holds 1k, 10k and 100k stored messages and the person has 240 saved memories (100 + 20 in both
+holds 1k, 10k and 100k stored messages, every other one a reply with its turn (as a real history
+holds them: `answered`), and the person has 240 saved memories (100 + 20 in both
 scopes). Prints p50 and p99 per turn, and the database round trips a turn makes (with its
 delivery and the summaries it sets off: `RoundTrips`). Targets (#67): p50 ≤ 2.5 ms, p99 ≤ 10 ms,
 and flat: the 100k figure within 1.5× of the 1k figure.
@@ -27,6 +28,7 @@ from pathlib import Path
 from bench.common import (
     InstantLLM,
     RoundTrips,
+    answered,
     bench_runtime,
     chat_line,
     fill_memories,
@@ -110,10 +112,9 @@ async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], sto
             stored = 0
             for size in sizes:
                 while stored < size:  # a long history, written the way turns write it
-                    line = f"history message {stored}: {chat_line(stored)}"
-                    await runtime.store.conversations.add_user_message(conversation.id, person, "Ann", line,
-                                                                      runtime.counter.count(line), None)
-                    stored += 1
+                    await answered(runtime, conversation.id, person, f"history message {stored}: {chat_line(stored)}",
+                                   f"history reply {stored + 1}: {chat_line(stored + 1)}")
+                    stored += 2
                 if semantic:  # a live database's vectors keep up, as the background job sees to
                     while await runtime.semantic.embed_waiting():
                         pass
