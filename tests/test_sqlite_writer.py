@@ -43,6 +43,11 @@ async def meta(db: Database, key: str):
     return await db.value("SELECT value FROM meta WHERE key = $1", key)
 
 
+async def write(db: Database, key: str, short: bool = True) -> None:
+    async with db.transaction(short=short) as tx:
+        await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", key, "written")
+
+
 async def test_a_short_transaction_holds_the_writer_for_its_sql_never_across_the_event_loop(tmp_path):
     async with opened(tmp_path / "keepsake.sqlite3") as db, loop_turns() as turns:
         before = turns[0]
@@ -70,38 +75,39 @@ async def test_a_short_transaction_that_fails_leaves_nothing_and_the_next_one_wr
                 await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "half", "written")
                 raise ValueError("a failure halfway")
         assert await meta(db, "half") is None
-        async with db.transaction(short=True) as tx:
-            await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "next", "written")
+        await write(db, "next")
         assert await meta(db, "next") == "written"
 
 
+async def holding_the_file(db: Database) -> tuple[asyncio.Task, asyncio.Event]:
+    """`db` (another process: another connection to the file) takes the writer and holds it until
+    the event is set; its task."""
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def holding() -> None:
+        async with db.transaction() as tx:
+            await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "theirs", "written")
+            held.set()
+            await release.wait()
+
+    task = asyncio.create_task(holding())
+    await held.wait()
+    return task, release
+
+
 async def test_a_short_transaction_waits_for_another_processs_writer_off_the_event_loop(tmp_path):
-    """Another process (another connection to the file) holds the writer: the short transaction
-    waits for it on the writer's thread, and the event loop keeps running meanwhile."""
+    """Another process holds the writer: the short transaction waits for it on the writer's
+    thread, and the event loop keeps running meanwhile."""
     path = tmp_path / "keepsake.sqlite3"
     async with opened(path) as ours, opened(path) as theirs, loop_turns() as turns:
-        held, release = asyncio.Event(), asyncio.Event()
-
-        async def holding() -> None:
-            async with theirs.transaction() as tx:
-                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "theirs", "first")
-                held.set()
-                await release.wait()
-
-        holder = asyncio.create_task(holding())
-        await held.wait()
-
-        async def short_write() -> None:
-            async with ours.transaction(short=True) as tx:
-                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "ours", "second")
-
-        writing = asyncio.create_task(short_write())
+        holder, release = await holding_the_file(theirs)
+        writing = asyncio.create_task(write(ours, "ours"))
         waited_from = turns[0]
         await asyncio.sleep(0.2)
         assert not writing.done() and turns[0] > waited_from + 10  # it waits; the loop runs
         release.set()
         await asyncio.gather(holder, writing)
-        assert await meta(ours, "ours") == "second" and await meta(ours, "theirs") == "first"
+        assert await meta(ours, "ours") == "written" and await meta(ours, "theirs") == "written"
 
 
 @pytest.mark.parametrize("short", [True, False])
@@ -111,27 +117,14 @@ async def test_a_write_cancelled_while_another_process_holds_the_file_leaves_the
     the other process is not locked out."""
     path = tmp_path / "keepsake.sqlite3"
     async with opened(path) as ours, opened(path) as theirs:
-        held, release = asyncio.Event(), asyncio.Event()
-
-        async def holding() -> None:
-            async with theirs.transaction() as tx:
-                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "theirs", "first")
-                held.set()
-                await release.wait()
-
-        async def write(db: Database, key: str) -> None:
-            async with db.transaction(short=short) as tx:
-                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", key, "written")
-
-        holder = asyncio.create_task(holding())
-        await held.wait()
-        waiting = asyncio.create_task(write(ours, "cancelled"))
+        holder, release = await holding_the_file(theirs)
+        waiting = asyncio.create_task(write(ours, "cancelled", short))
         await asyncio.sleep(0.1)  # waiting for the file, on the writer's thread
         waiting.cancel()
         release.set()  # the file is free: the cancelled write's wait ends, having begun
         await holder
         await asyncio.gather(waiting, return_exceptions=True)
-        await asyncio.wait_for(write(ours, "ours after"), 5)
-        await asyncio.wait_for(write(theirs, "theirs after"), 5)
+        await asyncio.wait_for(write(ours, "ours after", short), 5)
+        await asyncio.wait_for(write(theirs, "theirs after", short), 5)
         assert [await meta(ours, key) for key in ("cancelled", "ours after", "theirs after")] == [
             None, "written", "written"]

@@ -152,23 +152,15 @@ class Database:
         back on any error. `short`: its statements and commit run inline (see above)."""
         assert self._writer is not None and self._inline is not None, "store is not open"
         async with self._write_lock:
-            if not short:
+            if not (short and self._begun_at_once()):
                 await self._begin_on_thread()
-                try:
-                    yield _On(self._writer)
-                except BaseException:
-                    await self._writer.execute("ROLLBACK")
-                    raise
-                await self._writer.execute("COMMIT")
-                return
-            if not self._begun_at_once():
-                await self._begin_on_thread()
+            tx = _Inline(self._inline) if short else _On(self._writer)
             try:
-                yield _Inline(self._inline)
+                yield tx
             except BaseException:
-                self._inline.execute("ROLLBACK")
+                await tx.execute("ROLLBACK")
                 raise
-            self._inline.execute("COMMIT")
+            await tx.execute("COMMIT")
 
     async def _begin_on_thread(self) -> None:
         """`BEGIN IMMEDIATE` on the writer's thread, where it may wait for another process's writer.
