@@ -1,13 +1,13 @@
 """Benchmark 1 — turn overhead: everything a turn costs except the LLM's own time.
 
-The LLM answers at once (in process, through the real openai client). The turn is the real
-one: the memory tools offered with every request, and the summary queue running in the
-background after each reply (its work shares the process, as in production). The conversation
-holds 1k, 10k and 100k stored messages, every other one a reply with its turn (as a real history
-holds them: `answered`), and the person has 240 saved memories (100 + 20 in both
-scopes). Prints p50 and p99 per turn, and the database round trips a turn makes (with its
-delivery and the summaries it sets off: `RoundTrips`). Targets (#67): p50 ≤ 2.5 ms, p99 ≤ 10 ms,
-and flat: the 100k figure within 1.5× of the 1k figure.
+The LLM answers at once (in process, through the real openai client). The turn is the real one: the
+memory tools offered with every request, and the summary queue running in the background after each
+reply (its work shares the process, as in production). The conversation holds 1k, 10k and 100k
+stored messages, every other one a reply with its turn (as a real history holds them: `answered`),
+and the person has 240 saved memories (100 + 20 in both scopes). Prints p50 and p99 per turn, and
+the database round trips a turn makes (with its delivery and the summaries it sets off:
+`RoundTrips`). Targets (#67): p50 ≤ 2.5 ms, p99 ≤ 10 ms, and flat: the 100k figure within 1.5× of
+the 1k figure.
 
     python -m bench.turn_overhead [--turns 300] [--streamed CHUNKS] [--postgres URL] [--no-recall]
                                   [--semantic]

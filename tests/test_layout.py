@@ -200,11 +200,10 @@ def test_no_class_in_bot_or_adapters_has_more_than_20_public_methods():
 
 def test_every_path_asks_the_gate_for_one_verdict():
     """#64: a path asks `Gate.admit(path, …)` once, as a stage; besides it the gate is asked only
-    how much may be spent (the allowance's hold, spend — or its cost, charged apart —, take,
-    past) and two questions of its own kind — `lets_in`, what an adapter asks before it stores
-    an event (bot/core.py's Gatekeeper),
-    and `denies`, what the memory page asks of a person's accounts. No path assembles a verdict
-    from the gate's rules itself."""
+    how much may be spent (the allowance's hold, spend — or its cost, charged apart —, take, past)
+    and two questions of its own kind — `lets_in`, what an adapter asks before it stores an event
+    (bot/core.py's Gatekeeper), and `denies`, what the memory page asks of a person's accounts. No
+    path assembles a verdict from the gate's rules itself."""
     spending = {"hold", "spend", "cost", "charge", "take", "past", "past_allowance", "allowance_notice", "limit_for",
                 "per_minute"}
     own_kind = {"lets_in": {"bot/core.py"}, "denies": {"bot/page/desk.py"}, "names_roles": {"bot/core.py"}}

@@ -192,8 +192,7 @@ class Database:
             self._inline.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     async def execute(self, sql: str, *params: Any) -> int:
-        """One write statement, atomic on its own: how many rows it changed (one hop, as a short
-        transaction's `BEGIN` alone would be)."""
+        """One write statement, atomic on its own, on the writer's thread: how many rows it changed."""
         assert self._writer is not None, "store is not open"
         async with self._write_lock:
             return await _On(self._writer).execute(sql, *params)
@@ -233,24 +232,7 @@ class Database:
                 await asyncio.sleep(0.01)
 
 
-class _Rows:
-    """`one` and `value` of a connection's `all`."""
-
-    __slots__ = ()
-
-    async def all(self, sql: str, *params: Any) -> list[sqlite3.Row]:
-        raise NotImplementedError
-
-    async def one(self, sql: str, *params: Any) -> sqlite3.Row | None:
-        rows = await self.all(sql, *params)
-        return rows[0] if rows else None
-
-    async def value(self, sql: str, *params: Any) -> Any:
-        rows = await self.all(sql, *params)
-        return rows[0][0] if rows else None
-
-
-class _On(_Rows):
+class _On:
     """Statements on one connection, on its thread, `$1, $2, …` bound by number (SQLite reads
     `$1` as a named parameter called "1")."""
 
@@ -265,15 +247,20 @@ class _On(_Rows):
     async def all(self, sql: str, *params: Any) -> list[sqlite3.Row]:
         return await self.connection.execute_fetchall(sql, _numbered(params))  # a list (cursor.fetchall)
 
+    async def one(self, sql: str, *params: Any) -> sqlite3.Row | None:
+        rows = await self.all(sql, *params)
+        return rows[0] if rows else None
 
-class _Inline(_Rows):
-    """A short transaction's statements on the writer's sqlite3 connection, on the calling thread
-    (the event loop's), bound as `_On` binds them."""
+    async def value(self, sql: str, *params: Any) -> Any:
+        rows = await self.all(sql, *params)
+        return rows[0][0] if rows else None
 
-    __slots__ = ("connection",)
 
-    def __init__(self, connection: sqlite3.Connection):
-        self.connection = connection
+class _Inline(_On):
+    """A short transaction's statements on the writer's own sqlite3 connection (`connection`),
+    run on the calling thread, the event loop's; bound, and read by `one` and `value`, as `_On`'s."""
+
+    __slots__ = ()
 
     async def execute(self, sql: str, *params: Any) -> int:
         return self.connection.execute(sql, _numbered(params)).rowcount
