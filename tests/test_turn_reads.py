@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sqlite3
 
 import pytest
 
+from bot.memory.saved_memories import CAPS
+from storage.factory import open_store
 from tests.conftest import Chat, FakeClock, config_dict, runtimes_on
 
 READS = ("execute", "one", "all", "value")
@@ -101,3 +104,57 @@ async def test_no_statement_of_a_turn_reads_a_whole_table(start, llm):
     reads = whole_table_reads_on_sqlite if runtime.config.storage.url.startswith("sqlite") else \
         whole_table_reads_on_postgres
     assert await reads(runtime.store.db, statements) == []
+
+
+@contextlib.contextmanager
+def sqlite_steps(monkeypatch):
+    """SQLite's own count of the steps its statements run, on every connection a store opens while
+    the block runs (a figure of the work done, whatever the machine): `counting` switches it on."""
+    steps = {"counting": False, "steps": 0}
+    connect = sqlite3.connect
+
+    def counted(*args, **kwargs):
+        connection = connect(*args, **kwargs)
+
+        def step() -> int:
+            steps["steps"] += steps["counting"]
+            return 0  # go on
+        connection.set_progress_handler(step, 1)
+        return connection
+
+    monkeypatch.setattr(sqlite3, "connect", counted)
+    yield steps
+
+
+async def test_a_turn_reads_no_more_after_hundreds_of_turns_of_the_last_five_minutes(tmp_path, monkeypatch):
+    """A busy conversation: a turn's statements (its message stored, the line asked, the turn
+    started, its reply, the reply shown; SPEC 9) run as many steps after 400 turns of the last five
+    minutes (RECOVER_WITHIN_S) as after 20: the line finds the few turns cut off lately by index,
+    never by reading every recent turn of the conversation."""
+    with sqlite_steps(monkeypatch) as steps:
+        store = await open_store("sqlite:///keepsake.sqlite3", CAPS, tmp_path)
+        try:
+            mira = await store.characters.ensure_character("Mira")
+            ann = await store.people.person_for_identity("telegram", "501")
+            chat = (await store.conversations.conversation("telegram", "501", None, mira, False)).id
+
+            async def answered(count: int) -> None:
+                for n in range(count):
+                    arrival = await store.turns.store_and_queue(chat, ann, "Ann", f"message {n}", 2, None, None)
+                    assert arrival.message is not None and arrival.turn_id is not None
+                    await store.turns.finish_turn(arrival.turn_id, arrival.message, "Mira", "Aye.", 2, {})
+                    await store.turns.reply_shown(arrival.turn_id, [])
+
+            async def turn_steps() -> int:
+                steps["counting"], steps["steps"] = True, 0
+                await answered(1)
+                steps["counting"] = False
+                return steps["steps"]
+
+            await answered(20)
+            after_20 = await turn_steps()
+            await answered(400)
+            after_420 = await turn_steps()
+        finally:
+            await store.close()
+    assert after_420 < after_20 * 1.2, (after_20, after_420)

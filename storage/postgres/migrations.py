@@ -14,6 +14,7 @@ from storage.sql.migrations import (
     HARDENING_III,
     HARDENING_IV,
     HARDENING_VI,
+    INTERRUPTED_BY_CONVERSATION,
     PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
@@ -388,4 +389,6 @@ MIGRATIONS: list[str] = [
     """,
     # 20 — a turn found without reading every turn (storage/sql/migrations.py)
     TURNS_INDEXED,
+    # 21 — the line finds a conversation's interrupted turns by index (storage/sql/migrations.py)
+    INTERRUPTED_BY_CONVERSATION,
 ]

@@ -365,3 +365,17 @@ TURNS_INDEXED = """
     CREATE INDEX turns_unshown_here ON turns(conversation_id) WHERE NOT shown;
     CREATE INDEX turns_lately ON turns(conversation_id, created_at);
 """
+
+
+# 28 — the line finds a conversation's interrupted turns by index: each keeps its turn's
+# conversation. An arrival asks whether an earlier message of its conversation was cut off lately
+# (`FREE` in storage/sql/turns.py); found through the turns, that read every turn of the
+# conversation of the last five minutes — hundreds in a busy one — on every message, when the
+# interrupted turns are a handful at most, and usually none. Migration 27's index for that read
+# goes: nothing else reads a conversation's turns by time, and every turn written paid for it.
+INTERRUPTED_BY_CONVERSATION = """
+    ALTER TABLE interrupted_turns ADD COLUMN conversation_id BIGINT;
+    UPDATE interrupted_turns SET conversation_id = (SELECT conversation_id FROM turns WHERE id = turn_id);
+    CREATE INDEX interrupted_turns_conversation ON interrupted_turns(conversation_id);
+    DROP INDEX turns_lately;
+"""

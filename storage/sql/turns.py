@@ -58,6 +58,13 @@ async def undo_effects(tx: Connection, turn_id: int) -> None:
     await tx.execute("DELETE FROM turn_witnesses WHERE turn_id = $1", turn_id)
 
 
+async def leave_interrupted(tx: Connection, turn_id: int) -> None:
+    """Inside a transaction: the turn waits for its adapter to answer it again or mark it
+    (`interrupted_turns`, kept with its conversation: the line finds it by index)."""
+    await tx.execute("INSERT INTO interrupted_turns (turn_id, conversation_id) "
+                     "SELECT id, conversation_id FROM turns WHERE id = $1", turn_id)
+
+
 async def mark_shown(tx: Connection, which: str, key: int, platform_message_ids: list[str]) -> Any | None:
     """Inside a transaction: the turn `which` picks (`$1` is `key`) has its reply shown as these
     platform messages — a reminder's goes or moves on, a reply it regenerated goes now; the
@@ -93,7 +100,7 @@ FIRST_IN_LINE = f"SELECT q.id, q.holder {LINE}"
 FREE = ("NOT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND status = 'running') "
         "AND NOT EXISTS (SELECT 1 FROM interrupted_turns i JOIN turns t ON t.id = i.turn_id "
         "JOIN messages m ON m.id = t.user_message_id "
-        "WHERE t.conversation_id = $1 AND m.pos < $2 AND t.created_at >= $3) "
+        "WHERE i.conversation_id = $1 AND m.pos < $2 AND t.created_at >= $3) "
         "AND NOT EXISTS (SELECT 1 FROM turns t JOIN messages r ON r.id = t.reply_message_id "
         "WHERE t.conversation_id = $1 AND NOT t.shown AND r.created_at >= $5)")
 
@@ -124,7 +131,7 @@ async def withdraw_unshown(tx: Connection, reply_message_id: int, interrupted: b
                      "(SELECT id FROM messages WHERE conversation_id = $1))",
                      turn["conversation_id"], turn["user_message_id"])
     if interrupted:
-        await tx.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn["id"])
+        await leave_interrupted(tx, turn["id"])
     return 1
 
 
@@ -309,7 +316,7 @@ class SQLTurns(Turns):
             if not await tx.execute("UPDATE turns SET status = 'failed' WHERE id = $1 AND status = 'running'", turn_id):
                 return False
             await undo_effects(tx, turn_id)
-            await tx.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
+            await leave_interrupted(tx, turn_id)
         return True
 
     async def _abandon(self, ticket: int) -> bool:
@@ -323,7 +330,7 @@ class SQLTurns(Turns):
                 "WHERE id = $2 RETURNING id", self.db.clock(), ticket)
             if turn_id is None:
                 return False
-            await tx.execute("INSERT INTO interrupted_turns (turn_id) VALUES ($1)", turn_id)
+            await leave_interrupted(tx, turn_id)
             await tx.execute("DELETE FROM turn_queue WHERE id = $1", ticket)
         return True
 

@@ -13,6 +13,7 @@ from storage.sql.migrations import (
     HARDENING_III,
     HARDENING_IV,
     HARDENING_VI,
+    INTERRUPTED_BY_CONVERSATION,
     PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
@@ -386,4 +387,6 @@ MIGRATIONS: list[str] = [
     STREAMED_WITNESSES,
     # 27 — a turn found without reading every turn (storage/sql/migrations.py)
     TURNS_INDEXED,
+    # 28 — the line finds a conversation's interrupted turns by index (storage/sql/migrations.py)
+    INTERRUPTED_BY_CONVERSATION,
 ]
