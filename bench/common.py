@@ -269,6 +269,8 @@ class RoundTrips:
                 yield _Counted(tx, self)
 
         db.transaction = counted_transaction
+        if db.short is not db:  # SQLite's short reads, on a connection of their own
+            db.short = _Counted(db.short, self)
 
     def _counted(self, method: Callable) -> Callable:
         async def counted(*args: Any) -> Any:
@@ -278,7 +280,7 @@ class RoundTrips:
 
 
 class _Counted:
-    """A transaction's connection whose statements `RoundTrips` counts."""
+    """A transaction's connection (or SQLite's short reads) whose statements `RoundTrips` counts."""
 
     def __init__(self, tx: Any, trips: RoundTrips):
         for name in ("execute", "one", "all", "value"):

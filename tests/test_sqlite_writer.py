@@ -1,9 +1,11 @@
 """SQLite's one writer is held for a short transaction's SQL only (storage/sqlite/database.py):
 its statements and commit run inline, never waiting behind the event loop, while taking the file
-(which may wait for another process) and every long transaction stay off the event loop."""
+(which may wait for another process) and every long transaction stay off the event loop. Short
+reads run inline too, on a connection that only reads and never waits."""
 
 import asyncio
 import contextlib
+import sqlite3
 
 import pytest
 
@@ -128,3 +130,38 @@ async def test_a_write_cancelled_while_another_process_holds_the_file_leaves_the
         await asyncio.wait_for(write(theirs, "theirs after", short), 5)
         assert [await meta(ours, key) for key in ("cancelled", "ours after", "theirs after")] == [
             None, "written", "written"]
+
+
+async def test_a_short_read_runs_inline_and_sees_what_another_process_committed(tmp_path):
+    path = tmp_path / "keepsake.sqlite3"
+    async with opened(path) as ours, opened(path) as theirs, loop_turns() as turns:
+        await write(theirs, "theirs")
+        before = turns[0]
+        assert await ours.short.value("SELECT value FROM meta WHERE key = $1", "theirs") == "written"
+        assert turns[0] == before  # read inline: nothing else ran meanwhile
+
+
+async def test_a_short_read_cannot_write(tmp_path):
+    async with opened(tmp_path / "keepsake.sqlite3") as db:
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            await db.short.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "short", "written")
+        assert await meta(db, "short") is None
+
+
+class Busy:
+    """An sqlite3 connection SQLite answers busy (another connection holds the file, or recovers
+    its log after a crash): a real busy needs another process's exclusive lock on the file."""
+
+    def execute(self, sql, params):
+        busy = sqlite3.OperationalError("database is locked")
+        busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
+        raise busy
+
+
+async def test_a_short_read_sqlite_answers_busy_is_read_on_the_readers_thread(tmp_path):
+    async with opened(tmp_path / "keepsake.sqlite3") as db, loop_turns() as turns:
+        await write(db, "key")
+        db.short.connection = Busy()
+        before = turns[0]
+        assert await db.short.value("SELECT value FROM meta WHERE key = $1", "key") == "written"
+        assert turns[0] > before  # waited for on the reader's thread, the loop running meanwhile

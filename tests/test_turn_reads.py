@@ -34,7 +34,7 @@ def caught(db):
             for name in READS:
                 setattr(self, name, catching(getattr(tx, name)))
 
-    original = {name: getattr(db, name) for name in (*READS, "transaction")}
+    original = {name: getattr(db, name) for name in (*READS, "transaction", "short")}
 
     @contextlib.asynccontextmanager
     async def transaction(short: bool = False):
@@ -44,6 +44,8 @@ def caught(db):
     for name in READS:
         setattr(db, name, catching(original[name]))
     db.transaction = transaction
+    if original["short"] is not db:  # SQLite's short reads, on a connection of their own
+        db.short = Caught(original["short"])
     try:
         yield statements
     finally:

@@ -41,6 +41,7 @@ class Database:
         self.dsn = dsn
         self.schema = schema
         self.clock = clock
+        self.short = self  # short reads (storage/sql/database.py): a round trip each, as any other
         self.pool: asyncpg.Pool | None = None
         self._presence: asyncpg.Connection | None = None
         self.process_id: int | None = None

@@ -96,9 +96,9 @@ async def messages_at(db: Database, conversation_id: int, positions: list[int],
     """The conversation's messages at these places, oldest first (for recall's passages)."""
     if not positions:
         return []
-    rows = await db.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
-                        f"AND pos {db.dialect.in_ids(2)}{seen(seen_by, 3)} ORDER BY pos",
-                        conversation_id, db.dialect.ids(positions), *seen_args(seen_by))
+    rows = await db.short.all(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
+                              f"AND pos {db.dialect.in_ids(2)}{seen(seen_by, 3)} ORDER BY pos",
+                              conversation_id, db.dialect.ids(positions), *seen_args(seen_by))
     return messages(rows)
 
 
@@ -112,8 +112,8 @@ class SQLConversations(Conversations):
         if is_shared:
             return await self._scene(platform, chat_id, thread_id or "", character_id)
         key = (platform, chat_id, thread_id or "", character_id)
-        row = await self.db.one(f"SELECT {CONVERSATION_COLUMNS} FROM conversations "
-                                "WHERE platform = $1 AND chat_id = $2 AND thread_id = $3 AND character_id = $4", *key)
+        row = await self.db.short.one(f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE platform = $1 "
+                                      "AND chat_id = $2 AND thread_id = $3 AND character_id = $4", *key)
         if row is None or bool(row["is_shared"]) != is_shared:
             async with self.db.transaction(short=True) as tx:
                 row = await tx.one(
@@ -151,7 +151,8 @@ class SQLConversations(Conversations):
         return conversation(row)
 
     async def conversation_by_id(self, conversation_id: int) -> ConversationRow | None:
-        row = await self.db.one(f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1", conversation_id)
+        row = await self.db.short.one(f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1",
+                                      conversation_id)
         return conversation(row) if row else None
 
     async def private_of(self, person_id: int) -> list[ConversationRow]:
@@ -180,7 +181,7 @@ class SQLConversations(Conversations):
 
     async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None,
                               seen_by: int | None = None) -> list[MessageRow]:
-        rows = await self.db.all(
+        rows = await self.db.short.all(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 "
             f"AND (CAST($2 AS BIGINT) IS NULL OR pos <= $2){seen(seen_by, 4)} ORDER BY pos DESC LIMIT $3",
             conversation_id, up_to_pos, limit, *seen_args(seen_by))

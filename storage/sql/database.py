@@ -18,15 +18,17 @@ import abc
 from typing import Any, AsyncContextManager, Callable, Protocol, Sequence
 
 
-class Connection(Protocol):
-    async def execute(self, sql: str, *params: Any) -> int:
-        """Run one statement; how many rows it changed."""
-
+class Reads(Protocol):
     async def one(self, sql: str, *params: Any) -> Any | None: ...
 
     async def all(self, sql: str, *params: Any) -> Sequence[Any]: ...
 
     async def value(self, sql: str, *params: Any) -> Any: ...
+
+
+class Connection(Reads, Protocol):
+    async def execute(self, sql: str, *params: Any) -> int:
+        """Run one statement; how many rows it changed."""
 
 
 class Dialect(abc.ABC):
@@ -49,6 +51,9 @@ class Dialect(abc.ABC):
 class Database(Connection, Protocol):
     clock: Callable[[], float]
     dialect: Dialect
+    # Short reads: a few rows found by key, as a turn's, which SQLite runs inline, on a connection
+    # of their own (storage/sqlite/database.py); a long read (recall, an export, the page) is not one.
+    short: Reads
 
     def transaction(self, short: bool = False) -> AsyncContextManager[Connection]:
         """One transaction; rolled back on any error. `short`: a few statements on rows found by

@@ -137,7 +137,7 @@ class SQLMemories(Memories):
         self.caps = caps
 
     async def memories_in_play(self, person_id: int, character_id: int, unpinned_limit: int) -> MemoriesInPlay:
-        return in_play(memories(await self.db.all(IN_PLAY, person_id, character_id, unpinned_limit)))
+        return in_play(memories(await self.db.short.all(IN_PLAY, person_id, character_id, unpinned_limit)))
 
     async def list_memories(
         self, person_id: int, character_id: int, scope: str | None, offset: int, limit: int

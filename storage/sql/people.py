@@ -20,7 +20,7 @@ class SQLPeople(People):
 
     async def person_for_identity(self, platform: str, user_id: str) -> int:
         select = "SELECT person_id FROM identities WHERE platform = $1 AND user_id = $2"
-        found = await self.db.value(select, platform, user_id)
+        found = await self.db.short.value(select, platform, user_id)
         if found is not None:
             return found
         try:
@@ -107,8 +107,8 @@ class SQLPeople(People):
         return (await self.profile(person_id)).persona
 
     async def profile(self, person_id: int, character_id: int | None = None) -> Profile:
-        row = await self.db.one(f"SELECT persona, persona_tokens, time_zone, {LEARNS} AS learns FROM persons "
-                                "WHERE id = $1", person_id, character_id)
+        row = await self.db.short.one(f"SELECT persona, persona_tokens, time_zone, {LEARNS} AS learns FROM persons "
+                                      "WHERE id = $1", person_id, character_id)
         if row is None:
             return Profile(None, None)
         return Profile(Persona(row["persona"], row["persona_tokens"]) if row["persona"] else None, row["time_zone"],

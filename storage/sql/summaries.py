@@ -28,22 +28,22 @@ class SQLSummaries(Summaries):
 
     async def summary_state(self, conversation_id: int, seen_by: int | None = None) -> SummaryState:
         if seen_by is not None:  # a character's own (SPEC 22); none yet: it starts from the first message
-            row = await self.db.one(f"SELECT {OWN_STATE} AND character_id = $2", conversation_id, seen_by)
+            row = await self.db.short.one(f"SELECT {OWN_STATE} AND character_id = $2", conversation_id, seen_by)
             return summary_state(row) if row else SummaryState(0, OWN_GENERATION, 0, None)
-        return summary_state(await self.db.one(f"SELECT {LIVE_STATE}", conversation_id))
+        return summary_state(await self.db.short.one(f"SELECT {LIVE_STATE}", conversation_id))
 
     async def summary_states(self, conversation_id: int) -> list[tuple[int | None, SummaryState]]:
-        rows = await self.db.all(f"SELECT NULL AS seen_by, {LIVE_STATE} UNION ALL SELECT character_id, {OWN_STATE} "
-                                 "AND own_sight ORDER BY seen_by NULLS FIRST", conversation_id)
+        rows = await self.db.short.all(f"SELECT NULL AS seen_by, {LIVE_STATE} UNION ALL SELECT character_id, "
+                                       f"{OWN_STATE} AND own_sight ORDER BY seen_by NULLS FIRST", conversation_id)
         return [(row["seen_by"], summary_state(row)) for row in rows]
 
     async def summaries(self, conversation_id: int, generation: int | None = None,
                         seen_by: int | None = None) -> list[SummaryRow]:
         if seen_by is not None:
-            rows = await self.db.all(f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = $1 "
-                                     f"AND seen_by = $2 ORDER BY {TIER_RANK}, first_pos", conversation_id, seen_by)
+            rows = await self.db.short.all(f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = $1 "
+                                           f"AND seen_by = $2 ORDER BY {TIER_RANK}, first_pos", conversation_id, seen_by)
             return summaries(rows)
-        rows = await self.db.all(
+        rows = await self.db.short.all(
             f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = $1 AND seen_by IS NULL AND generation = "
             "COALESCE(CAST($2 AS INTEGER), (SELECT summary_generation FROM conversations WHERE id = $1)) "
             f"ORDER BY {TIER_RANK}, first_pos", conversation_id, generation)

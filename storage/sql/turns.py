@@ -405,7 +405,8 @@ class SQLTurns(Turns):
             return None
         # read after the commit: a write transaction holds no longer than its writes need (on
         # SQLite every write of the process waits for it: docs/processes.md)
-        return ShownReply(turn(answered), read_platform_ids(await self.db.all(platform_ids_of(previous), turn_id)))
+        return ShownReply(turn(answered), read_platform_ids(await self.db.short.all(platform_ids_of(previous),
+                                                                                   turn_id)))
 
     async def withdraw_reply(self, reply_message_id: int) -> None:
         async with self.db.transaction(short=True) as tx:

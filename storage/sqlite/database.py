@@ -17,6 +17,11 @@ nothing else of the process runs meanwhile: the writer is held for their SQL onl
 write (/forgetme, an import, the upkeep: work that may take long) runs on the writer's thread,
 and the event loop never stops for it.
 
+Short reads (`short`: a few rows found by key, as a turn's) run inline too, on a connection of
+their own that never waits: a WAL reader waits for nothing but another connection resetting the
+log, and then SQLite says busy at once and the read goes to the reader's thread. Every other read
+(recall, an export, the page) runs on the reader's thread.
+
 The write-ahead log is copied back into the file (checkpointed) by a third connection, in the
 background, every CHECKPOINT_EVERY_S: never by a commit. SQLite's own way checkpoints in the
 commit that takes the log past 1,000 pages, and that commit waits for the file to reach the
@@ -62,6 +67,8 @@ class Database:
         self._writer: aiosqlite.Connection | None = None
         self._inline: sqlite3.Connection | None = None  # the writer's own connection, for short transactions
         self._reader: aiosqlite.Connection | None = None
+        self._short_reads: sqlite3.Connection | None = None  # their own connection, on the event loop's thread
+        self.short: _Short | None = None  # short reads (see above)
         self._write_lock = asyncio.Lock()  # one transaction at a time on the one writer connection
         self._checkpoints: asyncio.Task | None = None
 
@@ -74,6 +81,9 @@ class Database:
             await self._migrate()
             await self._writer.execute("PRAGMA wal_autocheckpoint = 0")  # no commit checkpoints: see above
         self._reader, _ = await self._connect()
+        self._short_reads = self._sqlite_connection(busy_timeout_ms=0, check_same_thread=True)
+        self._short_reads.execute("PRAGMA query_only = ON")  # it reads: every write takes the writer
+        self.short = _Short(self._short_reads, self._reader)
         if writes:
             self._checkpoints = asyncio.create_task(self._checkpointing((await self._connect())[0]))
 
@@ -110,16 +120,20 @@ class Database:
     async def _connect(self) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
         """A connection with its own thread, and the sqlite3 connection it wraps (the writer's runs
         short transactions inline; the writer's lock keeps its two users apart)."""
+        connection = self._sqlite_connection(BUSY_TIMEOUT_MS, check_same_thread=False)
+        return await aiosqlite.Connection(lambda: connection, iter_chunk_size=64), connection
+
+    def _sqlite_connection(self, busy_timeout_ms: int, check_same_thread: bool) -> sqlite3.Connection:
+        """A connection to the file; no statement has read it yet."""
         query = "&".join(f"{k}={v}" for k, v in self.options.items())
         target = f"file:{self.path}{'?' + query if query else ''}"
-        connection = sqlite3.connect(target, uri=True, isolation_level=None, check_same_thread=False)
-        db = await aiosqlite.Connection(lambda: connection, iter_chunk_size=64)
-        await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        await db.execute("PRAGMA foreign_keys = ON")
-        await db.execute("PRAGMA synchronous = NORMAL")
-        await db.execute("PRAGMA secure_delete = ON")  # deleted content is overwritten (SPEC 6: /forgetme)
-        db.row_factory = sqlite3.Row  # rows read by column name
-        return db, connection
+        connection = sqlite3.connect(target, uri=True, isolation_level=None, check_same_thread=check_same_thread)
+        connection.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        connection.execute("PRAGMA foreign_keys = ON")
+        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute("PRAGMA secure_delete = ON")  # deleted content is overwritten (SPEC 6: /forgetme)
+        connection.row_factory = sqlite3.Row  # rows read by column name
+        return connection
 
     async def _migrate(self) -> None:
         db = self._writer
@@ -144,7 +158,9 @@ class Database:
         for db in (self._reader, self._writer):
             if db is not None:
                 await db.close()
-        self._reader = self._writer = self._inline = None
+        if self._short_reads is not None:
+            self._short_reads.close()
+        self._reader = self._writer = self._inline = self._short_reads = self.short = None
 
     @asynccontextmanager
     async def transaction(self, short: bool = False) -> AsyncIterator[Connection]:
@@ -185,7 +201,7 @@ class Database:
             self._inline.execute("BEGIN IMMEDIATE")
             return True
         except sqlite3.OperationalError as busy:
-            if busy.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:  # SQLITE_BUSY, or one of its extended codes
+            if not _busy(busy):
                 raise
             return False
         finally:
@@ -267,6 +283,30 @@ class _Inline(_On):
 
     async def all(self, sql: str, *params: Any) -> list[sqlite3.Row]:
         return self.connection.execute(sql, _numbered(params)).fetchall()
+
+
+class _Short(_On):
+    """Short reads on their own sqlite3 connection (`connection`), run on the calling thread, the
+    event loop's; when SQLite says busy, on the reader's thread (`reader`)."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self, connection: sqlite3.Connection, reader: aiosqlite.Connection):
+        super().__init__(connection)
+        self.reader = reader
+
+    async def all(self, sql: str, *params: Any) -> list[sqlite3.Row]:
+        try:
+            return self.connection.execute(sql, _numbered(params)).fetchall()
+        except sqlite3.OperationalError as busy:
+            if not _busy(busy):
+                raise
+        return await _On(self.reader).all(sql, *params)
+
+
+def _busy(error: sqlite3.OperationalError) -> bool:
+    """SQLite said busy (SQLITE_BUSY, or one of its extended codes)."""
+    return error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
 
 
 NUMBERS = tuple(str(number) for number in range(1, 1000))  # "1" … "999": more than any statement binds
