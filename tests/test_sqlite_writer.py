@@ -165,3 +165,29 @@ async def test_a_short_read_sqlite_answers_busy_is_read_on_the_readers_thread(tm
         before = turns[0]
         assert await db.short.value("SELECT value FROM meta WHERE key = $1", "key") == "written"
         assert turns[0] > before  # waited for on the reader's thread, the loop running meanwhile
+
+
+async def test_closing_the_store_waits_for_a_short_transaction_under_way(tmp_path):
+    """A turn's failure is written as the process stops: the writer's connection is closed only
+    once that transaction is done (closed beneath it, on its thread, it crashed the process)."""
+    path = tmp_path / "keepsake.sqlite3"
+    db = Database(path)
+    await db.open()
+    inside, go_on = asyncio.Event(), asyncio.Event()
+
+    async def writing() -> None:
+        async with db.transaction(short=True) as tx:
+            await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "first", "written")
+            inside.set()
+            await go_on.wait()  # its caller awaits something else meanwhile
+            await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "second", "written")
+
+    writer = asyncio.create_task(writing())
+    await inside.wait()
+    closing = asyncio.create_task(db.close())
+    await asyncio.sleep(0.1)
+    assert not closing.done()
+    go_on.set()
+    await asyncio.gather(writer, closing)
+    async with opened(path) as again:
+        assert [await meta(again, key) for key in ("first", "second")] == ["written", "written"]

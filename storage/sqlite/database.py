@@ -155,19 +155,23 @@ class Database:
             self._checkpoints.cancel()
             await asyncio.gather(self._checkpoints, return_exceptions=True)
             self._checkpoints = None
-        for db in (self._reader, self._writer):
-            if db is not None:
-                await db.close()
-        if self._short_reads is not None:
-            self._short_reads.close()
-        self._reader = self._writer = self._inline = self._short_reads = self.short = None
+        # Taken from any transaction first: a short one runs on the writer's connection on this
+        # thread, between its caller's awaits (a turn's failure written as the process stops), and
+        # the connection closed on its thread beneath it would crash the process.
+        async with self._write_lock:
+            for db in (self._reader, self._writer):
+                if db is not None:
+                    await db.close()
+            if self._short_reads is not None:
+                self._short_reads.close()
+            self._reader = self._writer = self._inline = self._short_reads = self.short = None
 
     @asynccontextmanager
     async def transaction(self, short: bool = False) -> AsyncIterator[Connection]:
         """One write transaction (`BEGIN IMMEDIATE`: one at a time, in every process); rolled
         back on any error. `short`: its statements and commit run inline (see above)."""
-        assert self._writer is not None and self._inline is not None, "store is not open"
         async with self._write_lock:
+            assert self._writer is not None and self._inline is not None, "store is not open"
             if not (short and self._begun_at_once()):
                 await self._begin_on_thread()
             tx = _Inline(self._inline) if short else _On(self._writer)
