@@ -11,11 +11,11 @@ from storage.sqlite.database import Database
 PAGE = 4096  # SQLite's page size
 
 
-async def write_megabytes(db: Database, megabytes: int) -> None:
+async def write_megabytes(db: Database, megabytes: int, name: str = "filler") -> None:
     """Rows of 4 KB in one transaction: about 256 pages of the log a megabyte."""
     async with db.transaction() as tx:
         for n in range(megabytes * 256):
-            await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", f"filler {n}", "x" * (PAGE - 200))
+            await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", f"{name} {n}", "x" * (PAGE - 200))
 
 
 async def test_a_commit_never_copies_the_log_back_into_the_file(tmp_path):
@@ -40,5 +40,30 @@ async def test_the_log_is_copied_back_into_the_file_in_the_background(tmp_path):
         while db.path.stat().st_size < before + 2 * 2**20 and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         assert db.path.stat().st_size >= before + 2 * 2**20
+    finally:
+        await db.close()
+
+
+async def test_the_log_is_emptied_for_forgetme_once_another_processs_reader_lets_go(tmp_path):
+    """SPEC 6, /forgetme leaves no deleted word in the log: emptying it waits for a reader of
+    another process (which still sees the log) and the log is empty afterwards."""
+    import sqlite3
+
+    path = tmp_path / "keepsake.sqlite3"
+    db = Database(path, checkpoint_every_s=3600)
+    await db.open()
+    try:
+        await write_megabytes(db, 1)
+        reader = sqlite3.connect(path, isolation_level=None)  # another process, reading
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM meta").fetchone()
+        await write_megabytes(db, 1, "later")  # past what the reader sees: its snapshot holds the log
+        emptying = asyncio.create_task(db.empty_the_log())
+        await asyncio.sleep(0.3)
+        assert not emptying.done()  # the reader still sees the log
+        reader.execute("COMMIT")
+        reader.close()
+        await asyncio.wait_for(emptying, 10)
+        assert (tmp_path / "keepsake.sqlite3-wal").stat().st_size == 0
     finally:
         await db.close()
