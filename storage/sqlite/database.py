@@ -289,9 +289,10 @@ class _Inline(_On):
         return self.connection.execute(sql, _numbered(params)).fetchall()
 
 
-class _Short(_On):
-    """Short reads on their own sqlite3 connection (`connection`), run on the calling thread, the
-    event loop's; when SQLite says busy, on the reader's thread (`reader`)."""
+class _Short(_Inline):
+    """Short reads, inline as `_Inline`'s statements, on a connection of their own that only
+    reads (`connection`: a write there is SQLite's error); when SQLite says busy, on the reader's
+    thread (`reader`)."""
 
     __slots__ = ("reader",)
 
@@ -301,7 +302,7 @@ class _Short(_On):
 
     async def all(self, sql: str, *params: Any) -> list[sqlite3.Row]:
         try:
-            return self.connection.execute(sql, _numbered(params)).fetchall()
+            return await super().all(sql, *params)
         except sqlite3.OperationalError as busy:
             if not _busy(busy):
                 raise
