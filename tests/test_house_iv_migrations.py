@@ -7,14 +7,10 @@
 
 import pytest
 
-import storage.postgres.database as postgres_database
-import storage.sqlite.database as sqlite_database
 from bot.memory.saved_memories import CAPS
 from storage.factory import open_store
-from storage.postgres.migrations import MIGRATIONS as POSTGRES_MIGRATIONS
 from storage.sql.migrations import SPOKEN_COLUMN, WHO_SAID_IT
-from storage.sqlite.migrations import MIGRATIONS as SQLITE_MIGRATIONS
-from tests.postgres import fresh_schema_url
+from tests.migrating import BACKENDS, empty_database, opened_before
 
 CHARACTER = "(SELECT id FROM characters WHERE name = '{}')"
 MESSAGE = "(SELECT id FROM messages WHERE pos = {})"
@@ -41,26 +37,18 @@ SPOKEN_ROWS = OLD_ROWS + [  # and a voice note Ann sent, marked as that version 
 ]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 async def backend(request):
-    """(the database module, its migrations, a store URL with nothing in it)."""
-    if request.param == "sqlite":
-        yield sqlite_database, SQLITE_MIGRATIONS, "sqlite:///keepsake.sqlite3"
-        return
-    schemas = fresh_schema_url()
-    yield postgres_database, POSTGRES_MIGRATIONS, await anext(schemas)
-    await anext(schemas, None)
+    """A store URL with nothing in it, on each backend."""
+    async with empty_database(request.param) as url:
+        yield url
 
 
-async def stored_before(backend, migration: str, rows: list[str], tmp_path, monkeypatch) -> str:
-    """The backend's database at the version before `migration`, holding `rows`; its URL."""
-    module, migrations, url = backend
-    monkeypatch.setattr(module, "MIGRATIONS", migrations[:migrations.index(migration)])
-    old = await open_store(url, CAPS, tmp_path)
-    for statement in rows:
-        await old.db.execute(statement)
-    await old.close()
-    monkeypatch.setattr(module, "MIGRATIONS", migrations)
+async def stored_before(url: str, migration: str, rows: list[str], tmp_path, monkeypatch) -> str:
+    """The database at `url` at the version before `migration`, holding `rows`; its URL."""
+    async with opened_before(url, migration, tmp_path, monkeypatch) as old:
+        for statement in rows:
+            await old.db.execute(statement)
     return url
 
 

@@ -4,14 +4,11 @@ order they were written, once each; on SQLite and PostgreSQL."""
 
 import pytest
 
-import storage.postgres.database as postgres_database
-import storage.sqlite.database as sqlite_database
 from bot.memory.saved_memories import CAPS
 from storage.factory import open_store
 from storage.sql.migrations import SCENES_JOIN
-from tests.postgres import fresh_schema_url
+from tests.migrating import BACKENDS, empty_database, opened_before
 
-BACKENDS = {"sqlite": sqlite_database, "postgresql": postgres_database}
 MESSAGES = "INSERT INTO messages (conversation_id, pos, role, person_id, speaker_name, content, tokens, " \
            "platform_message_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, 3, $7, $8) RETURNING id"
 TURNS = "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, receipt, " \
@@ -48,58 +45,50 @@ async def written_before_scenes(db) -> dict[str, int]:
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_the_migration_joins_a_chats_character_conversations_into_one_scene_keeping_every_message(
         backend, tmp_path, monkeypatch):
-    schemas = fresh_schema_url() if backend == "postgresql" else None
-    url = await anext(schemas) if schemas else "sqlite:///keepsake.sqlite3"
-    module = BACKENDS[backend]
-    migrations = module.MIGRATIONS
-    before_scenes = next(n for n, sql in enumerate(migrations) if SCENES_JOIN in sql)
-    monkeypatch.setattr(module, "MIGRATIONS", migrations[:before_scenes])  # the version before scenes
-    old = await open_store(url, CAPS, tmp_path)
-    ids = await written_before_scenes(old.db)
-    if backend == "postgresql":  # pgvector's table, as PostgresVectors makes it (its vector column aside)
-        await old.db.execute("CREATE TABLE message_vectors (message_id BIGINT PRIMARY KEY REFERENCES messages(id) "
-                             "ON DELETE CASCADE, conversation_id BIGINT NOT NULL, pos BIGINT NOT NULL, embedding REAL[])")
-    await old.db.execute("INSERT INTO message_vectors (message_id, conversation_id, pos) VALUES ($1, 2, 2)"
-                         if backend == "postgresql" else
-                         "INSERT INTO message_vectors (message_id, conversation_id, pos, vector) VALUES ($1, 2, 2, x'00')",
-                         ids["hi aki"])
-    await old.close()
-    monkeypatch.setattr(module, "MIGRATIONS", migrations)
-    store = await open_store(url, CAPS, tmp_path)
-    try:
-        scene = await store.conversations.conversation("telegram", "-100", None, 2, is_shared=True)
-        assert scene.id == (await store.conversations.conversation("telegram", "-100", None, 1, is_shared=True)).id
-        messages = list(reversed(await store.conversations.recent_messages(scene.id, 50)))
-        assert [(m.speaker_name, m.content) for m in messages] == [
-            ("Ann", "hi Mira, the goat escaped"),
-            ("Mira", "Oh no, the goat!"),  # written at 14, yet right after the message it answers (10)
-            ("Ann", "hi Aki, seen a llama?"), ("Aki", "A llama, at the harbour."),  # at 12 and 13
-            ("Ann", "both of you, dinner?"),  # at 30, stored by both characters: kept once
-            ("Mira", "Dinner, yes."), ("Aki", "Fish again?")]  # both answered it: the second follows in time
-        assert sorted({m.pos for m in messages}) == [m.pos for m in messages]
-        # a reply keeps the place right after the message it answers (recall takes them together)
-        assert [m.pos % 2 for m in messages] == [0, 1, 0, 1, 0, 1, 0] and messages[1].pos == messages[0].pos + 1
-        # the turn of the copy that went now answers the message that stayed, and names Aki
-        aki_turn = await store.turns.turn(ids["aki's turn"])
-        assert (aki_turn.conversation_id, aki_turn.user_message_id, aki_turn.character_id) == \
-            (scene.id, ids["both"], 2)
-        assert (await store.turns.turn(ids["mira's turn"])).character_id == 1
-        # the summary is written again from every message of the scene
-        assert await store.summaries.summaries(scene.id) == []
-        # the words index follows the moved messages into the scene
-        found = await store.recall.search(scene.id, ["llama"], messages[-1].pos + 1, 10, 10_000)
-        assert [m.id for m in found] == [ids["hi aki"], ids["aki's reply"]]
-        # so do the vectors (recall by meaning finds them in the scene, at their new place)
-        moved = await store.db.one("SELECT conversation_id, pos FROM message_vectors WHERE message_id = $1",
-                                   ids["hi aki"])
-        assert (moved["conversation_id"], moved["pos"]) == (scene.id, messages[2].pos)
-        # a one-to-one conversation is not a scene
-        dm = await store.conversations.conversation("telegram", "501", None, 1, is_shared=False)
-        assert [m.content for m in await store.conversations.recent_messages(dm.id, 50)] == ["just us"]
-        # the next message takes a place after all of them
-        later = await store.conversations.add_user_message(scene.id, 1, "Ann", "and dessert", 2, "m40")
-        assert later.pos > messages[-1].pos
-    finally:
-        await store.close()
-        if schemas:
-            await anext(schemas, None)
+    async with empty_database(backend) as url:
+        async with opened_before(url, SCENES_JOIN, tmp_path, monkeypatch) as old:
+            ids = await written_before_scenes(old.db)
+            if backend == "postgresql":  # pgvector's table, as PostgresVectors makes it (its vector column aside)
+                await old.db.execute("CREATE TABLE message_vectors (message_id BIGINT PRIMARY KEY REFERENCES "
+                                     "messages(id) ON DELETE CASCADE, conversation_id BIGINT NOT NULL, "
+                                     "pos BIGINT NOT NULL, embedding REAL[])")
+            await old.db.execute("INSERT INTO message_vectors (message_id, conversation_id, pos) VALUES ($1, 2, 2)"
+                                 if backend == "postgresql" else
+                                 "INSERT INTO message_vectors (message_id, conversation_id, pos, vector) "
+                                 "VALUES ($1, 2, 2, x'00')", ids["hi aki"])
+        store = await open_store(url, CAPS, tmp_path)
+        try:
+            scene = await store.conversations.conversation("telegram", "-100", None, 2, is_shared=True)
+            assert scene.id == (await store.conversations.conversation("telegram", "-100", None, 1, is_shared=True)).id
+            messages = list(reversed(await store.conversations.recent_messages(scene.id, 50)))
+            assert [(m.speaker_name, m.content) for m in messages] == [
+                ("Ann", "hi Mira, the goat escaped"),
+                ("Mira", "Oh no, the goat!"),  # written at 14, yet right after the message it answers (10)
+                ("Ann", "hi Aki, seen a llama?"), ("Aki", "A llama, at the harbour."),  # at 12 and 13
+                ("Ann", "both of you, dinner?"),  # at 30, stored by both characters: kept once
+                ("Mira", "Dinner, yes."), ("Aki", "Fish again?")]  # both answered it: the second follows in time
+            assert sorted({m.pos for m in messages}) == [m.pos for m in messages]
+            # a reply keeps the place right after the message it answers (recall takes them together)
+            assert [m.pos % 2 for m in messages] == [0, 1, 0, 1, 0, 1, 0] and messages[1].pos == messages[0].pos + 1
+            # the turn of the copy that went now answers the message that stayed, and names Aki
+            aki_turn = await store.turns.turn(ids["aki's turn"])
+            assert (aki_turn.conversation_id, aki_turn.user_message_id, aki_turn.character_id) == \
+                (scene.id, ids["both"], 2)
+            assert (await store.turns.turn(ids["mira's turn"])).character_id == 1
+            # the summary is written again from every message of the scene
+            assert await store.summaries.summaries(scene.id) == []
+            # the words index follows the moved messages into the scene
+            found = await store.recall.search(scene.id, ["llama"], messages[-1].pos + 1, 10, 10_000)
+            assert [m.id for m in found] == [ids["hi aki"], ids["aki's reply"]]
+            # so do the vectors (recall by meaning finds them in the scene, at their new place)
+            moved = await store.db.one("SELECT conversation_id, pos FROM message_vectors WHERE message_id = $1",
+                                       ids["hi aki"])
+            assert (moved["conversation_id"], moved["pos"]) == (scene.id, messages[2].pos)
+            # a one-to-one conversation is not a scene
+            dm = await store.conversations.conversation("telegram", "501", None, 1, is_shared=False)
+            assert [m.content for m in await store.conversations.recent_messages(dm.id, 50)] == ["just us"]
+            # the next message takes a place after all of them
+            later = await store.conversations.add_user_message(scene.id, 1, "Ann", "and dessert", 2, "m40")
+            assert later.pos > messages[-1].pos
+        finally:
+            await store.close()
