@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from bot.memory.story import times_used
+from storage.ports import ReplyReceipt
 from tests.conftest import Chat
 from tests.fakes.llm_server import text, tool_calls
 from tests.postgres import fresh_schema_url
@@ -136,3 +138,12 @@ async def test_a_memory_written_in_a_group_says_so_without_naming_the_group_and_
     body = html.unescape((await page.request("GET", "/"))[1])
     assert f"written by you in a Telegram group, {TODAY}" in memory_item(body, 1) and "-100777" not in body
     assert f"written by you on this page, {TODAY}" in memory_item(body, 2)
+
+
+def test_a_memorys_story_counts_every_prompt_it_reached_and_tells_the_latest():
+    day = 86_400.0
+    held = {3: {"pinned": [7], "unpinned": [8, 9]}, 2: {"unpinned": [8]}, 1: {"pinned": [7], "unpinned": [8]}}
+    receipts = [ReplyReceipt(turn, 1, turn * day, "…", {"memories": held[turn]}) for turn in (3, 2, 1)]  # newest first
+    used = times_used(receipts)
+    assert used[8] == (3, 3 * day) and used[7] == (2, 3 * day) and used[9] == (1, 3 * day)
+    assert times_used(receipts[1:])[7] == (1, 1 * day)  # the latest it reached, not the first read

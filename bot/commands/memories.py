@@ -91,7 +91,7 @@ class SavedMemoryCommands:
         chat = (await self.store.memories.written_in(person.id)).get(row.id)
         writer = person.character_name if row.scope == CHARACTER else "a character"
         return CommandResult(f"{self._memory_line(row, self.clock())}\n"
-                             f"{story(row, writer, written, used.get(row.id, []), chat)}.")
+                             f"{story(row, writer, written, used.get(row.id), chat)}.")
 
     async def _page(self, person: Person, scope: str | None, page: int, note: str = "") -> CommandResult:
         page = max(1, page)

@@ -5,7 +5,9 @@ turn's path. Only the person's own: their own message a memory came from, their 
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 from bot.contract import PageChange, PageReply, traits_of
 from storage.ports import ChangeRow, ConversationRow, MemoryRow, MessageRow, ReplyReceipt
@@ -38,13 +40,23 @@ def memories_used(receipt: dict) -> tuple[int, ...]:
     return tuple([*held.get("pinned", ()), *held.get("unpinned", ())])
 
 
-def times_used(receipts: list[ReplyReceipt]) -> dict[int, list[float]]:
-    """Each memory's times in a prompt among these receipts, newest first."""
-    used: dict[int, list[float]] = {}
-    for reply in receipts:
-        for memory_id in memories_used(reply.receipt):
-            used.setdefault(memory_id, []).append(reply.at)
-    return used
+class Used(NamedTuple):
+    """How often a memory reached a reply's prompt, among the receipts read, and when last."""
+
+    times: int
+    last: float
+
+
+def times_used(receipts: list[ReplyReceipt]) -> dict[int, Used]:
+    """Each memory's use among these receipts (newest first). A page reads a thousand receipts
+    of 140 memories each: counted by Counter and dict.update, not one by one."""
+    counts: Counter[int] = Counter()
+    last: dict[int, float] = {}
+    for reply in reversed(receipts):  # oldest first: a later time replaces an earlier one
+        held = memories_used(reply.receipt)
+        counts.update(held)
+        last.update(dict.fromkeys(held, reply.at))
+    return {memory_id: Used(times, last[memory_id]) for memory_id, times in counts.items()}
 
 
 def chat_words(conversation: ConversationRow) -> str:
@@ -55,7 +67,7 @@ def chat_words(conversation: ConversationRow) -> str:
     return f"in a {traits.shown_as} group" if conversation.is_shared else f"in your {traits.shown_as} chat"
 
 
-def story(memory: MemoryRow, character: str, written_from: MessageRow | None, used: list[float],
+def story(memory: MemoryRow, character: str, written_from: MessageRow | None, used: Used | None,
           chat: ConversationRow | None = None) -> str:
     """Who wrote it, when and in which chat; the person's message it came from (one a character
     wrote); when it last reached a prompt and how often."""
@@ -63,9 +75,9 @@ def story(memory: MemoryRow, character: str, written_from: MessageRow | None, us
     parts = [f"{by}{' ' + chat_words(chat) if chat is not None else ''}, {day(memory.created_at)}"]
     if written_from is not None:
         parts.append(f"from your message {quoted(written_from.content)} ({day(written_from.created_at)})")
-    if used:
-        times = "once" if len(used) == 1 else f"{len(used):,} times"
-        parts.append(f"in a reply's prompt {times}, last {day(used[0])}")
+    if used is not None:
+        times = "once" if used.times == 1 else f"{used.times:,} times"
+        parts.append(f"in a reply's prompt {times}, last {day(used.last)}")
     else:
         parts.append("not in a reply's prompt yet")
     return "; ".join(parts)

@@ -7,6 +7,7 @@ named in a form is looked up for that person only, so another person's id is sim
 from __future__ import annotations
 
 from datetime import date, timedelta
+from itertools import islice
 from typing import Awaitable, Callable
 
 from bot.access.budgets import Budgets
@@ -125,11 +126,12 @@ class PageDesk:
         receipts = await self.store.turns.receipts(person_id, RECEIPTS_READ)
         used, written = times_used(receipts), await self.store.memories.written_from(person_id)
         chats = await self.store.memories.written_in(person_id)
-        replies = {character_id: [page_reply(r) for r in receipts if r.character_id == character_id][:REPLIES_SHOWN]
-                   for character_id in names}
+        replies = {character_id: [page_reply(r) for r in islice(
+                       (r for r in receipts if r.character_id == character_id), REPLIES_SHOWN)]
+                   for character_id in names}  # each character's latest, drawn: not every receipt read
 
         def with_story(row: MemoryRow, character: str, shown: list[PageReply]) -> PageMemory:
-            told = story(row, character, written.get(row.id), used.get(row.id, []), chats.get(row.id))
+            told = story(row, character, written.get(row.id), used.get(row.id), chats.get(row.id))
             return _memory(row, now, told,
                            tuple(reply.turn_id for reply in shown if row.id in reply.memories))
 
