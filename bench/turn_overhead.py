@@ -53,14 +53,15 @@ ANN = Identity("console", "ann")
 
 
 async def _turns(
-    runtime: Runtime, llm: InstantLLM, count: int, on_text: TextSink | None = None, trips: RoundTrips | None = None
+    runtime: Runtime, llm: InstantLLM, count: int, on_text: TextSink | None = None, trips: RoundTrips | None = None,
+    warm_up: int = WARM_UP,
 ) -> tuple[list[float], list[float], float]:
-    """Run `count` turns after a warm-up; their overheads (ms, without the fake model's own
+    """Run `count` turns after `warm_up` more; their overheads (ms, without the fake model's own
     work), their whole times (ms) and the database round trips a turn made (with its delivery
     and the background summaries it set off)."""
     overheads, timings = [], []
     trips_before = 0
-    for i in range(count + WARM_UP):
+    for i in range(count + warm_up):
         message = IncomingMessage(KEY, ANN, "Ann", f"turn {i}: {question(i)}")
         model_before = llm.own_time_s
         started = time.perf_counter()
@@ -68,10 +69,10 @@ async def _turns(
         elapsed = time.perf_counter() - started
         # the summary queue runs in the background, as in production
         await runtime.core.conversation.delivered(reply, [])
-        if i == WARM_UP - 1 and trips is not None:
+        if i == warm_up - 1 and trips is not None:
             await runtime.summarizer.idle()
             trips_before = trips.count
-        if i >= WARM_UP:
+        if i >= warm_up:
             timings.append(elapsed * 1000)
             overheads.append((elapsed - (llm.own_time_s - model_before)) * 1000)
     await runtime.summarizer.idle()
