@@ -1,5 +1,5 @@
 """A migration's test on both backends: a database with nothing in it (`empty_database`), opened
-first as the version before the migration opened it (`open_before`), written as that version
+first as the version before the migration opened it (`opened_before`), written as that version
 wrote, then opened by this one."""
 
 from __future__ import annotations
