@@ -67,3 +67,35 @@ async def test_the_log_is_emptied_for_forgetme_once_another_processs_reader_lets
         assert (tmp_path / "keepsake.sqlite3-wal").stat().st_size == 0
     finally:
         await db.close()
+
+
+async def test_the_log_is_emptied_for_forgetme_after_another_processs_checkpoint_under_way(tmp_path):
+    """SPEC 6, /forgetme leaves no deleted word in the log: while another process's checkpoint is
+    under way (it waits for a reader), SQLite answers the emptying busy at once; it is asked
+    again until that checkpoint is done, and the log is empty afterwards."""
+    import sqlite3
+
+    path = tmp_path / "keepsake.sqlite3"
+    db = Database(path, checkpoint_every_s=3600)
+    await db.open()
+    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)  # another process's upkeep
+    try:
+        await write_megabytes(db, 1)
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM meta").fetchone()
+        await write_megabytes(db, 1, "later")  # past what the reader sees
+        other.execute("PRAGMA busy_timeout = 10000")
+        checkpoint = asyncio.create_task(asyncio.to_thread(other.execute, "PRAGMA wal_checkpoint(TRUNCATE)"))
+        await asyncio.sleep(0.2)  # it holds the checkpoint's lock, waiting for the reader
+        emptying = asyncio.create_task(db.empty_the_log())
+        await asyncio.sleep(0.3)
+        assert not emptying.done()  # busy: asked again
+        reader.execute("COMMIT")
+        await asyncio.wait_for(emptying, 10)
+        assert (tmp_path / "keepsake.sqlite3-wal").stat().st_size == 0
+        await checkpoint
+    finally:
+        reader.close()
+        other.close()
+        await db.close()
