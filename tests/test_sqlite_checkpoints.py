@@ -4,7 +4,10 @@ that takes the log past 1,000 pages, and that commit waits for the disk while ev
 on the one writer."""
 
 import asyncio
+import contextlib
+import sqlite3
 import time
+from typing import AsyncIterator
 
 from storage.sqlite.database import Database
 
@@ -44,58 +47,58 @@ async def test_the_log_is_copied_back_into_the_file_in_the_background(tmp_path):
         await db.close()
 
 
+@contextlib.asynccontextmanager
+async def a_reader_holding_the_log(tmp_path) -> AsyncIterator[tuple[Database, sqlite3.Connection]]:
+    """The store, with 2 MB in its log, half of it written after another process's reader began:
+    that reader's snapshot holds the log until it commits."""
+    db = Database(tmp_path / "keepsake.sqlite3", checkpoint_every_s=3600)
+    await db.open()
+    reader = sqlite3.connect(db.path, isolation_level=None)  # another process, reading
+    try:
+        await write_megabytes(db, 1)
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM meta").fetchone()
+        await write_megabytes(db, 1, "later")
+        yield db, reader
+    finally:
+        reader.close()
+        await db.close()
+
+
+def log_size(db: Database) -> int:
+    return db.path.with_name(db.path.name + "-wal").stat().st_size
+
+
 async def test_the_log_is_emptied_for_forgetme_once_another_processs_reader_lets_go(tmp_path):
     """SPEC 6, /forgetme leaves no deleted word in the log: emptying it waits for a reader of
     another process (which still sees the log) and the log is empty afterwards."""
-    import sqlite3
-
-    path = tmp_path / "keepsake.sqlite3"
-    db = Database(path, checkpoint_every_s=3600)
-    await db.open()
-    try:
-        await write_megabytes(db, 1)
-        reader = sqlite3.connect(path, isolation_level=None)  # another process, reading
-        reader.execute("BEGIN")
-        reader.execute("SELECT COUNT(*) FROM meta").fetchone()
-        await write_megabytes(db, 1, "later")  # past what the reader sees: its snapshot holds the log
+    async with a_reader_holding_the_log(tmp_path) as (db, reader):
         emptying = asyncio.create_task(db.empty_the_log())
         await asyncio.sleep(0.3)
         assert not emptying.done()  # the reader still sees the log
         reader.execute("COMMIT")
-        reader.close()
         await asyncio.wait_for(emptying, 10)
-        assert (tmp_path / "keepsake.sqlite3-wal").stat().st_size == 0
-    finally:
-        await db.close()
+        assert log_size(db) == 0
 
 
 async def test_the_log_is_emptied_for_forgetme_after_another_processs_checkpoint_under_way(tmp_path):
     """SPEC 6, /forgetme leaves no deleted word in the log: while another process's checkpoint is
     under way (it waits for a reader), SQLite answers the emptying busy at once; it is asked
     again until that checkpoint is done, and the log is empty afterwards."""
-    import sqlite3
-
-    path = tmp_path / "keepsake.sqlite3"
-    db = Database(path, checkpoint_every_s=3600)
-    await db.open()
-    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)  # another process's upkeep
-    try:
-        await write_megabytes(db, 1)
-        reader.execute("BEGIN")
-        reader.execute("SELECT COUNT(*) FROM meta").fetchone()
-        await write_megabytes(db, 1, "later")  # past what the reader sees
+    async with a_reader_holding_the_log(tmp_path) as (db, reader):
+        other = sqlite3.connect(db.path, isolation_level=None, check_same_thread=False)  # another process's upkeep
         other.execute("PRAGMA busy_timeout = 10000")
         checkpoint = asyncio.create_task(asyncio.to_thread(other.execute, "PRAGMA wal_checkpoint(TRUNCATE)"))
-        await asyncio.sleep(0.2)  # it holds the checkpoint's lock, waiting for the reader
-        emptying = asyncio.create_task(db.empty_the_log())
-        await asyncio.sleep(0.3)
-        assert not emptying.done()  # busy: asked again
-        reader.execute("COMMIT")
-        await asyncio.wait_for(emptying, 10)
-        assert (tmp_path / "keepsake.sqlite3-wal").stat().st_size == 0
-        await checkpoint
-    finally:
-        reader.close()
-        other.close()
-        await db.close()
+        try:
+            await asyncio.sleep(0.2)  # it holds the checkpoint's lock, waiting for the reader
+            emptying = asyncio.create_task(db.empty_the_log())
+            await asyncio.sleep(0.3)
+            assert not emptying.done()  # busy: asked again
+            reader.execute("COMMIT")
+            await asyncio.wait_for(emptying, 10)
+            assert log_size(db) == 0
+        finally:
+            if reader.in_transaction:
+                reader.execute("COMMIT")
+            await checkpoint  # done on its thread before its connection closes
+            other.close()
