@@ -7,7 +7,6 @@ named in a form is looked up for that person only, so another person's id is sim
 from __future__ import annotations
 
 from datetime import date, timedelta
-from itertools import islice
 from typing import Awaitable, Callable
 
 from bot.access.budgets import Budgets
@@ -126,9 +125,9 @@ class PageDesk:
         receipts = await self.store.turns.receipts(person_id, RECEIPTS_READ)
         used, written = times_used(receipts), await self.store.memories.written_from(person_id)
         chats = await self.store.memories.written_in(person_id)
-        replies = {character_id: [page_reply(r) for r in islice(
-                       (r for r in receipts if r.character_id == character_id), REPLIES_SHOWN)]
-                   for character_id in names}  # each character's latest, drawn: not every receipt read
+        latest = {character_id: [r for r in receipts if r.character_id == character_id][:REPLIES_SHOWN]
+                  for character_id in names}
+        replies = {character_id: [page_reply(r) for r in shown] for character_id, shown in latest.items()}
 
         def with_story(row: MemoryRow, character: str, shown: list[PageReply]) -> PageMemory:
             told = story(row, character, written.get(row.id), used.get(row.id), chats.get(row.id))
