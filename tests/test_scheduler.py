@@ -78,6 +78,32 @@ async def test_maintenance_keeps_the_last_7_backups(runtime, clock, tmp_path):
     assert len(backups(tmp_path)) == 7
 
 
+async def test_a_stop_during_the_backup_ends_the_copy_and_leaves_no_half_made_backup(make_config, clock, monkeypatch):
+    """The console's `/quit` (or any stop) can come while the daily backup copies the file: the
+    copy ends after its step, the file it wrote is closed only after it and removed, and the store
+    closes (closed beneath SQLite's copy, the file hung the process until killed)."""
+    import storage.sqlite.store
+
+    monkeypatch.setattr(storage.sqlite.store, "BACKUP_STEP_PAGES", 64)  # 256 KB a step: many steps to stop in
+    runtime = await build_runtime(make_config(), clock=clock)
+    try:
+        ballast = sqlite3.connect(runtime.store.db.path)  # 40 MB more to copy
+        ballast.execute("CREATE TABLE ballast (b BLOB)")
+        ballast.executemany("INSERT INTO ballast VALUES (randomblob(1000000))", [()] * 40)
+        ballast.commit()
+        ballast.close()
+        folder = runtime.store.db.path.parent / "backups"
+        maintenance = asyncio.create_task(runtime.jobs.maintenance())
+        while not any(part.stat().st_size for part in folder.glob("*.part")):  # the copy is under way
+            assert not maintenance.done()
+            await asyncio.sleep(0.001)
+        maintenance.cancel()
+        await asyncio.gather(maintenance, return_exceptions=True)
+        assert list(folder.iterdir()) == []
+    finally:
+        await asyncio.wait_for(runtime.close(), 10)
+
+
 async def test_retention_purges_only_old_summarized_messages(make_config, clock, llm, tmp_path):
     config = make_config().changed("storage", retention_days=30)
     runtime = await build_runtime(config, clock=clock)
