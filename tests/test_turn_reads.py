@@ -108,6 +108,23 @@ async def test_no_statement_of_a_turn_reads_a_whole_table(start, llm):
     assert await reads(runtime.store.db, statements) == []
 
 
+async def test_a_start_up_finds_the_running_turns_and_unshown_replies_without_reading_every_turn(start, llm):
+    """A process starting looks for what a gone process left: turns still running, replies stored
+    but never shown. Each is found by the partial index that holds only those turns (migration 29
+    left one index for each question), never by reading every turn ever answered."""
+    runtime = await start()
+    ann = Chat(runtime)
+    for n in range(5):
+        await ann.say(f"message {n}")
+    with caught(runtime.store.db) as statements:
+        await runtime.store.turns.recover_interrupted_turns()
+    assert any("NOT shown" in sql for sql, _ in statements) and any("'running'" in sql for sql, _ in statements)
+    reads = whole_table_reads_on_sqlite if runtime.config.storage.url.startswith("sqlite") else \
+        whole_table_reads_on_postgres
+    # (the waiting line is read whole: every ticket in it is one waiting now)
+    assert [read for read in await reads(runtime.store.db, statements) if read.startswith("turns:")] == []
+
+
 @contextlib.contextmanager
 def sqlite_steps(monkeypatch):
     """SQLite's own count of the steps its statements run, on every connection a store opens while

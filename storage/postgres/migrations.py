@@ -15,6 +15,7 @@ from storage.sql.migrations import (
     HARDENING_IV,
     HARDENING_VI,
     INTERRUPTED_BY_CONVERSATION,
+    ONE_INDEX_A_QUESTION,
     PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
@@ -391,4 +392,6 @@ MIGRATIONS: list[str] = [
     TURNS_INDEXED,
     # 21 — the line finds a conversation's interrupted turns by index (storage/sql/migrations.py)
     INTERRUPTED_BY_CONVERSATION,
+    # 22 — one index for one question (storage/sql/migrations.py)
+    ONE_INDEX_A_QUESTION,
 ]

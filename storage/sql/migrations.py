@@ -379,3 +379,13 @@ INTERRUPTED_BY_CONVERSATION = """
     CREATE INDEX interrupted_turns_conversation ON interrupted_turns(conversation_id);
     DROP INDEX turns_lately;
 """
+
+
+# 29 (PostgreSQL: 22) — one index for one question. A turn enters each partial index of turns
+# as it starts and leaves it as it ends, so every such index costs every turn two writes.
+# Migration 27's `turns_unshown_here` answers what `turns_unshown` did (a start-up's scan of the
+# replies not yet shown): that one goes. SQLite's `turns_running` goes the same way
+# (storage/sqlite/migrations.py); on SQLite the two were 4 of the 46 pages a turn wrote to the log.
+ONE_INDEX_A_QUESTION = """
+    DROP INDEX turns_unshown;
+"""

@@ -14,6 +14,7 @@ from storage.sql.migrations import (
     HARDENING_IV,
     HARDENING_VI,
     INTERRUPTED_BY_CONVERSATION,
+    ONE_INDEX_A_QUESTION,
     PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
@@ -389,4 +390,7 @@ MIGRATIONS: list[str] = [
     TURNS_INDEXED,
     # 28 — the line finds a conversation's interrupted turns by index (storage/sql/migrations.py)
     INTERRUPTED_BY_CONVERSATION,
+    # 29 — one index for one question (storage/sql/migrations.py); and `turns_running` (migration 5)
+    # goes: `turns_running_by_person` holds the same running turns, and a scan of them reads it
+    ONE_INDEX_A_QUESTION + "DROP INDEX turns_running;",
 ]
