@@ -36,14 +36,14 @@ async def scene_of(runtime) -> int:
                                                            runtime.cast.character("Mira").id, True)).id
 
 
-async def more_messages(runtime, count: int, *others) -> None:
-    """`count` messages of Ann's, with both characters present, stored as a platform delivers them;
+async def more_messages(runtime, count: int, *others, first: int = 0) -> None:
+    """`count` messages of Ann's (numbered from `first`), with both characters present, stored as a platform delivers them;
     then the summaries catch up, as after a delivered reply. A summary job of another process
     sharing the database (`others`) may hold the claim and end before the newest batch, which then
     waits for the next reply: that job ends first, then this process's summarizes what is left."""
     store, scene_id = runtime.store, await scene_of(runtime)
     ann = await store.people.person_for_identity("telegram", "501")
-    for n in range(count):
+    for n in range(first, first + count):
         await store.conversations.add_user_message(scene_id, ann, "Ann", f"harbour log {n}: the tide turned", 6,
                                                    f"log-{n}")
     for other in others:
@@ -123,6 +123,25 @@ async def test_characters_that_witnessed_every_message_share_one_summary(scene, 
     assert [seen_by for seen_by, _ in await runtime.store.summaries.summary_states(scene_id)] == [None]
     batches = [r for r in llm.requests if kind_of(r) == "batch"]
     assert len(batches) == 1  # the scene's one summary, as before witnesses: no second copy for Aki
+
+
+async def test_a_characters_own_summary_waits_for_10_of_its_witnessed_messages_behind_its_own_window(scene, llm):
+    """A batch is due when 10 messages lie behind the live window of 50 (SPEC 4); for a character's
+    own summary, 10 it witnessed behind its own window: what it missed never counts toward one."""
+    runtime = await scene()
+    llm.responder = extractive
+    ann = Person(runtime, "501", "Ann")
+    await ann.says("good evening Mira and Aki!")  # both present: the greeting and Mira's reply
+    assert (await ann.memory("/scene dismiss Aki")).text == LEFT.format(name="Aki")
+    await more_messages(runtime, 20)  # said while Aki was away
+    assert (await ann.memory("/scene invite Aki")).text == CAME.format(name="Aki")
+    await more_messages(runtime, 49, first=20)  # with the greeting's two: 51 witnessed, 1 behind Aki's window
+    scene_id, aki = await scene_of(runtime), runtime.cast.character("Aki").id
+    assert [seen_by for seen_by, _ in await runtime.store.summaries.summary_states(scene_id)] == [None, aki]
+    assert await runtime.store.summaries.summaries(scene_id) != []  # 21 behind the scene's window: due
+    assert await runtime.store.summaries.summaries(scene_id, seen_by=aki) == []
+    await more_messages(runtime, 9, first=69)  # 10 witnessed behind Aki's window: due now
+    assert await runtime.store.summaries.summaries(scene_id, seen_by=aki) != []
 
 
 async def test_scene_lists_who_is_present_and_invite_and_dismiss_say_what_changed(scene, llm):
