@@ -98,6 +98,13 @@ class MessageRow(NamedTuple):
         return f"{SPOKEN} {self.content}" if self.spoken else self.content
 
 
+class MessageSize(NamedTuple):
+    """A message's place and its token count, without its words."""
+
+    pos: int
+    tokens: int
+
+
 class TurnRow(NamedTuple):
     id: int
     conversation_id: int
@@ -403,6 +410,11 @@ class Conversations(abc.ABC):
                               seen_by: int | None = None) -> list[MessageRow]:
         """The last `limit` messages (at or before `up_to_pos`), newest first. `seen_by`: only the
         messages that character witnessed (SPEC 22; None: every message)."""
+
+    @abc.abstractmethod
+    async def recent_sizes(self, conversation_id: int, limit: int, seen_by: int | None = None) -> list[MessageSize]:
+        """The places and token counts of the last `limit` messages, newest first (`seen_by` as
+        in `recent_messages`): what the summary queue weighs after each reply, without the words."""
 
     @abc.abstractmethod
     async def messages_between(self, conversation_id: int, after_pos: int, before_pos: int | None,

@@ -190,7 +190,7 @@ class Summarizer:
         The newest 60 messages (the window's 50 and the batch threshold's 10) always tell: either
         they reach back past `covered`, and every pending message is among them, or at least 10
         of them lie behind the window."""
-        newest_first = await self.store.conversations.recent_messages(
+        newest_first = await self.store.conversations.recent_sizes(  # their sizes tell, not their words
             conversation_id, WINDOW_MAX_MESSAGES + BATCH_MIN_MESSAGES, seen_by=seen_by)
         if not newest_first:
             return None

@@ -7,7 +7,7 @@ message is always in. A 1M-token model gets no more raw messages than that.
 
 from __future__ import annotations
 
-from storage.ports import MessageRow
+from typing import Protocol, TypeVar
 
 WINDOW_MAX_MESSAGES = 50
 WINDOW_MAX_TOKENS = 10_000
@@ -18,9 +18,19 @@ def window_token_budget(context_window: int) -> int:
     return min(WINDOW_MAX_TOKENS, int(context_window * WINDOW_CONTEXT_SHARE))
 
 
-def take_within(rows: list[MessageRow], max_messages: int, max_tokens: int) -> list[MessageRow]:
+class Counted(Protocol):
+    """A message, or only its size (`storage.ports.MessageSize`): its stored token count."""
+
+    @property
+    def tokens(self) -> int: ...
+
+
+Row = TypeVar("Row", bound=Counted)
+
+
+def take_within(rows: list[Row], max_messages: int, max_tokens: int) -> list[Row]:
     """The leading rows that fit in both budgets; the first row is always taken."""
-    kept: list[MessageRow] = []
+    kept: list[Row] = []
     used = 0
     for row in rows[:max_messages]:
         if kept and used + row.tokens > max_tokens:
@@ -30,7 +40,7 @@ def take_within(rows: list[MessageRow], max_messages: int, max_tokens: int) -> l
     return kept
 
 
-def live_window(newest_first: list[MessageRow], context_window: int) -> list[MessageRow]:
+def live_window(newest_first: list[Row], context_window: int) -> list[Row]:
     """Cut the newest-first rows (current message first) to the window, oldest first.
 
     Token counts were stored with each message when it was written: nothing is re-tokenized.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from storage.ports import ConversationRow, Conversations, MessageRow
+from storage.ports import ConversationRow, Conversations, MessageRow, MessageSize
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_sent_order, message, messages
 from storage.sql.database import Connection, Database
 from storage.sql.presence import come_in, record_witnesses, seen, seen_args
@@ -186,6 +186,12 @@ class SQLConversations(Conversations):
             f"AND (CAST($2 AS BIGINT) IS NULL OR pos <= $2){seen(seen_by, 4)} ORDER BY pos DESC LIMIT $3",
             conversation_id, up_to_pos, limit, *seen_args(seen_by))
         return messages(rows)
+
+    async def recent_sizes(self, conversation_id: int, limit: int, seen_by: int | None = None) -> list[MessageSize]:
+        rows = await self.db.short.all(
+            f"SELECT pos, tokens FROM messages WHERE conversation_id = $1{seen(seen_by, 3)} ORDER BY pos DESC LIMIT $2",
+            conversation_id, limit, *seen_args(seen_by))
+        return [MessageSize(row["pos"], row["tokens"]) for row in rows]
 
     async def messages_between(self, conversation_id: int, after_pos: int, before_pos: int | None,
                                limit: int, seen_by: int | None = None) -> list[MessageRow]:

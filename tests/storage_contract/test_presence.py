@@ -38,6 +38,19 @@ async def test_a_scenes_message_is_witnessed_by_the_characters_present_when_it_w
     assert await store.presence.witnessed(scene, aki) == (1, 2)
 
 
+async def test_the_sizes_of_the_newest_messages_come_newest_first_and_only_as_witnessed(
+        store: Store, scene, ann, mira, aki):
+    """What the summary queue weighs after each reply: places and token counts, no words."""
+    await store.presence.bring_in(scene, [mira])
+    before = await store.conversations.add_user_message(scene, ann, "Ann", "Mira alone hears this", 7, None)
+    await store.presence.bring_in(scene, [aki])
+    after = await store.conversations.add_user_message(scene, ann, "Ann", "both hear this", 4, None)
+    assert await store.conversations.recent_sizes(scene, 10) == [(after.pos, 4), (before.pos, 7)]
+    assert await store.conversations.recent_sizes(scene, 1) == [(after.pos, 4)]
+    assert await store.conversations.recent_sizes(scene, 10, seen_by=aki) == [(after.pos, 4)]
+    assert await store.conversations.recent_sizes(scene, 10, seen_by=mira) == [(after.pos, 4), (before.pos, 7)]
+
+
 async def test_a_character_that_speaks_in_a_scene_is_brought_in_and_witnesses_its_own_message(
         store: Store, scene, ann, mira, aki):
     await store.presence.bring_in(scene, [mira])
