@@ -5,6 +5,7 @@ import logging
 import sqlite3
 import time
 
+import storage.sqlite.database
 from bot.runtime import build_runtime
 from bot.scheduler import MAINTENANCE_META
 from tests.conftest import DAY, Chat, eventually
@@ -78,20 +79,53 @@ async def test_maintenance_keeps_the_last_7_backups(runtime, clock, tmp_path):
     assert len(backups(tmp_path)) == 7
 
 
+def add_ballast(path, megabytes: int = 40) -> None:
+    """More for a backup to copy: `megabytes` of one table the bot never reads."""
+    ballast = sqlite3.connect(path)
+    ballast.execute("CREATE TABLE ballast (b BLOB)")
+    ballast.executemany("INSERT INTO ballast VALUES (randomblob(1000000))", [()] * megabytes)
+    ballast.commit()
+    ballast.close()
+
+
+async def test_the_daily_backup_ends_while_messages_are_written_between_its_steps(make_config, clock, monkeypatch):
+    """The backup copies the file in steps. A copy that let go of the file between two steps was
+    started over by every write in between: under a steady flow of messages it never ended. It
+    copies the file as it was when it began, whatever is written meanwhile."""
+    monkeypatch.setattr(storage.sqlite.database, "BACKUP_STEP_PAGES", 64)  # 256 KB a step: 640 steps
+    runtime = await build_runtime(make_config(), clock=clock)
+    try:
+        add_ballast(runtime.store.db.path)
+        ann = Chat(runtime)
+        conversation, person = (await runtime.cast.conversation_for(ann.key)).id, await ann.person_id()
+        maintenance = asyncio.create_task(runtime.jobs.maintenance())
+        written = 0
+        while not maintenance.done() and written < 20_000:  # a message between (nearly) every two steps
+            await runtime.store.conversations.add_user_message(conversation, person, "Ann", f"m{written}", 3, None)
+            written += 1
+            await asyncio.sleep(0)  # the copy's steps run on their own thread; its awaits, here
+        if not maintenance.done():
+            maintenance.cancel()
+        await asyncio.gather(maintenance, return_exceptions=True)
+        assert not maintenance.cancelled(), f"the backup did not end during {written} messages"
+        assert written > 50  # the messages were written during the copy
+        [backup] = backups(runtime.store.db.path.parent)
+        check = sqlite3.connect(backup)
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert check.execute("SELECT COUNT(*) FROM ballast").fetchone() == (40,)
+        check.close()
+    finally:
+        await runtime.close()
+
+
 async def test_a_stop_during_the_backup_ends_the_copy_and_leaves_no_half_made_backup(make_config, clock, monkeypatch):
     """The console's `/quit` (or any stop) can come while the daily backup copies the file: the
     copy ends after its step, the file it wrote is closed only after it and removed, and the store
     closes (closed beneath SQLite's copy, the file hung the process until killed)."""
-    import storage.sqlite.store
-
-    monkeypatch.setattr(storage.sqlite.store, "BACKUP_STEP_PAGES", 64)  # 256 KB a step: many steps to stop in
+    monkeypatch.setattr(storage.sqlite.database, "BACKUP_STEP_PAGES", 64)  # 256 KB a step: many steps to stop in
     runtime = await build_runtime(make_config(), clock=clock)
     try:
-        ballast = sqlite3.connect(runtime.store.db.path)  # 40 MB more to copy
-        ballast.execute("CREATE TABLE ballast (b BLOB)")
-        ballast.executemany("INSERT INTO ballast VALUES (randomblob(1000000))", [()] * 40)
-        ballast.commit()
-        ballast.close()
+        add_ballast(runtime.store.db.path)
         folder = runtime.store.db.path.parent / "backups"
         maintenance = asyncio.create_task(runtime.jobs.maintenance())
         while not any(part.stat().st_size for part in folder.glob("*.part")):  # the copy is under way

@@ -38,6 +38,7 @@ import logging
 import os
 import socket
 import sqlite3
+import threading
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -51,6 +52,7 @@ from storage.sqlite.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 10_000
+BACKUP_STEP_PAGES = 1024  # 4 MB a step: a stop waits for one step, not for the whole copy
 CHECKPOINT_EVERY_S = 1.0  # the log holds about a second of writes (PASSIVE: never waits on a reader or writer)
 
 
@@ -250,6 +252,45 @@ class Database:
                                 self.path.name, BUSY_TIMEOUT_MS // 1000)
                     return
                 await asyncio.sleep(0.01)
+
+    async def back_up(self, target: Path) -> None:
+        """SQLite's online backup of the file into `target`: the file as it was at one moment,
+        copied in steps by a connection of its own (the reader's reads go on meanwhile) that holds
+        its read transaction throughout. Stepping without one, each write between two steps starts
+        the copy over, and under a steady flow of turns it never ends.
+
+        Cancelled (the process is stopping), the copy ends after the step under way, and only then
+        is the file it writes closed (closed beneath SQLite's copy, it hung the process) and
+        removed: `target` is named only when whole, so a half-made copy is never kept as a backup."""
+        partial = target.with_name(target.name + ".part")
+        stop = threading.Event()
+
+        def stop_when_asked(status: int, remaining: int, total: int) -> None:
+            if stop.is_set():
+                raise _BackupStopped
+
+        source, _ = await self._connect()
+        try:
+            await source.execute("BEGIN")
+            await source.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # its first read fixes the moment
+            async with aiosqlite.connect(partial) as destination:
+                copy = asyncio.ensure_future(
+                    source.backup(destination, pages=BACKUP_STEP_PAGES, progress=stop_when_asked))
+                try:
+                    await asyncio.shield(copy)
+                except asyncio.CancelledError:
+                    stop.set()
+                    with contextlib.suppress(_BackupStopped):
+                        await copy
+                    raise
+            partial.replace(target)
+        finally:
+            await source.close()
+            partial.unlink(missing_ok=True)
+
+
+class _BackupStopped(Exception):
+    """Raised in the backup's progress callback: SQLite ends the copy at the step under way."""
 
 
 class _On:

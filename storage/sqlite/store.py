@@ -3,15 +3,10 @@ SQLite's own upkeep."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
-
-import aiosqlite
 
 from storage.ports import MemoryCaps
 from storage.sql.people import SQLPeople
@@ -21,7 +16,6 @@ from storage.sqlite.recall import SQLiteRecall
 from storage.sqlite.vectors import SQLiteVectors
 
 BACKUPS_KEPT = 7
-BACKUP_STEP_PAGES = 1024  # 4 MB a step: a stop waits for one step, not for the whole copy
 
 
 class SQLitePeople(SQLPeople):
@@ -60,39 +54,8 @@ class SQLiteStore(SQLStore):
         target = folder / f"keepsake-{datetime.fromtimestamp(now, timezone.utc):%Y%m%d-%H%M%S}.sqlite3"
         for left in folder.glob("keepsake-*.sqlite3.part"):  # a copy a killed process left half done
             left.unlink(missing_ok=True)
-        await self._back_up_to(target)
+        await self.db.back_up(target)
         for old in sorted(folder.glob("keepsake-*.sqlite3"))[:-BACKUPS_KEPT]:
             old.unlink(missing_ok=True)
         purged = await self.purge(now, retention_days)
         return f"backup {target.name}, {purged} old messages purged"
-
-    async def _back_up_to(self, target: Path) -> None:
-        """SQLite's online backup of the file into `target`, in steps on the reader's thread.
-        Cancelled (the process is stopping), the copy ends after the step under way, and only then
-        is the file it writes closed (closed beneath SQLite's backup, it hung the process) and
-        removed: a half-made copy is never named as a backup, nor counted among the ones kept."""
-        partial = target.with_name(target.name + ".part")
-        stop = threading.Event()
-
-        def stop_when_asked(status: int, remaining: int, total: int) -> None:
-            if stop.is_set():
-                raise _BackupStopped
-
-        try:
-            async with aiosqlite.connect(partial) as destination:
-                copy = asyncio.ensure_future(
-                    self.db.reader.backup(destination, pages=BACKUP_STEP_PAGES, progress=stop_when_asked))
-                try:
-                    await asyncio.shield(copy)
-                except asyncio.CancelledError:
-                    stop.set()
-                    with contextlib.suppress(_BackupStopped):
-                        await copy
-                    raise
-            partial.replace(target)
-        finally:
-            partial.unlink(missing_ok=True)
-
-
-class _BackupStopped(Exception):
-    """Raised in the backup's progress callback: SQLite ends the copy at the step under way."""
