@@ -91,7 +91,7 @@ async def _measure(folder: Path, clock: Clock, conversations: int, url: str | No
         character = runtime.cast.character("Mira").id
         await db.execute(FILLER, conversations - DUE, character, clock.now)
         await db.execute(FILLER_ABSENCES, filler_person, clock.now - HOUR)  # wrote an hour ago: not due
-        await runtime.store.maintain(clock.now, None, None)  # planner statistics, as in a live database
+        await runtime.store.maintain(clock.now, None)  # planner statistics, as in a live database
         started = time.perf_counter()
         found = await runtime.store.checkins.due(character, "telegram", clock.now - AFTER_HOURS * HOUR, DUE)
         finding = time.perf_counter() - started

@@ -77,7 +77,7 @@ async def measure(size: int, turns: int, storage_url: str | None, tokens_per_day
             runtime.summarizer.schedule(conversation.id)
             await runtime.summarizer.idle()
             if storage_url:
-                await runtime.store.maintain(time.time(), None, None)
+                await runtime.store.maintain(time.time(), None)
             walls: list[float] = []
             cpu_before = model_before = 0.0
             for n in range(WARM_UP + turns):

@@ -122,7 +122,7 @@ async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], sto
                 runtime.summarizer.schedule(conversation.id)  # a live conversation's summary keeps up
                 await runtime.summarizer.idle()
                 if storage_url:  # the daily upkeep (with PostgreSQL's planner statistics), as in a live database
-                    await runtime.store.maintain(time.time(), None, None)
+                    await runtime.store.maintain(time.time(), None)
                 overheads, timings, trips = await _turns(runtime, llm, turns, _ignore if streamed_chunks else None,
                                                          counted)
                 stored += 2 * (turns + WARM_UP)

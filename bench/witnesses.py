@@ -74,7 +74,7 @@ async def measure(size: int, turns: int, storage_url: str | None, changing: bool
             runtime.summarizer.schedule(scene)
             await runtime.summarizer.idle()
             if storage_url:  # fresh planner statistics, as the daily upkeep (and autovacuum) keeps them
-                await store.maintain(time.time(), None, None)
+                await store.maintain(time.time(), None)
             history = {"summary_calls": llm.calls["summary"], "summary_tokens": llm.tokens["summary"],
                        "own_summaries": len(await store.presence.own_sights(scene)) if witnesses else 0}
             walls: list[float] = []

@@ -111,7 +111,8 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     `platforms`: where each character runs, as the owner's page says it ("Discord, Telegram")."""
     # Characters load first: a malformed card stops start-up before anything is opened.
     loaded = [(c.name, load_character(c)) for c in config.characters]
-    store = await open_store(config.storage.url, CAPS, config.storage.base, clock, config.storage.password)
+    store = await open_store(config.storage.url, CAPS, config.storage.base, clock, config.storage.password,
+                             config.storage.backup_dir)
     recovered = await store.turns.recover_interrupted_turns()
     if recovered:
         log.warning("%d turn(s) were interrupted by a stop; their memory writes were undone, and each "

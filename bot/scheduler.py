@@ -154,6 +154,6 @@ class BackgroundJobs:
                          await self.store.vectors.count_waiting())
 
     async def maintenance(self) -> None:
-        done = await self.store.maintain(self.clock(), self.storage.retention_days, self.storage.backup_dir)
+        done = await self.store.maintain(self.clock(), self.storage.retention_days)
         await self.store.coordination.set_meta(MAINTENANCE_META, repr(self.clock()))
         log.info("maintenance done: %s", done)

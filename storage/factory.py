@@ -72,9 +72,11 @@ def check_url(url: str) -> None:
 
 
 async def open_store(url: str, caps: MemoryCaps, base: Path = Path("."),
-                     clock: Callable[[], float] = time.time, password: str | None = None) -> Store:
-    """Open (and migrate) the store the URL names; relative SQLite paths are from `base`. A
-    PostgreSQL server that cannot be reached or refuses raises StorageURLError (one line)."""
+                     clock: Callable[[], float] = time.time, password: str | None = None,
+                     backup_dir: Path | None = None) -> Store:
+    """Open (and migrate) the store the URL names; relative SQLite paths are from `base`, and an
+    SQLite store's daily backups go to `backup_dir` (by default beside the file). A PostgreSQL
+    server that cannot be reached or refuses raises StorageURLError (one line)."""
     check_url(url)
     if urlsplit(url).scheme != "sqlite":
         import asyncpg
@@ -90,4 +92,4 @@ async def open_store(url: str, caps: MemoryCaps, base: Path = Path("."),
     from storage.sqlite import SQLiteStore
 
     path, options = sqlite_path(url, base)
-    return await SQLiteStore.open(path, caps, options, clock)
+    return await SQLiteStore.open(path, caps, options, clock, backup_dir)

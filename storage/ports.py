@@ -14,7 +14,6 @@ from __future__ import annotations
 import abc
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 ANSWER_ORIGINS_KEPT_S = 30 * 86_400  # a private answer's buttons act in its group for 30 days (maintain)
@@ -1144,6 +1143,6 @@ class Store(abc.ABC):
     async def close(self) -> None: ...
 
     @abc.abstractmethod
-    async def maintain(self, now: float, retention_days: int | None, backup_dir: Path | None) -> str:
+    async def maintain(self, now: float, retention_days: int | None) -> str:
         """The daily upkeep (SQLite: WAL checkpoint and an online backup; every backend: the
         retention purge of old, summarized messages). Returns what was done, for the log."""

@@ -1,9 +1,11 @@
 """SPEC sections 2 and 6 — /link joins identities into one person, /forgetme deletes every row
 about a person, and removing a character turns its memories global."""
 
+import sqlite3
+
 from bot.cli import remove_character
 from bot.runtime import build_runtime
-from tests.conftest import Chat
+from tests.conftest import DAY, Chat
 
 
 def link_code(result) -> str:
@@ -190,3 +192,56 @@ async def test_forgetme_leaves_none_of_the_persons_words_in_the_sqlite_file(runt
     await runtime.rebuilds.idle()
     on_disk = b"".join(path.read_bytes() for path in tmp_path.glob("keepsake.sqlite3*"))
     assert on_disk.count(b"Quillowmere") == 0 and on_disk.count(b"quillowmer") == 0
+
+
+async def test_forgetme_leaves_none_of_the_persons_words_in_the_backups_made_before_it(runtime, llm, clock, tmp_path):
+    """SPEC 6, everything stored: the daily backups (the last 7, SPEC 9) made before `/forgetme`
+    hold no copy of the person's words after it, in their own chat or a group's messages and
+    summary, and stay whole backups of everyone else's, whose group summary a restore rebuilds."""
+    ann = Chat(runtime, user="ann", name="Ann", platform="telegram")
+    ann_in_group = Chat(runtime, user="ann", name="Ann", chat_id="group", shared=True, platform="telegram")
+    bob_in_group = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True, platform="telegram")
+    for n in range(3):
+        await ann.say(f"my boat is called Quillowmere, the {n}th time I say it")
+    await ann_in_group.say("the Quillowmere sails at dawn")
+    await bob_in_group.say("Bob's kettle is whistling")
+    group = (await runtime.cast.conversation_for(ann_in_group.key)).id
+    await runtime.store.summaries.write_summary(group, 0, "recent", "- Ann: the Quillowmere sails.", 9, 2, 2, [])
+    for _ in range(2):  # two days' backups
+        await runtime.jobs.maintenance()
+        clock.now += DAY
+    made = sorted((tmp_path / "backups").glob("keepsake-*.sqlite3"))
+    assert len(made) == 2 and all(b"Quillowmere" in path.read_bytes() for path in made)
+
+    question = await ann.memory("/forgetme")
+    await ann.press(question.buttons[0][0].action)
+    await runtime.rebuilds.idle()
+    assert sorted((tmp_path / "backups").iterdir()) == made  # the same backups, none removed or added
+    for path in made:
+        on_disk = b"".join(part.read_bytes() for part in path.parent.glob(path.name + "*"))
+        assert on_disk.count(b"Quillowmere") == 0 and on_disk.count(b"quillowmer") == 0
+        backup = sqlite3.connect(path)
+        assert backup.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert backup.execute("SELECT COUNT(*) FROM identities WHERE user_id = 'ann'").fetchone() == (0,)
+        assert backup.execute("SELECT content FROM messages WHERE speaker_name = 'Bob'").fetchall() == [
+            ("Bob's kettle is whistling",)]
+        assert backup.execute("SELECT status FROM rebuilds WHERE conversation_id = ?", (group,)).fetchall() == [
+            ("running",)]
+        backup.close()
+
+
+async def test_forgetme_reaches_both_accounts_in_a_backup_made_before_they_were_linked(runtime, llm, tmp_path):
+    """A backup from before `/link` holds the Discord and the Telegram account as two persons:
+    `/forgetme` of the one linked person forgets both there."""
+    on_discord = Chat(runtime, user="111", chat_id="dm-d", platform="discord")
+    on_telegram = Chat(runtime, user="222", chat_id="dm-t", platform="telegram")
+    await on_discord.say("my boat is called Quillowmere")
+    await on_telegram.say("the Quillowmere needs paint")
+    await runtime.jobs.maintenance()
+    assert "Linked" in (await link(on_discord, on_telegram)).text
+    await on_telegram.press((await on_telegram.memory("/forgetme")).buttons[0][0].action)
+    [made] = (tmp_path / "backups").glob("keepsake-*.sqlite3")
+    assert made.read_bytes().count(b"Quillowmere") == 0
+    backup = sqlite3.connect(made)
+    assert backup.execute("SELECT COUNT(*) FROM persons").fetchone() == (0,)
+    backup.close()

@@ -91,7 +91,7 @@ async def test_the_daily_maintenance_forgets_processes_that_are_gone_and_keeps_t
     gone, alive = await open_store(url, CAPS, tmp_path), await open_store(url, CAPS, tmp_path)
     try:
         await gone.close()
-        report = await alive.maintain(0.0, None, None)
+        report = await alive.maintain(0.0, None)
         assert "1 gone processes forgotten" in report
         assert await alive.db.value("SELECT COUNT(*) FROM processes") == 1
     finally:

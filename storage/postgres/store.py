@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Callable
 
 from storage.ports import MemoryCaps
@@ -24,7 +23,7 @@ class PostgresStore(SQLStore):
         await db.open()
         return cls(db, caps, str(db.process_id), PostgresRecall(db), PostgresVectors(db))
 
-    async def maintain(self, now: float, retention_days: int | None, backup_dir: Path | None) -> str:
+    async def maintain(self, now: float, retention_days: int | None) -> str:
         """The retention purge, forgetting gone processes and fresh planner statistics. Backups of
         a PostgreSQL database are its operator's (pg_dump or the server's own), so none is made."""
         purged = await self.purge(now, retention_days)

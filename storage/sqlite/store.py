@@ -21,11 +21,21 @@ BACKUPS_KEPT = 7
 class SQLitePeople(SQLPeople):
     """Forgetting a person leaves none of their words in the file: deleted pages are overwritten
     (`secure_delete`), the full-text index is merged without their entries, and the write-ahead
-    log that still holds them is checkpointed and truncated."""
+    log that still holds them is checkpointed and truncated. Nor in the daily backups (`backups`,
+    the folder; None: a backup's own store): each is forgotten in the same way first, so a stop
+    in between leaves the person not yet forgotten, able to ask again."""
 
     db: Database
 
+    def __init__(self, db: Database, caps: MemoryCaps, backups: Path | None):
+        super().__init__(db, caps)
+        self.backups = backups
+
     async def forget_person(self, person_id: int, day: str) -> list[int]:
+        if self.backups is not None:
+            identities = await self.identities_of(person_id)
+            for backup in sorted(self.backups.glob("keepsake-*.sqlite3")):
+                await _forget_in_backup(backup, identities, day, self.caps)
         shared = await super().forget_person(person_id, day)
         async with self.db.transaction() as tx:
             await tx.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
@@ -36,20 +46,25 @@ class SQLitePeople(SQLPeople):
 class SQLiteStore(SQLStore):
     db: Database
 
-    def __init__(self, db: Database, caps: MemoryCaps, holder: str, recall: SQLiteRecall, vectors: SQLiteVectors):
+    def __init__(self, db: Database, caps: MemoryCaps, holder: str, recall: SQLiteRecall, vectors: SQLiteVectors,
+                 backups: Path | None):
         super().__init__(db, caps, holder, recall, vectors)
-        self.people = SQLitePeople(db, caps)
+        self.people = SQLitePeople(db, caps, backups)
+        self.backups = backups
 
     @classmethod
     async def open(cls, path: Path, caps: MemoryCaps, options: dict[str, str] | None = None,
-                   clock: Callable[[], float] = time.time) -> "SQLiteStore":
+                   clock: Callable[[], float] = time.time, backup_dir: Path | None = None) -> "SQLiteStore":
+        """The store of the file at `path`; its daily backups go to `backup_dir` (by default the
+        folder `backups` beside it)."""
         db = Database(path, options, clock)
         await db.open()
-        return cls(db, caps, new_holder(), SQLiteRecall(db), SQLiteVectors(db))
+        return cls(db, caps, new_holder(), SQLiteRecall(db), SQLiteVectors(db), backup_dir or path.parent / "backups")
 
-    async def maintain(self, now: float, retention_days: int | None, backup_dir: Path | None) -> str:
+    async def maintain(self, now: float, retention_days: int | None) -> str:
         await self.db.empty_the_log()
-        folder = backup_dir or self.db.path.parent / "backups"
+        folder = self.backups
+        assert folder is not None, "a backup's own store makes no backups"
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"keepsake-{datetime.fromtimestamp(now, timezone.utc):%Y%m%d-%H%M%S}.sqlite3"
         for left in folder.glob("keepsake-*.sqlite3.part"):  # a copy a killed process left half done
@@ -59,3 +74,29 @@ class SQLiteStore(SQLStore):
             old.unlink(missing_ok=True)
         purged = await self.purge(now, retention_days)
         return f"backup {target.name}, {purged} old messages purged"
+
+
+async def _forget_in_backup(path: Path, identities: list[tuple[str, str]], day: str, caps: MemoryCaps) -> None:
+    """Forget the person of `identities` in the backup at `path` (found by each identity: a backup
+    from before a `/link` holds two persons). Their words also left the summaries of the shared
+    conversations they spoke in: those summaries go, and a rebuild is set running, so a restored
+    backup summarizes them again from what is left."""
+    db = Database(path)
+    await db.open()
+    backup = SQLiteStore(db, caps, new_holder(), SQLiteRecall(db), SQLiteVectors(db), backups=None)
+    try:
+        persons = set()
+        for platform, user_id in identities:
+            found = await db.value("SELECT person_id FROM identities WHERE platform = $1 AND user_id = $2",
+                                   platform, user_id)
+            if found is not None:
+                persons.add(found)
+        for person_id in sorted(persons):
+            for conversation_id in await backup.people.forget_person(person_id, day):
+                if await backup.summaries.start_rebuild(conversation_id, None) is None:
+                    await backup.summaries.restart_rebuild(conversation_id)
+                await db.execute("DELETE FROM summaries WHERE conversation_id = $1", conversation_id)
+        for platform, user_id in identities:  # nor their platform ids, kept live for the day's allowance
+            await db.execute("DELETE FROM forgotten_spend WHERE platform = $1 AND user_id = $2", platform, user_id)
+    finally:
+        await backup.close()
