@@ -245,3 +245,18 @@ async def test_forgetme_reaches_both_accounts_in_a_backup_made_before_they_were_
     backup = sqlite3.connect(made)
     assert backup.execute("SELECT COUNT(*) FROM persons").fetchone() == (0,)
     backup.close()
+
+
+async def test_forgetme_deletes_a_backup_that_cannot_be_opened_instead_of_failing(runtime, llm, tmp_path, caplog):
+    """A backup SQLite cannot open is no backup to restore, and may still hold the person's words:
+    it goes, with a warning, and the person is forgotten all the same."""
+    ann = Chat(runtime, user="ann", name="Ann", platform="telegram")
+    await ann.say("my boat is called Quillowmere")
+    await runtime.jobs.maintenance()
+    broken = tmp_path / "backups" / "keepsake-20261101-000000.sqlite3"
+    broken.write_bytes(b"not a database, but Quillowmere " * 512)
+    done = await ann.press((await ann.memory("/forgetme")).buttons[0][0].action)
+    assert "Everything stored about you is deleted" in done.text
+    assert not broken.exists() and "could not be opened to forget a person in it" in caplog.text
+    [kept] = (tmp_path / "backups").glob("keepsake-*.sqlite3")
+    assert kept.read_bytes().count(b"Quillowmere") == 0

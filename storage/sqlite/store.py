@@ -3,6 +3,8 @@ SQLite's own upkeep."""
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +17,7 @@ from storage.sqlite.database import Database, new_holder
 from storage.sqlite.recall import SQLiteRecall
 from storage.sqlite.vectors import SQLiteVectors
 
+log = logging.getLogger(__name__)
 BACKUPS_KEPT = 7
 
 
@@ -35,7 +38,12 @@ class SQLitePeople(SQLPeople):
         if self.backups is not None:
             identities = await self.identities_of(person_id)
             for backup in sorted(self.backups.glob("keepsake-*.sqlite3")):
-                await _forget_in_backup(backup, identities, day, self.caps)
+                try:
+                    await _forget_in_backup(backup, identities, day, self.caps)
+                except sqlite3.DatabaseError as broken:  # no backup to restore, and it may hold them
+                    log.warning("the backup %s could not be opened to forget a person in it (%s): it is deleted",
+                                backup.name, broken)
+                    backup.unlink(missing_ok=True)
         shared = await super().forget_person(person_id, day)
         async with self.db.transaction() as tx:
             await tx.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
@@ -82,9 +90,9 @@ async def _forget_in_backup(path: Path, identities: list[tuple[str, str]], day: 
     conversations they spoke in: those summaries go, and a rebuild is set running, so a restored
     backup summarizes them again from what is left."""
     db = Database(path)
-    await db.open()
-    backup = SQLiteStore(db, caps, new_holder(), SQLiteRecall(db), SQLiteVectors(db), backups=None)
     try:
+        await db.open()  # closed after, even when it fails half-way
+        backup = SQLiteStore(db, caps, new_holder(), SQLiteRecall(db), SQLiteVectors(db), backups=None)
         persons = set()
         for platform, user_id in identities:
             found = await db.value("SELECT person_id FROM identities WHERE platform = $1 AND user_id = $2",
@@ -99,4 +107,4 @@ async def _forget_in_backup(path: Path, identities: list[tuple[str, str]], day: 
         for platform, user_id in identities:  # nor their platform ids, kept live for the day's allowance
             await db.execute("DELETE FROM forgotten_spend WHERE platform = $1 AND user_id = $2", platform, user_id)
     finally:
-        await backup.close()
+        await db.close()
