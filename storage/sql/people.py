@@ -13,14 +13,20 @@ class _Taken(Exception):
     """Another process stored the same thing first: roll back and read theirs."""
 
 
+_PERSON_OF_IDENTITY = "SELECT person_id FROM identities WHERE platform = $1 AND user_id = $2"
+
+
 class SQLPeople(People):
     def __init__(self, db: Database, caps: MemoryCaps):
         self.db = db
         self.caps = caps
 
+    async def person_of_identity(self, platform: str, user_id: str) -> int | None:
+        """The person of this identity, if there is one (none is made)."""
+        return await self.db.short.value(_PERSON_OF_IDENTITY, platform, user_id)
+
     async def person_for_identity(self, platform: str, user_id: str) -> int:
-        select = "SELECT person_id FROM identities WHERE platform = $1 AND user_id = $2"
-        found = await self.db.short.value(select, platform, user_id)
+        found = await self.person_of_identity(platform, user_id)
         if found is not None:
             return found
         try:
@@ -31,7 +37,7 @@ class SQLPeople(People):
                     raise _Taken
                 return person_id
         except _Taken:
-            return await self.db.value(select, platform, user_id)
+            return await self.db.value(_PERSON_OF_IDENTITY, platform, user_id)
 
     async def identities_of(self, person_id: int) -> list[tuple[str, str]]:
         rows = await self.db.all(

@@ -67,7 +67,12 @@ class SQLiteStore(SQLStore):
         folder `backups` beside it)."""
         db = Database(path, options, clock)
         await db.open()
-        return cls(db, caps, new_holder(), SQLiteRecall(db), SQLiteVectors(db), backup_dir or path.parent / "backups")
+        return cls.on(db, caps, backup_dir or path.parent / "backups")
+
+    @classmethod
+    def on(cls, db: Database, caps: MemoryCaps, backups: Path | None) -> "SQLiteStore":
+        """The store of an open database (`backups`: its backup folder; None: it is a backup)."""
+        return cls(db, caps, new_holder(), SQLiteRecall(db), SQLiteVectors(db), backups)
 
     async def maintain(self, now: float, retention_days: int | None) -> str:
         await self.db.empty_the_log()
@@ -92,14 +97,9 @@ async def _forget_in_backup(path: Path, identities: list[tuple[str, str]], day: 
     db = Database(path)
     try:
         await db.open()  # closed after, even when it fails half-way
-        backup = SQLiteStore(db, caps, new_holder(), SQLiteRecall(db), SQLiteVectors(db), backups=None)
-        persons = set()
-        for platform, user_id in identities:
-            found = await db.value("SELECT person_id FROM identities WHERE platform = $1 AND user_id = $2",
-                                   platform, user_id)
-            if found is not None:
-                persons.add(found)
-        for person_id in sorted(persons):
+        backup = SQLiteStore.on(db, caps, backups=None)
+        persons = {await backup.people.person_of_identity(platform, user_id) for platform, user_id in identities}
+        for person_id in sorted(persons - {None}):
             for conversation_id in await backup.people.forget_person(person_id, day):
                 if await backup.summaries.start_rebuild(conversation_id, None) is None:
                     await backup.summaries.restart_rebuild(conversation_id)
