@@ -48,10 +48,11 @@ async def test_the_log_is_copied_back_into_the_file_in_the_background(tmp_path):
 
 
 @contextlib.asynccontextmanager
-async def a_reader_holding_the_log(tmp_path) -> AsyncIterator[tuple[Database, sqlite3.Connection]]:
+async def a_reader_holding_the_log(tmp_path, checkpoint_every_s: float = 3600,
+                                   ) -> AsyncIterator[tuple[Database, sqlite3.Connection]]:
     """The store, with 2 MB in its log, half of it written after another process's reader began:
     that reader's snapshot holds the log until it commits."""
-    db = Database(tmp_path / "keepsake.sqlite3", checkpoint_every_s=3600)
+    db = Database(tmp_path / "keepsake.sqlite3", checkpoint_every_s=checkpoint_every_s)
     await db.open()
     reader = sqlite3.connect(db.path, isolation_level=None)  # another process, reading
     try:
@@ -102,3 +103,42 @@ async def test_the_log_is_emptied_for_forgetme_after_another_processs_checkpoint
                 reader.execute("COMMIT")
             await checkpoint  # done on its thread before its connection closes
             other.close()
+
+
+async def test_the_log_starts_over_while_writes_come_back_to_back(tmp_path, monkeypatch):
+    """A log copied back only beside the writes is never wholly copied at the moment a write
+    begins, and SQLite starts it over only then: with writes back to back (a saturated bot) it
+    grew by 84 MB every 500 turns. Past LOG_RESTART_PAGES the copy holds this process's writes
+    for its last pages, and the log starts over and is cut back to that size."""
+    monkeypatch.setattr("storage.sqlite.database.LOG_RESTART_PAGES", 256)  # 1 MB, for a short test
+    db = Database(tmp_path / "keepsake.sqlite3", checkpoint_every_s=0.02)
+    await db.open()
+    try:
+        largest = 0
+        for n in range(5_000):  # rows of 4 KB, each in a transaction of its own: 80 MB of the log
+            async with db.transaction(short=True) as tx:
+                await tx.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", f"row {n}", "x" * (PAGE - 200))
+            largest = max(largest, log_size(db))
+            await asyncio.sleep(0)  # the background copy runs between the writes, as a turn's awaits let it
+        assert largest < 16 * 2**20  # the log starts over every few MB (without: 70 MB and growing)
+    finally:
+        await db.close()
+
+
+async def test_a_log_that_grew_while_a_reader_held_it_is_cut_back_once_it_starts_over(tmp_path, monkeypatch):
+    """A reader of another process holds the log (it cannot start over beneath its snapshot), so
+    the log grows past LOG_RESTART_PAGES; once it lets go, the log starts over and its file is
+    cut back to that size, not kept at the largest it ever was."""
+    monkeypatch.setattr("storage.sqlite.database.LOG_RESTART_PAGES", 256)  # 1 MB
+    async with a_reader_holding_the_log(tmp_path, checkpoint_every_s=0.02) as (db, reader):
+        await write_megabytes(db, 4, "while held")
+        await asyncio.sleep(0.1)  # copies tried meanwhile: the reader holds the log
+        assert log_size(db) > 6 * 2**20
+        reader.execute("COMMIT")
+        deadline = time.monotonic() + 10
+        while log_size(db) > 2 * 2**20 and time.monotonic() < deadline:  # a bot writing on
+            async with db.transaction(short=True) as tx:
+                await tx.execute("INSERT INTO meta (key, value) VALUES ('after', $1) "
+                                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", str(time.monotonic()))
+            await asyncio.sleep(0.01)
+        assert log_size(db) <= 2 * 2**20

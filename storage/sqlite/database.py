@@ -27,6 +27,14 @@ background, every CHECKPOINT_EVERY_S: never by a commit. SQLite's own way checkp
 commit that takes the log past 1,000 pages, and that commit waits for the file to reach the
 disk (3 ms at p99 and up to 11 on this project's machine, against 0.08 ms for a commit at p50),
 which every turn waiting on the one writer then waits for too (docs/benchmarks.md).
+
+SQLite starts the log over only when a write begins while every page of it is copied back and
+no reader still needs it. At a bot's pace the background copy finds such moments. With writes
+back to back (a saturated bot, a bulk fill) it never does: pages arrive while it copies, and the
+log grew by 84 MB every 500 turns. So once the log passes LOG_RESTART_PAGES, the copy takes this
+process's writes for its last pages (those of the last second: 5 to 9 ms) and starts the log
+over; a reader or another process's writer in the way makes it try again a second later. The
+log's file is then cut back to that size (`journal_size_limit`).
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 10_000
 BACKUP_STEP_PAGES = 1024  # 4 MB a step: a stop waits for one step, not for the whole copy
 CHECKPOINT_EVERY_S = 1.0  # the log holds about a second of writes (PASSIVE: never waits on a reader or writer)
+LOG_RESTART_PAGES = 16_384  # 64 MB: past it, the log is started over with this process's writes held (see above)
 
 
 class Database:
@@ -87,7 +96,9 @@ class Database:
         self._short_reads.execute("PRAGMA query_only = ON")  # it reads: every write takes the writer
         self.short = _Short(self._short_reads, self._reader)
         if writes:
-            self._checkpoints = asyncio.create_task(self._checkpointing((await self._connect())[0]))
+            checkpoints, _ = await self._connect()
+            await checkpoints.execute("PRAGMA busy_timeout = 0")  # a reader or another writer: try again later
+            self._checkpoints = asyncio.create_task(self._checkpointing(checkpoints))
 
     async def _checkpointing(self, connection: aiosqlite.Connection) -> None:
         """Copy the log back into the file every `checkpoint_every_s`, beside the writes, until closed."""
@@ -96,7 +107,10 @@ class Database:
             while True:
                 await asyncio.sleep(self.checkpoint_every_s)
                 try:
-                    await connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    _, pages, _ = await (await connection.execute("PRAGMA wal_checkpoint(PASSIVE)")).fetchone()
+                    if pages > LOG_RESTART_PAGES:
+                        async with self._write_lock:
+                            await connection.execute("PRAGMA wal_checkpoint(RESTART)")
                     failing = False
                 except sqlite3.Error as failed:  # the disk full, say: the log grows and the next one tries
                     if not failing:
@@ -133,6 +147,7 @@ class Database:
         connection.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
         connection.execute("PRAGMA foreign_keys = ON")
         connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute(f"PRAGMA journal_size_limit = {LOG_RESTART_PAGES * 4096}")  # a log started over shrinks
         connection.execute("PRAGMA secure_delete = ON")  # deleted content is overwritten (SPEC 6: /forgetme)
         connection.row_factory = sqlite3.Row  # rows read by column name
         return connection
