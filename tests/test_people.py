@@ -1,8 +1,10 @@
 """SPEC sections 2 and 6 — /link joins identities into one person, /forgetme deletes every row
 about a person, and removing a character turns its memories global."""
 
+import asyncio
 import sqlite3
 
+import storage.sqlite.store
 from bot.cli import remove_character
 from bot.runtime import build_runtime
 from tests.conftest import DAY, Chat
@@ -245,6 +247,33 @@ async def test_forgetme_reaches_both_accounts_in_a_backup_made_before_they_were_
     backup = sqlite3.connect(made)
     assert backup.execute("SELECT COUNT(*) FROM persons").fetchone() == (0,)
     backup.close()
+
+
+async def test_no_backup_is_made_while_forgetme_goes_through_the_backups(runtime, make_config, clock, tmp_path,
+                                                                         monkeypatch):
+    """SPEC 6 with SPEC 9's backups: a daily backup another process starts while `/forgetme` cleans
+    the backups would copy the person from the live file, not yet forgotten. It waits until the
+    person is forgotten there too, and holds none of their words."""
+    ann = Chat(runtime, user="ann", name="Ann", platform="telegram")
+    await ann.say("my boat is called Quillowmere")
+    await runtime.jobs.maintenance()
+    other = await build_runtime(make_config(), clock=clock)  # another process on the same file
+    clock.now += DAY
+    forget_in_backup, started = storage.sqlite.store._forget_in_backup, []
+
+    async def backup_started_meanwhile(*args) -> None:
+        await forget_in_backup(*args)
+        started.append(asyncio.create_task(other.jobs.maintenance()))
+        await asyncio.wait(started, timeout=0.5)  # a backup of this small file is made in far less
+    monkeypatch.setattr(storage.sqlite.store, "_forget_in_backup", backup_started_meanwhile)
+    try:
+        await ann.press((await ann.memory("/forgetme")).buttons[0][0].action)
+        await started[0]
+    finally:
+        await other.close()
+    made = sorted((tmp_path / "backups").glob("keepsake-*.sqlite3"))
+    assert len(made) == 2
+    assert [path.read_bytes().count(b"Quillowmere") for path in made] == [0, 0]
 
 
 async def test_forgetme_deletes_a_backup_that_cannot_be_opened_instead_of_failing(runtime, llm, tmp_path, caplog):

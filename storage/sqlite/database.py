@@ -33,8 +33,9 @@ no reader still needs it. At a bot's pace the background copy finds such moments
 back to back (a saturated bot, a bulk fill) it never does: pages arrive while it copies, and the
 log grew by 84 MB every 500 turns. So once the log passes LOG_RESTART_PAGES, the copy takes this
 process's writes for its last pages (those of the last second: 5 to 9 ms) and starts the log
-over; a reader or another process's writer in the way makes it try again a second later. The
-log's file is then cut back to that size (`journal_size_limit`).
+over; a reader or another process's writer in the way makes it try again a second later. A log
+started over cuts its file back to LOG_FILE_KEPT_BYTES (`journal_size_limit`), so a burst leaves
+no large file behind.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ BUSY_TIMEOUT_MS = 10_000
 BACKUP_STEP_PAGES = 1024  # 4 MB a step: a stop waits for one step, not for the whole copy
 CHECKPOINT_EVERY_S = 1.0  # the log holds about a second of writes (PASSIVE: never waits on a reader or writer)
 LOG_RESTART_PAGES = 16_384  # 64 MB: past it, the log is started over with this process's writes held (see above)
+LOG_FILE_KEPT_BYTES = 4 * 2**20  # a log started over cuts its file back to this (a second or so of a bot's writes)
 
 
 class Database:
@@ -147,7 +149,7 @@ class Database:
         connection.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
         connection.execute("PRAGMA foreign_keys = ON")
         connection.execute("PRAGMA synchronous = NORMAL")
-        connection.execute(f"PRAGMA journal_size_limit = {LOG_RESTART_PAGES * 4096}")  # a log started over shrinks
+        connection.execute(f"PRAGMA journal_size_limit = {LOG_FILE_KEPT_BYTES}")
         connection.execute("PRAGMA secure_delete = ON")  # deleted content is overwritten (SPEC 6: /forgetme)
         connection.row_factory = sqlite3.Row  # rows read by column name
         return connection

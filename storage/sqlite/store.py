@@ -3,14 +3,16 @@ SQLite's own upkeep."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import sqlite3
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import AsyncIterator, Callable
 
-from storage.ports import MemoryCaps
+from storage.ports import Coordination, MemoryCaps
 from storage.sql.people import SQLPeople
 from storage.sql.store import SQLStore
 from storage.sqlite.database import Database, new_holder
@@ -19,6 +21,20 @@ from storage.sqlite.vectors import SQLiteVectors
 
 log = logging.getLogger(__name__)
 BACKUPS_KEPT = 7
+BACKUPS_LEASE_S = 60.0  # renewed while held; lapses this long after a holder hangs
+
+
+@contextlib.asynccontextmanager
+async def backups_held(coordination: Coordination) -> AsyncIterator[None]:
+    """The backup folder, for one process at a time: a backup made while `/forgetme` went through
+    the folder would copy the person from the live file after their backups were cleaned. Waits
+    its turn."""
+    while True:
+        async with coordination.claim("backups", BACKUPS_LEASE_S) as mine:
+            if mine:
+                yield
+                return
+        await asyncio.sleep(0.1)
 
 
 class SQLitePeople(SQLPeople):
@@ -26,16 +42,20 @@ class SQLitePeople(SQLPeople):
     (`secure_delete`), the full-text index is merged without their entries, and the write-ahead
     log that still holds them is checkpointed and truncated. Nor in the daily backups (`backups`,
     the folder; None: a backup's own store): each is forgotten in the same way first, so a stop
-    in between leaves the person not yet forgotten, able to ask again."""
+    in between leaves the person not yet forgotten, able to ask again. No backup is made meanwhile
+    (`backups_held`): until the live file is forgotten too, it would copy the person anew."""
 
     db: Database
 
-    def __init__(self, db: Database, caps: MemoryCaps, backups: Path | None):
+    def __init__(self, db: Database, caps: MemoryCaps, backups: Path | None, coordination: Coordination):
         super().__init__(db, caps)
         self.backups = backups
+        self.coordination = coordination
 
     async def forget_person(self, person_id: int, day: str) -> list[int]:
-        if self.backups is not None:
+        if self.backups is None:  # a backup's own store
+            return await self._forget_here(person_id, day)
+        async with backups_held(self.coordination):
             identities = await self.identities_of(person_id)
             for backup in sorted(self.backups.glob("keepsake-*.sqlite3")):
                 try:
@@ -44,6 +64,9 @@ class SQLitePeople(SQLPeople):
                     log.warning("the backup %s could not be opened to forget a person in it (%s): it is deleted",
                                 backup.name, broken)
                     backup.unlink(missing_ok=True)
+            return await self._forget_here(person_id, day)
+
+    async def _forget_here(self, person_id: int, day: str) -> list[int]:
         shared = await super().forget_person(person_id, day)
         async with self.db.transaction() as tx:
             await tx.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
@@ -57,7 +80,7 @@ class SQLiteStore(SQLStore):
     def __init__(self, db: Database, caps: MemoryCaps, holder: str, recall: SQLiteRecall, vectors: SQLiteVectors,
                  backups: Path | None):
         super().__init__(db, caps, holder, recall, vectors)
-        self.people = SQLitePeople(db, caps, backups)
+        self.people = SQLitePeople(db, caps, backups, self.coordination)
         self.backups = backups
 
     @classmethod
@@ -80,11 +103,12 @@ class SQLiteStore(SQLStore):
         assert folder is not None, "a backup's own store makes no backups"
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"keepsake-{datetime.fromtimestamp(now, timezone.utc):%Y%m%d-%H%M%S}.sqlite3"
-        for left in folder.glob("keepsake-*.sqlite3.part"):  # a copy a killed process left half done
-            left.unlink(missing_ok=True)
-        await self.db.back_up(target)
-        for old in sorted(folder.glob("keepsake-*.sqlite3"))[:-BACKUPS_KEPT]:
-            old.unlink(missing_ok=True)
+        async with backups_held(self.coordination):
+            for left in folder.glob("keepsake-*.sqlite3.part"):  # a copy a killed process left half done
+                left.unlink(missing_ok=True)
+            await self.db.back_up(target)
+            for old in sorted(folder.glob("keepsake-*.sqlite3"))[:-BACKUPS_KEPT]:
+                old.unlink(missing_ok=True)
         purged = await self.purge(now, retention_days)
         return f"backup {target.name}, {purged} old messages purged"
 
