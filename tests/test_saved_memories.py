@@ -192,12 +192,14 @@ async def test_saved_memories_reach_the_prompt_as_quoted_data_not_instructions(a
 
 
 async def test_a_turn_reads_its_memories_through_the_owner_index_in_order(ann):
-    """Every turn reads up to 240 memories (20 + 100 per scope): each part of the query walks the
-    owner index, newest first, with no sort and no other person's rows."""
+    """Every turn reads up to 140 memories (20 pinned per scope, 100 unpinned): each part of the
+    query walks the owner index, newest first, with no sort and no other person's rows; each
+    scope's share is counted in that index alone."""
     from storage.sql.memories import IN_PLAY
 
     plan = [row["detail"] for row in await ann.runtime.store.db.all("EXPLAIN QUERY PLAN " + IN_PLAY, 1, 1, 100)]
     searches = [detail for detail in plan if "memories" in detail and "SCAN newest" not in detail]
-    assert len(searches) == 4
+    assert len(searches) == 6  # pinned and unpinned of each scope, and each scope's share
     assert all("INDEX memories_owner (person_id=? AND character_id=? AND pinned=?)" in d for d in searches)
+    assert sum("COVERING INDEX" in detail for detail in searches) == 2  # the shares: no row read
     assert not any("TEMP B-TREE" in detail for detail in plan)

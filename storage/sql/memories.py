@@ -29,12 +29,22 @@ def _of(scope: str, pinned: bool) -> str:
     return f"person_id = $1 AND character_id {owner} AND pinned = {'true' if pinned else 'false'}"
 
 
-# What a turn reads (SPEC 5): every pinned memory of both scopes, and the newest $3 unpinned
-# ones of each (in_play sorts the pinned ones).
+def _share(other: str) -> str:
+    """The most unpinned memories of one scope that an even split of $3 between it and `other`
+    gives it (SPEC 5: a share one scope does not use goes to the other): $3 less what `other`
+    takes of its half (counted in the owner index alone, up to that half)."""
+    whole = "CAST($3 AS BIGINT)"  # one type for PostgreSQL to take it as
+    half_taken = f"SELECT COUNT(*) FROM (SELECT 1 FROM memories WHERE {_of(other, False)} LIMIT {whole} / 2) AS half"
+    return f"{whole} - ({half_taken})"
+
+
+# What a turn reads (SPEC 5): every pinned memory of both scopes, and the newest unpinned ones of
+# each, as many as its share of $3 can take (bot/memory/saved_memories.py splits them; in_play
+# sorts the pinned ones).
 IN_PLAY = " UNION ALL ".join(
     [f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {_of(scope, True)}" for scope in (CHARACTER, GLOBAL)]
-    + [f"SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories WHERE {_of(scope, False)} {NEWEST_FIRST} LIMIT $3) "
-       f"AS newest_{scope}" for scope in (CHARACTER, GLOBAL)])
+    + [f"SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories WHERE {_of(scope, False)} {NEWEST_FIRST} "
+       f"LIMIT {_share(other)}) AS newest_{scope}" for scope, other in ((CHARACTER, GLOBAL), (GLOBAL, CHARACTER))])
 
 
 async def hold_people(db: Database, tx: Connection, *person_ids: int) -> None:

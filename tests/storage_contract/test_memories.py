@@ -55,16 +55,30 @@ async def test_a_failed_turn_undoes_its_memory_writes(store: Store, ann, mira, c
     assert (await store.turns.turn(turn)).status == "failed"
 
 
-async def test_memories_in_play_are_pinned_then_newest_unpinned_per_scope(store: Store, ann, mira, clock):
-    for i in range(3):
-        await store.memories.add_memory(ann, mira, "character", f"c{i}", 1, False, "person")
-        await store.memories.add_memory(ann, mira, "global", f"g{i}", 1, False, "person")
-        clock.now += 1
+async def test_memories_in_play_are_pinned_then_the_newest_unpinned_an_even_split_of_100_can_use(
+        store: Store, ann, mira, clock):
+    """SPEC 5: every pinned entry, and up to 100 unpinned split evenly across the two scopes, a
+    share one scope does not use going to the other: each scope's newest, no more than its
+    share can be (a turn reads no more than it may use)."""
+    async def add(scope: str, count: int) -> None:
+        for _ in range(count):
+            clock.now += 1
+            await store.memories.add_memory(ann, mira, scope, f"{scope} at {clock.now}", 1, False, "person")
+
+    def newest(in_play, scope: str) -> list[str]:
+        return [m.content for m in in_play.unpinned[scope]]
+
     await store.memories.add_memory(ann, mira, "global", "pinned", 1, True, "person")
-    in_play = await store.memories.memories_in_play(ann, mira, 2)
+    await add("character", 80)
+    await add("global", 30)
+    in_play = await store.memories.memories_in_play(ann, mira, 100)
     assert [m.content for m in in_play.pinned] == ["pinned"]
-    assert [m.content for m in in_play.unpinned["character"]] == ["c2", "c1"]
-    assert [m.content for m in in_play.unpinned["global"]] == ["g2", "g1"]
+    assert len(newest(in_play, "character")) == 70 and len(newest(in_play, "global")) == 30  # 30 unused go over
+    assert newest(in_play, "character")[0] == f"character at {clock.now - 30}"  # newest first
+    await add("global", 50)
+    in_play = await store.memories.memories_in_play(ann, mira, 100)
+    assert len(newest(in_play, "character")) == 50 and len(newest(in_play, "global")) == 50
+    assert newest(in_play, "global")[0] == f"global at {clock.now}"
 
 
 async def test_clear_all_deletes_a_scopes_unpinned_entries_then_separately_its_pinned(store: Store, ann, mira):
