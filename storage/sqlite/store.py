@@ -24,17 +24,27 @@ BACKUPS_KEPT = 7
 BACKUPS_LEASE_S = 60.0  # renewed while held; lapses this long after a holder hangs
 
 
-@contextlib.asynccontextmanager
-async def backups_held(coordination: Coordination) -> AsyncIterator[None]:
-    """The backup folder, for one process at a time: a backup made while `/forgetme` went through
-    the folder would copy the person from the live file after their backups were cleaned. Waits
-    its turn."""
-    while True:
-        async with coordination.claim("backups", BACKUPS_LEASE_S) as mine:
-            if mine:
-                yield
-                return
-        await asyncio.sleep(0.1)
+class BackupFolder:
+    """The folder of the daily backups, taken by one backup or one `/forgetme` at a time: a
+    backup made while `/forgetme` went through the folder would copy the person from the live
+    file after their backups were cleaned. Taken in every process by a lease in the database, and
+    in this one by a lock too (a lease is its holder's, however many of the process's tasks ask)."""
+
+    def __init__(self, path: Path, coordination: Coordination):
+        self.path = path
+        self.coordination = coordination
+        self._in_this_process = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[Path]:
+        """The folder, once no other backup or `/forgetme` holds it (waits its turn)."""
+        async with self._in_this_process:
+            while True:
+                async with self.coordination.claim("backups", BACKUPS_LEASE_S) as mine:
+                    if mine:
+                        yield self.path
+                        return
+                await asyncio.sleep(0.1)
 
 
 class SQLitePeople(SQLPeople):
@@ -43,21 +53,20 @@ class SQLitePeople(SQLPeople):
     log that still holds them is checkpointed and truncated. Nor in the daily backups (`backups`,
     the folder; None: a backup's own store): each is forgotten in the same way first, so a stop
     in between leaves the person not yet forgotten, able to ask again. No backup is made meanwhile
-    (`backups_held`): until the live file is forgotten too, it would copy the person anew."""
+    (`BackupFolder`): until the live file is forgotten too, it would copy the person anew."""
 
     db: Database
 
-    def __init__(self, db: Database, caps: MemoryCaps, backups: Path | None, coordination: Coordination):
+    def __init__(self, db: Database, caps: MemoryCaps, backups: BackupFolder | None):
         super().__init__(db, caps)
         self.backups = backups
-        self.coordination = coordination
 
     async def forget_person(self, person_id: int, day: str) -> list[int]:
         if self.backups is None:  # a backup's own store
             return await self._forget_here(person_id, day)
-        async with backups_held(self.coordination):
+        async with self.backups.held() as folder:
             identities = await self.identities_of(person_id)
-            for backup in sorted(self.backups.glob("keepsake-*.sqlite3")):
+            for backup in sorted(folder.glob("keepsake-*.sqlite3")):
                 try:
                     await _forget_in_backup(backup, identities, day, self.caps)
                 except sqlite3.DatabaseError as broken:  # no backup to restore, and it may hold them
@@ -80,8 +89,8 @@ class SQLiteStore(SQLStore):
     def __init__(self, db: Database, caps: MemoryCaps, holder: str, recall: SQLiteRecall, vectors: SQLiteVectors,
                  backups: Path | None):
         super().__init__(db, caps, holder, recall, vectors)
-        self.people = SQLitePeople(db, caps, backups, self.coordination)
-        self.backups = backups
+        self.backups = BackupFolder(backups, self.coordination) if backups is not None else None
+        self.people = SQLitePeople(db, caps, self.backups)
 
     @classmethod
     async def open(cls, path: Path, caps: MemoryCaps, options: dict[str, str] | None = None,
@@ -99,11 +108,10 @@ class SQLiteStore(SQLStore):
 
     async def maintain(self, now: float, retention_days: int | None) -> str:
         await self.db.empty_the_log()
-        folder = self.backups
-        assert folder is not None, "a backup's own store makes no backups"
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / f"keepsake-{datetime.fromtimestamp(now, timezone.utc):%Y%m%d-%H%M%S}.sqlite3"
-        async with backups_held(self.coordination):
+        assert self.backups is not None, "a backup's own store makes no backups"
+        async with self.backups.held() as folder:
+            folder.mkdir(parents=True, exist_ok=True)
+            target = folder / f"keepsake-{datetime.fromtimestamp(now, timezone.utc):%Y%m%d-%H%M%S}.sqlite3"
             for left in folder.glob("keepsake-*.sqlite3.part"):  # a copy a killed process left half done
                 left.unlink(missing_ok=True)
             await self.db.back_up(target)
