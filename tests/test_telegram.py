@@ -153,6 +153,24 @@ async def test_memory_add_view_pin_and_clear_with_both_confirmations(bot, telegr
     assert len(answered) == 3  # every press was answered
 
 
+async def test_a_press_still_at_work_is_answered_before_telegram_forgets_it_and_its_result_still_shows(
+        bot, telegram, monkeypatch):
+    """Telegram forgets a press not answered within seconds (then "query is too old"): a
+    /forgetme that waits for the daily backup under way is answered at once, and says it is done
+    when it is."""
+    monkeypatch.setattr("adapters.telegram.adapter.PRESS_ANSWERED_WITHIN_S", 0.05)
+    telegram.presses_kept_s = 1.0
+    ann = Person(telegram, ANN, "Ann")
+    asked, = await ann.reply_to(ann.say("/forgetme"))
+    async with bot.store.backups.held():  # the daily backup under way: /forgetme waits for it
+        ann.press(asked, "Delete everything")
+        await telegram.wait_for(lambda: telegram.calls_to("answerCallbackQuery"))
+        assert "Are you sure?" in telegram.message(ANN, asked.message_id).text  # still at work
+    await telegram.wait_for(
+        lambda: "Everything stored about you is deleted" in telegram.message(ANN, asked.message_id).text)
+    assert len(telegram.calls_to("answerCallbackQuery")) == 1
+
+
 async def test_regenerate_pressed_edits_the_reply_in_place(bot, telegram, llm):
     ann = Person(telegram, ANN, "Ann")
     llm.add(text("First answer."), text("Second answer."))

@@ -146,6 +146,7 @@ class FakeTelegram:
     joins_groups: bool = True  # False: a DM-only bot (BotFather → /setjoingroups → Disable)
     refusal_held: asyncio.Event | None = None  # set: that refusal waits for it (a send still under way)
     polled_by: list = field(default_factory=list)  # the PTB Applications of a test's polling adapters (settled)
+    presses_kept_s: float = 15.0  # a press answered later than this is too old (Telegram's is a few seconds)
 
     def __post_init__(self) -> None:
         self._updates: list[dict] = []
@@ -157,6 +158,7 @@ class FakeTelegram:
         self.base_url = ""
         self.other_bots: dict[str, OtherBot] = {}  # by token
         self._asking: contextvars.ContextVar[OtherBot | None] = contextvars.ContextVar("asking", default=None)
+        self._pressed_at: dict[str, float] = {}  # callback query id → when it was pressed
 
     def add_bot(self, token: str, bot_id: int, username: str, first_name: str) -> OtherBot:
         bot = OtherBot(token, bot_id, username, first_name)
@@ -275,8 +277,10 @@ class FakeTelegram:
 
     def press(self, chat: dict, user: dict, message_id: int, data: str) -> None:
         original = self.message(chat["id"], message_id)
+        query_id = str(next(self._update_ids) * 7)
+        self._pressed_at[query_id] = time.monotonic()
         self._push({"callback_query": {
-            "id": str(next(self._update_ids) * 7), "from": user, "chat_instance": "ci",
+            "id": query_id, "from": user, "chat_instance": "ci",
             "data": data,
             "message": {"message_id": message_id, "date": int(time.time()), "chat": chat,
                         "from": self._user_of(original.sender_id), "text": original.text},
@@ -396,6 +400,12 @@ class FakeTelegram:
     @staticmethod
     def _error(status: int, description: str) -> web.Response:
         return web.json_response({"ok": False, "error_code": status, "description": description}, status=status)
+
+    async def _m_answerCallbackQuery(self, params: dict):
+        pressed_at = self._pressed_at.pop(str(params.get("callback_query_id")), None)  # answered once
+        if pressed_at is None or time.monotonic() - pressed_at > self.presses_kept_s:
+            return self._error(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+        return True
 
     async def _m_getFile(self, params: dict):
         file_id = str(params.get("file_id"))
