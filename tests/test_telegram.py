@@ -158,7 +158,7 @@ async def test_a_press_still_at_work_is_answered_before_telegram_forgets_it_and_
     """Telegram forgets a press not answered within seconds (then "query is too old"): a
     /forgetme that waits for the daily backup under way is answered at once, and says it is done
     when it is."""
-    monkeypatch.setattr("adapters.telegram.adapter.PRESS_ANSWERED_WITHIN_S", 0.05)
+    monkeypatch.setattr("adapters.telegram.presses.PRESS_ANSWERED_WITHIN_S", 0.05)
     telegram.presses_kept_s = 1.0
     ann = Person(telegram, ANN, "Ann")
     asked, = await ann.reply_to(ann.say("/forgetme"))

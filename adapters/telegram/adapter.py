@@ -10,8 +10,7 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
   waiting; the final text is split at 4,096 characters and sent as escaped HTML, retried as
   plain text if Telegram still rejects it. RetryAfter is honoured; "message is not modified"
   is ignored. The latest reply carries a Regenerate button (it edits the reply in place).
-- A button press is answered within PRESS_ANSWERED_WITHIN_S however long its work takes
-  (Telegram forgets one answered late); its result edits the message when done.
+- A button press is answered in time, however long its work takes (presses.py).
 - `/memory …` answers are private: in a group they go to the person's DM, or the group gets a
   one-line note to open a DM first — never the memories themselves.
 - A message sent on behalf of a chat (`sender_chat`: anonymous admins, "send as channel",
@@ -65,6 +64,7 @@ from adapters.telegram.messages import (
     where_it_is,
     with_flood_retry,
 )
+from adapters.telegram.presses import in_time
 from adapters.telegram.transport import POLL_TIMEOUT_S, Polling, Transport, WebhookServer
 from bot.contract import (
     IMAGE_MAX_SIDE,
@@ -90,10 +90,6 @@ ANSWERED_HERE = ("start", "help", "remember", "image")  # commands of the table 
 OPEN_DM_FIRST = ("{name}, I answer /memory privately, but I can't write to you yet: open a chat with "
                  "me (tap my name, then Start) and send the command again.")
 SOMETHING_WENT_WRONG = "Sorry, something went wrong on my side handling that. Try again."
-# Telegram forgets a button press not answered within seconds (its answer then fails: "query is
-# too old"), and the person watches a spinner meanwhile: a press still at work after this long is
-# answered at once, and its result shown when done (a /forgetme with a week of backups takes long)
-PRESS_ANSWERED_WITHIN_S = 2.0
 
 
 class TelegramAdapter(ChatAdapter[Place]):
@@ -461,23 +457,14 @@ class TelegramAdapter(ChatAdapter[Place]):
             ctx = CommandContext(origin, ctx.identity, ctx.display_name,
                                  Asker(PLATFORM, str(query.from_user.id), (origin.chat_id,),
                                        age_restricted=self.settings.allow_nsfw))
-        pressed = asyncio.ensure_future(self.core.commands.press(ctx, query.data or ""))
-        try:
-            answered = not (await asyncio.wait({pressed}, timeout=PRESS_ANSWERED_WITHIN_S))[0]
-            if answered:
-                await self.quietly(query.answer())
-            result = await pressed
-        finally:
-            pressed.cancel()  # when this handler was cancelled meanwhile; done, it changes nothing
+        result, answered = await in_time(query, self.core.commands.press(ctx, query.data or ""))
         if result.regenerate is not None:  # never slow: Regenerate's press only names the turn
             await self._on_regenerate(update, result.regenerate)
             return
-        if result.refused:  # asked before any work: never slow
-            if not answered:
-                await query.answer(result.text, show_alert=True)
+        if not answered:  # a refusal as an alert (refused before any work: never slow)
+            await query.answer(result.text if result.refused else None, show_alert=result.refused)
+        if result.refused:
             return
-        if not answered:
-            await query.answer()
         if result.apart:  # the pressed message keeps its text; the answer is a message of its own
             await self.quietly(self.drop_buttons(place_of(message), str(message.message_id)))
             await self._show_result(context.bot, place_of(message), result)
