@@ -281,6 +281,19 @@ async def test_no_backup_is_made_while_forgetme_goes_through_the_backups(runtime
     assert [path.read_bytes().count(b"Quillowmere") for path in made] == [0, 0]
 
 
+async def test_forgetme_deletes_a_half_made_backup_a_killed_process_left(runtime, llm, tmp_path):
+    """A copy cut off by a kill stays as `keepsake-….sqlite3.part`, never a backup to restore, and
+    holds the words of the moment it was made: `/forgetme` deletes it with the backups."""
+    ann = Chat(runtime, user="ann", name="Ann", platform="telegram")
+    await ann.say("my boat is called Quillowmere")
+    await runtime.jobs.maintenance()
+    [made] = (tmp_path / "backups").glob("keepsake-*.sqlite3")
+    left = made.with_name("keepsake-20261101-000000.sqlite3.part")
+    left.write_bytes(made.read_bytes()[:8192])
+    await ann.press((await ann.memory("/forgetme")).buttons[0][0].action)
+    assert not left.exists()
+
+
 async def test_forgetme_deletes_a_backup_that_cannot_be_opened_instead_of_failing(runtime, llm, tmp_path, caplog):
     """A backup SQLite cannot open is no backup to restore, and may still hold the person's words:
     it goes, with a warning, and the person is forgotten all the same."""

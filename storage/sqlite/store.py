@@ -37,11 +37,16 @@ class BackupFolder:
 
     @contextlib.asynccontextmanager
     async def held(self) -> AsyncIterator[Path]:
-        """The folder, once no other backup or `/forgetme` holds it (waits its turn)."""
+        """The folder, once no other backup or `/forgetme` holds it (waits its turn). A half-made
+        copy found then is one a killed process left (no copy is under way): it goes, as it
+        may hold the words of a person since forgotten."""
         async with self._in_this_process:
             while True:
                 async with self.coordination.claim("backups", BACKUPS_LEASE_S) as mine:
                     if mine:
+                        self.path.mkdir(parents=True, exist_ok=True)
+                        for left in self.path.glob("keepsake-*.sqlite3.part"):
+                            left.unlink(missing_ok=True)
                         yield self.path
                         return
                 await asyncio.sleep(0.1)
@@ -110,10 +115,7 @@ class SQLiteStore(SQLStore):
         await self.db.empty_the_log()
         assert self.backups is not None, "a backup's own store makes no backups"
         async with self.backups.held() as folder:
-            folder.mkdir(parents=True, exist_ok=True)
             target = folder / f"keepsake-{datetime.fromtimestamp(now, timezone.utc):%Y%m%d-%H%M%S}.sqlite3"
-            for left in folder.glob("keepsake-*.sqlite3.part"):  # a copy a killed process left half done
-                left.unlink(missing_ok=True)
             await self.db.back_up(target)
             for old in sorted(folder.glob("keepsake-*.sqlite3"))[:-BACKUPS_KEPT]:
                 old.unlink(missing_ok=True)
