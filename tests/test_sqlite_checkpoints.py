@@ -109,7 +109,7 @@ async def test_the_log_starts_over_while_writes_come_back_to_back(tmp_path, monk
     """A log copied back only beside the writes is never wholly copied at the moment a write
     begins, and SQLite starts it over only then: with writes back to back (a saturated bot) it
     grew by 84 MB every 500 turns. Past LOG_RESTART_PAGES the copy holds this process's writes
-    for its last pages, and the log starts over and is cut back to that size."""
+    for its last pages, and the log starts over."""
     monkeypatch.setattr("storage.sqlite.database.LOG_RESTART_PAGES", 256)  # 1 MB, for a short test
     db = Database(tmp_path / "keepsake.sqlite3", checkpoint_every_s=0.02)
     await db.open()
