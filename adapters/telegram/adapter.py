@@ -457,7 +457,8 @@ class TelegramAdapter(ChatAdapter[Place]):
             ctx = CommandContext(origin, ctx.identity, ctx.display_name,
                                  Asker(PLATFORM, str(query.from_user.id), (origin.chat_id,),
                                        age_restricted=self.settings.allow_nsfw))
-        result, answered = await in_time(query, self.core.commands.press(ctx, query.data or ""))
+        result, answered = await in_time(self.core.commands.press(ctx, query.data or ""),
+                                         lambda: self.quietly(query.answer()))
         if result.regenerate is not None:  # never slow: Regenerate's press only names the turn
             await self._on_regenerate(update, result.regenerate)
             return

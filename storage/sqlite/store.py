@@ -44,7 +44,6 @@ class BackupFolder:
             while True:
                 async with self.coordination.claim("backups", BACKUPS_LEASE_S) as mine:
                     if mine:
-                        self.path.mkdir(parents=True, exist_ok=True)
                         for left in self.path.glob("keepsake-*.sqlite3.part"):
                             left.unlink(missing_ok=True)
                         yield self.path
@@ -115,6 +114,7 @@ class SQLiteStore(SQLStore):
         await self.db.empty_the_log()
         assert self.backups is not None, "a backup's own store makes no backups"
         async with self.backups.held() as folder:
+            folder.mkdir(parents=True, exist_ok=True)
             target = folder / f"keepsake-{datetime.fromtimestamp(now, timezone.utc):%Y%m%d-%H%M%S}.sqlite3"
             await self.db.back_up(target)
             for old in sorted(folder.glob("keepsake-*.sqlite3"))[:-BACKUPS_KEPT]:
