@@ -171,6 +171,24 @@ async def test_a_press_still_at_work_is_answered_before_telegram_forgets_it_and_
     assert len(telegram.calls_to("answerCallbackQuery")) == 1
 
 
+async def test_a_press_that_fails_after_it_was_answered_says_so_below_the_pressed_message(bot, telegram, monkeypatch):
+    """A press is answered once: one answered while still at work can no longer fail as an alert,
+    so its failure is a reply to the message pressed."""
+    monkeypatch.setattr("adapters.telegram.presses.PRESS_ANSWERED_WITHIN_S", 0.05)
+    ann = Person(telegram, ANN, "Ann")
+    asked, = await ann.reply_to(ann.say("/forgetme"))
+
+    async def a_full_disk(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(bot.store.people, "_forget_here", a_full_disk)
+    async with bot.store.backups.held():  # the daily backup under way: the press is answered meanwhile
+        ann.press(asked, "Delete everything")
+        await telegram.wait_for(lambda: telegram.calls_to("answerCallbackQuery"))
+    said = await telegram.wait_for(lambda: [m for m in telegram.bot_messages(ANN) if m.reply_to == asked.message_id])
+    assert said[0].text == "Sorry, something went wrong on my side handling that. Try again."
+    assert "Are you sure?" in telegram.message(ANN, asked.message_id).text
+
+
 async def test_regenerate_pressed_edits_the_reply_in_place(bot, telegram, llm):
     ann = Person(telegram, ANN, "Ann")
     llm.add(text("First answer."), text("Second answer."))

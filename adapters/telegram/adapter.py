@@ -64,7 +64,7 @@ from adapters.telegram.messages import (
     where_it_is,
     with_flood_retry,
 )
-from adapters.telegram.presses import in_time
+from adapters.telegram.presses import in_time, say_it_failed
 from adapters.telegram.transport import POLL_TIMEOUT_S, Polling, Transport, WebhookServer
 from bot.contract import (
     IMAGE_MAX_SIDE,
@@ -442,7 +442,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             await self._press(update, context)
         except Exception:
             log.exception("Telegram: a button press failed")
-            await self.quietly(query.answer(SOMETHING_WENT_WRONG, show_alert=True))
+            await self.quietly(say_it_failed(query, SOMETHING_WENT_WRONG, self.failures))
 
     async def _press(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         query = update.callback_query
