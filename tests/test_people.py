@@ -211,9 +211,10 @@ async def test_forgetme_leaves_none_of_the_persons_words_in_the_backups_made_bef
     await bob_in_group.say("Bob's kettle is whistling")
     group = (await runtime.cast.conversation_for(ann_in_group.key)).id
     await runtime.store.summaries.write_summary(group, 0, "recent", "- Ann: the Quillowmere sails.", 9, 2, 2, [])
-    for _ in range(2):  # two days' backups
-        await runtime.jobs.maintenance()
-        clock.now += DAY
+    await runtime.jobs.maintenance()  # two days' backups, the second of the day of /forgetme,
+    clock.now += DAY
+    await ann.say("good morning")  # holding that day's spend of Ann's
+    await runtime.jobs.maintenance()
     made = sorted((tmp_path / "backups").glob("keepsake-*.sqlite3"))
     assert len(made) == 2 and all(b"Quillowmere" in path.read_bytes() for path in made)
 
@@ -227,6 +228,7 @@ async def test_forgetme_leaves_none_of_the_persons_words_in_the_backups_made_bef
         backup = sqlite3.connect(path)
         assert backup.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert backup.execute("SELECT COUNT(*) FROM identities WHERE user_id = 'ann'").fetchone() == (0,)
+        assert backup.execute("SELECT COUNT(*) FROM forgotten_spend").fetchone() == (0,)  # a backup counts no day
         assert backup.execute("SELECT content FROM messages WHERE speaker_name = 'Bob'").fetchall() == [
             ("Bob's kettle is whistling",)]
         assert backup.execute("SELECT status FROM rebuilds WHERE conversation_id = ?", (group,)).fetchall() == [
