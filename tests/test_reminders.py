@@ -12,11 +12,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.contract import Asker, ConversationKey, Reply, Unreachable
+from bot.contract import Asker, ConversationKey, IncomingMessage, Reply, Unreachable
 from bot.text import local_words
 from bot.tools.remind import Remind
 from bot.tools.when import NotAWhen, next_time, resolve
-from tests.conftest import Chat, FakeClock, config_dict, runtimes_on
+from tests.conftest import Chat, FakeClock, config_dict, runtimes_on, shown
 from tests.fakes.llm_server import status, text, tool_calls
 
 PARIS, NEW_YORK = "Europe/Paris", "America/New_York"
@@ -247,6 +247,23 @@ async def test_a_model_failure_still_sends_the_persons_words_plainly(bot, llm):
     llm.add(status(500), status(500), status(500))
     assert await scan(runtime, writer) == 1
     assert writer.sent == [(ann.key, "⏰ call the harbour office")]
+
+
+async def test_a_reminder_is_sent_once_after_the_person_deleted_every_message_they_wrote_there(bot, llm):
+    """What the person wrote may go before the reminder is due (deleted on the platform, or past
+    `[storage] retention_days`): the reminder is still theirs, and is written and sent once."""
+    clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
+    runtime = await bot(clock)
+    ann, writer = dm(runtime), Writer()
+    llm.add(tool_calls(("remind", {"what": "call the harbour office", "after": "5 minutes"})), text("I will."))
+    await shown(runtime, await runtime.core.conversation.handle(IncomingMessage(
+        ann.key, ann.identity, "Ann", "remind me please", platform_message_id="m1", asker=ann.asker)))
+    assert await runtime.core.conversation.deleted(ann.key, "m1")  # as Discord tells of a deletion
+    clock.now += 301
+    llm.add(text("Ann — time to call the harbour office."))
+    assert await scan(runtime, writer) == 1
+    assert writer.sent == [(ann.key, "Ann — time to call the harbour office.")]
+    assert await scan(runtime, writer) == 0 and len(llm.requests) == 3  # written once
 
 
 async def test_due_while_every_process_was_down_is_sent_saying_how_late_or_as_missed_past_grace(bot, llm):

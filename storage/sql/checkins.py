@@ -71,19 +71,18 @@ class SQLCheckins(Checkins):
                 absence.conversation_id, absence.last_at, now)
             if sent is None:
                 return None
-            last_message = await tx.value(
-                "SELECT id FROM messages WHERE conversation_id = $1 AND role = 'user' ORDER BY pos DESC LIMIT 1",
-                absence.conversation_id)
             place = await next_place(tx, absence.conversation_id)
             row = await insert_message(tx, place, "assistant", None, speaker_name, content, tokens, None, now,
                                        place.character_id)
             assert row is not None  # no platform id yet: nothing to conflict with
+            # Its turn answers the person's last message, or, when they deleted what they wrote,
+            # the check-in itself.
             await tx.execute(  # not shown until the platform took it (Turns.shown)
                 "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, receipt, "
-                "created_at, kind, character_id, holder, shown) "
-                "SELECT $1, $2, $3, $4, 'done', $5, $6, 'checkin', character_id, $7, false "
-                "FROM conversations WHERE id = $1",
-                absence.conversation_id, absence.person_id, last_message, row.id, json.dumps(receipt), now, self.holder)
+                "created_at, kind, character_id, holder, shown) VALUES ($1, $2, COALESCE((SELECT id FROM messages "
+                "WHERE conversation_id = $1 AND role = 'user' ORDER BY pos DESC LIMIT 1), $3), $3, 'done', $4, $5, 'checkin', $6, $7, false)",
+                absence.conversation_id, absence.person_id, row.id, json.dumps(receipt), now, place.character_id,
+                self.holder)
         return row
 
     async def withdraw(self, absence: Absence, message_id: int, wait_again: bool) -> None:

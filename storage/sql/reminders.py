@@ -43,10 +43,6 @@ async def reminder_cut_off(tx: Connection, turn_id: int, message_id: int) -> Non
     await tx.execute("DELETE FROM messages WHERE id = $1", message_id)
 
 
-class _NotDue(Exception):
-    """The reminder was cancelled or taken by another process meanwhile."""
-
-
 class SQLReminders(Reminders):
     def __init__(self, db: Database, holder: str):
         self.db = db
@@ -91,27 +87,27 @@ class SQLReminders(Reminders):
     async def keep(self, reminder: ReminderRow, next_due_at: float | None, speaker_name: str, content: str,
                    tokens: int, receipt: dict[str, Any]) -> MessageRow | None:
         now = self.db.clock()
-        try:
-            async with self.db.transaction(short=True) as tx:
-                row = await insert_message(tx, await next_place(tx, reminder.conversation_id), "assistant", None,
-                                           speaker_name, content, tokens, None, now, reminder.character_id)
-                assert row is not None  # no platform id yet: nothing to conflict with
-                asked = await tx.value("SELECT MAX(id) FROM messages WHERE conversation_id = $1 AND role = 'user' "
-                                       "AND person_id = $2", reminder.conversation_id, reminder.person_id)
-                if asked is None:  # nothing of the person's is left there (the reminder goes with them)
-                    raise _NotDue()
-                turn_id = await tx.value(  # not shown until the platform took it (Turns.shown)
-                    "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, "
-                    "receipt, created_at, kind, character_id, holder, shown) "
-                    "VALUES ($1, $2, $3, $4, 'done', $5, $6, 'reminder', $7, $8, false) RETURNING id",
-                    reminder.conversation_id, reminder.person_id, asked, row.id, json.dumps(receipt), now,
-                    reminder.character_id, self.holder)
-                if not await tx.execute("UPDATE reminders SET sending = $1, next_due_at = $2 "
-                                        "WHERE id = $3 AND sending IS NULL AND due_at = $4",
-                                        turn_id, next_due_at, reminder.id, reminder.due_at):
-                    raise _NotDue()
-        except _NotDue:
-            return None
+        async with self.db.transaction(short=True) as tx:
+            # still due, and held so until the letter is kept (it is sent once; a forgotten
+            # person's reminders went with them, and a one-to-one chat's conversation too)
+            if await tx.value(f"SELECT id FROM reminders WHERE id = $1 AND sending IS NULL AND due_at = $2"
+                              f"{self.db.dialect.for_update}", reminder.id, reminder.due_at) is None:
+                return None
+            row = await insert_message(tx, await next_place(tx, reminder.conversation_id), "assistant", None,
+                                       speaker_name, content, tokens, None, now, reminder.character_id)
+            assert row is not None  # no platform id yet: nothing to conflict with
+            # The letter's turn answers the person's last message there, or, when none is left
+            # (deleted on the platform, or past retention), the letter itself: a reminder
+            # outlives the words that asked for it.
+            turn_id = await tx.value(  # not shown until the platform took it (Turns.shown)
+                "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, "
+                "receipt, created_at, kind, character_id, holder, shown) VALUES ($1, $2, COALESCE((SELECT MAX(id) "
+                "FROM messages WHERE conversation_id = $1 AND role = 'user' AND person_id = $2), $3), $3, 'done', "
+                "$4, $5, 'reminder', $6, $7, false) RETURNING id",
+                reminder.conversation_id, reminder.person_id, row.id, json.dumps(receipt), now,
+                reminder.character_id, self.holder)
+            await tx.execute("UPDATE reminders SET sending = $1, next_due_at = $2 WHERE id = $3",
+                             turn_id, next_due_at, reminder.id)
         return row
 
     async def take_back(self, message_id: int) -> None:

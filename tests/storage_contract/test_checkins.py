@@ -49,6 +49,19 @@ async def test_a_check_in_is_stored_once_by_two_processes_at_once(open_backend, 
     assert (await first.turns.last_receipt(chat, person)).receipt == {"checkin": True}
 
 
+async def test_a_check_in_is_stored_after_the_person_deleted_what_they_wrote(open_backend, clock):
+    store = await open_backend()
+    mira = await store.characters.ensure_character("Mira")
+    person = await store.people.person_for_identity("telegram", "501")
+    chat = (await store.conversations.conversation("telegram", "501", None, mira, False)).id
+    for n in range(FROM):
+        await store.turns.store_and_queue(chat, person, "Ann", f"message {n}", 2, f"p{n}", None, checkin_from=FROM)
+        assert await store.conversations.delete_platform_message(chat, f"p{n}")  # as Discord tells of it
+    absence, = await store.checkins.due(mira, "telegram", clock.now + 1, 100)
+    assert await store.checkins.store(absence, "Mira", "hello?", 2, {"checkin": True}) is not None
+    assert (await store.turns.last_receipt(chat, person)).receipt == {"checkin": True}
+
+
 async def test_a_check_in_the_person_wrote_before_is_not_stored(open_backend, clock):
     store = await open_backend()
     mira, person, chat = await conversation_with(store, 4)

@@ -2,6 +2,8 @@
 own reminders only, the due ones of a platform, a letter kept once (several processes), moved
 or removed when shown, due again when taken back, and gone with the turn that set them."""
 
+import asyncio
+
 import pytest
 
 from storage.ports import Store, TooManyReminders
@@ -58,6 +60,32 @@ async def test_a_letter_is_kept_once_and_when_shown_a_one_off_goes_and_a_daily_o
         await here.turns.shown(shown.id, ["1"])
     (moved,) = await here.reminders.pending(ann)
     assert (moved.words, moved.due_at) == ("pills", DUE + 86_400)
+
+
+async def test_a_letter_is_kept_after_the_persons_messages_there_are_gone_but_never_for_a_forgotten_person(
+        store: Store, mira, ann, chat):
+    row = await store.reminders.add(ann, mira, chat, await asked(store, chat, ann), DUE, "UTC", "tea", "once", 25)
+    for message in await store.conversations.recent_messages(chat, 10):  # deleted on the platform
+        await store.conversations.set_platform_message_ids(chat, message.id, [f"p{message.id}"])
+        assert await store.conversations.delete_platform_message(chat, f"p{message.id}")
+    letter = await store.reminders.keep(row, None, "Mira", "Tea time!", 3, {})
+    assert letter is not None
+    await store.turns.shown(letter.id, ["1"])
+    assert await store.reminders.pending(ann) == []  # sent, once
+
+    again = await store.reminders.add(ann, mira, chat, await asked(store, chat, ann), DUE, "UTC", "pills", "once", 25)
+    await store.people.forget_person(ann, "2027-01-15")  # meanwhile, while the letter was written
+    assert await store.reminders.keep(again, None, "Mira", "Pills!", 2, {}) is None
+    assert await store.conversations.recent_messages(chat, 10) == []
+
+
+async def test_a_letter_is_kept_once_by_two_processes_at_once(open_backend, mira, ann, chat):
+    here, there = await open_backend(), await open_backend()
+    row = await here.reminders.add(ann, mira, chat, await asked(here, chat, ann), DUE, "UTC", "tea", "once", 25)
+    kept = await asyncio.gather(*(store.reminders.keep(row, None, "Mira", "Tea time!", 3, {})
+                                  for store in (here, there, here, there)))
+    assert len([letter for letter in kept if letter is not None]) == 1
+    assert [m.content for m in await here.conversations.recent_messages(chat, 10)].count("Tea time!") == 1
 
 
 async def test_a_letter_taken_back_leaves_its_reminder_due_again(store: Store, mira, ann, chat):
