@@ -5,6 +5,7 @@ server. (Through the real process, Telegram and Discord: tests/test_platforms_en
 
 import base64
 import io
+from dataclasses import replace
 
 import pytest
 from PIL import Image
@@ -12,7 +13,7 @@ from PIL import Image
 from bot.contract import IncomingFile, IncomingMessage
 from bot.memory.window import window_token_budget
 from bot.runtime import build_runtime
-from bot.turn.attachments import IMAGE_MAX_SIDE, MAX_IMAGES, image_data_url
+from bot.turn.attachments import IMAGE_MAX_BYTES, IMAGE_MAX_SIDE, MAX_IMAGES, image_data_url
 from tests.conftest import Chat, shown
 from tests.fakes.llm_server import text
 from tests.probes import peak_rss_rise_mb
@@ -124,6 +125,16 @@ async def test_an_image_that_cannot_be_fetched_or_read_is_named_as_unseen(chat_w
     ann = await chat_with(vision="on")
     await send(ann, "two pictures", file_of(b"not an image at all"), file_of(ConnectionError("gone"), "b.jpg"))
     assert llm.image_parts() == []
+    assert "came with 2 photos, which you cannot see" in llm.prompt_text()
+
+
+async def test_an_image_over_20_mb_is_named_and_never_fetched_past_its_cap(chat_with, llm):
+    ann = await chat_with(vision="on")
+    fetched, huge = [], png() + bytes(IMAGE_MAX_BYTES)  # an image still, its bytes past the end read by none
+    told = file_of(huge, "told.jpg", fetched=fetched)  # the platform gives its size: not fetched at all
+    untold = replace(file_of(huge, "untold.jpg", fetched=fetched), size=None)  # read up to the cap, then refused
+    await send(ann, "two big ones", told, untold)
+    assert IMAGE_MAX_BYTES == 20 * 1024 * 1024 and fetched == ["untold.jpg"] and llm.image_parts() == []
     assert "came with 2 photos, which you cannot see" in llm.prompt_text()
 
 
