@@ -9,7 +9,7 @@ import sys
 from bot.contract import ConversationKey, Identity, IncomingMessage
 from bot.runtime import build_runtime
 from bot.turn.arrival import EMPTY_MESSAGE, NOT_SAVED
-from tests.conftest import ROOT, Chat, offers_memory_tools, shown
+from tests.conftest import ROOT, Chat, eventually, offers_memory_tools, shown
 from tests.fakes.llm_server import cut, drop, garbled, hang, status, text, tool_calls
 
 
@@ -431,3 +431,23 @@ def test_a_status_is_never_said_twice_in_a_line():
     response = httpx.Response(404, request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
     assert server_message(openai.NotFoundError("404: Not Found", response=response, body="404: Not Found")) == \
         "Not Found"
+
+
+async def test_a_message_deleted_while_its_reply_is_written_leaves_the_next_reply_its_own(runtime, llm):
+    """Discord tells of a deletion at once: the person's message (and its turn) goes while its reply
+    is still being written. The next message's turn, started meanwhile, keeps its own reply."""
+    ann = Chat(runtime, platform="discord")
+
+    def said(text: str, platform_id: str) -> IncomingMessage:
+        return IncomingMessage(ann.key, ann.identity, "Ann", text, platform_message_id=platform_id, asker=ann.asker)
+    llm.add(text("A slow answer.", delay=0.5), text("The second answer."))
+    first = asyncio.ensure_future(runtime.core.conversation.handle(said("first message", "d1")))
+    await eventually(lambda: llm.answering == 1)
+    second = asyncio.ensure_future(runtime.core.conversation.handle(said("second message", "d2")))
+    assert await runtime.core.conversation.deleted(ann.key, "d1")
+    await runtime.core.conversation.delivered(await first, ["b1"])
+    await runtime.core.conversation.delivered(await asyncio.wait_for(second, 5), ["b2"])
+    conversation = await runtime.cast.conversation_for(ann.key)
+    shown = {m.content: m.platform_message_id for m in await runtime.store.conversations.recent_messages(conversation.id, 10)}
+    assert shown["The second answer."] == "b2" and shown.get("A slow answer.") != "b2"
+

@@ -57,7 +57,7 @@ from typing import Any, AsyncIterator, Callable
 import aiosqlite
 
 from storage.sql.database import Connection, Dialect
-from storage.sqlite.migrations import MIGRATIONS
+from storage.sqlite.migrations import MIGRATIONS, REBUILD
 
 log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 10_000
@@ -155,19 +155,38 @@ class Database:
         return connection
 
     async def _migrate(self) -> None:
+        """Apply what is missing, in one transaction; one that rebuilds a table (REBUILD) in one of
+        its own, with foreign keys off (they cannot change within a transaction) and checked."""
         db = self._writer
         assert db is not None
-        await db.execute("BEGIN IMMEDIATE")  # one process migrates; the others wait, then see it done
         try:
-            (version,) = await (await db.execute("PRAGMA user_version")).fetchone()
-            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                for statement in _statements(script):
-                    await db.execute(statement)
-                await db.execute(f"PRAGMA user_version = {number}")
-        except BaseException:
-            await db.execute("ROLLBACK")
-            raise
-        await db.execute("COMMIT")
+            while True:
+                await db.execute("BEGIN IMMEDIATE")  # one process migrates; the others wait, then see it done
+                try:
+                    (version,) = await (await db.execute("PRAGMA user_version")).fetchone()
+                    if version == len(MIGRATIONS):
+                        await db.execute("COMMIT")
+                        return
+                    rebuild = MIGRATIONS[version].startswith(REBUILD)
+                    (keys_on,) = await (await db.execute("PRAGMA foreign_keys")).fetchone()
+                    if rebuild == bool(keys_on):  # off for a rebuild, on for every other migration
+                        await db.execute("ROLLBACK")
+                        await db.execute(f"PRAGMA foreign_keys = {'OFF' if rebuild else 'ON'}")
+                        continue
+                    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                        if script.startswith(REBUILD) != rebuild or (rebuild and number > version + 1):
+                            break
+                        for statement in _statements(script):
+                            await db.execute(statement)
+                        await db.execute(f"PRAGMA user_version = {number}")
+                    if rebuild and (broken := await (await db.execute("PRAGMA foreign_key_check")).fetchall()):
+                        raise RuntimeError(f"a rebuilt table breaks {len(broken)} references, e.g. {broken[0]}")
+                except BaseException:
+                    await db.execute("ROLLBACK")
+                    raise
+                await db.execute("COMMIT")
+        finally:
+            await db.execute("PRAGMA foreign_keys = ON")
 
     async def close(self) -> None:
         if self._checkpoints is not None:

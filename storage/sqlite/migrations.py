@@ -30,6 +30,95 @@ from storage.sql.migrations import (
     reminders,
 )
 
+# A migration that rebuilds a table starts so: it runs in a transaction of its own with foreign
+# keys off, as SQLite's procedure for it asks (sqlite.org/lang_altertable.html: make the new
+# table, copy, drop the old, rename the new), and they are checked before it commits.
+REBUILD = "-- rebuilds a table: foreign keys off\n"
+
+# SQLite gives a new row the largest id plus one, so once the newest message or turn is deleted
+# (a message deleted on the platform takes its turn along; a reply that never showed goes), the
+# next one got its id again, while a reply in progress still held it: that reply was stored as
+# the new turn's. AUTOINCREMENT never gives an id twice, as PostgreSQL's identity columns never
+# do. Both tables are made anew so, with their indexes and triggers.
+MESSAGE_COLUMNS = ("id, conversation_id, pos, role, person_id, speaker_name, content, tokens, platform_message_id, "
+                   "created_at, character_id, spoken")
+TURN_COLUMNS = ("id, conversation_id, person_id, user_message_id, reply_message_id, status, receipt, created_at, "
+                "partial_message_id, holder, kind, character_id, shown, hold_tokens")
+ONE_ID_ONCE = REBUILD + f"""
+    CREATE TABLE messages_once (
+        id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id      INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        pos                  INTEGER NOT NULL,
+        role                 TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        person_id            INTEGER REFERENCES persons(id) ON DELETE SET NULL,
+        speaker_name         TEXT NOT NULL,
+        content              TEXT NOT NULL,
+        tokens               INTEGER NOT NULL,
+        platform_message_id  TEXT,
+        created_at           REAL NOT NULL,
+        character_id         BIGINT,
+        spoken               BOOLEAN NOT NULL DEFAULT false
+    );
+    INSERT INTO messages_once ({MESSAGE_COLUMNS}) SELECT {MESSAGE_COLUMNS} FROM messages;
+    DROP TABLE messages;
+    ALTER TABLE messages_once RENAME TO messages;
+    CREATE INDEX messages_window ON messages(conversation_id, pos);
+    CREATE INDEX messages_platform ON messages(conversation_id, platform_message_id);
+    CREATE INDEX messages_person ON messages(person_id);
+    CREATE UNIQUE INDEX messages_user_platform ON messages(conversation_id, platform_message_id)
+        WHERE role = 'user' AND platform_message_id IS NOT NULL;
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts (rowid, conversation_id, content) VALUES (new.id, new.conversation_id, new.content);
+    END;
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages
+    WHEN old.id >= (SELECT older_than_id FROM recall_backfill) OR old.id <= (SELECT done_up_to_id FROM recall_backfill)
+    BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, conversation_id, content)
+        VALUES ('delete', old.id, old.conversation_id, old.content);
+    END;
+    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages
+    WHEN old.id >= (SELECT older_than_id FROM recall_backfill) OR old.id <= (SELECT done_up_to_id FROM recall_backfill)
+    BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, conversation_id, content)
+        VALUES ('delete', old.id, old.conversation_id, old.content);
+        INSERT INTO messages_fts (rowid, conversation_id, content) VALUES (new.id, new.conversation_id, new.content);
+    END;
+    CREATE TRIGGER vectors_new AFTER INSERT ON messages WHEN EXISTS (SELECT 1 FROM vector_model) BEGIN
+        INSERT OR IGNORE INTO vectors_waiting (message_id) VALUES (new.id);
+    END;
+    CREATE TRIGGER vectors_edited AFTER UPDATE OF content ON messages WHEN EXISTS (SELECT 1 FROM vector_model)
+    BEGIN
+        DELETE FROM message_vectors WHERE message_id = new.id;
+        INSERT OR IGNORE INTO vectors_waiting (message_id) VALUES (new.id);
+    END;
+    CREATE TABLE turns_once (
+        id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id     INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        person_id           INTEGER REFERENCES persons(id) ON DELETE CASCADE,
+        user_message_id     INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        reply_message_id    INTEGER REFERENCES messages(id) ON DELETE SET NULL,
+        status              TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed', 'replaced')),
+        receipt             TEXT,
+        created_at          REAL NOT NULL,
+        partial_message_id  TEXT,
+        holder              TEXT,
+        kind                TEXT NOT NULL DEFAULT 'reply',
+        character_id        BIGINT,
+        shown               BOOLEAN NOT NULL DEFAULT true,
+        hold_tokens         BIGINT NOT NULL DEFAULT 0
+    );
+    INSERT INTO turns_once ({TURN_COLUMNS}) SELECT {TURN_COLUMNS} FROM turns;
+    DROP TABLE turns;
+    ALTER TABLE turns_once RENAME TO turns;
+    CREATE INDEX turns_conversation ON turns(conversation_id, status, id);
+    CREATE INDEX turns_person ON turns(person_id);
+    CREATE INDEX turns_character ON turns(conversation_id, character_id, status, id);
+    CREATE INDEX turns_running_by_person ON turns(person_id) WHERE status = 'running';
+    CREATE INDEX turns_user_message ON turns(user_message_id);
+    CREATE INDEX turns_reply_message ON turns(reply_message_id);
+    CREATE INDEX turns_unshown_here ON turns(conversation_id) WHERE NOT shown;
+"""
+
 # a message the full-text index holds: stored since the index, or reached by its backfill
 INDEXED = ("(m.id >= (SELECT older_than_id FROM recall_backfill) "
            "OR m.id <= (SELECT done_up_to_id FROM recall_backfill))")
@@ -393,4 +482,6 @@ MIGRATIONS: list[str] = [
     # 29 — one index for one question (storage/sql/migrations.py); and `turns_running` (migration 5)
     # goes: `turns_running_by_person` holds the same running turns, and a scan of them reads it
     ONE_INDEX_A_QUESTION + "DROP INDEX turns_running;",
+    # 30 — a message's or a turn's id is never given again (see ONE_ID_ONCE)
+    ONE_ID_ONCE,
 ]

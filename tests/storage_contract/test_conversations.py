@@ -30,6 +30,16 @@ async def test_messages_take_their_place_in_arrival_order_and_a_reply_follows_wh
     assert await store.conversations.count_messages(chat, -1, up_to_pos=two.pos) == 3
 
 
+async def test_the_id_of_a_deleted_newest_message_or_turn_is_never_given_again(store: Store, ann, chat):
+    """A reply in progress holds its message's and its turn's ids while the person may delete
+    what they wrote: the next message and turn never get those ids."""
+    asked = await store.conversations.add_user_message(chat, ann, "Ann", "soon deleted", 1, "p1")
+    turn = await store.turns.begin_turn(chat, ann, asked.id)
+    assert await store.conversations.delete_platform_message(chat, "p1")  # its turn goes with it
+    again = await store.conversations.add_user_message(chat, ann, "Ann", "next", 1, "p2")
+    assert again.id > asked.id and await store.turns.begin_turn(chat, ann, again.id) > turn
+
+
 async def test_a_greeting_is_stored_only_as_a_conversations_first_message(store: Store, ann, chat):
     assert await store.conversations.add_greeting(chat, "Mira", "Hello!", 2) is True
     assert await store.conversations.add_greeting(chat, "Mira", "Hello!", 2) is False
