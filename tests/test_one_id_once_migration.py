@@ -1,5 +1,5 @@
-"""SQLite migration 30 (ONE_ID_ONCE): messages and turns are made anew so that an id is never
-given twice. A database written before it keeps every row, every reference to them, its
+"""SQLite migration 30 (ONE_ID_ONCE): messages, turns and reminders are made anew so that an id
+is never given twice. A database written before it keeps every row, every reference to them, its
 full-text index and its cascades; from then on a deleted newest message's id is not given again.
 (PostgreSQL's identity columns never gave one twice: nothing to migrate there.)"""
 
@@ -22,12 +22,14 @@ async def test_messages_and_turns_written_before_keep_their_rows_references_and_
         await old.turns.shown(reply.id, ["r1", "r2"])  # a reply in two parts: its second in message_parts
         newest = await old.conversations.add_user_message(chat, ann, "Ann", "soon deleted", 2, "m2")
         await old.turns.begin_turn(chat, ann, newest.id)
+        reminder = await old.reminders.add(ann, mira, chat, turn, 1_800_000_000.0, "UTC", "tea", "daily", 25)
     store = await open_store(SQLITE_URL, CAPS, tmp_path)
     try:
         assert [(m.id, m.content) for m in reversed(await store.conversations.recent_messages(chat, 10))] == [
             (asked.id, "the lighthouse lamp is green"), (reply.id, "Green, like the harbour buoy."),
             (newest.id, "soon deleted")]
         assert (await store.turns.turn(turn)).receipt == {"n": 1}
+        assert await store.reminders.pending(ann) == [reminder]
         assert (await store.conversations.message_by_platform_id(chat, "r2")).id == reply.id
         assert [m.id for m in await store.recall.search(chat, ["lighthouse"], newest.pos, 5, 200)] == [asked.id]
         assert await store.conversations.delete_platform_message(chat, "m2")  # its turn goes with it, as before

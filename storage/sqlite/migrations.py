@@ -38,12 +38,15 @@ REBUILD = "-- rebuilds a table: foreign keys off\n"
 # SQLite gives a new row the largest id plus one, so once the newest message or turn is deleted
 # (a message deleted on the platform takes its turn along; a reply that never showed goes), the
 # next one got its id again, while a reply in progress still held it: that reply was stored as
-# the new turn's. AUTOINCREMENT never gives an id twice, as PostgreSQL's identity columns never
-# do. Both tables are made anew so, with their indexes and triggers.
+# the new turn's. A reminder sent or cancelled gave its id to the next one, which the first's
+# stale Cancel button then cancelled. AUTOINCREMENT never gives an id twice, as PostgreSQL's
+# identity columns never do. The three tables are made anew so, with their indexes and triggers.
 MESSAGE_COLUMNS = ("id, conversation_id, pos, role, person_id, speaker_name, content, tokens, platform_message_id, "
                    "created_at, character_id, spoken")
 TURN_COLUMNS = ("id, conversation_id, person_id, user_message_id, reply_message_id, status, receipt, created_at, "
                 "partial_message_id, holder, kind, character_id, shown, hold_tokens")
+REMINDER_COLUMNS = ("id, person_id, character_id, conversation_id, turn_id, due_at, zone, words, repeat, created_at, "
+                    "sending, next_due_at, letter, letter_receipt, attempts, retry_at, at_clock, asked_by")
 ONE_ID_ONCE = REBUILD + f"""
     CREATE TABLE messages_once (
         id                   INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -117,6 +120,32 @@ ONE_ID_ONCE = REBUILD + f"""
     CREATE INDEX turns_user_message ON turns(user_message_id);
     CREATE INDEX turns_reply_message ON turns(reply_message_id);
     CREATE INDEX turns_unshown_here ON turns(conversation_id) WHERE NOT shown;
+    CREATE TABLE reminders_once (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        person_id        BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        character_id     BIGINT NOT NULL,
+        conversation_id  BIGINT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        turn_id          BIGINT,
+        due_at           DOUBLE PRECISION NOT NULL,
+        zone             TEXT NOT NULL,
+        words            TEXT NOT NULL,
+        repeat           TEXT NOT NULL,      -- once | daily | weekly
+        created_at       DOUBLE PRECISION NOT NULL,
+        sending          BIGINT,
+        next_due_at      DOUBLE PRECISION,
+        letter           TEXT,
+        letter_receipt   TEXT,
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        retry_at         DOUBLE PRECISION,
+        at_clock         TEXT,
+        asked_by         TEXT NOT NULL DEFAULT ''
+    );
+    INSERT INTO reminders_once ({REMINDER_COLUMNS}) SELECT {REMINDER_COLUMNS} FROM reminders;
+    DROP TABLE reminders;
+    ALTER TABLE reminders_once RENAME TO reminders;
+    CREATE INDEX reminders_due ON reminders(character_id, due_at) WHERE sending IS NULL;
+    CREATE INDEX reminders_of_person ON reminders(person_id, due_at);
+    CREATE INDEX reminders_of_turn ON reminders(turn_id);
 """
 
 # a message the full-text index holds: stored since the index, or reached by its backfill
@@ -482,6 +511,6 @@ MIGRATIONS: list[str] = [
     # 29 — one index for one question (storage/sql/migrations.py); and `turns_running` (migration 5)
     # goes: `turns_running_by_person` holds the same running turns, and a scan of them reads it
     ONE_INDEX_A_QUESTION + "DROP INDEX turns_running;",
-    # 30 — a message's or a turn's id is never given again (see ONE_ID_ONCE)
+    # 30 — a message's, a turn's or a reminder's id is never given again (see ONE_ID_ONCE)
     ONE_ID_ONCE,
 ]

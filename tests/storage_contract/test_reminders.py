@@ -38,6 +38,16 @@ async def test_only_the_persons_own_reminder_is_cancelled(store: Store, mira, an
     assert await store.reminders.pending(ann) == []
 
 
+async def test_a_stale_cancel_button_never_cancels_the_next_reminder(store: Store, mira, ann, chat):
+    """A Cancel button names its reminder's id: once that reminder is gone, the id is given to no other."""
+    turn = await asked(store, chat, ann)
+    first = await store.reminders.add(ann, mira, chat, turn, DUE, "UTC", "tea", "once", 25)
+    assert await store.reminders.cancel(ann, first.id)
+    second = await store.reminders.add(ann, mira, chat, turn, DUE, "UTC", "pills", "once", 25)
+    assert not await store.reminders.cancel(ann, first.id)  # pressed again on the old list
+    assert await store.reminders.pending(ann) == [second]
+
+
 async def test_due_finds_a_characters_reminders_due_on_a_platform(store: Store, mira, ann, chat):
     turn = await asked(store, chat, ann)
     now_due = await store.reminders.add(ann, mira, chat, turn, DUE - 5, "UTC", "now", "once", 25)
