@@ -448,6 +448,7 @@ async def test_a_message_deleted_while_its_reply_is_written_leaves_the_next_repl
     await runtime.core.conversation.delivered(await first, ["b1"])
     await runtime.core.conversation.delivered(await asyncio.wait_for(second, 5), ["b2"])
     conversation = await runtime.cast.conversation_for(ann.key)
-    shown = {m.content: m.platform_message_id for m in await runtime.store.conversations.recent_messages(conversation.id, 10)}
-    assert shown["The second answer."] == "b2" and shown.get("A slow answer.") != "b2"
+    stored = await runtime.store.conversations.recent_messages(conversation.id, 10)
+    shown_as = {m.content: m.platform_message_id for m in stored}
+    assert shown_as["The second answer."] == "b2" and shown_as.get("A slow answer.") != "b2"
 

@@ -80,7 +80,8 @@ class SQLCheckins(Checkins):
             await tx.execute(  # not shown until the platform took it (Turns.shown)
                 "INSERT INTO turns (conversation_id, person_id, user_message_id, reply_message_id, status, receipt, "
                 "created_at, kind, character_id, holder, shown) VALUES ($1, $2, COALESCE((SELECT id FROM messages "
-                "WHERE conversation_id = $1 AND role = 'user' ORDER BY pos DESC LIMIT 1), $3), $3, 'done', $4, $5, 'checkin', $6, $7, false)",
+                "WHERE conversation_id = $1 AND role = 'user' ORDER BY pos DESC LIMIT 1), $3), $3, 'done', $4, $5, "
+                "'checkin', $6, $7, false)",
                 absence.conversation_id, absence.person_id, row.id, json.dumps(receipt), now, place.character_id,
                 self.holder)
         return row

@@ -51,6 +51,7 @@ import threading
 import time
 import uuid
 from contextlib import asynccontextmanager
+from itertools import takewhile
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -155,27 +156,26 @@ class Database:
         return connection
 
     async def _migrate(self) -> None:
-        """Apply what is missing, in one transaction; one that rebuilds a table (REBUILD) in one of
-        its own, with foreign keys off (they cannot change within a transaction) and checked."""
+        """Apply what is missing, in one transaction (one process migrates; the others wait, then
+        see it done). A migration that rebuilds a table (REBUILD) runs in a transaction of its own
+        with foreign keys off, since they cannot change within one, and they are checked before it
+        commits."""
         db = self._writer
         assert db is not None
         try:
             while True:
-                await db.execute("BEGIN IMMEDIATE")  # one process migrates; the others wait, then see it done
+                await db.execute("BEGIN IMMEDIATE")
                 try:
                     (version,) = await (await db.execute("PRAGMA user_version")).fetchone()
-                    if version == len(MIGRATIONS):
-                        await db.execute("COMMIT")
-                        return
-                    rebuild = MIGRATIONS[version].startswith(REBUILD)
+                    pending = MIGRATIONS[version:]
+                    rebuild = bool(pending) and pending[0].startswith(REBUILD)
                     (keys_on,) = await (await db.execute("PRAGMA foreign_keys")).fetchone()
-                    if rebuild == bool(keys_on):  # off for a rebuild, on for every other migration
+                    if pending and rebuild == bool(keys_on):  # off for a rebuild, on for every other migration
                         await db.execute("ROLLBACK")
                         await db.execute(f"PRAGMA foreign_keys = {'OFF' if rebuild else 'ON'}")
                         continue
-                    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                        if script.startswith(REBUILD) != rebuild or (rebuild and number > version + 1):
-                            break
+                    batch = pending[:1] if rebuild else list(takewhile(lambda s: not s.startswith(REBUILD), pending))
+                    for number, script in enumerate(batch, start=version + 1):
                         for statement in _statements(script):
                             await db.execute(statement)
                         await db.execute(f"PRAGMA user_version = {number}")
@@ -185,6 +185,8 @@ class Database:
                     await db.execute("ROLLBACK")
                     raise
                 await db.execute("COMMIT")
+                if not pending:
+                    return
         finally:
             await db.execute("PRAGMA foreign_keys = ON")
 
