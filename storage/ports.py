@@ -39,6 +39,11 @@ class LeftTheLine(Exception):
     its ticket kept queued for the restart or another process."""
 
 
+class OutOfLine(LookupError):
+    """A waiting turn's ticket was taken out of its line: its message was deleted meanwhile (on
+    the platform, or with its person's /forgetme). Nothing is left to answer."""
+
+
 class PinnedMemory(Exception):
     """The AI tried to change a pinned memory."""
 
@@ -542,7 +547,8 @@ class Turns(abc.ABC):
         finished or failed, and its reply until it is shown or taken back (SPEC 15: the next turn
         never reads a reply that is then taken back; an adapter silent for SHOWING_S is taken for
         stuck). A turn, a ticket or a reply whose process is gone holds no one up: it is
-        interrupted or taken back (see `recover_interrupted_turns`). Returns the turn id."""
+        interrupted or taken back (see `recover_interrupted_turns`). Returns the turn id; raises
+        OutOfLine when the ticket's message was deleted meanwhile."""
 
     @abc.abstractmethod
     def leave_lines(self) -> None:

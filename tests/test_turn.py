@@ -452,3 +452,21 @@ async def test_a_message_deleted_while_its_reply_is_written_leaves_the_next_repl
     shown_as = {m.content: m.platform_message_id for m in stored}
     assert shown_as["The second answer."] == "b2" and shown_as.get("A slow answer.") != "b2"
 
+
+
+async def test_a_message_deleted_while_it_waits_for_its_turn_is_never_answered_and_nothing_is_said(runtime, llm):
+    """A person may delete a message still waiting behind the reply being written (Discord tells
+    of it at once): it is not answered, and no error is shown for it."""
+    ann = Chat(runtime, platform="discord")
+
+    def said(text: str, platform_id: str) -> IncomingMessage:
+        return IncomingMessage(ann.key, ann.identity, "Ann", text, platform_message_id=platform_id, asker=ann.asker)
+    llm.add(text("A slow answer.", delay=0.5), text("The third answer."))
+    first = asyncio.ensure_future(runtime.core.conversation.handle(said("first message", "d1")))
+    await eventually(lambda: llm.answering == 1)
+    second = asyncio.ensure_future(runtime.core.conversation.handle(said("never mind", "d2")))
+    await eventually(lambda: runtime.core.conversation.deleted(ann.key, "d2"))  # stored, waiting in line
+    await runtime.core.conversation.delivered(await first, ["b1"])
+    assert (await asyncio.wait_for(second, 5)).silent
+    third = await runtime.core.conversation.handle(said("third message", "d3"))
+    assert third.text == "The third answer." and len(llm.requests) == 2

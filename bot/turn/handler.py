@@ -77,7 +77,7 @@ from bot.turn.fit import fitted
 from bot.turn.prompt import Prompt, build_prompt
 from bot.voice.listening import Listening
 from bot.voice.speaking import Speaking
-from storage.ports import ConversationRow, LeftTheLine, MessageRow, Spend, Store
+from storage.ports import ConversationRow, LeftTheLine, MessageRow, OutOfLine, Spend, Store
 
 log = logging.getLogger(__name__)
 
@@ -165,8 +165,8 @@ class TurnHandler:
             with metrics.TURN_WAIT_SECONDS.time():
                 new_turn = (queued.turn_id if queued.ticket is None  # started as it was stored
                             else await self.store.turns.start_turn(queued.ticket))
-        except LeftTheLine:  # stopping: kept, and answered after the restart or by another process
-            return Reply.silence()
+        except (LeftTheLine, OutOfLine):  # stopping (kept: answered after the restart or by another
+            return Reply.silence()       # process), or deleted while it waited (nothing to answer)
         return await self._answer(queued.character, queued.conversation, queued.person_id, queued.user_row, new_turn,
                                   on_text, unseen=queued.unseen + seen.unreadable, images=seen.looked_at,
                                   embedding=embedding, asker=message.asker, draw=message.draw)
@@ -225,7 +225,7 @@ class TurnHandler:
         row = await self.store.conversations.message(queued.message_id)
         try:
             new_turn = await self.store.turns.start_turn(queued.ticket)
-        except LeftTheLine:
+        except (LeftTheLine, OutOfLine):
             return Reply.silence()
         if row is None or (row.role == "assistant" and await self.store.conversations.written_since(row)):
             if row is not None:

@@ -28,7 +28,7 @@ import json
 from typing import Any, Sequence
 
 from storage.ports import (RECOVER_WITHIN_S, SHOWING_S, Arrival, CallLimit, InterruptedTurn, LeftTheLine, MessageRow,
-                           ReplyReceipt, ShownReply, Spend, TurnRow, Turns)
+                           OutOfLine, ReplyReceipt, ShownReply, Spend, TurnRow, Turns)
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
 from storage.sql.checkins import checkin_cut_off, count_person_message
 from storage.sql.conversations import (
@@ -203,7 +203,7 @@ class SQLTurns(Turns):
         place = await self.db.one("SELECT q.conversation_id, m.pos FROM turn_queue q "
                                   "JOIN messages m ON m.id = q.user_message_id WHERE q.id = $1", ticket)
         if place is None:
-            raise LookupError(f"turn ticket {ticket} was taken out of its line")
+            raise OutOfLine(f"turn ticket {ticket} was taken out of its line")
         line = self._lines.setdefault(place["conversation_id"], _Line())
         me = (place["pos"], ticket)
         bisect.insort(line.waiting, me)
@@ -258,7 +258,7 @@ class SQLTurns(Turns):
                                       f"JOIN messages m ON m.id = q.user_message_id WHERE q.id = $1{self.db.dialect.for_update}",
                                       ticket)
                 if queued is None:
-                    raise LookupError(f"turn ticket {ticket} was taken out of its line")
+                    raise OutOfLine(f"turn ticket {ticket} was taken out of its line")
                 conversation_id = queued["conversation_id"]
                 # One statement, so one snapshot: read apart, an earlier message moving from "cut
                 # off" back into the line (requeue_interrupted_turn) could be missed by both reads.
