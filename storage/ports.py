@@ -575,9 +575,10 @@ class Turns(abc.ABC):
         self, turn_id: int, user_message: MessageRow, speaker_name: str,
         content: str, tokens: int, receipt: dict[str, Any], character_id: int | None = None,
         named: Sequence[int] = (), spend: Spend | None = None,
-    ) -> MessageRow:
+    ) -> MessageRow | None:
         """Store the reply and the receipt in one transaction and return the stored reply, not
-        yet shown (`shown`); with `spend`, what the model call that wrote it cost is added to the
+        yet shown (`shown`) — or None, keeping nothing, when the turn is gone (its message was
+        deleted meanwhile, or its person forgotten); with `spend`, what the model call that wrote it cost is added to the
         person's day in the same transaction, as the turn's hold ends (SPEC 17: the allowance
         never counts both, nor neither). A regenerated turn replaces the old reply, which goes
         once the new one is shown. `character_id`: the answering character, as the turn names it

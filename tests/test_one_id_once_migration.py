@@ -1,5 +1,5 @@
-"""SQLite migration 30 (ONE_ID_ONCE): messages, turns and reminders are made anew so that an id
-is never given twice. A database written before it keeps every row, every reference to them, its
+"""SQLite migration 30 (ONE_ID_ONCE): persons, conversations, messages, turns and reminders are
+made anew so that an id is never given twice. A database written before it keeps every row, every reference to them, its
 full-text index and its cascades; from then on a deleted newest message's id is not given again.
 (PostgreSQL's identity columns never gave one twice: nothing to migrate there.)"""
 
@@ -30,6 +30,8 @@ async def test_messages_and_turns_written_before_keep_their_rows_references_and_
             (newest.id, "soon deleted")]
         assert (await store.turns.turn(turn)).receipt == {"n": 1}
         assert await store.reminders.pending(ann) == [reminder]
+        assert await store.people.person_of_identity("telegram", "501") == ann
+        assert (await store.conversations.conversation("telegram", "501", None, mira, False)).id == chat
         assert (await store.conversations.message_by_platform_id(chat, "r2")).id == reply.id
         assert [m.id for m in await store.recall.search(chat, ["lighthouse"], newest.pos, 5, 200)] == [asked.id]
         assert await store.conversations.delete_platform_message(chat, "m2")  # its turn goes with it, as before

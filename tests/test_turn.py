@@ -433,9 +433,10 @@ def test_a_status_is_never_said_twice_in_a_line():
         "Not Found"
 
 
-async def test_a_message_deleted_while_its_reply_is_written_leaves_the_next_reply_its_own(runtime, llm):
+async def test_a_message_deleted_while_its_reply_is_written_is_answered_but_nothing_of_it_is_kept(runtime, llm):
     """Discord tells of a deletion at once: the person's message (and its turn) goes while its reply
-    is still being written. The next message's turn, started meanwhile, keeps its own reply."""
+    is still being written. The reply is shown, kept nowhere; the next message's turn, started
+    meanwhile, keeps its own reply."""
     ann = Chat(runtime, platform="discord")
 
     def said(text: str, platform_id: str) -> IncomingMessage:
@@ -445,12 +446,13 @@ async def test_a_message_deleted_while_its_reply_is_written_leaves_the_next_repl
     await eventually(lambda: llm.answering == 1)
     second = asyncio.ensure_future(runtime.core.conversation.handle(said("second message", "d2")))
     assert await runtime.core.conversation.deleted(ann.key, "d1")
-    await runtime.core.conversation.delivered(await first, ["b1"])
+    answered = await first
+    assert answered.text == "A slow answer." and answered.turn is None and not answered.buttons
     await runtime.core.conversation.delivered(await asyncio.wait_for(second, 5), ["b2"])
     conversation = await runtime.cast.conversation_for(ann.key)
     stored = await runtime.store.conversations.recent_messages(conversation.id, 10)
-    shown_as = {m.content: m.platform_message_id for m in stored}
-    assert shown_as["The second answer."] == "b2" and shown_as.get("A slow answer.") != "b2"
+    assert [(m.content, m.platform_message_id) for m in reversed(stored)] == [
+        ("second message", "d2"), ("The second answer.", "b2")]
 
 
 
@@ -470,3 +472,20 @@ async def test_a_message_deleted_while_it_waits_for_its_turn_is_never_answered_a
     assert (await asyncio.wait_for(second, 5)).silent
     third = await runtime.core.conversation.handle(said("third message", "d3"))
     assert third.text == "The third answer." and len(llm.requests) == 2
+
+
+async def test_forgetme_while_a_reply_is_written_keeps_nothing_of_it_and_says_no_error(runtime, llm):
+    """The person's turn goes with them: its reply is shown (it was on its way), kept nowhere,
+    and nothing of the conversation is left (SPEC 6)."""
+    ann = Chat(runtime, platform="telegram")
+    llm.add(text("Hello."), text("A slow answer.", delay=0.5))
+    await ann.say("hi")
+    answering = asyncio.ensure_future(ann.say("tell me a story"))
+    await eventually(lambda: llm.answering == 1)
+    question = await ann.memory("/forgetme")
+    await ann.press(question.buttons[0][0].action)
+    answered = await answering
+    assert answered.text == "A slow answer." and not answered.is_error and answered.turn is None
+    assert await runtime.store.db.all("SELECT id FROM messages") == []
+    assert await runtime.store.db.all("SELECT id FROM turns") == []
+

@@ -351,8 +351,9 @@ class TurnHandler:
         kept = "\n".join([text, *journal.remembered])  # what the character remembers it did ("[sent a picture: …]")
         reply_tokens = self.counter.count(kept)
         named = await self.witnesses.bring_in(conversation, text)  # those it names witness it (SPEC 22)
-        await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, kept, reply_tokens, receipt,
-                                           character_id=stored.id, named=named, spend=cost)
+        if await self.store.turns.finish_turn(turn_id, user_row, stored.character.name, kept, reply_tokens, receipt,
+                                              character_id=stored.id, named=named, spend=cost) is None:
+            return Reply.answer(text)  # its message was deleted meanwhile, or its person forgotten: kept nowhere
         buttons = []
         presser = answered_for if answered_for is not None else person_id
         if presser is not None:  # nobody in particular cannot press a button

@@ -34,12 +34,6 @@ async def next_place(tx: Connection, conversation_id: int) -> Place:
     return Place(conversation_id, row["last_pos"], bool(row["is_shared"]), row["character_id"])
 
 
-async def place_after(tx: Connection, user_message: MessageRow) -> Place:
-    """The place right after a person's message: its reply's."""
-    row = await tx.one("SELECT is_shared, character_id FROM conversations WHERE id = $1", user_message.conversation_id)
-    return Place(user_message.conversation_id, user_message.pos + 1, bool(row["is_shared"]), row["character_id"])
-
-
 async def insert_message(tx: Connection, place: Place, role: str, person_id: int | None,
                          speaker_name: str, content: str, tokens: int, platform_message_id: str | None,
                          now: float, character_id: int | None = None, turn_id: int | None = None,

@@ -7,8 +7,10 @@ from __future__ import annotations
 from storage.ports import DayTotals, Spend, Usage
 from storage.sql.database import Connection, Database
 
+# (nothing for a person forgotten meanwhile: /forgetme kept the day's spend by their platform ids)
 _ADD = ("INSERT INTO usage_days (person_id, day, character_id, turns, tokens_in, tokens_out, checkins) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (person_id, day, character_id) DO UPDATE SET "
+        "SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM persons WHERE id = $1) "
+        "ON CONFLICT (person_id, day, character_id) DO UPDATE SET "
         "turns = usage_days.turns + excluded.turns, tokens_in = usage_days.tokens_in + excluded.tokens_in, "
         "tokens_out = usage_days.tokens_out + excluded.tokens_out, checkins = usage_days.checkins + excluded.checkins")
 # what people spent, with what forgotten people spent on the day they left (counted, nobody named)

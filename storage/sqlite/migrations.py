@@ -39,15 +39,52 @@ REBUILD = "-- rebuilds a table: foreign keys off\n"
 # (a message deleted on the platform takes its turn along; a reply that never showed goes), the
 # next one got its id again, while a reply in progress still held it: that reply was stored as
 # the new turn's. A reminder sent or cancelled gave its id to the next one, which the first's
-# stale Cancel button then cancelled. AUTOINCREMENT never gives an id twice, as PostgreSQL's
-# identity columns never do. The three tables are made anew so, with their indexes and triggers.
+# stale Cancel button then cancelled. A person or a one-to-one conversation gone with /forgetme
+# gave its id to the next one made, maybe someone else's, while work for the forgotten one
+# (a memory tool's write, a summary being written) still held it. AUTOINCREMENT never gives an
+# id twice, as PostgreSQL's identity columns never do. These tables are made anew so, with
+# their indexes and triggers.
 MESSAGE_COLUMNS = ("id, conversation_id, pos, role, person_id, speaker_name, content, tokens, platform_message_id, "
                    "created_at, character_id, spoken")
 TURN_COLUMNS = ("id, conversation_id, person_id, user_message_id, reply_message_id, status, receipt, created_at, "
                 "partial_message_id, holder, kind, character_id, shown, hold_tokens")
+PERSON_COLUMNS = "id, created_at, persona, persona_tokens, time_zone"
+CONVERSATION_COLUMNS = ("id, platform, chat_id, thread_id, character_id, is_shared, created_at, summarized_pos, "
+                        "summary_generation, summary_failures, summary_retry_at, last_pos, heard_at")
 REMINDER_COLUMNS = ("id, person_id, character_id, conversation_id, turn_id, due_at, zone, words, repeat, created_at, "
                     "sending, next_due_at, letter, letter_receipt, attempts, retry_at, at_clock, asked_by")
 ONE_ID_ONCE = REBUILD + f"""
+    CREATE TABLE persons_once (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at      REAL NOT NULL,
+        persona         TEXT,
+        persona_tokens  INTEGER NOT NULL DEFAULT 0,
+        time_zone       TEXT
+    );
+    INSERT INTO persons_once ({PERSON_COLUMNS}) SELECT {PERSON_COLUMNS} FROM persons;
+    DROP TABLE persons;
+    ALTER TABLE persons_once RENAME TO persons;
+    CREATE TABLE conversations_once (
+        id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+        platform            TEXT NOT NULL,
+        chat_id             TEXT NOT NULL,
+        thread_id           TEXT NOT NULL DEFAULT '',
+        character_id        INTEGER NOT NULL REFERENCES characters(id) ON DELETE CASCADE,
+        is_shared           INTEGER NOT NULL,
+        created_at          REAL NOT NULL,
+        summarized_pos      INTEGER NOT NULL DEFAULT 0,
+        summary_generation  INTEGER NOT NULL DEFAULT 0,
+        summary_failures    INTEGER NOT NULL DEFAULT 0,
+        summary_retry_at    REAL,
+        last_pos            INTEGER NOT NULL DEFAULT 0,
+        heard_at            REAL,
+        UNIQUE (platform, chat_id, thread_id, character_id)
+    );
+    INSERT INTO conversations_once ({CONVERSATION_COLUMNS}) SELECT {CONVERSATION_COLUMNS} FROM conversations;
+    DROP TABLE conversations;
+    ALTER TABLE conversations_once RENAME TO conversations;
+    CREATE INDEX conversations_summary_retry ON conversations(summary_retry_at) WHERE summary_retry_at IS NOT NULL;
+    CREATE UNIQUE INDEX conversations_scene ON conversations(platform, chat_id, thread_id) WHERE is_shared;
     CREATE TABLE messages_once (
         id                   INTEGER PRIMARY KEY AUTOINCREMENT,
         conversation_id      INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
@@ -511,6 +548,6 @@ MIGRATIONS: list[str] = [
     # 29 — one index for one question (storage/sql/migrations.py); and `turns_running` (migration 5)
     # goes: `turns_running_by_person` holds the same running turns, and a scan of them reads it
     ONE_INDEX_A_QUESTION + "DROP INDEX turns_running;",
-    # 30 — a message's, a turn's or a reminder's id is never given again (see ONE_ID_ONCE)
+    # 30 — an id of a person, a conversation, a message, a turn or a reminder is never given again (ONE_ID_ONCE)
     ONE_ID_ONCE,
 ]

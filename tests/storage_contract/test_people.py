@@ -64,6 +64,17 @@ async def test_forgetting_a_person_leaves_no_row_about_them(store: Store, ann, m
     assert await store.memories.list_memories(again, mira, None, 0, 10) == ([], 0)
 
 
+async def test_a_forgotten_persons_id_and_their_chats_are_never_given_to_anyone_again(store: Store, ann, mira, chat):
+    """Work for a forgotten person may still hold their ids (a memory tool's write, a summary
+    being written): nobody who comes after is given them."""
+    await store.conversations.add_user_message(chat, ann, "Ann", "hello", 1, None)
+    await store.people.forget_person(ann, "2027-01-15")
+    assert await store.conversations.conversation_by_id(chat) is None
+    bob = await store.people.person_for_identity("telegram", "502")
+    bobs = (await store.conversations.conversation("telegram", "502", None, mira, False)).id
+    assert bob > ann and bobs > chat
+
+
 async def test_removing_a_character_turns_its_memories_global(store: Store, ann, mira):
     await store.memories.add_memory(ann, mira, "character", "only Mira knows", 2, False, "person")
     assert await store.characters.character_memory_counts() == {"Mira": 1}
