@@ -3,6 +3,7 @@ made anew so that an id is never given twice. A database written before it keeps
 full-text index and its cascades; from then on a deleted newest message's id is not given again.
 (PostgreSQL's identity columns never gave one twice: nothing to migrate there.)"""
 
+import logging
 import sqlite3
 
 from bot.memory.saved_memories import CAPS
@@ -11,7 +12,8 @@ from storage.sqlite.migrations import MIGRATIONS, ONE_ID_ONCE
 from tests.migrating import SQLITE_URL, opened_before
 
 
-async def test_messages_and_turns_written_before_keep_their_rows_references_and_search(tmp_path, monkeypatch):
+async def test_messages_and_turns_written_before_keep_their_rows_references_and_search(tmp_path, monkeypatch,
+                                                                                       caplog):
     async with opened_before(SQLITE_URL, ONE_ID_ONCE, tmp_path, monkeypatch) as old:
         mira = await old.characters.ensure_character("Mira")
         ann = await old.people.person_for_identity("telegram", "501")
@@ -23,7 +25,9 @@ async def test_messages_and_turns_written_before_keep_their_rows_references_and_
         newest = await old.conversations.add_user_message(chat, ann, "Ann", "soon deleted", 2, "m2")
         await old.turns.begin_turn(chat, ann, newest.id)
         reminder = await old.reminders.add(ann, mira, chat, turn, 1_800_000_000.0, "UTC", "tea", "daily", 25)
-    store = await open_store(SQLITE_URL, CAPS, tmp_path)
+    with caplog.at_level(logging.INFO, logger="storage.sqlite.database"):
+        store = await open_store(SQLITE_URL, CAPS, tmp_path)
+    assert "upgrading keepsake.sqlite3: its tables are copied anew once" in caplog.text
     try:
         assert [(m.id, m.content) for m in reversed(await store.conversations.recent_messages(chat, 10))] == [
             (asked.id, "the lighthouse lamp is green"), (reply.id, "Green, like the harbour buoy."),
@@ -45,3 +49,11 @@ async def test_messages_and_turns_written_before_keep_their_rows_references_and_
         assert file.execute("SELECT COUNT(*) FROM turns").fetchone() == (1,)  # the deleted message's went
         assert file.execute("SELECT COUNT(*) FROM sqlite_master WHERE sql LIKE '%messages_once%' "
                             "OR sql LIKE '%turns_once%'").fetchone() == (0,)
+
+
+async def test_a_new_file_says_nothing_of_copying_tables(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="storage.sqlite.database"):
+        store = await open_store("sqlite:///new.sqlite3", CAPS, tmp_path)
+    await store.close()
+    assert "copied anew" not in caplog.text
+
