@@ -433,18 +433,28 @@ def test_a_status_is_never_said_twice_in_a_line():
         "Not Found"
 
 
+def on_discord(chat: Chat, words: str, platform_id: str) -> IncomingMessage:
+    """A message as Discord gives it: with its id, which a deletion names."""
+    return IncomingMessage(chat.key, chat.identity, chat.name, words, platform_message_id=platform_id,
+                           asker=chat.asker)
+
+
+async def a_reply_being_written(runtime, llm, chat: Chat) -> asyncio.Future:
+    """The reply to `chat`'s first message ("d1"), under way: the model takes half a second."""
+    llm.add(text("A slow answer.", delay=0.5))
+    first = asyncio.ensure_future(runtime.core.conversation.handle(on_discord(chat, "first message", "d1")))
+    await eventually(lambda: llm.answering == 1)
+    return first
+
+
 async def test_a_message_deleted_while_its_reply_is_written_is_answered_but_nothing_of_it_is_kept(runtime, llm):
     """Discord tells of a deletion at once: the person's message (and its turn) goes while its reply
     is still being written. The reply is shown, kept nowhere; the next message's turn, started
     meanwhile, keeps its own reply."""
     ann = Chat(runtime, platform="discord")
-
-    def said(text: str, platform_id: str) -> IncomingMessage:
-        return IncomingMessage(ann.key, ann.identity, "Ann", text, platform_message_id=platform_id, asker=ann.asker)
-    llm.add(text("A slow answer.", delay=0.5), text("The second answer."))
-    first = asyncio.ensure_future(runtime.core.conversation.handle(said("first message", "d1")))
-    await eventually(lambda: llm.answering == 1)
-    second = asyncio.ensure_future(runtime.core.conversation.handle(said("second message", "d2")))
+    first = await a_reply_being_written(runtime, llm, ann)
+    llm.add(text("The second answer."))
+    second = asyncio.ensure_future(runtime.core.conversation.handle(on_discord(ann, "second message", "d2")))
     assert await runtime.core.conversation.deleted(ann.key, "d1")
     answered = await first
     assert answered.text == "A slow answer." and answered.turn is None and not answered.buttons
@@ -455,22 +465,17 @@ async def test_a_message_deleted_while_its_reply_is_written_is_answered_but_noth
         ("second message", "d2"), ("The second answer.", "b2")]
 
 
-
 async def test_a_message_deleted_while_it_waits_for_its_turn_is_never_answered_and_nothing_is_said(runtime, llm):
     """A person may delete a message still waiting behind the reply being written (Discord tells
     of it at once): it is not answered, and no error is shown for it."""
     ann = Chat(runtime, platform="discord")
-
-    def said(text: str, platform_id: str) -> IncomingMessage:
-        return IncomingMessage(ann.key, ann.identity, "Ann", text, platform_message_id=platform_id, asker=ann.asker)
-    llm.add(text("A slow answer.", delay=0.5), text("The third answer."))
-    first = asyncio.ensure_future(runtime.core.conversation.handle(said("first message", "d1")))
-    await eventually(lambda: llm.answering == 1)
-    second = asyncio.ensure_future(runtime.core.conversation.handle(said("never mind", "d2")))
+    first = await a_reply_being_written(runtime, llm, ann)
+    llm.add(text("The third answer."))
+    second = asyncio.ensure_future(runtime.core.conversation.handle(on_discord(ann, "never mind", "d2")))
     await eventually(lambda: runtime.core.conversation.deleted(ann.key, "d2"))  # stored, waiting in line
     await runtime.core.conversation.delivered(await first, ["b1"])
     assert (await asyncio.wait_for(second, 5)).silent
-    third = await runtime.core.conversation.handle(said("third message", "d3"))
+    third = await runtime.core.conversation.handle(on_discord(ann, "third message", "d3"))
     assert third.text == "The third answer." and len(llm.requests) == 2
 
 

@@ -30,6 +30,37 @@ from storage.sql.migrations import (
     reminders,
 )
 
+# The triggers that keep the full-text index (migration 9) and the messages waiting for a vector
+# (migration 10) in step with the messages table; made again with it (migration 30).
+MESSAGES_FTS_TRIGGERS = """
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts (rowid, conversation_id, content) VALUES (new.id, new.conversation_id, new.content);
+    END;
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages
+    WHEN old.id >= (SELECT older_than_id FROM recall_backfill) OR old.id <= (SELECT done_up_to_id FROM recall_backfill)
+    BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, conversation_id, content)
+        VALUES ('delete', old.id, old.conversation_id, old.content);
+    END;
+    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages
+    WHEN old.id >= (SELECT older_than_id FROM recall_backfill) OR old.id <= (SELECT done_up_to_id FROM recall_backfill)
+    BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, conversation_id, content)
+        VALUES ('delete', old.id, old.conversation_id, old.content);
+        INSERT INTO messages_fts (rowid, conversation_id, content) VALUES (new.id, new.conversation_id, new.content);
+    END;
+"""
+MESSAGE_VECTOR_TRIGGERS = """
+    CREATE TRIGGER vectors_new AFTER INSERT ON messages WHEN EXISTS (SELECT 1 FROM vector_model) BEGIN
+        INSERT OR IGNORE INTO vectors_waiting (message_id) VALUES (new.id);
+    END;
+    CREATE TRIGGER vectors_edited AFTER UPDATE OF content ON messages WHEN EXISTS (SELECT 1 FROM vector_model)
+    BEGIN
+        DELETE FROM message_vectors WHERE message_id = new.id;
+        INSERT OR IGNORE INTO vectors_waiting (message_id) VALUES (new.id);
+    END;
+"""
+
 # A migration that rebuilds a table starts so: it runs in a transaction of its own with foreign
 # keys off, as SQLite's procedure for it asks (sqlite.org/lang_altertable.html: make the new
 # table, copy, drop the old, rename the new), and they are checked before it commits.
@@ -107,31 +138,7 @@ ONE_ID_ONCE = REBUILD + f"""
     CREATE INDEX messages_person ON messages(person_id);
     CREATE UNIQUE INDEX messages_user_platform ON messages(conversation_id, platform_message_id)
         WHERE role = 'user' AND platform_message_id IS NOT NULL;
-    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-        INSERT INTO messages_fts (rowid, conversation_id, content) VALUES (new.id, new.conversation_id, new.content);
-    END;
-    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages
-    WHEN old.id >= (SELECT older_than_id FROM recall_backfill) OR old.id <= (SELECT done_up_to_id FROM recall_backfill)
-    BEGIN
-        INSERT INTO messages_fts (messages_fts, rowid, conversation_id, content)
-        VALUES ('delete', old.id, old.conversation_id, old.content);
-    END;
-    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages
-    WHEN old.id >= (SELECT older_than_id FROM recall_backfill) OR old.id <= (SELECT done_up_to_id FROM recall_backfill)
-    BEGIN
-        INSERT INTO messages_fts (messages_fts, rowid, conversation_id, content)
-        VALUES ('delete', old.id, old.conversation_id, old.content);
-        INSERT INTO messages_fts (rowid, conversation_id, content) VALUES (new.id, new.conversation_id, new.content);
-    END;
-    CREATE TRIGGER vectors_new AFTER INSERT ON messages WHEN EXISTS (SELECT 1 FROM vector_model) BEGIN
-        INSERT OR IGNORE INTO vectors_waiting (message_id) VALUES (new.id);
-    END;
-    CREATE TRIGGER vectors_edited AFTER UPDATE OF content ON messages WHEN EXISTS (SELECT 1 FROM vector_model)
-    BEGIN
-        DELETE FROM message_vectors WHERE message_id = new.id;
-        INSERT OR IGNORE INTO vectors_waiting (message_id) VALUES (new.id);
-    END;
-    CREATE TABLE turns_once (
+{MESSAGES_FTS_TRIGGERS}{MESSAGE_VECTOR_TRIGGERS}    CREATE TABLE turns_once (
         id                  INTEGER PRIMARY KEY AUTOINCREMENT,
         conversation_id     INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
         person_id           INTEGER REFERENCES persons(id) ON DELETE CASCADE,
@@ -441,23 +448,7 @@ MIGRATIONS: list[str] = [
         done_up_to_id  INTEGER NOT NULL   -- those up to this id are indexed
     );
     INSERT INTO recall_backfill SELECT COALESCE(MAX(id), 0) + 1, 0 FROM messages;
-    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-        INSERT INTO messages_fts (rowid, conversation_id, content) VALUES (new.id, new.conversation_id, new.content);
-    END;
-    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages
-    WHEN old.id >= (SELECT older_than_id FROM recall_backfill) OR old.id <= (SELECT done_up_to_id FROM recall_backfill)
-    BEGIN
-        INSERT INTO messages_fts (messages_fts, rowid, conversation_id, content)
-        VALUES ('delete', old.id, old.conversation_id, old.content);
-    END;
-    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages
-    WHEN old.id >= (SELECT older_than_id FROM recall_backfill) OR old.id <= (SELECT done_up_to_id FROM recall_backfill)
-    BEGIN
-        INSERT INTO messages_fts (messages_fts, rowid, conversation_id, content)
-        VALUES ('delete', old.id, old.conversation_id, old.content);
-        INSERT INTO messages_fts (rowid, conversation_id, content) VALUES (new.id, new.conversation_id, new.content);
-    END;
-    """,
+    """ + MESSAGES_FTS_TRIGGERS,
     # 10 — semantic recall: the embedding model in use (`vector_model`: one row, once a model is
     # set), message vectors from it, and the messages waiting to be embedded, filled by
     # triggers while a model is in use (a new message; an edited one, which loses its vector).
@@ -473,15 +464,7 @@ MIGRATIONS: list[str] = [
     CREATE TABLE vectors_waiting (
         message_id  INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE
     );
-    CREATE TRIGGER vectors_new AFTER INSERT ON messages WHEN EXISTS (SELECT 1 FROM vector_model) BEGIN
-        INSERT OR IGNORE INTO vectors_waiting (message_id) VALUES (new.id);
-    END;
-    CREATE TRIGGER vectors_edited AFTER UPDATE OF content ON messages WHEN EXISTS (SELECT 1 FROM vector_model)
-    BEGIN
-        DELETE FROM message_vectors WHERE message_id = new.id;
-        INSERT OR IGNORE INTO vectors_waiting (message_id) VALUES (new.id);
-    END;
-    """,
+    """ + MESSAGE_VECTOR_TRIGGERS,
     # 11 — hardening II (SPEC 9, 13). A person's platform message is stored once per
     # conversation (a redelivered update finds it there; older duplicates keep their text but
     # lose the platform id). `deliveries`: platform updates already taken, by any process.
