@@ -578,9 +578,9 @@ class Turns(abc.ABC):
     ) -> MessageRow | None:
         """Store the reply and the receipt in one transaction and return the stored reply, not
         yet shown (`shown`) — or None, keeping nothing, when the turn is gone (its message was
-        deleted meanwhile, or its person forgotten); with `spend`, what the model call that wrote it cost is added to the
-        person's day in the same transaction, as the turn's hold ends (SPEC 17: the allowance
-        never counts both, nor neither). A regenerated turn replaces the old reply, which goes
+        deleted meanwhile, or its person forgotten); with `spend`, what the model call that
+        wrote it cost is added to the person's day in the same transaction, as the turn's hold
+        ends (SPEC 17: the allowance never counts both, nor neither). A regenerated turn replaces the old reply, which goes
         once the new one is shown. `character_id`: the answering character, as the turn names it
         (read from the turn when the caller does not have it at hand). In a scene the reply's witnesses are
         those present when it was posted (as it first showed, if it streamed; else now), its

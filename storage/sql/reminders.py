@@ -90,7 +90,7 @@ class SQLReminders(Reminders):
         async with self.db.transaction(short=True) as tx:
             # still due, and held so until the letter is kept (it is sent once; a forgotten
             # person's reminders went with them, and a one-to-one chat's conversation too)
-            if await tx.value(f"SELECT id FROM reminders WHERE id = $1 AND sending IS NULL AND due_at = $2"
+            if await tx.value("SELECT id FROM reminders WHERE id = $1 AND sending IS NULL AND due_at = $2"
                               f"{self.db.dialect.for_update}", reminder.id, reminder.due_at) is None:
                 return None
             row = await insert_message(tx, await next_place(tx, reminder.conversation_id), "assistant", None,
