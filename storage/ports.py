@@ -44,6 +44,11 @@ class OutOfLine(LookupError):
     the platform, or with its person's /forgetme). Nothing is left to answer."""
 
 
+class SummaryStartedAgain(Exception):
+    """A character's own summary started again (its conversation is rebuilt, after /forgetme)
+    while a pass was writing it: what the pass read may hold deleted words, so it writes nothing."""
+
+
 class PinnedMemory(Exception):
     """The AI tried to change a pinned memory."""
 

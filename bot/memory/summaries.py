@@ -39,7 +39,7 @@ from bot.memory.window import WINDOW_MAX_MESSAGES, live_window, take_within
 from bot.model.llm import Completion, LLMClient, LLMError
 from bot.model.tokens import TokenCounter
 from bot.text import ended_at_a_sentence
-from storage.ports import MessageRow, Store, SummaryRow, SummaryState
+from storage.ports import MessageRow, Store, SummaryRow, SummaryStartedAgain, SummaryState
 
 log = logging.getLogger(__name__)
 Charge = Callable[[Completion], Awaitable[None]]  # spends a model call on someone's allowance
@@ -150,6 +150,10 @@ class Summarizer:
             covered: int | None = state.summarized_pos
             while covered is not None:
                 covered = await self.step(conversation_id, state.generation, covered, seen_by=seen_by)
+        except SummaryStartedAgain:  # a rebuild began meanwhile: it schedules this summary again when done
+            log.info("conversation %d: character %s's own summary started again while it was written; nothing "
+                     "of that pass is kept", conversation_id, seen_by)
+            return
         except LLMError as failure:
             failures = state.failures + 1
             delay = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** (failures - 1))

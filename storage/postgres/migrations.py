@@ -16,6 +16,7 @@ from storage.sql.migrations import (
     HARDENING_VI,
     INTERRUPTED_BY_CONVERSATION,
     ONE_INDEX_A_QUESTION,
+    OWN_SUMMARY_GENERATIONS,
     PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
@@ -394,4 +395,6 @@ MIGRATIONS: list[str] = [
     INTERRUPTED_BY_CONVERSATION,
     # 22 — one index for one question (storage/sql/migrations.py)
     ONE_INDEX_A_QUESTION,
+    # 23 — a character's own summary counts its starts (storage/sql/migrations.py)
+    OWN_SUMMARY_GENERATIONS,
 ]

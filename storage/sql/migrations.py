@@ -389,3 +389,11 @@ INTERRUPTED_BY_CONVERSATION = """
 ONE_INDEX_A_QUESTION = """
     DROP INDEX turns_unshown;
 """
+
+# A character's own summary (SPEC 22) starts again when its conversation is rebuilt (after
+# /forgetme): each start is a generation of its own, so a pass that read messages before the
+# start writes nothing after it (storage/sql/summaries.py: SummaryStartedAgain).
+OWN_SUMMARY_GENERATIONS = """
+    ALTER TABLE presence ADD COLUMN summary_generation BIGINT NOT NULL DEFAULT 0;
+"""
+

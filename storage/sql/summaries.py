@@ -3,17 +3,18 @@ writes the next generation and swaps it in at once."""
 
 from __future__ import annotations
 
-from storage.ports import RebuildRow, Summaries, SummaryRow, SummaryState
+from storage.ports import RebuildRow, Summaries, SummaryRow, SummaryStartedAgain, SummaryState
 from storage.rows import REBUILD_COLUMNS, SUMMARY_COLUMNS, TIER_RANK, rebuild, summaries, summary
 from storage.sql.database import Database
 
 REBUILD_GENERATION = "(SELECT generation FROM rebuilds WHERE conversation_id = $1)"
-OWN_GENERATION = 0  # a character's own summary (SPEC 22) is never rebuilt: it starts again instead
+# A character's own summary (SPEC 22) is never rebuilt: it starts again instead, as a new generation
+OWN_GENERATION = 0  # the first
 # What a summary's state is read from (`summary_state`): the conversation's, and a character's own
 LIVE_STATE = ("summarized_pos, summary_generation AS generation, summary_failures, summary_retry_at, "
               "EXISTS (SELECT 1 FROM rebuilds WHERE conversation_id = c.id) AS rebuilding "
               "FROM conversations c WHERE id = $1")
-OWN_STATE = (f"summarized_pos, {OWN_GENERATION} AS generation, summary_failures, summary_retry_at, "
+OWN_STATE = ("summarized_pos, summary_generation AS generation, summary_failures, summary_retry_at, "
              "false AS rebuilding FROM presence WHERE conversation_id = $1")
 
 
@@ -55,6 +56,10 @@ class SQLSummaries(Summaries):
         edited: bool = False, seen_by: int | None = None,
     ) -> SummaryRow:
         async with self.db.transaction(short=True) as tx:
+            if seen_by is not None and await tx.value(  # held: a start waits for this write to end
+                    "SELECT summary_generation FROM presence WHERE conversation_id = $1 AND character_id = $2"
+                    f"{self.db.dialect.for_update}", conversation_id, seen_by) != generation:
+                raise SummaryStartedAgain(f"character {seen_by}'s own summary of conversation {conversation_id}")
             row = await tx.one(
                 "INSERT INTO summaries (conversation_id, generation, tier, content, tokens, first_pos, last_pos, "
                 f"edited, created_at, seen_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
@@ -116,8 +121,8 @@ class SQLSummaries(Summaries):
             # characters' own summaries (SPEC 22) start again from the first message.
             await tx.execute("DELETE FROM summaries WHERE conversation_id = $1 AND (generation = $2 "
                              "OR seen_by IS NOT NULL)", conversation_id, generation)
-            await tx.execute("UPDATE presence SET summarized_pos = 0, summary_failures = 0, summary_retry_at = NULL "
-                             "WHERE conversation_id = $1", conversation_id)
+            await tx.execute("UPDATE presence SET summarized_pos = 0, summary_generation = summary_generation + 1, "
+                             "summary_failures = 0, summary_retry_at = NULL WHERE conversation_id = $1", conversation_id)
         return RebuildRow(conversation_id, person_id, generation, 0, "running", None)
 
     async def rebuild(self, conversation_id: int) -> RebuildRow | None:

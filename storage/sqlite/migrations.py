@@ -15,6 +15,7 @@ from storage.sql.migrations import (
     HARDENING_VI,
     INTERRUPTED_BY_CONVERSATION,
     ONE_INDEX_A_QUESTION,
+    OWN_SUMMARY_GENERATIONS,
     PAGES,
     PERSONAS_AND_BUDGETS,
     PICTURES,
@@ -533,4 +534,6 @@ MIGRATIONS: list[str] = [
     ONE_INDEX_A_QUESTION + "DROP INDEX turns_running;",
     # 30 — an id of a person, a conversation, a message, a turn or a reminder is never given again (ONE_ID_ONCE)
     ONE_ID_ONCE,
+    # 31 — a character's own summary counts its starts (storage/sql/migrations.py)
+    OWN_SUMMARY_GENERATIONS,
 ]

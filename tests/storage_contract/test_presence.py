@@ -4,7 +4,7 @@ sight by the window, the summary, recall by words and by meaning."""
 
 import pytest
 
-from storage.ports import Store
+from storage.ports import Store, SummaryStartedAgain
 
 
 @pytest.fixture
@@ -143,6 +143,26 @@ async def test_a_rebuild_starts_every_characters_own_summary_again(store: Store,
     assert await store.summaries.start_rebuild(scene, ann) is not None
     assert await store.summaries.summaries(scene, seen_by=aki) == []
     assert (await store.summaries.summary_state(scene, aki)).summarized_pos == 0
+
+
+async def test_an_own_summary_read_before_a_rebuild_began_is_not_written_after_it(store: Store, scene, ann, mira,
+                                                                                  aki):
+    """/forgetme starts a scene's summaries again: a pass of a character's own summary that read the
+    forgotten person's words before then writes nothing of them after."""
+    await store.presence.bring_in(scene, [mira, aki])
+    await store.presence.dismiss(scene, aki)
+    said = await say(store, scene, ann, "the key is under the heron stone")
+    read = await store.summaries.summary_state(scene, aki)  # a pass begins: its batch is read, the model writes
+    assert await store.summaries.start_rebuild(scene, None) is not None  # meanwhile: /forgetme's refresh
+    with pytest.raises(SummaryStartedAgain):
+        await store.summaries.write_summary(scene, read.generation, "recent", "Ann: the heron stone.", 5, said.pos,
+                                            said.pos, [], covered_pos=said.pos, seen_by=aki)
+    assert await store.summaries.summaries(scene, seen_by=aki) == []
+    assert (await store.summaries.summary_state(scene, aki)).summarized_pos == 0
+    again = await store.summaries.summary_state(scene, aki)  # the next pass, of what is stored now
+    await store.summaries.write_summary(scene, again.generation, "recent", "Ann spoke.", 5, said.pos, said.pos, [],
+                                        covered_pos=said.pos, seen_by=aki)
+    assert [e.content for e in await store.summaries.summaries(scene, seen_by=aki)] == ["Ann spoke."]
 
 
 async def test_leaving_a_chat_dismisses_the_character_from_every_scene_of_it(store: Store, mira, aki):
