@@ -585,11 +585,12 @@ class Turns(abc.ABC):
         yet shown (`shown`) — or None, keeping nothing, when the turn is gone (its message was
         deleted meanwhile, or its person forgotten); with `spend`, what the model call that
         wrote it cost is added to the person's day in the same transaction, as the turn's hold
-        ends (SPEC 17: the allowance never counts both, nor neither). A regenerated turn replaces the old reply, which goes
-        once the new one is shown. `character_id`: the answering character, as the turn names it
-        (read from the turn when the caller does not have it at hand). In a scene the reply's witnesses are
-        those present when it was posted (as it first showed, if it streamed; else now), its
-        speaker and the characters it `named` (SPEC 22)."""
+        ends (SPEC 17: the allowance never counts both, nor neither; a forgotten person's day
+        was kept by their platform ids). A regenerated turn replaces the old reply, which goes
+        once the new one is shown. `character_id`: the answering character, as the turn names
+        it (read from the turn when the caller does not have it at hand). In a scene the reply's
+        witnesses are those present when it was posted (as it first showed, if it streamed; else
+        now), its speaker and the characters it `named` (SPEC 22)."""
 
     @abc.abstractmethod
     async def shown(self, reply_message_id: int, platform_message_ids: list[str]) -> None:

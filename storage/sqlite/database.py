@@ -162,13 +162,12 @@ class Database:
         commits."""
         db = self._writer
         assert db is not None
-        new: bool | None = None
+        (started_at,) = await (await db.execute("PRAGMA user_version")).fetchone()  # 0: a file made now
         try:
             while True:
                 await db.execute("BEGIN IMMEDIATE")
                 try:
                     (version,) = await (await db.execute("PRAGMA user_version")).fetchone()
-                    new = version == 0 if new is None else new  # a file made now: nothing to copy, nothing to say
                     pending = MIGRATIONS[version:]
                     rebuild = bool(pending) and pending[0].startswith(REBUILD)
                     (keys_on,) = await (await db.execute("PRAGMA foreign_keys")).fetchone()
@@ -177,7 +176,7 @@ class Database:
                         await db.execute(f"PRAGMA foreign_keys = {'OFF' if rebuild else 'ON'}")
                         continue
                     batch = pending[:1] if rebuild else list(takewhile(lambda s: not s.startswith(REBUILD), pending))
-                    if rebuild and not new:
+                    if rebuild and started_at:  # a file made now has nothing to copy, nothing to say
                         log.info("upgrading %s: its tables are copied anew once (a large file takes a while)",
                                  self.path.name)
                     for number, script in enumerate(batch, start=version + 1):
