@@ -3,10 +3,20 @@ whose message calls them back — from this conversation only, within min(budget
 the context window), as data after the summary; `/memory why` lists them."""
 
 
+from datetime import datetime, timezone
+
 import pytest
 
+from bot.memory.recall import (
+    TOKENS_PER_FOLLOWING_LINE,
+    TOKENS_PER_LINE,
+    TOKENS_PER_PASSAGE,
+    passages_of,
+    recalled_lines,
+)
 from bot.runtime import build_runtime
 from bot.turn.prompt import MESSAGE_OVERHEAD_TOKENS, RECALL_INTRO
+from storage.ports import MessageRow
 from tests.conftest import Chat, FakeClock
 from tests.fakes.llm_server import text
 from tests.fakes.summarizer import kind_of
@@ -277,3 +287,15 @@ async def test_a_recalled_passage_says_its_day_once_and_each_speaker(runtime, ll
     assert len(passage) >= 3 and any("Ann: the ferry captain is called Oddvar" in line for line in passage)
     assert passage[0].startswith("[") and not any(line.startswith("[") for line in passage[1:])
     assert all(line.split(": ", 1)[0].split("] ")[-1] in ("Ann", "Mira") for line in passage)
+
+
+def test_a_recalled_passage_that_runs_past_midnight_says_the_new_day_where_it_starts():
+    """#39: the day heads its passage, and again where it changes (UTC), and each dated line
+    costs its day in the passage's tokens."""
+    midnight = datetime(2026, 5, 2, tzinfo=timezone.utc).timestamp()
+    lines = [MessageRow(n, 1, n, "user" if n % 2 else "assistant", None, "Ann" if n % 2 else "Mira", f"line {n}",
+                        3, None, at) for n, at in enumerate([midnight - 7_200, midnight - 1, midnight, midnight + 60], 1)]
+    passage = passages_of({m.pos: m for m in lines})[0]
+    assert recalled_lines(passage) == ["[2026-05-01] Ann: line 1", "Mira: line 2", "[2026-05-02] Ann: line 3",
+                                       "Mira: line 4"]
+    assert passage.tokens == TOKENS_PER_PASSAGE + 4 * 3 + 2 * TOKENS_PER_LINE + 2 * TOKENS_PER_FOLLOWING_LINE

@@ -172,14 +172,14 @@ async def recall(archive: Recall, conversation_id: int, text: str, before_pos: i
     # The word hits' passages first, then those only meaning found, with what budget is left.
     for group in ([p for p in chosen if p in words_found], [p for p in chosen if p not in words_found]):
         pool = {p: by_pos[p] for pos in group for p in (pos - 1, pos, pos + 1) if p in by_pos and p not in taken}
-        for passage in sorted(_merge(pool), key=lambda p: min(rank.get(m.pos, len(rank)) for m in p.messages)):
+        for passage in sorted(passages_of(pool), key=lambda p: min(rank.get(m.pos, len(rank)) for m in p.messages)):
             if used + passage.tokens <= room:
                 taken.update((m.pos, m) for m in passage.messages)
                 used += passage.tokens
-    return _merge(taken)
+    return passages_of(taken)
 
 
-def _merge(by_pos: dict[int, MessageRow]) -> list[Passage]:
+def passages_of(by_pos: dict[int, MessageRow]) -> list[Passage]:
     """Messages at neighbouring places become one passage."""
     passages: list[list[MessageRow]] = []
     for pos in sorted(by_pos):
@@ -193,8 +193,13 @@ def _merge(by_pos: dict[int, MessageRow]) -> list[Passage]:
 
 def _dated(passage: list[MessageRow]) -> list[bool]:
     """Which lines of a passage carry their day: the first, and one whose day differs from the line before."""
-    days = [day_of(m) for m in passage]
+    days = [_day_number(m) for m in passage]
     return [i == 0 or days[i] != days[i - 1] for i in range(len(days))]
+
+
+def _day_number(message: MessageRow) -> int:
+    """The message's day in UTC as a number (a Unix day is 86,400 s long), as `day_of` names it."""
+    return int(message.created_at // 86_400)
 
 
 def day_of(message: MessageRow) -> str:
