@@ -51,9 +51,8 @@ class Dialect(abc.ABC):
 class Database(Connection, Protocol):
     clock: Callable[[], float]
     dialect: Dialect
-    # Short reads: a few rows found by key, as a turn's, or a search bounded as recall's, which
-    # SQLite runs inline, on a connection of their own (storage/sqlite/database.py); a long read
-    # (an export, the page) is not one.
+    # Short reads: a few rows found by key, as a turn's, which SQLite runs inline, on a connection
+    # of their own (storage/sqlite/database.py); a long read (recall, an export, the page) is not one.
     short: Reads
 
     def transaction(self, short: bool = False) -> AsyncContextManager[Connection]:

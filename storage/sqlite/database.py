@@ -17,10 +17,10 @@ nothing else of the process runs meanwhile: the writer is held for their SQL onl
 write (/forgetme, an import, the upkeep: work that may take long) runs on the writer's thread,
 and the event loop never stops for it.
 
-Short reads (`short`: a few rows found by key, as a turn's, and recall's bounded search) run
-inline too, on a connection of their own that never waits: a WAL reader waits for nothing but
-another connection resetting the log, and then SQLite says busy at once and the read goes to the
-reader's thread. Every other read (an export, the page) runs on the reader's thread.
+Short reads (`short`: a few rows found by key, as a turn's) run inline too, on a connection of
+their own that never waits: a WAL reader waits for nothing but another connection resetting the
+log, and then SQLite says busy at once and the read goes to the reader's thread. Every other read
+(recall, an export, the page) runs on the reader's thread.
 
 The write-ahead log is copied back into the file (checkpointed) by a third connection, in the
 background, every CHECKPOINT_EVERY_S: never by a commit. SQLite's own way checkpoints in the

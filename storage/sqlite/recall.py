@@ -10,11 +10,11 @@ seldom repeats one), its rarity taken in this conversation, and the message's le
 tokens against the hits' average. The ranking is done in the query (`BM25`), so only the best
 `limit` messages are read out of it, not every hit (262 a turn in bench.turn_overhead).
 
-So a search is bounded whatever the conversation's size: each of its words (at most
-bot/memory/recall.py's MAX_TERMS) counts at most `common_above` + 1 hits, and ranks at most
-`common_above`. It reads as a turn's other short reads do (`db.short`: inline, on the event
-loop's thread): 1.1 ms and 0.7 ms at p99 at 100k messages, where a hop to the reading
-connection's thread and back cost each about half a millisecond more."""
+Its two reads go to the reading connection's thread, not inline as a turn's reads by key (`db.short`),
+though they are bounded (each word counts at most `common_above` + 1 hits): inline, a lone turn
+took 1-2 ms less at p50, but with 200 conversations at once one process made 12 % fewer turns a
+second and their p99 rose by 60 % (docs/processes.md section 8): on the thread, SQLite searches
+beside the event loop's own work."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class SQLiteRecall(Recall):
         inside = f'conversation_id : "{int(conversation_id)}"'
         queries = [f"{inside} AND content : {phrase(term)}" for term in terms]
         count = "(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ${} LIMIT $1))"
-        found = await self.db.short.one(f"SELECT {', '.join(count.format(n) for n in range(2, len(terms) + 2))}",
+        found = await self.db.one(f"SELECT {', '.join(count.format(n) for n in range(2, len(terms) + 2))}",
                                   common_above + 1, *queries)
         telling = [(query, hits) for query, hits in zip(queries, found) if 0 < hits <= common_above]
         if not telling:
@@ -69,7 +69,7 @@ class SQLiteRecall(Recall):
         last = len(weighed) + 2  # the parameters after the hits' own
         # Each message hit, its words' rarities summed; then scored against the hits' average.
         # Among equal matches the older goes first: the summary kept less of it than of a newer one.
-        rows = await self.db.short.all(
+        rows = await self.db.all(
             f"WITH hit AS (SELECT m.id, m.tokens, SUM(h.weight) AS weight FROM ({hits_of}) h "
             f"JOIN messages m ON m.id = h.id WHERE m.pos < $1{seen(seen_by, last + 1, 'm.id')} GROUP BY m.id), "
             f"scored AS (SELECT id, {BM25} AS score FROM hit, "
