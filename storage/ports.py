@@ -45,8 +45,9 @@ class OutOfLine(LookupError):
 
 
 class SummaryStartedAgain(Exception):
-    """A character's own summary started again (its conversation is rebuilt, after /forgetme)
-    while a pass was writing it: what the pass read may hold deleted words, so it writes nothing."""
+    """A summary started again while a pass was writing it — the conversation's (/forgetme,
+    `forget_person`), a rebuild's, or a character's own (a rebuild begun): what the pass read
+    may hold deleted words, so it writes nothing."""
 
 
 class PinnedMemory(Exception):
@@ -275,8 +276,9 @@ class People(abc.ABC):
         """Delete every row about the person: identities, memories, settings, their messages
         and the replies to them, their turns, and their one-to-one conversations. Only their
         spend of `day` (today) stays, as counts against each platform id, until the day is
-        over (their allowance does not start afresh). Returns the shared conversations they
-        spoke in, whose summaries still need rebuilding without them."""
+        over (their allowance does not start afresh). Every summary of the shared conversations
+        they spoke in goes too, and they are summarized again without them (a rebuild set
+        running: storage/sql/summaries.py `start_over`); returns those conversations."""
 
 
 class Persona(NamedTuple):
@@ -775,7 +777,8 @@ class Summaries(abc.ABC):
         """In one transaction: add the entry (to `seen_by`'s own summary, when given), delete
         the entries it replaces, and (for a recent summary) advance what is covered: the live
         summarized_pos (or that character's), or the progress of the rebuild writing that
-        generation."""
+        generation. Only the generation written now is written (the rebuild's while one runs,
+        else the live one): a pass of another raises SummaryStartedAgain."""
 
     @abc.abstractmethod
     async def edit_summary(self, conversation_id: int, summary_id: int, content: str, tokens: int,
@@ -812,8 +815,9 @@ class Summaries(abc.ABC):
     async def cancel_rebuild(self, conversation_id: int) -> None: ...
 
     @abc.abstractmethod
-    async def finish_rebuild(self, conversation_id: int) -> None:
-        """Swap the rebuilt generation in, at once, and drop the old one."""
+    async def finish_rebuild(self, conversation_id: int, generation: int) -> None:
+        """Swap the rebuilt generation in, at once, and drop the old one; SummaryStartedAgain
+        when the rebuild started over (/forgetme) as another generation meanwhile."""
 
 
 class Drafts(abc.ABC):

@@ -2,14 +2,18 @@
 about a person, and removing a character turns its memories global."""
 
 import asyncio
+import json
 import sqlite3
 
 import pytest
 
 import storage.sqlite.store
 from bot.cli import remove_character
+from bot.memory.rebuild import DONE
 from bot.runtime import build_runtime
 from tests.conftest import DAY, Chat
+from tests.fakes.llm_server import status, text
+from tests.fakes.summarizer import kind_of
 
 
 def link_code(result) -> str:
@@ -156,6 +160,72 @@ async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, 
     summary = "\n".join(s.content for s in await store.summaries.summaries(group))
     assert in_group == ["Okay.", "Bob in the group"]  # other people's messages stay
     assert "Ann" not in summary and "a private chat" not in summary
+
+
+async def test_forgetme_in_a_group_leaves_none_of_the_persons_words_in_the_next_prompt_while_the_model_is_down(
+        runtime, llm):
+    """SPEC 6: "Everything stored about you is deleted" is true when it is said — the group's
+    summary, which held Ann's words, serves no other prompt while its rebuild cannot run (the
+    model is down for summaries); the rebuild nobody asked for is tried again until it succeeds."""
+    ann_in_group = Chat(runtime, user="ann", name="Ann", chat_id="group", shared=True)
+    bob_in_group = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True)
+    await ann_in_group.say("the key is under the heron stone")
+    group = (await runtime.cast.conversation_for(bob_in_group.key)).id
+    bob = await bob_in_group.person_id()
+    for i in range(90):  # past the window: a rebuild has something to summarize
+        await runtime.store.conversations.add_user_message(group, bob, "Bob", f"Bob's line {i}", 5, None)
+    await runtime.store.summaries.write_summary(group, 0, "recent", "- Ann: the key is under the heron stone.", 9,
+                                                1, 2, [], covered_pos=2)
+    llm.responder = lambda body: status(500) if kind_of(body) != "chat" else None  # summaries fail
+
+    question = await ann_in_group.memory("/forgetme")
+    done = await ann_in_group.press(question.buttons[0][0].action)
+    assert "Everything stored about you is deleted" in done.text
+    await runtime.rebuilds.idle()
+    assert (await runtime.store.summaries.rebuild(group)).status == "running"  # failed, to be tried again
+    await bob_in_group.say("where is the key?")
+    assert "heron" not in json.dumps(llm.requests[-1]["messages"])
+
+    llm.responder = lambda body: text("- Bob spoke at length.") if kind_of(body) != "chat" else None
+    await runtime.rebuilds.resume_interrupted()  # the scheduler's next check
+    await runtime.rebuilds.idle()
+    assert await runtime.store.summaries.rebuild(group) is None
+    summary = [entry.content for entry in await runtime.store.summaries.summaries(group)]
+    assert summary and "heron" not in "".join(summary)
+
+
+async def test_forgetme_while_a_rebuild_runs_starts_it_over_without_the_persons_words_and_it_ends_at_once(
+        runtime, llm):
+    """A rebuild Bob asked for is writing when Ann is forgotten: what it read held her words, so
+    it goes again from the start, at once, in the same process; Bob is told when it ends."""
+    ann_in_group = Chat(runtime, user="ann", name="Ann", chat_id="group", shared=True)
+    bob_in_group = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True)
+    await ann_in_group.say("the key is under the heron stone")
+    group = (await runtime.cast.conversation_for(bob_in_group.key)).id
+    bob = await bob_in_group.person_id()
+    for i in range(90):
+        await runtime.store.conversations.add_user_message(group, bob, "Bob", f"Bob's line {i}", 5, None)
+    told: list[str] = []
+
+    async def notifier(conversation, message):
+        told.append(message)
+
+    def summarizing(body):  # slowly, so that /forgetme comes while the model writes
+        if kind_of(body) == "chat":
+            return None
+        heard = "heron" if "heron" in json.dumps(body["messages"]) else "no key"
+        return text(f"- the group talked ({heard}).", delay=0.3)
+    llm.responder = summarizing
+    with runtime.core.presence.listening(notifier):
+        await bob_in_group.memory("/memory rebuild")
+        while not any(kind_of(request) != "chat" for request in llm.requests):
+            await asyncio.sleep(0.01)
+        question = await ann_in_group.memory("/forgetme")
+        await ann_in_group.press(question.buttons[0][0].action)
+        await runtime.rebuilds.idle()
+        assert await runtime.store.summaries.rebuild(group) is None and told == [DONE]
+    summary = "".join(entry.content for entry in await runtime.store.summaries.summaries(group))
+    assert "no key" in summary and "heron" not in summary
 
 
 async def test_removing_a_character_turns_its_memories_global(make_config, clock):

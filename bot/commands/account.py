@@ -134,4 +134,4 @@ class AccountCommands:
     async def forget(self, person: Person) -> None:
         """/forgetme, confirmed (a button, or the memory page's form)."""
         for conversation_id in await self.people.forget_person(person.id, self.today()):
-            await self.rebuilds.refresh(conversation_id)  # their words leave the summaries too
+            self.rebuilds.refresh(conversation_id)  # summarized again without their words

@@ -7,6 +7,10 @@ ends. Its progress is stored after every batch, so it survives a restart and res
 the person is told and can resume or start over; on success the person is told. There is never
 more than one rebuild of a conversation at a time.
 
+After /forgetme in a shared conversation no summary serves meanwhile: every one of it went with
+the person's words (storage/sql/summaries.py `start_over`), and the rebuild nobody asked for
+(`refresh`) is tried again on each check until it succeeds; one running starts over.
+
 Entries a person edited are corrections: each goes, marked [verbatim], into the rebuilt batch
 where its stretch of the conversation begins (or, if no batch reaches it, in an entry of its
 own), so its words reach the rebuilt summary as written.
@@ -21,7 +25,7 @@ from bot.memory.conversation_tasks import ConversationTasks
 from bot.memory.summaries import Summarizer
 from bot.memory.summary_prompts import as_verbatim, verbatim_lines
 from bot.model.llm import Completion, LLMError
-from storage.ports import RebuildRow, Store, SummaryRow
+from storage.ports import RebuildRow, Store, SummaryRow, SummaryStartedAgain
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +60,12 @@ class Rebuilds:
             self._launch(conversation_id)
         return row
 
-    async def refresh(self, conversation_id: int) -> None:
-        """Re-summarize from what is stored now (after /forgetme deleted someone's messages):
-        a new rebuild, or the running one started over. Nobody is told."""
-        if await self.store.summaries.start_rebuild(conversation_id, None) is None:
-            await self.restart(conversation_id)
-        else:
-            self._launch(conversation_id)
+    def refresh(self, conversation_id: int) -> None:
+        """Re-summarize from what is stored now, after /forgetme deleted someone's messages and
+        with them every summary of the conversation (`forget_person` set the rebuild running,
+        or started the running one over). Nobody is told; a failure is tried again on the
+        next check (`resume_interrupted`), since nobody could ask for it."""
+        self._launch(conversation_id)
 
     async def resume(self, conversation_id: int) -> None:
         await self.store.summaries.set_rebuild_status(conversation_id, "running")
@@ -91,39 +94,51 @@ class Rebuilds:
                 await self._rebuild(conversation_id)
 
     async def _rebuild(self, conversation_id: int) -> None:
+        """The running rebuild, to its end; started over by /forgetme meanwhile, it goes again
+        from the start, as the new generation."""
         try:
-            row = await self.store.summaries.rebuild(conversation_id)
-            if row is None or row.status != "running":
-                return
-            conversation = await self.store.conversations.conversation_by_id(conversation_id)
-            assert conversation is not None  # a rebuild goes with its conversation
-
-            async def charge(completion: Completion) -> None:
-                await self.spend(row.person_id, conversation.character_id, completion.prompt_tokens,
-                                 completion.completion_tokens)
-            try:
-                await self.summarizer.consolidate(conversation_id, row.generation, charge)
-                corrections = await self._corrections_to_carry(conversation_id, row.generation)
-                covered: int | None = row.progress_pos
-                while covered is not None:
-                    covered = await self.summarizer.step(conversation_id, row.generation, covered, corrections, charge)
-                    if covered is not None:
-                        corrections = [c for c in corrections if c.first_pos > covered]
-                for correction in corrections:  # no rebuilt batch reached it: it stays on its own
-                    await self.store.summaries.write_summary(
-                        conversation_id, row.generation, "recent", correction.content, correction.tokens,
-                        correction.first_pos, correction.last_pos, replaces=[], edited=True)
-            except LLMError as failure:
-                log.warning("rebuild of conversation %d failed: %s", conversation_id, failure)
-                await self.store.summaries.set_rebuild_status(conversation_id, "failed", str(failure))
-                await self._tell(conversation_id, row.person_id, FAILED.format(reason=failure))
-                return
-            await self.store.summaries.finish_rebuild(conversation_id)
-            rebuilt = await self.store.summaries.summaries(conversation_id)
-            await self._tell(conversation_id, row.person_id, DONE if rebuilt else NOTHING_YET)
-            self.summarizer.schedule(conversation_id)  # messages that waited
+            while (row := await self.store.summaries.rebuild(conversation_id)) is not None and row.status == "running":
+                try:
+                    return await self._pass(conversation_id, row)
+                except SummaryStartedAgain:
+                    log.info("conversation %d: its rebuild started over while it ran (/forgetme); it goes again",
+                             conversation_id)
         except Exception:  # not a cancellation, which is no Exception
             log.exception("rebuild of conversation %d crashed; it resumes on the next check", conversation_id)
+
+    async def _pass(self, conversation_id: int, row: RebuildRow) -> None:
+        """Rebuild generation `row.generation` from the first message on, or from where it got to."""
+        conversation = await self.store.conversations.conversation_by_id(conversation_id)
+        assert conversation is not None  # a rebuild goes with its conversation
+
+        async def charge(completion: Completion) -> None:
+            await self.spend(row.person_id, conversation.character_id, completion.prompt_tokens,
+                             completion.completion_tokens)
+        try:
+            await self.summarizer.consolidate(conversation_id, row.generation, charge)
+            corrections = await self._corrections_to_carry(conversation_id, row.generation)
+            covered: int | None = row.progress_pos
+            while covered is not None:
+                covered = await self.summarizer.step(conversation_id, row.generation, covered, corrections, charge)
+                if covered is not None:
+                    corrections = [c for c in corrections if c.first_pos > covered]
+            for correction in corrections:  # no rebuilt batch reached it: it stays on its own
+                await self.store.summaries.write_summary(
+                    conversation_id, row.generation, "recent", correction.content, correction.tokens,
+                    correction.first_pos, correction.last_pos, replaces=[], edited=True)
+        except LLMError as failure:
+            if row.person_id is None:  # nobody to tell, nobody to resume it: it stays running
+                log.warning("rebuild of conversation %d failed: %s; it is tried again on the next check",
+                            conversation_id, failure)
+                return
+            log.warning("rebuild of conversation %d failed: %s", conversation_id, failure)
+            await self.store.summaries.set_rebuild_status(conversation_id, "failed", str(failure))
+            await self._tell(conversation_id, row.person_id, FAILED.format(reason=failure))
+            return
+        await self.store.summaries.finish_rebuild(conversation_id, row.generation)
+        rebuilt = await self.store.summaries.summaries(conversation_id)
+        await self._tell(conversation_id, row.person_id, DONE if rebuilt else NOTHING_YET)
+        self.summarizer.schedule(conversation_id)  # messages that waited
 
     async def _corrections_to_carry(self, conversation_id: int, generation: int) -> list[SummaryRow]:
         """The live summary's edited entries whose words the rebuilt one does not hold yet (a

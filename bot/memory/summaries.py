@@ -151,8 +151,8 @@ class Summarizer:
             while covered is not None:
                 covered = await self.step(conversation_id, state.generation, covered, seen_by=seen_by)
         except SummaryStartedAgain:  # a rebuild began meanwhile: it schedules this summary again when done
-            log.info("conversation %d: character %s's own summary started again while it was written; nothing "
-                     "of that pass is kept", conversation_id, seen_by)
+            log.info("conversation %d: %s started again while it was written; nothing of that pass is kept",
+                     conversation_id, f"character {seen_by}'s own summary" if seen_by is not None else "its summary")
             return
         except LLMError as failure:
             failures = state.failures + 1

@@ -7,6 +7,7 @@ from storage.ports import (CHARACTER, GLOBAL, CapReached, Characters, MemoryCaps
                           Profile)
 from storage.sql.database import Database
 from storage.sql.memories import LEARNS, count_memories, hold_people
+from storage.sql.summaries import start_over
 
 
 class _Taken(Exception):
@@ -155,6 +156,8 @@ class SQLPeople(People):
                              "WHERE person_id = $1 AND reply_message_id IS NOT NULL)", person_id)
             await tx.execute("DELETE FROM messages WHERE person_id = $1", person_id)
             await tx.execute("DELETE FROM persons WHERE id = $1", person_id)
+            for conversation_id in shared:  # their words leave the summaries at once
+                await start_over(self.db, tx, conversation_id)
         return shared
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from storage.ports import RebuildRow, Summaries, SummaryRow, SummaryStartedAgain, SummaryState
 from storage.rows import REBUILD_COLUMNS, SUMMARY_COLUMNS, TIER_RANK, rebuild, summaries, summary
-from storage.sql.database import Database
+from storage.sql.database import Connection, Database
 
 REBUILD_GENERATION = "(SELECT generation FROM rebuilds WHERE conversation_id = $1)"
 # A character's own summary (SPEC 22) is never rebuilt: it starts again instead, as a new generation
@@ -16,6 +16,29 @@ LIVE_STATE = ("summarized_pos, summary_generation AS generation, summary_failure
               "FROM conversations c WHERE id = $1")
 OWN_STATE = ("summarized_pos, summary_generation AS generation, summary_failures, summary_retry_at, "
              "false AS rebuilding FROM presence WHERE conversation_id = $1")
+# The generation of the conversation's summary written now: a rebuild's while one runs, else the live one
+WRITTEN_NOW = ("SELECT COALESCE((SELECT generation FROM rebuilds WHERE conversation_id = $1), summary_generation) "
+               "FROM conversations WHERE id = $1")
+# Every character's own summary of the conversation ($1) starts again from its first message (SPEC 22)
+OWN_START_AGAIN = ("UPDATE presence SET summarized_pos = 0, summary_generation = summary_generation + 1, "
+                   "summary_failures = 0, summary_retry_at = NULL WHERE conversation_id = $1")
+
+
+async def start_over(db: Database, tx: Connection, conversation_id: int) -> None:
+    """Inside a transaction (/forgetme's): every summary of the conversation goes at once — the
+    live one, what a rebuild wrote so far, each character's own — and all of them are written
+    again from the first message: a rebuild of a new generation (one running starts over as
+    that), each own summary as a new generation. So no summary that read the forgotten person's
+    words serves another prompt, and a pass that read them before is refused when it writes
+    (`write_summary`, `finish_rebuild`)."""
+    await tx.one(f"SELECT id FROM conversations WHERE id = $1{db.dialect.for_update}", conversation_id)
+    await tx.execute("DELETE FROM summaries WHERE conversation_id = $1", conversation_id)
+    await tx.execute(OWN_START_AGAIN, conversation_id)
+    await tx.execute(  # whoever asked for a rebuild running is told when this one ends
+        "INSERT INTO rebuilds (conversation_id, person_id, generation, progress_pos, status, started_at) "
+        "SELECT id, NULL, summary_generation + 1, 0, 'running', $2 FROM conversations WHERE id = $1 "
+        "ON CONFLICT (conversation_id) DO UPDATE SET generation = rebuilds.generation + 1, progress_pos = 0, "
+        "status = 'running', error = NULL", conversation_id, db.clock())
 
 
 def summary_state(row) -> SummaryState:
@@ -56,10 +79,15 @@ class SQLSummaries(Summaries):
         edited: bool = False, seen_by: int | None = None,
     ) -> SummaryRow:
         async with self.db.transaction(short=True) as tx:
-            if seen_by is not None and await tx.value(  # held: a start waits for this write to end
-                    "SELECT summary_generation FROM presence WHERE conversation_id = $1 AND character_id = $2"
-                    f"{self.db.dialect.for_update}", conversation_id, seen_by) != generation:
-                raise SummaryStartedAgain(f"character {seen_by}'s own summary of conversation {conversation_id}")
+            # The generation written now, held: a start waits for this write to end
+            if seen_by is not None:
+                now = await tx.value("SELECT summary_generation FROM presence WHERE conversation_id = $1 AND "
+                                     f"character_id = $2{self.db.dialect.for_update}", conversation_id, seen_by)
+            else:
+                now = await tx.value(WRITTEN_NOW + self.db.dialect.for_update, conversation_id)
+            if now != generation:
+                whose = f"character {seen_by}'s own summary" if seen_by is not None else "the summary"
+                raise SummaryStartedAgain(f"{whose} of conversation {conversation_id}, generation {generation}")
             row = await tx.one(
                 "INSERT INTO summaries (conversation_id, generation, tier, content, tokens, first_pos, last_pos, "
                 f"edited, created_at, seen_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
@@ -121,8 +149,7 @@ class SQLSummaries(Summaries):
             # characters' own summaries (SPEC 22) start again from the first message.
             await tx.execute("DELETE FROM summaries WHERE conversation_id = $1 AND (generation = $2 "
                              "OR seen_by IS NOT NULL)", conversation_id, generation)
-            await tx.execute("UPDATE presence SET summarized_pos = 0, summary_generation = summary_generation + 1, "
-                             "summary_failures = 0, summary_retry_at = NULL WHERE conversation_id = $1", conversation_id)
+            await tx.execute(OWN_START_AGAIN, conversation_id)
         return RebuildRow(conversation_id, person_id, generation, 0, "running", None)
 
     async def rebuild(self, conversation_id: int) -> RebuildRow | None:
@@ -152,10 +179,12 @@ class SQLSummaries(Summaries):
                              conversation_id)
             await tx.execute("DELETE FROM rebuilds WHERE conversation_id = $1", conversation_id)
 
-    async def finish_rebuild(self, conversation_id: int) -> None:
+    async def finish_rebuild(self, conversation_id: int, generation: int) -> None:
         async with self.db.transaction() as tx:
-            row = await tx.one("SELECT generation, progress_pos FROM rebuilds WHERE conversation_id = $1",
-                               conversation_id)
+            row = await tx.one("SELECT generation, progress_pos FROM rebuilds WHERE conversation_id = $1"
+                               f"{self.db.dialect.for_update}", conversation_id)
+            if row is None or row["generation"] != generation:
+                raise SummaryStartedAgain(f"the rebuild of conversation {conversation_id}, generation {generation}")
             await tx.execute("DELETE FROM summaries WHERE conversation_id = $1 AND seen_by IS NULL "
                              "AND generation <> $2", conversation_id, row["generation"])
             await tx.execute(

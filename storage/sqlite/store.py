@@ -125,19 +125,15 @@ class SQLiteStore(SQLStore):
 
 async def _forget_in_backup(path: Path, identities: list[tuple[str, str]], day: str, caps: MemoryCaps) -> None:
     """Forget the person of `identities` in the backup at `path` (found by each identity: a backup
-    from before a `/link` holds two persons). Their words also left the summaries of the shared
-    conversations they spoke in: those summaries go, and a rebuild is set running, so a restored
-    backup summarizes them again from what is left."""
+    from before a `/link` holds two persons). Their words leave the summaries too (`forget_person`),
+    and a restored backup summarizes them again from what is left."""
     db = Database(path)
     try:
         await db.open()  # closed after, even when it fails half-way
         backup = SQLiteStore.on(db, caps, backups=None)
         persons = {await backup.people.person_of_identity(platform, user_id) for platform, user_id in identities}
         for person_id in sorted(persons - {None}):
-            for conversation_id in await backup.people.forget_person(person_id, day):
-                if await backup.summaries.start_rebuild(conversation_id, None) is None:
-                    await backup.summaries.restart_rebuild(conversation_id)
-                await db.execute("DELETE FROM summaries WHERE conversation_id = $1", conversation_id)
+            await backup.people.forget_person(person_id, day)
         for platform, user_id in identities:  # nor their platform ids, kept live for the day's allowance
             await db.execute("DELETE FROM forgotten_spend WHERE platform = $1 AND user_id = $2", platform, user_id)
     finally:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from storage.ports import CapReached, Store
+from storage.ports import CapReached, Store, SummaryStartedAgain
 
 
 async def test_an_identity_maps_to_one_person_created_on_first_sight(store: Store):
@@ -62,6 +62,49 @@ async def test_forgetting_a_person_leaves_no_row_about_them(store: Store, ann, m
     assert await store.people.identities_of(ann) == []
     again = await store.people.person_for_identity("telegram", "501")  # seen again: a new, empty person
     assert await store.memories.list_memories(again, mira, None, 0, 10) == ([], 0)
+
+
+async def test_forgetting_a_person_takes_every_summary_of_their_group_at_once_and_a_pass_that_read_before_writes_none(
+        store: Store, ann, mira):
+    """SPEC 6, /forgetme: what was summarized of their words serves no prompt once it says done —
+    the group's summary goes in the same transaction and is written again without them — and a
+    summary pass that read them before (its model still writing) is refused when it writes."""
+    bob = await store.people.person_for_identity("telegram", "502")
+    group = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+    said = await store.conversations.add_user_message(group, ann, "Ann", "the key is under the heron stone", 5, None)
+    await store.conversations.add_user_message(group, bob, "Bob", "good to know", 3, None)
+    await store.summaries.write_summary(group, 0, "recent", "- Ann: the key is under the heron stone.", 9, said.pos,
+                                        said.pos + 1, [], covered_pos=said.pos + 1)
+    read = await store.summaries.summary_state(group)  # a pass begins: its batch is read, the model writes
+    assert await store.people.forget_person(ann, "2027-01-15") == [group]
+    assert await store.summaries.summaries(group) == []
+    assert (await store.summaries.rebuild(group)).status == "running"  # written again, from what is left
+    with pytest.raises(SummaryStartedAgain):
+        await store.summaries.write_summary(group, read.generation, "recent", "- Ann: the heron stone.", 6,
+                                            said.pos, said.pos + 1, [], covered_pos=said.pos + 1)
+    assert await store.summaries.summaries(group) == []
+
+
+async def test_forgetting_a_person_starts_a_running_rebuild_over_as_a_new_generation(store: Store, ann, mira):
+    """A rebuild Bob asked for, half-way when Ann is forgotten, may hold her words: it starts over,
+    and Bob is still told when it ends; what it wrote before, and its swap, are refused."""
+    bob = await store.people.person_for_identity("telegram", "502")
+    group = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+    said = await store.conversations.add_user_message(group, ann, "Ann", "the key is under the heron stone", 5, None)
+    asked = await store.summaries.start_rebuild(group, bob)
+    await store.summaries.write_summary(group, asked.generation, "recent", "- Ann: the heron stone.", 6, said.pos,
+                                        said.pos, [], covered_pos=said.pos)
+    await store.people.forget_person(ann, "2027-01-15")
+    again = await store.summaries.rebuild(group)
+    assert (again.generation, again.progress_pos, again.person_id) == (asked.generation + 1, 0, bob)
+    assert await store.summaries.summaries(group, again.generation) == []
+    with pytest.raises(SummaryStartedAgain):
+        await store.summaries.write_summary(group, asked.generation, "recent", "- the heron stone.", 4, said.pos,
+                                            said.pos, [], covered_pos=said.pos)
+    with pytest.raises(SummaryStartedAgain):
+        await store.summaries.finish_rebuild(group, asked.generation)
+    await store.summaries.finish_rebuild(group, again.generation)
+    assert await store.summaries.rebuild(group) is None and await store.summaries.summaries(group) == []
 
 
 async def test_a_forgotten_persons_id_and_their_chats_are_never_given_to_anyone_again(store: Store, ann, mira, chat):

@@ -25,7 +25,7 @@ async def test_a_rebuild_writes_the_next_generation_and_swaps_it_in_at_once(stor
     assert (await store.summaries.summary_state(chat)).rebuilding
     await store.summaries.write_summary(chat, 1, "recent", "- new", 2, 2, 10, [], covered_pos=10)
     assert [s.content for s in await store.summaries.summaries(chat)] == ["- old"]  # still serving
-    await store.summaries.finish_rebuild(chat)
+    await store.summaries.finish_rebuild(chat, rebuild.generation)
     assert [s.content for s in await store.summaries.summaries(chat)] == ["- new"]
     assert await store.summaries.rebuild(chat) is None
 
