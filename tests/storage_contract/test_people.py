@@ -78,6 +78,7 @@ async def test_forgetting_a_person_takes_every_summary_of_their_group_at_once_an
     read = await store.summaries.summary_state(group)  # a pass begins: its batch is read, the model writes
     assert await store.people.forget_person(ann, "2027-01-15") == [group]
     assert await store.summaries.summaries(group) == []
+    assert (await store.summaries.summary_state(group)).summarized_pos == 0
     assert (await store.summaries.rebuild(group)).status == "running"  # written again, from what is left
     with pytest.raises(SummaryStartedAgain):
         await store.summaries.write_summary(group, read.generation, "recent", "- Ann: the heron stone.", 6,
