@@ -122,13 +122,20 @@ def test_kiritimati_at_utc_plus_14_reads_its_own_day():
 
 
 @pytest.mark.parametrize("asked, why", [
-    ({"after": "30 seconds"}, "at least a minute away"), ({"after": "400 days"}, "at most a year away"),
+    ({"after": "30 seconds"}, "at least a minute away"), ({"after": "59 seconds"}, "at least a minute away"),
+    ({"after": "400 days"}, "at most a year away"), ({"after": "366 days"}, "at most a year away"),
     ({"day": "2026-01-01", "at": "09:00"}, "is in the past"), ({"after": "soon"}, "not a duration"),
     ({}, "say when"),
 ])
 def test_a_time_in_the_past_under_a_minute_or_over_a_year_away_is_refused_with_the_reason(asked, why):
     with pytest.raises(NotAWhen, match=why):
         resolve(at(PARIS, 2027, 1, 15, 12, 0), PARIS, **asked)
+
+
+@pytest.mark.parametrize("after", ["60 seconds", "365 days"])
+def test_a_time_a_minute_or_a_year_away_is_taken(after):
+    now = at(PARIS, 2027, 1, 15, 12, 0)
+    assert resolve(now, PARIS, after=after) - now in (60, 365 * 86_400)
 
 
 @pytest.mark.parametrize("after, minutes", [
@@ -268,7 +275,7 @@ async def test_a_reminder_is_sent_once_after_the_person_deleted_every_message_th
 
 async def test_due_while_every_process_was_down_is_sent_saying_how_late_or_as_missed_past_grace(bot, llm):
     clock = FakeClock(at(PARIS, 2027, 1, 15, 12, 0))
-    runtime = await bot(clock, reminders={"grace_hours": 12})
+    runtime = await bot(clock)  # [reminders] grace_hours: 12 unless set
     ann, writer = dm(runtime), Writer()
     await set_one(ann, llm, after="10 minutes")
     await set_one(ann, llm, after="20 minutes", what="feed the cat")
@@ -278,7 +285,7 @@ async def test_due_while_every_process_was_down_is_sent_saying_how_late_or_as_mi
         assert await runtime.reminders.scan("Mira") == 2
     assert "You are 3 hours late with it" in llm.requests[-1]["messages"][-1]["content"]
     await set_one(ann, llm, after="1 hour", what="water the plants")
-    clock.now += 14 * 3600  # past the 12 hours' grace
+    clock.now += 13.5 * 3600  # 12 and a half hours late: past the 12 hours' grace
     assert await scan(runtime, writer) == 1
     assert writer.sent[-1][1] == "⏰ A reminder I missed — it was due Friday 15 January 2027, 15:10 (UTC): " \
                                  "water the plants"
