@@ -170,14 +170,18 @@ async def test_forgetme_does_not_give_a_fresh_picture_allowance_the_same_day(sta
 async def test_a_picture_call_is_let_in_by_the_gate_with_one_of_the_days_pictures_and_a_bad_scene_gives_it_back(
         start, llm, images):
     """#64: `[pictures] per_day` is part of the PICTURE path's verdict: the gate counts the picture
-    (and its tokens_each) as it lets the call in; a call that draws nothing gives it back."""
-    runtime = await start(per_day=1, tokens_each=1000)
+    (and its tokens_each, 1,000 unless set) as it lets the call in; a call that draws nothing
+    gives it back."""
+    runtime = await start(per_day=1)
     ann = Chat(runtime, platform="telegram")
     llm.add(tool_calls(("picture", {"scene": "  "})), text("What should I draw?"))
     await ann.say("draw something")
     assert await runtime.store.usage.pictures(await ann.person_id(), runtime.gate.budgets.today()) == 0
     _, reply = await asked_for_a_picture(runtime, llm, ann)
     assert len(reply.parts) == 1  # the day's one picture, still there to draw
+    day = runtime.gate.budgets.today()
+    spent = await runtime.store.usage.spent(await ann.person_id(), day, day)
+    assert spent == 1000 + sum(u["total_tokens"] for u in llm.usages)  # the picture's, and the turns'
     _, refused = await asked_for_a_picture(runtime, llm, ann)
     assert refused.parts == [] and refused.note == "🖼️ no picture: 1 a day is the most"
     told = json.loads(next(m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"))
