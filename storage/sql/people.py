@@ -148,6 +148,8 @@ class SQLPeople(People):
             shared = [row["conversation_id"] for row in await tx.all(
                 "SELECT DISTINCT m.conversation_id FROM messages m JOIN conversations c "
                 "ON c.id = m.conversation_id WHERE m.person_id = $1 AND c.is_shared", person_id)]
+            for conversation_id in shared:  # their words leave the summaries at once
+                await start_over(self.db, tx, conversation_id, person_id)
             # One-to-one conversations are all about the person: they go whole.
             await tx.execute("DELETE FROM conversations WHERE NOT is_shared AND id IN "
                              "(SELECT conversation_id FROM messages WHERE person_id = $1)", person_id)
@@ -156,8 +158,6 @@ class SQLPeople(People):
                              "WHERE person_id = $1 AND reply_message_id IS NOT NULL)", person_id)
             await tx.execute("DELETE FROM messages WHERE person_id = $1", person_id)
             await tx.execute("DELETE FROM persons WHERE id = $1", person_id)
-            for conversation_id in shared:  # their words leave the summaries at once
-                await start_over(self.db, tx, conversation_id)
         return shared
 
 

@@ -86,6 +86,26 @@ async def test_forgetting_a_person_takes_every_summary_of_their_group_at_once_an
     assert await store.summaries.summaries(group) == []
 
 
+async def test_forgetting_a_person_keeps_only_the_corrections_people_made_over_none_of_their_words(
+        store: Store, ann, mira):
+    """SPEC 4 with SPEC 6: an entry a person edited is a correction the rebuild carries word for
+    word — unless it was written over the forgotten person's messages or the replies to them."""
+    bob = await store.people.person_for_identity("telegram", "502")
+    group = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+    bobs = [await store.conversations.add_user_message(group, bob, "Bob", f"Bob's line {i}", 3, None) for i in range(3)]
+    asked = await store.conversations.add_user_message(group, ann, "Ann", "the key is under the heron stone", 5, None)
+    turn = await store.turns.begin_turn(group, ann, asked.id)
+    answer = await store.turns.finish_turn(turn, asked, "Mira", "Then the heron keeps it.", 5, {})
+    later = await store.conversations.add_user_message(group, bob, "Bob", "Bob again", 3, None)
+    entries = [await store.summaries.write_summary(group, 0, "recent", text, 3, first.pos, last.pos, [])
+               for text, first, last in [("- Bob talked.", bobs[0], bobs[-1]), ("- Ann: heron stone.", asked, asked),
+                                         ("- Mira: the heron.", answer, answer), ("- Bob again.", later, later)]]
+    for entry in entries[:3]:
+        assert await store.summaries.edit_summary(group, entry.id, entry.content + " (corrected)", 4)
+    await store.people.forget_person(ann, "2027-01-15")
+    assert [e.content for e in await store.summaries.summaries(group)] == ["- Bob talked. (corrected)"]
+
+
 async def test_forgetting_a_person_starts_a_running_rebuild_over_as_a_new_generation(store: Store, ann, mira):
     """A rebuild Bob asked for, half-way when Ann is forgotten, may hold her words: it starts over,
     and Bob is still told when it ends; what it wrote before, and its swap, are refused."""
