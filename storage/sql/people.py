@@ -145,11 +145,13 @@ class SQLPeople(People):
                 "tokens_out = forgotten_spend.tokens_out + excluded.tokens_out, "
                 "pictures = forgotten_spend.pictures + excluded.pictures, "
                 "counted = forgotten_spend.counted OR excluded.counted", person_id, day)
-            shared = [row["conversation_id"] for row in await tx.all(
-                "SELECT DISTINCT m.conversation_id FROM messages m JOIN conversations c "
-                "ON c.id = m.conversation_id WHERE m.person_id = $1 AND c.is_shared", person_id)]
-            for conversation_id in shared:  # their words leave the summaries at once
-                await start_over(self.db, tx, conversation_id, person_id)
+            # The places in shared conversations of what goes: their messages and the replies to them
+            gone: dict[int, list[int]] = {}
+            for row in await tx.all(
+                    "SELECT m.conversation_id, m.pos FROM messages m JOIN conversations c ON c.id = m.conversation_id "
+                    "WHERE c.is_shared AND (m.person_id = $1 OR m.id IN (SELECT reply_message_id FROM turns "
+                    "WHERE person_id = $1))", person_id):
+                gone.setdefault(row["conversation_id"], []).append(row["pos"])
             # One-to-one conversations are all about the person: they go whole.
             await tx.execute("DELETE FROM conversations WHERE NOT is_shared AND id IN "
                              "(SELECT conversation_id FROM messages WHERE person_id = $1)", person_id)
@@ -158,7 +160,9 @@ class SQLPeople(People):
                              "WHERE person_id = $1 AND reply_message_id IS NOT NULL)", person_id)
             await tx.execute("DELETE FROM messages WHERE person_id = $1", person_id)
             await tx.execute("DELETE FROM persons WHERE id = $1", person_id)
-        return shared
+            for conversation_id, places in gone.items():  # their words leave the summaries at once
+                await start_over(self.db, tx, conversation_id, places)
+        return sorted(gone)
 
 
 class SQLCharacters(Characters):
