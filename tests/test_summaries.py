@@ -44,12 +44,12 @@ async def test_no_batch_at_9_pending_messages_and_a_batch_at_10(ann, llm):
 
 async def test_a_batch_starts_at_2000_pending_tokens(ann, llm):
     llm.responder = extractive
-    conversation = await stored(ann, 14 + 2, tokens=700)  # the window holds 14 × 700 = 9,800 tokens
+    conversation = await stored(ann, 20 + 3, tokens=500)  # the window holds 20 × 500 = 10,000 tokens
     await ann.runtime.summarizer.summarize(conversation)
-    assert summary_calls(llm) == []  # 2 pending messages, 1,400 tokens
-    await stored(ann, 1, tokens=700)
+    assert summary_calls(llm) == []  # 3 pending messages, 1,500 tokens
+    await stored(ann, 1, tokens=500)
     await ann.runtime.summarizer.summarize(conversation)
-    assert len(summary_calls(llm, "batch")) == 1  # 3 pending, 2,100 tokens
+    assert len(summary_calls(llm, "batch")) == 1  # 4 pending, 2,000 tokens
 
 
 async def test_a_batch_takes_the_oldest_at_most_40_messages(ann, llm):
