@@ -16,9 +16,13 @@ LIVE_STATE = ("summarized_pos, summary_generation AS generation, summary_failure
               "FROM conversations c WHERE id = $1")
 OWN_STATE = ("summarized_pos, summary_generation AS generation, summary_failures, summary_retry_at, "
              "false AS rebuilding FROM presence WHERE conversation_id = $1")
-# The generation of the conversation's summary written now: a rebuild's while one runs, else the live one
-WRITTEN_NOW = ("SELECT COALESCE((SELECT generation FROM rebuilds WHERE conversation_id = $1), summary_generation) "
-               "FROM conversations WHERE id = $1")
+# Where an entry of generation $2 is written (the row held: a start waits for the write to end): the
+# conversation ($1) while $2 is its summary's written now, a rebuild's while one runs, else the
+# live one; or the presence of the character ($10) whose own summary $2 is now
+WRITTEN_NOW = ("FROM conversations WHERE id = $1 AND COALESCE((SELECT generation FROM rebuilds "
+               "WHERE conversation_id = $1), summary_generation) = $2")
+OWN_NOW = ("FROM presence WHERE conversation_id = $1 AND character_id = $10 "
+           "AND summary_generation = CAST($2 AS INTEGER)")  # a BIGINT column: $2 is the entry's INTEGER
 # Every character's own summary of the conversation ($1) starts again from its first message (SPEC 22)
 OWN_START_AGAIN = ("UPDATE presence SET summarized_pos = 0, summary_generation = summary_generation + 1, "
                    "summary_failures = 0, summary_retry_at = NULL WHERE conversation_id = $1")
@@ -90,20 +94,15 @@ class SQLSummaries(Summaries):
         edited: bool = False, seen_by: int | None = None,
     ) -> SummaryRow:
         async with self.db.transaction(short=True) as tx:
-            # The generation written now, held: a start waits for this write to end
-            if seen_by is not None:
-                now = await tx.value("SELECT summary_generation FROM presence WHERE conversation_id = $1 AND "
-                                     f"character_id = $2{self.db.dialect.for_update}", conversation_id, seen_by)
-            else:
-                now = await tx.value(WRITTEN_NOW + self.db.dialect.for_update, conversation_id)
-            if now != generation:
-                whose = f"character {seen_by}'s own summary" if seen_by is not None else "the summary"
-                raise SummaryStartedAgain(f"{whose} of conversation {conversation_id}, generation {generation}")
             row = await tx.one(
                 "INSERT INTO summaries (conversation_id, generation, tier, content, tokens, first_pos, last_pos, "
-                f"edited, created_at, seen_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+                "edited, created_at, seen_by) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 "
+                f"{OWN_NOW if seen_by is not None else WRITTEN_NOW}{self.db.dialect.for_update} "
                 f"RETURNING {SUMMARY_COLUMNS}", conversation_id, generation, tier, content, tokens, first_pos,
                 last_pos, edited, self.db.clock(), seen_by)
+            if row is None:  # its generation is not written now: what the pass read may hold deleted words
+                whose = f"character {seen_by}'s own summary" if seen_by is not None else "the summary"
+                raise SummaryStartedAgain(f"{whose} of conversation {conversation_id}, generation {generation}")
             await tx.execute(f"DELETE FROM summaries WHERE id {self.db.dialect.in_ids(1)} AND conversation_id = $2",
                              self.db.dialect.ids(replaces), conversation_id)
             if covered_pos is not None and seen_by is not None:
