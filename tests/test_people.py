@@ -162,18 +162,25 @@ async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, 
     assert "Ann" not in summary and "a private chat" not in summary
 
 
-async def test_forgetme_in_a_group_leaves_none_of_the_persons_words_in_the_next_prompt_while_the_model_is_down(
-        runtime, llm):
-    """SPEC 6: "Everything stored about you is deleted" is true when it is said — the group's
-    summary, which held Ann's words, serves no other prompt while its rebuild cannot run (the
-    model is down for summaries); the rebuild nobody asked for is tried again until it succeeds."""
+async def a_group_where_ann_told_a_secret(runtime) -> tuple[Chat, Chat, int]:
+    """Ann tells the group where the key is, then Bob talks past the window (a rebuild has
+    something to summarize): Ann's and Bob's chats there, and the group's conversation."""
     ann_in_group = Chat(runtime, user="ann", name="Ann", chat_id="group", shared=True)
     bob_in_group = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True)
     await ann_in_group.say("the key is under the heron stone")
     group = (await runtime.cast.conversation_for(bob_in_group.key)).id
     bob = await bob_in_group.person_id()
-    for i in range(90):  # past the window: a rebuild has something to summarize
+    for i in range(90):
         await runtime.store.conversations.add_user_message(group, bob, "Bob", f"Bob's line {i}", 5, None)
+    return ann_in_group, bob_in_group, group
+
+
+async def test_forgetme_in_a_group_leaves_none_of_the_persons_words_in_the_next_prompt_while_the_model_is_down(
+        runtime, llm):
+    """SPEC 6: "Everything stored about you is deleted" is true when it is said — the group's
+    summary, which held Ann's words, serves no other prompt while its rebuild cannot run (the
+    model is down for summaries); the rebuild nobody asked for is tried again until it succeeds."""
+    ann_in_group, bob_in_group, group = await a_group_where_ann_told_a_secret(runtime)
     await runtime.store.summaries.write_summary(group, 0, "recent", "- Ann: the key is under the heron stone.", 9,
                                                 1, 2, [], covered_pos=2)
     llm.responder = lambda body: status(500) if kind_of(body) != "chat" else None  # summaries fail
@@ -198,13 +205,7 @@ async def test_forgetme_while_a_rebuild_runs_starts_it_over_without_the_persons_
         runtime, llm):
     """A rebuild Bob asked for is writing when Ann is forgotten: what it read held her words, so
     it goes again from the start, at once, in the same process; Bob is told when it ends."""
-    ann_in_group = Chat(runtime, user="ann", name="Ann", chat_id="group", shared=True)
-    bob_in_group = Chat(runtime, user="bob", name="Bob", chat_id="group", shared=True)
-    await ann_in_group.say("the key is under the heron stone")
-    group = (await runtime.cast.conversation_for(bob_in_group.key)).id
-    bob = await bob_in_group.person_id()
-    for i in range(90):
-        await runtime.store.conversations.add_user_message(group, bob, "Bob", f"Bob's line {i}", 5, None)
+    ann_in_group, bob_in_group, group = await a_group_where_ann_told_a_secret(runtime)
     told: list[str] = []
 
     async def notifier(conversation, message):
