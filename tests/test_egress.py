@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from bot.tools.egress import MAX_REDIRECTS, Egress, EgressRefused, is_public
+from bot.tools.egress import Egress, EgressRefused, is_public
 from bot.tools.outside import OutsideFailed
 from tests.fakes.web_pages import PUBLIC, FakeWeb, Names
 
@@ -19,6 +19,8 @@ async def site():
     fake.page("/page", "<html><body><p>The tide turns at six.</p></body></html>")
     fake.redirect("/to-private", "http://10.0.0.7/admin")
     fake.redirect("/loop", "/loop")
+    for hop in range(1, 6):  # /hop1 → … → /hop5 → /page: 5 redirects
+        fake.redirect(f"/hop{hop}", f"/hop{hop + 1}" if hop < 5 else "/page")
     fake.megabytes("/huge", 50)
     await fake.start()
     yield fake.got, fake.dial
@@ -70,9 +72,15 @@ async def test_a_name_that_resolves_differently_the_second_time_is_reached_at_th
 
 async def test_more_than_5_redirects_are_refused(site):
     got, dial = site
-    with pytest.raises(OutsideFailed, match=f"more than {MAX_REDIRECTS} redirects"):
+    with pytest.raises(OutsideFailed, match="more than 5 redirects"):
         await guard(Names(news_example=[[PUBLIC]]), dial).fetch("http://news.example/loop")
-    assert len(got) == MAX_REDIRECTS + 1
+    assert len(got) == 5 + 1  # the first address and its 5 redirects, each checked: the 6th is not followed
+
+
+async def test_5_redirects_are_followed(site):
+    got, dial = site
+    page = await guard(Names(news_example=[[PUBLIC]]), dial).fetch("http://news.example/hop1")
+    assert b"The tide turns at six." in page.body and len(got) == 1 + 5
 
 
 @pytest.mark.parametrize("url, why", [
