@@ -70,6 +70,17 @@ async def test_a_reply_lists_the_memories_its_prompt_held_and_each_memory_links_
     assert f'href="#reply-{turn}">reply R{turn}</a>' in item
 
 
+async def test_the_page_lists_each_characters_last_20_replies_to_the_person(web, llm):
+    runtime, browser = web
+    ann = Chat(runtime)
+    turns = []
+    for n in range(21):
+        llm.add(text(f"Reply number {n}."))
+        turns.append((await ann.say(f"message {n}")).turn.id)
+    page = await page_of(browser, ann)
+    assert [f'id="reply-{turn}"' in page for turn in turns] == [False] + [True] * 20  # the oldest is not listed
+
+
 async def test_in_a_group_chat_the_page_shows_nothing_of_another_persons(web, llm):
     """Bob's words, his memories and the replies to him never reach Ann's page, though both talk
     to Mira in one group."""

@@ -149,6 +149,15 @@ async def test_every_change_is_in_the_history_and_the_latest_of_a_memory_can_be_
     assert await store.memories.history(bob, 0) == [] and await store.memories.undo_change(bob, again.id, 0) is None
 
 
+async def test_a_change_is_kept_30_days_then_the_daily_upkeep_forgets_it(store: Store, ann, mira, clock):
+    """SPEC 21 "History and undo": a change is kept 30 days, and can be undone until then."""
+    await store.memories.add_memory(ann, mira, "character", "Ann likes tea", 3, False, "person")
+    await store.maintain(clock.now + 30 * 86_400, None)
+    assert [change.action for change in await store.memories.history(ann, 0)] == ["add"]
+    await store.maintain(clock.now + 30 * 86_400 + 1, None)
+    assert await store.memories.history(ann, 0) == []
+
+
 async def test_an_undo_that_would_pass_the_pin_budget_is_refused(store: Store, ann, mira, clock):
     pinned = await store.memories.add_memory(ann, mira, "character", "pin 0", 2, True, "person")
     await store.memories.delete_memory(ann, mira, pinned.id)
