@@ -329,6 +329,16 @@ async def test_a_5000_character_reply_with_a_code_block_is_split_with_balanced_f
     assert [b["label"] for b in chunks[-1].buttons()] == ["🔄 Regenerate"]
 
 
+async def test_a_reply_of_2000_characters_is_one_message_and_one_of_2001_is_two(bot, discord_fake, llm):
+    channel = discord_fake.channel_id
+    llm.add(text("a" * 2_000), text("b" * 2_001))  # no boundary to split at: cut at the limit
+    await discord_fake.say(channel, ANN, "say a lot", mention_bot=True)
+    assert [len(m.content) for m in await bot_reply(discord_fake, channel)] == [2_000]
+    await discord_fake.say(channel, ANN, "say more", mention_bot=True)
+    second = [m.content for m in await bot_reply(discord_fake, channel, count=3)][1:]
+    assert len(second) == 2 and all(len(part) <= 2_000 for part in second) and "".join(second) == "b" * 2_001
+
+
 async def test_model_output_can_never_ping_anyone(bot, discord_fake, llm):
     llm.add(text("Hey @everyone and @here, <@&1> and <@2>!"))
     await discord_fake.say(discord_fake.channel_id, ANN, "say hi to all", mention_bot=True)
