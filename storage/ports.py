@@ -754,7 +754,8 @@ class Summaries(abc.ABC):
     @abc.abstractmethod
     async def summary_state(self, conversation_id: int, seen_by: int | None = None) -> SummaryState:
         """The state of the conversation's summary, or (`seen_by`) of that character's own
-        summary in a scene (SPEC 22: one that missed messages; never rebuilding, generation 0)."""
+        summary in a scene (SPEC 22: one that missed messages; never rebuilding, its generation
+        counting how often it started again)."""
 
     @abc.abstractmethod
     async def summary_states(self, conversation_id: int) -> list[tuple[int | None, SummaryState]]:

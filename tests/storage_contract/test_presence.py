@@ -153,7 +153,7 @@ async def test_an_own_summary_read_before_a_rebuild_began_is_not_written_after_i
     await store.presence.dismiss(scene, aki)
     said = await say(store, scene, ann, "the key is under the heron stone")
     read = await store.summaries.summary_state(scene, aki)  # a pass begins: its batch is read, the model writes
-    assert await store.summaries.start_rebuild(scene, None) is not None  # meanwhile: /forgetme's refresh
+    assert await store.summaries.start_rebuild(scene, None) is not None  # meanwhile: a rebuild begins
     with pytest.raises(SummaryStartedAgain):
         await store.summaries.write_summary(scene, read.generation, "recent", "Ann: the heron stone.", 5, said.pos,
                                             said.pos, [], covered_pos=said.pos, seen_by=aki)
