@@ -3,14 +3,16 @@
 The page is served as `python -m bot` serves it: by a process of its own beside the bot's
 (bot/page/process.py, `python -m bot page` on the same SQLite file). A person with 240 saved
 memories and a conversation of 1,000 messages (its last replies with their receipts) is signed
-in; 8 clients in another process ask for their page as fast as it answers, over loopback.
+in; 8 clients in another process ask for their page as fast as it answers, over loopback, all
+on one session (with `--sessions N`, spread over N sessions of theirs: a session's own requests
+are bounded, adapters/web/server.py SESSION_REQUESTS).
 
 Turns (bench.turn_overhead's: the model answers at once in process) are timed in blocks, quiet
 and flooded by turns — quiet, flooded, flooded, quiet, and again — so that the machine's own
 drift over the run falls on both alike; each block begins after SETTLE turns not timed. Target:
 the flood raises a turn's p99 by at most 20 %, all flooded blocks' turns against all quiet ones.
 
-    python -m bench.page_flood [--turns 3000] [--clients 8] [--blocks 6]
+    python -m bench.page_flood [--turns 3000] [--clients 8] [--blocks 6] [--sessions 1]
 """
 
 from __future__ import annotations
@@ -67,9 +69,9 @@ SETTLE = 20  # turns not timed at the start of a block: the flood (or its end) r
 # what they asked and wait; told `end`, they say how many pages they got, of how many, in how long.
 FLOOD = textwrap.dedent("""
     import asyncio, sys, time, aiohttp
-    url, cookie, clients = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    url, clients, cookies = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     asking, served, waiting = asyncio.Event(), [], []
-    async def client(http):
+    async def client(http, cookie):
         while True:
             await asking.wait()
             waiting.append(1)
@@ -82,7 +84,7 @@ FLOOD = textwrap.dedent("""
     async def main():
         flooded_s, began = 0.0, None
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients)) as http:
-            tasks = [asyncio.create_task(client(http)) for _ in range(clients)]
+            tasks = [asyncio.create_task(client(http, cookies[n % len(cookies)])) for n in range(clients)]
             while (command := (await asyncio.to_thread(sys.stdin.readline)).strip()) != "end":
                 if command == "flood":
                     asking.set()
@@ -120,8 +122,9 @@ async def signed_in_cookie(runtime: Runtime, base: str) -> str:
             return f"{COOKIE}={answer.cookies[COOKIE].value}"
 
 
-async def measure(turns: int, clients: int, blocks: int = 6) -> dict:
-    """`turns` timed quiet and as many flooded, in `blocks` blocks of each."""
+async def measure(turns: int, clients: int, blocks: int = 6, sessions: int = 1) -> dict:
+    """`turns` timed quiet and as many flooded, in `blocks` blocks of each; the clients spread
+    over `sessions` sessions."""
     with temp_folder() as folder:
         llm = InstantLLM()
         runtime = await bench_runtime(Path(folder), llm, web={"port": PORT})
@@ -135,9 +138,9 @@ async def measure(turns: int, clients: int, blocks: int = 6) -> dict:
             await ann_with_history(runtime, KEY, ANN, (f"history message {n}: {chat_line(n)}" for n in range(HISTORY)))
             assert await page.start(), "the page's process did not listen"
             base = f"http://127.0.0.1:{PORT}"
-            cookie = await signed_in_cookie(runtime, base)
+            cookies = [await signed_in_cookie(runtime, base) for _ in range(sessions)]
             await _turns(runtime, llm, 0)  # the warm-up: a bot process is long-lived
-            flood = subprocess.Popen([sys.executable, "-c", FLOOD, f"{base}/", cookie, str(clients)],
+            flood = subprocess.Popen([sys.executable, "-c", FLOOD, f"{base}/", str(clients), *cookies],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             try:
                 for block in range(2 * blocks):  # quiet, flooded, flooded, quiet, quiet, flooded, …
@@ -157,6 +160,7 @@ async def measure(turns: int, clients: int, blocks: int = 6) -> dict:
         "flood_p50": percentile(flooded, 50), "flood_p99": percentile(flooded, 99),
         "rise": percentile(flooded, 99) / percentile(quiet, 99) - 1, "pages": int(ok), "asked": int(asked),
         "pages_per_s": int(ok) / float(seconds), "clients": clients, "turns": len(quiet), "blocks": blocks,
+        "sessions": sessions,
     }
 
 
@@ -165,10 +169,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3000, help="turns timed quiet, and as many flooded")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--blocks", type=int, default=6, help="blocks of each, interleaved")
+    parser.add_argument("--sessions", type=int, default=1, help="the clients spread over this many sessions")
     args = parser.parse_args()
     started = time.monotonic()
-    result = asyncio.run(measure(args.turns, args.clients, args.blocks))
-    print(f"A turn while {result['clients']} clients flood GET / ({result['turns']} turns each, in "
+    result = asyncio.run(measure(args.turns, args.clients, args.blocks, args.sessions))
+    print(f"A turn while {result['clients']} clients flood GET / over {result['sessions']} session(s) "
+          f"({result['turns']} turns each, in "
           f"{result['blocks']} blocks; {machine()}; {time.monotonic() - started:.0f} s)")
     print(f"quiet: p50 {result['quiet_p50']:.2f} ms, p99 {result['quiet_p99']:.2f} ms; flooded: p50 "
           f"{result['flood_p50']:.2f} ms, p99 {result['flood_p99']:.2f} ms — p99 {100 * result['rise']:+.0f} % "

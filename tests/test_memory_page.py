@@ -11,6 +11,7 @@ import time
 import aiohttp
 import pytest
 
+from adapters.web import server
 from adapters.web.server import COOKIE, PageServer, visitor
 from bot.cli import page_server
 from bot.config import WebConfig, parse_config
@@ -332,8 +333,8 @@ async def test_every_answer_carries_a_strict_content_security_policy_and_no_refe
 
 async def test_a_flood_of_page_views_makes_one_page_at_a_time_and_leaves_the_bot_three_quarters(web):
     """#67 item 4: 8 clients flooding `GET /` raised a turn's p50 from 15 ms to 800 ms, each
-    page's queries queued on the bot's one database connection beside the turn's. A session's
-    page is made while no other is, and the next waits 3× as long as it took (PAGE_SHARE, a
+    page's queries queued on the bot's one database connection beside the turn's. A page is
+    made while no other is, and the next waits 3× as long as it took (PAGE_SHARE, a
     quarter), so the bot has the rest (bench/page_flood.py measures the turn)."""
     runtime, browser = web
     ann = Chat(runtime, platform="telegram")
@@ -351,6 +352,36 @@ async def test_a_flood_of_page_views_makes_one_page_at_a_time_and_leaves_the_bot
     assert [response.status for response, _ in answers] == [200] * 16
     for (began, ended), (next_began, _) in zip(spans, spans[1:]):
         assert next_began - ended >= 3 * (ended - began) * 0.95  # never two at once, and the bot's share between
+
+
+async def test_a_sessions_requests_are_bounded_and_its_flood_holds_no_other_sessions_page_up(web, monkeypatch):
+    """SPEC 21 "requests per session bounded": at most 20 requests of a session begin in any 20 s
+    (here 3 in any 2 s, to be quick); the next waits for its time, views and forms alike, while
+    another session's page is made meanwhile."""
+    monkeypatch.setattr(server, "SESSION_REQUESTS", 3)
+    monkeypatch.setattr(server, "SESSION_WINDOW_S", 2.0)
+    runtime, browser = web
+    anns = await signed_in(browser, Chat(runtime, platform="telegram"))
+    bobs = await signed_in(browser, Chat(runtime, platform="telegram", user="2", chat_id="2"))
+    mira = str(runtime.cast.character("Mira").id)
+    first = time.monotonic()
+    token = await anns.form_token()  # Ann's first request
+    made, begun = runtime.core.page.person_page, []
+
+    async def timed(visit):
+        begun.append((visit.person_id, time.monotonic()))
+        return await made(visit)
+    runtime.core.page.person_page = timed
+    answers = await asyncio.gather(
+        anns.request("GET", "/"), anns.request("POST", "/act/add", {"csrf": token, "character": mira, "text": "bees"}),
+        anns.request("GET", "/"), bobs.request("GET", "/"))
+    assert [response.status for response, _ in answers] == [200] * 4
+    ann, bob = await Chat(runtime, platform="telegram").person_id(), await Chat(
+        runtime, platform="telegram", user="2", chat_id="2").person_id()
+    anns_times = [at for person, at in begun if person == ann]
+    bobs_time = next(at for person, at in begun if person == bob)
+    assert len(anns_times) == 3 and anns_times[-1] - first >= 2.0  # her 4th began 2 s after her first
+    assert bobs_time < anns_times[-1]  # Bob's page did not wait behind Ann's
 
 
 async def test_the_owner_page_is_refused_to_a_non_owner_and_shown_to_the_owner(web):

@@ -12,10 +12,13 @@ every bot with `[web]` starts beside itself: bot/page/process.py).
 - It holds against the open internet (`Connections`): at most MAX_CONNECTIONS open at once (well
   under the 1,024 files a service may open; past it a connection is closed as it comes, without
   a log line), each request's headers and body within READ_S, a kept-alive connection idle at
-  most IDLE_S. A session's page is made one at a time — its queries, then its drawing, in a
-  thread — the others waiting their turn, and each begins after the last as long as PAGE_SHARE
-  leaves the rest of the machine (pages are made at most a quarter of the time): a flood of page
-  views takes one page's share of the CPU the bot's process shares it with (bench/page_flood.py).
+  most IDLE_S. Pages are made one at a time — a page's queries, then its drawing, in a thread —
+  the others waiting their turn, and each begins after the last as long as PAGE_SHARE leaves the
+  rest of the machine (pages are made at most a quarter of the time): a flood of page views
+  takes one page's share of the CPU the bot's process shares it with (bench/page_flood.py). A
+  session's requests are bounded too: at most SESSION_REQUESTS of them begin in any SESSION_WINDOW_S,
+  so one session's flood makes a page a second and leaves the share to everyone else's; a person
+  clicking through their page does not wait for it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import functools
 import hmac
 import ipaddress
 import logging
+from collections import deque
 from email.parser import BytesParser
 from email.policy import HTTP
 from pathlib import Path
@@ -61,6 +65,8 @@ READ_S = 10.0  # a request's headers and body, from when the connection (or its 
 IDLE_S = 15.0  # a kept-alive connection waits this long for its next request
 RENDERING = 4  # pages drawn at once (each in a thread); the others wait
 PAGE_SHARE = 0.25  # the most of the time pages are made: the next begins 3× as long after the last as it took
+SESSION_REQUESTS = 20  # a session's requests that may begin in any SESSION_WINDOW_S (SPEC 21: bounded)
+SESSION_WINDOW_S = 20.0  # so a flood of one session's makes a page a second, after its first 20
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -219,8 +225,9 @@ class PageServer:
                                             undefined=jinja2.StrictUndefined)
         self.templates.globals["root"] = path  # every link, form and the stylesheet under it
         self.rendering = asyncio.Semaphore(RENDERING)
-        self.one_page = asyncio.Lock()  # a session's page is made one at a time (its queries and drawing)
+        self.one_page = asyncio.Lock()  # pages are made one at a time (their queries and drawing)
         self.next_page_at = 0.0  # on the event loop's clock: when the next may begin (PAGE_SHARE)
+        self.asked: dict[str, deque[float]] = {}  # a live session's token: when its latest requests began
         self.connections = Connections()
 
     def app(self) -> web.Application:
@@ -278,26 +285,47 @@ class PageServer:
     def _signed_in(self, handler: Callable[..., Awaitable[web.Response]], form: bool = False) -> Handler:
         """A page of a session: the cookie's token checked in the database on every request, the
         page made while no other is (`one_page`), and after the last one, a while as long as
-        PAGE_SHARE leaves the bot. A `form` is read first (a slow sender holds no page up) and
-        refused (403) unless it carries the session's CSRF token."""
+        PAGE_SHARE leaves the bot. While its session has begun SESSION_REQUESTS requests in the last
+        SESSION_WINDOW_S, a request waits for its time without holding `one_page`, and looks again
+        once it holds it (another request of the session may have gone first). A `form` is read
+        first (a slow sender holds no page up) and refused (403) unless it carries the session's
+        CSRF token."""
         async def run(request: web.Request) -> web.Response:
             fields = await form_fields(request) if form else None
             token = request.cookies.get(COOKIE, "")
-            async with self.one_page:
-                clock = asyncio.get_running_loop().time
-                await asyncio.sleep(self.next_page_at - clock())
-                began = clock()
-                try:
-                    return await self._made(request, handler, token, fields)
-                finally:  # the bot's turns have the rest of the time
-                    self.next_page_at = clock() + (clock() - began) * (1 / PAGE_SHARE - 1)
+            clock = asyncio.get_running_loop().time
+            while True:
+                await asyncio.sleep(self._next_request_at(token) - clock())
+                async with self.one_page:
+                    if self._next_request_at(token) > clock():
+                        continue  # another request of the session began meanwhile: wait for its time
+                    await asyncio.sleep(self.next_page_at - clock())
+                    began = clock()
+                    try:
+                        return await self._made(request, handler, token, fields)
+                    finally:  # the bot's turns have the rest of the time
+                        self.next_page_at = clock() + (clock() - began) * (1 / PAGE_SHARE - 1)
         return run
+
+    def _next_request_at(self, token: str) -> float:
+        """When the session's next request may begin: SESSION_WINDOW_S after the first of its
+        last SESSION_REQUESTS."""
+        began = self.asked.get(token, ())
+        return began[0] + SESSION_WINDOW_S if len(began) == SESSION_REQUESTS else 0.0
+
+    def _counted(self, token: str) -> None:
+        """A request of a live session begins (a bad token is kept nowhere); the sessions with
+        none in the last SESSION_WINDOW_S are let go."""
+        now = asyncio.get_running_loop().time()
+        self.asked = {t: began for t, began in self.asked.items() if began[-1] > now - SESSION_WINDOW_S}
+        self.asked.setdefault(token, deque(maxlen=SESSION_REQUESTS)).append(now)
 
     async def _made(self, request: web.Request, handler: Callable[..., Awaitable[web.Response]], token: str,
                     fields: dict[str, str] | None) -> web.Response:
         visit = await self.page.visit(token) if token else None
         if visit is None:
             return await self.message(NO_SESSION, 401)
+        self._counted(token)
         if fields is None:
             return await handler(request, visit)
         if not hmac.compare_digest(fields.pop("csrf", "").encode(), visit.csrf.encode()):
