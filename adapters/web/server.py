@@ -16,9 +16,10 @@ every bot with `[web]` starts beside itself: bot/page/process.py).
   the others waiting their turn, and each begins after the last as long as PAGE_SHARE leaves the
   rest of the machine (pages are made at most a quarter of the time): a flood of page views
   takes one page's share of the CPU the bot's process shares it with (bench/page_flood.py). A
-  session's requests are bounded too: at most SESSION_REQUESTS of them begin in any SESSION_WINDOW_S,
-  so one session's flood makes a page a second and leaves the share to everyone else's; a person
-  clicking through their page does not wait for it.
+  session's requests are bounded too: at most SESSION_REQUESTS of them begin in any SESSION_WINDOW_S;
+  past that a request is answered 429 at once, before the database or the page's turn, so one
+  session's flood makes a page a second, holds no connection and leaves the share to everyone
+  else's; a person clicking through their page does not meet it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import functools
 import hmac
 import ipaddress
 import logging
+import math
 from collections import deque
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -54,6 +56,7 @@ HEADERS = {
 NO_SESSION = ("This page needs a session. Send /memory page to the bot for a new link; it works once, "
               "within 10 minutes.")
 FORM_REFUSED = "This form has expired or did not come from your page. Reload the page and try again."
+TOO_MANY = "Too many requests from this page in a short while. Wait a few seconds, then reload the page."
 ELSEWHERE = ("This link was sent from another site, not from your memory page, so it was not opened. "
              "Open the link you got from the bot yourself.")
 TEMPLATES = Path(__file__).parent / "templates"
@@ -286,25 +289,25 @@ class PageServer:
         """A page of a session: the cookie's token checked in the database on every request, the
         page made while no other is (`one_page`), and after the last one, a while as long as
         PAGE_SHARE leaves the bot. While its session has begun SESSION_REQUESTS requests in the last
-        SESSION_WINDOW_S, a request waits for its time without holding `one_page`, and looks again
-        once it holds it (another request of the session may have gone first). A `form` is read
-        first (a slow sender holds no page up) and refused (403) unless it carries the session's
-        CSRF token."""
+        SESSION_WINDOW_S, a request is refused (429) at once, and again once it holds `one_page`
+        (another request of the session may have gone first). A `form` is read first (a slow
+        sender holds no page up) and refused (403) unless it carries the session's CSRF token."""
         async def run(request: web.Request) -> web.Response:
             fields = await form_fields(request) if form else None
             token = request.cookies.get(COOKIE, "")
             clock = asyncio.get_running_loop().time
-            while True:
-                await asyncio.sleep(self._next_request_at(token) - clock())
+            if self._next_request_at(token) <= clock():
                 async with self.one_page:
-                    if self._next_request_at(token) > clock():
-                        continue  # another request of the session began meanwhile: wait for its time
-                    await asyncio.sleep(self.next_page_at - clock())
-                    began = clock()
-                    try:
-                        return await self._made(request, handler, token, fields)
-                    finally:  # the bot's turns have the rest of the time
-                        self.next_page_at = clock() + (clock() - began) * (1 / PAGE_SHARE - 1)
+                    if self._next_request_at(token) <= clock():  # no other request of the session went first
+                        await asyncio.sleep(self.next_page_at - clock())
+                        began = clock()
+                        try:
+                            return await self._made(request, handler, token, fields)
+                        finally:  # the bot's turns have the rest of the time
+                            self.next_page_at = clock() + (clock() - began) * (1 / PAGE_SHARE - 1)
+            # plain text, drawn by no template: a flood's answers cost the least they can
+            return web.Response(text=TOO_MANY, status=429, headers={
+                "Retry-After": str(math.ceil(self._next_request_at(token) - clock()))})
         return run
 
     def _next_request_at(self, token: str) -> float:
