@@ -307,7 +307,7 @@ class PageServer:
                             self.next_page_at = clock() + (clock() - began) * (1 / PAGE_SHARE - 1)
             # plain text, drawn by no template: a flood's answers cost the least they can
             return web.Response(text=TOO_MANY, status=429, headers={
-                "Retry-After": str(math.ceil(self._next_request_at(token) - clock()))})
+                "Retry-After": str(max(1, math.ceil(self._next_request_at(token) - clock())))})
         return run
 
     def _next_request_at(self, token: str) -> float:
