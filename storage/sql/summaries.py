@@ -26,6 +26,11 @@ OWN_NOW = ("FROM presence WHERE conversation_id = $1 AND character_id = $10 "
 # Every character's own summary of the conversation ($1) starts again from its first message (SPEC 22)
 OWN_START_AGAIN = ("UPDATE presence SET summarized_pos = 0, summary_generation = summary_generation + 1, "
                    "summary_failures = 0, summary_retry_at = NULL WHERE conversation_id = $1")
+# A rebuild of the conversation ($1) for the person ($2, or nobody) set running from its first
+# message, as the generation after the live one; what a rebuild already there does follows
+NEW_REBUILD = ("INSERT INTO rebuilds (conversation_id, person_id, generation, progress_pos, status, started_at) "
+               "SELECT id, $2, summary_generation + 1, 0, 'running', $3 FROM conversations WHERE id = $1 "
+               "ON CONFLICT (conversation_id) ")
 
 
 async def start_over(db: Database, tx: Connection, conversation_id: int, gone: list[int]) -> None:
@@ -49,11 +54,9 @@ async def start_over(db: Database, tx: Connection, conversation_id: int, gone: l
     await tx.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND NOT (id {db.dialect.in_ids(2)})",
                      conversation_id, db.dialect.ids(kept))
     await tx.execute(OWN_START_AGAIN, conversation_id)
-    await tx.execute(  # whoever asked for a rebuild running is told when this one ends
-        "INSERT INTO rebuilds (conversation_id, person_id, generation, progress_pos, status, started_at) "
-        "SELECT id, NULL, summary_generation + 1, 0, 'running', $2 FROM conversations WHERE id = $1 "
-        "ON CONFLICT (conversation_id) DO UPDATE SET generation = rebuilds.generation + 1, progress_pos = 0, "
-        "status = 'running', error = NULL", conversation_id, db.clock())
+    await tx.execute(  # one running starts over (whoever asked for it is told when this one ends)
+        f"{NEW_REBUILD}DO UPDATE SET generation = rebuilds.generation + 1, progress_pos = 0, status = 'running', "
+        "error = NULL", conversation_id, None, db.clock())
 
 
 def summary_state(row) -> SummaryState:
@@ -149,10 +152,8 @@ class SQLSummaries(Summaries):
 
     async def start_rebuild(self, conversation_id: int, person_id: int | None) -> RebuildRow | None:
         async with self.db.transaction() as tx:
-            generation = await tx.value(
-                "INSERT INTO rebuilds (conversation_id, person_id, generation, progress_pos, status, started_at) "
-                "SELECT $1, $2, summary_generation + 1, 0, 'running', $3 FROM conversations WHERE id = $1 "
-                "ON CONFLICT DO NOTHING RETURNING generation", conversation_id, person_id, self.db.clock())
+            generation = await tx.value(f"{NEW_REBUILD}DO NOTHING RETURNING generation", conversation_id, person_id,
+                                        self.db.clock())
             if generation is None:
                 return None  # one runs already
             # Anything a crashed earlier attempt wrote for that generation goes; and the scene's
