@@ -14,12 +14,12 @@ every bot with `[web]` starts beside itself: bot/page/process.py).
   a log line), each request's headers and body within READ_S, a kept-alive connection idle at
   most IDLE_S. Pages are made one at a time — a page's queries, then its drawing, in a thread —
   the others waiting their turn, and each begins after the last as long as PAGE_SHARE leaves the
-  rest of the machine (pages are made at most a quarter of the time): a flood of page views
+  rest of the machine (pages are made at most a tenth of the time): a flood of page views
   takes one page's share of the CPU the bot's process shares it with (bench/page_flood.py). A
   session's requests are bounded too: at most SESSION_REQUESTS of them begin in any SESSION_WINDOW_S;
-  past that a request is answered 429 at once, before the database or the page's turn, so one
-  session's flood makes a page a second, holds no connection and leaves the share to everyone
-  else's; a person clicking through their page does not meet it.
+  past that a request is answered 429 after REFUSED_AFTER_S, without the database or the page's
+  turn, so one session's flood makes a page a second, asks once a second on each connection and
+  leaves the share to everyone else's; a person clicking through their page does not meet it.
 """
 
 from __future__ import annotations
@@ -67,9 +67,10 @@ MAX_CONNECTIONS = 256  # open at once; a service's file limit is 1,024
 READ_S = 10.0  # a request's headers and body, from when the connection (or its last answer) was ready
 IDLE_S = 15.0  # a kept-alive connection waits this long for its next request
 RENDERING = 4  # pages drawn at once (each in a thread); the others wait
-PAGE_SHARE = 0.25  # the most of the time pages are made: the next begins 3× as long after the last as it took
+PAGE_SHARE = 0.1  # the most of the time pages are made: the next begins 9× as long after the last as it took
 SESSION_REQUESTS = 20  # a session's requests that may begin in any SESSION_WINDOW_S (SPEC 21: bounded)
 SESSION_WINDOW_S = 20.0  # so a flood of one session's makes a page a second, after its first 20
+REFUSED_AFTER_S = 1.0  # a refused request's answer waits this long: a flood's clients ask once a second each
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -289,9 +290,10 @@ class PageServer:
         """A page of a session: the cookie's token checked in the database on every request, the
         page made while no other is (`one_page`), and after the last one, a while as long as
         PAGE_SHARE leaves the bot. While its session has begun SESSION_REQUESTS requests in the last
-        SESSION_WINDOW_S, a request is refused (429) at once, and again once it holds `one_page`
-        (another request of the session may have gone first). A `form` is read first (a slow
-        sender holds no page up) and refused (403) unless it carries the session's CSRF token."""
+        SESSION_WINDOW_S, a request is refused (429, after REFUSED_AFTER_S) without waiting for
+        another's page, and again once it holds `one_page` (another request of the session may
+        have gone first). A `form` is read first (a slow sender holds no page up) and refused
+        (403) unless it carries the session's CSRF token."""
         async def run(request: web.Request) -> web.Response:
             fields = await form_fields(request) if form else None
             token = request.cookies.get(COOKIE, "")
@@ -305,7 +307,10 @@ class PageServer:
                             return await self._made(request, handler, token, fields)
                         finally:  # the bot's turns have the rest of the time
                             self.next_page_at = clock() + (clock() - began) * (1 / PAGE_SHARE - 1)
-            # plain text, drawn by no template: a flood's answers cost the least they can
+            # plain text, drawn by no template, and only after a pause: a flood's answers cost the
+            # least they can, and a client that waits for its answer (browsers and scripts do)
+            # asks once a second, not as fast as the machine answers
+            await asyncio.sleep(REFUSED_AFTER_S)
             return web.Response(text=TOO_MANY, status=429, headers={
                 "Retry-After": str(max(1, math.ceil(self._next_request_at(token) - clock())))})
         return run
