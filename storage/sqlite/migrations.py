@@ -193,6 +193,62 @@ ONE_ID_ONCE = REBUILD + f"""
     CREATE INDEX reminders_of_turn ON reminders(turn_id);
 """
 
+# Migration 30 left three tables that give an id again once their newest row is deleted. A
+# character removed from the config gave its id to the next one added, which then took the
+# removed one's lines in a scene (they name their character by id) for its own. A summary entry
+# that a cancelled rebuild or a /forgetme took away gave its id to the next entry, which a stale
+# `/memory summary edit <id>` then changed. A change to a memory that the upkeep forgot, or that
+# went with its turn, gave its id to the next change, which a page still open could then undo.
+# They are made anew with AUTOINCREMENT, as ONE_ID_ONCE made the others.
+CHARACTER_COLUMNS = "id, name, created_at"
+SUMMARY_COLUMNS = "id, conversation_id, generation, tier, content, tokens, first_pos, last_pos, edited, created_at, seen_by"
+CHANGE_COLUMNS = "id, person_id, memory_id, turn_id, conversation_id, action, before, after, at, undone"
+THE_REST_ONCE = REBUILD + f"""
+    CREATE TABLE characters_once (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        name        TEXT NOT NULL UNIQUE COLLATE NOCASE,
+        created_at  REAL NOT NULL
+    );
+    INSERT INTO characters_once ({CHARACTER_COLUMNS}) SELECT {CHARACTER_COLUMNS} FROM characters;
+    DROP TABLE characters;
+    ALTER TABLE characters_once RENAME TO characters;
+    CREATE TABLE summaries_once (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id  INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        generation       INTEGER NOT NULL,
+        tier             TEXT NOT NULL CHECK (tier IN ('recent', 'merged', 'long_term')),
+        content          TEXT NOT NULL,
+        tokens           INTEGER NOT NULL,
+        first_pos        INTEGER NOT NULL,
+        last_pos         INTEGER NOT NULL,
+        edited           INTEGER NOT NULL DEFAULT 0,
+        created_at       REAL NOT NULL,
+        seen_by          BIGINT
+    );
+    INSERT INTO summaries_once ({SUMMARY_COLUMNS}) SELECT {SUMMARY_COLUMNS} FROM summaries;
+    DROP TABLE summaries;
+    ALTER TABLE summaries_once RENAME TO summaries;
+    CREATE INDEX summaries_conversation ON summaries(conversation_id, generation, tier, first_pos);
+    CREATE TABLE memory_history_once (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        person_id        BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+        memory_id        BIGINT NOT NULL,
+        turn_id          BIGINT REFERENCES turns(id) ON DELETE CASCADE,
+        conversation_id  BIGINT REFERENCES conversations(id) ON DELETE SET NULL,
+        action           TEXT NOT NULL,
+        before           TEXT,
+        after            TEXT,
+        at               DOUBLE PRECISION NOT NULL,
+        undone           BOOLEAN NOT NULL DEFAULT false
+    );
+    INSERT INTO memory_history_once ({CHANGE_COLUMNS}) SELECT {CHANGE_COLUMNS} FROM memory_history;
+    DROP TABLE memory_history;
+    ALTER TABLE memory_history_once RENAME TO memory_history;
+    CREATE INDEX memory_history_person ON memory_history(person_id, at);
+    CREATE INDEX memory_history_turn ON memory_history(turn_id) WHERE turn_id IS NOT NULL;
+    CREATE INDEX memory_history_memory ON memory_history(memory_id);
+"""
+
 # a message the full-text index holds: stored since the index, or reached by its backfill
 INDEXED = ("(m.id >= (SELECT older_than_id FROM recall_backfill) "
            "OR m.id <= (SELECT done_up_to_id FROM recall_backfill))")
@@ -536,4 +592,6 @@ MIGRATIONS: list[str] = [
     ONE_ID_ONCE,
     # 31 — a character's own summary counts its starts (storage/sql/migrations.py)
     OWN_SUMMARY_GENERATIONS,
+    # 32 — an id of a character, a summary entry or a memory's change is never given again (THE_REST_ONCE)
+    THE_REST_ONCE,
 ]

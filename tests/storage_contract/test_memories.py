@@ -166,3 +166,15 @@ async def test_an_undo_that_would_pass_the_pin_budget_is_refused(store: Store, a
     deleted = next(c for c in await store.memories.history(ann, 0) if c.action == "delete")
     with pytest.raises(CapReached):
         await store.memories.undo_change(ann, deleted.id, 0)
+
+
+async def test_the_id_of_a_forgotten_newest_change_is_never_given_again(store: Store, ann, mira, clock):
+    """SPEC 21 "History and undo": a page still open may undo a change by its id after the
+    upkeep forgot it; the next change never gets that id, so the stale Undo finds nothing."""
+    await store.memories.add_memory(ann, mira, "character", "Ann likes tea", 3, False, "person")
+    [forgotten] = await store.memories.history(ann, 0)
+    await store.maintain(clock.now + 30 * 86_400 + 1, None)
+    await store.memories.add_memory(ann, mira, "character", "Ann likes coffee", 3, False, "person")
+    [newer] = await store.memories.history(ann, 0)
+    assert newer.id > forgotten.id
+    assert await store.memories.undo_change(ann, forgotten.id, 0) is None

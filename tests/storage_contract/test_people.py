@@ -139,6 +139,13 @@ async def test_a_forgotten_persons_id_and_their_chats_are_never_given_to_anyone_
     assert bob > ann and bobs > chat
 
 
+async def test_a_removed_characters_id_is_never_given_to_another_character(store: Store, mira):
+    """A removed character's lines in a scene still name it by id (SPEC 22): a character added
+    later never gets that id, so it never takes those lines for its own."""
+    assert await store.characters.remove_character("Mira") == 0
+    assert await store.characters.ensure_character("Noor") > mira
+
+
 async def test_removing_a_character_turns_its_memories_global(store: Store, ann, mira):
     await store.memories.add_memory(ann, mira, "character", "only Mira knows", 2, False, "person")
     assert await store.characters.character_memory_counts() == {"Mira": 1}

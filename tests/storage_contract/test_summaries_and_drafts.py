@@ -30,6 +30,18 @@ async def test_a_rebuild_writes_the_next_generation_and_swaps_it_in_at_once(stor
     assert await store.summaries.rebuild(chat) is None
 
 
+async def test_the_id_of_a_deleted_newest_summary_entry_is_never_given_again(store: Store, chat):
+    """`/memory summary edit <id>` names an entry by the id a person was shown: an entry written
+    after a cancelled rebuild took the newest ones away never gets one of theirs."""
+    rebuild = await store.summaries.start_rebuild(chat, None)
+    cancelled = await store.summaries.write_summary(chat, rebuild.generation, "recent", "- soon gone", 2, 2, 10, [],
+                                                    covered_pos=10)
+    await store.summaries.cancel_rebuild(chat)
+    entry = await store.summaries.write_summary(chat, 0, "recent", "- kept", 2, 2, 10, [], covered_pos=10)
+    assert entry.id > cancelled.id
+    assert not await store.summaries.edit_summary(chat, cancelled.id, "- a stale edit", 3)
+
+
 async def test_a_failed_summary_is_retried_when_due(store: Store, chat, clock):
     await store.summaries.set_summary_retry(chat, 2, clock.now + 60)
     assert await store.summaries.due_summary_retries(clock.now) == []
