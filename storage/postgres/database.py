@@ -153,7 +153,9 @@ class _On:
 
 class PostgresDialect(Dialect):
     for_update = " FOR UPDATE"
+    for_key_share = " FOR KEY SHARE"
     unique_violation = (asyncpg.UniqueViolationError,)
+    deadlock = (asyncpg.DeadlockDetectedError,)
 
     def in_ids(self, number: int) -> str:
         return f"= ANY(${number}::bigint[])"

@@ -6,7 +6,8 @@ parameter, bound by number), and the SQL both backends run: `IS NOT DISTINCT FRO
 
 What truly differs lives in a `Dialect`: how rows are held until a transaction ends (PostgreSQL
 locks them; SQLite's write transaction already holds the whole file), how a list of ids is one
-parameter, how writers are serialized on a key, and which error a unique key raises.
+parameter, how writers are serialized on a key, which error a unique key raises, and which a
+transaction ended to break a deadlock raises (`in_transaction` runs such a one again).
 
 Outside a transaction `one`, `all` and `value` read and `execute` writes one statement; a
 write that returns rows, or several writes that go together, run in `transaction()`.
@@ -15,7 +16,10 @@ write that returns rows, or several writes that go together, run in `transaction
 from __future__ import annotations
 
 import abc
-from typing import Any, AsyncContextManager, Callable, Protocol, Sequence
+from typing import Any, AsyncContextManager, Awaitable, Callable, Protocol, Sequence, TypeVar
+
+T = TypeVar("T")
+DEADLOCK_TRIES = 3  # a transaction ended to break a deadlock runs again, at most this often in all
 
 
 class Reads(Protocol):
@@ -33,7 +37,9 @@ class Connection(Reads, Protocol):
 
 class Dialect(abc.ABC):
     for_update: str  # appended to a SELECT whose rows must stay as read until the transaction ends
+    for_key_share: str  # appended to a SELECT whose rows must stay until the transaction ends (as a reference holds them)
     unique_violation: tuple[type[Exception], ...]  # what a unique key refusing a row raises
+    deadlock: tuple[type[Exception], ...]  # what a transaction the database ended to break a deadlock raises
 
     @abc.abstractmethod
     def in_ids(self, number: int) -> str:
@@ -63,3 +69,21 @@ class Database(Connection, Protocol):
     async def process_alive(self, holder: str | None) -> bool:
         """Whether the process a holder names is still there (asked of the database, or of the
         operating system for SQLite, which one machine shares)."""
+
+
+async def in_transaction(db: Database, work: Callable[[Connection], Awaitable[T]], short: bool = False) -> T:
+    """`work` in one transaction (`short` as `Database.transaction`), run again from its start when
+    the database ended it to break a deadlock. On PostgreSQL two transactions can each wait for a
+    row the other holds: /forgetme deletes a turn and then waits for its person's row, which the
+    turn's reply holds while it waits for that turn (tests/test_postgres_lock_order.py). One of
+    them is ended and the other goes on, so the next try finds the rows as the other left them.
+    SQLite's one writer never deadlocks."""
+    tries = 1
+    while True:
+        try:
+            async with db.transaction(short) as tx:
+                return await work(tx)
+        except db.dialect.deadlock:
+            if tries == DEADLOCK_TRIES:
+                raise
+            tries += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from storage.ports import (CHARACTER, GLOBAL, CapReached, Characters, MemoryCaps, MergeReport, People, Persona,
                           Profile)
-from storage.sql.database import Database
+from storage.sql.database import Connection, Database, in_transaction
 from storage.sql.memories import LEARNS, count_memories, hold_people
 from storage.sql.summaries import start_over
 
@@ -129,7 +129,11 @@ class SQLPeople(People):
                               persona.text if persona else None, persona.tokens if persona else 0)
 
     async def forget_person(self, person_id: int, day: str) -> list[int]:
-        async with self.db.transaction() as tx:
+        async def forget(tx: Connection) -> list[int]:
+            # Their turns are held first, as a reply being kept holds its turn first: one under way
+            # is waited for, and what it kept then goes too (tests/test_postgres_lock_order.py).
+            await tx.execute(f"SELECT id FROM turns WHERE person_id = $1 ORDER BY id{self.db.dialect.for_update}",
+                             person_id)
             await tx.execute("DELETE FROM forgotten_spend WHERE day < $1", day)  # kept only until the day ends
             await tx.execute(
                 # against every platform id (the allowance), counted once in /stats (the first id)
@@ -162,7 +166,9 @@ class SQLPeople(People):
             await tx.execute("DELETE FROM persons WHERE id = $1", person_id)
             for conversation_id, places in gone.items():  # their words leave the summaries at once
                 await start_over(self.db, tx, conversation_id, places)
-        return sorted(gone)
+            return sorted(gone)
+
+        return await in_transaction(self.db, forget)
 
 
 class SQLCharacters(Characters):

@@ -40,7 +40,7 @@ from storage.sql.conversations import (
     set_platform_ids,
 )
 from storage.sql.coordination import take_call
-from storage.sql.database import Connection, Database
+from storage.sql.database import Connection, Database, in_transaction
 from storage.sql.memories import undo_journal
 from storage.sql.presence import take_witnesses
 from storage.sql.reminders import reminder_cut_off, reminder_shown, undo_reminders
@@ -365,36 +365,39 @@ class SQLTurns(Turns):
         content: str, tokens: int, receipt: dict[str, Any], character_id: int | None = None,
         named: Sequence[int] = (), spend: Spend | None = None,
     ) -> MessageRow | None:
-        try:
-            async with self.db.transaction(short=True) as tx:
-                if spend is not None:  # spent all the same
-                    await add_spend(tx, spend)
-                # The turn, held until its reply is kept. Gone (its message was deleted meanwhile,
-                # or its person forgotten: the turn went with them), nothing is kept.
-                held = await tx.one(
-                    "SELECT character_id, (SELECT is_shared FROM conversations WHERE id = turns.conversation_id) "
-                    "AS scene, (SELECT character_id FROM conversations WHERE id = turns.conversation_id) AS own "
-                    f"FROM turns WHERE id = $1{self.db.dialect.for_update}", turn_id)
-                if held is None:
-                    return None
-                # a reply to a person's message takes the place right after it; a character answering
-                # another character's reply (a scene's chain) takes the next place
-                place = (Place(user_message.conversation_id, user_message.pos + 1, bool(held["scene"]), held["own"])
-                         if user_message.role == "user" else await next_place(tx, user_message.conversation_id))
-                reply = await insert_message(tx, place, "assistant", None, speaker_name, content, tokens, None,
-                                             self.db.clock(), held["character_id"] if character_id is None
-                                             else character_id, turn_id, named)
-                assert reply is not None  # a reply has no platform id yet: nothing to conflict with
-                # This turn becomes 'done' with its reply, not yet shown; a turn it regenerates (the
-                # same message's earlier 'done' turn) becomes 'replaced' in the same statement. The
-                # replaced reply goes once the new one is shown (`shown`), and stays if it never is.
-                await tx.execute(
-                    "UPDATE turns SET status = CASE WHEN id = $1 THEN 'done' ELSE 'replaced' END, "
-                    "reply_message_id = CASE WHEN id = $1 THEN $2 ELSE reply_message_id END, "
-                    "receipt = CASE WHEN id = $1 THEN $3 ELSE receipt END, shown = (id <> $1) "
-                    "WHERE id = $1 OR (user_message_id = $4 AND status = 'done' AND kind = 'reply')",
-                    turn_id, reply.id, json.dumps(receipt), user_message.id)
+        async def keep(tx: Connection) -> MessageRow | None:
+            # The turn, held until its reply is kept: first, as /forgetme holds its person's turns
+            # first (tests/test_postgres_lock_order.py). Gone (its message was deleted meanwhile,
+            # or its person forgotten: the turn went with them), nothing is kept.
+            held = await tx.one(
+                "SELECT character_id, (SELECT is_shared FROM conversations WHERE id = turns.conversation_id) "
+                "AS scene, (SELECT character_id FROM conversations WHERE id = turns.conversation_id) AS own "
+                f"FROM turns WHERE id = $1{self.db.dialect.for_update}", turn_id)
+            if spend is not None:  # spent all the same
+                await add_spend(self.db, tx, spend)
+            if held is None:
+                return None
+            # a reply to a person's message takes the place right after it; a character answering
+            # another character's reply (a scene's chain) takes the next place
+            place = (Place(user_message.conversation_id, user_message.pos + 1, bool(held["scene"]), held["own"])
+                     if user_message.role == "user" else await next_place(tx, user_message.conversation_id))
+            reply = await insert_message(tx, place, "assistant", None, speaker_name, content, tokens, None,
+                                         self.db.clock(), held["character_id"] if character_id is None
+                                         else character_id, turn_id, named)
+            assert reply is not None  # a reply has no platform id yet: nothing to conflict with
+            # This turn becomes 'done' with its reply, not yet shown; a turn it regenerates (the
+            # same message's earlier 'done' turn) becomes 'replaced' in the same statement. The
+            # replaced reply goes once the new one is shown (`shown`), and stays if it never is.
+            await tx.execute(
+                "UPDATE turns SET status = CASE WHEN id = $1 THEN 'done' ELSE 'replaced' END, "
+                "reply_message_id = CASE WHEN id = $1 THEN $2 ELSE reply_message_id END, "
+                "receipt = CASE WHEN id = $1 THEN $3 ELSE receipt END, shown = (id <> $1) "
+                "WHERE id = $1 OR (user_message_id = $4 AND status = 'done' AND kind = 'reply')",
+                turn_id, reply.id, json.dumps(receipt), user_message.id)
             return reply
+
+        try:
+            return await in_transaction(self.db, keep, short=True)
         finally:
             self.ended(turn_id)
 
@@ -425,7 +428,7 @@ class SQLTurns(Turns):
     async def fail_turn(self, turn_id: int, spend: Spend | None = None) -> None:
         async with self.db.transaction(short=True) as tx:
             if spend is not None:
-                await add_spend(tx, spend)
+                await add_spend(self.db, tx, spend)
             await undo_effects(tx, turn_id)
             await tx.execute("UPDATE turns SET status = 'failed' WHERE id = $1", turn_id)
         self.ended(turn_id)

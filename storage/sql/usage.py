@@ -7,9 +7,12 @@ from __future__ import annotations
 from storage.ports import DayTotals, Spend, Usage
 from storage.sql.database import Connection, Database
 
-# (nothing for a person forgotten meanwhile: /forgetme kept the day's spend by their platform ids)
+# Nothing for a person forgotten meanwhile: /forgetme kept the day's spend by their platform ids.
+# Their row is held as it is found (`for_key_share`, as the reference to it would hold it): a
+# /forgetme under way is waited for, and then there is no one to add to, where the reference
+# alone would have failed once it committed.
 _ADD = ("INSERT INTO usage_days (person_id, day, character_id, turns, tokens_in, tokens_out, checkins) "
-        "SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM persons WHERE id = $1) "
+        "SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM persons WHERE id = $1{held}) "
         "ON CONFLICT (person_id, day, character_id) DO UPDATE SET "
         "turns = usage_days.turns + excluded.turns, tokens_in = usage_days.tokens_in + excluded.tokens_in, "
         "tokens_out = usage_days.tokens_out + excluded.tokens_out, checkins = usage_days.checkins + excluded.checkins")
@@ -32,9 +35,14 @@ _PICTURES = ("SELECT (SELECT COALESCE(SUM(pictures), 0) FROM usage_days WHERE pe
              "AND i.user_id = f.user_id WHERE i.person_id = $1 AND f.day = $2)")
 
 
-async def add_spend(db: Connection, spend: Spend) -> None:
-    """Add what a model call cost to the person's day (in a transaction, or a statement of its own)."""
-    await db.execute(_ADD, spend.person_id, spend.day, spend.character_id, spend.turns, spend.tokens_in,
+def _add(db: Database) -> str:
+    return _ADD.format(held=db.dialect.for_key_share)
+
+
+async def add_spend(db: Database, tx: Connection, spend: Spend) -> None:
+    """Add what a model call cost to the person's day (`tx`: a transaction of `db`, or `db` itself
+    for a statement of its own)."""
+    await tx.execute(_add(db), spend.person_id, spend.day, spend.character_id, spend.turns, spend.tokens_in,
                      spend.tokens_out, 0)
 
 
@@ -44,17 +52,17 @@ class SQLUsage(Usage):
 
     async def add_turn(self, person_id: int, character_id: int, day: str, tokens_in: int, tokens_out: int,
                        turns: int = 1) -> None:
-        await add_spend(self.db, Spend(person_id, character_id, day, tokens_in, tokens_out, turns))
+        await add_spend(self.db, self.db, Spend(person_id, character_id, day, tokens_in, tokens_out, turns))
 
     async def add_checkin(self, person_id: int, character_id: int, day: str) -> None:
-        await self.db.execute(_ADD, person_id, day, character_id, 0, 0, 0, 1)
+        await self.db.execute(_add(self.db), person_id, day, character_id, 0, 0, 0, 1)
 
     async def take_picture(self, person_id: int, character_id: int, day: str, per_day: int, tokens: int) -> bool:
         async with self.db.transaction(short=True) as tx:
             await self.db.dialect.serialize(tx, f"pictures:{person_id}")
             if await tx.value(_PICTURES, person_id, day) >= per_day:
                 return False
-            await tx.execute(_ADD, person_id, day, character_id, 0, 0, tokens, 0)
+            await tx.execute(_add(self.db), person_id, day, character_id, 0, 0, tokens, 0)
             await tx.execute("UPDATE usage_days SET pictures = pictures + 1 "
                              "WHERE person_id = $1 AND day = $2 AND character_id = $3", person_id, day, character_id)
         return True

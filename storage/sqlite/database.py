@@ -407,8 +407,9 @@ def _numbered(params: tuple) -> dict[str, Any]:
 
 
 class SQLiteDialect(Dialect):
-    for_update = ""  # a write transaction holds the whole file
+    for_update = for_key_share = ""  # a write transaction holds the whole file
     unique_violation = (sqlite3.IntegrityError,)
+    deadlock = ()  # one writer at a time: nothing to wait for in a cycle
 
     def in_ids(self, number: int) -> str:
         return f"IN (SELECT value FROM json_each(${number}))"
