@@ -1,16 +1,18 @@
 """On PostgreSQL, /forgetme and what is written for the same person meanwhile wait for each
 other's rows in one order: both hold the person's turns first (a reply its turn, /forgetme all of
-them), so a reply under way is waited for and then forgotten with the rest, or finds its turn gone
-(before, each waited for a row the other held, and what /forgetme read before the reply was kept
-left that reply behind). Where the order still crosses (a memory tool's write holds the person's
-row, then refers to its turn), PostgreSQL breaks the deadlock by ending one of the two
-transactions, and that one runs again (`in_transaction`): /forgetme never fails for it. Each test
-stages one order: one transaction is paused after a statement until the other waits for a lock.
-(SQLite's one writer never deadlocks: nothing to stage there.)"""
+them), then the person's row (a spend or a message refers to it), so a reply or a message under
+way is waited for and then forgotten with the rest, or finds its turn or its person gone.
+(Before, each waited for a row the other held, and what /forgetme read before the other was
+kept left it behind.) Where an order still crosses (a memory tool's write holds the person's row,
+then refers to its turn; a message holds its conversation's row, then refers to its person),
+PostgreSQL breaks the deadlock by ending one of the two transactions: /forgetme's runs again
+(`in_transaction`) and never fails for it. Each test stages one order: one transaction is paused
+after a statement until the other waits for a lock. (SQLite's one writer never deadlocks.)"""
 
 import asyncio
 import contextlib
 
+import asyncpg
 import pytest
 
 from bot.memory.saved_memories import CAPS
@@ -53,16 +55,18 @@ def paused_after(store, statement: str):
     @contextlib.asynccontextmanager
     async def staged(short=False):
         async with transaction(short) as tx:
-            execute = tx.execute
-
-            async def pausing(sql, *params):
-                done = await execute(sql, *params)
-                if sql.startswith(statement) and not paused.is_set():
-                    paused.set()
-                    await go.wait()
-                return done
-            tx.execute = pausing
+            for name in ("execute", "one", "all", "value"):
+                setattr(tx, name, pausing(getattr(tx, name)))
             yield tx
+
+    def pausing(run):
+        async def then_pause(sql, *params):
+            done = await run(sql, *params)
+            if sql.startswith(statement) and not paused.is_set():
+                paused.set()
+                await go.wait()
+            return done
+        return then_pause
 
     store.db.transaction = staged
     try:
@@ -143,3 +147,36 @@ async def test_a_spend_added_while_forgetme_deletes_its_person_waits_and_adds_no
     assert await asyncio.wait_for(forgetting, 30) == [scene]
     await asyncio.wait_for(adding, 30)
     assert await store.db.value("SELECT COUNT(*) FROM usage_days") == 0
+
+
+async def test_a_message_stored_while_forgetme_waits_for_it_is_forgotten_too(store):
+    """SPEC 6: /forgetme deletes the person's messages. One being stored holds their row (its
+    reference does); /forgetme waits for it, then deletes it too: it is never left behind with
+    its person's id taken off (the reference's ON DELETE SET NULL), as it was when /forgetme read
+    their messages before it came to their row."""
+    ann, aki, scene, answer, chain = await a_chain_reply_to_ann(store)
+    with paused_after(store, "INSERT INTO messages") as (paused, go):
+        arriving = asyncio.create_task(store.turns.store_and_queue(scene, ann, "Ann", "one more thing", 3, "a2", None))
+        await paused.wait()
+    forgetting = asyncio.create_task(store.people.forget_person(ann, DAY))
+    await until_a_transaction_waits_for_a_lock(store)
+    go.set()
+    assert (await asyncio.wait_for(arriving, 30)).message.content == "one more thing"
+    assert await asyncio.wait_for(forgetting, 30) == [scene]
+    await nothing_of_ann_is_left(store, ann, scene)
+
+
+async def test_a_message_arriving_once_forgetme_holds_the_persons_row_is_not_stored(store):
+    """The arrival waits for /forgetme, which goes on; the message is refused (a deadlock ended
+    it, or its person is gone: the person is told it was not saved) and nothing of Ann is left."""
+    ann, aki, scene, answer, chain = await a_chain_reply_to_ann(store)
+    with paused_after(store, "SELECT 1 FROM persons") as (paused, go):
+        forgetting = asyncio.create_task(store.people.forget_person(ann, DAY))
+        await paused.wait()
+    arriving = asyncio.create_task(store.turns.store_and_queue(scene, ann, "Ann", "one more thing", 3, "a2", None))
+    await until_a_transaction_waits_for_a_lock(store)
+    go.set()
+    assert await asyncio.wait_for(forgetting, 30) == [scene]
+    with pytest.raises((asyncpg.DeadlockDetectedError, asyncpg.ForeignKeyViolationError)):
+        await asyncio.wait_for(arriving, 30)
+    await nothing_of_ann_is_left(store, ann, scene)

@@ -131,9 +131,13 @@ class SQLPeople(People):
     async def forget_person(self, person_id: int, day: str) -> list[int]:
         async def forget(tx: Connection) -> list[int]:
             # Their turns are held first, as a reply being kept holds its turn first: one under way
-            # is waited for, and what it kept then goes too (tests/test_postgres_lock_order.py).
+            # is waited for, and what it kept then goes too. Then their row, before anything of
+            # theirs is read: a message of theirs being stored holds it (its reference does), so
+            # it is waited for and goes too, or it is stored after and finds no one to belong to
+            # (tests/test_postgres_lock_order.py).
             await tx.execute(f"SELECT id FROM turns WHERE person_id = $1 ORDER BY id{self.db.dialect.for_update}",
                              person_id)
+            await hold_people(self.db, tx, person_id)
             await tx.execute("DELETE FROM forgotten_spend WHERE day < $1", day)  # kept only until the day ends
             await tx.execute(
                 # against every platform id (the allowance), counted once in /stats (the first id)
