@@ -37,7 +37,7 @@ class Connection(Reads, Protocol):
 
 class Dialect(abc.ABC):
     for_update: str  # appended to a SELECT whose rows must stay as read until the transaction ends
-    for_key_share: str  # appended to a SELECT whose rows must stay until the transaction ends (as a reference holds them)
+    for_key_share: str  # appended to a SELECT whose rows must only not go (held as a reference holds them)
     unique_violation: tuple[type[Exception], ...]  # what a unique key refusing a row raises
     deadlock: tuple[type[Exception], ...]  # what a transaction the database ended to break a deadlock raises
 
@@ -74,10 +74,10 @@ class Database(Connection, Protocol):
 async def in_transaction(db: Database, work: Callable[[Connection], Awaitable[T]], short: bool = False) -> T:
     """`work` in one transaction (`short` as `Database.transaction`), run again from its start when
     the database ended it to break a deadlock. On PostgreSQL two transactions can each wait for a
-    row the other holds: /forgetme deletes a turn and then waits for its person's row, which the
-    turn's reply holds while it waits for that turn (tests/test_postgres_lock_order.py). One of
-    them is ended and the other goes on, so the next try finds the rows as the other left them.
-    SQLite's one writer never deadlocks."""
+    row the other holds: /forgetme holds a person's turns and then waits for their row, which a
+    memory tool's write holds while it waits to refer to its turn (tests/test_postgres_lock_order.py).
+    One of them is ended and the other goes on, so the next try finds the rows as the other left
+    them. SQLite's one writer never deadlocks."""
     tries = 1
     while True:
         try:
