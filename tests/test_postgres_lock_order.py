@@ -84,7 +84,7 @@ async def until_a_transaction_waits_for_a_lock(store):
     raise AssertionError("no transaction came to wait for a lock")
 
 
-async def nothing_of_ann_is_left(store, ann, scene):
+async def nothing_of_ann_is_left(store, scene):
     assert await store.people.person_of_identity("telegram", "501") is None
     left = await store.conversations.recent_messages(scene, 10)
     assert [m.content for m in left] == []  # her message, Mira's answer to it and Aki's to Mira's
@@ -102,7 +102,7 @@ async def test_forgetme_while_a_chain_reply_is_kept_waits_for_it_and_forgets_the
     kept = await asyncio.wait_for(keeping, 30)
     assert kept.content == "Hello from me too!"
     assert await asyncio.wait_for(forgetting, 30) == [scene]  # after the reply: it goes too
-    await nothing_of_ann_is_left(store, ann, scene)
+    await nothing_of_ann_is_left(store, scene)
 
 
 async def test_a_reply_kept_while_forgetme_holds_its_turn_waits_and_finds_the_turn_gone(store):
@@ -116,7 +116,7 @@ async def test_a_reply_kept_while_forgetme_holds_its_turn_waits_and_finds_the_tu
     go.set()
     assert await asyncio.wait_for(forgetting, 30) == [scene]
     assert await asyncio.wait_for(keeping, 30) is None  # its turn went with Ann
-    await nothing_of_ann_is_left(store, ann, scene)
+    await nothing_of_ann_is_left(store, scene)
 
 
 async def test_forgetme_ended_to_break_a_deadlock_with_a_memory_tools_write_runs_again_and_forgets_it(store):
@@ -130,7 +130,7 @@ async def test_forgetme_ended_to_break_a_deadlock_with_a_memory_tools_write_runs
     go.set()  # the write refers to its turn: a deadlock, which ends /forgetme's transaction
     assert (await asyncio.wait_for(writing, 30)).content == "Ann greets everyone"
     assert await asyncio.wait_for(forgetting, 30) == [scene]  # run again after the write: it goes too
-    await nothing_of_ann_is_left(store, ann, scene)
+    await nothing_of_ann_is_left(store, scene)
     assert await store.memories.count_memories(ann, aki, "character", False) == 0
 
 
@@ -163,7 +163,7 @@ async def test_a_message_stored_while_forgetme_waits_for_it_is_forgotten_too(sto
     go.set()
     assert (await asyncio.wait_for(arriving, 30)).message.content == "one more thing"
     assert await asyncio.wait_for(forgetting, 30) == [scene]
-    await nothing_of_ann_is_left(store, ann, scene)
+    await nothing_of_ann_is_left(store, scene)
 
 
 async def test_a_message_arriving_once_forgetme_holds_the_persons_row_is_not_stored(store):
@@ -179,4 +179,4 @@ async def test_a_message_arriving_once_forgetme_holds_the_persons_row_is_not_sto
     assert await asyncio.wait_for(forgetting, 30) == [scene]
     with pytest.raises((asyncpg.DeadlockDetectedError, asyncpg.ForeignKeyViolationError)):
         await asyncio.wait_for(arriving, 30)
-    await nothing_of_ann_is_left(store, ann, scene)
+    await nothing_of_ann_is_left(store, scene)
