@@ -317,9 +317,11 @@ WITNESSES = """
 # rows are what Regenerate and a failed turn undo (formerly `memory_journal`, moved in here); a
 # person's row marks the turns' rows of that memory done, so no undo reverts what the person did
 # since. The person undoes a change from the memory page. Each row goes with its person.
-def memory_history(id_column: str) -> str:
+def memory_history_table(name: str, id_column: str) -> str:
+    """The table of every change to a memory, called `name` (a table made anew takes a name of its
+    own first), its ids made by `id_column`."""
     return f"""
-    CREATE TABLE memory_history (
+    CREATE TABLE {name} (
         id         {id_column},
         person_id  BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
         memory_id  BIGINT NOT NULL,
@@ -330,10 +332,17 @@ def memory_history(id_column: str) -> str:
         after      TEXT,                     -- as it became; NULL: deleted
         at         DOUBLE PRECISION NOT NULL,
         undone     BOOLEAN NOT NULL DEFAULT false  -- taken back, or (a turn's) overtaken by the person
-    );
+    );"""
+
+
+MEMORY_HISTORY_INDEXES = """
     CREATE INDEX memory_history_person ON memory_history(person_id, at);
     CREATE INDEX memory_history_turn ON memory_history(turn_id) WHERE turn_id IS NOT NULL;
-    CREATE INDEX memory_history_memory ON memory_history(memory_id);
+    CREATE INDEX memory_history_memory ON memory_history(memory_id);"""
+
+
+def memory_history(id_column: str) -> str:
+    return memory_history_table("memory_history", id_column) + MEMORY_HISTORY_INDEXES + """
     INSERT INTO memory_history (person_id, memory_id, turn_id, conversation_id, action, before, at, undone)
         SELECT t.person_id, j.memory_id, j.turn_id, t.conversation_id, j.action, j.before, t.created_at, j.undone
         FROM memory_journal j JOIN turns t ON t.id = j.turn_id WHERE t.person_id IS NOT NULL ORDER BY j.id;

@@ -27,7 +27,9 @@ from storage.sql.migrations import (
     TURNS_INDEXED,
     WHO_SAID_IT,
     WITNESSES,
+    MEMORY_HISTORY_INDEXES,
     memory_history,
+    memory_history_table,
     reminders,
 )
 
@@ -229,24 +231,10 @@ THE_REST_ONCE = REBUILD + f"""
     DROP TABLE summaries;
     ALTER TABLE summaries_once RENAME TO summaries;
     CREATE INDEX summaries_conversation ON summaries(conversation_id, generation, tier, first_pos);
-    CREATE TABLE memory_history_once (
-        id               INTEGER PRIMARY KEY AUTOINCREMENT,
-        person_id        BIGINT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
-        memory_id        BIGINT NOT NULL,
-        turn_id          BIGINT REFERENCES turns(id) ON DELETE CASCADE,
-        conversation_id  BIGINT REFERENCES conversations(id) ON DELETE SET NULL,
-        action           TEXT NOT NULL,
-        before           TEXT,
-        after            TEXT,
-        at               DOUBLE PRECISION NOT NULL,
-        undone           BOOLEAN NOT NULL DEFAULT false
-    );
+{memory_history_table("memory_history_once", "INTEGER PRIMARY KEY AUTOINCREMENT")}
     INSERT INTO memory_history_once ({CHANGE_COLUMNS}) SELECT {CHANGE_COLUMNS} FROM memory_history;
     DROP TABLE memory_history;
-    ALTER TABLE memory_history_once RENAME TO memory_history;
-    CREATE INDEX memory_history_person ON memory_history(person_id, at);
-    CREATE INDEX memory_history_turn ON memory_history(turn_id) WHERE turn_id IS NOT NULL;
-    CREATE INDEX memory_history_memory ON memory_history(memory_id);
+    ALTER TABLE memory_history_once RENAME TO memory_history;{MEMORY_HISTORY_INDEXES}
 """
 
 # a message the full-text index holds: stored since the index, or reached by its backfill
