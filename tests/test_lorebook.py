@@ -96,6 +96,63 @@ def test_any_other_key_is_plain_text_even_when_use_regex_is_set():
     assert fired(lore, "see a.b here") == ["Dot"]
 
 
+def exported(name: str, keys: list[str], secondary_keys: tuple[str, ...] = (), **extensions) -> dict:
+    """An entry shaped as SillyTavern's own export writes it (src/endpoints/characters.js): every
+    key marked `use_regex`, its matching in `extensions`, null where the user's own setting rules."""
+    return {"id": 0, "keys": keys, "secondary_keys": list(secondary_keys), "comment": name, "content": f"{name} lore.",
+            "constant": False, "selective": True, "insertion_order": 100, "enabled": True, "position": "before_char",
+            "use_regex": True, "extensions": {"position": 0, "exclude_recursion": False, "display_index": 0,
+                                              "probability": 100, "useProbability": True, "depth": 4,
+                                              "selectiveLogic": 0, "group": "", "scan_depth": None,
+                                              "match_whole_words": None, "case_sensitive": None, **extensions}}
+
+
+def test_an_entry_sillytavern_exported_as_case_sensitive_needs_the_exact_case(tmp_path):
+    path = tmp_path / "june.json"
+    path.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "June", "character_book": {"entries": [
+        exported("The month", ["May"], case_sensitive=True)]}}}))
+    lore = load_character(CharacterConfig(name="June", card=path)).lorebook.counted(len)
+    assert fired(lore, "you may go now") == []
+    assert fired(lore, "see you in May") == ["The month"]
+
+
+def test_an_entry_that_does_not_match_whole_words_fires_inside_a_longer_word():
+    lore = book(exported("Fangs", ["fang"], match_whole_words=False))
+    assert fired(lore, "the Shadowfangs came at night") == ["Fangs"]
+    assert fired(book(exported("Fangs", ["fang"], match_whole_words=True)), "the Shadowfangs came at night") == []
+
+
+def test_an_entry_left_to_the_users_own_setting_matches_as_sillytaverns_default_whole_words_any_case():
+    lore = book(exported("Cat", ["cat"]))  # match_whole_words and case_sensitive null
+    assert fired(lore, "a concatenation of things") == []
+    assert fired(lore, "the CAT, asleep") == ["Cat"]
+
+
+def test_a_key_of_several_words_matches_wherever_it_is_written():
+    lore = book(entry("Woods", ["magical forest"]))
+    assert fired(lore, "all the magical forests of the north") == ["Woods"]
+    assert fired(lore, "a forest, magical and old") == []
+
+
+@pytest.mark.parametrize("logic, fires_on", [
+    (0, ["a black sword", "a black cursed sword"]),  # AND ANY: one of them
+    (1, ["a sword", "a black sword"]),  # NOT ALL: not every one of them
+    (2, ["a sword"]),  # NOT ANY: none of them
+    (3, ["a black cursed sword"]),  # AND ALL: every one of them
+])
+def test_a_selective_entrys_secondary_keys_follow_its_selective_logic(logic, fires_on):
+    lore = book(exported("Blade", ["sword"], ("cursed", "black"), selectiveLogic=logic))
+    said = ["a sword", "a black sword", "a black cursed sword", "a black shield"]
+    assert [text for text in said if fired(lore, text)] == fires_on
+
+
+def test_an_unknown_selective_logic_reads_as_and_any_and_the_card_still_loads():
+    lore = book(exported("Blade", ["sword"], ("black",), selectiveLogic=7),
+                exported("Shield", ["shield"], ("black",), selectiveLogic="none"))
+    assert fired(lore, "a sword and a shield") == []
+    assert fired(lore, "a black sword and a black shield") == ["Blade", "Shield"]
+
+
 def test_a_broken_regex_key_is_skipped_with_a_warning_and_the_card_still_loads(tmp_path, caplog):
     path = tmp_path / "nox.json"
     path.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Nox", "character_book": {"entries": [

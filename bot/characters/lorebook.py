@@ -3,10 +3,15 @@
 An entry goes into the prompt when one of its `keys` appears in the recent messages — the new
 message and the ones just before it, `scan_depth` in all (the book's, else 4). Keys are read the
 way SillyTavern reads them: a key written `/pattern/flags` is a regular expression (flags `i`,
-`s`, `m`; others ignored); any other key is plain text, matched as a whole word,
-case-insensitive unless the entry is `case_sensitive` — even when the exporter set `use_regex`
-on every entry. A `selective` entry also needs one of its `secondary_keys`; a `constant` entry
-is always in; a disabled one never. The entries that fire are kept by `priority` (lower
+`s`, `m`; others ignored); any other key is plain text, matched as a whole word (a key of
+several words anywhere it is written), case-insensitive unless the entry is `case_sensitive` —
+even when the exporter set `use_regex` on every entry. SillyTavern's own export writes an
+entry's matching in its `extensions` (src/endpoints/characters.js), and those are read first:
+`case_sensitive`, `match_whole_words` (false: a key matches inside a longer word too; null: the
+user's own setting, whose default is whole words, any case) and `selectiveLogic`. A `selective`
+entry also checks its `secondary_keys` by that logic: one of them (AND ANY, the default), all of
+them (AND ALL), not all of them (NOT ALL) or none of them (NOT ANY) must be there; a `constant`
+entry is always in; a disabled one never. The entries that fire are kept by `priority` (lower
 priority dropped first) within the lorebook budget — the book's `token_budget`, else 1,000
 tokens, never more than 10 % of the context window — and placed by `insertion_order`, lowest
 first. Entry text is the card author's, like the description: it goes in with the character's
@@ -39,6 +44,8 @@ KEY_TIME_LIMIT_S = 0.1  # one key against the scanned text
 MATCH_BUDGET_S = 1.0  # all of a turn's keys
 _WRITTEN_AS_REGEX = re.compile(r"^/(.+)/([a-z]*)$", re.DOTALL)  # SillyTavern's `/pattern/flags`
 _FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
+# SillyTavern's `selectiveLogic`: what the secondary keys of a selective entry must show
+AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
 
 
 class LorebookError(ValueError):
@@ -48,16 +55,18 @@ class LorebookError(ValueError):
 @dataclass(frozen=True)
 class Key:
     """One key, compiled once. `literal` is a plain key's text (lowercased unless the entry is
-    case-sensitive), looked for as a substring before its whole-word pattern runs; None for a
-    regular expression."""
+    case-sensitive), looked for as a substring before its pattern runs; None for a regular
+    expression."""
 
     written: str
     pattern: regex.Pattern
     literal: str | None
 
 
-def compile_key(written: str, case_sensitive: bool) -> Key:
-    """A key as SillyTavern reads it. Raises regex.error for a broken `/pattern/`."""
+def compile_key(written: str, case_sensitive: bool, whole_words: bool = True) -> Key:
+    """A key as SillyTavern reads it: a plain one of one word is matched as a whole word when
+    `whole_words`; one of several words, or any plain key without `whole_words`, wherever it is
+    written. Raises regex.error for a broken `/pattern/`."""
     if found := _WRITTEN_AS_REGEX.match(written):
         flags = 0
         for letter in found.group(2):
@@ -65,7 +74,10 @@ def compile_key(written: str, case_sensitive: bool) -> Key:
         return Key(written, regex.compile(found.group(1), flags), None)
     flags = 0 if case_sensitive else regex.IGNORECASE
     literal = written if case_sensitive else written.lower()
-    return Key(written, regex.compile(rf"(?<!\w){regex.escape(written)}(?!\w)", flags), literal)
+    text = regex.escape(written)
+    if whole_words and len(written.split()) == 1:
+        text = rf"(?<!\w){text}(?!\w)"
+    return Key(written, regex.compile(text, flags), literal)
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,7 @@ class LoreEntry:
     keys: tuple[Key, ...] = ()
     secondary_keys: tuple[Key, ...] = ()
     selective: bool = False
+    logic: int = AND_ANY  # what the secondary keys must show (SillyTavern's selectiveLogic)
     constant: bool = False
     case_sensitive: bool = False
     insertion_order: int = 100
@@ -116,7 +129,12 @@ class _Matcher:
             return True
         if not self.any_of(entry, entry.keys):
             return False
-        return not (entry.selective and entry.secondary_keys) or self.any_of(entry, entry.secondary_keys)
+        if not (entry.selective and entry.secondary_keys):
+            return True
+        if entry.logic == AND_ANY:
+            return self.any_of(entry, entry.secondary_keys)
+        found = [self.any_of(entry, (key,)) for key in entry.secondary_keys]
+        return {NOT_ALL: not all(found), NOT_ANY: not any(found), AND_ALL: all(found)}[entry.logic]
 
 
 @dataclass(frozen=True)
@@ -183,7 +201,11 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         raise LorebookError(f"'{where}.content' should be text")
     if not content.strip():
         return None
-    case_sensitive = bool(raw.get("case_sensitive"))
+    # SillyTavern's own export writes these in the entry's extensions; other editors at its top
+    extensions = raw.get("extensions") if isinstance(raw.get("extensions"), dict) else {}
+    case_sensitive = _flag(extensions.get("case_sensitive"), bool(raw.get("case_sensitive")))
+    whole_words = _flag(extensions.get("match_whole_words"), True)
+    logic = extensions.get("selectiveLogic")
     written = _keys(raw, "keys", where)
     name = str(raw.get("name") or raw.get("comment") or (written[0] if written else f"entry {index + 1}"))
 
@@ -191,7 +213,7 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         keys = []
         for text in _keys(raw, field, where):
             try:
-                keys.append(compile_key(text, case_sensitive))
+                keys.append(compile_key(text, case_sensitive, whole_words))
             except regex.error as problem:
                 log.warning("lorebook of %s: entry %r key %r is not a valid regular expression (%s); it is skipped",
                             card, name, text, problem)
@@ -203,11 +225,18 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         keys=compiled("keys"),
         secondary_keys=compiled("secondary_keys"),
         selective=bool(raw.get("selective")),
+        # an unknown logic reads as the default, as a key never stops a card from loading
+        logic=logic if logic in (NOT_ALL, NOT_ANY, AND_ALL) and not isinstance(logic, bool) else AND_ANY,
         constant=bool(raw.get("constant")),
         case_sensitive=case_sensitive,
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
     )
+
+
+def _flag(value: Any, otherwise: bool) -> bool:
+    """A setting that is true or false; anything else (null: the user's own setting) is `otherwise`."""
+    return value if isinstance(value, bool) else otherwise
 
 
 def _keys(raw: dict, field: str, where: str) -> tuple[str, ...]:
