@@ -146,6 +146,15 @@ def test_a_selective_entrys_secondary_keys_follow_its_selective_logic(logic, fir
     assert [text for text in said if fired(lore, text)] == fires_on
 
 
+def test_an_entrys_matching_is_read_where_other_editors_write_it():
+    """Older exporters write camelCase in `extensions`; SillyTavern's world files, at the top."""
+    lore = book(entry("The month", ["May"], extensions={"caseSensitive": True}),
+                entry("Fangs", ["fang"], matchWholeWords=False),
+                entry("Blade", ["sword"], selective=True, secondary_keys=["black"], selectiveLogic=2))
+    assert fired(lore, "you may go; a sword") == ["Blade"]
+    assert fired(lore, "in May the Shadowfangs came with a black sword") == ["The month", "Fangs"]
+
+
 def test_an_unknown_selective_logic_reads_as_and_any_and_the_card_still_loads():
     lore = book(exported("Blade", ["sword"], ("black",), selectiveLogic=7),
                 exported("Shield", ["shield"], ("black",), selectiveLogic="none"))

@@ -6,16 +6,17 @@ way SillyTavern reads them: a key written `/pattern/flags` is a regular expressi
 `s`, `m`; others ignored); any other key is plain text, matched as a whole word (a key of
 several words anywhere it is written), case-insensitive unless the entry is `case_sensitive` —
 even when the exporter set `use_regex` on every entry. SillyTavern's own export writes an
-entry's matching in its `extensions` (src/endpoints/characters.js), and those are read first:
-`case_sensitive`, `match_whole_words` (false: a key matches inside a longer word too; null: the
-user's own setting, whose default is whole words, any case) and `selectiveLogic`. A `selective`
-entry also checks its `secondary_keys` by that logic: one of them (AND ANY, the default), all of
-them (AND ALL), not all of them (NOT ALL) or none of them (NOT ANY) must be there; a `constant`
-entry is always in; a disabled one never. The entries that fire are kept by `priority` (lower
-priority dropped first) within the lorebook budget — the book's `token_budget`, else 1,000
-tokens, never more than 10 % of the context window — and placed by `insertion_order`, lowest
-first. Entry text is the card author's, like the description: it goes in with the character's
-instructions, not as anything a person said.
+entry's matching in its `extensions` (src/endpoints/characters.js), other editors at its top, in
+snake_case or camelCase, and each is read where it is found: `case_sensitive`,
+`match_whole_words` (false: a key matches inside a longer word too; null: the user's own
+setting, whose default is whole words, any case) and `selectiveLogic`. A `selective` entry also
+checks its `secondary_keys` by that logic: one of them (AND ANY, the default), all of them (AND
+ALL), not all of them (NOT ALL) or none of them (NOT ANY) must be there; a `constant` entry is
+always in; a disabled one never. The entries that fire are kept by `priority` (lower priority
+dropped first) within the lorebook budget — the book's `token_budget`, else 1,000 tokens, never
+more than 10 % of the context window — and placed by `insertion_order`, lowest first. Entry text
+is the card author's, like the description: it goes in with the character's instructions, not as
+anything a person said.
 
 Untrusted input has a budget (SPEC 9): keys are compiled once, when the card loads (a broken
 regex is skipped with a WARNING; the card still loads); a plain key is first looked for as a
@@ -201,11 +202,9 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         raise LorebookError(f"'{where}.content' should be text")
     if not content.strip():
         return None
-    # SillyTavern's own export writes these in the entry's extensions; other editors at its top
-    extensions = raw.get("extensions") if isinstance(raw.get("extensions"), dict) else {}
-    case_sensitive = _flag(extensions.get("case_sensitive"), bool(raw.get("case_sensitive")))
-    whole_words = _flag(extensions.get("match_whole_words"), True)
-    logic = extensions.get("selectiveLogic")
+    case_sensitive = _flag(_setting(raw, "case_sensitive", "caseSensitive"), False)
+    whole_words = _flag(_setting(raw, "match_whole_words", "matchWholeWords"), True)
+    logic = _setting(raw, "selectiveLogic", "selective_logic")
     written = _keys(raw, "keys", where)
     name = str(raw.get("name") or raw.get("comment") or (written[0] if written else f"entry {index + 1}"))
 
@@ -232,6 +231,13 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
     )
+
+
+def _setting(raw: dict, *names: str) -> Any:
+    """An entry's setting where editors write it: in its `extensions` (SillyTavern's own export)
+    or at its top, in snake_case or camelCase; None (the user's own setting) when none has it."""
+    extensions = raw.get("extensions") if isinstance(raw.get("extensions"), dict) else {}
+    return next((place[name] for place in (extensions, raw) for name in names if place.get(name) is not None), None)
 
 
 def _flag(value: Any, otherwise: bool) -> bool:
