@@ -162,6 +162,46 @@ def test_an_unknown_selective_logic_reads_as_and_any_and_the_card_still_loads():
     assert fired(lore, "a black sword and a black shield") == ["Blade", "Shield"]
 
 
+def test_an_entry_named_in_the_text_of_an_entry_called_up_is_called_up_too():
+    """SillyTavern scans the text of the entries called up in turn (its default), until none is new."""
+    lore = book(entry("Glade", ["glade"], "The glade lies deep in the forest of Eldoria."),
+                entry("Eldoria", ["eldoria"], "Eldoria fell to the Shadowfangs; the glade still stands."),
+                entry("Shadowfangs", ["shadowfangs"], "Beasts of the dark."),
+                entry("Harbour", ["harbour"], "Ships come in at dawn."))
+    assert fired(lore, "we rest in the glade") == ["Glade", "Eldoria", "Shadowfangs"]
+
+
+def test_the_recursive_scan_goes_no_deeper_once_what_it_called_up_fills_the_budget():
+    words = " ".join(["word"] * 40)  # 40 "tokens" each with the counting used here
+    lore = book(entry("A", ["alpha"], f"{words} beta", insertion_order=1),
+                entry("B", ["beta"], f"{words} gamma", insertion_order=2),
+                entry("C", ["gamma"], f"{words} delta", insertion_order=3),
+                entry("D", ["delta"], words, priority=99, insertion_order=4), token_budget=100)
+    assert fired(lore, "alpha") == ["A", "B"]  # C filled the budget: D, three deep, was never looked for
+
+
+def test_a_book_that_turns_recursive_scanning_off_calls_up_only_what_the_chat_names():
+    lore = book(entry("Glade", ["glade"], "The glade lies deep in Eldoria."), entry("Eldoria", ["eldoria"]),
+                recursive_scanning=False)
+    assert fired(lore, "we rest in the glade") == ["Glade"]
+
+
+def test_an_entry_that_prevents_recursion_calls_up_nothing_and_one_excluded_from_it_only_answers_the_chat():
+    lore = book(exported("Glade", ["glade"], prevent_recursion=True) | {"content": "The glade lies in Eldoria."},
+                exported("Eldoria", ["eldoria"]),
+                exported("Map", ["map"]) | {"content": "An old map of the Harbour."},
+                exported("Harbour", ["harbour"], exclude_recursion=True))
+    assert fired(lore, "we rest in the glade and read the map") == ["Glade", "Map"]
+    assert fired(lore, "the map shows the harbour") == ["Map", "Harbour"]
+
+
+def test_an_entry_delayed_until_recursion_is_called_up_only_by_another_entrys_text():
+    lore = book(exported("Map", ["map"]) | {"content": "An old map of the Harbour."},
+                exported("Harbour", ["harbour"], delay_until_recursion=True))
+    assert fired(lore, "the harbour at night") == []
+    assert fired(lore, "an old map") == ["Map", "Harbour"]
+
+
 def test_a_broken_regex_key_is_skipped_with_a_warning_and_the_card_still_loads(tmp_path, caplog):
     path = tmp_path / "nox.json"
     path.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Nox", "character_book": {"entries": [

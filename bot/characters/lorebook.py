@@ -12,11 +12,15 @@ snake_case or camelCase, and each is read where it is found: `case_sensitive`,
 setting, whose default is whole words, any case) and `selectiveLogic`. A `selective` entry also
 checks its `secondary_keys` by that logic: one of them (AND ANY, the default), all of them (AND
 ALL), not all of them (NOT ALL) or none of them (NOT ANY) must be there; a `constant` entry is
-always in; a disabled one never. The entries that fire are kept by `priority` (lower priority
-dropped first) within the lorebook budget — the book's `token_budget`, else 1,000 tokens, never
-more than 10 % of the context window — and placed by `insertion_order`, lowest first. Entry text
-is the card author's, like the description: it goes in with the character's instructions, not as
-anything a person said.
+always in; a disabled one never. The text of the entries called up is scanned in turn, as
+SillyTavern's recursive scan does by default (the book's `recursive_scanning: false` turns it
+off): entries it names are called up too, until none is new or they fill the budget, but for one
+that `prevent_recursion` (its text calls up nothing), `exclude_recursion` (only the chat calls
+it up) or `delay_until_recursion` (only another entry's text does). The entries that fire are
+kept by `priority` (lower priority dropped first) within the lorebook budget — the book's
+`token_budget`, else 1,000 tokens, never more than 10 % of the context window — and placed by
+`insertion_order`, lowest first. Entry text is the card author's, like the description: it goes
+in with the character's instructions, not as anything a person said.
 
 Untrusted input has a budget (SPEC 9): keys are compiled once, when the card loads (a broken
 regex is skipped with a WARNING; the card still loads); a plain key is first looked for as a
@@ -91,17 +95,19 @@ class LoreEntry:
     logic: int = AND_ANY  # what the secondary keys must show (SillyTavern's selectiveLogic)
     constant: bool = False
     case_sensitive: bool = False
+    prevents_recursion: bool = False  # its text calls up no other entry
+    excluded_from_recursion: bool = False  # only the chat calls it up, never another entry's text
+    delayed_until_recursion: bool = False  # only another entry's text calls it up
     insertion_order: int = 100
     priority: int = 10
     tokens: int = 0  # counted once, when the character is loaded
 
 
 class _Matcher:
-    """One turn's matching of keys against the scanned text, within MATCH_BUDGET_S."""
+    """Matching keys against the scanned text, until the turn's `deadline` (MATCH_BUDGET_S)."""
 
-    def __init__(self, book: "Lorebook", text: str):
-        self.book, self.text, self.lowered = book, text, text.lower()
-        self.deadline = time.monotonic() + MATCH_BUDGET_S
+    def __init__(self, book: "Lorebook", text: str, deadline: float):
+        self.book, self.text, self.lowered, self.deadline = book, text, text.lower(), deadline
 
     def out_of_time(self) -> bool:
         return time.monotonic() >= self.deadline
@@ -143,6 +149,7 @@ class Lorebook:
     entries: tuple[LoreEntry, ...] = ()
     scan_depth: int = DEFAULT_SCAN_DEPTH
     token_budget: int = DEFAULT_BUDGET_TOKENS
+    recursive: bool = True  # the text of the entries called up calls up more (SillyTavern's default)
     card: str = "the card"  # named in warnings
     too_slow: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)  # (entry, key)
 
@@ -154,23 +161,45 @@ class Lorebook:
         return min(self.token_budget, int(context_window * MAX_CONTEXT_SHARE))
 
     def entries_for(self, recent_texts: Iterable[str], context_window: int) -> list[LoreEntry]:
-        """The entries the recent messages (newest first) call up, within the budget, in
-        insertion order. It may take up to MATCH_BUDGET_S: call it off the event loop."""
-        matcher = _Matcher(self, "\n".join(list(recent_texts)[: self.scan_depth]))
-        fired = []
-        for entry in self.entries:
-            if matcher.out_of_time():
-                log.warning("lorebook of %s: matching stopped after %.1f s; entries from %r on were not checked",
-                            self.card, MATCH_BUDGET_S, entry.name)
+        """The entries the recent messages (newest first) call up, and, as SillyTavern's
+        recursive scan does, those the text of the entries called up names in turn; within the
+        budget, in insertion order. It may take up to MATCH_BUDGET_S: call it off the event loop."""
+        deadline, budget = time.monotonic() + MATCH_BUDGET_S, self.budget(context_window)
+        text = "\n".join(list(recent_texts)[: self.scan_depth])
+        fired: list[LoreEntry] = []
+        waiting, recursing = list(self.entries), False
+        while waiting:
+            called = self._called_up(_Matcher(self, text, deadline), waiting, recursing)
+            fired += called
+            carried = [entry.content for entry in called if not entry.prevents_recursion]
+            # as SillyTavern's, the scan goes no deeper once what was called up fills the budget
+            if (not (self.recursive and carried) or sum(entry.tokens for entry in fired) >= budget
+                    or time.monotonic() >= deadline):
                 break
-            if matcher.fires(entry):
-                fired.append(entry)
-        kept, used, budget = [], 0, self.budget(context_window)
+            waiting = [entry for entry in waiting if all(entry is not new for new in called)]
+            text += "\n" + "\n".join(carried)
+            recursing = True
+        kept, used = [], 0
         for entry in sorted(fired, key=lambda e: (-e.priority, e.insertion_order)):
             if used + entry.tokens <= budget:
                 kept.append(entry)
                 used += entry.tokens
         return sorted(kept, key=lambda e: e.insertion_order)
+
+    def _called_up(self, matcher: _Matcher, entries: list[LoreEntry], recursing: bool) -> list[LoreEntry]:
+        """The entries the matcher's text calls up: from the chat, all but those delayed until
+        recursion; from the entries' own text, all but those excluded from it."""
+        called = []
+        for entry in entries:
+            if matcher.out_of_time():
+                log.warning("lorebook of %s: matching stopped after %.1f s; entries from %r on were not checked",
+                            self.card, MATCH_BUDGET_S, entry.name)
+                break
+            if entry.excluded_from_recursion if recursing else entry.delayed_until_recursion:
+                continue
+            if matcher.fires(entry):
+                called.append(entry)
+        return called
 
 
 def read_lorebook(book: Any, card: str = "the card") -> Lorebook:
@@ -188,6 +217,7 @@ def read_lorebook(book: Any, card: str = "the card") -> Lorebook:
         entries=tuple(e for e in read if e is not None),
         scan_depth=_whole(book, "scan_depth", DEFAULT_SCAN_DEPTH, "character_book", minimum=1),
         token_budget=_whole(book, "token_budget", DEFAULT_BUDGET_TOKENS, "character_book", minimum=1),
+        recursive=_flag(book.get("recursive_scanning"), True),
     )
 
 
@@ -205,6 +235,7 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
     case_sensitive = _flag(_setting(raw, "case_sensitive", "caseSensitive"), False)
     whole_words = _flag(_setting(raw, "match_whole_words", "matchWholeWords"), True)
     logic = _setting(raw, "selectiveLogic", "selective_logic")
+    delayed = _setting(raw, "delay_until_recursion", "delayUntilRecursion")  # newer SillyTavern: a level
     written = _keys(raw, "keys", where)
     name = str(raw.get("name") or raw.get("comment") or (written[0] if written else f"entry {index + 1}"))
 
@@ -228,6 +259,9 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         logic=logic if logic in (NOT_ALL, NOT_ANY, AND_ALL) and not isinstance(logic, bool) else AND_ANY,
         constant=bool(raw.get("constant")),
         case_sensitive=case_sensitive,
+        prevents_recursion=_flag(_setting(raw, "prevent_recursion", "preventRecursion"), False),
+        excluded_from_recursion=_flag(_setting(raw, "exclude_recursion", "excludeRecursion"), False),
+        delayed_until_recursion=bool(delayed) if isinstance(delayed, (bool, int, float)) else False,
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
     )
