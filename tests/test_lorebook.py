@@ -60,6 +60,13 @@ def test_the_recent_messages_are_scanned_up_to_the_books_scan_depth():
     assert read_lorebook({"entries": []}).scan_depth == 4  # the default: the new message and 3 before
 
 
+def test_an_entrys_own_scan_depth_overrides_the_books():
+    lore = book(exported("Deep", ["eldoria"], scan_depth=3), exported("Shallow", ["eldoria"], scan_depth=1),
+                exported("Book's", ["eldoria"]), scan_depth=2)
+    assert fired(lore, "new message", "one before", "two before: Eldoria") == ["Deep"]
+    assert fired(lore, "new message", "one before: Eldoria") == ["Deep", "Book's"]
+
+
 def test_entries_go_in_by_insertion_order_lowest_first():
     lore = book(entry("Late", ["sea"], insertion_order=50), entry("Early", ["sea"], insertion_order=5))
     assert fired(lore, "the sea") == ["Early", "Late"]

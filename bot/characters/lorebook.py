@@ -1,26 +1,27 @@
 """Lorebooks: a card's `character_book` (SPEC section 13), as SillyTavern users expect it.
 
 An entry goes into the prompt when one of its `keys` appears in the recent messages — the new
-message and the ones just before it, `scan_depth` in all (the book's, else 4). Keys are read the
-way SillyTavern reads them: a key written `/pattern/flags` is a regular expression (flags `i`,
-`s`, `m`; others ignored); any other key is plain text, matched as a whole word (a key of
-several words anywhere it is written), case-insensitive unless the entry is `case_sensitive` —
-even when the exporter set `use_regex` on every entry. SillyTavern's own export writes an
-entry's matching in its `extensions` (src/endpoints/characters.js), other editors at its top, in
-snake_case or camelCase, and each is read where it is found: `case_sensitive`,
-`match_whole_words` (false: a key matches inside a longer word too; null: the user's own
-setting, whose default is whole words, any case) and `selectiveLogic`. A `selective` entry also
-checks its `secondary_keys` by that logic: one of them (AND ANY, the default), all of them (AND
-ALL), not all of them (NOT ALL) or none of them (NOT ANY) must be there; a `constant` entry is
-always in; a disabled one never. The text of the entries called up is scanned in turn, as
-SillyTavern's recursive scan does by default (the book's `recursive_scanning: false` turns it
-off): entries it names are called up too, until none is new or they fill the budget, but for one
-that `prevent_recursion` (its text calls up nothing), `exclude_recursion` (only the chat calls
-it up) or `delay_until_recursion` (only another entry's text does). The entries that fire are
-kept by `priority` (lower priority dropped first) within the lorebook budget — the book's
-`token_budget`, else 1,000 tokens, never more than 10 % of the context window — and placed by
-`insertion_order`, lowest first. Entry text is the card author's, like the description: it goes
-in with the character's instructions, not as anything a person said.
+message and the ones just before it, `scan_depth` in all (the entry's own, else the book's, else
+4). Keys are read the way SillyTavern reads them: a key written `/pattern/flags` is a regular
+expression (flags `i`, `s`, `m`; others ignored); any other key is plain text, matched as a
+whole word (a key of several words anywhere it is written), case-insensitive unless the entry is
+`case_sensitive` — even when the exporter set `use_regex` on every entry. SillyTavern's own
+export writes an entry's matching in its `extensions` (src/endpoints/characters.js), other
+editors at its top, in snake_case or camelCase, and each is read where it is found:
+`scan_depth`, `case_sensitive`, `match_whole_words` (false: a key matches inside a longer word
+too; null: the user's own setting, whose default is whole words, any case) and `selectiveLogic`.
+A `selective` entry also checks its `secondary_keys` by that logic: one of them (AND ANY, the
+default), all of them (AND ALL), not all of them (NOT ALL) or none of them (NOT ANY) must be
+there; a `constant` entry is always in; a disabled one never. The text of the entries called up
+is scanned in turn, as SillyTavern's recursive scan does by default (the book's
+`recursive_scanning: false` turns it off): entries it names are called up too, until none is new
+or they fill the budget, but for one that `prevent_recursion` (its text calls up nothing),
+`exclude_recursion` (only the chat calls it up) or `delay_until_recursion` (only another entry's
+text does). The entries that fire are kept by `priority` (lower priority dropped first) within
+the lorebook budget — the book's `token_budget`, else 1,000 tokens, never more than 10 % of the
+context window — and placed by `insertion_order`, lowest first. Entry text is the card author's,
+like the description: it goes in with the character's instructions, not as anything a person
+said.
 
 Untrusted input has a budget (SPEC 9): keys are compiled once, when the card loads (a broken
 regex is skipped with a WARNING; the card still loads); a plain key is first looked for as a
@@ -98,23 +99,36 @@ class LoreEntry:
     prevents_recursion: bool = False  # its text calls up no other entry
     excluded_from_recursion: bool = False  # only the chat calls it up, never another entry's text
     delayed_until_recursion: bool = False  # only another entry's text calls it up
+    scan_depth: int | None = None  # how many of the newest messages it looks in; None: the book's
     insertion_order: int = 100
     priority: int = 10
     tokens: int = 0  # counted once, when the character is loaded
 
 
 class _Matcher:
-    """Matching keys against the scanned text, until the turn's `deadline` (MATCH_BUDGET_S)."""
+    """Matching keys against the newest messages (`recent`, newest first) and the text of the
+    entries called up so far (`carried`), until the turn's `deadline` (MATCH_BUDGET_S)."""
 
-    def __init__(self, book: "Lorebook", text: str, deadline: float):
-        self.book, self.text, self.lowered, self.deadline = book, text, text.lower(), deadline
+    def __init__(self, book: "Lorebook", recent: list[str], carried: str, deadline: float):
+        self.book, self.recent, self.carried, self.deadline = book, recent, carried, deadline
+        self._scanned: dict[int, tuple[str, str]] = {}  # by scan depth: the text, and it lowered
+
+    def scanned(self, entry: LoreEntry) -> tuple[str, str]:
+        """The text an entry's keys are looked for in, and it lowered: as many of the newest
+        messages as its scan depth (its own, else the book's), and what was called up."""
+        depth = self.book.scan_depth if entry.scan_depth is None else entry.scan_depth
+        if depth not in self._scanned:
+            text = "\n".join(self.recent[:depth] + [self.carried])
+            self._scanned[depth] = (text, text.lower())
+        return self._scanned[depth]
 
     def out_of_time(self) -> bool:
         return time.monotonic() >= self.deadline
 
     def any_of(self, entry: LoreEntry, keys: tuple[Key, ...]) -> bool:
+        text, lowered = self.scanned(entry)
         for key in keys:
-            if key.literal is not None and key.literal not in (self.text if entry.case_sensitive else self.lowered):
+            if key.literal is not None and key.literal not in (text if entry.case_sensitive else lowered):
                 continue  # the words are not there at all: no pattern needs to run
             if (entry.name, key.written) in self.book.too_slow:
                 continue
@@ -122,7 +136,7 @@ class _Matcher:
             if limit <= 0:
                 return False
             try:
-                if key.pattern.search(self.text, timeout=limit, concurrent=True):
+                if key.pattern.search(text, timeout=limit, concurrent=True):
                     return True
             except TimeoutError:
                 if limit == KEY_TIME_LIMIT_S:  # the key's own fault, not the turn's budget
@@ -165,19 +179,19 @@ class Lorebook:
         recursive scan does, those the text of the entries called up names in turn; within the
         budget, in insertion order. It may take up to MATCH_BUDGET_S: call it off the event loop."""
         deadline, budget = time.monotonic() + MATCH_BUDGET_S, self.budget(context_window)
-        text = "\n".join(list(recent_texts)[: self.scan_depth])
+        recent, carried = list(recent_texts), ""
         fired: list[LoreEntry] = []
         waiting, recursing = list(self.entries), False
         while waiting:
-            called = self._called_up(_Matcher(self, text, deadline), waiting, recursing)
+            called = self._called_up(_Matcher(self, recent, carried, deadline), waiting, recursing)
             fired += called
-            carried = [entry.content for entry in called if not entry.prevents_recursion]
+            said = [entry.content for entry in called if not entry.prevents_recursion]
             # as SillyTavern's, the scan goes no deeper once what was called up fills the budget
-            if (not (self.recursive and carried) or sum(entry.tokens for entry in fired) >= budget
+            if (not (self.recursive and said) or sum(entry.tokens for entry in fired) >= budget
                     or time.monotonic() >= deadline):
                 break
             waiting = [entry for entry in waiting if all(entry is not new for new in called)]
-            text += "\n" + "\n".join(carried)
+            carried = "\n".join([carried, *said]) if carried else "\n".join(said)
             recursing = True
         kept, used = [], 0
         for entry in sorted(fired, key=lambda e: (-e.priority, e.insertion_order)):
@@ -236,6 +250,7 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
     whole_words = _flag(_setting(raw, "match_whole_words", "matchWholeWords"), True)
     logic = _setting(raw, "selectiveLogic", "selective_logic")
     delayed = _setting(raw, "delay_until_recursion", "delayUntilRecursion")  # newer SillyTavern: a level
+    depth = _setting(raw, "scan_depth", "scanDepth")
     written = _keys(raw, "keys", where)
     name = str(raw.get("name") or raw.get("comment") or (written[0] if written else f"entry {index + 1}"))
 
@@ -262,6 +277,8 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         prevents_recursion=_flag(_setting(raw, "prevent_recursion", "preventRecursion"), False),
         excluded_from_recursion=_flag(_setting(raw, "exclude_recursion", "excludeRecursion"), False),
         delayed_until_recursion=bool(delayed) if isinstance(delayed, (bool, int, float)) else False,
+        # its own scan depth, when it is a whole number (else the book's, as a key never stops a card)
+        scan_depth=int(depth) if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 else None,
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
     )
