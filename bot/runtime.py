@@ -36,7 +36,7 @@ from bot.tools.outside import Outside
 from bot.tools.setup import allowed_tools, configured_tools
 from bot.tools.toolbox import Tool, Toolbox, guidance_of
 from bot.turn.handler import TurnHandler
-from bot.turn.prompt import system_prompt
+from bot.turn.prompt import character_tokens
 from bot.voice.client import VoiceClient
 from bot.voice.listening import Listening
 from bot.voice.speaking import Speaking, speaks
@@ -137,7 +137,7 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
         character_id = await store.characters.ensure_character(name)
         own = allowed.get(name.casefold())
         usable = [tool for tool in everything if own is None or tool.name in own]
-        prompt_tokens = counter.count(system_prompt(character, "someone", guidance_of(usable)))
+        prompt_tokens = character_tokens(character, guidance_of(usable), counter.count)
         characters[name] = StoredCharacter(character, character_id, prompt_tokens)
     llm = LLMClient(config.llm, http_client=llm_http_client)
     window = config.llm.context_window

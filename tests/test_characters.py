@@ -4,13 +4,17 @@ import base64
 import json
 import struct
 import zlib
+from pathlib import Path
 
 import pytest
 
 from bot.characters.cards import PNG_SIGNATURE, load_character
-from bot.config import CharacterConfig, ConfigError
+from bot.config import CharacterConfig, ConfigError, parse_config
 from bot.memory.tools import GUIDANCE
-from bot.turn.prompt import system_prompt
+from bot.runtime import build_runtime
+from bot.turn.prompt import MESSAGE_OVERHEAD_TOKENS, system_prompt
+from tests.conftest import Chat, config_dict
+from tests.fakes.llm_server import text
 from tests.probes import peak_rss_rise_mb
 
 
@@ -254,3 +258,71 @@ def test_other_compressed_text_chunks_of_a_png_card_are_never_unpacked(tmp_path)
                      + card[iend:])
     risen, said = _peak_rss_mb_loading(path)
     assert said == "" and risen < 100
+
+
+def card_with_note(tmp_path, note: object) -> Path:
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps({"spec": "chara_card_v2", "data": {
+        "name": "Nox", "description": "The ship's AI.", "post_history_instructions": "Stay terse.",
+        "extensions": {"depth_prompt": note}}}))
+    return path
+
+
+@pytest.mark.parametrize("note, read", [
+    ({"prompt": "{{char}} never lies to {{user}}.", "depth": 2, "role": "system"}, ("{{char}} never lies to {{user}}.", 2)),
+    ({"prompt": "Keep it short.", "role": "user"}, ("Keep it short.", 4)),  # SillyTavern's default depth
+    ({"prompt": "Keep it short.", "depth": "deep"}, ("Keep it short.", 4)),
+    ({"prompt": "", "depth": 2}, ("", 4)),  # SillyTavern's empty note: none
+    ("Keep it short.", ("", 4)),  # not shaped like one: none, and the card still loads
+])
+def test_a_cards_depth_prompt_is_read_as_sillytaverns_characters_note(tmp_path, note, read):
+    character = load_character(CharacterConfig(name="Nox", card=card_with_note(tmp_path, note)))
+    assert (character.depth_prompt, character.depth_prompt_depth) == read
+
+
+@pytest.fixture
+async def nox(llm, tmp_path, clock):
+    """A runtime whose one character, Mira, is a card with this depth prompt."""
+    async def started(note: dict, context_window: int = 128_000):
+        raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+        raw["characters"][0] = {"name": "Mira", "card": str(card_with_note(tmp_path, note))}
+        raw["llm"]["context_window"] = context_window
+        runtimes.append(await build_runtime(parse_config(raw, tmp_path), clock=clock))
+        return runtimes[-1]
+
+    runtimes = []
+    yield started
+    for runtime in runtimes:
+        await runtime.close()
+
+
+@pytest.mark.parametrize("depth, before", [
+    (2, "second"),  # before the two newest messages: the reply "second" and the message answered
+    (0, None),  # after them all, the message answered included
+    (99, "hello"),  # never above the window: before its oldest message
+])
+async def test_the_depth_prompt_goes_in_before_the_newest_messages_of_the_window(nox, llm, depth, before):
+    ann = Chat(await nox({"prompt": "{{char}} never lies to {{user}}.", "depth": depth}))
+    llm.add(text("first"), text("second"), text("third"))
+    for said in ("hello", "how are you", "and the engines?"):
+        await ann.say(said)
+    messages = llm.requests[-1]["messages"]
+    note = next(i for i, m in enumerate(messages) if m["content"] == "Mira never lies to Ann.")
+    assert messages[note]["role"] == "system"
+    following = [m["content"] for m in messages[note + 1:] if m["role"] != "system"]
+    assert following[:1] == ([before] if before else [])
+    assert messages[-1]["content"] == "Stay terse."  # post_history_instructions stay last
+
+
+async def test_the_cards_notes_in_the_history_are_counted_so_the_reply_still_has_its_room(nox, llm):
+    """The depth prompt and post_history_instructions go in every prompt: the fit counts them as
+    it counts the system prompt, so what is sent leaves the reply its room in the 4,096 tokens."""
+    runtime = await nox({"prompt": "Keep it short, and never speak of the reactor. " * 250, "depth": 1},
+                        context_window=4_096)
+    ann = Chat(runtime)
+    llm.default = "Noted. " * 60
+    for n in range(30):
+        await ann.say(f"message {n}: " + "the engines hum along the lower decks tonight " * 6)
+    sent = llm.requests[-1]["messages"]
+    room = 4_096 - runtime.turns.llm.max_reply_tokens
+    assert sum(runtime.counter.count(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in sent) <= room

@@ -4,9 +4,10 @@ A card is `.json` (V1, V2 or V3; a UTF-8 byte-order mark is fine), a `.png` whos
 (preferred) or else `chara` text chunk (`tEXt`, `zTXt` or `iTXt`) holds base64 JSON, or a CCv3
 `.charx` (a zip holding `card.json`). A bad card is one line naming the file and the problem.
 Fields used: name, description, personality, scenario, first_mes, mes_example,
-system_prompt, post_history_instructions, alternate_greetings, and the lorebook
-(`character_book`: bot/characters/lorebook.py). `{{char}}` and `{{user}}` are replaced when a prompt is
-built; `creator_notes` are never read into a prompt.
+system_prompt, post_history_instructions, alternate_greetings, the lorebook (`character_book`:
+bot/characters/lorebook.py) and SillyTavern's Character's Note (`extensions.depth_prompt`).
+`{{char}}` and `{{user}}` are replaced when a prompt is built; `creator_notes` are never read
+into a prompt.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ CARD_FIELDS = (
 )
 MAX_PORTRAIT_BYTES = 8 * 1024 * 1024  # Discord takes avatars up to this size
 TALKATIVENESS = 0.5  # SillyTavern's default for a card's extensions.talkativeness
+DEPTH_PROMPT_DEPTH = 4  # SillyTavern's default for a card's extensions.depth_prompt (Character's Note)
 _PLACEHOLDER = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
 
 
@@ -55,6 +57,8 @@ class Character:
     mes_example: str = ""
     system_prompt: str = ""
     post_history_instructions: str = ""
+    depth_prompt: str = ""  # SillyTavern's Character's Note: among the newest messages, `depth_prompt_depth` back
+    depth_prompt_depth: int = DEPTH_PROMPT_DEPTH
     alternate_greetings: tuple[str, ...] = ()
     lorebook: Lorebook = Lorebook()
     talkativeness: float = TALKATIVENESS  # how readily it speaks up in a scene (SPEC 15)
@@ -91,6 +95,7 @@ def load_character(config: CharacterConfig) -> Character:
     fields = {key: _text_field(data, key, config.card) for key in CARD_FIELDS}
     fields["alternate_greetings"] = _alternate_greetings(data, config.card)
     fields["talkativeness"] = _talkativeness(data)
+    fields["depth_prompt"], fields["depth_prompt_depth"] = _depth_prompt(data)
     fields["portrait"] = _portrait(config.card)
     try:
         fields["lorebook"] = read_lorebook(data.get("character_book"), card=str(config.card))
@@ -149,6 +154,20 @@ def _talkativeness(data: dict) -> float:
     except ValueError:
         number = None
     return min(max(number, 0.0), 1.0) if number is not None and math.isfinite(number) else TALKATIVENESS
+
+
+def _depth_prompt(data: dict) -> tuple[str, int]:
+    """`extensions.depth_prompt` (SillyTavern's Character's Note): its text and how many of the
+    newest messages it goes before; a card without one, or with something else there, has none.
+    It goes in as the card's instructions (a system message), whatever `role` it names."""
+    extensions = data.get("extensions")
+    note = extensions.get("depth_prompt") if isinstance(extensions, dict) else None
+    text = note.get("prompt") if isinstance(note, dict) else None
+    if not isinstance(text, str) or not text.strip():
+        return "", DEPTH_PROMPT_DEPTH
+    depth = note.get("depth")
+    return text.strip(), depth if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 \
+        else DEPTH_PROMPT_DEPTH
 
 
 def _alternate_greetings(data: dict, path: Path) -> tuple[str, ...]:

@@ -11,7 +11,9 @@ Order of the messages sent each turn:
 5. system — recalled passages: older words of this conversation the new message calls back
    (bot/memory/recall.py), oldest first, quoted as data;
 6. the live window, oldest first, the current message last (with its images, as image parts,
-   when the model can look at them);
+   when the model can look at them); the card's depth prompt (SillyTavern's Character's Note)
+   goes before its newest `depth_prompt_depth` messages, and the date and time now just before
+   the current message;
 7. system — a note when the current message came with something the character cannot see (a photo);
 8. system — the card's post_history_instructions, if any.
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from bot.characters.cards import Character
 from bot.memory.recall import BLOCK_TOKENS, day_of, recalled_lines
@@ -79,6 +81,16 @@ MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per chat message, roughly
 class Prompt:
     messages: list[dict[str, Any]]
     receipt: dict[str, Any] = field(default_factory=dict)
+
+
+def character_tokens(character: Character, tool_guidance: str, count: Callable[[str], int]) -> int:
+    """What the character's own messages take in every prompt: its system prompt with the
+    guidance on memory and tools, and the card's depth prompt and post_history_instructions
+    (counted once, at start-up, with "someone" for the speaker's name)."""
+    notes = [character.fill(note, "someone") for note in (character.depth_prompt, character.post_history_instructions)
+             if note]
+    return count(system_prompt(character, "someone", tool_guidance)) + sum(
+        count(note) + MESSAGE_OVERHEAD_TOKENS for note in notes)
 
 
 def base_system_prompt(character: Character, user: str) -> str:
@@ -183,13 +195,17 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
     if images:  # the current message's images, to look at (they are not stored)
         messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}] + [
             {"type": "image_url", "image_url": {"url": url}} for url in images]
+    current = messages[-1] if window else None  # the message answered
+    if character.depth_prompt:  # the card's note, before its newest messages (0: after them all)
+        messages.insert(max(len(messages) - character.depth_prompt_depth, len(messages) - len(window)),
+                        {"role": "system", "content": character.fill(character.depth_prompt, speaker_name)})
 
     # What changes every turn comes after what does not (#68): the time goes just before the
     # message answered, so a server's prompt cache keeps the card, memories, summary and older
     # window, and evaluates only this line and the new message.
     when = local_words(now, context.time_zone or zone)
-    messages.insert(len(messages) - 1 if window else len(messages),
-                    {"role": "system", "content": NOW_NOTE.format(when=when, user=speaker_name)})
+    at = next(i for i, message in enumerate(messages) if message is current) if window else len(messages)
+    messages.insert(at, {"role": "system", "content": NOW_NOTE.format(when=when, user=speaker_name)})
     tokens["system"] += NOW_TOKENS
     if unseen:
         messages.append({"role": "system", "content": UNSEEN_NOTE.format(user=speaker_name, what=unseen)})
