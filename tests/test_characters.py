@@ -280,6 +280,17 @@ def test_a_cards_depth_prompt_is_read_as_sillytaverns_characters_note(tmp_path, 
     assert (character.depth_prompt, character.depth_prompt_depth) == read
 
 
+def test_original_in_a_cards_notes_among_the_messages_stands_for_nothing(tmp_path):
+    """A card's {{original}} there stands for the app's own notes (SillyTavern's global ones): Keepsake has none."""
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps({"spec": "chara_card_v3", "data": {
+        "name": "Nox", "post_history_instructions": "{{original}}",
+        "extensions": {"depth_prompt": {"prompt": "{{original}}\nNote: androids stay human in looks.", "depth": 2}}}}))
+    character = load_character(CharacterConfig(name="Nox", card=path))
+    assert character.post_history_instructions == ""
+    assert (character.depth_prompt, character.depth_prompt_depth) == ("Note: androids stay human in looks.", 2)
+
+
 @pytest.fixture
 async def nox(llm, tmp_path, clock):
     """A runtime whose one character, Mira, is a card with this depth prompt."""

@@ -154,12 +154,16 @@ def test_a_selective_entrys_secondary_keys_follow_its_selective_logic(logic, fir
 
 
 def test_an_entrys_matching_is_read_where_other_editors_write_it():
-    """Older exporters write camelCase in `extensions`; SillyTavern's world files, at the top."""
+    """Older exporters write camelCase in `extensions`; SillyTavern's world files and Wyvern, at the top."""
     lore = book(entry("The month", ["May"], extensions={"caseSensitive": True}),
                 entry("Fangs", ["fang"], matchWholeWords=False),
-                entry("Blade", ["sword"], selective=True, secondary_keys=["black"], selectiveLogic=2))
-    assert fired(lore, "you may go; a sword") == ["Blade"]
-    assert fired(lore, "in May the Shadowfangs came with a black sword") == ["The month", "Fangs"]
+                entry("Blade", ["sword"], selective=True, secondary_keys=["black"], selectiveLogic=2),
+                # Wyvern's names, at the entry's top
+                entry("Wolves", ["wolf"], whole_words_only=False),
+                entry("Shield", ["shield"], selective=True, secondary_keys=["black"], key_logic="NOT_ANY"))
+    assert fired(lore, "you may go; a sword, a shield") == ["Blade", "Shield"]
+    assert fired(lore, "in May the Shadowfangs and a werewolf came with a black sword and a black shield") == [
+        "The month", "Fangs", "Wolves"]
 
 
 def test_an_unknown_selective_logic_reads_as_and_any_and_the_card_still_loads():

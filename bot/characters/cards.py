@@ -44,6 +44,9 @@ MAX_PORTRAIT_BYTES = 8 * 1024 * 1024  # Discord takes avatars up to this size
 TALKATIVENESS = 0.5  # SillyTavern's default for a card's extensions.talkativeness
 DEPTH_PROMPT_DEPTH = 4  # SillyTavern's default for a card's extensions.depth_prompt (Character's Note)
 _PLACEHOLDER = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
+# In a card's notes among the messages, {{original}} stands for the app's own (SillyTavern's global
+# post-history instructions): Keepsake has none, so it stands for nothing
+_ORIGINAL = re.compile(r"\{\{\s*original\s*\}\}", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ def load_character(config: CharacterConfig) -> Character:
     fields["alternate_greetings"] = _alternate_greetings(data, config.card)
     fields["talkativeness"] = _talkativeness(data)
     fields["depth_prompt"], fields["depth_prompt_depth"] = _depth_prompt(data)
+    fields["post_history_instructions"] = _ORIGINAL.sub("", fields["post_history_instructions"]).strip()
     fields["portrait"] = _portrait(config.card)
     try:
         fields["lorebook"] = read_lorebook(data.get("character_book"), card=str(config.card))
@@ -163,11 +167,13 @@ def _depth_prompt(data: dict) -> tuple[str, int]:
     extensions = data.get("extensions")
     note = extensions.get("depth_prompt") if isinstance(extensions, dict) else None
     text = note.get("prompt") if isinstance(note, dict) else None
-    if not isinstance(text, str) or not text.strip():
+    text = _ORIGINAL.sub("", text).strip() if isinstance(text, str) else ""
+    if not text:
         return "", DEPTH_PROMPT_DEPTH
     depth = note.get("depth")
-    return text.strip(), depth if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 \
-        else DEPTH_PROMPT_DEPTH
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
+        depth = DEPTH_PROMPT_DEPTH
+    return text, depth
 
 
 def _alternate_greetings(data: dict, path: Path) -> tuple[str, ...]:

@@ -7,21 +7,21 @@ expression (flags `i`, `s`, `m`; others ignored); any other key is plain text, m
 whole word (a key of several words anywhere it is written), case-insensitive unless the entry is
 `case_sensitive` — even when the exporter set `use_regex` on every entry. SillyTavern's own
 export writes an entry's matching in its `extensions` (src/endpoints/characters.js), other
-editors at its top, in snake_case or camelCase, and each is read where it is found:
-`scan_depth`, `case_sensitive`, `match_whole_words` (false: a key matches inside a longer word
-too; null: the user's own setting, whose default is whole words, any case) and `selectiveLogic`.
-A `selective` entry also checks its `secondary_keys` by that logic: one of them (AND ANY, the
-default), all of them (AND ALL), not all of them (NOT ALL) or none of them (NOT ANY) must be
-there; a `constant` entry is always in; a disabled one never. The text of the entries called up
-is scanned in turn, as SillyTavern's recursive scan does by default (the book's
-`recursive_scanning: false` turns it off): entries it names are called up too, until none is new
-or they fill the budget, but for one that `prevent_recursion` (its text calls up nothing),
-`exclude_recursion` (only the chat calls it up) or `delay_until_recursion` (only another entry's
-text does). The entries that fire are kept by `priority` (lower priority dropped first) within
-the lorebook budget — the book's `token_budget`, else 1,000 tokens, never more than 10 % of the
-context window — and placed by `insertion_order`, lowest first. Entry text is the card author's,
-like the description: it goes in with the character's instructions, not as anything a person
-said.
+editors at its top, in snake_case or camelCase (or as Wyvern names them: `whole_words_only`,
+`key_logic`), and each is read where it is found: `scan_depth`, `case_sensitive`,
+`match_whole_words` (false: a key matches inside a longer word too; null: the user's own
+setting, whose default is whole words, any case) and `selectiveLogic`. A `selective` entry also
+checks its `secondary_keys` by that logic: one of them (AND ANY, the default), all of them (AND
+ALL), not all of them (NOT ALL) or none of them (NOT ANY) must be there; a `constant` entry is
+always in; a disabled one never. The text of the entries called up is scanned in turn, as
+SillyTavern's recursive scan does by default (the book's `recursive_scanning: false` turns it
+off): entries it names are called up too, until none is new or they fill the budget, but for one
+that `prevent_recursion` (its text calls up nothing), `exclude_recursion` (only the chat calls
+it up) or `delay_until_recursion` (only another entry's text does). The entries that fire are
+kept by `priority` (lower priority dropped first) within the lorebook budget — the book's
+`token_budget`, else 1,000 tokens, never more than 10 % of the context window — and placed by
+`insertion_order`, lowest first. Entry text is the card author's, like the description: it goes
+in with the character's instructions, not as anything a person said.
 
 Untrusted input has a budget (SPEC 9): keys are compiled once, when the card loads (a broken
 regex is skipped with a WARNING; the card still loads); a plain key is first looked for as a
@@ -50,8 +50,10 @@ KEY_TIME_LIMIT_S = 0.1  # one key against the scanned text
 MATCH_BUDGET_S = 1.0  # all of a turn's keys
 _WRITTEN_AS_REGEX = re.compile(r"^/(.+)/([a-z]*)$", re.DOTALL)  # SillyTavern's `/pattern/flags`
 _FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
-# SillyTavern's `selectiveLogic`: what the secondary keys of a selective entry must show
+# SillyTavern's `selectiveLogic`: what the secondary keys of a selective entry must show (some
+# editors write its name: `key_logic: "NOT_ANY"`)
 AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
+_LOGIC_NAMES = {"AND_ANY": AND_ANY, "NOT_ALL": NOT_ALL, "NOT_ANY": NOT_ANY, "AND_ALL": AND_ALL}
 
 
 class LorebookError(ValueError):
@@ -247,8 +249,9 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
     if not content.strip():
         return None
     case_sensitive = _flag(_setting(raw, "case_sensitive", "caseSensitive"), False)
-    whole_words = _flag(_setting(raw, "match_whole_words", "matchWholeWords"), True)
-    logic = _setting(raw, "selectiveLogic", "selective_logic")
+    whole_words = _flag(_setting(raw, "match_whole_words", "matchWholeWords", "whole_words_only"), True)
+    logic = _setting(raw, "selectiveLogic", "selective_logic", "key_logic")
+    logic = _LOGIC_NAMES.get(logic.upper(), AND_ANY) if isinstance(logic, str) else logic
     delayed = _setting(raw, "delay_until_recursion", "delayUntilRecursion")  # newer SillyTavern: a level
     depth = _setting(raw, "scan_depth", "scanDepth")
     written = _keys(raw, "keys", where)
