@@ -111,7 +111,7 @@ class _Matcher:
     """Matching keys against the newest messages (`recent`, newest first) and the text of the
     entries called up so far (`carried`), until the turn's `deadline` (MATCH_BUDGET_S)."""
 
-    def __init__(self, book: "Lorebook", recent: list[str], carried: str, deadline: float):
+    def __init__(self, book: "Lorebook", recent: list[str], carried: list[str], deadline: float):
         self.book, self.recent, self.carried, self.deadline = book, recent, carried, deadline
         self._scanned: dict[int, tuple[str, str]] = {}  # by scan depth: the text, and it lowered
 
@@ -120,7 +120,7 @@ class _Matcher:
         messages as its scan depth (its own, else the book's), and what was called up."""
         depth = self.book.scan_depth if entry.scan_depth is None else entry.scan_depth
         if depth not in self._scanned:
-            text = "\n".join(self.recent[:depth] + [self.carried])
+            text = "\n".join(self.recent[:depth] + self.carried)
             self._scanned[depth] = (text, text.lower())
         return self._scanned[depth]
 
@@ -181,7 +181,7 @@ class Lorebook:
         recursive scan does, those the text of the entries called up names in turn; within the
         budget, in insertion order. It may take up to MATCH_BUDGET_S: call it off the event loop."""
         deadline, budget = time.monotonic() + MATCH_BUDGET_S, self.budget(context_window)
-        recent, carried = list(recent_texts), ""
+        recent, carried = list(recent_texts), []
         fired: list[LoreEntry] = []
         waiting, recursing = list(self.entries), False
         while waiting:
@@ -193,7 +193,7 @@ class Lorebook:
                     or time.monotonic() >= deadline):
                 break
             waiting = [entry for entry in waiting if all(entry is not new for new in called)]
-            carried = "\n".join([carried, *said]) if carried else "\n".join(said)
+            carried = carried + said
             recursing = True
         kept, used = [], 0
         for entry in sorted(fired, key=lambda e: (-e.priority, e.insertion_order)):
@@ -250,8 +250,6 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         return None
     case_sensitive = _flag(_setting(raw, "case_sensitive", "caseSensitive"), False)
     whole_words = _flag(_setting(raw, "match_whole_words", "matchWholeWords", "whole_words_only"), True)
-    logic = _setting(raw, "selectiveLogic", "selective_logic", "key_logic")
-    logic = _LOGIC_NAMES.get(logic.upper(), AND_ANY) if isinstance(logic, str) else logic
     delayed = _setting(raw, "delay_until_recursion", "delayUntilRecursion")  # newer SillyTavern: a level
     depth = _setting(raw, "scan_depth", "scanDepth")
     written = _keys(raw, "keys", where)
@@ -273,15 +271,14 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         keys=compiled("keys"),
         secondary_keys=compiled("secondary_keys"),
         selective=bool(raw.get("selective")),
-        # an unknown logic reads as the default, as a key never stops a card from loading
-        logic=logic if logic in (NOT_ALL, NOT_ANY, AND_ALL) and not isinstance(logic, bool) else AND_ANY,
+        logic=_logic(_setting(raw, "selectiveLogic", "selective_logic", "key_logic")),
         constant=bool(raw.get("constant")),
         case_sensitive=case_sensitive,
         prevents_recursion=_flag(_setting(raw, "prevent_recursion", "preventRecursion"), False),
         excluded_from_recursion=_flag(_setting(raw, "exclude_recursion", "excludeRecursion"), False),
         delayed_until_recursion=bool(delayed) if isinstance(delayed, (bool, int, float)) else False,
         # its own scan depth, when it is a whole number (else the book's, as a key never stops a card)
-        scan_depth=int(depth) if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 else None,
+        scan_depth=depth if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 else None,
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
     )
@@ -292,6 +289,14 @@ def _setting(raw: dict, *names: str) -> Any:
     or at its top, in snake_case or camelCase; None (the user's own setting) when none has it."""
     extensions = raw.get("extensions") if isinstance(raw.get("extensions"), dict) else {}
     return next((place[name] for place in (extensions, raw) for name in names if place.get(name) is not None), None)
+
+
+def _logic(value: Any) -> int:
+    """SillyTavern's `selectiveLogic`, a number or (some editors) its name; an unknown one reads as
+    the default, AND ANY, as a key never stops a card from loading."""
+    if isinstance(value, str):
+        return _LOGIC_NAMES.get(value.strip().upper(), AND_ANY)
+    return int(value) if value in (NOT_ALL, NOT_ANY, AND_ALL) and not isinstance(value, bool) else AND_ANY
 
 
 def _flag(value: Any, otherwise: bool) -> bool:
