@@ -62,6 +62,18 @@ def test_a_json_card_gives_the_fields_with_char_and_user_replaced(tmp_path):
     assert character.post_history_instructions == "Stay terse."
 
 
+def test_each_example_chat_opens_with_a_line_of_its_own_never_with_the_start_marker(tmp_path):
+    """SillyTavern sends a card's <START> markers to a chat model as "[Example Chat]" lines."""
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps({"spec": "chara_card_v2", "data": {
+        "name": "Nox", "mes_example": "<START>\n{{user}}: Status?\n{{char}}: Reactor stable.\n"
+                                      "<start>\n{{user}}: Lights?\n{{char}}: Dimmed, as you like them."}}))
+    prompt = system_prompt(load_character(CharacterConfig(name="Nox", card=path)), "Ann", GUIDANCE)
+    assert "<START>" not in prompt.upper()
+    assert ("Example dialogue:\n[Example Chat]\nAnn: Status?\nNox: Reactor stable.\n\n"
+            "[Example Chat]\nAnn: Lights?\nNox: Dimmed, as you like them.") in prompt
+
+
 def test_creator_notes_never_reach_a_prompt(tmp_path):
     path = tmp_path / "nox.json"
     path.write_text(json.dumps(CARD))

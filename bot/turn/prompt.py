@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -75,6 +76,11 @@ NOW_TOKENS = 40  # the line above at its longest (a long weekday, month and zone
 TIER_TITLES = {"long_term": "Long-term memory", "merged": "Merged summary", "recent": "Recent summary"}
 TIER_ORDER = ("long_term", "merged", "recent")
 MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per chat message, roughly
+# A card's example dialogue marks where each example chat begins with <START>; SillyTavern never
+# sends the marker to a chat model but opens each example with its own line (openai.js's
+# new_example_chat_prompt)
+EXAMPLE_START = re.compile(r"<START>", re.IGNORECASE)
+NEW_EXAMPLE_CHAT = "[Example Chat]"
 
 
 @dataclass
@@ -100,11 +106,20 @@ def base_system_prompt(character: Character, user: str) -> str:
         ("Description", character.description),
         ("Personality", character.personality),
         ("Scenario", character.scenario),
-        ("Example dialogue", character.mes_example),
+        ("Example dialogue", example_chats(character.mes_example)),
     ):
         if text:
             parts.append(f"{title}:\n{text}")
     return character.fill("\n\n".join(parts), user)
+
+
+def example_chats(mes_example: str) -> str:
+    """A card's example dialogue as SillyTavern gives it to a chat model: each example chat that
+    a <START> marker begins opens with "[Example Chat]" instead (text without markers is kept)."""
+    if not EXAMPLE_START.search(mes_example):
+        return mes_example
+    chats = [chat.strip() for chat in EXAMPLE_START.split(mes_example) if chat.strip()]
+    return "\n\n".join(f"{NEW_EXAMPLE_CHAT}\n{chat}" for chat in chats)
 
 
 def system_prompt(character: Character, user: str, tool_guidance: str = "") -> str:
