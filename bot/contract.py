@@ -22,6 +22,10 @@ from bot.text import parse_number
 # Words the core owns that an adapter shows as they are.
 NOT_ALLOWED = "Sorry, I'm not able to talk with you here."  # [access] said no (SPEC 13)
 STALE_BUTTON = "This button no longer works."
+# /forgetme confirmed as the person's accounts were being linked: the person it was asked for is
+# now part of another, and nothing is deleted until they ask again
+NOTHING_FORGOTTEN = ("Nothing was deleted: your accounts were being linked at that moment. Send /forgetme again "
+                     "to delete everything stored about you.")
 INTERRUPTED = "(This reply was cut off when I restarted. Send your message again if you still want an answer.)"
 IMAGE_MAX_SIDE = 1_024  # images reach the model at most this many pixels on their longer side
 IMAGE_MAX_PIXELS = 40_000_000  # an image with more pixels is never decoded (SPEC 13), whoever sent or drew it
@@ -829,8 +833,8 @@ class MemoryPage(Protocol):
     async def import_export(self, visit: PageVisit, text: str) -> PageNotice:
         """A JSON export merged into the visitor's own memories and persona (SPEC 21)."""
 
-    async def forget(self, visit: PageVisit) -> None:
-        """/forgetme, confirmed."""
+    async def forget(self, visit: PageVisit) -> bool:
+        """/forgetme, confirmed; False: nothing was deleted (NOTHING_FORGOTTEN)."""
 
 
 @dataclass(frozen=True)

@@ -272,13 +272,15 @@ class People(abc.ABC):
         """The person's time zone, an IANA name (None: the deployment's, `[limits] timezone`)."""
 
     @abc.abstractmethod
-    async def forget_person(self, person_id: int, day: str) -> list[int]:
+    async def forget_person(self, person_id: int, day: str) -> list[int] | None:
         """Delete every row about the person: identities, memories, settings, their messages
         and the replies to them, their turns, and their one-to-one conversations. Only their
         spend of `day` (today) stays, as counts against each platform id, until the day is
         over (their allowance does not start afresh). Every summary of the shared conversations
         they spoke in goes too, and they are summarized again without them (a rebuild set
-        running: storage/sql/summaries.py `start_over`); returns those conversations."""
+        running: storage/sql/summaries.py `start_over`); returns those conversations. None: the
+        person is not there (their accounts were just linked into another person, whose id
+        their identities now carry): nothing is deleted."""
 
 
 class Persona(NamedTuple):

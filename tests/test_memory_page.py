@@ -478,6 +478,29 @@ async def test_forgetme_on_the_page_asks_first_then_deletes_everything_and_ends_
     assert response.status == 401
 
 
+async def test_forgetme_on_the_page_confirmed_as_the_accounts_are_linked_deletes_nothing_and_says_so(web):
+    """The page's /forgetme lands just after Ann's account was linked into another (staged): the
+    person the page asked for is no longer there, so nothing is deleted and the page says so."""
+    runtime, browser = web
+    ann, on_discord = Chat(runtime), Chat(runtime, user="111", chat_id="dm-d", platform="discord")
+    await ann.memory("/memory add I am allergic to peanuts")
+    page = await signed_in(browser, ann)
+    token = await page.form_token()
+    forget_person = runtime.store.people.forget_person
+
+    async def after_the_link(person_id, day):
+        code = (await on_discord.memory("/link")).text.split("Your link code is ")[1].split(".")[0]
+        question = await ann.memory(f"/link {code}")
+        await ann.press(question.buttons[0][0].action)  # Ann's console person goes into the Discord one
+        return await forget_person(person_id, day)
+
+    runtime.store.people.forget_person = after_the_link
+    response, body = await page.request("POST", "/forget", {"csrf": token, "confirm": "yes"})
+    runtime.store.people.forget_person = forget_person
+    assert response.status == 409 and "Nothing was deleted" in body and "Send /forgetme again" in body
+    assert "peanuts" in (await on_discord.memory("/memory view")).text
+
+
 async def test_the_export_is_the_persons_memories_as_json(web):
     runtime, browser = web
     ann, bob = Chat(runtime), Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")

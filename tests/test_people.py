@@ -9,6 +9,7 @@ import pytest
 
 import storage.sqlite.store
 from bot.cli import remove_character
+from bot.contract import NOTHING_FORGOTTEN
 from bot.memory.rebuild import DONE
 from bot.runtime import build_runtime
 from tests.conftest import DAY, Chat
@@ -160,6 +161,35 @@ async def test_forgetme_asks_first_then_leaves_no_row_about_the_person(runtime, 
     summary = "\n".join(s.content for s in await store.summaries.summaries(group))
     assert in_group == ["Okay.", "Bob in the group"]  # other people's messages stay
     assert "Ann" not in summary and "a private chat" not in summary
+
+
+async def test_forgetme_confirmed_as_the_accounts_are_linked_deletes_nothing_and_says_to_ask_again(runtime):
+    """Ann confirms /forgetme on Telegram just as her Telegram account is linked into her Discord
+    one (staged: the link lands between her press and its delete). The person she confirmed for
+    is no longer there: nothing is deleted, and she is told so, never that everything went.
+    Asked again, everything of the person she now is goes, both accounts."""
+    on_discord = Chat(runtime, user="111", chat_id="dm-d", platform="discord")
+    on_telegram = Chat(runtime, user="222", chat_id="dm-t", platform="telegram")
+    await on_telegram.memory("/memory add I prefer to be called Annie")
+    question = await on_telegram.memory("/forgetme")
+    forget_person = runtime.store.people.forget_person
+
+    async def after_the_link(person_id, day):
+        await link(on_discord, on_telegram)  # Discord's code entered on Telegram: Telegram's person is absorbed
+        return await forget_person(person_id, day)
+
+    runtime.store.people.forget_person = after_the_link
+    answer = await on_telegram.press(question.buttons[0][0].action)
+    runtime.store.people.forget_person = forget_person
+    assert answer.text == NOTHING_FORGOTTEN
+    kept = await on_telegram.person_id()
+    assert kept == await on_discord.person_id()
+    assert await runtime.store.people.identities_of(kept) == [("discord", "111"), ("telegram", "222")]
+    assert "called Annie" in (await on_discord.memory("/memory view")).text
+
+    again = await on_telegram.press((await on_telegram.memory("/forgetme")).buttons[0][0].action)
+    assert "Everything stored about you is deleted" in again.text
+    assert await runtime.store.people.identities_of(kept) == []
 
 
 async def a_group_where_ann_told_a_secret(runtime) -> tuple[Chat, Chat, int]:

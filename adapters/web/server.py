@@ -41,7 +41,7 @@ from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.web.chart import tokens_chart
-from bot.contract import MemoryPage, PageNotice, PageVisit
+from bot.contract import NOTHING_FORGOTTEN, MemoryPage, PageNotice, PageVisit
 
 log = logging.getLogger(__name__)
 
@@ -408,8 +408,9 @@ class PageServer:
     async def forget(self, request: web.Request, visit: PageVisit, fields: dict[str, str]) -> web.Response:
         if fields.get("confirm") != "yes":
             return await self.render("forget.html", 400, csrf=visit.csrf)
-        await self.page.forget(visit)  # the session goes with the person
-        response = await self.message("Done. Everything stored about you is deleted.", 200)
+        if not await self.page.forget(visit):
+            return await self.message(NOTHING_FORGOTTEN, 409)
+        response = await self.message("Done. Everything stored about you is deleted.", 200)  # the session went too
         response.del_cookie(COOKIE, path=f"{self.path}/")
         return response
 

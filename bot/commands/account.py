@@ -13,7 +13,7 @@ import secrets
 from typing import Callable
 
 from bot.commands.base import Person, Press, UsageError, button, memories_word
-from bot.contract import CommandContext, CommandResult, chat_platforms, traits_of
+from bot.contract import NOTHING_FORGOTTEN, CommandContext, CommandResult, chat_platforms, traits_of
 from bot.memory.rebuild import Rebuilds
 from bot.memory.saved_memories import MAX_PINNED_PER_SCOPE, MAX_UNPINNED_PER_SCOPE
 from storage.ports import CapReached, People
@@ -128,10 +128,16 @@ class AccountCommands:
         )
 
     async def _press_forget(self, ctx, person: Person, verb: str) -> CommandResult:
-        await self.forget(person)
+        if not await self.forget(person):
+            return CommandResult(NOTHING_FORGOTTEN, ok=False)
         return CommandResult("Done. Everything stored about you is deleted.")
 
-    async def forget(self, person: Person) -> None:
-        """/forgetme, confirmed (a button, or the memory page's form)."""
-        for conversation_id in await self.people.forget_person(person.id, self.today()):
+    async def forget(self, person: Person) -> bool:
+        """/forgetme, confirmed (a button, or the memory page's form). False: the person was no
+        longer there, as their accounts were linked at that moment, and nothing was deleted."""
+        conversations = await self.people.forget_person(person.id, self.today())
+        if conversations is None:
+            return False
+        for conversation_id in conversations:
             self.rebuilds.refresh(conversation_id)  # summarized again without their words
+        return True

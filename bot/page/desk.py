@@ -210,8 +210,9 @@ class PageDesk:
             return PageNotice(str(problem), ok=False)
         return PageNotice(done.text, ok=True)
 
-    async def forget(self, visit: PageVisit) -> None:
-        await self.account.forget(self._whole_person(visit))
+    async def forget(self, visit: PageVisit) -> bool:
+        """/forgetme from the page; False: nothing was deleted (AccountCommands.forget)."""
+        return await self.account.forget(self._whole_person(visit))
 
     # -- the owner's page ------------------------------------------------------------------------
     async def _owner(self, visit: PageVisit) -> bool:

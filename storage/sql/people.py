@@ -128,8 +128,8 @@ class SQLPeople(People):
         await self.db.execute("UPDATE persons SET persona = $2, persona_tokens = $3 WHERE id = $1", person_id,
                               persona.text if persona else None, persona.tokens if persona else 0)
 
-    async def forget_person(self, person_id: int, day: str) -> list[int]:
-        async def forget(tx: Connection) -> list[int]:
+    async def forget_person(self, person_id: int, day: str) -> list[int] | None:
+        async def forget(tx: Connection) -> list[int] | None:
             # Their turns are held first, as a reply being kept holds its turn first: one under way
             # is waited for, and what it kept then goes too. Then their row, before anything of
             # theirs is read: a message of theirs being stored holds it (its reference does), so
@@ -138,6 +138,8 @@ class SQLPeople(People):
             await tx.execute(f"SELECT id FROM turns WHERE person_id = $1 ORDER BY id{self.db.dialect.for_update}",
                              person_id)
             await hold_people(self.db, tx, person_id)
+            if await tx.value("SELECT id FROM persons WHERE id = $1", person_id) is None:
+                return None  # linked into another just now (or already forgotten): nothing of theirs is here
             await tx.execute("DELETE FROM forgotten_spend WHERE day < $1", day)  # kept only until the day ends
             await tx.execute(
                 # against every platform id (the allowance), counted once in /stats (the first id)

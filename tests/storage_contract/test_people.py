@@ -64,6 +64,19 @@ async def test_forgetting_a_person_leaves_no_row_about_them(store: Store, ann, m
     assert await store.memories.list_memories(again, mira, None, 0, 10) == ([], 0)
 
 
+async def test_forgetting_a_person_linked_into_another_meanwhile_deletes_nothing_and_says_so(
+        store: Store, ann, mira):
+    """/forgetme confirmed for Ann's Telegram person as her accounts were linked into her Discord
+    one: that person is no longer there, and their words now belong to the one kept. None, and
+    nothing deleted, so she is told to ask again, never that everything went."""
+    kept = await store.people.person_for_identity("discord", "900")
+    await store.memories.add_memory(ann, mira, "global", "from Telegram", 2, False, "person")
+    await store.people.merge_persons(kept, ann)
+    assert await store.people.forget_person(ann, "2027-01-15") is None
+    assert [m.content for m in (await store.memories.list_memories(kept, mira, None, 0, 10))[0]] == ["from Telegram"]
+    assert await store.people.identities_of(kept) == [("discord", "900"), ("telegram", "501")]
+
+
 async def test_forgetting_a_person_takes_every_summary_of_their_group_at_once_and_a_pass_that_read_before_writes_none(
         store: Store, ann, mira):
     """SPEC 6, /forgetme: what was summarized of their words serves no prompt once it says done —
