@@ -304,7 +304,7 @@ def test_original_in_a_cards_notes_among_the_messages_stands_for_nothing(tmp_pat
 
 
 @pytest.fixture
-async def nox(llm, tmp_path, clock):
+async def card_runtime(llm, tmp_path, clock):
     """A runtime whose one character, Mira, is a card with this depth prompt."""
     async def started(note: dict, context_window: int = 128_000):
         raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
@@ -324,8 +324,8 @@ async def nox(llm, tmp_path, clock):
     (0, None),  # after them all, the message answered included
     (99, "hello"),  # never above the window: before its oldest message
 ])
-async def test_the_depth_prompt_goes_in_before_the_newest_messages_of_the_window(nox, llm, depth, before):
-    ann = Chat(await nox({"prompt": "{{char}} never lies to {{user}}.", "depth": depth}))
+async def test_the_depth_prompt_goes_in_before_the_newest_messages_of_the_window(card_runtime, llm, depth, before):
+    ann = Chat(await card_runtime({"prompt": "{{char}} never lies to {{user}}.", "depth": depth}))
     llm.add(text("first"), text("second"), text("third"))
     for said in ("hello", "how are you", "and the engines?"):
         await ann.say(said)
@@ -337,10 +337,10 @@ async def test_the_depth_prompt_goes_in_before_the_newest_messages_of_the_window
     assert messages[-1]["content"] == "Stay terse."  # post_history_instructions stay last
 
 
-async def test_the_cards_notes_in_the_history_are_counted_so_the_reply_still_has_its_room(nox, llm):
+async def test_the_cards_notes_in_the_history_are_counted_so_the_reply_still_has_its_room(card_runtime, llm):
     """The depth prompt and post_history_instructions go in every prompt: the fit counts them as
     it counts the system prompt, so what is sent leaves the reply its room in the 4,096 tokens."""
-    runtime = await nox({"prompt": "Keep it short, and never speak of the reactor. " * 250, "depth": 1},
+    runtime = await card_runtime({"prompt": "Keep it short, and never speak of the reactor. " * 250, "depth": 1},
                         context_window=4_096)
     ann = Chat(runtime)
     llm.default = "Noted. " * 60
