@@ -213,6 +213,27 @@ def test_an_entry_delayed_until_recursion_is_called_up_only_by_another_entrys_te
     assert fired(lore, "an old map") == ["Map", "Harbour"]
 
 
+def test_a_v3_entrys_decorators_never_reach_the_prompt():
+    """RisuAI's exports begin entries with Character Card V3 decorators (`@@depth 0`): they are
+    the entry's settings, taken out of its text, never words for the model."""
+    lore = book(entry("Lamp", ["lamp"], "@@depth 0\n@@role system\n\nThe lamp is lit with whale oil."))
+    assert [e.content for e in lore.entries_for(["the lamp"], 128_000)] == ["The lamp is lit with whale oil."]
+
+
+def test_the_activate_and_dont_activate_decorators_call_an_entry_up_always_or_never():
+    lore = book(entry("Always", ["nowhere"], "@@activate\nAlways lore."),
+                entry("Never", ["lamp"], "@@dont_activate\nNever lore."),
+                entry("Both", ["nowhere"], "@@dont_activate\n@@activate\nBoth lore."))
+    assert fired(lore, "the lamp") == ["Always", "Both"]
+
+
+def test_the_scan_depth_decorator_and_a_fallback_for_one_not_followed():
+    lore = book(entry("Deep", ["eldoria"], "@@scan_depth 3\nDeep lore."),
+                entry("Fallback", ["eldoria"], "@@risu_only 4\n@@@scan_depth 3\nFallback lore."),
+                entry("Book's", ["eldoria"]), scan_depth=1)
+    assert fired(lore, "new message", "one before", "two before: Eldoria") == ["Deep", "Fallback"]
+
+
 def test_a_broken_regex_key_is_skipped_with_a_warning_and_the_card_still_loads(tmp_path, caplog):
     path = tmp_path / "nox.json"
     path.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Nox", "character_book": {"entries": [

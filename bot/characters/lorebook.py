@@ -17,11 +17,15 @@ always in; a disabled one never. The text of the entries called up is scanned in
 SillyTavern's recursive scan does by default (the book's `recursive_scanning: false` turns it
 off): entries it names are called up too, until none is new or they fill the budget, but for one
 that `prevent_recursion` (its text calls up nothing), `exclude_recursion` (only the chat calls
-it up) or `delay_until_recursion` (only another entry's text does). The entries that fire are
-kept by `priority` (lower priority dropped first) within the lorebook budget — the book's
-`token_budget`, else 1,000 tokens, never more than 10 % of the context window — and placed by
-`insertion_order`, lowest first. Entry text is the card author's, like the description: it goes
-in with the character's instructions, not as anything a person said.
+it up) or `delay_until_recursion` (only another entry's text does). A Character Card V3 entry's
+decorators (the `@@name value` lines its text begins with) are taken out of its text:
+`@@activate` calls it up always, `@@dont_activate` never, `@@scan_depth` sets its scan depth, a
+`@@@` fallback stands in for a decorator not followed, and the others (where it goes among the
+messages, and when) are ignored. The entries that fire are kept by `priority` (lower priority
+dropped first) within the lorebook budget — the book's `token_budget`, else 1,000 tokens, never
+more than 10 % of the context window — and placed by `insertion_order`, lowest first. Entry text
+is the card author's, like the description: it goes in with the character's instructions, not as
+anything a person said.
 
 Untrusted input has a budget (SPEC 9): keys are compiled once, when the card loads (a broken
 regex is skipped with a WARNING; the card still loads); a plain key is first looked for as a
@@ -54,6 +58,9 @@ _FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
 # editors write its name: `key_logic: "NOT_ANY"`)
 AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
 _LOGIC_NAMES = {"AND_ANY": AND_ANY, "NOT_ALL": NOT_ALL, "NOT_ANY": NOT_ANY, "AND_ALL": AND_ALL}
+# The Character Card V3 decorators this book follows; every other one is taken out of the entry's
+# text and ignored, as the spec allows (where an entry goes among the messages is not followed)
+FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth")
 
 
 class LorebookError(ValueError):
@@ -246,12 +253,14 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
     content = raw.get("content") or ""
     if not isinstance(content, str):
         raise LorebookError(f"'{where}.content' should be text")
-    if not content.strip():
-        return None
+    content, decorators = _decorated(content)
+    if not content or ("dont_activate" in decorators and "activate" not in decorators):
+        return None  # nothing to add, or never to be called up
     case_sensitive = _flag(_setting(raw, "case_sensitive", "caseSensitive"), False)
     whole_words = _flag(_setting(raw, "match_whole_words", "matchWholeWords", "whole_words_only"), True)
     delayed = _setting(raw, "delay_until_recursion", "delayUntilRecursion")  # newer SillyTavern: a level
-    depth = _setting(raw, "scan_depth", "scanDepth")
+    depth = decorators.get("scan_depth") or _setting(raw, "scan_depth", "scanDepth")
+    depth = int(depth) if isinstance(depth, str) and depth.isdigit() else depth
     written = _keys(raw, "keys", where)
     name = str(raw.get("name") or raw.get("comment") or (written[0] if written else f"entry {index + 1}"))
 
@@ -267,12 +276,12 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
 
     return LoreEntry(
         name=name,
-        content=content.strip(),
+        content=content,
         keys=compiled("keys"),
         secondary_keys=compiled("secondary_keys"),
         selective=bool(raw.get("selective")),
         logic=_logic(_setting(raw, "selectiveLogic", "selective_logic", "key_logic")),
-        constant=bool(raw.get("constant")),
+        constant=bool(raw.get("constant")) or "activate" in decorators,
         case_sensitive=case_sensitive,
         prevents_recursion=_flag(_setting(raw, "prevent_recursion", "preventRecursion"), False),
         excluded_from_recursion=_flag(_setting(raw, "exclude_recursion", "excludeRecursion"), False),
@@ -282,6 +291,28 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
     )
+
+
+def _decorated(content: str) -> tuple[str, dict[str, str]]:
+    """An entry's text without the Character Card V3 decorators it begins with (`@@name value`
+    lines), and those of them this book follows, by name (the first of each). A fallback
+    (`@@@name value`) stands in for the decorator before it when that one is not followed."""
+    lines = content.strip().splitlines()
+    followed: dict[str, str] = {}
+    heeded = True  # whether the decorator a fallback would stand in for was followed
+    taken = 0
+    for line in lines:
+        if not line.startswith("@@"):
+            break
+        taken += 1
+        fallback = line.startswith("@@@")
+        if fallback and heeded:
+            continue
+        name, _, value = line.lstrip("@").partition(" ")
+        heeded = name.strip() in FOLLOWED_DECORATORS
+        if heeded:
+            followed.setdefault(name.strip(), value.strip())
+    return "\n".join(lines[taken:]).strip(), followed
 
 
 def _setting(raw: dict, *names: str) -> Any:
