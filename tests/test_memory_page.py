@@ -18,6 +18,7 @@ from bot.config import WebConfig, parse_config
 from bot.access.door import digest
 from bot.runtime import build_runtime
 from tests.conftest import Chat, config_dict
+from tests.test_people import link
 
 TEN_MINUTES = 600
 FORM_TOKEN = re.compile(r'name="csrf" value="([^"]+)"')
@@ -489,9 +490,7 @@ async def test_forgetme_on_the_page_confirmed_as_the_accounts_are_linked_deletes
     forget_person = runtime.store.people.forget_person
 
     async def after_the_link(person_id, day):
-        code = (await on_discord.memory("/link")).text.split("Your link code is ")[1].split(".")[0]
-        question = await ann.memory(f"/link {code}")
-        await ann.press(question.buttons[0][0].action)  # Ann's console person goes into the Discord one
+        await link(on_discord, ann)  # Ann's console person goes into the Discord one
         return await forget_person(person_id, day)
 
     runtime.store.people.forget_person = after_the_link

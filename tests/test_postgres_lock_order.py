@@ -121,7 +121,7 @@ async def test_a_reply_kept_while_forgetme_holds_its_turn_waits_and_finds_the_tu
 
 async def test_forgetme_ended_to_break_a_deadlock_with_a_memory_tools_write_runs_again_and_forgets_it(store):
     ann, aki, scene, answer, chain = await a_chain_reply_to_ann(store)
-    with paused_after(store, "SELECT 1 FROM persons") as (paused, go):  # the write holds Ann's row
+    with paused_after(store, "SELECT id FROM persons") as (paused, go):  # the write holds Ann's row
         writing = asyncio.create_task(store.memories.add_memory(ann, aki, "character", "Ann greets everyone", 4,
                                                                 False, "ai", turn_id=chain))
         await paused.wait()
@@ -170,7 +170,7 @@ async def test_a_message_arriving_once_forgetme_holds_the_persons_row_is_not_sto
     """The arrival waits for /forgetme, which goes on; the message is refused (a deadlock ended
     it, or its person is gone: the person is told it was not saved) and nothing of Ann is left."""
     ann, aki, scene, answer, chain = await a_chain_reply_to_ann(store)
-    with paused_after(store, "SELECT 1 FROM persons") as (paused, go):
+    with paused_after(store, "SELECT id FROM persons") as (paused, go):
         forgetting = asyncio.create_task(store.people.forget_person(ann, DAY))
         await paused.wait()
     arriving = asyncio.create_task(store.turns.store_and_queue(scene, ann, "Ann", "one more thing", 3, "a2", None))

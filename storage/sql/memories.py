@@ -47,10 +47,12 @@ IN_PLAY = " UNION ALL ".join(
        f"LIMIT {_share(other)}) AS newest_{scope}" for scope, other in ((CHARACTER, GLOBAL), (GLOBAL, CHARACTER))])
 
 
-async def hold_people(db: Database, tx: Connection, *person_ids: int) -> None:
-    """Hold the people's rows until the transaction ends (in id order: no deadlock)."""
-    await tx.execute(f"SELECT 1 FROM persons WHERE id {db.dialect.in_ids(1)} ORDER BY id{db.dialect.for_update}",
-                     db.dialect.ids(person_ids))
+async def hold_people(db: Database, tx: Connection, *person_ids: int) -> list[int]:
+    """Hold the people's rows until the transaction ends (in id order: no deadlock); the ids of
+    those that are there."""
+    rows = await tx.all(f"SELECT id FROM persons WHERE id {db.dialect.in_ids(1)} ORDER BY id{db.dialect.for_update}",
+                        db.dialect.ids(person_ids))
+    return [row["id"] for row in rows]
 
 
 async def count_memories(tx: Connection, person_id: int, character: int | None, pinned: bool) -> int:

@@ -137,8 +137,7 @@ class SQLPeople(People):
             # (tests/test_postgres_lock_order.py).
             await tx.execute(f"SELECT id FROM turns WHERE person_id = $1 ORDER BY id{self.db.dialect.for_update}",
                              person_id)
-            await hold_people(self.db, tx, person_id)
-            if await tx.value("SELECT id FROM persons WHERE id = $1", person_id) is None:
+            if not await hold_people(self.db, tx, person_id):
                 return None  # linked into another just now (or already forgotten): nothing of theirs is here
             await tx.execute("DELETE FROM forgotten_spend WHERE day < $1", day)  # kept only until the day ends
             await tx.execute(
