@@ -16,12 +16,12 @@ def entry(name: str, keys: list[str], content: str = "", **fields) -> dict:
             "insertion_order": 100, **fields}
 
 
-def book(*entries: dict, **fields) -> Lorebook:
-    return read_lorebook({"entries": list(entries), **fields}).counted(lambda text: len(text.split()))
+def book(*entries: dict, char: str = "", **fields) -> Lorebook:
+    return read_lorebook({"entries": list(entries), **fields}, char=char).counted(lambda text: len(text.split()))
 
 
-def fired(lorebook: Lorebook, *newest_first: str, context_window: int = 128_000) -> list[str]:
-    return [e.name for e in lorebook.entries_for(newest_first, context_window)]
+def fired(lorebook: Lorebook, *newest_first: str, context_window: int = 128_000, user: str = "") -> list[str]:
+    return [e.name for e in lorebook.entries_for(newest_first, context_window, user)]
 
 
 def test_an_entry_fires_when_a_key_is_said_case_insensitive_and_not_otherwise():
@@ -234,6 +234,17 @@ def test_the_scan_depth_decorator_and_a_fallback_for_one_not_followed():
     assert fired(lore, "new message", "one before", "two before: Eldoria") == ["Deep", "Fallback"]
 
 
+def test_char_in_a_key_is_the_characters_name_and_user_the_name_of_the_person_speaking():
+    lore = book(entry("Her", ["{{char}}"]), entry("Boat", ["{{ User }}'s boat"]), entry("Sails", ["/{{user}} sails/i"]),
+                entry("Name", ["{{user}}"]), char="Mira")
+    assert fired(lore, "Mira, are you there?", user="Ann") == ["Her"]
+    assert fired(lore, "Ann's boat leaks", user="Ann") == ["Boat", "Name"]
+    assert fired(lore, "Ann's boat leaks", user="Bob") == []
+    assert fired(lore, "today ANN SAILS", user="Ann") == ["Sails", "Name"]
+    assert fired(lore, "a(b sails", user="a(b") == ["Sails", "Name"]  # a name is plain text, even in a /pattern/
+    assert fired(lore, "anything at all", user="") == []  # with no name a key naming the person is nothing
+
+
 def test_a_broken_regex_key_is_skipped_with_a_warning_and_the_card_still_loads(tmp_path, caplog):
     path = tmp_path / "nox.json"
     path.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Nox", "character_book": {"entries": [
@@ -306,6 +317,8 @@ LORE_CARD = {
         "character_book": {"entries": [
             entry("Eldoria", ["Eldoria"], "Eldoria is the drowned city {{char}} grew up in; {{user}} has never seen it."),
             entry("Lamp", ["lamp"], "The lamp is lit with whale oil."),
+            entry("Boat", ["{{user}}'s boat"], "{{user}}'s boat is moored below the lighthouse."),
+            entry("Keeper", ["{{char}}'s keys"], "The keeper's keys open every door but one."),
         ]},
     },
 }
@@ -330,6 +343,16 @@ async def test_a_fired_entry_goes_in_after_the_character_as_the_card_authors_tex
     assert lore["role"] == "system" and lore["content"].startswith("World info from Mira's card")
     assert "Eldoria is the drowned city Mira grew up in; Ann has never seen it." in lore["content"]
     assert "whale oil" not in llm.prompt_text()
+
+
+async def test_a_key_naming_the_character_or_the_person_speaking_fires_on_their_names(lore_runtime, llm):
+    ann = Chat(lore_runtime)
+    await ann.say("Where is Ann's boat? And where are Mira's keys?")
+    assert "Ann's boat is moored below the lighthouse." in llm.prompt_text()
+    assert "The keeper's keys open every door but one." in llm.prompt_text()
+    bob = Chat(lore_runtime, user="bob", name="Bob", chat_id="dm-bob")
+    await bob.say("Where is Ann's boat?")
+    assert "moored below the lighthouse" not in llm.prompt_text()
 
 
 async def test_memory_why_names_the_entries_that_fired(lore_runtime, llm):

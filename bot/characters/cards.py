@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.characters.lorebook import Lorebook, LorebookError, read_lorebook
+from bot.characters.lorebook import PLACEHOLDER, Lorebook, LorebookError, read_lorebook
 from bot.config import CharacterConfig, ConfigError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -43,7 +43,6 @@ CARD_FIELDS = (
 MAX_PORTRAIT_BYTES = 8 * 1024 * 1024  # Discord takes avatars up to this size
 TALKATIVENESS = 0.5  # SillyTavern's default for a card's extensions.talkativeness
 DEPTH_PROMPT_DEPTH = 4  # SillyTavern's default for a card's extensions.depth_prompt (Character's Note)
-_PLACEHOLDER = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
 # In a card's notes among the messages, {{original}} stands for the app's own (SillyTavern's global
 # post-history instructions): Keepsake has none, so it stands for nothing
 _ORIGINAL = re.compile(r"\{\{\s*original\s*\}\}", re.IGNORECASE)
@@ -72,7 +71,7 @@ class Character:
     def fill(self, text: str, user: str) -> str:
         """Replace {{char}} (the card's nickname, else the name) and {{user}} (the speaker's
         display name)."""
-        return _PLACEHOLDER.sub(
+        return PLACEHOLDER.sub(
             lambda m: (self.nickname or self.name) if m.group(1).lower() == "char" else user, text
         )
 
@@ -102,7 +101,8 @@ def load_character(config: CharacterConfig) -> Character:
     fields["post_history_instructions"] = _ORIGINAL.sub("", fields["post_history_instructions"]).strip()
     fields["portrait"] = _portrait(config.card)
     try:
-        fields["lorebook"] = read_lorebook(data.get("character_book"), card=str(config.card))
+        fields["lorebook"] = read_lorebook(data.get("character_book"), card=str(config.card),
+                                           char=fields["nickname"] or config.name)
     except LorebookError as problem:
         raise ConfigError(f"character card {config.card}: {problem}") from None
     fields["nsfw"] = config.nsfw if config.nsfw is not None else _tagged_nsfw(data)

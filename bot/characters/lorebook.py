@@ -5,7 +5,9 @@ message and the ones just before it, `scan_depth` in all (the entry's own, else 
 4). Keys are read the way SillyTavern reads them: a key written `/pattern/flags` is a regular
 expression (flags `i`, `s`, `m`; others ignored); any other key is plain text, matched as a
 whole word (a key of several words anywhere it is written), case-insensitive unless the entry is
-`case_sensitive` — even when the exporter set `use_regex` on every entry. SillyTavern's own
+`case_sensitive` — even when the exporter set `use_regex` on every entry. `{{char}}` in a key is
+the character (its nickname, else its name) and `{{user}}` the person speaking, as SillyTavern
+puts the names in before it matches. SillyTavern's own
 export writes an entry's matching in its `extensions` (src/endpoints/characters.js), other
 editors at its top, in snake_case or camelCase (or as Wyvern names them: `whole_words_only`,
 `key_logic`), and each is read where it is found: `scan_depth`, `case_sensitive`,
@@ -37,6 +39,7 @@ with one WARNING naming the card and the entry; a turn's matching stops after MA
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -54,6 +57,11 @@ KEY_TIME_LIMIT_S = 0.1  # one key against the scanned text
 MATCH_BUDGET_S = 1.0  # all of a turn's keys
 _WRITTEN_AS_REGEX = re.compile(r"^/(.+)/([a-z]*)$", re.DOTALL)  # SillyTavern's `/pattern/flags`
 _FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
+# The names a card's text may hold (any case, spaces inside the braces allowed), filled in where
+# the text is used: {{char}} is the character, {{user}} the person speaking
+PLACEHOLDER = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
+_USER = re.compile(r"\{\{\s*user\s*\}\}", re.IGNORECASE)
+_CHAR = re.compile(r"\{\{\s*char\s*\}\}", re.IGNORECASE)
 # SillyTavern's `selectiveLogic`: what the secondary keys of a selective entry must show (some
 # editors write its name: `key_logic: "NOT_ANY"`)
 AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
@@ -71,10 +79,11 @@ class LorebookError(ValueError):
 class Key:
     """One key, compiled once. `literal` is a plain key's text (lowercased unless the entry is
     case-sensitive), looked for as a substring before its pattern runs; None for a regular
-    expression."""
+    expression. A key that names the person speaking (`{{user}}`) has no pattern: it is compiled
+    for each name it meets (`_named`)."""
 
     written: str
-    pattern: regex.Pattern
+    pattern: regex.Pattern | None
     literal: str | None
 
 
@@ -82,6 +91,8 @@ def compile_key(written: str, case_sensitive: bool, whole_words: bool = True) ->
     """A key as SillyTavern reads it: a plain one of one word is matched as a whole word when
     `whole_words`; one of several words, or any plain key without `whole_words`, wherever it is
     written. Raises regex.error for a broken `/pattern/`."""
+    if _USER.search(written):
+        return Key(written, None, None)  # compiled for each speaker's name
     if found := _WRITTEN_AS_REGEX.match(written):
         flags = 0
         for letter in found.group(2):
@@ -105,6 +116,7 @@ class LoreEntry:
     logic: int = AND_ANY  # what the secondary keys must show (SillyTavern's selectiveLogic)
     constant: bool = False
     case_sensitive: bool = False
+    whole_words: bool = True
     prevents_recursion: bool = False  # its text calls up no other entry
     excluded_from_recursion: bool = False  # only the chat calls it up, never another entry's text
     delayed_until_recursion: bool = False  # only another entry's text calls it up
@@ -116,10 +128,11 @@ class LoreEntry:
 
 class _Matcher:
     """Matching keys against the newest messages (`recent`, newest first) and the text of the
-    entries called up so far (`carried`), until the turn's `deadline` (MATCH_BUDGET_S)."""
+    entries called up so far (`carried`), until the turn's `deadline` (MATCH_BUDGET_S); `user` is
+    the name of the person speaking."""
 
-    def __init__(self, book: "Lorebook", recent: list[str], carried: list[str], deadline: float):
-        self.book, self.recent, self.carried, self.deadline = book, recent, carried, deadline
+    def __init__(self, book: "Lorebook", recent: list[str], carried: list[str], deadline: float, user: str):
+        self.book, self.recent, self.carried, self.deadline, self.user = book, recent, carried, deadline, user
         self._scanned: dict[int, tuple[str, str]] = {}  # by scan depth: the text, and it lowered
 
     def scanned(self, entry: LoreEntry) -> tuple[str, str]:
@@ -137,6 +150,9 @@ class _Matcher:
     def any_of(self, entry: LoreEntry, keys: tuple[Key, ...]) -> bool:
         text, lowered = self.scanned(entry)
         for key in keys:
+            if key.pattern is None and (key := _named(key.written, self.user, entry.case_sensitive,
+                                                      entry.whole_words)) is None:
+                continue
             if key.literal is not None and key.literal not in (text if entry.case_sensitive else lowered):
                 continue  # the words are not there at all: no pattern needs to run
             if (entry.name, key.written) in self.book.too_slow:
@@ -183,16 +199,17 @@ class Lorebook:
     def budget(self, context_window: int) -> int:
         return min(self.token_budget, int(context_window * MAX_CONTEXT_SHARE))
 
-    def entries_for(self, recent_texts: Iterable[str], context_window: int) -> list[LoreEntry]:
+    def entries_for(self, recent_texts: Iterable[str], context_window: int, user: str = "") -> list[LoreEntry]:
         """The entries the recent messages (newest first) call up, and, as SillyTavern's
         recursive scan does, those the text of the entries called up names in turn; within the
-        budget, in insertion order. It may take up to MATCH_BUDGET_S: call it off the event loop."""
+        budget, in insertion order. `user` is the name of the person speaking, which a key's
+        `{{user}}` stands for. It may take up to MATCH_BUDGET_S: call it off the event loop."""
         deadline, budget = time.monotonic() + MATCH_BUDGET_S, self.budget(context_window)
         recent, carried = list(recent_texts), []
         fired: list[LoreEntry] = []
         waiting, recursing = list(self.entries), False
         while waiting:
-            called = self._called_up(_Matcher(self, recent, carried, deadline), waiting, recursing)
+            called = self._called_up(_Matcher(self, recent, carried, deadline, user), waiting, recursing)
             fired += called
             said = [entry.content for entry in called if not entry.prevents_recursion]
             # as SillyTavern's, the scan goes no deeper once what was called up fills the budget
@@ -225,8 +242,9 @@ class Lorebook:
         return called
 
 
-def read_lorebook(book: Any, card: str = "the card") -> Lorebook:
-    """A card's `character_book` (V2 or V3), or an empty book when the card has none."""
+def read_lorebook(book: Any, card: str = "the card", char: str = "") -> Lorebook:
+    """A card's `character_book` (V2 or V3), or an empty book when the card has none; `char` is
+    what `{{char}}` in its keys stands for."""
     if book is None:
         return Lorebook(card=card)
     if not isinstance(book, dict):
@@ -234,7 +252,7 @@ def read_lorebook(book: Any, card: str = "the card") -> Lorebook:
     entries = book.get("entries") or []
     if not isinstance(entries, list):
         raise LorebookError("'character_book.entries' should be a list")
-    read = [_entry(raw, i, card) for i, raw in enumerate(entries)]
+    read = [_entry(raw, i, card, char) for i, raw in enumerate(entries)]
     return Lorebook(
         card=card,
         entries=tuple(e for e in read if e is not None),
@@ -244,7 +262,7 @@ def read_lorebook(book: Any, card: str = "the card") -> Lorebook:
     )
 
 
-def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
+def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
     where = f"character_book.entries[{index}]"
     if not isinstance(raw, dict):
         raise LorebookError(f"'{where}' should be an object")
@@ -267,6 +285,9 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
     def compiled(field: str) -> tuple[Key, ...]:
         keys = []
         for text in _keys(raw, field, where):
+            text = _CHAR.sub(lambda _: char, text).strip()
+            if not text:
+                continue
             try:
                 keys.append(compile_key(text, case_sensitive, whole_words))
             except regex.error as problem:
@@ -283,6 +304,7 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         logic=_logic(_setting(raw, "selectiveLogic", "selective_logic", "key_logic")),
         constant=bool(raw.get("constant")) or "activate" in decorators,
         case_sensitive=case_sensitive,
+        whole_words=whole_words,
         prevents_recursion=_flag(_setting(raw, "prevent_recursion", "preventRecursion"), False),
         excluded_from_recursion=_flag(_setting(raw, "exclude_recursion", "excludeRecursion"), False),
         delayed_until_recursion=bool(delayed) if isinstance(delayed, (bool, int, float)) else False,
@@ -291,6 +313,20 @@ def _entry(raw: Any, index: int, card: str) -> LoreEntry | None:
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _named(written: str, user: str, case_sensitive: bool, whole_words: bool) -> Key | None:
+    """A key that names the person speaking, with `user`'s name in it (as plain text, even in a
+    `/pattern/`); None when nothing is left of it, or a pattern breaks."""
+    is_pattern = _WRITTEN_AS_REGEX.match(written) is not None
+    text = _USER.sub(lambda _: regex.escape(user) if is_pattern else user, written).strip()
+    if not text:
+        return None
+    try:
+        return replace(compile_key(text, case_sensitive, whole_words), written=written)
+    except regex.error:
+        return None
 
 
 def _decorated(content: str) -> tuple[str, dict[str, str]]:

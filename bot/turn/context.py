@@ -44,9 +44,10 @@ class Context:
 
 async def read_context(store: Store, character: StoredCharacter, conversation: ConversationRow,
                        person_id: int | None, context_window: int, up_to_pos: int | None = None,
-                       recalling: Recalling | None = None) -> Context:
+                       recalling: Recalling | None = None, speaker: str | None = None) -> Context:
     """Read what a reply sees of `conversation` (up to the message at `up_to_pos`), for the
-    person `person_id` (None: nobody in particular). Only what it needs: never the whole history.
+    person `person_id` (None: nobody in particular), who goes by `speaker` (None: the name on their
+    latest message in the window). Only what it needs: never the whole history.
     In a scene, only what the character witnessed (SPEC 22): every layer through one sight.
 
     What the person brings and what the conversation holds do not depend on each other: they are
@@ -68,10 +69,17 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
         window = live_window(newest_first, context_window)
         recalled = await recalling(newest_first, window, sight) if recalling is not None else []
         book = character.character.lorebook
+        user = speaker if speaker is not None else addressee(window, person_id)
         lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
-            book.entries_for, [m.content for m in reversed(window)], context_window) if book.entries else []
+            book.entries_for, [m.content for m in reversed(window)], context_window, user) if book.entries else []
         return sight, list(summary), window, recalled, lore
 
     (profile, memories), (sight, summary, window, recalled, lore) = await asyncio.gather(persons(), held())
     return Context(character, conversation.is_shared, memories, summary, window, recalled, lore,
                    profile.persona, profile.time_zone, sight)
+
+
+def addressee(window: list[MessageRow], person_id: int | None) -> str:
+    """What the person goes by in the conversation: the name on their latest message in the
+    window (oldest first; "" if it holds none)."""
+    return next((m.speaker_name for m in reversed(window) if m.person_id == person_id), "")

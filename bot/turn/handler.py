@@ -273,7 +273,8 @@ class TurnHandler:
 
             async def reading() -> Context:
                 return await read_context(self.store, stored, conversation, person_id, self.context_window,
-                                          up_to_pos=user_row.pos, recalling=recalling)
+                                          up_to_pos=user_row.pos, recalling=recalling,
+                                          speaker=user_row.speaker_name)
             context = await reading()
             tools = None  # a server without tools gets none, and no error (SPEC 18)
             if self.llm.tools_supported is not False:

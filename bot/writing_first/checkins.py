@@ -38,9 +38,9 @@ from bot.config import CheckinsConfig
 from bot.contract import Button, ConversationKey, FirstWriter, traits_of
 from bot.model.llm import LLMClient
 from bot.model.tokens import TokenCounter
-from bot.writing_first.outbox import Letter, Outbox, addressee, in_voice
+from bot.writing_first.outbox import Letter, Outbox, in_voice
 from bot.present import Present
-from bot.turn.context import read_context
+from bot.turn.context import addressee, read_context
 from storage.ports import Absence, MessageRow, Store
 
 log = logging.getLogger(__name__)
@@ -180,7 +180,7 @@ class CheckIns:
         now = self.clock()
         context = await read_context(self.store, letter.character, letter.conversation, letter.person_id,
                                      self.context_window)
-        speaker = addressee(context, letter.person_id) or "them"
+        speaker = addressee(context.window, letter.person_id) or "them"
         instruction = INSTRUCTION.format(user=speaker, absence=absence_words(now - letter.about.last_at))
         text, receipt, _ = await in_voice(self.llm, context, speaker, now, self.zone, instruction, {"checkin": True})
         return text, receipt

@@ -59,12 +59,6 @@ class Delivered:
         return shown
 
 
-def addressee(context: Context, person_id: int) -> str:
-    """What the person goes by in the conversation: the name on their latest message there ("" if
-    the window holds none)."""
-    return next((m.speaker_name for m in reversed(context.window) if m.person_id == person_id), "")
-
-
 async def in_voice(llm: LLMClient, context: Context, speaker: str, now: float, zone: str, instruction: str,
                    marks: dict) -> tuple[str, dict, Completion]:
     """A letter in the character's voice, from what a turn reads (no recall, no tools) and the

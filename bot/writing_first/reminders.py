@@ -40,8 +40,8 @@ from bot.model.tokens import TokenCounter
 from bot.present import Present
 from bot.text import local_words
 from bot.tools.when import next_time
-from bot.turn.context import read_context
-from bot.writing_first.outbox import Letter, Outbox, addressee, in_voice
+from bot.turn.context import addressee, read_context
+from bot.writing_first.outbox import Letter, Outbox, in_voice
 from storage.ports import MessageRow, ReminderRow, Store
 
 log = logging.getLogger(__name__)
@@ -134,8 +134,8 @@ class RemindersDue:
         late = now - reminder.due_at
         name, shared = "", conversation.is_shared
         context = await read_context(self.store, letter.character, conversation, reminder.person_id,
-                                     self.context_window)
-        speaker = reminder.asked_by or addressee(context, reminder.person_id)
+                                     self.context_window, speaker=reminder.asked_by or None)
+        speaker = reminder.asked_by or addressee(context.window, reminder.person_id)
         if shared and speaker:
             name = f"{speaker}: "
         plain = {"at": now, "reminder": True, "plain": True}
