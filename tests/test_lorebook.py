@@ -9,6 +9,7 @@ from bot.characters.lorebook import Lorebook, read_lorebook
 from bot.config import CharacterConfig, ConfigError, parse_config
 from bot.runtime import build_runtime
 from tests.conftest import Chat, config_dict
+from tests.fakes.llm_server import text
 
 
 def entry(name: str, keys: list[str], content: str = "", **fields) -> dict:
@@ -245,6 +246,21 @@ def test_char_in_a_key_is_the_characters_name_and_user_the_name_of_the_person_sp
     assert fired(lore, "anything at all", user="") == []  # with no name a key naming the person is nothing
 
 
+@pytest.mark.parametrize("placed, depth", [
+    ({"extensions": {"position": 4, "depth": 2}}, 2),  # SillyTavern's "at depth", its own depth
+    ({"extensions": {"position": 4}}, 4),  # at depth, SillyTavern's default
+    ({"extensions": {"position": 2}}, 4),  # at the top of the author's note, which goes 4 back by default
+    ({"extensions": {"position": 3}}, 4),  # at its bottom
+    ({"position": "before_char", "extensions": {"position": 0, "depth": 2}}, None),  # with the character
+    ({"position": "after_char"}, None),
+    ({"content": "@@depth 0\nThe tide is out."}, 0),  # Character Card V3
+    ({"content": "@@depth deep\nThe tide is out.", "extensions": {"position": 4, "depth": 1}}, 1),
+])
+def test_an_entry_placed_among_the_messages_is_read_with_how_far_back_it_goes(placed, depth):
+    lore = book(entry("Tide", ["tide"], **({"content": "The tide is out."} | placed)))
+    assert [(e.content, e.depth) for e in lore.entries] == [("The tide is out.", depth)]
+
+
 def test_a_broken_regex_key_is_skipped_with_a_warning_and_the_card_still_loads(tmp_path, caplog):
     path = tmp_path / "nox.json"
     path.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Nox", "character_book": {"entries": [
@@ -319,6 +335,8 @@ LORE_CARD = {
             entry("Lamp", ["lamp"], "The lamp is lit with whale oil."),
             entry("Boat", ["{{user}}'s boat"], "{{user}}'s boat is moored below the lighthouse."),
             entry("Keeper", ["{{char}}'s keys"], "The keeper's keys open every door but one."),
+            entry("Fog", ["fog"], "@@depth 1\nIn fog {{char}} rings the bell every minute."),
+            entry("Storm", ["fog"], "A storm always follows the fog.", extensions={"position": 4, "depth": 0}),
         ]},
     },
 }
@@ -353,6 +371,21 @@ async def test_a_key_naming_the_character_or_the_person_speaking_fires_on_their_
     bob = Chat(lore_runtime, user="bob", name="Bob", chat_id="dm-bob")
     await bob.say("Where is Ann's boat?")
     assert "moored below the lighthouse" not in llm.prompt_text()
+
+
+async def test_an_entry_placed_at_a_depth_goes_before_that_many_of_the_newest_messages(lore_runtime, llm):
+    ann = Chat(lore_runtime)
+    llm.add(text("The lamp is lit."), text("Thick fog tonight."))
+    for said in ("Evening, Mira.", "Is the fog coming in?"):
+        await ann.say(said)
+    messages = llm.requests[-1]["messages"]
+    said = [m["content"] for m in messages]
+    bell = said.index("In fog Mira rings the bell every minute.")
+    assert messages[bell]["role"] == "system"
+    assert [m["content"] for m in messages[bell + 1:] if m["role"] != "system"] == ["Is the fog coming in?"]
+    assert said[-1] == "A storm always follows the fog." and messages[-1]["role"] == "system"  # depth 0: after them all
+    assert not any("In fog" in m["content"] or "storm" in m["content"] for m in messages[:bell]
+                   if m["content"].startswith("World info"))
 
 
 async def test_memory_why_names_the_entries_that_fired(lore_runtime, llm):

@@ -21,13 +21,16 @@ off): entries it names are called up too, until none is new or they fill the bud
 that `prevent_recursion` (its text calls up nothing), `exclude_recursion` (only the chat calls
 it up) or `delay_until_recursion` (only another entry's text does). A Character Card V3 entry's
 decorators (the `@@name value` lines its text begins with) are taken out of its text:
-`@@activate` calls it up always, `@@dont_activate` never, `@@scan_depth` sets its scan depth, a
-`@@@` fallback stands in for a decorator not followed, and the others (where it goes among the
-messages, and when) are ignored. The entries that fire are kept by `priority` (lower priority
-dropped first) within the lorebook budget — the book's `token_budget`, else 1,000 tokens, never
-more than 10 % of the context window — and placed by `insertion_order`, lowest first. Entry text
-is the card author's, like the description: it goes in with the character's instructions, not as
-anything a person said.
+`@@activate` calls it up always, `@@dont_activate` never, `@@scan_depth` sets its scan depth,
+`@@depth` places it among the messages (below), a `@@@` fallback stands in for a decorator not
+followed, and the others (its role, and when it may fire) are ignored. The entries that fire are
+kept by `priority` (lower priority dropped first) within the lorebook budget — the book's
+`token_budget`, else 1,000 tokens, never more than 10 % of the context window — and placed by
+`insertion_order`, lowest first: with the character, or, for an entry SillyTavern places at a
+depth (`position` 4, `depth` back, 4 by default; by the author's note, `position` 2 or 3, where
+that note goes by default: 4 back) or written `@@depth N`, before the newest N messages (its
+`depth`). Entry text is the card author's, like the description: it goes in as the character's
+instructions (a system message; an entry's `role` is not followed), not as anything a person said.
 
 Untrusted input has a budget (SPEC 9): keys are compiled once, when the card loads (a broken
 regex is skipped with a WARNING; the card still loads); a plain key is first looked for as a
@@ -51,6 +54,7 @@ import regex
 log = logging.getLogger(__name__)
 
 DEFAULT_SCAN_DEPTH = 4
+DEFAULT_DEPTH = 4  # how far back SillyTavern places an entry at a depth, or its author's note, by default
 DEFAULT_BUDGET_TOKENS = 1_000
 MAX_CONTEXT_SHARE = 0.10
 KEY_TIME_LIMIT_S = 0.1  # one key against the scanned text
@@ -68,7 +72,10 @@ AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
 _LOGIC_NAMES = {"AND_ANY": AND_ANY, "NOT_ALL": NOT_ALL, "NOT_ANY": NOT_ANY, "AND_ALL": AND_ALL}
 # The Character Card V3 decorators this book follows; every other one is taken out of the entry's
 # text and ignored, as the spec allows (where an entry goes among the messages is not followed)
-FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth")
+FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth", "depth")
+# SillyTavern's world-info positions that place an entry among the messages: at a depth of its
+# own, or at the top or bottom of the author's note, which goes DEFAULT_DEPTH back by default
+AT_DEPTH, BY_THE_NOTE = 4, (2, 3)
 
 
 class LorebookError(ValueError):
@@ -121,6 +128,7 @@ class LoreEntry:
     excluded_from_recursion: bool = False  # only the chat calls it up, never another entry's text
     delayed_until_recursion: bool = False  # only another entry's text calls it up
     scan_depth: int | None = None  # how many of the newest messages it looks in; None: the book's
+    depth: int | None = None  # placed before this many of the newest messages; None: with the character
     insertion_order: int = 100
     priority: int = 10
     tokens: int = 0  # counted once, when the character is loaded
@@ -277,8 +285,7 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
     case_sensitive = _flag(_setting(raw, "case_sensitive", "caseSensitive"), False)
     whole_words = _flag(_setting(raw, "match_whole_words", "matchWholeWords", "whole_words_only"), True)
     delayed = _setting(raw, "delay_until_recursion", "delayUntilRecursion")  # newer SillyTavern: a level
-    depth = decorators.get("scan_depth") or _setting(raw, "scan_depth", "scanDepth")
-    depth = int(depth) if isinstance(depth, str) and depth.isdigit() else depth
+    scan_depth = _depth(decorators.get("scan_depth") or _setting(raw, "scan_depth", "scanDepth"))
     written = _keys(raw, "keys", where)
     name = str(raw.get("name") or raw.get("comment") or (written[0] if written else f"entry {index + 1}"))
 
@@ -308,8 +315,8 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
         prevents_recursion=_flag(_setting(raw, "prevent_recursion", "preventRecursion"), False),
         excluded_from_recursion=_flag(_setting(raw, "exclude_recursion", "excludeRecursion"), False),
         delayed_until_recursion=bool(delayed) if isinstance(delayed, (bool, int, float)) else False,
-        # its own scan depth, when it is a whole number (else the book's, as a key never stops a card)
-        scan_depth=depth if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 else None,
+        scan_depth=scan_depth,
+        depth=_placed(raw, decorators),
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
     )
@@ -349,6 +356,25 @@ def _decorated(content: str) -> tuple[str, dict[str, str]]:
         if heeded:
             followed.setdefault(name.strip(), value.strip())
     return "\n".join(lines[taken:]).strip(), followed
+
+
+def _depth(value: Any) -> int | None:
+    """A depth written as a whole number (or its digits: a decorator's value); None for anything
+    else (the default then holds, as a setting never stops a card from loading)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _placed(raw: dict, decorators: dict[str, str]) -> int | None:
+    """How many of the newest messages an entry goes before (None: with the character): its
+    `@@depth`, else where SillyTavern's `position` puts it."""
+    if (written := _depth(decorators.get("depth"))) is not None:
+        return written
+    position = _setting(raw, "position")
+    if position == AT_DEPTH and (own := _depth(_setting(raw, "depth"))) is not None:
+        return own
+    return DEFAULT_DEPTH if position == AT_DEPTH or position in BY_THE_NOTE else None
 
 
 def _setting(raw: dict, *names: str) -> Any:

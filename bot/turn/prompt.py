@@ -173,11 +173,22 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
     tokens = {"system": character_tokens + guidance_tokens, "tools": tool_tokens, "lore": 0, "persona": 0, "memories": 0,
               "summary": 0, "recall": 0, "window": 0}
 
-    if lore:
+    with_character = [entry for entry in lore if entry.depth is None]
+    if with_character:
         texts = [LORE_INTRO.format(char=character.nickname or character.name)]
-        texts += [character.fill(entry.content, speaker_name) for entry in lore]
+        texts += [character.fill(entry.content, speaker_name) for entry in with_character]
         messages.append({"role": "system", "content": "\n\n".join(texts)})
-        tokens["lore"] = sum(entry.tokens for entry in lore) + MESSAGE_OVERHEAD_TOKENS
+    # the card's text placed among the newest messages, by how far back: entries the card's author
+    # placed at a depth, each depth one message; the card's note (SillyTavern's Character's Note)
+    placed: dict[int, list[str]] = {}
+    for entry in lore:
+        if entry.depth is not None:
+            placed.setdefault(entry.depth, []).append(character.fill(entry.content, speaker_name))
+    tokens["lore"] = sum(entry.tokens for entry in lore) + MESSAGE_OVERHEAD_TOKENS * (
+        bool(with_character) + len(placed))
+    if character.depth_prompt:
+        placed.setdefault(character.depth_prompt_depth, []).append(
+            character.fill(character.depth_prompt, speaker_name))
 
     if context.persona is not None:  # the speaker's own words about themselves: never with system authority
         messages.append({"role": "user", "content": f"{PERSONA_INTRO.format(user=speaker_name)}\n"
@@ -211,9 +222,9 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
         messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}] + [
             {"type": "image_url", "image_url": {"url": url}} for url in images]
     current = messages[-1] if window else None  # the message answered
-    if character.depth_prompt:  # the card's note, before its newest messages (0: after them all)
-        messages.insert(max(len(messages) - character.depth_prompt_depth, len(messages) - len(window)),
-                        {"role": "system", "content": character.fill(character.depth_prompt, speaker_name)})
+    end = len(messages)
+    for depth in sorted(placed):  # before its newest messages (0: after them all), never above the window
+        messages.insert(max(end - depth, end - len(window)), {"role": "system", "content": "\n\n".join(placed[depth])})
 
     # What changes every turn comes after what does not (#68): the time goes just before the
     # message answered, so a server's prompt cache keeps the card, memories, summary and older
