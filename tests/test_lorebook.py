@@ -246,6 +246,16 @@ def test_char_in_a_key_is_the_characters_name_and_user_the_name_of_the_person_sp
     assert fired(lore, "anything at all", user="") == []  # with no name a key naming the person is nothing
 
 
+def test_additional_and_exclude_keys_decorators_also_decide_whether_an_entry_fires():
+    lore = book(entry("Harbour", ["harbour"], "@@additional_keys boat, ship\n@@exclude_keys storm\n"
+                                              "@@additional_keys ferry\nThe harbour is calm."))
+    assert [e.content for e in lore.entries] == ["The harbour is calm."]
+    assert fired(lore, "the harbour") == []  # none of the additional keys
+    assert fired(lore, "the harbour and a ship") == ["Harbour"]
+    assert fired(lore, "the harbour and the ferry") == ["Harbour"]  # the decorator written twice
+    assert fired(lore, "the harbour, a ship, a storm") == []  # an excluded key
+
+
 @pytest.mark.parametrize("placed, depth", [
     ({"extensions": {"position": 4, "depth": 2}}, 2),  # SillyTavern's "at depth", its own depth
     ({"extensions": {"position": 4}}, 4),  # at depth, SillyTavern's default

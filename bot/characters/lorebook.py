@@ -22,8 +22,10 @@ that `prevent_recursion` (its text calls up nothing), `exclude_recursion` (only 
 it up) or `delay_until_recursion` (only another entry's text does). A Character Card V3 entry's
 decorators (the `@@name value` lines its text begins with) are taken out of its text:
 `@@activate` calls it up always, `@@dont_activate` never, `@@scan_depth` sets its scan depth,
-`@@depth` places it among the messages (below), a `@@@` fallback stands in for a decorator not
-followed, and the others (its role, and when it may fire) are ignored. The entries that fire are
+`@@depth` places it among the messages (below), `@@additional_keys` are keys one of which must
+be there too and `@@exclude_keys` keys none of which may be (each a comma-separated list, each as
+often as it is written), a `@@@` fallback stands in for a decorator not followed, and the others
+(its role, and when it may fire) are ignored. The entries that fire are
 kept by `priority` (lower priority dropped first) within the lorebook budget — the book's
 `token_budget`, else 1,000 tokens, never more than 10 % of the context window — and placed by
 `insertion_order`, lowest first: with the character, or, for an entry SillyTavern places at a
@@ -72,7 +74,7 @@ AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
 _LOGIC_NAMES = {"AND_ANY": AND_ANY, "NOT_ALL": NOT_ALL, "NOT_ANY": NOT_ANY, "AND_ALL": AND_ALL}
 # The Character Card V3 decorators this book follows; every other one is taken out of the entry's
 # text and ignored, as the spec allows (where an entry goes among the messages is not followed)
-FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth", "depth")
+FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth", "depth", "additional_keys", "exclude_keys")
 # SillyTavern's world-info positions that place an entry among the messages: at a depth of its
 # own, or at the top or bottom of the author's note, which goes DEFAULT_DEPTH back by default
 AT_DEPTH, BY_THE_NOTE = 4, (2, 3)
@@ -119,6 +121,8 @@ class LoreEntry:
     content: str
     keys: tuple[Key, ...] = ()
     secondary_keys: tuple[Key, ...] = ()
+    additional_keys: tuple[Key, ...] = ()  # V3's @@additional_keys: one of them must be there too
+    exclude_keys: tuple[Key, ...] = ()  # V3's @@exclude_keys: none of them may be there
     selective: bool = False
     logic: int = AND_ANY  # what the secondary keys must show (SillyTavern's selectiveLogic)
     constant: bool = False
@@ -182,6 +186,10 @@ class _Matcher:
         if entry.constant:
             return True
         if not self.any_of(entry, entry.keys):
+            return False
+        if entry.additional_keys and not self.any_of(entry, entry.additional_keys):
+            return False
+        if entry.exclude_keys and self.any_of(entry, entry.exclude_keys):
             return False
         if not (entry.selective and entry.secondary_keys):
             return True
@@ -285,13 +293,13 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
     case_sensitive = _flag(_setting(raw, "case_sensitive", "caseSensitive"), False)
     whole_words = _flag(_setting(raw, "match_whole_words", "matchWholeWords", "whole_words_only"), True)
     delayed = _setting(raw, "delay_until_recursion", "delayUntilRecursion")  # newer SillyTavern: a level
-    scan_depth = _depth(decorators.get("scan_depth") or _setting(raw, "scan_depth", "scanDepth"))
+    scan_depth = _depth(_first(decorators, "scan_depth") or _setting(raw, "scan_depth", "scanDepth"))
     written = _keys(raw, "keys", where)
     name = str(raw.get("name") or raw.get("comment") or (written[0] if written else f"entry {index + 1}"))
 
-    def compiled(field: str) -> tuple[Key, ...]:
+    def compiled(texts: tuple[str, ...]) -> tuple[Key, ...]:
         keys = []
-        for text in _keys(raw, field, where):
+        for text in texts:
             text = _CHAR.sub(lambda _: char, text).strip()
             if not text:
                 continue
@@ -305,8 +313,10 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
     return LoreEntry(
         name=name,
         content=content,
-        keys=compiled("keys"),
-        secondary_keys=compiled("secondary_keys"),
+        keys=compiled(written),
+        secondary_keys=compiled(_keys(raw, "secondary_keys", where)),
+        additional_keys=compiled(_listed(decorators, "additional_keys")),
+        exclude_keys=compiled(_listed(decorators, "exclude_keys")),
         selective=bool(raw.get("selective")),
         logic=_logic(_setting(raw, "selectiveLogic", "selective_logic", "key_logic")),
         constant=bool(raw.get("constant")) or "activate" in decorators,
@@ -336,12 +346,12 @@ def _named(written: str, user: str, case_sensitive: bool, whole_words: bool) -> 
         return None
 
 
-def _decorated(content: str) -> tuple[str, dict[str, str]]:
+def _decorated(content: str) -> tuple[str, dict[str, list[str]]]:
     """An entry's text without the Character Card V3 decorators it begins with (`@@name value`
-    lines), and those of them this book follows, by name (the first of each). A fallback
-    (`@@@name value`) stands in for the decorator before it when that one is not followed."""
+    lines), and the values of those of them this book follows, by name, in the order written. A
+    fallback (`@@@name value`) stands in for the decorator before it when that one is not followed."""
     lines = content.strip().splitlines()
-    followed: dict[str, str] = {}
+    followed: dict[str, list[str]] = {}
     heeded = True  # whether the decorator a fallback would stand in for was followed
     taken = 0
     for line in lines:
@@ -354,7 +364,7 @@ def _decorated(content: str) -> tuple[str, dict[str, str]]:
         name, _, value = line.lstrip("@").partition(" ")
         heeded = name.strip() in FOLLOWED_DECORATORS
         if heeded:
-            followed.setdefault(name.strip(), value.strip())
+            followed.setdefault(name.strip(), []).append(value.strip())
     return "\n".join(lines[taken:]).strip(), followed
 
 
@@ -366,10 +376,20 @@ def _depth(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _placed(raw: dict, decorators: dict[str, str]) -> int | None:
+def _first(decorators: dict[str, list[str]], name: str) -> str | None:
+    """A decorator's value, where only the first of its name counts (V3)."""
+    return decorators[name][0] if name in decorators else None
+
+
+def _listed(decorators: dict[str, list[str]], name: str) -> tuple[str, ...]:
+    """The comma-separated values of a decorator that may be written more than once."""
+    return tuple(key.strip() for value in decorators.get(name, []) for key in value.split(",") if key.strip())
+
+
+def _placed(raw: dict, decorators: dict[str, list[str]]) -> int | None:
     """How many of the newest messages an entry goes before (None: with the character): its
     `@@depth`, else where SillyTavern's `position` puts it."""
-    if (written := _depth(decorators.get("depth"))) is not None:
+    if (written := _depth(_first(decorators, "depth"))) is not None:
         return written
     position = _setting(raw, "position")
     if position == AT_DEPTH and (own := _depth(_setting(raw, "depth"))) is not None:
