@@ -243,6 +243,8 @@ def test_char_in_a_key_is_the_characters_name_and_user_the_name_of_the_person_sp
     assert fired(lore, "Ann's boat leaks", user="Bob") == []
     assert fired(lore, "today ANN SAILS", user="Ann") == ["Sails", "Name"]
     assert fired(lore, "a(b sails", user="a(b") == ["Sails", "Name"]  # a name is plain text, even in a /pattern/
+    doctor = book(entry("Dr", ["/{{char}} at sea/"]), char="Dr. X")
+    assert (fired(doctor, "DrZ X at sea"), fired(doctor, "Dr. X at sea")) == ([], ["Dr"])
     assert fired(lore, "anything at all", user="") == []  # with no name a key naming the person is nothing
 
 

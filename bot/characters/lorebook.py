@@ -25,11 +25,10 @@ decorators (the `@@name value` lines its text begins with) are taken out of its 
 `@@depth` places it among the messages (below), `@@additional_keys` are keys one of which must
 be there too and `@@exclude_keys` keys none of which may be (each a comma-separated list, each as
 often as it is written), a `@@@` fallback stands in for a decorator not followed, and the others
-(its role, and when it may fire) are ignored. The entries that fire are
-kept by `priority` (lower priority dropped first) within the lorebook budget — the book's
-`token_budget`, else 1,000 tokens, never more than 10 % of the context window — and placed by
-`insertion_order`, lowest first: with the character, or, for an entry SillyTavern places at a
-depth (`position` 4, `depth` back, 4 by default; by the author's note, `position` 2 or 3, where
+(its role, and when it may fire) are ignored. The entries that fire are kept by `priority`
+(lower priority dropped first) within the lorebook budget — the book's `token_budget`, else
+1,000 tokens, never more than 10 % of the context window — and placed by `insertion_order`,
+lowest first: with the character, or, for an entry SillyTavern places at a depth (`position` 4, `depth` back, 4 by default; by the author's note, `position` 2 or 3, where
 that note goes by default: 4 back) or written `@@depth N`, before the newest N messages (its
 `depth`). Entry text is the card author's, like the description: it goes in as the character's
 instructions (a system message; an entry's `role` is not followed), not as anything a person said.
@@ -73,7 +72,7 @@ _CHAR = re.compile(r"\{\{\s*char\s*\}\}", re.IGNORECASE)
 AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
 _LOGIC_NAMES = {"AND_ANY": AND_ANY, "NOT_ALL": NOT_ALL, "NOT_ANY": NOT_ANY, "AND_ALL": AND_ALL}
 # The Character Card V3 decorators this book follows; every other one is taken out of the entry's
-# text and ignored, as the spec allows (where an entry goes among the messages is not followed)
+# text and ignored, as the spec allows (an entry's role, when it may fire, @@position)
 FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth", "depth", "additional_keys", "exclude_keys")
 # SillyTavern's world-info positions that place an entry among the messages: at a depth of its
 # own, or at the top or bottom of the author's note, which goes DEFAULT_DEPTH back by default
@@ -300,8 +299,7 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
     def compiled(texts: tuple[str, ...]) -> tuple[Key, ...]:
         keys = []
         for text in texts:
-            text = _CHAR.sub(lambda _: char, text).strip()
-            if not text:
+            if not (text := _with_name(text, _CHAR, char)):
                 continue
             try:
                 keys.append(compile_key(text, case_sensitive, whole_words))
@@ -332,12 +330,17 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
     )
 
 
+def _with_name(key: str, placeholder: re.Pattern, name: str) -> str:
+    """A key with `name` where `placeholder` is, as plain text even in a `/pattern/`."""
+    is_pattern = _WRITTEN_AS_REGEX.match(key) is not None
+    return placeholder.sub(lambda _: regex.escape(name) if is_pattern else name, key).strip()
+
+
 @functools.lru_cache(maxsize=1024)
 def _named(written: str, user: str, case_sensitive: bool, whole_words: bool) -> Key | None:
     """A key that names the person speaking, with `user`'s name in it (as plain text, even in a
     `/pattern/`); None when nothing is left of it, or a pattern breaks."""
-    is_pattern = _WRITTEN_AS_REGEX.match(written) is not None
-    text = _USER.sub(lambda _: regex.escape(user) if is_pattern else user, written).strip()
+    text = _with_name(written, _USER, user)
     if not text:
         return None
     try:
