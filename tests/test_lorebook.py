@@ -1,6 +1,7 @@
 """SPEC section 13 — a card's lorebook (`character_book`), as SillyTavern users expect it."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -246,6 +247,21 @@ def test_char_in_a_key_is_the_characters_name_and_user_the_name_of_the_person_sp
     doctor = book(entry("Dr", ["/{{char}} at sea/"]), char="Dr. X")
     assert (fired(doctor, "DrZ X at sea"), fired(doctor, "Dr. X at sea")) == ([], ["Dr"])
     assert fired(lore, "anything at all", user="") == []  # with no name a key naming the person is nothing
+
+
+def test_a_matched_entry_fires_as_often_as_its_probability_says():
+    lore = book(entry("Omen", ["moon"], extensions={"probability": 30, "useProbability": True}),
+                entry("Tide", ["moon"], extensions={"probability": 0, "useProbability": False}))
+    assert fired(replace(lore, roll=lambda: 0.29), "the moon") == ["Omen", "Tide"]
+    assert fired(replace(lore, roll=lambda: 0.31), "the moon") == ["Tide"]  # useProbability off: always
+    assert 450 <= sum(fired(lore, "the moon") == ["Omen", "Tide"] for _ in range(2_000)) <= 750  # 30 % of 2,000
+
+
+def test_an_entry_that_failed_its_roll_is_not_rolled_again_when_another_entrys_text_names_it():
+    lore = book(entry("Omen", ["moon"], "An omen.", probability=50),
+                entry("Storm", ["storm"], "Storms come with the full moon."))
+    rolls = iter([0.9, 0.1])  # Omen fails its roll on the chat; a second roll would pass
+    assert fired(replace(lore, roll=lambda: next(rolls)), "the moon and a storm") == ["Storm"]
 
 
 def test_additional_and_exclude_keys_decorators_also_decide_whether_an_entry_fires():

@@ -12,10 +12,11 @@ export writes an entry's matching in its `extensions` (src/endpoints/characters.
 editors at its top, in snake_case or camelCase (or as Wyvern names them: `whole_words_only`,
 `key_logic`), and each is read where it is found: `scan_depth`, `case_sensitive`,
 `match_whole_words` (false: a key matches inside a longer word too; null: the user's own
-setting, whose default is whole words, any case) and `selectiveLogic`. A `selective` entry also
-checks its `secondary_keys` by that logic: one of them (AND ANY, the default), all of them (AND
-ALL), not all of them (NOT ALL) or none of them (NOT ANY) must be there; a `constant` entry is
-always in; a disabled one never. The text of the entries called up is scanned in turn, as
+setting, whose default is whole words, any case), `selectiveLogic` and `probability` (how
+often, in percent, a matched entry fires; `useProbability: false` turns it off). A `selective`
+entry also checks its `secondary_keys` by that logic: one of them (AND ANY, the default), all of
+them (AND ALL), not all of them (NOT ALL) or none of them (NOT ANY) must be there; a `constant`
+entry is always in; a disabled one never. The text of the entries called up is scanned in turn, as
 SillyTavern's recursive scan does by default (the book's `recursive_scanning: false` turns it
 off): entries it names are called up too, until none is new or they fill the budget, but for one
 that `prevent_recursion` (its text calls up nothing), `exclude_recursion` (only the chat calls
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 import re
 import time
 from dataclasses import dataclass, field, replace
@@ -134,6 +136,7 @@ class LoreEntry:
     depth: int | None = None  # placed before this many of the newest messages; None: with the character
     insertion_order: int = 100
     priority: int = 10
+    probability: float = 100  # how often, in percent, it fires when matched (SillyTavern's)
     tokens: int = 0  # counted once, when the character is loaded
 
 
@@ -206,6 +209,7 @@ class Lorebook:
     recursive: bool = True  # the text of the entries called up calls up more (SillyTavern's default)
     card: str = "the card"  # named in warnings
     too_slow: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)  # (entry, key)
+    roll: Callable[[], float] = field(default=random.random, compare=False, repr=False)  # in [0, 1): probability's
 
     def counted(self, count: Callable[[str], int]) -> "Lorebook":
         """The book with each entry's tokens counted (once, at load)."""
@@ -224,14 +228,17 @@ class Lorebook:
         fired: list[LoreEntry] = []
         waiting, recursing = list(self.entries), False
         while waiting:
-            called = self._called_up(_Matcher(self, recent, carried, deadline, user), waiting, recursing)
+            matched = self._called_up(_Matcher(self, recent, carried, deadline, user), waiting, recursing)
+            # an entry with a `probability` below 100 fires that often when matched; one that
+            # failed its roll is not checked again this turn (as SillyTavern's)
+            called = [entry for entry in matched if entry.probability >= 100 or self.roll() * 100 <= entry.probability]
             fired += called
             said = [entry.content for entry in called if not entry.prevents_recursion]
             # as SillyTavern's, the scan goes no deeper once what was called up fills the budget
             if (not (self.recursive and said) or sum(entry.tokens for entry in fired) >= budget
                     or time.monotonic() >= deadline):
                 break
-            waiting = [entry for entry in waiting if all(entry is not new for new in called)]
+            waiting = [entry for entry in waiting if all(entry is not new for new in matched)]
             carried = carried + said
             recursing = True
         kept, used = [], 0
@@ -327,6 +334,7 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
         depth=_placed(raw, decorators),
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
+        probability=_probability(raw),
     )
 
 
@@ -377,6 +385,16 @@ def _depth(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _probability(raw: dict) -> float:
+    """How often an entry fires when matched, in percent: its `probability` (0 to 100) unless its
+    `useProbability` is false; 100 for anything else, as a setting never stops a card from loading."""
+    value = _setting(raw, "probability")
+    if _setting(raw, "useProbability", "use_probability") is False or isinstance(value, bool) \
+            or not isinstance(value, (int, float)):
+        return 100
+    return min(100, max(0, value))
 
 
 def _first(decorators: dict[str, list[str]], name: str) -> str | None:
