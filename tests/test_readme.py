@@ -39,6 +39,14 @@ def test_each_config_example_in_the_readme_works_as_written(block, monkeypatch):
     platform_settings(config)
 
 
+def test_ci_runs_the_readmes_test_command_as_it_is_written():
+    command = re.search(r"\*\*Run the tests\*\*.*?```sh\n(.*?)\n```", README, flags=re.DOTALL).group(1)
+    pytest_command = command.rsplit("&& ", 1)[1]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert pytest_command == "pytest -n 2" and ci[-1] == pytest_command
+    assert "pip install --quiet -e '.[dev]'" in ci  # the README's install, quietly
+
+
 def test_the_systemd_unit_runs_the_bot_as_the_readme_does_and_does_not_loop_on_a_refused_token():
     import configparser
 
