@@ -289,6 +289,12 @@ def test_an_entry_placed_among_the_messages_is_read_with_how_far_back_it_goes(pl
     assert [(e.content, e.depth) for e in lore.entries] == [("The tide is out.", depth)]
 
 
+def test_the_text_of_an_entry_called_up_is_scanned_with_the_names_in_it():
+    lore = book(entry("Bell", ["storm"], "{{char}} rings the bell for {{user}}."), entry("Keeper", ["Mira"]),
+                entry("Guest", ["Ann"]), char="Mira")
+    assert fired(lore, "a storm", user="Ann") == ["Bell", "Keeper", "Guest"]
+
+
 def test_a_broken_regex_key_is_skipped_with_a_warning_and_the_card_still_loads(tmp_path, caplog):
     path = tmp_path / "nox.json"
     path.write_text(json.dumps({"spec": "chara_card_v2", "data": {"name": "Nox", "character_book": {"entries": [

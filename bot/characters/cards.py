@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.characters.lorebook import PLACEHOLDER, Lorebook, LorebookError, read_lorebook
+from bot.characters.lorebook import Lorebook, LorebookError, read_lorebook, with_names
 from bot.config import CharacterConfig, ConfigError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -71,9 +71,7 @@ class Character:
     def fill(self, text: str, user: str) -> str:
         """Replace {{char}} (the card's nickname, else the name) and {{user}} (the speaker's
         display name)."""
-        return PLACEHOLDER.sub(
-            lambda m: (self.nickname or self.name) if m.group(1).lower() == "char" else user, text
-        )
+        return with_names(text, self.nickname or self.name, user)
 
     @property
     def greetings(self) -> int:

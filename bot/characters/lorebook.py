@@ -66,7 +66,7 @@ _WRITTEN_AS_REGEX = re.compile(r"^/(.+)/([a-z]*)$", re.DOTALL)  # SillyTavern's 
 _FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
 # The names a card's text may hold (any case, spaces inside the braces allowed), filled in where
 # the text is used: {{char}} is the character, {{user}} the person speaking
-PLACEHOLDER = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
 _USER = re.compile(r"\{\{\s*user\s*\}\}", re.IGNORECASE)
 _CHAR = re.compile(r"\{\{\s*char\s*\}\}", re.IGNORECASE)
 # SillyTavern's `selectiveLogic`: what the secondary keys of a selective entry must show (some
@@ -79,6 +79,11 @@ FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth", "depth", "addi
 # SillyTavern's world-info positions that place an entry among the messages: at a depth of its
 # own, or at the top or bottom of the author's note, which goes DEFAULT_DEPTH back by default
 AT_DEPTH, BY_THE_NOTE = 4, (2, 3)
+
+
+def with_names(text: str, char: str, user: str) -> str:
+    """A card's text with {{char}} and {{user}} filled in."""
+    return _PLACEHOLDER.sub(lambda m: char if m.group(1).lower() == "char" else user, text)
 
 
 class LorebookError(ValueError):
@@ -208,6 +213,7 @@ class Lorebook:
     token_budget: int = DEFAULT_BUDGET_TOKENS
     recursive: bool = True  # the text of the entries called up calls up more (SillyTavern's default)
     card: str = "the card"  # named in warnings
+    char: str = ""  # what {{char}} stands for
     too_slow: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)  # (entry, key)
     roll: Callable[[], float] = field(default=random.random, compare=False, repr=False)  # in [0, 1): probability's
 
@@ -233,7 +239,8 @@ class Lorebook:
             # failed its roll is not checked again this turn (as SillyTavern's)
             called = [entry for entry in matched if entry.probability >= 100 or self.roll() * 100 <= entry.probability]
             fired += called
-            said = [entry.content for entry in called if not entry.prevents_recursion]
+            said = [with_names(entry.content, self.char, user)  # as it goes in
+                    for entry in called if not entry.prevents_recursion]
             # as SillyTavern's, the scan goes no deeper once what was called up fills the budget
             if (not (self.recursive and said) or sum(entry.tokens for entry in fired) >= budget
                     or time.monotonic() >= deadline):
@@ -277,6 +284,7 @@ def read_lorebook(book: Any, card: str = "the card", char: str = "") -> Lorebook
     read = [_entry(raw, i, card, char) for i, raw in enumerate(entries)]
     return Lorebook(
         card=card,
+        char=char,
         entries=tuple(e for e in read if e is not None),
         scan_depth=_whole(book, "scan_depth", DEFAULT_SCAN_DEPTH, "character_book", minimum=1),
         token_budget=_whole(book, "token_budget", DEFAULT_BUDGET_TOKENS, "character_book", minimum=1),
