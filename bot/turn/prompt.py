@@ -4,7 +4,7 @@ Order of the messages sent each turn:
 1. system — the character (a card's system_prompt wraps ours through `{{original}}`) and the
    guidance on what belongs in memory and what in the summary;
 2. system — the lorebook entries the recent messages call up (the card author's text, like the
-   description; bot/characters/lorebook.py), when any do;
+   description; bot/characters/lorebook.py), when any do, but for those placed at a depth (6);
 3. system — the speaker's saved memories, as data the person told the character, never as
    instructions (each entry JSON-quoted so it cannot break out of its line);
 4. system — the conversation summary: long-term, then merged, then recent, oldest first;
@@ -12,8 +12,9 @@ Order of the messages sent each turn:
    (bot/memory/recall.py), oldest first, quoted as data;
 6. the live window, oldest first, the current message last (with its images, as image parts,
    when the model can look at them); the card's depth prompt (SillyTavern's Character's Note)
-   goes before its newest `depth_prompt_depth` messages, and the date and time now just before
-   the current message;
+   goes before its newest `depth_prompt_depth` messages, the lorebook entries placed at a depth
+   before their newest `depth` ones (a system message a depth), and the date and time now just
+   before the current message;
 7. system — a note when the current message came with something the character cannot see (a photo);
 8. system — the card's post_history_instructions, if any.
 
@@ -186,7 +187,7 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
             placed.setdefault(entry.depth, []).append(character.fill(entry.content, speaker_name))
     tokens["lore"] = sum(entry.tokens for entry in lore) + MESSAGE_OVERHEAD_TOKENS * (
         bool(with_character) + len(placed))
-    if character.depth_prompt:
+    if character.depth_prompt:  # counted with the character (`character_tokens`)
         placed.setdefault(character.depth_prompt_depth, []).append(
             character.fill(character.depth_prompt, speaker_name))
 
