@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.characters.cards import PNG_SIGNATURE, load_character
+from bot.characters.cards import PNG_SIGNATURE, Character, load_character
 from bot.config import CharacterConfig, ConfigError, parse_config
 from bot.memory.tools import GUIDANCE
 from bot.runtime import build_runtime
@@ -60,6 +60,55 @@ def test_a_json_card_gives_the_fields_with_char_and_user_replaced(tmp_path):
     assert "End of rules." in prompt
     assert character.greeting("Ann") == "Hello, Ann."
     assert character.post_history_instructions == "Stay terse."
+
+
+def nox(tmp_path, **fields) -> Character:
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps({"spec": "chara_card_v3", "data": {"name": "Nox", "nickname": "the AI", **fields}}))
+    return load_character(CharacterConfig(name="Nox", card=path))
+
+
+def test_a_card_authors_notes_in_braces_never_reach_the_prompt(tmp_path):
+    character = nox(tmp_path, description="{{// rewrite this part }}The ship's AI.{{comment: v2}}{{noop}}"
+                                          "{{hidden_key: reactor}}")
+    assert "The ship's AI.\n" in system_prompt(character, "Ann") + "\n"
+    assert "rewrite" not in system_prompt(character, "Ann") and "reactor" not in system_prompt(character, "Ann")
+
+
+def test_random_is_one_of_its_choices_each_time_and_pick_the_same_one_for_the_same_text(tmp_path):
+    character = nox(tmp_path)
+    randoms = {character.fill("{{random:red,blue,green\\, dark}} light", "Ann") for _ in range(200)}
+    assert randoms == {"red light", "blue light", "green, dark light"}
+    assert {character.fill("{{random::a, b::c}}", "Ann") for _ in range(200)} == {"a, b", "c"}  # SillyTavern's
+    picks = {character.fill("{{pick:{{char}},{{user}},the keeper}} speaks", "Ann") for _ in range(50)}
+    assert len(picks) == 1 and picks <= {"the AI speaks", "Ann speaks", "the keeper speaks"}
+
+
+def test_roll_throws_its_dice_and_reverse_and_newline_do_what_they_say(tmp_path):
+    character = nox(tmp_path)
+    assert {character.fill("{{roll:6}}", "Ann") for _ in range(300)} == {str(n) for n in range(1, 7)}
+    assert {character.fill("{{roll:d2}}", "Ann") for _ in range(100)} == {"1", "2"}
+    assert {int(character.fill("{{roll:2d6}}", "Ann")) for _ in range(300)} <= set(range(2, 13))
+    assert character.fill("{{reverse:{{user}}}}{{newline}}{{original}}", "Ann") == "nnA\n{{original}}"
+
+
+async def test_a_cards_random_choice_reaches_the_prompt_and_its_greeting(llm, tmp_path, clock):
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps({"spec": "chara_card_v3", "data": {
+        "name": "Nox", "description": "{{// author: keep it short }}The ship's AI, in a {{pick:calm,grim}} mood.",
+        "first_mes": "{{random:Hello,Hi}}, {{user}}."}}))
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["characters"][0] = {"name": "Mira", "card": str(path)}
+    runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)
+    try:
+        ann = Chat(runtime)
+        await ann.say("Status?")
+        system = llm.requests[-1]["messages"][0]["content"]
+        assert "author" not in system and "{{" not in system
+        assert "The ship's AI, in a calm mood." in system or "The ship's AI, in a grim mood." in system
+        assert runtime.cast.character("Mira").character.greeting("Ann") in ("Hello, Ann.", "Hi, Ann.")
+    finally:
+        await runtime.close()
 
 
 def test_each_example_chat_opens_with_a_line_of_its_own_never_with_the_start_marker(tmp_path):

@@ -24,7 +24,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.characters.lorebook import Lorebook, LorebookError, read_lorebook, with_names
+from bot.characters.lorebook import Lorebook, LorebookError, read_lorebook
+from bot.characters.macros import filled
 from bot.config import CharacterConfig, ConfigError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -69,9 +70,10 @@ class Character:
     omniscient: bool = False  # a narrator: in a scene it witnesses everything (SPEC 22)
 
     def fill(self, text: str, user: str) -> str:
-        """Replace {{char}} (the card's nickname, else the name) and {{user}} (the speaker's
-        display name)."""
-        return with_names(text, self.nickname or self.name, user)
+        """The card's `text` as it is used (bot/characters/macros.py): {{char}} is the card's
+        nickname, else the name, {{user}} the speaker's display name, {{random:…}} one of its
+        choices, an author's {{// note}} nothing."""
+        return filled(text, self.nickname or self.name, user)
 
     @property
     def greetings(self) -> int:

@@ -54,6 +54,8 @@ from typing import Any, Callable, Iterable
 
 import regex
 
+from bot.characters.macros import CHAR, USER, filled
+
 log = logging.getLogger(__name__)
 
 DEFAULT_SCAN_DEPTH = 4
@@ -64,11 +66,6 @@ KEY_TIME_LIMIT_S = 0.1  # one key against the scanned text
 MATCH_BUDGET_S = 1.0  # all of a turn's keys
 _WRITTEN_AS_REGEX = re.compile(r"^/(.+)/([a-z]*)$", re.DOTALL)  # SillyTavern's `/pattern/flags`
 _FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
-# The names a card's text may hold (any case, spaces inside the braces allowed), filled in where
-# the text is used: {{char}} is the character, {{user}} the person speaking
-_PLACEHOLDER = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
-_USER = re.compile(r"\{\{\s*user\s*\}\}", re.IGNORECASE)
-_CHAR = re.compile(r"\{\{\s*char\s*\}\}", re.IGNORECASE)
 # SillyTavern's `selectiveLogic`: what the secondary keys of a selective entry must show (some
 # editors write its name: `key_logic: "NOT_ANY"`)
 AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
@@ -79,11 +76,6 @@ FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth", "depth", "addi
 # SillyTavern's world-info positions that place an entry among the messages: at a depth of its
 # own, or at the top or bottom of the author's note, which goes DEFAULT_DEPTH back by default
 AT_DEPTH, BY_THE_NOTE = 4, (2, 3)
-
-
-def with_names(text: str, char: str, user: str) -> str:
-    """A card's text with {{char}} and {{user}} filled in."""
-    return _PLACEHOLDER.sub(lambda m: char if m.group(1).lower() == "char" else user, text)
 
 
 class LorebookError(ValueError):
@@ -106,7 +98,7 @@ def compile_key(written: str, case_sensitive: bool, whole_words: bool = True) ->
     """A key as SillyTavern reads it: a plain one of one word is matched as a whole word when
     `whole_words`; one of several words, or any plain key without `whole_words`, wherever it is
     written. Raises regex.error for a broken `/pattern/`."""
-    if _USER.search(written):
+    if USER.search(written):
         return Key(written, None, None)  # compiled for each speaker's name
     if found := _WRITTEN_AS_REGEX.match(written):
         flags = 0
@@ -239,7 +231,7 @@ class Lorebook:
             # failed its roll is not checked again this turn (as SillyTavern's)
             called = [entry for entry in matched if entry.probability >= 100 or self.roll() * 100 <= entry.probability]
             fired += called
-            said = [with_names(entry.content, self.char, user)  # as it goes in
+            said = [filled(entry.content, self.char, user)  # as it goes in
                     for entry in called if not entry.prevents_recursion]
             # as SillyTavern's, the scan goes no deeper once what was called up fills the budget
             if (not (self.recursive and said) or sum(entry.tokens for entry in fired) >= budget
@@ -314,7 +306,7 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
     def compiled(texts: tuple[str, ...]) -> tuple[Key, ...]:
         keys = []
         for text in texts:
-            if not (text := _with_name(text, _CHAR, char)):
+            if not (text := _with_name(text, CHAR, char)):
                 continue
             try:
                 keys.append(compile_key(text, case_sensitive, whole_words))
@@ -356,7 +348,7 @@ def _with_name(key: str, placeholder: re.Pattern, name: str) -> str:
 def _named(written: str, user: str, case_sensitive: bool, whole_words: bool) -> Key | None:
     """A key that names the person speaking, with `user`'s name in it (as plain text, even in a
     `/pattern/`); None when nothing is left of it, or a pattern breaks."""
-    text = _with_name(written, _USER, user)
+    text = _with_name(written, USER, user)
     if not text:
         return None
     try:
