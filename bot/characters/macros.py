@@ -31,19 +31,15 @@ _REVERSE = re.compile(r"\{\{\s*reverse\s*:(.*?)\}\}", re.IGNORECASE | re.DOTALL)
 _NEWLINE = re.compile(r"\{\{\s*newline\s*\}\}", re.IGNORECASE)
 _COMMA = re.compile(r"(?<!\\),")
 MAX_DICE, MAX_SIDES = 100, 1_000_000
-_chance = random.Random()  # {{random}} and {{roll}}; a test may seed it
-
-
-def with_names(text: str, char: str, user: str) -> str:
-    """A card's text with {{char}} and {{user}} filled in, and nothing else."""
-    return _NAMES.sub(lambda m: char if m.group(1).lower() == "char" else user, text)
+_chance = random.Random()  # for {{random}} and {{roll}}
 
 
 def filled(text: str, char: str, user: str) -> str:
     """A card's text as it is used: every word in braces this module knows, filled in."""
     if "{{" not in text:
         return text
-    text = _NOTE.sub("", with_names(text, char, user))
+    text = _NAMES.sub(lambda m: char if m.group(1).lower() == "char" else user, text)
+    text = _NOTE.sub("", text)
     text = _CHOICE.sub(_chosen, text)
     text = _ROLL.sub(_rolled, text)
     text = _REVERSE.sub(lambda m: m.group(1)[::-1], text)
