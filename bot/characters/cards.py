@@ -6,8 +6,8 @@ A card is `.json` (V1, V2 or V3; a UTF-8 byte-order mark is fine), a `.png` whos
 Fields used: name, description, personality, scenario, first_mes, mes_example,
 system_prompt, post_history_instructions, alternate_greetings, the lorebook (`character_book`:
 bot/characters/lorebook.py) and SillyTavern's Character's Note (`extensions.depth_prompt`).
-`{{char}}` and `{{user}}` are replaced when a prompt is built; `creator_notes` are never read
-into a prompt.
+Its text is filled in where it is used (`{{char}}`, `{{user}}` and the other macros:
+bot/characters/macros.py); `creator_notes` are never read into a prompt.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.characters.lorebook import Lorebook, LorebookError, read_lorebook
+from bot.characters.lorebook import DEFAULT_DEPTH, Lorebook, LorebookError, depth_of, read_lorebook
 from bot.characters.macros import filled
 from bot.config import CharacterConfig, ConfigError
 
@@ -43,7 +43,6 @@ CARD_FIELDS = (
 )
 MAX_PORTRAIT_BYTES = 8 * 1024 * 1024  # Discord takes avatars up to this size
 TALKATIVENESS = 0.5  # SillyTavern's default for a card's extensions.talkativeness
-DEPTH_PROMPT_DEPTH = 4  # SillyTavern's default for a card's extensions.depth_prompt (Character's Note)
 # In a card's notes among the messages, {{original}} stands for the app's own (SillyTavern's global
 # post-history instructions): Keepsake has none, so it stands for nothing
 _ORIGINAL = re.compile(r"\{\{\s*original\s*\}\}", re.IGNORECASE)
@@ -61,7 +60,7 @@ class Character:
     system_prompt: str = ""
     post_history_instructions: str = ""
     depth_prompt: str = ""  # SillyTavern's Character's Note: among the newest messages, `depth_prompt_depth` back
-    depth_prompt_depth: int = DEPTH_PROMPT_DEPTH
+    depth_prompt_depth: int = DEFAULT_DEPTH
     alternate_greetings: tuple[str, ...] = ()
     lorebook: Lorebook = Lorebook()
     talkativeness: float = TALKATIVENESS  # how readily it speaks up in a scene (SPEC 15)
@@ -169,11 +168,9 @@ def _depth_prompt(data: dict) -> tuple[str, int]:
     text = note.get("prompt") if isinstance(note, dict) else None
     text = _ORIGINAL.sub("", text).strip() if isinstance(text, str) else ""
     if not text:
-        return "", DEPTH_PROMPT_DEPTH
-    depth = note.get("depth")
-    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
-        depth = DEPTH_PROMPT_DEPTH
-    return text, depth
+        return "", DEFAULT_DEPTH
+    depth = depth_of(note.get("depth"))
+    return text, DEFAULT_DEPTH if depth is None else depth
 
 
 def _alternate_greetings(data: dict, path: Path) -> tuple[str, ...]:

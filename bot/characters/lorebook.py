@@ -59,7 +59,7 @@ from bot.characters.macros import CHAR, USER, filled
 log = logging.getLogger(__name__)
 
 DEFAULT_SCAN_DEPTH = 4
-DEFAULT_DEPTH = 4  # how far back SillyTavern places an entry at a depth, or its author's note, by default
+DEFAULT_DEPTH = 4  # how far back SillyTavern places what goes among the messages (an entry, a note) by default
 DEFAULT_BUDGET_TOKENS = 1_000
 MAX_CONTEXT_SHARE = 0.10
 KEY_TIME_LIMIT_S = 0.1  # one key against the scanned text
@@ -299,7 +299,7 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
     case_sensitive = _flag(_setting(raw, "case_sensitive", "caseSensitive"), False)
     whole_words = _flag(_setting(raw, "match_whole_words", "matchWholeWords", "whole_words_only"), True)
     delayed = _setting(raw, "delay_until_recursion", "delayUntilRecursion")  # newer SillyTavern: a level
-    scan_depth = _depth(_first(decorators, "scan_depth") or _setting(raw, "scan_depth", "scanDepth"))
+    scan_depth = depth_of(_first(decorators, "scan_depth") or _setting(raw, "scan_depth", "scanDepth"))
     written = _keys(raw, "keys", where)
     name = str(raw.get("name") or raw.get("comment") or (written[0] if written else f"entry {index + 1}"))
 
@@ -379,9 +379,10 @@ def _decorated(content: str) -> tuple[str, dict[str, list[str]]]:
     return "\n".join(lines[taken:]).strip(), followed
 
 
-def _depth(value: Any) -> int | None:
-    """A depth written as a whole number (or its digits: a decorator's value); None for anything
-    else (the default then holds, as a setting never stops a card from loading)."""
+def depth_of(value: Any) -> int | None:
+    """A depth (how many of the newest messages) written as a whole number, or its digits (a
+    decorator's value); None for anything else: the default then holds, as a setting never stops
+    a card from loading."""
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
@@ -410,10 +411,10 @@ def _listed(decorators: dict[str, list[str]], name: str) -> tuple[str, ...]:
 def _placed(raw: dict, decorators: dict[str, list[str]]) -> int | None:
     """How many of the newest messages an entry goes before (None: with the character): its
     `@@depth`, else where SillyTavern's `position` puts it."""
-    if (written := _depth(_first(decorators, "depth"))) is not None:
+    if (written := depth_of(_first(decorators, "depth"))) is not None:
         return written
     position = _setting(raw, "position")
-    if position == AT_DEPTH and (own := _depth(_setting(raw, "depth"))) is not None:
+    if position == AT_DEPTH and (own := depth_of(_setting(raw, "depth"))) is not None:
         return own
     return DEFAULT_DEPTH if position == AT_DEPTH or position in BY_THE_NOTE else None
 
