@@ -134,7 +134,7 @@ class IncomingMessage:
     chat (an anonymous group admin, "send as channel", a channel post) or by a bot or webhook.
     The character may answer it, but no saved memories are read or written for it.
     `files` are what came with it to read or look at (bot/turn/attachments.py); `unseen` names
-    anything else that came with the text which the character cannot read ("a sticker").
+    each other thing that came with the text which the character cannot read ("a sticker").
     `kept` is called once the message is stored and queued for its turn, or refused: a webhook
     acknowledges the update then, so the platform delivers again what a crash lost, and updates
     posted one after another to different processes keep their order.
@@ -152,7 +152,7 @@ class IncomingMessage:
     speaker_name: str
     text: str
     platform_message_id: str | None = None
-    unseen: str | None = None
+    unseen: tuple[str, ...] = ()
     files: tuple[IncomingFile, ...] = ()
     kept: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     addressed: bool = True

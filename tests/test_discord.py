@@ -209,6 +209,17 @@ async def test_a_dm_is_answered(bot, discord_fake, llm):
     assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "hi in private"}
 
 
+async def test_stickers_alone_get_one_line_naming_each_and_with_words_the_words_are_answered(bot, discord_fake, llm):
+    await discord_fake.say(ANN_DM, ANN, "", guild=False, stickers=("wave", "heart"))
+    line, = await bot_reply(discord_fake, ANN_DM)
+    assert line.content.startswith("I can't see 2 stickers — I can only read text.")
+    llm.add(text("Waving back!"))
+    await discord_fake.say(ANN_DM, ANN, "hello!", guild=False, stickers=("wave",))
+    await bot_reply(discord_fake, ANN_DM, count=2)
+    assert "came with a sticker, which you cannot see" in llm.prompt_text()
+    assert len(llm.requests) == 1
+
+
 async def test_a_reply_to_the_bot_is_answered(bot, discord_fake, llm):
     await discord_fake.say(discord_fake.channel_id, ANN, "first", mention_bot=True)
     first, = await bot_reply(discord_fake, discord_fake.channel_id)

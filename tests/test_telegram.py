@@ -3,12 +3,14 @@ server on 127.0.0.1, and the scripted LLM server."""
 
 import asyncio
 import contextlib
+import io
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import pytest
+from PIL import Image
 
 from adapters.settings import TelegramSettings
 from adapters.streaming import ThrottledStream
@@ -465,6 +467,52 @@ async def test_a_photo_with_a_caption_is_answered_and_a_bare_sticker_gets_one_li
     line, = await ann.reply_to(sticker)
     assert line.text.startswith("I can't see a sticker — I can only read text.")
     assert len(llm.requests) == 1
+
+
+def picture(colour: tuple[int, int, int]) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (64, 48), colour).save(out, "JPEG")
+    return out.getvalue()
+
+
+async def test_photos_sent_together_as_an_album_are_answered_once_with_every_photo(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("What a trip!"))
+    first = telegram.send(ann.dm, ann.user, "from my trip", photo=picture((200, 30, 30)), album="trip")
+    for colour in ((30, 200, 30), (30, 30, 200)):
+        telegram.send(ann.dm, ann.user, "", photo=picture(colour), album="trip")
+    reply, = await ann.reply_to(first)
+    await telegram.settled()
+    assert reply.text == "What a trip!"
+    assert len(llm.requests) == 1 and len(telegram.bot_messages(ann.dm["id"])) == 1
+    asked = llm.requests[0]["messages"][-1]["content"]
+    assert asked[0] == {"type": "text", "text": "[3 photos] from my trip"}
+    assert [part["type"] for part in asked[1:]] == ["image_url"] * 3
+
+
+async def test_a_message_sent_right_after_an_album_is_answered_after_it(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("Lovely boats."))
+    llm.add(text("The red one."))
+    telegram.send(ann.dm, ann.user, "the harbour", photo=picture((200, 30, 30)), album="harbour")
+    telegram.send(ann.dm, ann.user, "", photo=picture((30, 30, 200)), album="harbour")
+    question = ann.say("which one do you like?")
+    await ann.reply_to(question, count=2)
+    assert [m.text for m in telegram.bot_messages(ann.dm["id"])] == ["Lovely boats.", "The red one."]
+    album, after = (r["messages"][-1]["content"] for r in llm.requests)
+    assert album[0]["text"] == "[2 photos] the harbour" and after == "which one do you like?"
+
+
+async def test_an_album_in_a_group_is_answered_once_when_its_caption_names_the_character(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann", chat_id=GROUP)
+    llm.add(text("Nice cat."))
+    first = telegram.send(ann.chat, ann.user, "@mira_bot my cat", photo=picture((90, 90, 90)), album="cat")
+    telegram.send(ann.chat, ann.user, "", photo=picture((250, 250, 250)), album="cat")
+    reply, = await ann.reply_to(first, chat=ann.chat)
+    await telegram.settled()
+    assert reply.reply_to == first
+    assert len(llm.requests) == 1
+    assert [part["type"] for part in llm.requests[0]["messages"][-1]["content"]] == ["text", "image_url", "image_url"]
 
 
 async def test_a_forged_or_stale_button_is_acknowledged(bot, telegram, llm):

@@ -341,13 +341,13 @@ async def test_a_new_persons_first_messages_are_stored_and_answered_in_arrival_o
 
 async def test_a_caption_is_answered_and_the_model_told_it_cannot_see_the_photo(ann, llm):
     llm.add(text("I can't see photos, but a lighthouse at dusk sounds lovely."))
-    photo = IncomingMessage(ann.key, ann.identity, "Ann", "what is in this picture?", unseen="a photo")
+    photo = IncomingMessage(ann.key, ann.identity, "Ann", "what is in this picture?", unseen=("a photo",))
     reply = await ann.runtime.turns.handle(photo)
     assert not reply.is_error
     prompt = llm.prompt_text()
     assert "came with a photo, which you cannot see" in prompt
     assert ("user", "[a photo] what is in this picture?") in await stored_texts(ann)
-    bare = await ann.runtime.turns.handle(IncomingMessage(ann.key, ann.identity, "Ann", "", unseen="a sticker"))
+    bare = await ann.runtime.turns.handle(IncomingMessage(ann.key, ann.identity, "Ann", "", unseen=("a sticker",)))
     assert bare.is_error and bare.text.startswith("I can't see a sticker — I can only read text.")
     assert len(llm.requests) == 1
 

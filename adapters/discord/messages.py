@@ -19,9 +19,9 @@ LIMIT = 2_000
 Messageable = discord.abc.Messageable  # where a conversation lives: a channel, a thread, a DM
 
 
-def unseen_in(message: discord.Message) -> str | None:
-    """What the message carries besides text and attachments, in words; None if nothing."""
-    return "a sticker" if message.stickers else None
+def unseen_in(message: discord.Message) -> tuple[str, ...]:
+    """What the message carries besides text and attachments, each in words ("a sticker")."""
+    return ("a sticker",) * len(message.stickers)
 
 
 def needed_permissions(hosted: bool) -> discord.Permissions:

@@ -18,6 +18,8 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
   but no memories are read or written for it, and /memory tells it to write as the person.
 - A voice message, audio file or video message is heard through [voice] (SPEC 16), and a
   spoken reply goes out with `sendVoice`.
+- Photos sent together (an album) are answered once, as one message, where updates are
+  fetched (albums.py says why a webhook cannot).
 - A photo, sticker or file is never silently ignored. A photo (or an image sent as a file)
   reaches a vision model through getFile; a text file is read as text; for anything else, or
   without vision, the caption is answered and the character says it cannot see the rest.
@@ -44,6 +46,7 @@ from adapters.downloads import read_capped
 from adapters.settings import TelegramSettings
 from adapters.splitting import split_message
 from adapters.streaming import typing
+from adapters.telegram.albums import Albums, Sent
 from adapters.telegram.messages import (
     LIMIT,
     PLATFORM,
@@ -106,6 +109,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         self.transport: Transport = (
             WebhookServer(settings, self.character_name, self._refusable) if settings.mode == "webhook"
             else Polling(self._refusable))
+        self.albums = Albums(self.transport.kept_signal, gather=self.transport.gathers_albums)
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self) -> Application:
@@ -320,12 +324,21 @@ class TelegramAdapter(ChatAdapter[Place]):
         return await self.core.coordination.first_delivery(f"{PLATFORM}:{bot_id}:{update.update_id}")
 
     async def _on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        message = update.message
-        bot = context.bot
-        if message is None:
+        if update.message is None:
             return
+        async with self.albums.gathered(update) as sent:
+            if sent.messages:
+                await self._on_sent(sent, update, context)
+
+    async def _on_sent(self, sent: Sent, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A message, or an album's items as one (albums.py): addressed if any item is, its
+        captions in the order sent, every item's file, and the id of the item with the first
+        caption (an album's first item without one), which a reply answers."""
+        bot = context.bot
+        messages = sent.messages
+        message = next((m for m in messages if m.text or m.caption), messages[0])
         place = place_of(message)
-        if not addressed(message, bot.id, bot.username, self.character_name):
+        if not any(addressed(m, bot.id, bot.username, self.character_name) for m in messages):
             if place.shared and speaker_of(message) is not None:  # a person, to no character: a chain ends
                 await self.core.conversation.heard(self.key(place))
             return
@@ -333,11 +346,11 @@ class TelegramAdapter(ChatAdapter[Place]):
             conversation=self.key(place),
             speaker=speaker_of(message),
             speaker_name=speaker_name_of(message),
-            text=strip_mention(message.text or message.caption or "", bot.username),
+            text="\n".join(filter(None, (strip_mention(m.text or m.caption or "", bot.username) for m in messages))),
             platform_message_id=str(message.message_id),
-            unseen=unseen_in(message),
-            files=self._files_of(message),
-            kept=self.transport.kept_signal(update),
+            unseen=tuple(filter(None, map(unseen_in, messages))),
+            files=tuple(file for m in messages for file in self._files_of(m)),
+            kept=sent.kept,
             asker=self.asker(update),
             draw=" ".join(context.args) if context.args is not None else None,  # /image <scene>: its one command
         )

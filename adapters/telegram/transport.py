@@ -31,6 +31,8 @@ Refusable = Callable[[Awaitable[Any]], Awaitable[Any]]  # a Bot API call where a
 
 
 class Transport(Protocol):
+    gathers_albums: bool  # an album's items may wait for each other before any is acknowledged (albums.py)
+
     async def run(self, application: Application, stop: asyncio.Event) -> None:
         """Bring updates into `application` until `stop` is set."""
 
@@ -74,6 +76,8 @@ class OncePerMinute:
 class Polling:
     """Long-polls getUpdates into the application's queue. Network trouble is retried with
     backoff; a refused token (HTTP 401) stops the adapter for good."""
+
+    gathers_albums = True  # nobody waits for an acknowledgement
 
     def __init__(self, refusable: Refusable):
         self.refusable = refusable
@@ -126,6 +130,8 @@ class WebhookServer:
     KEEP_WAIT_S passed): a crash before that makes Telegram deliver it again, and updates posted
     one after another to several processes behind a load balancer keep their order. GET /healthz
     answers 200 while the adapter runs."""
+
+    gathers_albums = False  # Telegram posts a chat's next update only once this one is acknowledged
 
     def __init__(self, settings: TelegramSettings, name: str, refusable: Refusable):
         self.settings, self.name, self.refusable = settings, name, refusable

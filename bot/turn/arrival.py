@@ -158,7 +158,7 @@ class Arrival:
         kinds = [("other", file) if kind == "voice" and file is not note else (kind, file) for kind, file in kinds]
         images = [file for kind, file in kinds if kind == "image"]
         text_files = [file for kind, file in kinds if kind == "text"]
-        unseen = ([message.unseen] if message.unseen else []) + [file.what for kind, file in kinds if kind == "other"]
+        unseen = list(message.unseen) + [file.what for kind, file in kinds if kind == "other"]
         if self.llm.vision_supported is False:
             unseen, images = unseen + [file.what for file in images], []
         if not (text or text_files or images or note):

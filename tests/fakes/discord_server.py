@@ -181,13 +181,14 @@ class FakeDiscord:
                         message_id: str | None = None, reference: dict | None = None,
                         mentions: list[dict] | None = None, roles: tuple[str, ...] = (),
                         attachments: tuple[tuple[str, str, bytes], ...] = (), voice: bytes | None = None,
-                        seconds: float | None = None) -> dict:
+                        seconds: float | None = None, stickers: tuple[str, ...] = ()) -> dict:
         payload: dict[str, Any] = {
             "id": message_id or snowflake(), "channel_id": channel_id, "author": author, "content": content,
             "timestamp": now(), "edited_timestamp": None, "tts": False, "mention_everyone": False,
             "mentions": mentions or [], "mention_roles": [], "attachments": [self._attached(*a) for a in attachments],
             "embeds": [], "pinned": False,
             "type": 19 if reference else 0, "flags": 0, "components": [],
+            "sticker_items": [{"id": snowflake(), "name": name, "format_type": 1} for name in stickers],
         }
         if voice is not None:  # a voice message: one audio/ogg attachment with its length and waveform
             attached = self._attached("voice-message.ogg", "audio/ogg", voice)
@@ -218,10 +219,10 @@ class FakeDiscord:
     async def say(self, channel_id: str, author: dict, content: str, *, guild: bool = True,
                   reply_to: Sent | None = None, mention_bot: bool = False, roles: tuple[str, ...] = (),
                   attachments: tuple[tuple[str, str, bytes], ...] = (), voice: bytes | None = None,
-                  seconds: float | None = None) -> dict:
+                  seconds: float | None = None, stickers: tuple[str, ...] = ()) -> dict:
         """A person posts a message (with `roles` in the guild; `attachments` as (file name, MIME
         type, bytes); `voice`: a voice message's OGG/Opus, of `seconds` as Discord tells it, else
-        its real length); returns its payload."""
+        its real length; `stickers` by name); returns its payload."""
         reference = None
         if reply_to is not None:
             reference = self._payload_of(reply_to)
@@ -229,7 +230,7 @@ class FakeDiscord:
             content = f"<@{self.app_id}> {content}"
         payload = self.message_payload(channel_id, author, content, guild=guild, reference=reference,
                                        mentions=[self.bot] if mention_bot else [], roles=roles,
-                                       attachments=attachments, voice=voice, seconds=seconds)
+                                       attachments=attachments, voice=voice, seconds=seconds, stickers=stickers)
         if not guild:
             self.dm_channels.add(channel_id)
         await self.dispatch("MESSAGE_CREATE", payload)

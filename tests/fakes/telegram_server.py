@@ -210,13 +210,14 @@ class FakeTelegram:
              thread_id: int | None = None, sender_chat: dict | None = None, photo: bool | bytes = False,
              sticker: bool = False, document: tuple[str, str, bytes] | None = None,
              voice: bytes | None = None, seconds: int | None = None, size: int | None = None,
-             spoken_as: str = "voice") -> int:
+             spoken_as: str = "voice", album: str | None = None) -> int:
         """A person sends a message; returns its message id. `sender_chat`: sent on behalf of a
         chat (an anonymous admin, "send as channel"); `photo` (True, or the image's bytes):
         `text` is the photo's caption; `document`: (file name, MIME type, bytes), `text` its
         caption; `voice`: a voice note's OGG/Opus bytes, with the length Telegram tells
         (`seconds`, else its real length) and size (`size`, else its real one), sent as
-        `spoken_as` ("voice", "audio" or "video_note"); `user` None: a message with no `from` at all."""
+        `spoken_as` ("voice", "audio" or "video_note"); `user` None: a message with no `from` at all;
+        `album`: the `media_group_id` of items sent together, one message each."""
         message_id = next(self._message_ids)
         message: dict[str, Any] = {"message_id": message_id, "date": int(time.time()), "chat": chat}
         if user is not None:
@@ -252,6 +253,8 @@ class FakeTelegram:
             message[text_key] = text
         if entities := _entities(text, command=not attached):
             message[entities_key] = entities
+        if album is not None:
+            message["media_group_id"] = album
         if thread_id is not None:
             message["message_thread_id"] = thread_id
             message["is_topic_message"] = True

@@ -1,0 +1,119 @@
+"""Photos sent together reach the character as one message, answered once.
+
+Telegram delivers an album (up to 10 photos, videos or files sent at once) as one update per
+item, each with the album's `media_group_id` and usually only one with the caption, moments
+apart; no update says the album is complete. So the handler of an album's first item waits
+until no further item has come for ALBUM_QUIET_S (ALBUM_MOST_S at most in all), then answers
+every item as one message; each other item's handler waits until that one is done.
+
+Only a transport that fetches updates gathers albums (`Transport.gathers_albums`): a webhook
+acknowledges an update once its message is kept, and Telegram posts a chat's next update only
+after that (it delivers a chat's updates in sequence), so an album's second item comes only once
+its first is answered alone — which keeps a chat's order across processes behind a load balancer
+and loses nothing in a crash (transport.py). Polling confirms what it fetched with its next
+fetch, kept or not; gathering lengthens that moment by an album's second.
+
+Waiting must not reorder a chat (SPEC 9: messages are answered in the order they arrived): a
+message that comes while an album of its chat is still gathering waits until that album is
+kept, and so does a later album. Every new message goes through `gathered`, album or not."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import AsyncIterator, Callable
+
+from telegram import Message, Update
+
+ALBUM_QUIET_S = 1.0  # an album is complete once no item of it has come for this long
+ALBUM_MOST_S = 5.0  # and at the latest this long after its first item
+ALBUM_MOST_ITEMS = 10  # Telegram's own cap; a further item starts an album of its own
+
+KeptSignal = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What a person sent at once, for one answer: one message, or every item of an album in
+    the order sent (empty for an item's handler whose album another handler answers). `kept`
+    is to be called once it is stored and queued (None: nobody waits)."""
+
+    messages: list[Message]
+    kept: KeptSignal | None
+
+
+class _Album:
+    def __init__(self, first: Update):
+        self.updates = [first]
+        self.more = asyncio.Event()  # another item came
+        self.kept = asyncio.Event()  # stored and queued, or its handler ended: the chat goes on
+        self.done = asyncio.Event()  # answered: its other items' handlers end
+
+    async def complete(self, quiet_s: float, most_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + most_s
+        while len(self.updates) < ALBUM_MOST_ITEMS and (left := until - loop.time()) > 0:
+            self.more.clear()
+            try:
+                await asyncio.wait_for(self.more.wait(), min(quiet_s, left))
+            except asyncio.TimeoutError:
+                return
+
+
+class Albums:
+    """The albums of one adapter still gathering or not yet kept, by chat."""
+
+    def __init__(self, kept_signal: Callable[[Update], KeptSignal | None], gather: bool,
+                 quiet_s: float = ALBUM_QUIET_S, most_s: float = ALBUM_MOST_S):
+        self.kept_signal, self.gather, self.quiet_s, self.most_s = kept_signal, gather, quiet_s, most_s
+        self._gathering: dict[tuple[int, str], _Album] = {}
+        self._unkept: dict[int, list[_Album]] = {}  # by chat, oldest first
+
+    @contextlib.asynccontextmanager
+    async def gathered(self, update: Update) -> AsyncIterator[Sent]:
+        """What `update`'s message was sent with, to be answered inside this block."""
+        message = update.message
+        chat, group = message.chat_id, message.media_group_id if self.gather else None
+        album = self._gathering.get((chat, group)) if group else None
+        if album is not None and len(album.updates) < ALBUM_MOST_ITEMS:
+            album.updates.append(update)
+            album.more.set()
+            await album.done.wait()
+            yield Sent([], None)
+            return
+        ahead = list(self._unkept.get(chat, ()))
+        if not group:
+            await _all_kept(ahead)
+            yield Sent([message], self.kept_signal(update))
+            return
+        album = self._gathering[(chat, group)] = _Album(update)
+        self._unkept.setdefault(chat, []).append(album)
+        try:
+            try:
+                await album.complete(self.quiet_s, self.most_s)
+            finally:
+                if self._gathering.get((chat, group)) is album:
+                    del self._gathering[(chat, group)]
+            await _all_kept(ahead)
+            updates = sorted(album.updates, key=lambda u: u.message.message_id)
+            yield Sent([u.message for u in updates], self._kept(album, updates))
+        finally:
+            album.kept.set()
+            album.done.set()
+            self._unkept[chat].remove(album)
+            if not self._unkept[chat]:
+                del self._unkept[chat]
+
+    def _kept(self, album: _Album, updates: list[Update]) -> KeptSignal:
+        signals = [signal for update in updates if (signal := self.kept_signal(update)) is not None]
+
+        def kept() -> None:
+            for signal in signals:
+                signal()
+            album.kept.set()
+        return kept
+
+
+async def _all_kept(albums: list[_Album]) -> None:
+    await asyncio.gather(*(album.kept.wait() for album in albums))
