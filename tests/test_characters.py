@@ -330,15 +330,17 @@ def card_with_note(tmp_path, note: object) -> Path:
 
 
 @pytest.mark.parametrize("note, read", [
-    ({"prompt": "{{char}} never lies to {{user}}.", "depth": 2, "role": "system"}, ("{{char}} never lies to {{user}}.", 2)),
-    ({"prompt": "Keep it short.", "role": "user"}, ("Keep it short.", 4)),  # SillyTavern's default depth
-    ({"prompt": "Keep it short.", "depth": "deep"}, ("Keep it short.", 4)),
-    ({"prompt": "", "depth": 2}, ("", 4)),  # SillyTavern's empty note: none
-    ("Keep it short.", ("", 4)),  # not shaped like one: none, and the card still loads
+    ({"prompt": "{{char}} never lies to {{user}}.", "depth": 2, "role": "system"},
+     ("{{char}} never lies to {{user}}.", 2, "system")),
+    ({"prompt": "Keep it short.", "role": "user"}, ("Keep it short.", 4, "user")),  # SillyTavern's default depth
+    ({"prompt": "Keep it short.", "depth": "deep", "role": "Assistant"}, ("Keep it short.", 4, "assistant")),
+    ({"prompt": "Keep it short.", "role": "narrator"}, ("Keep it short.", 4, "system")),  # no such role: system
+    ({"prompt": "", "depth": 2}, ("", 4, "system")),  # SillyTavern's empty note: none
+    ("Keep it short.", ("", 4, "system")),  # not shaped like one: none, and the card still loads
 ])
 def test_a_cards_depth_prompt_is_read_as_sillytaverns_characters_note(tmp_path, note, read):
     character = load_character(CharacterConfig(name="Nox", card=card_with_note(tmp_path, note)))
-    assert (character.depth_prompt, character.depth_prompt_depth) == read
+    assert (character.depth_prompt, character.depth_prompt_depth, character.depth_prompt_role) == read
 
 
 def test_original_in_a_cards_notes_among_the_messages_stands_for_nothing(tmp_path):
@@ -384,6 +386,17 @@ async def test_the_depth_prompt_goes_in_before_the_newest_messages_of_the_window
     following = [m["content"] for m in messages[note + 1:] if m["role"] != "system"]
     assert following[:1] == ([before] if before else [])
     assert messages[-1]["content"] == "Stay terse."  # post_history_instructions stay last
+
+
+async def test_the_depth_prompt_is_given_as_whose_words_its_role_says(card_runtime, llm):
+    ann = Chat(await card_runtime({"prompt": "*Nox hums quietly.*", "depth": 1, "role": "assistant"}))
+    llm.add(text("first"))
+    for said in ("hello", "and the engines?"):
+        await ann.say(said)
+    messages = llm.requests[-1]["messages"]
+    note = next(i for i, m in enumerate(messages) if m["content"] == "*Nox hums quietly.*")
+    assert messages[note]["role"] == "assistant"
+    assert [m["content"] for m in messages[note + 1:] if m["role"] != "system"] == ["and the engines?"]
 
 
 async def test_the_cards_notes_in_the_history_are_counted_so_the_reply_still_has_its_room(card_runtime, llm):

@@ -289,6 +289,60 @@ def test_an_entry_placed_among_the_messages_is_read_with_how_far_back_it_goes(pl
     assert [(e.content, e.depth) for e in lore.entries] == [("The tide is out.", depth)]
 
 
+@pytest.mark.parametrize("written, role", [
+    ({"extensions": {"position": 4, "depth": 1, "role": 1}}, "user"),  # SillyTavern numbers them
+    ({"extensions": {"position": 4, "depth": 1, "role": 2}}, "assistant"),
+    ({"extensions": {"position": 4, "depth": 1, "role": None}}, "system"),  # its default
+    ({"content": "@@depth 1\n@@role assistant\nThe tide is out."}, "assistant"),  # Character Card V3
+    ({"content": "@@depth 1\n@@role narrator\nThe tide is out."}, "system"),  # no such role
+])
+def test_an_entrys_role_is_read_as_sillytavern_and_the_v3_spec_write_it(written, role):
+    lore = book(entry("Tide", ["tide"], **({"content": "The tide is out."} | written)))
+    assert [(e.content, e.role) for e in lore.entries] == [("The tide is out.", role)]
+
+
+def test_of_entries_called_up_together_in_an_inclusion_group_one_is_kept_drawn_by_their_weights():
+    lore = book(entry("Red", ["cloak"], extensions={"group": "outfit", "group_weight": 25}),
+                entry("Blue", ["cloak"], extensions={"group": "colours, outfit", "group_weight": 75}),
+                entry("Hood", ["cloak"]))
+    assert fired(replace(lore, roll=lambda: 0.2), "her cloak") == ["Red", "Hood"]  # 20 of 100: Red's 25
+    assert fired(replace(lore, roll=lambda: 0.3), "her cloak") == ["Blue", "Hood"]
+    assert 400 <= sum(fired(lore, "her cloak") == ["Red", "Hood"] for _ in range(2_000)) <= 600  # 25 % of 2,000
+    assert fired(lore, "a red sail") == []
+
+
+def test_an_entry_that_overrides_its_group_wins_it_and_of_several_the_highest_insertion_order():
+    lore = book(entry("Red", ["cloak"], group="outfit", insertion_order=10, extensions={"group_override": True}),
+                entry("Blue", ["cloak"], group="outfit", insertion_order=50, extensions={"groupOverride": True}),
+                entry("Green", ["cloak"], group="outfit", insertion_order=90))
+    assert {tuple(fired(lore, "her cloak")) for _ in range(50)} == {("Blue",)}
+
+
+def test_group_scoring_leaves_out_the_entries_of_the_group_fewer_of_whose_keys_are_there():
+    scored = {"use_group_scoring": True}
+    lore = book(entry("Cloak", ["cloak"], group="outfit", extensions=scored),
+                entry("Red cloak", ["cloak", "red"], group="outfit", extensions=scored),
+                entry("Any cloak", ["cloak"], group="outfit", extensions={"group_weight": 0}))
+    first_drawn = replace(lore, roll=lambda: 0.0)  # a draw would take the first
+    assert fired(first_drawn, "her red cloak") == ["Red cloak"]  # Any cloak, not scored, weighs nothing
+    assert fired(first_drawn, "her cloak") == ["Cloak"]  # a tie: both stay for the draw
+
+
+def test_an_inclusion_group_called_up_already_keeps_out_the_others_another_entrys_text_names():
+    lore = book(entry("Storm", ["storm"], "The bell rings in a storm.", group="warning"),
+                entry("Bell", ["bell"], "The bell is bronze.", group="warning"),
+                entry("Lamp", ["bell"], "The lamp burns beside the bell."))
+    assert fired(lore, "a storm tonight") == ["Storm", "Lamp"]
+
+
+def test_an_entry_its_group_left_out_may_be_called_up_later_in_the_scan_when_the_one_kept_failed_its_roll():
+    lore = book(entry("Omen", ["moon"], "An omen.", group="sky", probability=50),
+                entry("Stars", ["moon"], "Stars.", group="sky", extensions={"group_weight": 0}),
+                entry("Tide", ["moon"], "The tide."))
+    rolls = iter([0.5, 0.9])  # the draw keeps Omen, which fails its roll; the scan goes on with the tide's text
+    assert fired(replace(lore, roll=lambda: next(rolls)), "the moon") == ["Tide", "Stars"]
+
+
 def test_the_text_of_an_entry_called_up_is_scanned_with_the_names_in_it():
     lore = book(entry("Bell", ["storm"], "{{char}} rings the bell for {{user}}."), entry("Keeper", ["Mira"]),
                 entry("Guest", ["Ann"]), char="Mira")
@@ -370,6 +424,7 @@ LORE_CARD = {
             entry("Boat", ["{{user}}'s boat"], "{{user}}'s boat is moored below the lighthouse."),
             entry("Keeper", ["{{char}}'s keys"], "The keeper's keys open every door but one."),
             entry("Fog", ["fog"], "@@depth 1\nIn fog {{char}} rings the bell every minute."),
+            entry("Gull", ["fog"], "@@depth 1\n@@role assistant\n*A gull cries somewhere in the fog.*"),
             entry("Storm", ["fog"], "A storm always follows the fog.", extensions={"position": 4, "depth": 0}),
         ]},
     },
@@ -407,7 +462,8 @@ async def test_a_key_naming_the_character_or_the_person_speaking_fires_on_their_
     assert "moored below the lighthouse" not in llm.prompt_text()
 
 
-async def test_an_entry_placed_at_a_depth_goes_before_that_many_of_the_newest_messages(lore_runtime, llm):
+async def test_an_entry_placed_at_a_depth_goes_before_that_many_of_the_newest_messages_as_whose_words_its_role_says(
+        lore_runtime, llm):
     ann = Chat(lore_runtime)
     llm.add(text("The lamp is lit."), text("Thick fog tonight."))
     for said in ("Evening, Mira.", "Is the fog coming in?"):
@@ -416,6 +472,8 @@ async def test_an_entry_placed_at_a_depth_goes_before_that_many_of_the_newest_me
     said = [m["content"] for m in messages]
     bell = said.index("In fog Mira rings the bell every minute.")
     assert messages[bell]["role"] == "system"
+    # at one depth, as SillyTavern orders them: the assistant's, then the system's nearest the newest
+    assert messages[bell - 1] == {"role": "assistant", "content": "*A gull cries somewhere in the fog.*"}
     assert [m["content"] for m in messages[bell + 1:] if m["role"] != "system"] == ["Is the fog coming in?"]
     assert said[-1] == "A storm always follows the fog." and messages[-1]["role"] == "system"  # depth 0: after them all
     assert not any("In fog" in m["content"] or "storm" in m["content"] for m in messages[:bell]

@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.characters.lorebook import DEFAULT_DEPTH, Lorebook, LorebookError, depth_of, read_lorebook
+from bot.characters.lorebook import DEFAULT_DEPTH, Lorebook, LorebookError, depth_of, read_lorebook, role_of
 from bot.characters.macros import filled
 from bot.config import CharacterConfig, ConfigError
 
@@ -61,6 +61,7 @@ class Character:
     post_history_instructions: str = ""
     depth_prompt: str = ""  # SillyTavern's Character's Note: among the newest messages, `depth_prompt_depth` back
     depth_prompt_depth: int = DEFAULT_DEPTH
+    depth_prompt_role: str = "system"  # whose words it is given as (lorebook.ROLES)
     alternate_greetings: tuple[str, ...] = ()
     lorebook: Lorebook = Lorebook()
     talkativeness: float = TALKATIVENESS  # how readily it speaks up in a scene (SPEC 15)
@@ -96,7 +97,7 @@ def load_character(config: CharacterConfig) -> Character:
     fields = {key: _text_field(data, key, config.card) for key in CARD_FIELDS}
     fields["alternate_greetings"] = _alternate_greetings(data, config.card)
     fields["talkativeness"] = _talkativeness(data)
-    fields["depth_prompt"], fields["depth_prompt_depth"] = _depth_prompt(data)
+    fields["depth_prompt"], fields["depth_prompt_depth"], fields["depth_prompt_role"] = _depth_prompt(data)
     fields["post_history_instructions"] = _ORIGINAL.sub("", fields["post_history_instructions"]).strip()
     fields["portrait"] = _portrait(config.card)
     try:
@@ -159,18 +160,18 @@ def _talkativeness(data: dict) -> float:
     return min(max(number, 0.0), 1.0) if number is not None and math.isfinite(number) else TALKATIVENESS
 
 
-def _depth_prompt(data: dict) -> tuple[str, int]:
-    """`extensions.depth_prompt` (SillyTavern's Character's Note): its text and how many of the
-    newest messages it goes before; a card without one, or with something else there, has none.
-    It goes in as the card's instructions (a system message), whatever `role` it names."""
+def _depth_prompt(data: dict) -> tuple[str, int, str]:
+    """`extensions.depth_prompt` (SillyTavern's Character's Note): its text, how many of the
+    newest messages it goes before, and whose words it is given as (its `role`: a system message
+    unless it says "user" or "assistant"); a card without one, or with something else there, has none."""
     extensions = data.get("extensions")
     note = extensions.get("depth_prompt") if isinstance(extensions, dict) else None
     text = note.get("prompt") if isinstance(note, dict) else None
     text = _ORIGINAL.sub("", text).strip() if isinstance(text, str) else ""
     if not text:
-        return "", DEFAULT_DEPTH
+        return "", DEFAULT_DEPTH, "system"
     depth = depth_of(note.get("depth"))
-    return text, DEFAULT_DEPTH if depth is None else depth
+    return text, DEFAULT_DEPTH if depth is None else depth, role_of(note.get("role"))
 
 
 def _alternate_greetings(data: dict, path: Path) -> tuple[str, ...]:

@@ -25,14 +25,25 @@ decorators (the `@@name value` lines its text begins with) are taken out of its 
 `@@activate` calls it up always, `@@dont_activate` never, `@@scan_depth` sets its scan depth,
 `@@depth` places it among the messages (below), `@@additional_keys` are keys one of which must
 be there too and `@@exclude_keys` keys none of which may be (each a comma-separated list, each as
-often as it is written), a `@@@` fallback stands in for a decorator not followed, and the others
-(its role, and when it may fire) are ignored. The entries that fire are kept by `priority`
-(lower priority dropped first) within the lorebook budget — the book's `token_budget`, else
+often as it is written), `@@role` is whose words it is given as (below), a `@@@` fallback
+stands in for a decorator not followed, and the others (when it may fire, `@@position`) are
+ignored. Of the entries called up together that share an inclusion `group` (a comma-separated
+list of names), one is kept, as SillyTavern keeps it: none when an entry of the group was called up
+already; else, once those whose keys score lower than another's are out where an entry asks for
+it (`use_group_scoring`), the one with `group_override` (of several, the highest
+`insertion_order`), else one drawn by their `group_weight` (100 each by default). SillyTavern's
+timed effects (`sticky`, `cooldown`, `delay`) and V3's `@@activate_only_after` and `_every` are
+not followed: they need what fired in earlier turns, or how long the chat is, which a turn does
+not read. The entries that fire are kept by `priority` (lower priority dropped first) within the lorebook budget — the book's `token_budget`, else
 1,000 tokens, never more than 10 % of the context window — and placed by `insertion_order`,
 lowest first: with the character, or, for an entry SillyTavern places at a depth (`position` 4, `depth` back, 4 by default; by the author's note, `position` 2 or 3, where
 that note goes by default: 4 back) or written `@@depth N`, before the newest N messages (its
-`depth`). Entry text is the card author's, like the description: it goes in as the character's
-instructions (a system message; an entry's `role` is not followed), not as anything a person said.
+`depth`), as a system message, or as whose words its `role` says (SillyTavern's, a number, or
+V3's `@@role`: "user" or "assistant"). With the character, entries go in one system message, in
+insertion order: SillyTavern's `before_char` and `after_char` both go after the character's own
+text, which stays the same from turn to turn so a server's prompt cache keeps it. Entry text is
+the card author's, like the description: it goes in as the character's instructions, not as
+anything a person said, but where its role says so.
 
 Untrusted input has a budget (SPEC 9): keys are compiled once, when the card loads (a broken
 regex is skipped with a WARNING; the card still loads); a plain key is first looked for as a
@@ -71,11 +82,14 @@ _FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
 AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
 _LOGIC_NAMES = {"AND_ANY": AND_ANY, "NOT_ALL": NOT_ALL, "NOT_ANY": NOT_ANY, "AND_ALL": AND_ALL}
 # The Character Card V3 decorators this book follows; every other one is taken out of the entry's
-# text and ignored, as the spec allows (an entry's role, when it may fire, @@position)
-FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth", "depth", "additional_keys", "exclude_keys")
+# text and ignored, as the spec allows (when it may fire, @@position)
+FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth", "depth", "role", "additional_keys", "exclude_keys")
 # SillyTavern's world-info positions that place an entry among the messages: at a depth of its
 # own, or at the top or bottom of the author's note, which goes DEFAULT_DEPTH back by default
 AT_DEPTH, BY_THE_NOTE = 4, (2, 3)
+# whose words text placed among the messages is given as: SillyTavern numbers them in this order
+ROLES = ("system", "user", "assistant")
+DEFAULT_GROUP_WEIGHT = 100  # SillyTavern's: an entry's chance in its inclusion group, against the others'
 
 
 class LorebookError(ValueError):
@@ -131,6 +145,11 @@ class LoreEntry:
     delayed_until_recursion: bool = False  # only another entry's text calls it up
     scan_depth: int | None = None  # how many of the newest messages it looks in; None: the book's
     depth: int | None = None  # placed before this many of the newest messages; None: with the character
+    role: str = "system"  # whose words it is given as when placed at a depth (ROLES)
+    groups: tuple[str, ...] = ()  # its inclusion groups: of each, one entry called up at a time
+    group_override: bool = False  # it wins its groups (the highest insertion_order of those that do)
+    group_weight: float = DEFAULT_GROUP_WEIGHT  # else its chance against the others of its group
+    group_scoring: bool = False  # it loses to an entry of its group more of whose keys are there
     insertion_order: int = 100
     priority: int = 10
     probability: float = 100  # how often, in percent, it fires when matched (SillyTavern's)
@@ -197,6 +216,15 @@ class _Matcher:
         found = [self.any_of(entry, (key,)) for key in entry.secondary_keys]
         return {NOT_ALL: not all(found), NOT_ANY: not any(found), AND_ALL: all(found)}[entry.logic]
 
+    def score(self, entry: LoreEntry) -> int:
+        """How many of an entry's keys are there (SillyTavern's group scoring): its primary keys,
+        and its secondary ones where they add to a match (AND ANY; AND ALL when all are there)."""
+        primary = sum(self.any_of(entry, (key,)) for key in entry.keys)
+        secondary = sum(self.any_of(entry, (key,)) for key in entry.secondary_keys)
+        if entry.logic == AND_ANY or (entry.logic == AND_ALL and secondary == len(entry.secondary_keys)):
+            return primary + secondary
+        return primary
+
 
 @dataclass(frozen=True)
 class Lorebook:
@@ -226,7 +254,8 @@ class Lorebook:
         fired: list[LoreEntry] = []
         waiting, recursing = list(self.entries), False
         while waiting:
-            matched = self._called_up(_Matcher(self, recent, carried, deadline, user), waiting, recursing)
+            matcher = _Matcher(self, recent, carried, deadline, user)
+            matched = self._one_of_each_group(self._called_up(matcher, waiting, recursing), fired, matcher)
             # an entry with a `probability` below 100 fires that often when matched; one that
             # failed its roll is not checked again this turn (as SillyTavern's)
             called = [entry for entry in matched if entry.probability >= 100 or self.roll() * 100 <= entry.probability]
@@ -237,7 +266,7 @@ class Lorebook:
             if (not (self.recursive and said) or sum(entry.tokens for entry in fired) >= budget
                     or time.monotonic() >= deadline):
                 break
-            waiting = [entry for entry in waiting if all(entry is not new for new in matched)]
+            waiting = [entry for entry in waiting if all(entry is not new for new in matched)]  # a group's others may come later
             carried = carried + said
             recursing = True
         kept, used = [], 0
@@ -246,6 +275,39 @@ class Lorebook:
                 kept.append(entry)
                 used += entry.tokens
         return sorted(kept, key=lambda e: e.insertion_order)
+
+    def _one_of_each_group(self, matched: list[LoreEntry], fired: list[LoreEntry], matcher: _Matcher
+                           ) -> list[LoreEntry]:
+        """The matched entries with one of each inclusion group, as SillyTavern keeps them: none
+        when an entry of the group was called up already; else, once those whose keys score lower
+        than another's are out (where an entry asks for scoring), the one that overrides the group
+        (of several, the highest insertion order), else one drawn by their weights. One left
+        out may still be called up later in the scan."""
+        kept = list(matched)
+        for group in dict.fromkeys(name for entry in matched for name in entry.groups):
+            members = [entry for entry in kept if group in entry.groups]
+            if any(group in entry.groups for entry in fired):
+                winner = None
+            elif len(members) < 2:
+                continue
+            else:
+                if any(entry.group_scoring for entry in members):
+                    scores = [matcher.score(entry) for entry in members]
+                    members = [entry for entry, score in zip(members, scores)
+                               if not entry.group_scoring or score == max(scores)]
+                overriding = [entry for entry in members if entry.group_override]
+                winner = max(overriding, key=lambda e: e.insertion_order) if overriding else self._drawn(members)
+            kept = [entry for entry in kept if group not in entry.groups or entry is winner]
+        return kept
+
+    def _drawn(self, members: list[LoreEntry]) -> LoreEntry:
+        """One of an inclusion group's entries, each as likely as its weight (SillyTavern's draw)."""
+        drawn, reached = self.roll() * sum(entry.group_weight for entry in members), 0.0
+        for entry in members:
+            reached += entry.group_weight
+            if drawn <= reached:
+                return entry
+        return members[-1]
 
     def _called_up(self, matcher: _Matcher, entries: list[LoreEntry], recursing: bool) -> list[LoreEntry]:
         """The entries the matcher's text calls up: from the chat, all but those delayed until
@@ -332,6 +394,11 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
         delayed_until_recursion=bool(delayed) if isinstance(delayed, (bool, int, float)) else False,
         scan_depth=scan_depth,
         depth=_placed(raw, decorators),
+        role=role_of(_first(decorators, "role") or _setting(raw, "role")),
+        groups=tuple(name.strip() for name in str(_setting(raw, "group") or "").split(",") if name.strip()),
+        group_override=_flag(_setting(raw, "group_override", "groupOverride"), False),
+        group_weight=_weight(_setting(raw, "group_weight", "groupWeight")),
+        group_scoring=_flag(_setting(raw, "use_group_scoring", "useGroupScoring"), False),
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
         probability=_probability(raw),
@@ -386,6 +453,25 @@ def depth_of(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def role_of(value: Any) -> str:
+    """Whose words text placed among the messages is given as: "system", "user" or "assistant",
+    written as the word (V3's `@@role`, a depth prompt's) or as SillyTavern's number (0, 1, 2);
+    "system" for anything else, as a setting never stops a card from loading."""
+    if isinstance(value, str) and value.strip().lower() in ROLES:
+        return value.strip().lower()
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(ROLES):
+        return ROLES[value]
+    return "system"
+
+
+def _weight(value: Any) -> float:
+    """An entry's weight in its inclusion group: a number, as SillyTavern takes it (its size);
+    DEFAULT_GROUP_WEIGHT for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return DEFAULT_GROUP_WEIGHT
+    return abs(value)
 
 
 def _probability(raw: dict) -> float:

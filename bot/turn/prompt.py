@@ -13,8 +13,8 @@ Order of the messages sent each turn:
 6. the live window, oldest first, the current message last (with its images, as image parts,
    when the model can look at them); the card's depth prompt (SillyTavern's Character's Note)
    goes before its newest `depth_prompt_depth` messages, the lorebook entries placed at a depth
-   before their newest `depth` ones (a system message a depth), and the date and time now just
-   before the current message;
+   before their newest `depth` ones (a message a depth and role: system unless the card says
+   "user" or "assistant"), and the date and time now just before the current message;
 7. system — a note when the current message came with something the character cannot see (a photo);
 8. system — the card's post_history_instructions, if any.
 
@@ -77,6 +77,9 @@ NOW_TOKENS = 40  # the line above at its longest (a long weekday, month and zone
 TIER_TITLES = {"long_term": "Long-term memory", "merged": "Merged summary", "recent": "Recent summary"}
 TIER_ORDER = ("long_term", "merged", "recent")
 MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per chat message, roughly
+# what is placed at one depth goes in by role in this order, each before the one put in before it:
+# the assistant's first, the system's nearest the newest messages, as SillyTavern orders them
+PLACED_ORDER = ("system", "user", "assistant")
 # A card's example dialogue marks where each example chat begins with <START>; SillyTavern never
 # sends the marker to a chat model but opens each example with its own line (openai.js's
 # new_example_chat_prompt)
@@ -179,16 +182,17 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
         texts = [LORE_INTRO.format(char=character.nickname or character.name)]
         texts += [character.fill(entry.content, speaker_name) for entry in with_character]
         messages.append({"role": "system", "content": "\n\n".join(texts)})
-    # the card's text placed among the newest messages, by how far back: entries the card's author
-    # placed at a depth, each depth one message; the card's note (SillyTavern's Character's Note)
-    placed: dict[int, list[str]] = {}
+    # the card's text placed among the newest messages, by how far back and whose words: entries
+    # the card's author placed at a depth, one message a depth and role; the card's note
+    # (SillyTavern's Character's Note)
+    placed: dict[tuple[int, str], list[str]] = {}
     for entry in lore:
         if entry.depth is not None:
-            placed.setdefault(entry.depth, []).append(character.fill(entry.content, speaker_name))
+            placed.setdefault((entry.depth, entry.role), []).append(character.fill(entry.content, speaker_name))
     tokens["lore"] = sum(entry.tokens for entry in lore) + MESSAGE_OVERHEAD_TOKENS * (
         bool(with_character) + len(placed))
     if character.depth_prompt:  # counted with the character (`character_tokens`)
-        placed.setdefault(character.depth_prompt_depth, []).append(
+        placed.setdefault((character.depth_prompt_depth, character.depth_prompt_role), []).append(
             character.fill(character.depth_prompt, speaker_name))
 
     if context.persona is not None:  # the speaker's own words about themselves: never with system authority
@@ -224,8 +228,9 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
             {"type": "image_url", "image_url": {"url": url}} for url in images]
     current = messages[-1] if window else None  # the message answered
     end = len(messages)
-    for depth in sorted(placed):  # before its newest messages (0: after them all), never above the window
-        messages.insert(max(end - depth, end - len(window)), {"role": "system", "content": "\n\n".join(placed[depth])})
+    # before its newest messages (0: after them all), never above the window
+    for depth, role in sorted(placed, key=lambda placing: (placing[0], PLACED_ORDER.index(placing[1]))):
+        messages.insert(max(end - depth, end - len(window)), {"role": role, "content": "\n\n".join(placed[depth, role])})
 
     # What changes every turn comes after what does not (#68): the time goes just before the
     # message answered, so a server's prompt cache keeps the card, memories, summary and older
