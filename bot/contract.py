@@ -551,8 +551,9 @@ class Conversation(Protocol):
         """The platform refused `reply` (or delivering it failed): it is taken back, as if never
         said (SPEC 15, "What was not shown was not said")."""
 
-    async def edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:
-        """A person edited a message: the stored one changes (a command is never run again)."""
+    async def edited(self, message: IncomingMessage) -> bool:
+        """A person edited a message (`message` as it reads now, with what came with it): the
+        stored one changes, stored as a new one would be (a command is never run again)."""
 
     async def deleted(self, key: ConversationKey, platform_message_id: str) -> bool: ...
 

@@ -42,7 +42,7 @@ from bot.contract import (
 from bot.model.tokens import TokenCounter
 from bot.present import Present
 from bot.scenes import Scenes
-from bot.text import clean_text, parse_number
+from bot.text import parse_number
 from bot.turn.handler import TurnHandler
 from bot.writing_first.checkins import CheckIns
 from bot.writing_first.outbox import Delivered
@@ -142,11 +142,16 @@ class Chat:
             log.warning("a reply in conversation %d never reached the chat; it is taken back", turn.conversation_id)
             await self.store.turns.withdraw_reply(turn.reply_message_id)
 
-    async def edited(self, key: ConversationKey, platform_message_id: str, text: str) -> bool:
-        text = clean_text(text).strip()
-        conversation = await self.cast.conversation_for(key)
+    async def edited(self, message: IncomingMessage) -> bool:
+        """Stored as a new message is (`Arrival.said`), so what came with it stays named and its
+        text files read. A voice note's text is what was heard: an edit of its caption leaves it;
+        so does an edit that could not be stored new (nothing left to read, too long)."""
+        said = await self.turns.arrival.said(message)
+        if isinstance(said, Reply) or said.note is not None:
+            return False
+        conversation = await self.cast.conversation_for(message.conversation)
         return await self.store.conversations.edit_platform_message(
-            conversation.id, platform_message_id, text, self.counter.count(text))
+            conversation.id, message.platform_message_id, said.text, said.tokens)
 
     async def deleted(self, key: ConversationKey, platform_message_id: str) -> bool:
         conversation = await self.cast.conversation_for(key)

@@ -454,6 +454,38 @@ async def test_bot_and_webhook_authors_are_not_answered_and_nothing_is_stored_fo
     assert [m.speaker_name for m in stored if m.role == "user"] == ["Ann"]
 
 
+async def stored_in_anns_dm(bot) -> list[str]:
+    conversation = await bot.cast.conversation_for(ConversationKey("discord", ANN_DM, None, "Mira", is_shared=False))
+    return [m.content for m in reversed(await bot.store.conversations.recent_messages(conversation.id, 10))]
+
+
+async def test_an_edit_keeps_what_came_with_the_message_a_text_file_read_in_and_a_picture_named(
+        bot, discord_fake, llm):
+    original = await discord_fake.say(ANN_DM, ANN, "read this", guild=False, attachments=(
+        ("notes.txt", "text/plain", b"The spare key is under the third stone."),
+        ("boat.png", "image/png", b"not really a picture")))
+    await bot_reply(discord_fake, ANN_DM)
+    await discord_fake.edit(original, "read this, please")
+    kept = "[an image] read this, please\n\n[file: notes.txt]\nThe spare key is under the third stone."
+    await eventually(lambda: _first_is(stored_in_anns_dm(bot), kept))
+
+
+async def test_discords_own_update_of_a_message_a_links_preview_is_no_edit(bot, discord_fake, llm):
+    original = await discord_fake.say(ANN_DM, ANN, "see https://example.org", guild=False,
+                                      attachments=(("notes.txt", "text/plain", b"Boats at noon."),))
+    await bot_reply(discord_fake, ANN_DM)
+    preview = {"type": "link", "url": "https://example.org", "title": "Example"}
+    await discord_fake.dispatch("MESSAGE_UPDATE", {**original, "embeds": [preview]})  # edited_timestamp: none
+    await discord_fake.edit(original, "see https://example.org/boats")
+    await eventually(lambda: _first_is(stored_in_anns_dm(bot), "see https://example.org/boats\n\n[file: notes.txt]\n"
+                                                                "Boats at noon."))
+    assert len(discord_fake.fetched) == 2  # read when it came and when Ann edited it, never for the preview
+
+
+async def _first_is(read, expected: str) -> bool:
+    return (await read)[0] == expected
+
+
 async def test_an_edit_in_a_server_channel_before_any_turn_leaves_the_conversation_shared(bot, discord_fake, llm):
     original = discord_fake.message_payload(discord_fake.channel_id, ANN, "a message from before the bot came")
     await discord_fake.edit(original, "edited before any turn here")

@@ -445,6 +445,22 @@ async def test_a_message_with_no_sender_is_handled_without_error(bot, telegram, 
     assert answer[0].text == "Interesting news."
 
 
+async def test_an_edited_caption_changes_the_stored_message_and_the_photo_stays_named(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    asked = telegram.send(ann.dm, ann.user, "my boat", photo=picture((20, 20, 160)))
+    await ann.reply_to(asked)
+    telegram.edit(ann.dm, ann.user, asked, "my new boat")
+
+    async def stored() -> str:
+        conversation = await bot.cast.conversation_for(ConversationKey("telegram", str(ANN), None, "Mira"))
+        return (await bot.store.conversations.message_by_platform_id(conversation.id, str(asked))).content
+    await eventually(lambda: _is(stored, "[a photo] my new boat"))
+
+
+async def _is(read, expected) -> bool:
+    return await read() == expected
+
+
 async def test_an_edited_command_is_never_run_again(bot, telegram, llm):
     ann = Person(telegram, ANN, "Ann")
     asked = ann.say("/memory add x")

@@ -321,13 +321,15 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         await self.quietly(message.reply(CANNOT_SPEAK.format(character=character), mention_author=False))
 
     async def _on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
-        content = payload.data.get("content")
-        author = payload.data.get("author") or {}
-        if content is None or author.get("bot"):
+        """A person's edit, with what came with the message; not Discord's own updates of it (a
+        link's preview), which leave `edited_at` unset."""
+        message = payload.message
+        if message.author.bot or message.webhook_id is not None or message.edited_at is None:
             return
         key = self.key(self._channel(payload.channel_id, payload.guild_id))
-        text = re.sub(rf"<@!?{self.client.user.id}>", "", content)
-        await self.core.conversation.edited(key, str(payload.message_id), text)
+        await self.core.conversation.edited(IncomingMessage(
+            key, Identity(PLATFORM, str(message.author.id)), message.author.display_name, self._text_of(message),
+            str(message.id), unseen=unseen_in(message), files=files_of(message)))
 
     async def _on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         key = self.key(self._channel(payload.channel_id, payload.guild_id))

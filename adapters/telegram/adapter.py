@@ -23,7 +23,8 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
 - A photo, sticker or file is never silently ignored. A photo (or an image sent as a file)
   reaches a vision model through getFile; a text file is read as text; for anything else, or
   without vision, the caption is answered and the character says it cannot see the rest.
-- An edited message changes the stored one; an edited command is never run again.
+- An edited message (its text or its caption) changes the stored one; an edited command is
+  never run again.
 - Updates arrive through a transport (transport.py: long polling, or the webhook server);
   every handler is shared. A token Telegram refuses (HTTP 401) stops this adapter with one
   clear error. Reading Telegram's objects and writing ours in its terms is in messages.py.
@@ -135,7 +136,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         application.add_handler(CommandHandler("remember", self._on_remember, filters=new))
         application.add_handler(CommandHandler("image", self._on_message, filters=new))  # /image: a message, drawn
         application.add_handler(CallbackQueryHandler(self._on_button))
-        application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & filters.TEXT, self._on_edited))
+        application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE, self._on_edited))
         application.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, self._on_message))
         application.add_handler(MessageHandler(new & filters.ATTACHMENT, self._on_message))
         application.add_error_handler(self._on_error)
@@ -378,11 +379,15 @@ class TelegramAdapter(ChatAdapter[Place]):
                     raise
 
     async def _on_edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A text or a caption edited, with what came with the message; an album's caption is left
+        as it was sent, as the album is stored as one message (albums.py)."""
         message = update.edited_message
-        if message is None or not message.text:
+        if message is None or message.media_group_id:
             return
-        text = strip_mention(message.text, context.bot.username)
-        await self.core.conversation.edited(self.key(place_of(message)), str(message.message_id), text)
+        await self.core.conversation.edited(IncomingMessage(
+            self.key(place_of(message)), speaker_of(message), speaker_name_of(message),
+            strip_mention(message.text or message.caption or "", context.bot.username), str(message.message_id),
+            unseen=tuple(filter(None, [unseen_in(message)])), files=self._files_of(message)))
 
     # -- commands --------------------------------------------------------------------------
     async def _on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

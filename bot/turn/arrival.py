@@ -1,10 +1,11 @@
 """A message's arrival (steps 1-3 of bot/turn/handler.py): checked, stored first — whatever happens
 next, it is kept — and queued in its conversation's line, in the order messages arrived.
 
-- Its text files are read into it (bot/turn/attachments.py); its images and anything else the
-  character cannot read are named in a placeholder ("[a photo] caption"); with nothing to read at
-  all, or longer than the live window can ever hold, a clear answer. Text that cannot be stored as
-  UTF-8 (a lone surrogate) is cleaned first.
+- What is stored as said (`said`, for an edited message too): its text files are read into it
+  (bot/turn/attachments.py); its images and anything else the character cannot read are named
+  in a placeholder ("[a photo] caption"); with nothing to read at all, or longer than the live
+  window can ever hold, a clear answer. Text that cannot be stored as UTF-8 (a lone surrogate)
+  is cleaned first.
 - Stored, a model call taken under `[limits]` and its turn queued in one transaction; when storing
   fails, the person is told plainly it was not saved; past `turns_per_minute`, when to write again;
   past today's tokens, kept and not answered (told once a day).
@@ -104,6 +105,19 @@ class Queued:
 
 
 @dataclass(frozen=True)
+class Said:
+    """A message as it is stored: `text` (`tokens` long) is its words with what came with them —
+    or, with a voice `note` to hear, the note's placeholder and `words`, the rest."""
+
+    text: str
+    tokens: int
+    words: str
+    note: IncomingFile | None
+    unseen: list[str]  # words for what came with it that the character cannot read
+    images: list[IncomingFile]  # to look at, when the model can
+
+
+@dataclass(frozen=True)
 class ToHear:
     """A voice note stored as its placeholder, to be heard before its turn is queued."""
 
@@ -143,10 +157,9 @@ class Arrival:
         self.listening = listening  # voice notes heard ([voice], SPEC 16); None: the character reads text only
         self.order = ArrivalOrder()  # storing and queueing, per conversation key
 
-    async def store_and_queue(self, message: IncomingMessage) -> Reply | Queued | ToHear:
-        """Store the message (its text files read into it; its images and anything else the
-        character cannot read named in a placeholder) and queue its turn; or the answer when it
-        cannot be kept. A voice note is stored as its placeholder, to be heard (`ToHear`)."""
+    async def said(self, message: IncomingMessage) -> Said | Reply:
+        """The message as it is stored: its text files read into it, its images and anything else
+        the character cannot read named in a placeholder; or the answer when it cannot be."""
         text = clean_text(message.text).strip()
         kinds = [(kind_of(file), file) for file in message.files]
         voices = [file for kind, file in kinds if kind == "voice"]
@@ -175,6 +188,15 @@ class Arrival:
         tokens = self.counter.count(text)
         if tokens > budget:
             return Reply.refusal(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget))
+        return Said(text, tokens, words, note, unseen, images)
+
+    async def store_and_queue(self, message: IncomingMessage) -> Reply | Queued | ToHear:
+        """Store the message as it is said (`said`) and queue its turn; or the answer when it
+        cannot be kept. A voice note is stored as its placeholder, to be heard (`ToHear`)."""
+        said = await self.said(message)
+        if isinstance(said, Reply):
+            return said
+        text, tokens, note, unseen, images = said.text, said.tokens, said.note, said.unseen, said.images
         stored = self.cast.character(message.conversation.character)
         try:
             person_id = await self.cast.person_for(message.speaker)
@@ -185,7 +207,7 @@ class Arrival:
                 await self._keep_unanswered(message, person_id, text)
                 return await self.past_allowance(person_id)
             if note is not None:
-                return await self._keep_to_hear(message, note, stored, conversation, person_id, text, words,
+                return await self._keep_to_hear(message, note, stored, conversation, person_id, text, said.words,
                                                 unseen, images)
             # One transaction: stored (once per platform id), a model call taken under [limits],
             # and queued in the conversation's line in the database (every process), in arrival order.

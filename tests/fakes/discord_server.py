@@ -85,6 +85,7 @@ class FakeDiscord:
         self.role_id = snowflake()  # a role of the guild ("Regulars"), given with say(..., roles=…)
         self.member_roles: dict[str, tuple[str, ...]] = {}  # user id → roles, for GET guilds/…/members/…
         self.files: dict[str, bytes] = {}  # attachment id → bytes, served at the attachment's URL
+        self.fetched: list[str] = []  # the attachment ids fetched, in order
         self.messages: list[Sent] = []
         self.requests: list[tuple[str, str, Any]] = []
         self.callbacks: list[dict] = []
@@ -331,6 +332,7 @@ class FakeDiscord:
     # -- gateway ---------------------------------------------------------------------------
     async def _attachment(self, request: web.Request) -> web.Response:
         data = self.files.get(request.match_info["id"])
+        self.fetched.append(request.match_info["id"])
         return web.Response(body=data) if data is not None else web.Response(status=404)
 
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:

@@ -154,6 +154,7 @@ class FakeTelegram:
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
         self.files: dict[str, bytes] = {}  # file_id → bytes, served through getFile
+        self._sent: dict[tuple[int, int], dict] = {}  # what people sent, as Telegram gave it: (chat, message) → Message
         self._runner: web.AppRunner | None = None
         self.base_url = ""
         self.other_bots: dict[str, OtherBot] = {}  # by token
@@ -266,16 +267,21 @@ class FakeTelegram:
         sender = user["id"] if user is not None else (sender_chat or chat)["id"]
         self.chats[chat["id"]].append(ChatMessage(message_id, chat["id"], text, sender,
                                                   thread_id=thread_id, reply_to=reply_to))
+        self._sent[chat["id"], message_id] = message
         self._push({"message": message})
         return message_id
 
     def edit(self, chat: dict, user: dict, message_id: int, text: str) -> None:
-        """A person edits their text message; Telegram sends it whole again, with its entities."""
+        """A person edits their message's text, or its caption; Telegram sends it whole again (what
+        came with it too), with its entities."""
         self.message(chat["id"], message_id).text = text
-        edited = {"message_id": message_id, "date": int(time.time()), "edit_date": int(time.time()),
-                  "chat": chat, "from": user, "text": text}
-        if entities := _entities(text, command=True):
-            edited["entities"] = entities
+        edited = {key: value for key, value in self._sent[chat["id"], message_id].items()
+                  if key not in ("text", "entities", "caption", "caption_entities")}
+        attached = any(kind in edited for kind in ("photo", "document", "voice", "audio", "video_note", "sticker"))
+        text_key, entities_key = ("caption", "caption_entities") if attached else ("text", "entities")
+        edited |= {"edit_date": int(time.time()), "from": user, text_key: text}
+        if entities := _entities(text, command=not attached):
+            edited[entities_key] = entities
         self._push({"edited_message": edited})
 
     def press(self, chat: dict, user: dict, message_id: int, data: str) -> None:
