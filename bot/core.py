@@ -14,7 +14,9 @@ import contextlib
 import logging
 import time
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, Awaitable, Callable
+from zoneinfo import ZoneInfo
 
 from bot.access.gate import MESSAGE, Gate
 from bot.characters.cast import Cast
@@ -176,7 +178,8 @@ class Chat:
                 return Reply.refusal(f"{character.name} has one greeting: /start.")
             return Reply.refusal(f"{character.name} has greetings 1 to {character.greetings}: "
                                  f"/start 1 … /start {character.greetings}.")
-        text = character.greeting(speaker_name, number)
+        when = datetime.fromtimestamp(self.turns.clock(), ZoneInfo(self.turns.toolbox.zone))  # for a {{time}}
+        text = character.greeting(speaker_name, number, when)
         if not key.is_shared:
             conversation = await self.cast.conversation_for(key)
             await self.store.conversations.add_greeting(conversation.id, character.name, text,

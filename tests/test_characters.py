@@ -4,7 +4,9 @@ import base64
 import json
 import struct
 import zlib
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -90,6 +92,45 @@ def test_roll_throws_its_dice_and_reverse_and_newline_do_what_they_say(tmp_path)
     assert {character.fill("{{roll:d2}}", "Ann") for _ in range(100)} == {"1", "2"}
     assert {int(character.fill("{{roll:2d6}}", "Ann")) for _ in range(300)} <= set(range(2, 13))
     assert character.fill("{{reverse:{{user}}}}{{newline}}{{original}}", "Ann") == "nnA\n{{original}}"
+
+
+def test_an_older_cards_user_and_bot_in_angle_brackets_are_the_names(tmp_path):
+    character = nox(tmp_path)
+    assert character.fill("<BOT> greets <User>; <char> waits for <USER>.", "Ann") == \
+        "the AI greets Ann; the AI waits for Ann."
+
+
+def test_roll_adds_what_follows_the_dice_and_trim_takes_the_line_breaks_around_it(tmp_path):
+    character = nox(tmp_path)
+    assert character.fill("{{roll:1d1+5}} {{roll:2d1 - 3}}", "Ann") == "6 -1"
+    assert {int(character.fill("{{roll:1d20+5}}", "Ann")) for _ in range(500)} == set(range(6, 26))
+    assert character.fill("The deck.\n\n{{trim}}\nAll quiet.", "Ann") == "The deck.All quiet."
+
+
+def test_a_cards_time_words_are_the_time_where_the_person_is_as_sillytavern_writes_them(tmp_path):
+    character = nox(tmp_path)
+    evening = datetime(2027, 1, 15, 17, 5, tzinfo=ZoneInfo("Asia/Tokyo"))
+    assert character.fill("{{weekday}}, {{date}}, {{time}} ({{isodate}} {{isotime}})", "Ann", evening) == \
+        "Friday, January 15, 2027, 5:05 PM (2027-01-15 17:05)"
+    assert character.fill("{{time}}", "Ann", evening.replace(hour=0)) == "12:05 AM"
+
+
+async def test_a_cards_time_words_reach_the_prompt_in_the_persons_zone_and_the_greeting(llm, tmp_path, clock):
+    path = tmp_path / "nox.json"
+    path.write_text(json.dumps({"spec": "chara_card_v3", "data": {
+        "name": "Nox", "description": "It is {{weekday}}, {{time}} on the ship.", "first_mes": "Today is {{isodate}}."}}))
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["characters"][0] = {"name": "Mira", "card": str(path)}
+    runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)  # 2027-01-15 08:00 UTC
+    try:
+        ann = Chat(runtime)
+        greeting = await runtime.core.conversation.greet(ann.key, "Ann")
+        assert greeting.text == "Today is 2027-01-15."
+        await ann.run("timezone", zone="Asia/Tokyo")
+        await ann.say("Status?")
+        assert "It is Friday, 5:00 PM on the ship." in llm.requests[-1]["messages"][0]["content"]
+    finally:
+        await runtime.close()
 
 
 async def test_a_cards_random_choice_reaches_the_prompt_and_its_greeting(llm, tmp_path, clock):

@@ -7,6 +7,7 @@ import pytest
 
 from bot.characters.cards import load_character
 from bot.characters.lorebook import Lorebook, read_lorebook
+from bot.characters.macros import filled
 from bot.config import CharacterConfig, ConfigError, parse_config
 from bot.runtime import build_runtime
 from tests.conftest import Chat, config_dict
@@ -341,6 +342,18 @@ def test_an_entry_its_group_left_out_may_be_called_up_later_in_the_scan_when_the
                 entry("Tide", ["moon"], "The tide."))
     rolls = iter([0.5, 0.9])  # the draw keeps Omen, which fails its roll; the scan goes on with the tide's text
     assert fired(replace(lore, roll=lambda: next(rolls)), "the moon") == ["Tide", "Stars"]
+
+
+def test_a_hidden_key_in_an_entrys_text_is_read_by_the_scan_and_never_reaches_the_prompt():
+    lore = book(entry("Bell", ["bell"], "The bell is bronze.{{hidden_key: lighthouse}}"),
+                entry("Lighthouse", ["lighthouse"], "The lighthouse is white."))
+    assert fired(lore, "ring the bell") == ["Bell", "Lighthouse"]  # the V3 spec's hidden key
+    assert filled(lore.entries[0].content, "Mira", "Ann") == "The bell is bronze."  # as it goes in
+
+
+def test_an_older_cards_user_and_bot_in_a_key_are_the_names_too():
+    lore = book(entry("Boat", ["<USER>'s boat"]), entry("Keeper", ["<BOT>'s keys"]), char="Mira")
+    assert fired(lore, "Ann's boat and Mira's keys", user="Ann") == ["Boat", "Keeper"]
 
 
 def test_the_text_of_an_entry_called_up_is_scanned_with_the_names_in_it():

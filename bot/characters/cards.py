@@ -22,6 +22,7 @@ import struct
 import zipfile
 import zlib
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from bot.characters.lorebook import DEFAULT_DEPTH, Lorebook, LorebookError, depth_of, read_lorebook, role_of
@@ -69,22 +70,22 @@ class Character:
     nsfw: bool = False  # age-restricted (SPEC 17): the config's `nsfw`, else the card's tags
     omniscient: bool = False  # a narrator: in a scene it witnesses everything (SPEC 22)
 
-    def fill(self, text: str, user: str) -> str:
+    def fill(self, text: str, user: str, when: datetime | None = None) -> str:
         """The card's `text` as it is used (bot/characters/macros.py): {{char}} is the card's
         nickname, else the name, {{user}} the speaker's display name, {{random:…}} one of its
-        choices, an author's {{// note}} nothing."""
-        return filled(text, self.nickname or self.name, user)
+        choices, an author's {{// note}} nothing, {{time}} the time `when` (where the person is)."""
+        return filled(text, self.nickname or self.name, user, when)
 
     @property
     def greetings(self) -> int:
         """How many greetings the character has: first_mes, then the card's alternate ones."""
         return 1 + len(self.alternate_greetings)
 
-    def greeting(self, user: str, number: int = 1) -> str:
+    def greeting(self, user: str, number: int = 1, when: datetime | None = None) -> str:
         """Greeting `number` (1: first_mes; 2 on: the alternate greetings, in the card's order)."""
         if number > 1:
-            return self.fill(self.alternate_greetings[number - 2], user)
-        return self.fill(self.first_mes, user) if self.first_mes else f"Hi {user}, I'm {self.name}."
+            return self.fill(self.alternate_greetings[number - 2], user, when)
+        return self.fill(self.first_mes, user, when) if self.first_mes else f"Hi {user}, I'm {self.name}."
 
 
 def load_character(config: CharacterConfig) -> Character:

@@ -260,7 +260,7 @@ class Lorebook:
             # failed its roll is not checked again this turn (as SillyTavern's)
             called = [entry for entry in matched if entry.probability >= 100 or self.roll() * 100 <= entry.probability]
             fired += called
-            said = [filled(entry.content, self.char, user)  # as it goes in
+            said = [filled(entry.content, self.char, user, hidden_keys=True)  # as it goes in, hidden keys read
                     for entry in called if not entry.prevents_recursion]
             # as SillyTavern's, the scan goes no deeper once what was called up fills the budget
             if (not (self.recursive and said) or sum(entry.tokens for entry in fired) >= budget

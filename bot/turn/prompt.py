@@ -27,7 +27,9 @@ import functools
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Callable, Sequence
+from zoneinfo import ZoneInfo
 
 from bot.characters.cards import Character
 from bot.memory.recall import BLOCK_TOKENS, day_of, recalled_lines
@@ -103,7 +105,7 @@ def character_tokens(character: Character, tool_guidance: str, count: Callable[[
         count(note) + MESSAGE_OVERHEAD_TOKENS for note in notes)
 
 
-def base_system_prompt(character: Character, user: str) -> str:
+def base_system_prompt(character: Character, user: str, when: datetime | None = None) -> str:
     """Our own system prompt for the character; `{{original}}` in a card stands for it."""
     parts = [f"You are {character.name}. Stay in character and reply as {character.name} would."]
     for title, text in (
@@ -114,7 +116,7 @@ def base_system_prompt(character: Character, user: str) -> str:
     ):
         if text:
             parts.append(f"{title}:\n{text}")
-    return character.fill("\n\n".join(parts), user)
+    return character.fill("\n\n".join(parts), user, when)
 
 
 def example_chats(mes_example: str) -> str:
@@ -126,12 +128,13 @@ def example_chats(mes_example: str) -> str:
     return "\n\n".join(f"{NEW_EXAMPLE_CHAT}\n{chat}" for chat in chats)
 
 
-def system_prompt(character: Character, user: str, tool_guidance: str = "") -> str:
+def system_prompt(character: Character, user: str, tool_guidance: str = "", when: datetime | None = None) -> str:
     """The card's prompt, then what belongs in memory, then how to use the tools offered (each
-    tool's own guidance, bot/tools/toolbox.py)."""
-    original = base_system_prompt(character, user)
+    tool's own guidance, bot/tools/toolbox.py); `when`, the time where the person is, for a
+    card's {{time}}."""
+    original = base_system_prompt(character, user, when)
     if character.system_prompt:
-        main = character.fill(character.system_prompt, user).replace("{{original}}", original)
+        main = character.fill(character.system_prompt, user, when).replace("{{original}}", original)
     else:
         main = original
     guidance = MEMORY_GUIDANCE + (" " + tool_guidance if tool_guidance else "")
@@ -165,7 +168,8 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
     character, character_tokens = context.character.character, context.character.prompt_tokens
     shared, memories, summary, window = context.shared, context.memories, context.summary, context.window
     recalled, lore = context.recalled, context.lore
-    system = system_prompt(character, speaker_name, tool_guidance)
+    local = datetime.fromtimestamp(now, ZoneInfo(context.time_zone or zone))  # a card's {{time}}, {{date}}
+    system = system_prompt(character, speaker_name, tool_guidance, local)
     if shared:
         system += "\n\n" + SHARED_NOTE.format(user=speaker_name)
     # in a scene (SPEC 15), other characters' replies are lines of others, as a person's are
@@ -180,7 +184,7 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
     with_character = [entry for entry in lore if entry.depth is None]
     if with_character:
         texts = [LORE_INTRO.format(char=character.nickname or character.name)]
-        texts += [character.fill(entry.content, speaker_name) for entry in with_character]
+        texts += [character.fill(entry.content, speaker_name, local) for entry in with_character]
         messages.append({"role": "system", "content": "\n\n".join(texts)})
     # the card's text placed among the newest messages, by how far back and whose words: entries
     # the card's author placed at a depth, one message a depth and role; the card's note
@@ -188,12 +192,12 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
     placed: dict[tuple[int, str], list[str]] = {}
     for entry in lore:
         if entry.depth is not None:
-            placed.setdefault((entry.depth, entry.role), []).append(character.fill(entry.content, speaker_name))
+            placed.setdefault((entry.depth, entry.role), []).append(character.fill(entry.content, speaker_name, local))
     tokens["lore"] = sum(entry.tokens for entry in lore) + MESSAGE_OVERHEAD_TOKENS * (
         bool(with_character) + len(placed))
     if character.depth_prompt:  # counted with the character (`character_tokens`)
         placed.setdefault((character.depth_prompt_depth, character.depth_prompt_role), []).append(
-            character.fill(character.depth_prompt, speaker_name))
+            character.fill(character.depth_prompt, speaker_name, local))
 
     if context.persona is not None:  # the speaker's own words about themselves: never with system authority
         messages.append({"role": "user", "content": f"{PERSONA_INTRO.format(user=speaker_name)}\n"
@@ -243,7 +247,7 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
         messages.append({"role": "system", "content": UNSEEN_NOTE.format(user=speaker_name, what=unseen)})
     if character.post_history_instructions:
         messages.append(
-            {"role": "system", "content": character.fill(character.post_history_instructions, speaker_name)}
+            {"role": "system", "content": character.fill(character.post_history_instructions, speaker_name, local)}
         )
     tokens["total"] = sum(tokens.values())
     receipt = {
