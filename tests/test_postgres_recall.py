@@ -3,6 +3,7 @@ needs): a word's hits in everyone else's conversations are not read, where the s
 btree_gin extension (storage/postgres/migrations.py, KEY_WORD_INDEX); where it has not, recall
 works as before and the start says so."""
 
+import asyncio
 import json
 import logging
 import uuid
@@ -118,4 +119,31 @@ async def test_without_btree_gin_recall_reads_every_conversations_hits_as_before
     finally:
         await admin.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
         await admin.execute(f'DROP ROLE "{role}"')
+        await admin.close()
+
+
+async def test_deployments_starting_together_on_a_server_without_btree_gin_all_start_with_the_keyed_index():
+    """The extension is the database's, not a schema's: deployments (each its own schema) starting
+    at the same moment on a database without it each find it missing. Installing it takes turns,
+    so every one of them starts, with the index keyed by conversation."""
+    admin = await asyncpg.connect(server_url())
+    database = f"keepsake_together_{uuid.uuid4().hex[:8]}"
+    await admin.execute(f'CREATE DATABASE "{database}"')
+    parts = urlsplit(server_url())
+    try:
+        if not await admin.fetchval("SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'btree_gin')"):
+            pytest.skip("this PostgreSQL server has no btree_gin (its contrib is not installed)")
+        urls = [urlunsplit(parts._replace(path=f"/{database}", query=f"schema=deployment_{n}")) for n in range(6)]
+        started = await asyncio.gather(*(open_store(url, CAPS) for url in urls), return_exceptions=True)
+        try:
+            assert [repr(s) for s in started if isinstance(s, BaseException)] == []
+            for store in started:
+                assert "conversation_id" in await store.db.value(
+                    "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'messages_search'")
+        finally:
+            for store in started:
+                if not isinstance(store, BaseException):
+                    await store.close()
+    finally:
+        await admin.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
         await admin.close()

@@ -41,12 +41,16 @@ from storage.sql.migrations import (
 # whether the index is keyed (WORD_INDEX_KEYED) and, if not, runs KEY_WORD_INDEX
 # (Database._migrate), so a server that gains the extension later gets the keyed index then;
 # without it the index of migration 2 stays (or is made again, had the extension been dropped
-# with everything that used it), and recall works as before.
+# with everything that used it), and recall works as before. Installing it takes a lock of the
+# whole database (each schema's migration lock is its own): two deployments starting together on
+# a server without it both found it missing, and the second one's CREATE failed its start.
 WORD_INDEX_KEYED = ("SELECT indexdef LIKE '%conversation_id%' FROM pg_indexes "
                     "WHERE schemaname = current_schema() AND indexname = 'messages_search'")  # NULL: no index
 KEY_WORD_INDEX = """
 DO $$
 BEGIN
+    -- the extension is the database's, not this schema's: deployments starting together take turns
+    PERFORM pg_advisory_xact_lock(hashtext('keepsake: install btree_gin'));
     IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin')
             AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'btree_gin') THEN
         BEGIN
