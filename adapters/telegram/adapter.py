@@ -55,6 +55,7 @@ from adapters.telegram.messages import (
     Place,
     addressed,
     asker_of,
+    edit_text,
     file_url,
     keyboard,
     media_sender,
@@ -233,7 +234,7 @@ class TelegramAdapter(ChatAdapter[Place]):
 
     async def edit(self, place: Place, message_id: str, text: str, buttons: list[list[Button]],
                    formatted: bool = True) -> None:
-        await self._edit_message(place.chat_id, int(message_id), text, keyboard(buttons), formatted)
+        await edit_text(self.bot, place.chat_id, int(message_id), text, keyboard(buttons), formatted)
 
     async def delete(self, place: Place, message_id: str) -> None:
         await self.bot.delete_message(place.chat_id, int(message_id))
@@ -357,27 +358,6 @@ class TelegramAdapter(ChatAdapter[Place]):
         )
         await self.answer(place, incoming)
 
-    async def _edit_message(self, chat_id: int, message_id: int, chunk: str, markup, html_mode: bool = True) -> None:
-        """Edit a message's text (as HTML, else plain); "message is not modified" is no error."""
-        async def attempt(as_html: bool) -> None:
-            await with_flood_retry(lambda: self.bot.edit_message_text(
-                to_html(chunk) if as_html else chunk, chat_id=chat_id, message_id=message_id,
-                parse_mode=ParseMode.HTML if as_html else None, reply_markup=markup))
-
-        try:
-            await attempt(html_mode)
-        except BadRequest as rejected:
-            if "not modified" in rejected.message.lower():
-                return
-            if not html_mode:
-                raise
-            log.warning("Telegram rejected the formatted edit (%s); using plain text", rejected.message)
-            try:
-                await attempt(False)
-            except BadRequest as again:
-                if "not modified" not in again.message.lower():
-                    raise
-
     async def _on_edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A text or a caption edited, with what came with the message; an album's caption is left
         as it was sent, as the album is stored as one message (albums.py)."""
@@ -490,7 +470,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             return
         chunks = split_message(result.text, LIMIT)
         markup = keyboard(result.buttons) if len(chunks) == 1 else None
-        await self._edit_message(message.chat_id, message.message_id, chunks[0], markup, html_mode=False)
+        await edit_text(self.bot, message.chat_id, message.message_id, chunks[0], markup, html_mode=False)
         if len(chunks) > 1 or result.attachment is not None:  # the rest, below the edited message
             rest = CommandResult("\n".join(chunks[1:]), result.buttons if len(chunks) > 1 else [], result.attachment)
             sent = await self._show_result(context.bot, Place(message.chat_id, None, False), rest)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
-from telegram.constants import ChatType, MessageLimit
-from telegram.error import ChatMigrated, RetryAfter
+from telegram.constants import ChatType, MessageLimit, ParseMode
+from telegram.error import BadRequest, ChatMigrated, RetryAfter
 
 from bot.contract import Asker, Attachment, Button, ConversationKey, Identity, Media, Picture, VoiceNote, where_named
 
@@ -122,6 +122,28 @@ def spoken_in(message: Message) -> tuple[str, str, str, Any, float | None] | Non
             return (words, getattr(file, "file_name", None) or name, getattr(file, "mime_type", None) or content_type,
                     file, _seconds(lambda: file.duration))
     return None
+
+
+async def edit_text(bot: Any, chat_id: int, message_id: int, chunk: str, markup: Any, html_mode: bool = True) -> None:
+    """Edit a message's text (as HTML, else plain); "message is not modified" is no error."""
+    async def attempt(as_html: bool) -> None:
+        await with_flood_retry(lambda: bot.edit_message_text(
+            to_html(chunk) if as_html else chunk, chat_id=chat_id, message_id=message_id,
+            parse_mode=ParseMode.HTML if as_html else None, reply_markup=markup))
+
+    try:
+        await attempt(html_mode)
+    except BadRequest as rejected:
+        if "not modified" in rejected.message.lower():
+            return
+        if not html_mode:
+            raise
+        log.warning("Telegram rejected the formatted edit (%s); using plain text", rejected.message)
+        try:
+            await attempt(False)
+        except BadRequest as again:
+            if "not modified" not in again.message.lower():
+                raise
 
 
 async def with_flood_retry(call: Callable[[], Awaitable[Any]]) -> Any:
