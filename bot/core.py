@@ -147,11 +147,15 @@ class Chat:
     async def edited(self, message: IncomingMessage) -> bool:
         """Stored as a new message is (`Arrival.said`), so what came with it stays named and its
         text files read. A voice note's text is what was heard: an edit of its caption leaves it;
-        so does an edit that could not be stored new (nothing left to read, too long)."""
+        so does an edit that could not be stored new (nothing left to read, too long). A message
+        never stored (to no character) costs nothing: no file of it is fetched."""
+        conversation = await self.cast.conversation_for(message.conversation)
+        stored = await self.store.conversations.message_by_platform_id(conversation.id, message.platform_message_id)
+        if stored is None or stored.role != "user":
+            return False
         said = await self.turns.arrival.said(message)
         if isinstance(said, Reply) or said.note is not None:
             return False
-        conversation = await self.cast.conversation_for(message.conversation)
         return await self.store.conversations.edit_platform_message(
             conversation.id, message.platform_message_id, said.text, said.tokens)
 

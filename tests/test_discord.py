@@ -470,6 +470,16 @@ async def test_an_edit_keeps_what_came_with_the_message_a_text_file_read_in_and_
     await eventually(lambda: _first_is(stored_in_anns_dm(bot), kept))
 
 
+async def test_an_edit_of_a_message_to_no_character_fetches_none_of_its_files(bot, discord_fake, llm):
+    original = await discord_fake.say(discord_fake.channel_id, BOB, "for the team", attachments=(
+        ("minutes.txt", "text/plain", b"Nothing for the bot."),))
+    await discord_fake.edit(original, "for the whole team")
+    await eventually(lambda: bot.store.conversations.conversation_by_id(1))  # the edit was taken up
+    await discord_fake.say(ANN_DM, ANN, "hello", guild=False)
+    await bot_reply(discord_fake, ANN_DM)  # events are handled in order: the edit's are done
+    assert discord_fake.fetched == []
+
+
 async def test_discords_own_update_of_a_message_a_links_preview_is_no_edit(bot, discord_fake, llm):
     original = await discord_fake.say(ANN_DM, ANN, "see https://example.org", guild=False,
                                       attachments=(("notes.txt", "text/plain", b"Boats at noon."),))
