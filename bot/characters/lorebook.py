@@ -34,16 +34,17 @@ it (`use_group_scoring`), the one with `group_override` (of several, the highest
 `insertion_order`), else one drawn by their `group_weight` (100 each by default). SillyTavern's
 timed effects (`sticky`, `cooldown`, `delay`) and V3's `@@activate_only_after` and `_every` are
 not followed: they need what fired in earlier turns, or how long the chat is, which a turn does
-not read. The entries that fire are kept by `priority` (lower priority dropped first) within the lorebook budget — the book's `token_budget`, else
-1,000 tokens, never more than 10 % of the context window — and placed by `insertion_order`,
-lowest first: with the character, or, for an entry SillyTavern places at a depth (`position` 4, `depth` back, 4 by default; by the author's note, `position` 2 or 3, where
-that note goes by default: 4 back) or written `@@depth N`, before the newest N messages (its
-`depth`), as a system message, or as whose words its `role` says (SillyTavern's, a number, or
-V3's `@@role`: "user" or "assistant"). With the character, entries go in one system message, in
-insertion order: SillyTavern's `before_char` and `after_char` both go after the character's own
-text, which stays the same from turn to turn so a server's prompt cache keeps it. Entry text is
-the card author's, like the description: it goes in as the character's instructions, not as
-anything a person said, but where its role says so.
+not read. The entries that fire are kept by `priority` (lower priority dropped first) within the
+lorebook budget — the book's `token_budget`, else 1,000 tokens, never more than 10 % of the
+context window — and placed by `insertion_order`, lowest first: with the character, or, for an
+entry SillyTavern places at a depth (`position` 4, `depth` back, 4 by default; by the author's
+note, `position` 2 or 3, where that note goes by default: 4 back) or written `@@depth N`, before
+the newest N messages (its `depth`), as a system message, or as whose words its `role` says
+(SillyTavern's, a number, or V3's `@@role`: "user" or "assistant"). With the character, entries
+go in one system message, in insertion order: SillyTavern's `before_char` and `after_char` both
+go after the character's own text, which stays the same from turn to turn so a server's prompt
+cache keeps it. Entry text is the card author's, like the description: it goes in as the
+character's instructions, not as anything a person said, but where its role says so.
 
 Untrusted input has a budget (SPEC 9): keys are compiled once, when the card loads (a broken
 regex is skipped with a WARNING; the card still loads); a plain key is first looked for as a
@@ -57,6 +58,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import random
 import re
 import time
@@ -266,7 +268,8 @@ class Lorebook:
             if (not (self.recursive and said) or sum(entry.tokens for entry in fired) >= budget
                     or time.monotonic() >= deadline):
                 break
-            waiting = [entry for entry in waiting if all(entry is not new for new in matched)]  # a group's others may come later
+            # what a group left out stays waiting: it may be called up deeper in the scan
+            waiting = [entry for entry in waiting if all(entry is not new for new in matched)]
             carried = carried + said
             recursing = True
         kept, used = [], 0
@@ -469,7 +472,7 @@ def role_of(value: Any) -> str:
 def _weight(value: Any) -> float:
     """An entry's weight in its inclusion group: a number, as SillyTavern takes it (its size);
     DEFAULT_GROUP_WEIGHT for anything else."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return DEFAULT_GROUP_WEIGHT
     return abs(value)
 

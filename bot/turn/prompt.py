@@ -234,7 +234,8 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
     end = len(messages)
     # before its newest messages (0: after them all), never above the window
     for depth, role in sorted(placed, key=lambda placing: (placing[0], PLACED_ORDER.index(placing[1]))):
-        messages.insert(max(end - depth, end - len(window)), {"role": role, "content": "\n\n".join(placed[depth, role])})
+        messages.insert(max(end - depth, end - len(window)),
+                        {"role": role, "content": "\n\n".join(placed[depth, role])})
 
     # What changes every turn comes after what does not (#68): the time goes just before the
     # message answered, so a server's prompt cache keeps the card, memories, summary and older
