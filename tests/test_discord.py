@@ -459,6 +459,23 @@ async def stored_in_anns_dm(bot) -> list[str]:
     return [m.content for m in reversed(await bot.store.conversations.recent_messages(conversation.id, 10))]
 
 
+async def test_messages_a_moderator_deletes_at_once_go_from_the_store(bot, discord_fake, llm):
+    said = []
+    for words in ("my address is 12 Harbour Lane", "and my phone is 555 0100", "the lamp is lit"):
+        said.append(await discord_fake.say(discord_fake.channel_id, BOB, words, mention_bot=True))
+        await bot_reply(discord_fake, discord_fake.channel_id, count=len(said))
+    await discord_fake.delete_many(*said[:2])
+
+    async def kept() -> list[str]:
+        key = ConversationKey("discord", discord_fake.channel_id, None, "Mira", is_shared=True)
+        conversation = await bot.cast.conversation_for(key)
+        return [m.content for m in await bot.store.conversations.recent_messages(conversation.id, 10)
+                if m.role == "user"]
+    async def only_the_last() -> bool:
+        return await kept() == ["the lamp is lit"]
+    await eventually(only_the_last)
+
+
 async def test_an_edit_keeps_what_came_with_the_message_a_text_file_read_in_and_a_picture_named(
         bot, discord_fake, llm):
     original = await discord_fake.say(ANN_DM, ANN, "read this", guild=False, attachments=(

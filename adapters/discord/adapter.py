@@ -115,6 +115,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         for event, handler in (("on_ready", self._on_ready), ("on_message", self._on_message),
                                ("on_raw_message_edit", self._on_raw_message_edit),
                                ("on_raw_message_delete", self._on_raw_message_delete),
+                               ("on_raw_bulk_message_delete", self._on_raw_bulk_message_delete),
                                ("on_interaction", self.commands.on_interaction)):
             setattr(self.client, event, handler)  # what client.event does, named by the event
 
@@ -334,6 +335,13 @@ class DiscordAdapter(ChatAdapter[Messageable]):
     async def _on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         key = self.key(self._channel(payload.channel_id, payload.guild_id))
         await self.core.conversation.deleted(key, str(payload.message_id))
+
+    async def _on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
+        """Messages a moderator deleted at once (a purge, or a ban that deletes the banned one's
+        recent messages): each goes from the store, as one deleted alone does."""
+        key = self.key(self._channel(payload.channel_id, payload.guild_id))
+        for message_id in sorted(payload.message_ids):
+            await self.core.conversation.deleted(key, str(message_id))
 
     def _channel(self, channel_id: int, guild_id: int | None):
         """The cached channel (threads included), or a partial one: uncached and guildless is a DM."""

@@ -246,6 +246,13 @@ class FakeDiscord:
             data["guild_id"] = original["guild_id"]
         await self.dispatch("MESSAGE_DELETE", data)
 
+    async def delete_many(self, *originals: dict) -> None:
+        """A moderator deletes several messages of one channel at once (a purge, a ban's)."""
+        data = {"ids": [m["id"] for m in originals], "channel_id": originals[0]["channel_id"]}
+        if "guild_id" in originals[0]:
+            data["guild_id"] = originals[0]["guild_id"]
+        await self.dispatch("MESSAGE_DELETE_BULK", data)
+
     def _interaction(self, kind: int, user: dict, channel_id: str, data: dict, *, guild: bool = True,
                      message: dict | None = None) -> dict:
         payload: dict[str, Any] = {
