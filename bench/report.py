@@ -37,6 +37,7 @@ DOCS = Path("docs")
 RUNS = 3  # the turn overhead and the throughput are measured 3 times: the VM is noisy
 CONVERSATIONS, TURNS = 200, 40  # throughput: 80 messages a conversation, past the 50-message window
 STREAMED_CHUNKS = 100
+DIALOGUES = "## 9. Recall per token on real conversations — `python -m bench.dialogues`"
 
 
 def verdict(ok: bool) -> str:
@@ -59,12 +60,24 @@ async def due_scan_on(server: str) -> dict:
         return await reminders.measure(100_000, url)
 
 
+def earlier_sections() -> dict[str, str]:
+    """The sections of the earlier docs/benchmarks.md, by heading, each as it was."""
+    earlier = DOCS / "benchmarks.md"
+    sections = re.split(r"(?m)^(?=## )", earlier.read_text())[1:] if earlier.exists() else []
+    return {section.splitlines()[0]: section.rstrip("\n") + "\n" for section in sections}
+
+
 def kept_sections(written: set[str]) -> list[str]:
     """The sections of the earlier docs/benchmarks.md whose headings this run does not write, as
     they were (each says when it was measured)."""
-    earlier = DOCS / "benchmarks.md"
-    sections = re.split(r"(?m)^(?=## )", earlier.read_text())[1:] if earlier.exists() else []
-    return [section.rstrip("\n") + "\n" for section in sections if section.splitlines()[0] not in written]
+    return [section for heading, section in earlier_sections().items() if heading not in written]
+
+
+def measured_before(heading: str) -> list[str] | None:
+    """The lines of an earlier section under `heading` (it says when it was measured), for a run
+    that cannot measure it; None when there is none."""
+    section = earlier_sections().get(heading)
+    return section.splitlines()[2:] if section is not None else None
 
 
 def spread(values: list[float]) -> str:
@@ -161,8 +174,10 @@ def main() -> None:
         "",
         f"Measured {datetime.now(timezone.utc):%Y-%m-%d} on {machine()}, by `python -m bench.report`;",
         "every figure of this table and of the sections up to the reminders' due scan comes from that",
-        "run (each benchmark also runs alone: its command is given with it); the sections after it",
-        "were measured by hand, each on the date it gives, and are kept as they were. The model",
+        "run (each benchmark also runs alone: its command is given with it), but for section 9 where",
+        "the run was not given LoCoMo's data: that one says when it was measured. The sections after",
+        "the due scan were measured by hand, each on the date it gives, and are kept as they were (the",
+        "report one of them speaks of is the one of its day, on the machine it names). The model",
         "answers at once, in process, through the real `openai` client",
         "(httpx2's MockTransport: no network), so the figures are Keepsake's own cost. A turn is the",
         "real one: the three memory tools offered with every request, and the summary queue running",
@@ -311,9 +326,10 @@ def main() -> None:
         *[f"| {r.name} | {r.found}/{r.asked} ({100 * r.found / r.asked:.0f} %) | {r.tokens:,.0f} | "
           f"{100 * r.tokens / full.tokens:.0f} % |" for r in recalled],
         "",
-        "## 9. Recall per token on real conversations — `python -m bench.dialogues`",
+        DIALOGUES,
         "",
-        *(dialogue_lines(locomo, by_meaning, args.embeddings) if locomo else [
+        # without LoCoMo's data, the section as an earlier run wrote it (it says when), else a line
+        *(dialogue_lines(locomo, by_meaning, args.embeddings) if locomo else measured_before(DIALOGUES) or [
             "Not measured in this run: it needs LoCoMo's data, which is not ours to ship (`git clone",
             "https://github.com/snap-research/locomo`, unzip `data/locomo10.zip`, then `KEEPSAKE_LOCOMO=…/data`).",
         ]),
