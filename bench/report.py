@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import statistics
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,12 +31,12 @@ from bench import (
     turn_overhead,
 )
 from bench.common import SUMMARY_SHARE, machine, throwaway_schema
+from bench.sections import DIALOGUES, kept_sections, measured_before
 
 DOCS = Path("docs")
 RUNS = 3  # the turn overhead and the throughput are measured 3 times: the VM is noisy
 CONVERSATIONS, TURNS = 200, 40  # throughput: 80 messages a conversation, past the 50-message window
 STREAMED_CHUNKS = 100
-DIALOGUES = "## 9. Recall per token on real conversations — `python -m bench.dialogues`"
 
 
 def verdict(ok: bool) -> str:
@@ -58,26 +57,6 @@ async def due_scan_on(server: str) -> dict:
     """bench.reminders on the PostgreSQL server, in a throwaway schema."""
     async with throwaway_schema(server) as url:
         return await reminders.measure(100_000, url)
-
-
-def earlier_sections() -> dict[str, str]:
-    """The sections of the earlier docs/benchmarks.md, by heading, each as it was."""
-    earlier = DOCS / "benchmarks.md"
-    sections = re.split(r"(?m)^(?=## )", earlier.read_text())[1:] if earlier.exists() else []
-    return {section.splitlines()[0]: section.rstrip("\n") + "\n" for section in sections}
-
-
-def kept_sections(written: set[str]) -> list[str]:
-    """The sections of the earlier docs/benchmarks.md whose headings this run does not write, as
-    they were (each says when it was measured)."""
-    return [section for heading, section in earlier_sections().items() if heading not in written]
-
-
-def measured_before(heading: str) -> list[str] | None:
-    """The lines of an earlier section under `heading` (it says when it was measured), for a run
-    that cannot measure it; None when there is none."""
-    section = earlier_sections().get(heading)
-    return section.splitlines()[2:] if section is not None else None
 
 
 def spread(values: list[float]) -> str:
@@ -329,7 +308,7 @@ def main() -> None:
         DIALOGUES,
         "",
         # without LoCoMo's data, the section as an earlier run wrote it (it says when), else a line
-        *(dialogue_lines(locomo, by_meaning, args.embeddings) if locomo else measured_before(DIALOGUES) or [
+        *(dialogue_lines(locomo, by_meaning, args.embeddings) if locomo else measured_before(DOCS / "benchmarks.md", DIALOGUES) or [
             "Not measured in this run: it needs LoCoMo's data, which is not ours to ship (`git clone",
             "https://github.com/snap-research/locomo`, unzip `data/locomo10.zip`, then `KEEPSAKE_LOCOMO=…/data`).",
         ]),
@@ -430,7 +409,7 @@ def main() -> None:
         "",
     ]
     written = {line for line in lines if line.startswith("## ")}
-    text = "\n".join(lines) + "\n" + "\n".join(kept_sections(written))
+    text = "\n".join(lines) + "\n" + "\n".join(kept_sections(DOCS / "benchmarks.md", written))
     DOCS.mkdir(exist_ok=True)
     (DOCS / "benchmarks.md").write_text(text)
     print(text)
