@@ -308,7 +308,8 @@ def main() -> None:
         DIALOGUES,
         "",
         # without LoCoMo's data, the section as an earlier run wrote it (it says when), else a line
-        *(dialogue_lines(locomo, by_meaning, args.embeddings) if locomo else measured_before(DOCS / "benchmarks.md", DIALOGUES) or [
+        *(dialogue_lines(locomo, by_meaning, args.embeddings) if locomo
+          else measured_before(DOCS / "benchmarks.md", DIALOGUES) or [
             "Not measured in this run: it needs LoCoMo's data, which is not ours to ship (`git clone",
             "https://github.com/snap-research/locomo`, unzip `data/locomo10.zip`, then `KEEPSAKE_LOCOMO=…/data`).",
         ]),
