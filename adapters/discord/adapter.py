@@ -279,6 +279,13 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         me = self.client.user.id
         return re.sub(rf"<@!?{me}>", "", message.content).strip()
 
+    def _incoming(self, message: discord.Message, key: ConversationKey) -> IncomingMessage:
+        """A Discord message as one of ours in `key`'s conversation, the same for one sent and one
+        edited: its author, its text without the bot's mention, what came with it."""
+        return IncomingMessage(key, Identity(PLATFORM, str(message.author.id)), message.author.display_name,
+                               self._text_of(message), str(message.id), unseen=unseen_in(message),
+                               files=files_of(message))
+
     # -- conversation ----------------------------------------------------------------------
     async def _on_message(self, message: discord.Message) -> None:
         if message.author.bot or message.webhook_id is not None:
@@ -299,10 +306,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         if not await speaker.can_speak(key):  # no model is called for a reply that cannot be posted
             await self._cannot_speak_here(message, speaker.character_name)
             return
-        incoming = IncomingMessage(key, Identity(PLATFORM, str(message.author.id)),
-                                   message.author.display_name, self._text_of(message), str(message.id),
-                                   unseen=unseen_in(message), files=files_of(message), addressed=addressed,
-                                   asker=asker)
+        incoming = replace(self._incoming(message, key), addressed=addressed, asker=asker)
         try:
             await speaker.answer(message.channel if speaker is self else speaker.place_of(key), incoming)
         except Exception:
@@ -328,9 +332,7 @@ class DiscordAdapter(ChatAdapter[Messageable]):
         if message.author.bot or message.webhook_id is not None or message.edited_at is None:
             return
         key = self.key(self._channel(payload.channel_id, payload.guild_id))
-        await self.core.conversation.edited(IncomingMessage(
-            key, Identity(PLATFORM, str(message.author.id)), message.author.display_name, self._text_of(message),
-            str(message.id), unseen=unseen_in(message), files=files_of(message)))
+        await self.core.conversation.edited(self._incoming(message, key))
 
     async def _on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         key = self.key(self._channel(payload.channel_id, payload.guild_id))

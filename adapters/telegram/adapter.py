@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any, Awaitable
 
 from telegram import BotCommand, ChatMember, Message, ReplyParameters, Update
@@ -333,30 +334,31 @@ class TelegramAdapter(ChatAdapter[Place]):
                 await self._on_sent(sent, update, context)
 
     async def _on_sent(self, sent: Sent, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """A message, or an album's items as one (albums.py): addressed if any item is, its
-        captions in the order sent, every item's file, and the id of the item with the first
-        caption (an album's first item without one), which a reply answers."""
+        """A message, or an album's items as one (albums.py), addressed if any item is."""
         bot = context.bot
-        messages = sent.messages
-        message = next((m for m in messages if m.text or m.caption), messages[0])
-        place = place_of(message)
-        if not any(addressed(m, bot.id, bot.username, self.character_name) for m in messages):
-            if place.shared and speaker_of(message) is not None:  # a person, to no character: a chain ends
-                await self.core.conversation.heard(self.key(place))
+        incoming = self._incoming(sent.messages, bot.username)
+        place = self.place_of(incoming.conversation)
+        if not any(addressed(m, bot.id, bot.username, self.character_name) for m in sent.messages):
+            if place.shared and incoming.speaker is not None:  # a person, to no character: a chain ends
+                await self.core.conversation.heard(incoming.conversation)
             return
-        incoming = IncomingMessage(
-            conversation=self.key(place),
+        draw = " ".join(context.args) if context.args is not None else None  # /image <scene>: its one command
+        await self.answer(place, replace(incoming, kept=sent.kept, asker=self.asker(update), draw=draw))
+
+    def _incoming(self, messages: list[Message], username: str) -> IncomingMessage:
+        """Telegram messages as one of ours, the same for one sent and one edited: their texts or
+        captions in the order sent, every file, and the id of the one with the first caption (an
+        album's first item without one), which a reply answers."""
+        message = next((m for m in messages if m.text or m.caption), messages[0])
+        return IncomingMessage(
+            conversation=self.key(place_of(message)),
             speaker=speaker_of(message),
             speaker_name=speaker_name_of(message),
-            text="\n".join(filter(None, (strip_mention(m.text or m.caption or "", bot.username) for m in messages))),
+            text="\n".join(filter(None, (strip_mention(m.text or m.caption or "", username) for m in messages))),
             platform_message_id=str(message.message_id),
             unseen=tuple(filter(None, map(unseen_in, messages))),
             files=tuple(file for m in messages for file in self._files_of(m)),
-            kept=sent.kept,
-            asker=self.asker(update),
-            draw=" ".join(context.args) if context.args is not None else None,  # /image <scene>: its one command
         )
-        await self.answer(place, incoming)
 
     async def _on_edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A text or a caption edited, with what came with the message; an album's caption is left
@@ -364,10 +366,7 @@ class TelegramAdapter(ChatAdapter[Place]):
         message = update.edited_message
         if message is None or message.media_group_id:
             return
-        await self.core.conversation.edited(IncomingMessage(
-            self.key(place_of(message)), speaker_of(message), speaker_name_of(message),
-            strip_mention(message.text or message.caption or "", context.bot.username), str(message.message_id),
-            unseen=tuple(filter(None, [unseen_in(message)])), files=self._files_of(message)))
+        await self.core.conversation.edited(self._incoming([message], context.bot.username))
 
     # -- commands --------------------------------------------------------------------------
     async def _on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -96,23 +96,15 @@ class Albums:
                 if self._gathering.get((chat, group)) is album:
                     del self._gathering[(chat, group)]
             await _all_kept(ahead)
-            updates = sorted(album.updates, key=lambda u: u.message.message_id)
-            yield Sent([u.message for u in updates], self._kept(album, updates))
+            # a transport that gathers has nobody waiting for an acknowledgement (transport.py):
+            # being kept only lets the chat's next message go on
+            yield Sent(sorted((u.message for u in album.updates), key=lambda m: m.message_id), album.kept.set)
         finally:
             album.kept.set()
             album.done.set()
             self._unkept[chat].remove(album)
             if not self._unkept[chat]:
                 del self._unkept[chat]
-
-    def _kept(self, album: _Album, updates: list[Update]) -> KeptSignal:
-        signals = [signal for update in updates if (signal := self.kept_signal(update)) is not None]
-
-        def kept() -> None:
-            for signal in signals:
-                signal()
-            album.kept.set()
-        return kept
 
 
 async def _all_kept(albums: list[_Album]) -> None:
