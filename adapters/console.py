@@ -134,7 +134,7 @@ class Console:
         return plain(text, self.italics) + (UPRIGHT if self.italics else "")
 
     async def greet(self, choice: str = "") -> None:
-        greeting = await self.core.conversation.greet(self.key, self.user_name, choice)
+        greeting = await self.core.conversation.greet(self.key, self.user_name, choice, self.identity)
         self.say(f"{PROGRAM} {greeting.text}" if greeting.is_error
                  else f"{self.character_name}: {self.shown_text(greeting.text)}")
         if hint := self.core.conversation.other_greetings(self.key, choice):

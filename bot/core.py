@@ -169,9 +169,11 @@ class Chat:
             log.info("%s left %s chat %s: it witnesses nothing said there until it is brought in again (SPEC 22)",
                      character, platform, chat_id)
 
-    async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "") -> Reply:
+    async def greet(self, key: ConversationKey, speaker_name: str, choice: str = "",
+                    asker: Identity | None = None) -> Reply:
         """The character's greeting: a card's first_mes, or with `choice` ("2", "3", …) one of its
-        alternate greetings (`other_greetings` says how to see them). In a one-to-one
+        alternate greetings (`other_greetings` says how to see them), its time words where
+        `asker` is (their /timezone, else the deployment's). In a one-to-one
         conversation with no messages yet the greeting is stored as the character's first
         message, so the model knows what it said. (Not in a shared one: it names the person, and
         would outlive their /forgetme.)"""
@@ -182,7 +184,9 @@ class Chat:
                 return Reply.refusal(f"{character.name} has one greeting: /start.")
             return Reply.refusal(f"{character.name} has greetings 1 to {character.greetings}: "
                                  f"/start 1 … /start {character.greetings}.")
-        when = datetime.fromtimestamp(self.turns.clock(), ZoneInfo(self.turns.toolbox.zone))  # for a {{time}}
+        person_id = await self.cast.person_for(asker)
+        zone = (await self.store.people.profile(person_id)).time_zone if person_id is not None else None
+        when = datetime.fromtimestamp(self.turns.clock(), ZoneInfo(zone or self.turns.toolbox.zone))  # for a {{time}}
         text = character.greeting(speaker_name, number, when)
         if not key.is_shared:
             conversation = await self.cast.conversation_for(key)

@@ -124,11 +124,14 @@ async def test_a_cards_time_words_reach_the_prompt_in_the_persons_zone_and_the_g
     runtime = await build_runtime(parse_config(raw, tmp_path), clock=clock)  # 2027-01-15 08:00 UTC
     try:
         ann = Chat(runtime)
-        greeting = await runtime.core.conversation.greet(ann.key, "Ann")
-        assert greeting.text == "Today is 2027-01-15."
+        greeting = await runtime.core.conversation.greet(ann.key, "Ann", asker=ann.identity)
+        assert greeting.text == "Today is 2027-01-15."  # [limits] timezone: UTC
         await ann.run("timezone", zone="Asia/Tokyo")
         await ann.say("Status?")
         assert "It is Friday, 5:00 PM on the ship." in llm.requests[-1]["messages"][0]["content"]
+        await ann.run("timezone", zone="Pacific/Honolulu")  # 22:00 the evening before
+        assert (await runtime.core.conversation.greet(ann.key, "Ann", asker=ann.identity)).text == \
+            "Today is 2027-01-14."
     finally:
         await runtime.close()
 

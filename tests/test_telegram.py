@@ -127,6 +127,19 @@ async def test_start_greets_with_the_characters_first_message_which_the_model_th
     assert chat[-2:] == [{"role": "assistant", "content": greeting.text}, {"role": "user", "content": "hello!"}]
 
 
+async def test_start_writes_a_cards_time_words_where_the_person_is(start, telegram, tmp_path):
+    """SPEC 19: the person's /timezone, else the deployment's; the test clock is 2027-01-15 08:00 UTC."""
+    card = tmp_path / "nox.json"
+    card.write_text(json.dumps({"spec": "chara_card_v3", "data": {"name": "Nox", "first_mes": "Today is {{isodate}}."}}))
+    await start(lambda raw: (raw["characters"][0].pop("persona"), raw["characters"][0].update(card=str(card))))
+    ann = Person(telegram, ANN, "Ann")
+    greeting, = await ann.reply_to(ann.say("/start"))
+    assert greeting.text == "Today is 2027-01-15."
+    await ann.reply_to(ann.say("/timezone Pacific/Honolulu"))
+    greeting, = await ann.reply_to(ann.say("/start"))
+    assert greeting.text == "Today is 2027-01-14."
+
+
 async def test_memory_add_view_pin_and_clear_with_both_confirmations(bot, telegram):
     ann = Person(telegram, ANN, "Ann")
     (await ann.reply_to(ann.say("/memory add I am allergic to peanuts")))

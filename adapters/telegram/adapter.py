@@ -373,7 +373,8 @@ class TelegramAdapter(ChatAdapter[Place]):
         message = update.effective_message
         place = place_of(message)
         choice = " ".join(context.args or [])
-        greeting = await self.core.conversation.greet(self.key(place), speaker_name_of(message), choice)
+        greeting = await self.core.conversation.greet(self.key(place), speaker_name_of(message), choice,
+                                                      speaker_of(message))
         # the card's *actions* in italics, as in replies (an error line is the bot's own words)
         await self.deliver(place, str(message.message_id) if place.shared else None, greeting)
         if hint := self.core.conversation.other_greetings(self.key(place), choice):
