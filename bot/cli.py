@@ -146,39 +146,49 @@ async def run_bot(config: Config, page_process: PageProcess) -> int:
                   "with: python -m bot console --character NAME", names or "a *_token_env variable")
         return 1
     config = await fit_to_server(config)  # the context the model server really holds (SPEC 8)
-    runtime = await build_runtime(config, platforms=character_platforms(config))
-    for silent in talking_nowhere(config, runtime.gate.age_restricted):
-        log.warning(silent)
-    await runtime.llm.probe()  # before the background work starts: how many requests the server answers at once
-    runtime.start()
-    if runtime.voice is not None:
-        await runtime.voice.probe()
-    if config.metrics.port is not None:
-        metrics.count_pending_summaries(runtime.summarizer.pending)
-        metrics.serve(config.metrics.port, config.metrics.listen)
-        log.info("metrics at http://%s:%d/metrics", config.metrics.listen, config.metrics.port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    async with await build_runtime(config, platforms=character_platforms(config)) as runtime:
+        for silent in talking_nowhere(config, runtime.gate.age_restricted):
+            log.warning(silent)
+        await runtime.llm.probe()  # before the background work starts: how many requests the server answers at once
+        runtime.start()
+        if runtime.voice is not None:
+            await runtime.voice.probe()
+        if config.metrics.port is not None:
+            serve_metrics(config.metrics.port, config.metrics.listen, runtime)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
 
-    page = await serve_page(config, page_process, runtime, stop, chat_platforms=True)  # before anyone asks for a link
-    tasks = [asyncio.create_task(_supervised(name, start, runtime.core, stop)) for name, start in adapters]
-    stopping = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait({stopping, asyncio.gather(*tasks)}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        log.info("stopping")
-        runtime.store.turns.leave_lines()  # waiting turns are answered after the restart (SPEC 9)
-        runtime.abandon_in_flight()  # a hanging audio or outside server holds up no exit (SPEC 16, 18)
-        stop.set()
-        await asyncio.gather(*tasks, *([page] if page else []), return_exceptions=True)
-        stopping.cancel()
-        await runtime.close()
+        page = await serve_page(config, page_process, runtime, stop, chat_platforms=True)  # before anyone asks for a link
+        tasks = [asyncio.create_task(_supervised(name, start, runtime.core, stop)) for name, start in adapters]
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({stopping, asyncio.gather(*tasks)}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            log.info("stopping")
+            runtime.store.turns.leave_lines()  # waiting turns are answered after the restart (SPEC 9)
+            runtime.abandon_in_flight()  # a hanging audio or outside server holds up no exit (SPEC 16, 18)
+            stop.set()
+            await asyncio.gather(*tasks, *([page] if page else []), return_exceptions=True)
+            stopping.cancel()
     if all(task.result() is False for task in tasks):
         log.error("no platform adapter is left running; stopping with exit status 1")
         return 1
     return 0
+
+
+def serve_metrics(port: int, listen: str, runtime: Runtime) -> None:
+    """`/metrics` on [metrics] port; a port it cannot bind is one ERROR naming `metrics.port`, and
+    the bot goes on talking without it (as without its page: `serve_page`)."""
+    metrics.count_pending_summaries(runtime.summarizer.pending)
+    try:
+        metrics.serve(port, listen)
+    except OSError as problem:
+        log.error("metrics.port: /metrics cannot listen on %s:%d (%s); it is not served. Set [metrics] port to a "
+                  "free port", listen, port, problem.strerror or problem)
+        return
+    log.info("metrics at http://%s:%d/metrics", listen, port)
 
 
 def platform_settings(config: Config) -> list[tuple["Platform", str, Any]]:
@@ -279,27 +289,27 @@ async def run_page(config: Config, beside_bot: bool) -> int:
     if beside_bot:
         os.nice(PAGE_NICENESS)  # when both want the CPU, the bot's turns go first
     # No tool is set up: the page runs no turn (and an MCP server is the bot's to start).
-    runtime = await build_runtime(config.changed("tools", enabled=(), mcp=()), platforms=character_platforms(config))
-    try:
-        stop_serving = await page_server(config.web, runtime.core.page).start(config.web.listen, config.web.port)
-    except OSError as problem:
-        log.error("web.port: the memory page cannot listen on %s:%d (%s); it is not served, and /memory page says "
-                  "so. Set [web] port to a free port", config.web.listen, config.web.port, problem.strerror or problem)
-        await runtime.close()
-        return 3
-    print(LISTENING, flush=True)
-    if beside_bot:  # the bot reads only that line: anything printed later goes where the log lines go
-        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    watching = asyncio.create_task(until_the_bot_is_gone() if beside_bot else stop.wait())
-    try:
-        await asyncio.wait({watching, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watching.cancel()
-        await stop_serving()
-        await runtime.close()
+    async with await build_runtime(config.changed("tools", enabled=(), mcp=()),
+                                   platforms=character_platforms(config)) as runtime:
+        try:
+            stop_serving = await page_server(config.web, runtime.core.page).start(config.web.listen, config.web.port)
+        except OSError as problem:
+            log.error("web.port: the memory page cannot listen on %s:%d (%s); it is not served, and /memory page "
+                      "says so. Set [web] port to a free port", config.web.listen, config.web.port,
+                      problem.strerror or problem)
+            return 3
+        print(LISTENING, flush=True)
+        if beside_bot:  # the bot reads only that line: anything printed later goes where the log lines go
+            os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        watching = asyncio.create_task(until_the_bot_is_gone() if beside_bot else stop.wait())
+        try:
+            await asyncio.wait({watching, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+            await stop_serving()
     return 0
 
 
@@ -382,21 +392,20 @@ async def run_console(config: Config, character: str, user_name: str, page_proce
 
     config.character(character)  # a clear error for an unknown name
     config = await fit_to_server(config)  # the context the model server really holds (SPEC 8)
-    runtime = await build_runtime(config)
-    for silent in talking_nowhere(config, runtime.gate.age_restricted):
-        log.warning(silent)
-    for problem in await runtime.llm.probe():  # said where the person is, not only in the log file
-        print(f"(Keepsake) {problem[0].upper()}{problem[1:]}.")
-    runtime.start()
-    stop = asyncio.Event()
-    page = await serve_page(config, page_process, runtime, stop, chat_platforms=False)
-    try:
-        await Console(runtime.core, character, user_name).run(stdin_lines())
-    finally:
-        stop.set()
-        if page is not None:
-            await asyncio.gather(page, return_exceptions=True)
-        await runtime.close()
+    async with await build_runtime(config) as runtime:
+        for silent in talking_nowhere(config, runtime.gate.age_restricted):
+            log.warning(silent)
+        for problem in await runtime.llm.probe():  # said where the person is, not only in the log file
+            print(f"(Keepsake) {problem[0].upper()}{problem[1:]}.")
+        runtime.start()
+        stop = asyncio.Event()
+        page = await serve_page(config, page_process, runtime, stop, chat_platforms=False)
+        try:
+            await Console(runtime.core, character, user_name).run(stdin_lines())
+        finally:
+            stop.set()
+            if page is not None:
+                await asyncio.gather(page, return_exceptions=True)
     return 0
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 from bot.access.budgets import Budgets
 from bot.access.gate import Gate, PictureQuota
 from bot.access.limits import CallLimits
-from bot.characters.cards import StoredCharacter, load_character
+from bot.characters.cards import Character, StoredCharacter, load_character
 from bot.characters.cast import Cast
 from bot.commands.router import CommandRouter
 from bot.config import Config
@@ -87,6 +87,14 @@ class Runtime:
         if self.outside is not None:
             self.outside.abandon()
 
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *failure: object) -> None:
+        """Closed however the block ends: the store's threads outlive an unclosed runtime and keep
+        the process from exiting, so a start-up that fails would hang instead of stopping."""
+        await self.close()
+
     async def close(self) -> None:
         self.abandon_in_flight()
         await self.jobs.stop()
@@ -113,6 +121,17 @@ async def build_runtime(config: Config, clock: Callable[[], float] = time.time,
     loaded = [(c.name, load_character(c)) for c in config.characters]
     store = await open_store(config.storage.url, CAPS, config.storage.base, clock, config.storage.password,
                              config.storage.backup_dir)
+    try:
+        return await _assembled(config, store, loaded, clock, llm_http_client, tools, egress, platforms)
+    except BaseException:
+        await store.close()  # its threads would keep the process from exiting on the error
+        raise
+
+
+async def _assembled(config: Config, store: Store, loaded: list[tuple[str, Character]], clock: Callable[[], float],
+                     llm_http_client: Any, tools: Sequence[Tool], egress: Egress | None,
+                     platforms: dict[str, str] | None) -> Runtime:
+    """The runtime's parts around an open store (build_runtime)."""
     recovered = await store.turns.recover_interrupted_turns()
     if recovered:
         log.warning("%d turn(s) were interrupted by a stop; their memory writes were undone, and each "

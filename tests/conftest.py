@@ -303,7 +303,11 @@ async def telegram_runtime(telegram: FakeTelegram, llm: ScriptedLLM, tmp_path: P
     adjust(raw)
     config = parse_config(raw, tmp_path)
     runtime = await build_runtime(config, clock=clock)
-    return runtime, TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
+    try:
+        return runtime, TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
+    except BaseException:
+        await runtime.close()  # a test's config mistake fails the test; its open store would hang the run's exit
+        raise
 
 
 class RunningAdapters:

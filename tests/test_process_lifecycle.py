@@ -3,12 +3,15 @@ by SIGKILL, a revoked token, and stopping cleanly."""
 
 import asyncio
 import signal
+import socket
 import sqlite3
+import threading
 import sys
 from contextlib import closing
 
 import pytest
 
+from bot.runtime import build_runtime
 from tests.conftest import ROOT
 from tests.fakes.llm_server import stall, text, tool_calls
 from tests.fakes.telegram_server import FakeTelegram
@@ -195,3 +198,53 @@ async def test_sigint_stops_the_bot_cleanly_and_the_log_stays_quiet(tmp_path, ll
     assert "Running job" not in log  # APScheduler's every-minute line stays below INFO
     assert "was missed" not in log  # a job that starts late on a busy machine just runs
 
+
+
+@pytest.mark.timeout(60)
+async def test_a_metrics_port_in_use_is_one_error_naming_it_and_the_bot_talks_on(tmp_path, llm, telegram):
+    """Before, the port's OSError stopped start-up with a traceback, and the process never exited
+    (the open store's threads held it): no supervisor could notice."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = write_config(tmp_path, llm, telegram)
+        with open(config, "a") as more:
+            more.write(f"\n[metrics]\nport = {port}\nlisten = \"127.0.0.1\"\n")
+        bot = await start_bot(config, telegram, tmp_path, log_level="INFO")  # it polls Telegram: it talks
+        llm.add(text("Hello Ann."))
+        asked = telegram.send(telegram.chat(ANN), telegram.user(ANN, "Ann"), "hi")
+        assert (await answer_to(telegram, ANN, asked)).text == "Hello Ann."
+        log = await stop_bot(bot)
+    errors = [line for line in log.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and f"metrics.port: /metrics cannot listen on 127.0.0.1:{port}" in errors[0]
+    assert "Traceback" not in log
+
+
+async def test_a_start_up_that_fails_after_the_store_is_open_leaves_no_thread_to_hold_the_process(
+        make_config, monkeypatch):
+    """The database going away while a runtime is built (a PostgreSQL restart), or any error in the
+    block that uses it: the store is closed, so the process exits on the error instead of hanging."""
+    import bot.runtime
+
+    before = set(threading.enumerate())
+    opened = bot.runtime.open_store
+
+    async def store_that_goes_away(*args, **kwargs):
+        store = await opened(*args, **kwargs)
+
+        async def gone(name):
+            raise ConnectionResetError("the database went away")
+        store.characters.ensure_character = gone
+        return store
+    monkeypatch.setattr(bot.runtime, "open_store", store_that_goes_away)
+    with pytest.raises(ConnectionResetError):
+        await build_runtime(make_config())
+    assert set(threading.enumerate()) <= before
+
+    monkeypatch.setattr(bot.runtime, "open_store", opened)
+    with pytest.raises(RuntimeError):
+        async with await build_runtime(make_config()) as runtime:
+            runtime.start()
+            raise RuntimeError("a start-up step failed")
+    assert set(threading.enumerate()) <= before
