@@ -13,6 +13,7 @@ that cannot be reached is one line naming it, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from pathlib import Path
 from typing import Callable
@@ -76,7 +77,8 @@ async def open_store(url: str, caps: MemoryCaps, base: Path = Path("."),
                      backup_dir: Path | None = None) -> Store:
     """Open (and migrate) the store the URL names; relative SQLite paths are from `base`, and an
     SQLite store's daily backups go to `backup_dir` (by default beside the file). A PostgreSQL
-    server that cannot be reached or refuses raises StorageURLError (one line)."""
+    server that cannot be reached or refuses, or an SQLite file that cannot be opened or stays
+    locked by another program past the busy timeout, raises StorageURLError (one line)."""
     check_url(url)
     if urlsplit(url).scheme != "sqlite":
         import asyncpg
@@ -92,4 +94,7 @@ async def open_store(url: str, caps: MemoryCaps, base: Path = Path("."),
     from storage.sqlite import SQLiteStore
 
     path, options = sqlite_path(url, base)
-    return await SQLiteStore.open(path, caps, options, clock, backup_dir)
+    try:
+        return await SQLiteStore.open(path, caps, options, clock, backup_dir)
+    except (OSError, sqlite3.Error) as problem:
+        raise StorageURLError(f"cannot open the database at {masked(url)}: {problem}") from None

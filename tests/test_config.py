@@ -272,6 +272,15 @@ def test_a_database_that_cannot_be_reached_is_one_line_naming_it_masked(tmp_path
     assert "hunter2" not in done.stderr
 
 
+def test_an_sqlite_file_that_is_no_database_is_one_line_naming_it(tmp_path):
+    """Not a traceback (and, before, not a process held open by the connections it had made)."""
+    (tmp_path / "notes.txt").write_text("shopping: eggs, tea\n" * 200)
+    done = _characters(f'[storage]\nurl = "sqlite:///notes.txt"\n{PERSONA}', tmp_path, "list")
+    assert done.returncode == 2
+    line, = done.stderr.strip().splitlines()
+    assert line == "storage error: cannot open the database at sqlite:///notes.txt: file is not a database"
+
+
 def test_a_postgresql_database_that_does_not_exist_is_one_line_for_the_bot_and_for_storage_copy(tmp_path):
     from urllib.parse import urlsplit, urlunsplit
 

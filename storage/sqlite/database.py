@@ -87,6 +87,15 @@ class Database:
         self._checkpoints: asyncio.Task | None = None
 
     async def open(self) -> None:
+        """Connect and migrate; on any failure what was connected is closed again (its threads
+        would keep the process from exiting on the error)."""
+        try:
+            await self._open()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer, self._inline = await self._connect()
         writes = self.options.get("mode") != "ro"
