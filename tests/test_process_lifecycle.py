@@ -5,8 +5,8 @@ import asyncio
 import signal
 import socket
 import sqlite3
-import threading
 import sys
+import threading
 from contextlib import closing
 
 import pytest
@@ -197,7 +197,6 @@ async def test_sigint_stops_the_bot_cleanly_and_the_log_stays_quiet(tmp_path, ll
     assert "still running" not in log and "restarting in" not in log and "Traceback" not in log
     assert "Running job" not in log  # APScheduler's every-minute line stays below INFO
     assert "was missed" not in log  # a job that starts late on a busy machine just runs
-
 
 
 @pytest.mark.timeout(60)
