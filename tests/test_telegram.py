@@ -577,13 +577,7 @@ async def webhook(telegram, llm, tmp_path, monkeypatch, clock):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
-    monkeypatch.setenv("KEEPSAKE_WEBHOOK_SECRET", "s3cret-token")
-    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
-    raw["telegram"] = {"base_url": telegram.base_url, "mode": "webhook", "listen": "127.0.0.1", "port": port,
-                       "webhook_url": "https://bot.example.com/telegram", "secret_token_env": "KEEPSAKE_WEBHOOK_SECRET"}
-    raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
-    config = parse_config(raw, tmp_path)
+    config = webhook_config(telegram, llm, tmp_path, monkeypatch, port)
     runtime = await build_runtime(config, clock=clock)
     adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
     stop = asyncio.Event()
@@ -598,6 +592,37 @@ async def webhook(telegram, llm, tmp_path, monkeypatch, clock):
     finally:
         await stopped()
         await runtime.close()
+
+
+def webhook_config(telegram, llm, tmp_path, monkeypatch, port: int):
+    """Mira on Telegram in webhook mode, served on 127.0.0.1:`port`."""
+    monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
+    monkeypatch.setenv("KEEPSAKE_WEBHOOK_SECRET", "s3cret-token")
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["telegram"] = {"base_url": telegram.base_url, "mode": "webhook", "listen": "127.0.0.1", "port": port,
+                       "webhook_url": "https://bot.example.com/telegram", "secret_token_env": "KEEPSAKE_WEBHOOK_SECRET"}
+    raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
+    return parse_config(raw, tmp_path)
+
+
+async def test_a_webhook_port_already_taken_is_named_as_the_config_names_it(telegram, llm, tmp_path, monkeypatch,
+                                                                            clock):
+    """The adapter stops with an error the log shows once a try (bot/cli.py starts it again later):
+    it names `telegram.port` and the address, not only errno 98."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = webhook_config(telegram, llm, tmp_path, monkeypatch, port)
+        async with await build_runtime(config, clock=clock) as runtime:
+            adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
+            with pytest.raises(OSError) as failure:
+                await asyncio.wait_for(adapter.run(asyncio.Event()), 10)
+    assert str(failure.value) == (f"[Errno 98] telegram.port: the webhook cannot listen on 127.0.0.1:{port} "
+                                  "(Address already in use); set [telegram] port to a free port")
+    assert not telegram.calls_to("setWebhook")  # Telegram is never pointed at an address nobody serves
 
 
 @dataclass

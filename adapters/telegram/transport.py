@@ -9,6 +9,7 @@ import asyncio
 import hmac
 import logging
 import math
+import os
 import time
 from typing import Any, Awaitable, Callable, Protocol
 from urllib.parse import urlsplit
@@ -177,7 +178,12 @@ class WebhookServer:
         runner = web.AppRunner(server, access_log=None)
         await runner.setup()
         try:
-            await web.TCPSite(runner, settings.listen, settings.port).start()
+            try:
+                await web.TCPSite(runner, settings.listen, settings.port).start()
+            except OSError as problem:  # named as the config names it; the adapter is started again later
+                reason = os.strerror(problem.errno) if problem.errno else str(problem)
+                raise OSError(problem.errno, f"telegram.port: the webhook cannot listen on {settings.listen}:"
+                              f"{settings.port} ({reason}); set [telegram] port to a free port") from None
             await self.refusable(application.bot.set_webhook(
                 settings.webhook_url, secret_token=secret, allowed_updates=Update.ALL_TYPES))
             log.info("Telegram: %s takes updates at %s (serving %s:%d)", self.name,
