@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from bot import metrics
 from bot.config import Config, ConfigError, WebConfig, checked, load_config
-from bot.contract import Core, MemoryPage, PlatformRefused
+from bot.contract import Core, MemoryPage, PlatformRefused, cannot_listen
 from bot.logs import config_secrets, log_to_file, redact, setup_logging
 from bot.memory.saved_memories import CAPS
 from bot.model.server_context import fit_to_server
@@ -185,8 +185,7 @@ def serve_metrics(port: int, listen: str, runtime: Runtime) -> None:
     try:
         metrics.serve(port, listen)
     except OSError as problem:
-        log.error("metrics.port: /metrics cannot listen on %s:%d (%s); it is not served. Set [metrics] port to a "
-                  "free port", listen, port, problem.strerror or problem)
+        log.error("%s; /metrics is not served", cannot_listen("metrics", "/metrics", listen, port, problem))
         return
     log.info("metrics at http://%s:%d/metrics", listen, port)
 
@@ -294,9 +293,8 @@ async def run_page(config: Config, beside_bot: bool) -> int:
         try:
             stop_serving = await page_server(config.web, runtime.core.page).start(config.web.listen, config.web.port)
         except OSError as problem:
-            log.error("web.port: the memory page cannot listen on %s:%d (%s); it is not served, and /memory page "
-                      "says so. Set [web] port to a free port", config.web.listen, config.web.port,
-                      problem.strerror or problem)
+            log.error("%s; it is not served, and /memory page says so",
+                      cannot_listen("web", "the memory page", config.web.listen, config.web.port, problem))
             return 3
         print(LISTENING, flush=True)
         if beside_bot:  # the bot reads only that line: anything printed later goes where the log lines go

@@ -12,6 +12,7 @@ platform refuses it for good. A reply names its turn with an opaque handle, neve
 from __future__ import annotations
 
 import enum
+import os
 import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -83,6 +84,14 @@ def env_name(value: object) -> object:
                          "is not one, and looks like it may be the secret itself, so it is not shown: put the "
                          "secret in a variable and write the variable's name here")
     return value.strip() if isinstance(value, str) else value
+
+
+def cannot_listen(section: str, what: str, listen: str, port: int, problem: OSError) -> str:
+    """A port that cannot be listened on, named as the config names it (`section.port`), with
+    the system's reason (aiohttp's own text repeats the address)."""
+    reason = os.strerror(problem.errno) if problem.errno else str(problem)
+    return (f"{section}.port: {what} cannot listen on {listen}:{port} ({reason}); set [{section}] port to a "
+            "free port")
 
 
 @dataclass(frozen=True)

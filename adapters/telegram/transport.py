@@ -9,7 +9,6 @@ import asyncio
 import hmac
 import logging
 import math
-import os
 import time
 from typing import Any, Awaitable, Callable, Protocol
 from urllib.parse import urlsplit
@@ -21,6 +20,7 @@ from telegram.ext import Application
 
 from adapters.settings import TelegramSettings
 from adapters.telegram.messages import flood_wait
+from bot.contract import cannot_listen
 
 log = logging.getLogger(__name__)
 
@@ -180,10 +180,9 @@ class WebhookServer:
         try:
             try:
                 await web.TCPSite(runner, settings.listen, settings.port).start()
-            except OSError as problem:  # named as the config names it; the adapter is started again later
-                reason = os.strerror(problem.errno) if problem.errno else str(problem)
-                raise OSError(problem.errno, f"telegram.port: the webhook cannot listen on {settings.listen}:"
-                              f"{settings.port} ({reason}); set [telegram] port to a free port") from None
+            except OSError as problem:  # the adapter is started again later
+                raise OSError(problem.errno, cannot_listen("telegram", "the webhook", settings.listen, settings.port,
+                                                           problem)) from None
             await self.refusable(application.bot.set_webhook(
                 settings.webhook_url, secret_token=secret, allowed_updates=Update.ALL_TYPES))
             log.info("Telegram: %s takes updates at %s (serving %s:%d)", self.name,
