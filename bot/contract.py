@@ -147,6 +147,9 @@ class IncomingMessage:
     `kept` is called once the message is stored and queued for its turn, or refused: a webhook
     acknowledges the update then, so the platform delivers again what a crash lost, and updates
     posted one after another to different processes keep their order.
+    `rest`: more of what was sent with it may still come once it is kept (an album's later items,
+    posted by a webhook one by one after it is acknowledged, each stored into it as an edit is);
+    its turn waits for it, and it gives the message as it was sent in the end.
     `addressed`: the platform addressed it to this adapter's character (a DM, a mention, a reply
     to it, its name); False for a message of an always-on channel addressed to no one, which in
     a scene one character answers (SPEC 15).
@@ -164,6 +167,7 @@ class IncomingMessage:
     unseen: tuple[str, ...] = ()
     files: tuple[IncomingFile, ...] = ()
     kept: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    rest: Callable[[], Awaitable["IncomingMessage"]] | None = field(default=None, compare=False, repr=False)
     addressed: bool = True
     asker: Asker | None = None
     draw: str | None = None

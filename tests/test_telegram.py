@@ -674,6 +674,54 @@ async def test_a_malformed_webhook_body_gets_400_and_at_most_one_warning_a_minut
     assert not any(r.exc_info for r in caplog.records)
 
 
+async def test_an_albums_items_posted_to_the_webhook_one_by_one_are_answered_once_with_every_photo(
+        telegram, llm, webhook):
+    """Telegram posts an album's next item only once the item before is acknowledged: each is
+    stored with the first, and the album is answered once, as one message."""
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("What a trip!"))
+    telegram.send(ann.dm, ann.user, "from my trip", photo=picture((200, 30, 30)), album="trip")
+    for colour in ((30, 200, 30), (30, 30, 200)):
+        telegram.send(ann.dm, ann.user, "", photo=picture(colour), album="trip")
+    await telegram.post_waiting_updates(webhook.url, "s3cret-token")  # each once the one before is acknowledged
+    await webhook.stopped()  # once every handler is done
+    reply, = telegram.bot_messages(ann.dm["id"])
+    assert reply.text == "What a trip!"
+    assert len(llm.requests) == 1
+    asked = llm.requests[0]["messages"][-1]["content"]
+    assert asked[0] == {"type": "text", "text": "[3 photos] from my trip"}
+    assert [part["type"] for part in asked[1:]] == ["image_url"] * 3
+
+
+async def test_an_album_item_posted_to_the_webhook_again_is_stored_once(telegram, llm, webhook):
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("Two fine boats."))
+    telegram.send(ann.dm, ann.user, "the harbour", photo=picture((200, 30, 30)), album="harbour")
+    telegram.send(ann.dm, ann.user, "", photo=picture((30, 30, 200)), album="harbour")
+    second = telegram.updates_waiting()[1]
+    await telegram.post_waiting_updates(webhook.url, "s3cret-token")
+    telegram._updates.append(second)  # its acknowledgement was lost: Telegram posts it again
+    await telegram.post_waiting_updates(webhook.url, "s3cret-token")
+    await webhook.stopped()
+    assert len(llm.requests) == 1 and len(telegram.bot_messages(ann.dm["id"])) == 1
+    asked = llm.requests[0]["messages"][-1]["content"]
+    assert asked[0]["text"] == "[2 photos] the harbour" and len(asked) == 3
+
+
+async def test_a_message_posted_to_the_webhook_right_after_an_album_is_answered_after_it(telegram, llm, webhook):
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("Lovely boats."))
+    llm.add(text("The red one."))
+    telegram.send(ann.dm, ann.user, "the harbour", photo=picture((200, 30, 30)), album="harbour")
+    telegram.send(ann.dm, ann.user, "", photo=picture((30, 30, 200)), album="harbour")
+    ann.say("which one do you like?")
+    await telegram.post_waiting_updates(webhook.url, "s3cret-token")
+    await webhook.stopped()
+    assert [m.text for m in telegram.bot_messages(ann.dm["id"])] == ["Lovely boats.", "The red one."]
+    album, after = (r["messages"][-1]["content"] for r in llm.requests)
+    assert album[0]["text"] == "[2 photos] the harbour" and after == "which one do you like?"
+
+
 async def test_the_same_update_posted_again_is_stored_and_answered_once(telegram, llm, webhook):
     """Telegram posts an update again whenever an acknowledgement is lost: a message is stored,
     answered and counted once, even when the copies arrive at the same time; a command runs once."""

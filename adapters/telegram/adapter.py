@@ -18,8 +18,8 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
   but no memories are read or written for it, and /memory tells it to write as the person.
 - A voice message, audio file or video message is heard through [voice] (SPEC 16), and a
   spoken reply goes out with `sendVoice`.
-- Photos sent together (an album) are answered once, as one message, where updates are
-  fetched (albums.py says why a webhook cannot).
+- Photos sent together (an album) are answered once, as one message: gathered before any is
+  kept where updates are fetched, kept item by item by a webhook (albums.py).
 - A photo, sticker or file is never silently ignored. A photo (or an image sent as a file)
   reaches a vision model through getFile; a text file is read as text; for anything else, or
   without vision, the caption is answered and the character says it cannot see the rest.
@@ -330,7 +330,9 @@ class TelegramAdapter(ChatAdapter[Place]):
         if update.message is None:
             return
         async with self.albums.gathered(update) as sent:
-            if sent.messages:
+            if sent.joins is not None:  # a webhook's album item: stored with the album's first
+                await self.core.conversation.edited(self._album(sent.messages, sent.joins, context.bot.username))
+            elif sent.messages:
                 await self._on_sent(sent, update, context)
 
     async def _on_sent(self, sent: Sent, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -343,7 +345,15 @@ class TelegramAdapter(ChatAdapter[Place]):
                 await self.core.conversation.heard(incoming.conversation)
             return
         draw = " ".join(context.args) if context.args is not None else None  # /image <scene>: its one command
-        await self.answer(place, replace(incoming, kept=sent.kept, asker=self.asker(update), draw=draw))
+        rest = None
+        if sent.rest is not None:  # a webhook's album: answered once its every item is stored with this one
+            async def rest() -> IncomingMessage:
+                return self._album(await sent.rest(), incoming.platform_message_id, bot.username)
+        await self.answer(place, replace(incoming, kept=sent.kept, rest=rest, asker=self.asker(update), draw=draw))
+
+    def _album(self, messages: list[Message], stored_as: str, username: str) -> IncomingMessage:
+        """An album's items as one message, as it is stored: under its first item's id."""
+        return replace(self._incoming(messages, username), platform_message_id=stored_as)
 
     def _incoming(self, messages: list[Message], username: str) -> IncomingMessage:
         """Telegram messages as one of ours, the same for one sent and one edited: their texts or

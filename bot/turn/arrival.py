@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Hashable
 
 from bot.access.gate import HEARING, Gate
@@ -105,6 +105,19 @@ class Queued:
 
 
 @dataclass(frozen=True)
+class CameWith:
+    """What came with a message's text, sorted: its voice notes, the one heard (None: none, or
+    no [voice]), the images the model may look at, the text files read into it, and words for
+    everything else, which the character cannot read."""
+
+    voices: list[IncomingFile]
+    note: IncomingFile | None
+    images: list[IncomingFile]
+    text_files: list[IncomingFile]
+    unseen: list[str]
+
+
+@dataclass(frozen=True)
 class Said:
     """A message as it is stored: `text` (`tokens` long) is its words with what came with them —
     or, with a voice `note` to hear, the note's placeholder and `words`, the rest."""
@@ -161,19 +174,12 @@ class Arrival:
         """The message as it is stored: its text files read into it, its images and anything else
         the character cannot read named in a placeholder; or the answer when it cannot be."""
         text = clean_text(message.text).strip()
-        kinds = [(kind_of(file), file) for file in message.files]
-        voices = [file for kind, file in kinds if kind == "voice"]
-        note = voices[0] if voices and self.listening is not None else None
-        if voices and self.listening is None and not text:
+        came = self._came_with(message)
+        note, images, text_files, unseen = came.note, came.images, came.text_files, came.unseen
+        if came.voices and self.listening is None and not text:
             return Reply.refusal(TEXT_ONLY.format(name=message.conversation.character))
         if note is not None and (refusal := self.listening.refusal(note)):  # from the metadata, nothing fetched
             return Reply.refusal(refusal)
-        kinds = [("other", file) if kind == "voice" and file is not note else (kind, file) for kind, file in kinds]
-        images = [file for kind, file in kinds if kind == "image"]
-        text_files = [file for kind, file in kinds if kind == "text"]
-        unseen = list(message.unseen) + [file.what for kind, file in kinds if kind == "other"]
-        if self.llm.vision_supported is False:
-            unseen, images = unseen + [file.what for file in images], []
         if not (text or text_files or images or note):
             return Reply.refusal(CANNOT_SEE.format(what=in_words(unseen)) if unseen else EMPTY_MESSAGE)
         if images or unseen:
@@ -189,6 +195,25 @@ class Arrival:
         if tokens > budget:
             return Reply.refusal(TOO_LONG_MESSAGE.format(tokens=tokens, budget=budget))
         return Said(text, tokens, words, note, unseen, images)
+
+    def _came_with(self, message: IncomingMessage) -> CameWith:
+        kinds = [(kind_of(file), file) for file in message.files]
+        voices = [file for kind, file in kinds if kind == "voice"]
+        note = voices[0] if voices and self.listening is not None else None
+        kinds = [("other", file) if kind == "voice" and file is not note else (kind, file) for kind, file in kinds]
+        images = [file for kind, file in kinds if kind == "image"]
+        unseen = list(message.unseen) + [file.what for kind, file in kinds if kind == "other"]
+        if self.llm.vision_supported is False:
+            unseen, images = unseen + [file.what for file in images], []
+        return CameWith(voices, note, images, [file for kind, file in kinds if kind == "text"], unseen)
+
+    async def completed(self, queued: Queued, message: IncomingMessage) -> Queued:
+        """A queued message once the rest of what was sent with it came (`IncomingMessage.rest`):
+        as it is stored now (each later part was stored into it as an edit is) and with every
+        image of it to look at. Deleted meanwhile, its turn finds that out as any turn does."""
+        row = await self.conversations.message(queued.user_row.id)
+        came = self._came_with(message)
+        return replace(queued, user_row=row or queued.user_row, unseen=came.unseen, images=came.images)
 
     async def store_and_queue(self, message: IncomingMessage) -> Reply | Queued | ToHear:
         """Store the message as it is said (`said`) and queue its turn; or the answer when it

@@ -157,6 +157,8 @@ class TurnHandler:
             queued = await self.arrival.hear_and_queue(queued)
         if isinstance(queued, Reply):
             return queued
+        if message.rest is not None:  # more of it may still come (an album by webhook): its turn waits for it
+            queued = await self.arrival.completed(queued, await message.rest())
         # While the turn waits for its place: its message's vector is asked for, and its images
         # are fetched (they are never stored).
         embedding = self._embedding(queued.user_row)
