@@ -58,12 +58,12 @@ from adapters.telegram.messages import (
     asker_of,
     edit_text,
     file_url,
+    files_in,
     keyboard,
     media_sender,
     place_of,
     speaker_name_of,
     speaker_of,
-    spoken_in,
     strip_mention,
     to_html,
     unseen_in,
@@ -73,7 +73,6 @@ from adapters.telegram.messages import (
 from adapters.telegram.presses import in_time, say_it_failed
 from adapters.telegram.transport import POLL_TIMEOUT_S, Polling, Transport, WebhookServer
 from bot.contract import (
-    IMAGE_MAX_SIDE,
     NOT_ALLOWED,
     STALE_BUTTON,
     Asker,
@@ -83,7 +82,6 @@ from bot.contract import (
     ConversationKey,
     Core,
     Identity,
-    IncomingFile,
     IncomingMessage,
     Media,
     PlatformRefused,
@@ -253,26 +251,6 @@ class TelegramAdapter(ChatAdapter[Place]):
         thread = str(place.thread_id) if place.thread_id is not None else None
         return ConversationKey(PLATFORM, str(place.chat_id), thread, self.character_name, place.shared)
 
-    def _files_of(self, message: Message) -> tuple[IncomingFile, ...]:
-        """A photo (its smallest size that is still big enough for the model) or a document;
-        their bytes come through getFile only when the core reads them."""
-        if message.photo:
-            big = [p for p in message.photo if max(p.width, p.height) >= IMAGE_MAX_SIDE]
-            photo = min(big, key=lambda p: p.width * p.height) if big else message.photo[-1]
-            return (IncomingFile("photo.jpg", "image/jpeg", photo.file_size, "a photo",
-                                 lambda limit: self._download(photo.file_id, limit)),)
-        if message.document:
-            document = message.document
-            image = (document.mime_type or "").startswith("image/")
-            return (IncomingFile(document.file_name or "file", document.mime_type, document.file_size,
-                                 "an image" if image else "a file",
-                                 lambda limit: self._download(document.file_id, limit)),)
-        if spoken := spoken_in(message):
-            words, name, content_type, file, seconds = spoken
-            return (IncomingFile(name, content_type, file.file_size, words,
-                                 lambda limit: self._download(file.file_id, limit), spoken=True, seconds=seconds),)
-        return ()
-
     async def _download(self, file_id: str, limit: int) -> bytes:
         """The file's first `limit` bytes, streamed (never downloaded whole)."""
         file = await self.bot.get_file(file_id)
@@ -367,7 +345,7 @@ class TelegramAdapter(ChatAdapter[Place]):
             text="\n".join(filter(None, (strip_mention(m.text or m.caption or "", username) for m in messages))),
             platform_message_id=str(message.message_id),
             unseen=tuple(filter(None, map(unseen_in, messages))),
-            files=tuple(file for m in messages for file in self._files_of(m)),
+            files=tuple(file for m in messages for file in files_in(m, self._download)),
         )
 
     async def _on_edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -18,7 +18,8 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ChatType, MessageLimit, ParseMode
 from telegram.error import BadRequest, ChatMigrated, RetryAfter
 
-from bot.contract import Asker, Attachment, Button, ConversationKey, Identity, Media, Picture, VoiceNote, where_named
+from bot.contract import (IMAGE_MAX_SIDE, Asker, Attachment, Button, ConversationKey, Identity, IncomingFile, Media,
+                          Picture, VoiceNote, where_named)
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,27 @@ def _seconds(read: Callable[[], Any]) -> float | None:
 def flood_wait(flood: RetryAfter) -> float:
     """RetryAfter's wait in seconds."""
     return _seconds(lambda: flood.retry_after) or 0.0
+
+
+def files_in(message: Message, download: Callable[[str, int], Awaitable[bytes]]) -> tuple[IncomingFile, ...]:
+    """A photo (its smallest size that is still big enough for the model) or a document, or
+    what is spoken in it; their bytes come through `download` (file id, at most so many bytes)
+    only when the core reads them."""
+    if message.photo:
+        big = [p for p in message.photo if max(p.width, p.height) >= IMAGE_MAX_SIDE]
+        photo = min(big, key=lambda p: p.width * p.height) if big else message.photo[-1]
+        return (IncomingFile("photo.jpg", "image/jpeg", photo.file_size, "a photo",
+                             lambda limit: download(photo.file_id, limit)),)
+    if message.document:
+        document = message.document
+        image = (document.mime_type or "").startswith("image/")
+        return (IncomingFile(document.file_name or "file", document.mime_type, document.file_size,
+                             "an image" if image else "a file", lambda limit: download(document.file_id, limit)),)
+    if spoken := spoken_in(message):
+        words, name, content_type, file, seconds = spoken
+        return (IncomingFile(name, content_type, file.file_size, words,
+                             lambda limit: download(file.file_id, limit), spoken=True, seconds=seconds),)
+    return ()
 
 
 def spoken_in(message: Message) -> tuple[str, str, str, Any, float | None] | None:
