@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import logging
+import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -675,15 +676,19 @@ async def test_a_malformed_webhook_body_gets_400_and_at_most_one_warning_a_minut
 
 
 async def test_an_albums_items_posted_to_the_webhook_one_by_one_are_answered_once_with_every_photo(
-        telegram, llm, webhook):
+        telegram, llm, webhook, tmp_path):
     """Telegram posts an album's next item only once the item before is acknowledged: each is
-    stored with the first, and the album is answered once, as one message."""
+    stored with the first before it is acknowledged (a crash loses none), and the album is
+    answered once, as one message."""
     ann = Person(telegram, ANN, "Ann")
     llm.add(text("What a trip!"))
     telegram.send(ann.dm, ann.user, "from my trip", photo=picture((200, 30, 30)), album="trip")
     for colour in ((30, 200, 30), (30, 30, 200)):
         telegram.send(ann.dm, ann.user, "", photo=picture(colour), album="trip")
     await telegram.post_waiting_updates(webhook.url, "s3cret-token")  # each once the one before is acknowledged
+    with contextlib.closing(sqlite3.connect(tmp_path / "keepsake.sqlite3")) as db:
+        acknowledged = db.execute("SELECT content FROM messages WHERE role = 'user'").fetchall()
+    assert acknowledged == [("[3 photos] from my trip",)]
     await webhook.stopped()  # once every handler is done
     reply, = telegram.bot_messages(ann.dm["id"])
     assert reply.text == "What a trip!"
