@@ -425,6 +425,13 @@ class Conversations(abc.ABC):
         messages that character witnessed (SPEC 22; None: every message)."""
 
     @abc.abstractmethod
+    async def count_back(self, conversation_id: int, up_to_pos: int | None, at_most: int,
+                         replies_of: int | None = None, seen_by: int | None = None) -> int:
+        """How many messages there are at or before `up_to_pos` (None: all), counted back from it
+        no further than `at_most`; `replies_of`: only that character's (`seen_by` as in
+        `recent_messages`). What a lorebook entry waits for (bot/characters/lorebook.py)."""
+
+    @abc.abstractmethod
     async def recent_sizes(self, conversation_id: int, limit: int, seen_by: int | None = None) -> list[MessageSize]:
         """The places and token counts of the last `limit` messages, newest first (`seen_by` as
         in `recent_messages`): what the summary queue weighs after each reply, without the words."""

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from bot.characters.cards import load_character
-from bot.characters.lorebook import Lorebook, read_lorebook
+from bot.characters.lorebook import ChatSoFar, Lorebook, read_lorebook
 from bot.characters.macros import filled
 from bot.config import CharacterConfig, ConfigError, parse_config
 from bot.runtime import build_runtime
@@ -228,6 +228,26 @@ def test_the_activate_and_dont_activate_decorators_call_an_entry_up_always_or_ne
                 entry("Never", ["lamp"], "@@dont_activate\nNever lore."),
                 entry("Both", ["nowhere"], "@@dont_activate\n@@activate\nBoth lore."))
     assert fired(lore, "the lamp") == ["Always", "Both"]
+
+
+def test_an_entry_with_a_delay_is_called_up_only_once_the_chat_holds_that_many_messages():
+    """SillyTavern's `delay` (its editor writes it in the entry's extensions): the chat's messages,
+    the one answered with them; it holds even an entry `@@activate` calls up always."""
+    lore = book(entry("Secret", ["lighthouse"], extensions={"delay": 5}),
+                entry("Always", [], "@@activate\nAlways lore.", extensions={"delay": 5}), entry("Lamp", ["lighthouse"]))
+    assert lore.waits_for() == ChatSoFar(5, 0)
+    assert [e.name for e in lore.entries_for(["the lighthouse"], 128_000, chat=ChatSoFar(4, 2))] == ["Lamp"]
+    assert [e.name for e in lore.entries_for(["the lighthouse"], 128_000, chat=ChatSoFar(5, 0))] == \
+        ["Secret", "Always", "Lamp"]
+
+
+def test_an_entry_written_activate_only_after_waits_for_that_many_of_the_characters_messages():
+    """V3's `@@activate_only_after`: the character's messages of the chat, its greeting too."""
+    lore = book(entry("Letter", ["letter"], "@@activate_only_after 3\nThe letter was hers all along."))
+    assert lore.waits_for() == ChatSoFar(0, 3)
+    assert lore.entries_for(["the letter"], 128_000, chat=ChatSoFar(40, 2)) == []
+    assert [e.content for e in lore.entries_for(["the letter"], 128_000, chat=ChatSoFar(6, 3))] == \
+        ["The letter was hers all along."]
 
 
 def test_the_scan_depth_decorator_and_a_fallback_for_one_not_followed():
@@ -491,6 +511,34 @@ async def test_an_entry_placed_at_a_depth_goes_before_that_many_of_the_newest_me
     assert said[-1] == "A storm always follows the fog." and messages[-1]["role"] == "system"  # depth 0: after them all
     assert not any("In fog" in m["content"] or "storm" in m["content"] for m in messages[:bell]
                    if m["content"].startswith("World info"))
+
+
+async def test_a_turn_counts_the_chat_for_the_entries_that_wait_even_past_its_live_window(llm, tmp_path, clock):
+    card = tmp_path / "mira.json"
+    card.write_text(json.dumps({"spec": "chara_card_v3", "spec_version": "3.0", "data": {
+        "name": "Mira", "description": "{{char}} keeps the lighthouse.", "first_mes": "Hello.",
+        "character_book": {"entries": [
+            entry("Wreck", ["wreck"], "The wreck holds the keeper's log.", extensions={"delay": 5}),
+            entry("Letter", ["letter"], "@@activate_only_after 2\nThe letter was Mira's all along."),
+            entry("Bell", ["bell"], "The bell was cast in 1871.", extensions={"delay": 61}),
+        ]}}}))
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["characters"][0] = {"name": "Mira", "card": str(card)}
+    async with await build_runtime(parse_config(raw, tmp_path), clock=clock) as runtime:
+        ann = Chat(runtime)
+        for said in ("the wreck, the letter", "the wreck, the letter again"):  # 1 message, then 3 and 1 reply
+            await ann.say(said)
+            assert "keeper's log" not in llm.prompt_text() and "Mira's all along" not in llm.prompt_text()
+        await ann.say("and the wreck, the letter?")  # 5 messages, 2 of them Mira's
+        assert "keeper's log" in llm.prompt_text() and "Mira's all along" in llm.prompt_text()
+        conversation = await runtime.cast.conversation_for(ann.key)
+        for n in range(52):  # longer than the live window reads (50 messages): counted back in the store
+            await runtime.store.conversations.add_user_message(conversation.id, await ann.person_id(), "Ann",
+                                                               f"line {n}", 2, f"line-{n}")
+        await ann.say("ring the bell")  # 59 messages, the one answered too
+        assert "cast in 1871" not in llm.prompt_text()
+        await ann.say("ring the bell again")  # 61
+        assert "cast in 1871" in llm.prompt_text()
 
 
 async def test_memory_why_names_the_entries_that_fired(lore_runtime, llm):

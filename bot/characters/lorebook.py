@@ -25,18 +25,22 @@ decorators (the `@@name value` lines its text begins with) are taken out of its 
 `@@activate` calls it up always, `@@dont_activate` never, `@@scan_depth` sets its scan depth,
 `@@depth` places it among the messages (below), `@@additional_keys` are keys one of which must
 be there too and `@@exclude_keys` keys none of which may be (each a comma-separated list, each as
-often as it is written), `@@role` is whose words it is given as (below), a `@@@` fallback
-stands in for a decorator not followed, and the others (when it may fire, `@@position`) are
-ignored. Of the entries called up together that share an inclusion `group` (a comma-separated
-list of names), one is kept, as SillyTavern keeps it: none when an entry of the group was called up
+often as it is written), `@@role` is whose words it is given as (below), `@@activate_only_after`
+keeps it out until the character wrote that many messages of the chat (its greeting too), a
+`@@@` fallback stands in for a decorator not followed, and the others (`@@activate_only_every`,
+`@@position`) are ignored. SillyTavern's `delay` keeps an entry out until the chat holds that
+many messages (the one answered too); either holds before anything calls the entry up, even
+`@@activate`. A turn counts the chat (`ChatSoFar`) back no further than an entry waits for, off
+its live window when that holds the whole chat. SillyTavern's other timed effects, `sticky` and
+`cooldown`, are not followed: they need what fired in earlier turns, which a turn does not read.
+Of the entries called up together that share an inclusion `group` (a comma-separated list of
+names), one is kept, as SillyTavern keeps it: none when an entry of the group was called up
 already; else, once those whose keys score lower than another's are out where an entry asks for
 it (`use_group_scoring`), the one with `group_override` (of several, the highest
-`insertion_order`), else one drawn by their `group_weight` (100 each by default). SillyTavern's
-timed effects (`sticky`, `cooldown`, `delay`) and V3's `@@activate_only_after` and `_every` are
-not followed: they need what fired in earlier turns, or how long the chat is, which a turn does
-not read. The entries that fire are kept by `priority` (lower priority dropped first) within the
-lorebook budget — the book's `token_budget`, else 1,000 tokens, never more than 10 % of the
-context window — and placed by `insertion_order`, lowest first: with the character, or, for an
+`insertion_order`), else one drawn by their `group_weight` (100 each by default). The entries
+that fire are kept by `priority` (lower priority dropped first) within the lorebook budget — the
+book's `token_budget`, else 1,000 tokens, never more than 10 % of the context window — and
+placed by `insertion_order`, lowest first: with the character, or, for an
 entry SillyTavern places at a depth (`position` 4, `depth` back, 4 by default; by the author's
 note, `position` 2 or 3, where that note goes by default: 4 back) or written `@@depth N`, before
 the newest N messages (its `depth`), as a system message, or as whose words its `role` says
@@ -85,7 +89,8 @@ AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
 _LOGIC_NAMES = {"AND_ANY": AND_ANY, "NOT_ALL": NOT_ALL, "NOT_ANY": NOT_ANY, "AND_ALL": AND_ALL}
 # The Character Card V3 decorators this book follows; every other one is taken out of the entry's
 # text and ignored, as the spec allows (when it may fire, @@position)
-FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth", "depth", "role", "additional_keys", "exclude_keys")
+FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth", "depth", "role", "additional_keys", "exclude_keys",
+                       "activate_only_after")
 # SillyTavern's world-info positions that place an entry among the messages: at a depth of its
 # own, or at the top or bottom of the author's note, which goes DEFAULT_DEPTH back by default
 AT_DEPTH, BY_THE_NOTE = 4, (2, 3)
@@ -155,7 +160,19 @@ class LoreEntry:
     insertion_order: int = 100
     priority: int = 10
     probability: float = 100  # how often, in percent, it fires when matched (SillyTavern's)
+    delay: int = 0  # not called up before the chat holds this many messages (SillyTavern's)
+    after_replies: int = 0  # nor before the character wrote this many (V3's @@activate_only_after)
     tokens: int = 0  # counted once, when the character is loaded
+
+
+@dataclass(frozen=True)
+class ChatSoFar:
+    """How long the chat is, counted back from the message answered (with it) no further than
+    any entry waits for (`Lorebook.waits_for`): its messages, and the character's own (its
+    greeting too)."""
+
+    messages: int
+    replies: int
 
 
 class _Matcher:
@@ -246,15 +263,25 @@ class Lorebook:
     def budget(self, context_window: int) -> int:
         return min(self.token_budget, int(context_window * MAX_CONTEXT_SHARE))
 
-    def entries_for(self, recent_texts: Iterable[str], context_window: int, user: str = "") -> list[LoreEntry]:
+    def waits_for(self) -> ChatSoFar:
+        """The most messages and replies an entry of the book waits for (none: nothing to count)."""
+        return ChatSoFar(max((e.delay for e in self.entries), default=0),
+                         max((e.after_replies for e in self.entries), default=0))
+
+    def entries_for(self, recent_texts: Iterable[str], context_window: int, user: str = "",
+                    chat: ChatSoFar | None = None) -> list[LoreEntry]:
         """The entries the recent messages (newest first) call up, and, as SillyTavern's
         recursive scan does, those the text of the entries called up names in turn; within the
         budget, in insertion order. `user` is the name of the person speaking, which a key's
-        `{{user}}` stands for. It may take up to MATCH_BUDGET_S: call it off the event loop."""
+        `{{user}}` stands for; `chat`, how long the chat is (None: not known, and no entry waits
+        for it). It may take up to MATCH_BUDGET_S: call it off the event loop."""
         deadline, budget = time.monotonic() + MATCH_BUDGET_S, self.budget(context_window)
         recent, carried = list(recent_texts), []
         fired: list[LoreEntry] = []
-        waiting, recursing = list(self.entries), False
+        # an entry that waits for a longer chat is not called up at all yet, not even by @@activate
+        waiting = [entry for entry in self.entries
+                   if chat is None or (entry.delay <= chat.messages and entry.after_replies <= chat.replies)]
+        recursing = False
         while waiting:
             matcher = _Matcher(self, recent, carried, deadline, user)
             matched = self._one_of_each_group(self._called_up(matcher, waiting, recursing), fired, matcher)
@@ -405,6 +432,8 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
         insertion_order=_whole(raw, "insertion_order", 100, where),
         priority=_whole(raw, "priority", 10, where),
         probability=_probability(raw),
+        delay=depth_of(_setting(raw, "delay")) or 0,
+        after_replies=depth_of(_first(decorators, "activate_only_after")) or 0,
     )
 
 

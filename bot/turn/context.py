@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from bot.characters.cards import StoredCharacter
-from bot.characters.lorebook import LoreEntry
+from bot.characters.lorebook import ChatSoFar, LoreEntry
 from bot.memory.recall import Passage
 from bot.memory.saved_memories import SelectedMemories, memories_for_prompt
 from bot.memory.window import WINDOW_MAX_MESSAGES, live_window
@@ -69,14 +69,37 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
         window = live_window(newest_first, context_window)
         recalled = await recalling(newest_first, window, sight) if recalling is not None else []
         book = character.character.lorebook
-        user = speaker if speaker is not None else addressee(window, person_id)
-        lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
-            book.entries_for, [m.content for m in reversed(window)], context_window, user) if book.entries else []
+        lore: list[LoreEntry] = []
+        if book.entries:
+            user = speaker if speaker is not None else addressee(window, person_id)
+            chat = await chat_so_far(store, conversation.id, character.id, newest_first, up_to_pos, sight,
+                                     book.waits_for())
+            lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
+                book.entries_for, [m.content for m in reversed(window)], context_window, user, chat)
         return sight, list(summary), window, recalled, lore
 
     (profile, memories), (sight, summary, window, recalled, lore) = await asyncio.gather(persons(), held())
     return Context(character, conversation.is_shared, memories, summary, window, recalled, lore,
                    profile.persona, profile.time_zone, sight)
+
+
+async def chat_so_far(store: Store, conversation_id: int, character_id: int, newest_first: list[MessageRow],
+                      up_to_pos: int | None, sight: int | None, waits_for: ChatSoFar) -> ChatSoFar | None:
+    """How long the chat is (up to the message at `up_to_pos`, through `sight`), as far back as the
+    lorebook's entries wait for (None: none waits): read off the newest messages when they are
+    the whole chat, else counted back in the store no further than that."""
+    if not (waits_for.messages or waits_for.replies):
+        return None
+    messages = len(newest_first)
+    replies = sum(m.role == "assistant" and m.character_id == character_id for m in newest_first)
+    if messages == WINDOW_MAX_MESSAGES:  # the newest messages read: more may lie before them
+        if messages < waits_for.messages:
+            messages = await store.conversations.count_back(conversation_id, up_to_pos, waits_for.messages,
+                                                            seen_by=sight)
+        if replies < waits_for.replies:
+            replies = await store.conversations.count_back(conversation_id, up_to_pos, waits_for.replies,
+                                                           replies_of=character_id, seen_by=sight)
+    return ChatSoFar(messages, replies)
 
 
 def addressee(window: list[MessageRow], person_id: int | None) -> str:

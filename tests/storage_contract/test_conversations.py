@@ -30,6 +30,26 @@ async def test_messages_take_their_place_in_arrival_order_and_a_reply_follows_wh
     assert await store.conversations.count_messages(chat, -1, up_to_pos=two.pos) == 3
 
 
+async def test_counting_back_goes_no_further_than_asked_and_counts_a_characters_replies(store: Store, ann, mira,
+                                                                                     chat):
+    """What a lorebook entry waits for (SillyTavern's `delay`, V3's @@activate_only_after)."""
+    assert await store.conversations.add_greeting(chat, "Mira", "Hello!", 2)
+    for n in range(3):
+        asked = await store.conversations.add_user_message(chat, ann, "Ann", f"message {n}", 1, f"p{n}")
+        reply = await store.turns.finish_turn(await store.turns.begin_turn(chat, ann, asked.id), asked, "Mira",
+                                              f"reply {n}", 1, {}, character_id=mira)
+        await store.turns.shown(reply.id, [f"r{n}"])
+    last = await store.conversations.add_user_message(chat, ann, "Ann", "the newest", 1, "p9")
+    count_back = store.conversations.count_back
+    assert await count_back(chat, None, 100) == 8  # the greeting, three messages, three replies, the newest
+    assert await count_back(chat, asked.pos, 100) == 6
+    assert await count_back(chat, None, 5) == 5
+    assert await count_back(chat, last.pos, 100, replies_of=mira) == 4  # the greeting is hers too
+    assert await count_back(chat, last.pos, 2, replies_of=mira) == 2
+    other = await store.characters.ensure_character("Aki")
+    assert await count_back(chat, None, 100, replies_of=other) == 0
+
+
 async def test_the_id_of_a_deleted_newest_message_or_turn_is_never_given_again(store: Store, ann, chat):
     """A reply in progress holds its message's and its turn's ids while the person may delete
     what they wrote: the next message and turn never get those ids."""
