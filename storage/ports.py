@@ -426,10 +426,12 @@ class Conversations(abc.ABC):
 
     @abc.abstractmethod
     async def count_back(self, conversation_id: int, up_to_pos: int | None, at_most: int,
-                         replies_of: int | None = None, seen_by: int | None = None) -> int:
-        """How many messages there are at or before `up_to_pos` (None: all), counted back from it
-        no further than `at_most`; `replies_of`: only that character's (`seen_by` as in
-        `recent_messages`). What a lorebook entry waits for (bot/characters/lorebook.py)."""
+                         replies_of: int | None = None, seen_by: int | None = None, after_pos: int | None = None
+                         ) -> int:
+        """How many messages there are at or before `up_to_pos` (None: all), after `after_pos`
+        (None: since the first), counted back no further than `at_most`; `replies_of`: only that
+        character's (`seen_by` as in `recent_messages`). What a lorebook entry waits for
+        (bot/characters/lorebook.py)."""
 
     @abc.abstractmethod
     async def recent_sizes(self, conversation_id: int, limit: int, seen_by: int | None = None) -> list[MessageSize]:
@@ -641,6 +643,13 @@ class Turns(abc.ABC):
     async def last_receipt(self, conversation_id: int, person_id: int,
                            character_id: int | None = None) -> TurnRow | None:
         """The latest answered turn of the person here (of `character_id` only, when given)."""
+
+    @abc.abstractmethod
+    async def receipts_before(self, conversation_id: int, character_id: int, before_pos: int | None,
+                              limit: int) -> list[tuple[int, dict[str, Any]]]:
+        """The receipts of the character's newest `limit` replies in the conversation to messages
+        before `before_pos` (None: any), newest first, each with the place of the message it
+        answered (a lorebook's timed entries: what earlier replies called up)."""
 
     @abc.abstractmethod
     async def receipts(self, person_id: int, limit: int) -> list[ReplyReceipt]:

@@ -250,6 +250,29 @@ def test_an_entry_written_activate_only_after_waits_for_that_many_of_the_charact
         ["The letter was hers all along."]
 
 
+def test_a_sticky_entry_earlier_replies_hold_in_is_called_up_whatever_is_said_first_within_budget_and_group():
+    """SillyTavern's `sticky`: not rolled again, the one its inclusion group keeps, first in the budget."""
+    lore = book(entry("Curse", ["curse"], "The curse lore is long enough.", extensions={"sticky": 4, "probability": 0},
+                      group="omens", priority=1),
+                entry("Raven", ["raven"], group="omens", extensions={"group_override": True}),
+                entry("Lamp", ["lamp"], priority=50), token_budget=7)
+    curse = next(e.uid for e in lore.entries if e.name == "Curse")
+    assert lore.remembers() == 4
+    assert fired(lore, "a raven at the lamp") == ["Lamp", "Raven"]  # 4 of the 7 tokens
+    held = ChatSoFar(10, 3, sticky=frozenset({curse}))
+    assert [e.name for e in lore.entries_for(["a raven at the lamp"], 128_000, chat=held)] == ["Curse"]
+
+
+def test_an_entry_cooling_down_is_not_called_up_by_its_keys():
+    """SillyTavern's `cooldown`: out for that many messages, unless it is sticky still."""
+    lore = book(entry("Curse", ["curse"], extensions={"cooldown": 3}), entry("Lamp", ["lamp"]))
+    curse = lore.entries[0].uid
+    cooling = ChatSoFar(10, 3, cooling=frozenset({curse}))
+    assert [e.name for e in lore.entries_for(["the curse, the lamp"], 128_000, chat=cooling)] == ["Lamp"]
+    both = ChatSoFar(10, 3, sticky=frozenset({curse}), cooling=frozenset({curse}))
+    assert [e.name for e in lore.entries_for(["the lamp"], 128_000, chat=both)] == ["Curse", "Lamp"]
+
+
 def test_the_scan_depth_decorator_and_a_fallback_for_one_not_followed():
     lore = book(entry("Deep", ["eldoria"], "@@scan_depth 3\nDeep lore."),
                 entry("Fallback", ["eldoria"], "@@risu_only 4\n@@@scan_depth 3\nFallback lore."),
@@ -539,6 +562,39 @@ async def test_a_turn_counts_the_chat_for_the_entries_that_wait_even_past_its_li
         assert "cast in 1871" not in llm.prompt_text()
         await ann.say("ring the bell again")  # 61
         assert "cast in 1871" in llm.prompt_text()
+
+
+async def test_a_sticky_entry_stays_in_and_one_cooling_down_stays_out_for_as_many_messages_and_regenerate_adds_none(
+        llm, tmp_path, clock):
+    """SillyTavern's `sticky` and `cooldown`, counted in the chat's messages since the reply that
+    called the entry up (the one answered with them); a regenerated reply counts as the reply it
+    replaces did, from the replies before it."""
+    card = tmp_path / "mira.json"
+    card.write_text(json.dumps({"spec": "chara_card_v3", "spec_version": "3.0", "data": {
+        "name": "Mira", "description": "{{char}} keeps the lighthouse.", "first_mes": "Hello.",
+        "character_book": {"entries": [
+            entry("Curse", ["curse"], "The curse binds the lighthouse.", extensions={"sticky": 3}),
+            entry("Raven", ["raven"], "A raven means a death at sea.", extensions={"cooldown": 4}),
+            entry("Bell", ["bell"], "The bell was cast in 1871.", extensions={"cooldown": 4}),
+        ]}}}))
+    raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    raw["characters"][0] = {"name": "Mira", "card": str(card)}
+    async with await build_runtime(parse_config(raw, tmp_path), clock=clock) as runtime:
+        ann = Chat(runtime)
+
+        def called_up() -> tuple[bool, bool, bool]:
+            return tuple(words in llm.prompt_text() for words in ("curse binds", "death at sea", "cast in 1871"))
+
+        await ann.say("tell me of the curse and the raven")
+        assert called_up() == (True, True, False)
+        second = await ann.say("and the raven? the bell?")  # 2 messages since: the curse sticks, the raven cools
+        assert called_up() == (True, False, True)
+        await ann.regenerate(second.turn)  # the same again: the bell is not cooling down from the reply replaced
+        assert called_up() == (True, False, True)
+        await ann.say("the raven again? the bell?")  # 4 since the first: the curse is done, the raven may come
+        assert called_up() == (False, True, False)
+        await ann.say("and the curse?")  # afresh; the raven cools from the reply before, the bell is done cooling
+        assert called_up() == (True, False, True)  # (the bell and the raven said in the 4 messages scanned)
 
 
 async def test_memory_why_names_the_entries_that_fired(lore_runtime, llm):

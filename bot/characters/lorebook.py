@@ -30,9 +30,13 @@ keeps it out until the character wrote that many messages of the chat (its greet
 `@@@` fallback stands in for a decorator not followed, and the others (`@@activate_only_every`,
 `@@position`) are ignored. SillyTavern's `delay` keeps an entry out until the chat holds that
 many messages (the one answered too); either holds before anything calls the entry up, even
-`@@activate`. A turn counts the chat (`ChatSoFar`) back no further than an entry waits for, off
-its live window when that holds the whole chat. SillyTavern's other timed effects, `sticky` and
-`cooldown`, are not followed: they need what fired in earlier turns, which a turn does not read.
+`@@activate`. SillyTavern's other timed effects count from the reply that called an entry up
+afresh (its receipt says so: the character's replies before, in the conversation): a `sticky`
+entry stays in for that many messages (the one answered with them), whatever is said — not
+rolled again, its inclusion group's, first within the budget — and one with a `cooldown` then
+stays out for that many more, unless it is sticky still. A regenerated reply counts as the one
+it replaces did. A turn counts the chat (`ChatSoFar`) back no further than an entry waits for
+or remembers, off its live window when that holds the whole chat.
 Of the entries called up together that share an inclusion `group` (a comma-separated list of
 names), one is kept, as SillyTavern keeps it: none when an entry of the group was called up
 already; else, once those whose keys score lower than another's are out where an entry asks for
@@ -162,17 +166,28 @@ class LoreEntry:
     probability: float = 100  # how often, in percent, it fires when matched (SillyTavern's)
     delay: int = 0  # not called up before the chat holds this many messages (SillyTavern's)
     after_replies: int = 0  # nor before the character wrote this many (V3's @@activate_only_after)
+    sticky: int = 0  # called up, it stays in for this many messages of the chat (SillyTavern's)
+    cooldown: int = 0  # called up, it stays out for this many after that (SillyTavern's)
+    uid: str = ""  # which entry of its book it is, for what earlier replies remember of it
     tokens: int = 0  # counted once, when the character is loaded
+
+    @property
+    def timed(self) -> bool:
+        """Whether what earlier replies called it up for holds it in or out now."""
+        return bool(self.sticky or self.cooldown)
 
 
 @dataclass(frozen=True)
 class ChatSoFar:
-    """How long the chat is, counted back from the message answered (with it) no further than
-    any entry waits for (`Lorebook.waits_for`): its messages, and the character's own (its
-    greeting too)."""
+    """What a turn knows of the chat before it, as far as the book's entries ask
+    (`Lorebook.waits_for`): how long it is, counted back from the message answered (with it) no
+    further than any entry waits for — its messages, and the character's own (its greeting
+    too) — and the timed entries earlier replies hold in (`sticky`) or out (`cooling`), by uid."""
 
     messages: int
     replies: int
+    sticky: frozenset[str] = frozenset()
+    cooling: frozenset[str] = frozenset()
 
 
 class _Matcher:
@@ -268,6 +283,10 @@ class Lorebook:
         return ChatSoFar(max((e.delay for e in self.entries), default=0),
                          max((e.after_replies for e in self.entries), default=0))
 
+    def remembers(self) -> int:
+        """How many messages back a reply's calling up a timed entry still counts (0: none is timed)."""
+        return max((e.sticky + e.cooldown for e in self.entries), default=0)
+
     def entries_for(self, recent_texts: Iterable[str], context_window: int, user: str = "",
                     chat: ChatSoFar | None = None) -> list[LoreEntry]:
         """The entries the recent messages (newest first) call up, and, as SillyTavern's
@@ -278,16 +297,21 @@ class Lorebook:
         deadline, budget = time.monotonic() + MATCH_BUDGET_S, self.budget(context_window)
         recent, carried = list(recent_texts), []
         fired: list[LoreEntry] = []
-        # an entry that waits for a longer chat is not called up at all yet, not even by @@activate
-        waiting = [entry for entry in self.entries
-                   if chat is None or (entry.delay <= chat.messages and entry.after_replies <= chat.replies)]
+        # an entry that waits for a longer chat is not called up at all yet, not even by @@activate;
+        # one an earlier reply called up is in while it is sticky, and out while it cools down
+        held = chat.sticky if chat is not None else frozenset()
+        waiting = [entry for entry in self.entries if chat is None or (
+            entry.delay <= chat.messages and entry.after_replies <= chat.replies
+            and (entry.uid not in chat.cooling or entry.uid in held))]
         recursing = False
         while waiting:
             matcher = _Matcher(self, recent, carried, deadline, user)
-            matched = self._one_of_each_group(self._called_up(matcher, waiting, recursing), fired, matcher)
-            # an entry with a `probability` below 100 fires that often when matched; one that
-            # failed its roll is not checked again this turn (as SillyTavern's)
-            called = [entry for entry in matched if entry.probability >= 100 or self.roll() * 100 <= entry.probability]
+            matched = self._one_of_each_group(self._called_up(matcher, waiting, recursing, held), fired, matcher, held)
+            # an entry with a `probability` below 100 fires that often when matched (a sticky one
+            # is not rolled again); one that failed its roll is not checked again this turn (as
+            # SillyTavern's)
+            called = [entry for entry in matched if entry.probability >= 100 or entry.uid in held
+                      or self.roll() * 100 <= entry.probability]
             fired += called
             said = [filled(entry.content, self.char, user, hidden_keys=True)  # as it goes in, hidden keys read
                     for entry in called if not entry.prevents_recursion]
@@ -299,23 +323,27 @@ class Lorebook:
             waiting = [entry for entry in waiting if all(entry is not new for new in matched)]
             carried = carried + said
             recursing = True
-        kept, used = [], 0
-        for entry in sorted(fired, key=lambda e: (-e.priority, e.insertion_order)):
+        kept, used = [], 0  # sticky ones first, as SillyTavern's
+        for entry in sorted(fired, key=lambda e: (e.uid not in held, -e.priority, e.insertion_order)):
             if used + entry.tokens <= budget:
                 kept.append(entry)
                 used += entry.tokens
         return sorted(kept, key=lambda e: e.insertion_order)
 
-    def _one_of_each_group(self, matched: list[LoreEntry], fired: list[LoreEntry], matcher: _Matcher
-                           ) -> list[LoreEntry]:
-        """The matched entries with one of each inclusion group, as SillyTavern keeps them: none
-        when an entry of the group was called up already; else, once those whose keys score lower
-        than another's are out (where an entry asks for scoring), the one that overrides the group
-        (of several, the highest insertion order), else one drawn by their weights. One left
-        out may still be called up later in the scan."""
+    def _one_of_each_group(self, matched: list[LoreEntry], fired: list[LoreEntry], matcher: _Matcher,
+                           held: frozenset[str]) -> list[LoreEntry]:
+        """The matched entries with one of each inclusion group, as SillyTavern keeps them: the
+        sticky ones (`held`) where there are; none when an entry of the group was called up
+        already; else, once those whose keys score lower than another's are out (where an entry
+        asks for scoring), the one that overrides the group (of several, the highest insertion
+        order), else one drawn by their weights. One left out may still be called up later in the
+        scan."""
         kept = list(matched)
         for group in dict.fromkeys(name for entry in matched for name in entry.groups):
             members = [entry for entry in kept if group in entry.groups]
+            if stuck := [entry for entry in members if entry.uid in held]:
+                kept = [entry for entry in kept if group not in entry.groups or entry in stuck]
+                continue
             if any(group in entry.groups for entry in fired):
                 winner = None
             elif len(members) < 2:
@@ -339,11 +367,16 @@ class Lorebook:
                 return entry
         return members[-1]
 
-    def _called_up(self, matcher: _Matcher, entries: list[LoreEntry], recursing: bool) -> list[LoreEntry]:
+    def _called_up(self, matcher: _Matcher, entries: list[LoreEntry], recursing: bool,
+                   held: frozenset[str]) -> list[LoreEntry]:
         """The entries the matcher's text calls up: from the chat, all but those delayed until
-        recursion; from the entries' own text, all but those excluded from it."""
+        recursion; from the entries' own text, all but those excluded from it; and those sticky
+        (`held`), whatever is said."""
         called = []
         for entry in entries:
+            if entry.uid in held:
+                called.append(entry)
+                continue
             if matcher.out_of_time():
                 log.warning("lorebook of %s: matching stopped after %.1f s; entries from %r on were not checked",
                             self.card, MATCH_BUDGET_S, entry.name)
@@ -434,6 +467,9 @@ def _entry(raw: Any, index: int, card: str, char: str) -> LoreEntry | None:
         probability=_probability(raw),
         delay=depth_of(_setting(raw, "delay")) or 0,
         after_replies=depth_of(_first(decorators, "activate_only_after")) or 0,
+        sticky=depth_of(_setting(raw, "sticky")) or 0,
+        cooldown=depth_of(_setting(raw, "cooldown")) or 0,
+        uid=f"{index}:{name}",  # its place in the book and its name: an edited card misplaces nothing
     )
 
 

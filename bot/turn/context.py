@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from bot.characters.cards import StoredCharacter
-from bot.characters.lorebook import ChatSoFar, LoreEntry
+from bot.characters.lorebook import ChatSoFar, LoreEntry, Lorebook
 from bot.memory.recall import Passage
 from bot.memory.saved_memories import SelectedMemories, memories_for_prompt
 from bot.memory.window import WINDOW_MAX_MESSAGES, live_window
@@ -35,6 +35,7 @@ class Context:
     persona: Persona | None = None  # who the person speaking is in the story (SPEC 17)
     time_zone: str | None = None  # the person's own (/timezone, SPEC 19); None: the deployment's
     seen_by: int | None = None  # SPEC 22: read only what this character witnessed (None: every message)
+    lore_held: frozenset[str] = frozenset()  # the timed entries of `lore` earlier replies held in (sticky), by uid
 
     @property
     def learning(self) -> bool:
@@ -60,7 +61,8 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
         profile = await store.people.profile(person_id, character.id)
         return profile, (await memories_for_prompt(store.memories, person_id, character.id) if profile.learns else None)
 
-    async def held() -> tuple[int | None, list[SummaryRow], list[MessageRow], list[Passage], list[LoreEntry]]:
+    async def held() -> tuple[int | None, list[SummaryRow], list[MessageRow], list[Passage], list[LoreEntry],
+                              frozenset[str]]:
         sight = await seen_by(store, conversation, character)
         summary, newest_first = await asyncio.gather(
             store.summaries.summaries(conversation.id, seen_by=sight),
@@ -70,36 +72,58 @@ async def read_context(store: Store, character: StoredCharacter, conversation: C
         recalled = await recalling(newest_first, window, sight) if recalling is not None else []
         book = character.character.lorebook
         lore: list[LoreEntry] = []
+        chat: ChatSoFar | None = None
         if book.entries:
             user = speaker if speaker is not None else addressee(window, person_id)
-            chat = await chat_so_far(store, conversation.id, character.id, newest_first, up_to_pos, sight,
-                                     book.waits_for())
+            chat = await chat_so_far(store, conversation.id, character.id, newest_first, up_to_pos, sight, book)
             lore = await asyncio.to_thread(  # matching keys may take a while: never on the event loop
                 book.entries_for, [m.content for m in reversed(window)], context_window, user, chat)
-        return sight, list(summary), window, recalled, lore
+        return sight, list(summary), window, recalled, lore, chat.sticky if chat is not None else frozenset()
 
-    (profile, memories), (sight, summary, window, recalled, lore) = await asyncio.gather(persons(), held())
+    (profile, memories), (sight, summary, window, recalled, lore, lore_held) = await asyncio.gather(persons(), held())
     return Context(character, conversation.is_shared, memories, summary, window, recalled, lore,
-                   profile.persona, profile.time_zone, sight)
+                   profile.persona, profile.time_zone, sight, lore_held)
 
 
 async def chat_so_far(store: Store, conversation_id: int, character_id: int, newest_first: list[MessageRow],
-                      up_to_pos: int | None, sight: int | None, waits_for: ChatSoFar) -> ChatSoFar | None:
-    """How long the chat is (up to the message at `up_to_pos`, through `sight`), as far back as the
-    lorebook's entries wait for (None: none waits): read off the newest messages when they are
-    the whole chat, else counted back in the store no further than that."""
-    if not (waits_for.messages or waits_for.replies):
+                      up_to_pos: int | None, sight: int | None, book: Lorebook) -> ChatSoFar | None:
+    """What the lorebook's entries ask of the chat up to the message at `up_to_pos` (through
+    `sight`), no more (None: they ask nothing): how long it is, read off the newest messages
+    when they are the whole chat, else counted back in the store no further than an entry waits
+    for; and which timed entries the character's earlier replies hold in or out."""
+    waits, remembers = book.waits_for(), book.remembers()
+    if not (waits.messages or waits.replies or remembers):
         return None
-    messages = len(newest_first)
-    replies = sum(m.role == "assistant" and m.character_id == character_id for m in newest_first)
-    if messages == WINDOW_MAX_MESSAGES:  # the newest messages read: more may lie before them
-        if messages < waits_for.messages:
-            messages = await store.conversations.count_back(conversation_id, up_to_pos, waits_for.messages,
-                                                            seen_by=sight)
-        if replies < waits_for.replies:
-            replies = await store.conversations.count_back(conversation_id, up_to_pos, waits_for.replies,
-                                                           replies_of=character_id, seen_by=sight)
-    return ChatSoFar(messages, replies)
+    whole = len(newest_first) < WINDOW_MAX_MESSAGES  # else more may lie before the newest messages read
+
+    async def since(after_pos: int | None, at_most: int, replies_of: int | None = None) -> int:
+        """The messages after `after_pos` (None: all) up to the one answered, as far as `at_most`."""
+        read = [m for m in newest_first if (after_pos is None or m.pos > after_pos)
+                and (replies_of is None or (m.role == "assistant" and m.character_id == replies_of))]
+        if whole or len(read) >= at_most or (after_pos is not None and after_pos >= newest_first[-1].pos):
+            return len(read)
+        return await store.conversations.count_back(conversation_id, up_to_pos, at_most, replies_of=replies_of,
+                                                    seen_by=sight, after_pos=after_pos)
+
+    messages = await since(None, waits.messages) if waits.messages else len(newest_first)
+    replies = await since(None, waits.replies, character_id) if waits.replies else 0
+    sticky, cooling = set(), set()
+    if remembers:
+        fired: dict[str, int] = {}  # a timed entry's uid: the place of the message its newest calling up answered
+        for pos, receipt in await store.turns.receipts_before(conversation_id, character_id, up_to_pos, remembers):
+            for entry in receipt.get("lore", []):
+                if entry.get("fired"):
+                    fired.setdefault(entry["fired"], pos)
+        for entry in book.entries:
+            if entry.timed and entry.uid in fired:
+                # as SillyTavern counts: the messages since, the one answered with them; the
+                # cooldown begins when the entry is no longer sticky
+                after = await since(fired[entry.uid], entry.sticky + entry.cooldown)
+                if after < entry.sticky:
+                    sticky.add(entry.uid)
+                elif after < entry.sticky + entry.cooldown:
+                    cooling.add(entry.uid)
+    return ChatSoFar(messages, replies, frozenset(sticky), frozenset(cooling))
 
 
 def addressee(window: list[MessageRow], person_id: int | None) -> str:

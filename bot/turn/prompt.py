@@ -262,7 +262,10 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
         "recall": [{"date": day_of(p.messages[0]), "message_ids": [m.id for m in p.messages],
                     "tokens": p.tokens} for p in recalled],
         "images": len(images),
-        "lore": [{"name": entry.name, "tokens": entry.tokens} for entry in lore],
+        # a timed entry called up afresh (not held in by an earlier reply): what the next turns count from
+        "lore": [{"name": entry.name, "tokens": entry.tokens}
+                 | ({"fired": entry.uid} if entry.timed and entry.uid not in context.lore_held else {})
+                 for entry in lore],
         "window_messages": len(window),
         "tokens": tokens,
         "learning": memories is not None,

@@ -182,12 +182,14 @@ class SQLConversations(Conversations):
         return messages(rows)
 
     async def count_back(self, conversation_id: int, up_to_pos: int | None, at_most: int,
-                         replies_of: int | None = None, seen_by: int | None = None) -> int:
+                         replies_of: int | None = None, seen_by: int | None = None, after_pos: int | None = None
+                         ) -> int:
         return await self.db.short.value(
             "SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE conversation_id = $1 "
-            "AND (CAST($2 AS BIGINT) IS NULL OR pos <= $2) "
-            f"AND (CAST($4 AS BIGINT) IS NULL OR (role = 'assistant' AND character_id = $4)){seen(seen_by, 5)} "
-            "ORDER BY pos DESC LIMIT $3) AS back", conversation_id, up_to_pos, at_most, replies_of, *seen_args(seen_by))
+            "AND (CAST($2 AS BIGINT) IS NULL OR pos <= $2) AND (CAST($5 AS BIGINT) IS NULL OR pos > $5) "
+            f"AND (CAST($4 AS BIGINT) IS NULL OR (role = 'assistant' AND character_id = $4)){seen(seen_by, 6)} "
+            "ORDER BY pos DESC LIMIT $3) AS back",
+            conversation_id, up_to_pos, at_most, replies_of, after_pos, *seen_args(seen_by))
 
     async def recent_sizes(self, conversation_id: int, limit: int, seen_by: int | None = None) -> list[MessageSize]:
         rows = await self.db.short.all(

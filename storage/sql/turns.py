@@ -450,6 +450,15 @@ class SQLTurns(Turns):
                                 "ORDER BY id DESC LIMIT 1", conversation_id, person_id, character_id)
         return turn(row) if row else None
 
+    async def receipts_before(self, conversation_id: int, character_id: int, before_pos: int | None,
+                              limit: int) -> list[tuple[int, dict[str, Any]]]:
+        rows = await self.db.short.all(
+            "SELECT m.pos, t.receipt FROM turns t JOIN messages m ON m.id = t.user_message_id "
+            "WHERE t.conversation_id = $1 AND t.character_id = $2 AND t.status = 'done' AND t.receipt IS NOT NULL "
+            "AND (CAST($3 AS BIGINT) IS NULL OR m.pos < $3) ORDER BY t.id DESC LIMIT $4",
+            conversation_id, character_id, before_pos, limit)
+        return [(row["pos"], json.loads(row["receipt"])) for row in rows]
+
     async def receipts(self, person_id: int, limit: int) -> list[ReplyReceipt]:
         rows = await self.db.all(
             "SELECT t.id, COALESCE(t.character_id, c.character_id) AS character_id, t.created_at, t.receipt, "

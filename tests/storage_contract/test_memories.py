@@ -129,6 +129,24 @@ async def test_receipts_are_the_persons_own_shown_replies_newest_first(store: St
         ("re: second", mira, {"pinned": [7]}), ("re: first", mira, {"pinned": [7]})]
 
 
+async def test_the_receipts_of_a_characters_replies_before_a_place_come_newest_first_with_its_place(
+        store: Store, ann, mira, chat):
+    """What a lorebook's timed entries count from: earlier replies of this character, not one
+    answering the message now answered again (Regenerate), nor another character's."""
+    asked = []
+    for n in range(3):
+        said = await store.conversations.add_user_message(chat, ann, "Ann", f"message {n}", 1, None)
+        turn = await store.turns.begin_turn(chat, ann, said.id, mira)
+        reply = await store.turns.finish_turn(turn, said, "Mira", f"reply {n}", 2, {"lore": [{"fired": f"{n}:Curse"}]})
+        await store.turns.shown(reply.id, [])
+        asked.append(said.pos)
+    before = await store.turns.receipts_before(chat, mira, asked[2], 5)
+    assert before == [(asked[1], {"lore": [{"fired": "1:Curse"}]}), (asked[0], {"lore": [{"fired": "0:Curse"}]})]
+    assert [pos for pos, _ in await store.turns.receipts_before(chat, mira, None, 2)] == [asked[2], asked[1]]
+    aki = await store.characters.ensure_character("Aki")
+    assert await store.turns.receipts_before(chat, aki, None, 5) == []
+
+
 async def test_every_change_is_in_the_history_and_the_latest_of_a_memory_can_be_undone(store: Store, ann, mira, clock):
     """SPEC 21 "History and undo": add, edit, pin, delete — each a change; undoing the delete
     brings the memory back as it was, pinned; the undo is a change too, and can be undone."""
