@@ -1,7 +1,9 @@
 """What a reply reads (SPEC 3-5, 11, 13), in one place for a turn and a check-in alike: the
 character's card, the person's persona and saved memories in play (none for nobody in particular, or with
 Learn from chat off), the summary, the live window, the older passages recall brings back, and
-the lorebook entries the recent messages call up. `bot/turn/prompt.py` builds the prompt from it."""
+the lorebook entries the recent messages call up (with what the chat's length and the character's
+earlier replies say of those that wait or are timed: `chat_so_far`). `bot/turn/prompt.py` builds
+the prompt from it."""
 
 from __future__ import annotations
 
