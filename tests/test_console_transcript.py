@@ -6,6 +6,7 @@ import os
 import pty
 import re
 import sys
+import termios
 
 from tests.conftest import API_KEY_ENV, ROOT
 from tests.fakes.llm_server import text, tool_calls
@@ -65,9 +66,18 @@ async def test_a_console_session_at_a_real_terminal(tmp_path, llm):
                 if marker is None:
                     return
 
+    async def until_reading() -> None:
+        """Until readline reads the next line: it takes the terminal out of canonical mode to do so.
+        A line typed before that is echoed by the terminal and then by readline again, as on a
+        real terminal, and a busy machine makes that gap long enough to type into."""
+        deadline = loop.time() + 20
+        while termios.tcgetattr(leader)[3] & termios.ICANON and loop.time() < deadline:
+            await asyncio.sleep(0.005)
+
     try:
         await read_until("/quit to leave")
         for typed, shown in SESSION:
+            await until_reading()
             os.write(leader, typed.encode() + b"\r")
             await read_until(shown, timeout=20 if shown else 1)
         await asyncio.wait_for(process.wait(), 20)
