@@ -92,7 +92,7 @@ _FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
 AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
 _LOGIC_NAMES = {"AND_ANY": AND_ANY, "NOT_ALL": NOT_ALL, "NOT_ANY": NOT_ANY, "AND_ALL": AND_ALL}
 # The Character Card V3 decorators this book follows; every other one is taken out of the entry's
-# text and ignored, as the spec allows (when it may fire, @@position)
+# text and ignored, as the spec allows (@@activate_only_every, @@position)
 FOLLOWED_DECORATORS = ("activate", "dont_activate", "scan_depth", "depth", "role", "additional_keys", "exclude_keys",
                        "activate_only_after")
 # SillyTavern's world-info positions that place an entry among the messages: at a depth of its
@@ -292,8 +292,9 @@ class Lorebook:
         """The entries the recent messages (newest first) call up, and, as SillyTavern's
         recursive scan does, those the text of the entries called up names in turn; within the
         budget, in insertion order. `user` is the name of the person speaking, which a key's
-        `{{user}}` stands for; `chat`, how long the chat is (None: not known, and no entry waits
-        for it). It may take up to MATCH_BUDGET_S: call it off the event loop."""
+        `{{user}}` stands for; `chat`, what the turn knows of the chat before it (None: nothing,
+        and no entry waits for it or is held in or out). It may take up to MATCH_BUDGET_S: call it
+        off the event loop."""
         deadline, budget = time.monotonic() + MATCH_BUDGET_S, self.budget(context_window)
         recent, carried = list(recent_texts), []
         fired: list[LoreEntry] = []
