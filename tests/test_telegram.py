@@ -505,27 +505,40 @@ def picture(colour: tuple[int, int, int]) -> bytes:
     return out.getvalue()
 
 
+def send_album(telegram: FakeTelegram, person: Person, caption: str, album: str, *colours) -> int:
+    """The person sends photos of these colours together, the first with the caption; its id."""
+    first = telegram.send(person.dm, person.user, caption, photo=picture(colours[0]), album=album)
+    for colour in colours[1:]:
+        telegram.send(person.dm, person.user, "", photo=picture(colour), album=album)
+    return first
+
+
+def asked_once_with_photos(llm, words: str, photos: int) -> None:
+    """The model was asked once, the album as one message: its words, then every photo."""
+    assert len(llm.requests) == 1
+    asked = llm.requests[0]["messages"][-1]["content"]
+    assert asked[0] == {"type": "text", "text": words}
+    assert [part["type"] for part in asked[1:]] == ["image_url"] * photos
+
+
+RED, GREEN, BLUE = (200, 30, 30), (30, 200, 30), (30, 30, 200)
+
+
 async def test_photos_sent_together_as_an_album_are_answered_once_with_every_photo(bot, telegram, llm):
     ann = Person(telegram, ANN, "Ann")
     llm.add(text("What a trip!"))
-    first = telegram.send(ann.dm, ann.user, "from my trip", photo=picture((200, 30, 30)), album="trip")
-    for colour in ((30, 200, 30), (30, 30, 200)):
-        telegram.send(ann.dm, ann.user, "", photo=picture(colour), album="trip")
+    first = send_album(telegram, ann, "from my trip", "trip", RED, GREEN, BLUE)
     reply, = await ann.reply_to(first)
     await telegram.settled()
-    assert reply.text == "What a trip!"
-    assert len(llm.requests) == 1 and len(telegram.bot_messages(ann.dm["id"])) == 1
-    asked = llm.requests[0]["messages"][-1]["content"]
-    assert asked[0] == {"type": "text", "text": "[3 photos] from my trip"}
-    assert [part["type"] for part in asked[1:]] == ["image_url"] * 3
+    assert reply.text == "What a trip!" and len(telegram.bot_messages(ann.dm["id"])) == 1
+    asked_once_with_photos(llm, "[3 photos] from my trip", 3)
 
 
 async def test_a_message_sent_right_after_an_album_is_answered_after_it(bot, telegram, llm):
     ann = Person(telegram, ANN, "Ann")
     llm.add(text("Lovely boats."))
     llm.add(text("The red one."))
-    telegram.send(ann.dm, ann.user, "the harbour", photo=picture((200, 30, 30)), album="harbour")
-    telegram.send(ann.dm, ann.user, "", photo=picture((30, 30, 200)), album="harbour")
+    send_album(telegram, ann, "the harbour", "harbour", RED, BLUE)
     question = ann.say("which one do you like?")
     await ann.reply_to(question, count=2)
     assert [m.text for m in telegram.bot_messages(ann.dm["id"])] == ["Lovely boats.", "The red one."]
@@ -682,9 +695,7 @@ async def test_an_albums_items_posted_to_the_webhook_one_by_one_are_answered_onc
     answered once, as one message."""
     ann = Person(telegram, ANN, "Ann")
     llm.add(text("What a trip!"))
-    telegram.send(ann.dm, ann.user, "from my trip", photo=picture((200, 30, 30)), album="trip")
-    for colour in ((30, 200, 30), (30, 30, 200)):
-        telegram.send(ann.dm, ann.user, "", photo=picture(colour), album="trip")
+    send_album(telegram, ann, "from my trip", "trip", RED, GREEN, BLUE)
     await telegram.post_waiting_updates(webhook.url, "s3cret-token")  # each once the one before is acknowledged
     with contextlib.closing(sqlite3.connect(tmp_path / "keepsake.sqlite3")) as db:
         acknowledged = db.execute("SELECT content FROM messages WHERE role = 'user'").fetchall()
@@ -692,33 +703,27 @@ async def test_an_albums_items_posted_to_the_webhook_one_by_one_are_answered_onc
     await webhook.stopped()  # once every handler is done
     reply, = telegram.bot_messages(ann.dm["id"])
     assert reply.text == "What a trip!"
-    assert len(llm.requests) == 1
-    asked = llm.requests[0]["messages"][-1]["content"]
-    assert asked[0] == {"type": "text", "text": "[3 photos] from my trip"}
-    assert [part["type"] for part in asked[1:]] == ["image_url"] * 3
+    asked_once_with_photos(llm, "[3 photos] from my trip", 3)
 
 
 async def test_an_album_item_posted_to_the_webhook_again_is_stored_once(telegram, llm, webhook):
     ann = Person(telegram, ANN, "Ann")
     llm.add(text("Two fine boats."))
-    telegram.send(ann.dm, ann.user, "the harbour", photo=picture((200, 30, 30)), album="harbour")
-    telegram.send(ann.dm, ann.user, "", photo=picture((30, 30, 200)), album="harbour")
+    send_album(telegram, ann, "the harbour", "harbour", RED, BLUE)
     second = telegram.updates_waiting()[1]
     await telegram.post_waiting_updates(webhook.url, "s3cret-token")
     telegram._updates.append(second)  # its acknowledgement was lost: Telegram posts it again
     await telegram.post_waiting_updates(webhook.url, "s3cret-token")
     await webhook.stopped()
-    assert len(llm.requests) == 1 and len(telegram.bot_messages(ann.dm["id"])) == 1
-    asked = llm.requests[0]["messages"][-1]["content"]
-    assert asked[0]["text"] == "[2 photos] the harbour" and len(asked) == 3
+    assert len(telegram.bot_messages(ann.dm["id"])) == 1
+    asked_once_with_photos(llm, "[2 photos] the harbour", 2)
 
 
 async def test_a_message_posted_to_the_webhook_right_after_an_album_is_answered_after_it(telegram, llm, webhook):
     ann = Person(telegram, ANN, "Ann")
     llm.add(text("Lovely boats."))
     llm.add(text("The red one."))
-    telegram.send(ann.dm, ann.user, "the harbour", photo=picture((200, 30, 30)), album="harbour")
-    telegram.send(ann.dm, ann.user, "", photo=picture((30, 30, 200)), album="harbour")
+    send_album(telegram, ann, "the harbour", "harbour", RED, BLUE)
     ann.say("which one do you like?")
     await telegram.post_waiting_updates(webhook.url, "s3cret-token")
     await webhook.stopped()
