@@ -84,6 +84,7 @@ class Database:
         self._short_reads: sqlite3.Connection | None = None  # their own connection, on the event loop's thread
         self.short: _Short | None = None  # short reads (see above)
         self._write_lock = asyncio.Lock()  # one transaction at a time on the one writer connection
+        self._checkpointer: aiosqlite.Connection | None = None  # the background copy's connection
         self._checkpoints: asyncio.Task | None = None
 
     async def open(self) -> None:
@@ -108,28 +109,27 @@ class Database:
         self._short_reads.execute("PRAGMA query_only = ON")  # it reads: every write takes the writer
         self.short = _Short(self._short_reads, self._reader)
         if writes:
-            checkpoints, _ = await self._connect()
-            await checkpoints.execute("PRAGMA busy_timeout = 0")  # a reader or another writer: try again later
-            self._checkpoints = asyncio.create_task(self._checkpointing(checkpoints))
+            self._checkpointer, _ = await self._connect()
+            await self._checkpointer.execute("PRAGMA busy_timeout = 0")  # a reader or another writer: try again later
+            self._checkpoints = asyncio.create_task(self._checkpointing(self._checkpointer))
 
     async def _checkpointing(self, connection: aiosqlite.Connection) -> None:
-        """Copy the log back into the file every `checkpoint_every_s`, beside the writes, until closed."""
+        """Copy the log back into the file every `checkpoint_every_s`, beside the writes, until
+        cancelled (`close` closes its connection: a task cancelled before it ever ran runs no
+        `finally`)."""
         failing = False
-        try:
-            while True:
-                await asyncio.sleep(self.checkpoint_every_s)
-                try:
-                    _, pages, _ = await (await connection.execute("PRAGMA wal_checkpoint(PASSIVE)")).fetchone()
-                    if pages > LOG_RESTART_PAGES:
-                        async with self._write_lock:
-                            await connection.execute("PRAGMA wal_checkpoint(RESTART)")
-                    failing = False
-                except sqlite3.Error as failed:  # the disk full, say: the log grows and the next one tries
-                    if not failing:
-                        log.warning("the SQLite log could not be copied back into %s: %s", self.path.name, failed)
-                    failing = True
-        finally:
-            await connection.close()
+        while True:
+            await asyncio.sleep(self.checkpoint_every_s)
+            try:
+                _, pages, _ = await (await connection.execute("PRAGMA wal_checkpoint(PASSIVE)")).fetchone()
+                if pages > LOG_RESTART_PAGES:
+                    async with self._write_lock:
+                        await connection.execute("PRAGMA wal_checkpoint(RESTART)")
+                failing = False
+            except sqlite3.Error as failed:  # the disk full, say: the log grows and the next one tries
+                if not failing:
+                    log.warning("the SQLite log could not be copied back into %s: %s", self.path.name, failed)
+                failing = True
 
     async def _use_wal(self) -> None:
         """Switch a new file to WAL. The switch takes the file for itself and does not wait
@@ -212,12 +212,12 @@ class Database:
         # thread, between its caller's awaits (a turn's failure written as the process stops), and
         # the connection closed on its thread beneath it would crash the process.
         async with self._write_lock:
-            for db in (self._reader, self._writer):
+            for db in (self._checkpointer, self._reader, self._writer):
                 if db is not None:
                     await db.close()
             if self._short_reads is not None:
                 self._short_reads.close()
-            self._reader = self._writer = self._inline = self._short_reads = self.short = None
+            self._checkpointer = self._reader = self._writer = self._inline = self._short_reads = self.short = None
 
     @asynccontextmanager
     async def transaction(self, short: bool = False) -> AsyncIterator[Connection]:
