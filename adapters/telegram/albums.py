@@ -13,10 +13,10 @@ its message is kept, and Telegram posts a chat's next update only after that (it
 chat's updates in sequence), so an album's second item comes only once its first is kept. There
 the first item is stored and queued at once, as any message, and its turn waits (`Sent.rest`)
 while the later items come: each is stored into it, as an edit of it is, before it is
-acknowledged (`Sent.joins`), so a crash loses none of them (each stores the album so far, as
-an edit of the first: an album of text files has its earlier files read again, ten files at
-most); then the turn answers every item as one message. The album is gathered in the process its first item reached: a later item
-posted to another process behind a load balancer, or after the album's turn went on, is
+acknowledged (`Sent.joins`), so a crash loses none of them (each stores the album so far: an
+album of text files has its earlier files read again, ten files at most); then the turn answers
+every item as one message. The album is gathered in the process its first item reached: a later
+item posted to another process behind a load balancer, or after the album's turn went on, is
 answered as a message of its own.
 
 Waiting must not reorder a chat (SPEC 9: messages are answered in the order they arrived): a
