@@ -534,16 +534,23 @@ async def test_photos_sent_together_as_an_album_are_answered_once_with_every_pho
     asked_once_with_photos(llm, "[3 photos] from my trip", 3)
 
 
-async def test_a_message_sent_right_after_an_album_is_answered_after_it(bot, telegram, llm):
-    ann = Person(telegram, ANN, "Ann")
-    llm.add(text("Lovely boats."))
-    llm.add(text("The red one."))
+def an_album_then_a_question(telegram: FakeTelegram, llm, ann: Person) -> int:
+    """Ann sends two photos together and asks about them at once; the question's id."""
+    llm.add(text("Lovely boats."), text("The red one."))
     send_album(telegram, ann, "the harbour", "harbour", RED, BLUE)
-    question = ann.say("which one do you like?")
-    await ann.reply_to(question, count=2)
+    return ann.say("which one do you like?")
+
+
+def answered_the_album_then_the_question(telegram: FakeTelegram, llm, ann: Person) -> None:
     assert [m.text for m in telegram.bot_messages(ann.dm["id"])] == ["Lovely boats.", "The red one."]
     album, after = (r["messages"][-1]["content"] for r in llm.requests)
     assert album[0]["text"] == "[2 photos] the harbour" and after == "which one do you like?"
+
+
+async def test_a_message_sent_right_after_an_album_is_answered_after_it(bot, telegram, llm):
+    ann = Person(telegram, ANN, "Ann")
+    await ann.reply_to(an_album_then_a_question(telegram, llm, ann), count=2)
+    answered_the_album_then_the_question(telegram, llm, ann)
 
 
 async def test_an_album_in_a_group_is_answered_once_when_its_caption_names_the_character(bot, telegram, llm):
@@ -721,15 +728,10 @@ async def test_an_album_item_posted_to_the_webhook_again_is_stored_once(telegram
 
 async def test_a_message_posted_to_the_webhook_right_after_an_album_is_answered_after_it(telegram, llm, webhook):
     ann = Person(telegram, ANN, "Ann")
-    llm.add(text("Lovely boats."))
-    llm.add(text("The red one."))
-    send_album(telegram, ann, "the harbour", "harbour", RED, BLUE)
-    ann.say("which one do you like?")
+    an_album_then_a_question(telegram, llm, ann)
     await telegram.post_waiting_updates(webhook.url, "s3cret-token")
     await webhook.stopped()
-    assert [m.text for m in telegram.bot_messages(ann.dm["id"])] == ["Lovely boats.", "The red one."]
-    album, after = (r["messages"][-1]["content"] for r in llm.requests)
-    assert album[0]["text"] == "[2 photos] the harbour" and after == "which one do you like?"
+    answered_the_album_then_the_question(telegram, llm, ann)
 
 
 async def test_the_same_update_posted_again_is_stored_and_answered_once(telegram, llm, webhook):
