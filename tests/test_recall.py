@@ -56,10 +56,13 @@ async def test_an_old_fact_beyond_the_window_is_recalled_word_for_word_when_a_me
     assert "Ann: my cousin Ingrid lives in Tromsø and keeps three goats" in block
     roles = [(m["role"], m["content"][:20]) for m in llm.requests[-1]["messages"]]
     recall_at = next(i for i, (_, c) in enumerate(roles) if c == RECALL_INTRO[:20])
-    assert all(role == "system" for role, _ in roles[:recall_at])  # after the system, memories and summary
-    assert roles[recall_at + 1][0] in ("user", "assistant")  # then the live window
-    assert roles[-2][0] == "system" and roles[-2][1].startswith("Now: ")  # the time just before the message
-    # answered (SPEC 19), after all that does not change from turn to turn (#68: a server's cache keeps it)
+    window_at = next(i for i, (role, _) in enumerate(roles) if role in ("user", "assistant"))
+    assert all(role == "system" for role, _ in roles[:window_at])  # the system, memories and summary
+    assert window_at < recall_at and roles[recall_at - 1][0] in ("user", "assistant")  # then the live window;
+    # then the time, just before the message answered (SPEC 19): what changes from turn to turn comes after
+    # all that does not (#68: a server's prompt cache keeps that)
+    assert roles[recall_at + 1][0] == "system" and roles[recall_at + 1][1].startswith("Now: ")
+    assert recall_at + 2 == len(roles) - 1 and roles[-1] == ("user", "what do you remember")
 
 
 async def test_recall_searches_only_this_conversation(runtime, llm, clock):

@@ -145,10 +145,10 @@ async def test_retention_purges_only_old_summarized_messages(make_config, clock,
         ann = Chat(runtime)
         conversation = (await runtime.cast.conversation_for(ann.key)).id
         person = await ann.person_id()
-        for i in range(70):
+        for i in range(71):
             await runtime.store.conversations.add_user_message(conversation, person, "Ann", f"m{i}", 5, None)
         llm.responder = lambda body: None
-        await runtime.summarizer.summarize(conversation)  # the oldest 20 are summarized
+        await runtime.summarizer.summarize(conversation)  # the oldest 21 are summarized; the window holds 50
         clock.now += 31 * DAY
         await runtime.jobs.maintenance()
         assert await runtime.store.conversations.count_messages(conversation, 0) == 50

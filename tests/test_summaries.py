@@ -2,6 +2,7 @@
 
 import asyncio
 
+from bot.memory.summaries import batch_is_due
 from tests.conftest import Chat
 from tests.fakes.llm_server import cut_at_length, hang, status, text
 from tests.fakes.summarizer import extractive, kind_of
@@ -31,15 +32,16 @@ async def tiers(chat: Chat) -> dict[str, int]:
 
 
 async def test_no_batch_at_9_pending_messages_and_a_batch_at_10(ann, llm):
+    assert not batch_is_due(9, 45) and batch_is_due(10, 50)
     llm.responder = extractive
-    conversation = await stored(ann, 50 + 9)  # the window holds 50
+    conversation = await stored(ann, 50 + 9)  # the window holds 50 (each message here takes two places)
     await ann.runtime.summarizer.summarize(conversation)
     assert summary_calls(llm) == []
-    await stored(ann, 1)
+    await stored(ann, 1)  # the window's start moves on 4 places: 49 messages, and 11 pending
     await ann.runtime.summarizer.summarize(conversation)
     assert len(summary_calls(llm, "batch")) == 1
     entry, = await ann.runtime.store.summaries.summaries(conversation)
-    assert entry.tier == "recent" and (entry.first_pos // 2, entry.last_pos // 2) == (1, 10)
+    assert entry.tier == "recent" and (entry.first_pos // 2, entry.last_pos // 2) == (1, 11)
 
 
 async def test_a_batch_starts_at_2000_pending_tokens(ann, llm):
@@ -65,10 +67,10 @@ async def test_a_batch_takes_the_oldest_at_most_40_messages(ann, llm):
 async def test_a_batch_takes_at_most_6000_tokens(ann, llm):
     llm.responder = extractive
     conversation = await stored(ann, 20, tokens=500)
-    await stored(ann, 20, tokens=500)  # the window keeps the newest 20 (10,000 tokens)
+    await stored(ann, 20, tokens=500)  # 20 would make the window's 10,000 tokens: it starts on a step, with 19
     await ann.runtime.summarizer.summarize(conversation)
     sizes = [len(r["messages"][1]["content"].splitlines()) for r in summary_calls(llm, "batch")]
-    assert sizes == [12, 8]  # 12 × 500 = 6,000 tokens, then the rest
+    assert sizes == [12, 9]  # 12 × 500 = 6,000 tokens, then the rest
 
 
 async def summarize_every_10(chat: Chat, batches: int) -> None:
@@ -88,7 +90,8 @@ async def test_the_4th_recent_summary_makes_a_merged_one(ann, llm):
     await ann.runtime.summarizer.summarize(conversation)
     assert await tiers(ann) == {"recent": 0, "merged": 1, "long_term": 0}
     merged, = await ann.runtime.store.summaries.summaries(conversation)
-    assert (merged.first_pos // 2, merged.last_pos // 2) == (1, 40)  # it records its range
+    assert (merged.first_pos // 2, merged.last_pos // 2) == (1, 41)  # it records its range (the window
+    # holds 49 then: its start moves on 4 places at a time, two of these messages)
 
 
 async def test_the_4th_merged_summary_folds_into_long_term(ann, llm):
@@ -267,6 +270,6 @@ async def test_the_summary_view_numbers_messages_within_the_conversation(runtime
     other = Chat(runtime, user="bob", name="Bob", chat_id="dm-bob")
     await stored(other, 25)  # another conversation's messages come first in the file
     ann = Chat(runtime)
-    conversation = await stored(ann, 50 + 10)
+    conversation = await stored(ann, 50 + 10)  # 11 pending: the window's start moves on 4 places at a time
     await runtime.summarizer.summarize(conversation)
-    assert "[Recent summary] S1 · messages 1–10" in (await ann.memory("/memory summary")).text
+    assert "[Recent summary] S1 · messages 1–11" in (await ann.memory("/memory summary")).text

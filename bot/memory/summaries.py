@@ -198,7 +198,7 @@ class Summarizer:
             conversation_id, WINDOW_MAX_MESSAGES + BATCH_MIN_MESSAGES, seen_by=seen_by)
         if not newest_first:
             return None
-        before = live_window(newest_first[:WINDOW_MAX_MESSAGES], self.context_window())[0].pos
+        before = live_window(newest_first, self.context_window())[0].pos
         behind = [m for m in newest_first if covered < m.pos < before]
         return before if batch_is_due(len(behind), sum(m.tokens for m in behind)) else None
 

@@ -8,15 +8,20 @@ Order of the messages sent each turn:
 3. system — the speaker's saved memories, as data the person told the character, never as
    instructions (each entry JSON-quoted so it cannot break out of its line);
 4. system — the conversation summary: long-term, then merged, then recent, oldest first;
-5. system — recalled passages: older words of this conversation the new message calls back
-   (bot/memory/recall.py), oldest first, quoted as data;
-6. the live window, oldest first, the current message last (with its images, as image parts,
+5. the live window, oldest first, the current message last (with its images, as image parts,
    when the model can look at them); the card's depth prompt (SillyTavern's Character's Note)
    goes before its newest `depth_prompt_depth` messages, the lorebook entries placed at a depth
    before their newest `depth` ones (a message a depth and role: system unless the card says
-   "user" or "assistant"), and the date and time now just before the current message;
-7. system — a note when the current message came with something the character cannot see (a photo);
-8. system — the card's post_history_instructions, if any.
+   "user" or "assistant"); just before the current message, what changes with every message:
+   - system — recalled passages: older words of this conversation the new message calls back
+     (bot/memory/recall.py), oldest first, quoted as data;
+   - system — the date and time now;
+6. system — a note when the current message came with something the character cannot see (a photo);
+7. system — the card's post_history_instructions, if any.
+
+What changes with every message comes after what does not, so that a reply's prompt begins as
+the one before it did up to the newest messages (the window's start moves on a few messages at a
+time: bot/memory/window.py), and a model server's prompt cache serves that part again.
 
 Every count in the receipt comes from token counts stored on write: nothing is re-tokenized.
 """
@@ -216,11 +221,6 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
         messages.append({"role": "system", "content": "\n\n".join(blocks)})
         tokens["summary"] = sum(s.tokens + MESSAGE_OVERHEAD_TOKENS for s in ordered)
 
-    if recalled:
-        passages = ["\n".join(recalled_lines(p)) for p in recalled]
-        messages.append({"role": "system", "content": RECALL_INTRO + "\n" + f"\n{RECALL_GAP}\n".join(passages)})
-        tokens["recall"] = sum(p.tokens for p in recalled) + BLOCK_TOKENS
-
     for row in window:
         if (row.role == "user" and shared) or _another_character(row, context.character.id, shared):
             messages.append({"role": "user", "content": f"{row.speaker_name}: {row.said}"})
@@ -237,13 +237,19 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
         messages.insert(max(end - depth, end - len(window)),
                         {"role": role, "content": "\n\n".join(placed[depth, role])})
 
-    # What changes every turn comes after what does not (#68): the time goes just before the
-    # message answered, so a server's prompt cache keeps the card, memories, summary and older
-    # window, and evaluates only this line and the new message.
+    # What changes every turn comes after what does not (#68): the recalled passages and the time
+    # go just before the message answered, so a server's prompt cache keeps the card, memories,
+    # summary and window (whose start moves on a few messages at a time), and evaluates only
+    # these and the new messages.
     when = local_words(now, context.time_zone or zone)
     at = next(i for i, message in enumerate(messages) if message is current) if window else len(messages)
-    messages.insert(at, {"role": "system", "content": NOW_NOTE.format(when=when, user=speaker_name)})
+    changing = [{"role": "system", "content": NOW_NOTE.format(when=when, user=speaker_name)}]
     tokens["system"] += NOW_TOKENS
+    if recalled:
+        passages = ["\n".join(recalled_lines(p)) for p in recalled]
+        changing.insert(0, {"role": "system", "content": RECALL_INTRO + "\n" + f"\n{RECALL_GAP}\n".join(passages)})
+        tokens["recall"] = sum(p.tokens for p in recalled) + BLOCK_TOKENS
+    messages[at:at] = changing
     if unseen:
         messages.append({"role": "system", "content": UNSEEN_NOTE.format(user=speaker_name, what=unseen)})
     if character.post_history_instructions:
