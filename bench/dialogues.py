@@ -67,6 +67,24 @@ ASK_LATER = 40  # a question comes this many turns after its last evidence line 
 
 
 @dataclass
+class Repeated:
+    """Each reply's prompt against the one before it: the tokens of its messages up to the first
+    that differs, which a model server's prompt cache serves again, of all its tokens."""
+
+    counter: TokenCounter
+    tokens: int = 0
+    repeated: int = 0
+    before: list[dict] = field(default_factory=list)
+
+    def add(self, prompt: list[dict]) -> None:
+        sizes = [self.counter.count(str(m.get("content") or "")) + 4 for m in prompt]
+        same = next((i for i, (a, b) in enumerate(zip(prompt, self.before)) if a != b), min(len(prompt), len(self.before)))
+        self.tokens += sum(sizes)
+        self.repeated += sum(sizes[:same])
+        self.before = prompt
+
+
+@dataclass
 class Tally:
     """Evidence lines found in the prompts, and the prompts' tokens, over the questions."""
 
@@ -93,13 +111,15 @@ class Tally:
 class ReplayLLM(InstantLLM):
     """The model: each reply is the second speaker's next real lines; summaries as InstantLLM's."""
 
-    def __init__(self) -> None:
+    def __init__(self, prompts: Repeated) -> None:
         super().__init__(count_tokens=True)
         self.replies: deque[str] = deque()
+        self.prompts = prompts
 
     def _answer(self, request: httpx2.Request):
-        if not request.url.path.endswith("/embeddings") and kind_of(json.loads(request.content)) == "reply":
+        if not request.url.path.endswith("/embeddings") and kind_of(body := json.loads(request.content)) == "reply":
             self.reply = self.replies.popleft() if self.replies else "I see."
+            self.prompts.add(body["messages"])
         return super()._answer(request)
 
 
@@ -143,7 +163,8 @@ def turns_of(conversation: dict) -> list[tuple[str, list[tuple[str, str]], float
     return blocks
 
 
-async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[str, str] | None) -> dict[str, Tally]:
+async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[str, str] | None,
+                 prompts: Repeated | None = None) -> dict[str, Tally]:
     person, character = conversation["speaker_a"], conversation["speaker_b"]  # the second speaker is the character
     blocks = turns_of(conversation)
     line_of = {dia: text for _, lines, _ in blocks for dia, text in lines}
@@ -157,7 +178,7 @@ async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[st
         at = min(max(block_of[e] for e in qa["evidence"]) + ASK_LATER, len(blocks) - 1)
         asked_after.setdefault(at, []).append(qa)
     clock = Clock()
-    llm = ReplayLLM()
+    llm = ReplayLLM(prompts or Repeated(counter))
     with temp_folder() as folder:
         runtime = await bench_runtime(Path(folder), llm, clock, embedding_model=embeddings[1] if embeddings else None,
                                       embedding_base_url=embeddings[0] if embeddings else None,
@@ -292,9 +313,12 @@ async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None
     full = []
     ahead: list[float] = []  # per conversation: the block's evidence − BM25's at equal tokens, in points
     blocks: list[float] = []  # per conversation: the block's evidence, in points
+    repeated = tokens = 0
     for path in files:
         conversation = json.loads(path.read_text())
-        tallies = await replay(conversation, counter, embeddings)
+        prompts = Repeated(counter)
+        tallies = await replay(conversation, counter, embeddings, prompts)
+        repeated, tokens = repeated + prompts.repeated, tokens + prompts.tokens
         blocks.append(100 * tallies["recall"].row("")["evidence"])
         ahead.append(blocks[-1] - 100 * tallies["bm25_equal"].row("")["evidence"])
         for name, tally in tallies.items():
@@ -314,7 +338,8 @@ async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None
             "full_history_tokens": statistics.mean(full),
             "rows": [totals[key].row(name) for key, name in names.items()],
             "ahead_points": 100 * (recall["evidence"] - equal["evidence"]), "ahead_by_conversation": ahead,
-            "block_points": 100 * recall["evidence"], "block_by_conversation": blocks}
+            "block_points": 100 * recall["evidence"], "block_by_conversation": blocks,
+            "repeated_share": repeated / max(1, tokens)}
 
 
 def main() -> None:
@@ -338,6 +363,8 @@ def main() -> None:
     spread = result["ahead_by_conversation"]
     print(f"the recall block − plain BM25 at equal tokens: {result['ahead_points']:+.1f} points over all questions; "
           f"by conversation {min(spread):+.1f} to {max(spread):+.1f} (median {statistics.median(spread):+.1f})")
+    print(f"each reply's prompt repeats the one before it, up to the first message that differs (what a model "
+          f"server's prompt cache serves again): {100 * result['repeated_share']:.1f} % of its tokens")
     if words is not None:  # the same budget, words alone: what meaning adds to the block
         added = [a - b for a, b in zip(result["block_by_conversation"], words["block_by_conversation"])]
         print(f"the recall block by words alone: {words['block_points']:.2f} % (with meaning "

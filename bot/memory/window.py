@@ -9,8 +9,9 @@ Once messages have left it, the window's first message moves on WINDOW_STEP plac
 begins as the one before it did, up to the newest messages, so a model server's prompt cache
 serves that part again instead of reading it anew (a hosted API bills it at its cached price).
 A one-to-one chat's window then holds 47 to 50 messages. Measured on LoCoMo's conversations
-(bench.dialogues): the share of a reply's prompt that repeats the one before went from 42 % to
-52 %, with as much of the answers' evidence in the prompt (docs/benchmarks.md, section 9).
+(bench.dialogues, with the recalled passages after the window too): the share of a reply's
+prompt that repeats the one before went from 46 % to 54 %, with as much of the answers'
+evidence in the prompt (docs/benchmarks.md, section 9).
 """
 
 from __future__ import annotations
