@@ -54,6 +54,11 @@ def take_within(rows: list[Row], max_messages: int, max_tokens: int) -> list[Row
     return kept
 
 
+def whole_chat(newest_first: list[Row]) -> bool:
+    """Whether the newest messages a turn read (WINDOW_READ at most) are the whole chat."""
+    return len(newest_first) < WINDOW_READ
+
+
 def live_window(newest_first: list[Row], context_window: int) -> list[Row]:
     """Cut the newest-first rows (current message first) to the window, oldest first. Rows past
     the window's reach (WINDOW_READ of them) tell that messages have left it: it then starts at

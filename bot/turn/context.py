@@ -15,7 +15,7 @@ from bot.characters.cards import StoredCharacter
 from bot.characters.lorebook import ChatSoFar, LoreEntry, Lorebook
 from bot.memory.recall import Passage
 from bot.memory.saved_memories import SelectedMemories, memories_for_prompt
-from bot.memory.window import WINDOW_READ, live_window
+from bot.memory.window import WINDOW_READ, live_window, whole_chat
 from bot.memory.witnesses import seen_by
 from storage.ports import ConversationRow, MessageRow, Persona, Profile, Store, SummaryRow
 
@@ -96,7 +96,7 @@ async def chat_so_far(store: Store, conversation_id: int, character_id: int, new
     waits, remembers = book.waits_for(), book.remembers()
     if not (waits.messages or waits.replies or remembers):
         return None
-    whole = len(newest_first) < WINDOW_READ  # else more may lie before the newest messages read
+    whole = whole_chat(newest_first)  # else more may lie before the newest messages read
 
     async def since(after_pos: int | None, at_most: int, replies_of: int | None = None) -> int:
         """The messages after `after_pos` (None: all) up to the one answered, as far as `at_most`."""

@@ -51,7 +51,7 @@ from bot.in_flight import Abandoned
 from bot.memory.recall import NEAREST as RECALL_NEAREST
 from bot.memory.recall import Passage, recall
 from bot.memory.semantic import SemanticRecall
-from bot.memory.window import WINDOW_READ
+from bot.memory.window import whole_chat
 from bot.model.llm import (
     Completion,
     ImagesRefused,
@@ -373,7 +373,7 @@ class TurnHandler:
                       embedding: asyncio.Task | None, seen_by: int | None) -> list[Passage]:
         """Older words the message calls back (none when the window holds the whole conversation),
         of what the character witnessed (SPEC 22)."""
-        if not self.recall_tokens or (len(window) == len(newest_first) < WINDOW_READ):
+        if not self.recall_tokens or (len(window) == len(newest_first) and whole_chat(newest_first)):
             return []
         nearest: list[int] = []
         if self.semantic is not None:
