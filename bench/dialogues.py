@@ -75,8 +75,11 @@ class Repeated:
     tokens: int = 0
     repeated: int = 0
     before: list[dict] = field(default_factory=list)
+    kept: list[list[dict]] | None = None  # every prompt, in order, where a list is given (bench.prefix_cache)
 
     def add(self, prompt: list[dict]) -> None:
+        if self.kept is not None:
+            self.kept.append(prompt)
         sizes = [self.counter.count(str(m.get("content") or "")) + 4 for m in prompt]
         same = next((i for i, (a, b) in enumerate(zip(prompt, self.before)) if a != b), min(len(prompt), len(self.before)))
         self.tokens += sum(sizes)
