@@ -302,6 +302,11 @@ async def _say(runtime, key, who, person: str, text: str, clock: Clock, when: fl
             pass
 
 
+def conversation_files(data: Path) -> list[Path]:
+    """LoCoMo's conversations in the unzipped data folder, a file each, in the same order every run."""
+    return sorted(data.rglob("*.json"))
+
+
 def full_history_tokens(conversation: dict, counter: TokenCounter) -> int:
     return sum(counter.count("\n".join(t for _, t in lines)) + 4 for _, lines, _ in turns_of(conversation))
 
@@ -311,7 +316,7 @@ async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None
     # waits for its message's vector as long as it takes (in the bot, at most a second).
     semantic.QUERY_WAIT_S = 120.0
     counter = TokenCounter("gpt-4o-mini")
-    files = sorted(data.rglob("*.json"))[:conversations]
+    files = conversation_files(data)[:conversations]
     totals = {name: Tally() for name in NAMES}
     full = []
     ahead: list[float] = []  # per conversation: the block's evidence − BM25's at equal tokens, in points

@@ -28,7 +28,7 @@ from pathlib import Path
 import openai
 
 from bench.common import machine
-from bench.dialogues import Repeated, replay
+from bench.dialogues import Repeated, conversation_files, replay
 from bot.memory import window
 from bot.model.tokens import TokenCounter
 
@@ -37,13 +37,13 @@ async def prompts_of(conversation: dict, step: int) -> tuple[list[list[dict]], f
     """The conversation's reply prompts, the window's start moving `step` places at a time, and
     the share of their tokens repeating the prompt before (as bench.dialogues counts it)."""
     was, window.WINDOW_STEP = window.WINDOW_STEP, step
+    kept: list[list[dict]] = []
     try:
-        prompts = Repeated(TokenCounter("gpt-4o-mini"), kept=[])
+        prompts = Repeated(TokenCounter("gpt-4o-mini"), kept=kept)
         await replay(conversation, prompts.counter, None, prompts)
     finally:
         window.WINDOW_STEP = was
-    assert prompts.kept is not None
-    return prompts.kept, prompts.repeated / max(1, prompts.tokens)
+    return kept, prompts.repeated / max(1, prompts.tokens)
 
 
 async def read_times(client: openai.AsyncOpenAI, model: str,
@@ -60,14 +60,14 @@ async def read_times(client: openai.AsyncOpenAI, model: str,
 
 
 async def run(data: Path, base_url: str, model: str, skip: int, count: int) -> dict[int, dict]:
-    conversation = json.loads(sorted(data.rglob("*.json"))[0].read_text())
+    conversation = json.loads(conversation_files(data)[0].read_text())
     client = openai.AsyncOpenAI(base_url=base_url, api_key="local", timeout=600, max_retries=0)
     results = {}
     for step in (window.WINDOW_STEP, 1):
         prompts, repeated = await prompts_of(conversation, step)
         read = (await read_times(client, model, prompts[skip:skip + count]))[1:]  # the first: a cold cache
         times, cached = [s for s, _ in read], [c for _, c in read if c is not None]
-        results[step] = {"prompts": len(times), "repeated": repeated, "mean_s": statistics.mean(times),
+        results[step] = {"repeated": repeated, "mean_s": statistics.mean(times),
                          "median_s": statistics.median(times), "total_s": sum(times),
                          "cached": statistics.mean(cached) if cached else None}
     return results

@@ -243,12 +243,13 @@ def build_prompt(context: Context, *, speaker_name: str, now: float, tool_guidan
     # these and the new messages.
     when = local_words(now, context.time_zone or zone)
     at = next(i for i, message in enumerate(messages) if message is current) if window else len(messages)
-    changing = [{"role": "system", "content": NOW_NOTE.format(when=when, user=speaker_name)}]
-    tokens["system"] += NOW_TOKENS
+    changing = []
     if recalled:
         passages = ["\n".join(recalled_lines(p)) for p in recalled]
-        changing.insert(0, {"role": "system", "content": RECALL_INTRO + "\n" + f"\n{RECALL_GAP}\n".join(passages)})
+        changing.append({"role": "system", "content": RECALL_INTRO + "\n" + f"\n{RECALL_GAP}\n".join(passages)})
         tokens["recall"] = sum(p.tokens for p in recalled) + BLOCK_TOKENS
+    changing.append({"role": "system", "content": NOW_NOTE.format(when=when, user=speaker_name)})
+    tokens["system"] += NOW_TOKENS
     messages[at:at] = changing
     if unseen:
         messages.append({"role": "system", "content": UNSEEN_NOTE.format(user=speaker_name, what=unseen)})
