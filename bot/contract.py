@@ -157,7 +157,9 @@ class IncomingMessage:
     character ends up answering (bot/access/gate.py); the console's is `Asker("console", …)`, its
     owner's. None means nobody is known to ask: let in nowhere (SPEC 15: no asker means no).
     `draw`: the person asked for a picture of this scene (`/image <scene>`, SPEC 20): the turn
-    calls the `picture` tool with it, through its gate and limits, before the character answers."""
+    calls the `picture` tool with it, through its gate and limits, before the character answers.
+    `album`: the message is the first item of an album its platform posts item by item (AlbumItem),
+    gathered in the database from the moment it is stored."""
 
     conversation: ConversationKey
     speaker: Identity | None
@@ -171,6 +173,28 @@ class IncomingMessage:
     addressed: bool = True
     asker: Asker | None = None
     draw: str | None = None
+    album: AlbumItem | None = None
+
+
+@dataclass(frozen=True)
+class AlbumItem:
+    """An item of an album that a platform posts item by item, maybe each to another process
+    behind a load balancer (a Telegram album by webhook, SPEC 12): the album's key in its chat,
+    the item's platform message id, and the item as its adapter reads it back (the core only
+    keeps it, until the album's turn takes it: `Conversation.end_album`)."""
+
+    album: str
+    platform_message_id: str
+    item: str
+
+
+@dataclass(frozen=True)
+class AlbumSoFar:
+    """An album being gathered: the platform id its message is stored under (its first item's)
+    and every item so far, as their adapter reads them back, in no particular order."""
+
+    stored_as: str
+    items: list[str]
 
 
 @dataclass(frozen=True)
@@ -569,6 +593,20 @@ class Conversation(Protocol):
         stored one changes, stored as a new one would be (a command is never run again)."""
 
     async def deleted(self, key: ConversationKey, platform_message_id: str) -> bool: ...
+
+    async def join_album(self, key: ConversationKey, item: AlbumItem) -> AlbumSoFar | None:
+        """A later item of an album (its first was stored with `IncomingMessage.album`), in any
+        process: added to it once, while it is gathered; the album so far, to be stored as an
+        edit of its message. None when no such album is gathered (never begun, or its turn took
+        it already): the item is a message of its own."""
+
+    async def album_size(self, key: ConversationKey, album: str) -> int:
+        """How many items of the album are gathered (0: none is), for its first item's turn to
+        wait while more come."""
+
+    async def end_album(self, key: ConversationKey, album: str) -> list[str]:
+        """The album's turn takes every item gathered (waiting for one being added); a later
+        item is a message of its own."""
 
     async def left_chat(self, platform: str, chat_id: str, character: str) -> None:
         """The character's bot is no longer a member of a group: it leaves the group's scenes and

@@ -23,6 +23,8 @@ from bot.characters.cast import Cast
 from bot.commands.router import CommandRouter
 from bot.commands.table import TABLE, help_text
 from bot.contract import (
+    AlbumItem,
+    AlbumSoFar,
     Asker,
     CommandContext,
     CommandResult,
@@ -162,6 +164,18 @@ class Chat:
     async def deleted(self, key: ConversationKey, platform_message_id: str) -> bool:
         conversation = await self.cast.conversation_for(key)
         return await self.store.conversations.delete_platform_message(conversation.id, platform_message_id)
+
+    async def join_album(self, key: ConversationKey, item: AlbumItem) -> AlbumSoFar | None:
+        conversation = await self.cast.conversation_for(key)
+        so_far = await self.store.conversations.join_album(conversation.id, item.album, item.platform_message_id,
+                                                           item.item)
+        return AlbumSoFar(so_far.stored_as, so_far.items) if so_far is not None else None
+
+    async def album_size(self, key: ConversationKey, album: str) -> int:
+        return await self.store.conversations.album_size((await self.cast.conversation_for(key)).id, album)
+
+    async def end_album(self, key: ConversationKey, album: str) -> list[str]:
+        return await self.store.conversations.end_album((await self.cast.conversation_for(key)).id, album)
 
     async def left_chat(self, platform: str, chat_id: str, character: str) -> None:
         left = await self.store.presence.leave_chat(platform, chat_id, self.cast.character(character).id)

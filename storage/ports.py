@@ -507,6 +507,35 @@ class Conversations(abc.ABC):
     @abc.abstractmethod
     async def answer_origin(self, platform: str, chat_id: str, platform_message_id: str) -> ConversationRow | None: ...
 
+    # An album a platform posts item by item, maybe each to another process (a Telegram album by
+    # webhook, SPEC 12): stored as its first item's message (`Turns.store_and_queue` with `album`)
+    # and gathered in the database until its turn takes it (`end_album`). `item` is an item as its
+    # adapter reads it back; the store only keeps it.
+    @abc.abstractmethod
+    async def join_album(self, conversation_id: int, album: str, platform_message_id: str,
+                         item: str) -> AlbumSoFar | None:
+        """In one transaction, if the album is being gathered in the conversation: the item is
+        added to it (once) and every item so far is returned; None when it is not (never begun,
+        or its turn took it already: the item is a message of its own)."""
+
+    @abc.abstractmethod
+    async def album_size(self, conversation_id: int, album: str) -> int:
+        """How many items the album being gathered holds (0: none is)."""
+
+    @abc.abstractmethod
+    async def end_album(self, conversation_id: int, album: str) -> list[str]:
+        """In one transaction: every item of the album, which is no longer gathered (an item
+        that comes later is a message of its own); [] when none is."""
+
+
+@dataclass(frozen=True)
+class AlbumSoFar:
+    """An album being gathered: the platform id its message is stored under (its first item's),
+    and its items so far, as their adapter reads them back (in no particular order)."""
+
+    stored_as: str
+    items: list[str]
+
 
 @dataclass(frozen=True)
 class CallLimit:
@@ -539,14 +568,17 @@ class Turns(abc.ABC):
     @abc.abstractmethod
     async def store_and_queue(self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
                               tokens: int, platform_message_id: str | None, limit: CallLimit | None,
-                              checkin_from: int | None = None, character_id: int | None = None) -> Arrival:
+                              checkin_from: int | None = None, character_id: int | None = None,
+                              album: tuple[str, str] | None = None) -> Arrival:
         """In one transaction: store a person's message (once per platform id in its
         conversation), take a model call under `limit` (checked and counted atomically, in
         every process), and queue its turn — started at once (`Arrival.turn_id`) when `start_turn`
         would start it without waiting — or, past the limit, keep the message unqueued.
         `checkin_from` (one-to-one conversations with a person): count the message for
         check-ins, which wait from that many of the person's messages on (SPEC 14).
-        `character_id`: the character whose turn it is (None: the conversation's own)."""
+        `character_id`: the character whose turn it is (None: the conversation's own).
+        `album`: the message is the first item of an album gathered from here on
+        (`Conversations.join_album`): its key and the item, as its adapter reads it back."""
 
     @abc.abstractmethod
     async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int,

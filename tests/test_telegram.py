@@ -19,7 +19,7 @@ from adapters.telegram.adapter import TelegramAdapter
 from bot.access.rules import AccessRules
 from bot.commands.table import TABLE
 from bot.config import parse_config
-from bot.contract import ConversationKey
+from bot.contract import AlbumItem, ConversationKey, Core
 from bot.runtime import build_runtime
 from tests.conftest import (
     RunningAdapters,
@@ -593,6 +593,20 @@ async def test_a_token_revoked_while_running_stops_the_adapter_for_good(telegram
 @pytest.fixture
 async def webhook(telegram, llm, tmp_path, monkeypatch, clock):
     """A Telegram adapter in webhook mode; yields the URL it serves, and a way to stop it."""
+    async with serving_webhook(telegram, llm, tmp_path, monkeypatch, clock) as served:
+        yield served
+
+
+@pytest.fixture
+async def two_webhooks(telegram, llm, tmp_path, monkeypatch, clock):
+    """Two bot processes behind one load balancer: each its own runtime and webhook, one database."""
+    async with serving_webhook(telegram, llm, tmp_path, monkeypatch, clock) as one:
+        async with serving_webhook(telegram, llm, tmp_path, monkeypatch, clock) as other:
+            yield one, other
+
+
+@contextlib.asynccontextmanager
+async def serving_webhook(telegram, llm, tmp_path, monkeypatch, clock):
     import socket
 
     with socket.socket() as probe:
@@ -601,6 +615,7 @@ async def webhook(telegram, llm, tmp_path, monkeypatch, clock):
     config = webhook_config(telegram, llm, tmp_path, monkeypatch, port)
     runtime = await build_runtime(config, clock=clock)
     adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
+    set_before = len(telegram.calls_to("setWebhook"))
     stop = asyncio.Event()
     task = asyncio.create_task(adapter.run(stop))
 
@@ -608,8 +623,8 @@ async def webhook(telegram, llm, tmp_path, monkeypatch, clock):
         stop.set()
         await asyncio.wait_for(task, 10)
     try:
-        await telegram.wait_for(lambda: telegram.calls_to("setWebhook"))
-        yield Webhook(f"http://127.0.0.1:{port}/telegram", stopped)
+        await telegram.wait_for(lambda: len(telegram.calls_to("setWebhook")) > set_before)
+        yield Webhook(f"http://127.0.0.1:{port}/telegram", stopped, runtime.core)
     finally:
         await stopped()
         await runtime.close()
@@ -652,6 +667,7 @@ class Webhook:
     (Application.stop waits for the handlers it started), so nothing more can be answered."""
     url: str
     stopped: Callable[[], Awaitable[None]]
+    core: Core
 
 
 async def test_webhook_mode_takes_updates_with_the_secret_token_and_refuses_the_rest(telegram, llm, webhook):
@@ -711,6 +727,46 @@ async def test_an_albums_items_posted_to_the_webhook_one_by_one_are_answered_onc
     reply, = telegram.bot_messages(ann.dm["id"])
     assert reply.text == "What a trip!"
     asked_once_with_photos(llm, "[3 photos] from my trip", 3)
+
+
+async def test_an_album_whose_items_reach_two_processes_behind_a_load_balancer_is_answered_once(
+        telegram, llm, two_webhooks, tmp_path):
+    """SPEC 12: updates of one chat reaching different processes are answered in order, once.
+    The album is gathered in the database: the item reaching the other process joins it there."""
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("What a trip!"))
+    send_album(telegram, ann, "from my trip", "trip", RED, GREEN, BLUE)
+    await telegram.post_waiting_updates([webhook.url for webhook in two_webhooks], "s3cret-token")
+    with contextlib.closing(sqlite3.connect(tmp_path / "keepsake.sqlite3")) as db:
+        acknowledged = db.execute("SELECT content FROM messages WHERE role = 'user'").fetchall()
+    assert acknowledged == [("[3 photos] from my trip",)]  # every item stored before it was acknowledged
+    await telegram.wait_for(lambda: telegram.bot_messages(ann.dm["id"]))
+    for webhook in two_webhooks:
+        await webhook.stopped()
+    reply, = telegram.bot_messages(ann.dm["id"])
+    assert reply.text == "What a trip!"
+    asked_once_with_photos(llm, "[3 photos] from my trip", 3)
+    with contextlib.closing(sqlite3.connect(tmp_path / "keepsake.sqlite3")) as db:
+        assert db.execute("SELECT COUNT(*) FROM album_items").fetchone() == (0,)  # taken by its turn
+
+
+async def test_an_album_item_a_process_joined_before_it_died_is_read_by_the_albums_turn(telegram, llm, webhook):
+    """A process that added an item to the album and died before storing it into the album's
+    message: the album's turn takes it all the same, and the message is stored with it."""
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("Two fine boats."))
+    send_album(telegram, ann, "the harbour", "harbour", RED, BLUE)
+    first, second = (update["message"] for update in telegram.updates_waiting())
+    telegram._updates.pop()  # the second reached the process that died
+    await telegram.post_waiting_updates(webhook.url, "s3cret-token")
+    key = ConversationKey("telegram", str(ann.dm["id"]), None, "Mira")
+    joined = await webhook.core.conversation.join_album(
+        key, AlbumItem("harbour", str(second["message_id"]), json.dumps(second)))
+    assert joined.stored_as == str(first["message_id"])
+    await webhook.stopped()  # once every handler is done
+    reply, = telegram.bot_messages(ann.dm["id"])
+    assert reply.text == "Two fine boats."
+    asked_once_with_photos(llm, "[2 photos] the harbour", 2)
 
 
 async def test_an_album_item_posted_to_the_webhook_again_is_stored_once(telegram, llm, webhook):

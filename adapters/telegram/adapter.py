@@ -33,6 +33,7 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from dataclasses import replace
 from typing import Any, Awaitable
@@ -48,7 +49,7 @@ from adapters.downloads import read_capped
 from adapters.settings import TelegramSettings
 from adapters.splitting import split_message
 from adapters.streaming import typing
-from adapters.telegram.albums import Albums, Sent
+from adapters.telegram.albums import AlbumBook, Albums, Sent
 from adapters.telegram.messages import (
     LIMIT,
     PLATFORM,
@@ -75,6 +76,7 @@ from adapters.telegram.transport import POLL_TIMEOUT_S, Polling, Transport, Webh
 from bot.contract import (
     NOT_ALLOWED,
     STALE_BUTTON,
+    AlbumItem,
     Asker,
     Button,
     CommandContext,
@@ -110,7 +112,8 @@ class TelegramAdapter(ChatAdapter[Place]):
         self.transport: Transport = (
             WebhookServer(settings, self.character_name, self._refusable) if settings.mode == "webhook"
             else Polling(self._refusable))
-        self.albums = Albums(self.transport.kept_signal, gather=self.transport.gathers_albums)
+        self.albums = Albums(self.transport.kept_signal,
+                             book=None if self.transport.gathers_albums else AlbumsInTheStore(self))
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self) -> Application:
@@ -323,11 +326,19 @@ class TelegramAdapter(ChatAdapter[Place]):
                 await self.core.conversation.heard(incoming.conversation)
             return
         draw = " ".join(context.args) if context.args is not None else None  # /image <scene>: its one command
-        rest = None
+        rest, album = None, None
         if sent.rest is not None:  # a webhook's album: answered once its every item is stored with this one
+            first, = sent.messages
+            album = AlbumItem(first.media_group_id, str(first.message_id), first.to_json())
+
             async def rest() -> IncomingMessage:
-                return self._album(await sent.rest(), incoming.platform_message_id, bot.username)
-        await self.answer(place, replace(incoming, kept=sent.kept, rest=rest, asker=self.asker(update), draw=draw))
+                items = await sent.rest()
+                whole = self._album(items, incoming.platform_message_id, bot.username)
+                if len(items) > 1:  # as it is stored now, whichever process each item reached last
+                    await self.core.conversation.edited(whole)
+                return whole
+        await self.answer(place, replace(incoming, kept=sent.kept, rest=rest, asker=self.asker(update), draw=draw,
+                                         album=album))
 
     def _album(self, messages: list[Message], stored_as: str, username: str) -> IncomingMessage:
         """An album's items as one message, as it is stored: under its first item's id."""
@@ -484,3 +495,28 @@ class TelegramAdapter(ChatAdapter[Place]):
         log.error("Telegram update failed: %s", type(context.error).__name__, exc_info=context.error)
         if isinstance(update, Update) and update.effective_chat is not None:
             await self.quietly(context.bot.send_message(update.effective_chat.id, SOMETHING_WENT_WRONG))
+
+
+class AlbumsInTheStore(AlbumBook):
+    """A webhook's albums gathered in the database through the core (albums.py), which every
+    process behind a load balancer shares; each item kept as Telegram sent it."""
+
+    def __init__(self, adapter: TelegramAdapter):
+        self.adapter = adapter
+
+    async def join(self, message: Message) -> tuple[str, list[Message]] | None:
+        joined = await self.adapter.core.conversation.join_album(
+            self._key(message), AlbumItem(message.media_group_id, str(message.message_id), message.to_json()))
+        return (joined.stored_as, self._read(joined.items)) if joined is not None else None
+
+    async def size(self, message: Message) -> int:
+        return await self.adapter.core.conversation.album_size(self._key(message), message.media_group_id)
+
+    async def end(self, message: Message) -> list[Message]:
+        return self._read(await self.adapter.core.conversation.end_album(self._key(message), message.media_group_id))
+
+    def _key(self, message: Message) -> ConversationKey:
+        return self.adapter.key(place_of(message))
+
+    def _read(self, items: list[str]) -> list[Message]:
+        return [Message.de_json(json.loads(item), self.adapter.bot) for item in items]

@@ -10,14 +10,15 @@ A transport that fetches updates gathers an album before any item is kept
 (`Transport.gathers_albums`): polling confirms what it fetched with its next fetch, kept or
 not; gathering lengthens that moment by an album's second. A webhook acknowledges an update once
 its message is kept, and Telegram posts a chat's next update only after that (it delivers a
-chat's updates in sequence), so an album's second item comes only once its first is kept. There
-the first item is stored and queued at once, as any message, and its turn waits (`Sent.rest`)
-while the later items come: each is stored into it, as an edit of it is, before it is
-acknowledged (`Sent.joins`), so a crash loses none of them (each stores the album so far: an
-album of text files has its earlier files read again, ten files at most); then the turn answers
-every item as one message. The album is gathered in the process its first item reached: a later
-item posted to another process behind a load balancer, or after the album's turn went on, is
-answered as a message of its own.
+chat's updates in sequence), so an album's second item comes only once its first is kept; and
+behind a load balancer it may come to another process. There the album is gathered in the
+database, which every process shares (`AlbumBook`): the first item is stored and queued at
+once, as any message, with its album (`IncomingMessage.album`), and its turn waits (`Sent.rest`)
+until no further item has come for ALBUM_QUIET_S; each later item, whichever process it reaches,
+joins the album and is stored into its message, as an edit is, before it is acknowledged
+(`Sent.joins`), so a crash loses none of them (an album of text files has its earlier files
+read again, ten files at most). Then the turn takes every item and answers them as one message;
+an item that comes after that is answered as a message of its own.
 
 Waiting must not reorder a chat (SPEC 9: messages are answered in the order they arrived): a
 message that comes while an album of its chat is still gathering waits until that album is
@@ -28,13 +29,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from typing import AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable, Protocol
 
 from telegram import Message, Update
 
 ALBUM_QUIET_S = 1.0  # an album is complete once no item of it has come for this long
 ALBUM_MOST_S = 5.0  # and at the latest this long after its first item
 ALBUM_MOST_ITEMS = 10  # Telegram's own cap; a further item starts an album of its own
+LOOKS_A_QUIET = 4  # a webhook's album is looked at this many times in ALBUM_QUIET_S
 
 KeptSignal = Callable[[], None]
 
@@ -45,7 +47,8 @@ class Sent:
     the order sent (empty for an item's handler whose album another handler answers). `kept`
     is to be called once it is stored and queued (None: nobody waits). A webhook's album item:
     the first one's `rest` gives every item once the album is complete; a later one `joins` the
-    album stored under that platform message id, and `messages` are its items so far."""
+    album stored under that platform message id, and `messages` are its items so far, wherever
+    each was posted."""
 
     messages: list[Message]
     kept: KeptSignal | None
@@ -59,32 +62,42 @@ class _Album:
         self.more = asyncio.Event()  # another item came
         self.kept = asyncio.Event()  # stored and queued, or its handler ended: the chat goes on
         self.done = asyncio.Event()  # answered: its other items' handlers end
-        self.joining = 0  # later items being stored into the first (a webhook's album)
-
-    def has(self, message: Message) -> bool:
-        return any(update.message.message_id == message.message_id for update in self.updates)
 
     def messages(self) -> list[Message]:
-        return sorted((update.message for update in self.updates), key=lambda m: m.message_id)
+        return in_sent_order([update.message for update in self.updates])
 
     async def complete(self, quiet_s: float, most_s: float) -> None:
         loop = asyncio.get_running_loop()
         until = loop.time() + most_s
-        while (len(self.updates) < ALBUM_MOST_ITEMS or self.joining) and (left := until - loop.time()) > 0:
+        while len(self.updates) < ALBUM_MOST_ITEMS and (left := until - loop.time()) > 0:
             self.more.clear()
             try:
                 await asyncio.wait_for(self.more.wait(), min(quiet_s, left))
             except asyncio.TimeoutError:
-                if not self.joining:
-                    return
+                return
+
+
+class AlbumBook(Protocol):
+    """Where a webhook's albums are gathered: the database, through the core (the adapter reads
+    each item back as the Telegram message it was)."""
+
+    async def join(self, message: Message) -> tuple[str, list[Message]] | None:
+        """Add a later item to its album, if that is being gathered: the platform id the album
+        is stored under, and its items so far."""
+
+    async def size(self, message: Message) -> int: ...
+
+    async def end(self, message: Message) -> list[Message]:
+        """Every item of the album, which the turn takes now."""
 
 
 class Albums:
-    """The albums of one adapter still gathering or not yet kept, by chat."""
+    """The albums of one adapter still gathering or not yet kept, by chat (polling); or
+    gathered in the database (`book`, a webhook)."""
 
-    def __init__(self, kept_signal: Callable[[Update], KeptSignal | None], gather: bool,
+    def __init__(self, kept_signal: Callable[[Update], KeptSignal | None], book: AlbumBook | None = None,
                  quiet_s: float = ALBUM_QUIET_S, most_s: float = ALBUM_MOST_S):
-        self.kept_signal, self.gather, self.quiet_s, self.most_s = kept_signal, gather, quiet_s, most_s
+        self.kept_signal, self.book, self.quiet_s, self.most_s = kept_signal, book, quiet_s, most_s
         self._gathering: dict[tuple[int, str], _Album] = {}
         self._unkept: dict[int, list[_Album]] = {}  # by chat, oldest first
 
@@ -92,11 +105,11 @@ class Albums:
     async def gathered(self, update: Update) -> AsyncIterator[Sent]:
         """What `update`'s message was sent with, to be answered inside this block."""
         message = update.message
-        if not self.gather and message.media_group_id:
-            async with self._kept_item_by_item(update) as sent:
+        if self.book is not None and message.media_group_id:
+            async with self._kept_item_by_item(update, self.book) as sent:
                 yield sent
             return
-        chat, group = message.chat_id, message.media_group_id if self.gather else None
+        chat, group = message.chat_id, message.media_group_id if self.book is None else None
         album = self._gathering.get((chat, group)) if group else None
         if album is not None and len(album.updates) < ALBUM_MOST_ITEMS:
             album.updates.append(update)
@@ -129,49 +142,40 @@ class Albums:
                 del self._unkept[chat]
 
     @contextlib.asynccontextmanager
-    async def _kept_item_by_item(self, update: Update) -> AsyncIterator[Sent]:
-        """A webhook's album item (see above): the first is kept as any message, its turn waiting
-        for the rest; a later one waits until the first is kept, and is then stored into it."""
+    async def _kept_item_by_item(self, update: Update, book: AlbumBook) -> AsyncIterator[Sent]:
+        """A webhook's album item (see above): a later one joins its album, wherever the first
+        was kept; the first is kept as any message, its turn waiting for the rest."""
         message = update.message
-        place = (message.chat_id, message.media_group_id)
-        album = self._gathering.get(place)
-        if album is not None and len(album.updates) < ALBUM_MOST_ITEMS:
-            if album.has(message):  # delivered again: it is stored already
-                yield Sent([], None)
-                return
-            album.updates.append(update)
-            album.joining += 1
-            album.more.set()
-            try:
-                await album.kept.wait()
-                yield Sent(album.messages(), None, joins=str(album.updates[0].message.message_id))
-            finally:
-                album.joining -= 1
-                album.more.set()
+        joined = await book.join(message)
+        if joined is not None:
+            stored_as, items = joined
+            yield Sent(in_sent_order(items), None, joins=stored_as)
             return
-        album = self._gathering[place] = _Album(update)
-        acknowledge = self.kept_signal(update)
-
-        def kept() -> None:
-            album.kept.set()
-            if acknowledge is not None:
-                acknowledge()
 
         async def rest() -> list[Message]:
-            try:
-                await album.complete(self.quiet_s, self.most_s)
-            finally:
-                self._forget(place, album)
-            return album.messages()
-        try:
-            yield Sent([message], kept, rest=rest)
-        finally:
-            album.kept.set()
-            self._forget(place, album)
+            await self._quiet(message, book)
+            return in_sent_order(await book.end(message)) or [message]
+        yield Sent([message], self.kept_signal(update), rest=rest)
 
-    def _forget(self, place: tuple[int, str], album: _Album) -> None:
-        if self._gathering.get(place) is album:
-            del self._gathering[place]
+    async def _quiet(self, first: Message, book: AlbumBook) -> None:
+        """Until no item of the album has come for `quiet_s` (`most_s` at most in all), looking
+        at the database, where every process adds the items it gets."""
+        loop = asyncio.get_running_loop()
+        started = changed = loop.time()
+        seen = 0
+        while (now := loop.time()) - started < self.most_s:
+            size = await book.size(first)
+            if size >= ALBUM_MOST_ITEMS:
+                return
+            if size != seen:
+                seen, changed = size, now
+            elif now - changed >= self.quiet_s:
+                return
+            await asyncio.sleep(min(self.quiet_s / LOOKS_A_QUIET, self.most_s - (now - started)))
+
+
+def in_sent_order(messages: list[Message]) -> list[Message]:
+    return sorted(messages, key=lambda m: m.message_id)
 
 
 async def _all_kept(albums: list[_Album]) -> None:

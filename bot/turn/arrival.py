@@ -240,7 +240,7 @@ class Arrival:
                 conversation.id, person_id, self.cast.as_a_person(message.speaker_name), text, tokens,
                 message.platform_message_id, self.gate.limit_for(person_id, message.conversation),
                 checkin_from=self.checkin_from(message.conversation, person_id),
-                character_id=stored.id)
+                character_id=stored.id, album=(message.album.album, message.album.item) if message.album else None)
         except Exception:
             log.exception("a message to %s could not be stored", message.conversation)
             return Reply.error(NOT_SAVED)

@@ -9,6 +9,7 @@ seconds since the epoch, as there. Ids are identities BY DEFAULT so `storage cop
 from __future__ import annotations
 
 from storage.sql.migrations import (
+    ALBUMS,
     CHECKINS,
     HARDENING_II,
     HARDENING_III,
@@ -401,4 +402,6 @@ MIGRATIONS: list[str] = [
     ONE_INDEX_A_QUESTION,
     # 23 — a character's own summary counts its starts (storage/sql/migrations.py)
     OWN_SUMMARY_GENERATIONS,
+    # 24 — an album being gathered, whichever process each item reaches (SPEC 12; storage/sql/migrations.py)
+    ALBUMS,
 ]

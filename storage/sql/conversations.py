@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from storage.ports import ConversationRow, Conversations, MessageRow, MessageSize
+from storage.ports import AlbumSoFar, ConversationRow, Conversations, MessageRow, MessageSize
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_sent_order, message, messages
 from storage.sql.database import Connection, Database
 from storage.sql.presence import come_in, record_witnesses, seen, seen_args
@@ -83,6 +83,16 @@ def platform_ids_of(message: str) -> str:
 def read_platform_ids(rows: list) -> list[str]:
     return in_sent_order([r["platform_message_id"] for r in rows if r["first"]],
                          [r["platform_message_id"] for r in rows if not r["first"]])
+
+
+async def begin_album(tx: Connection, message_id: int, conversation_id: int, album: str, platform_message_id: str,
+                      item: str) -> None:
+    """Inside the transaction that stores an album's first item as a message: the album is
+    gathered from here on (`SQLConversations.join_album`)."""
+    await tx.execute("INSERT INTO albums (message_id, conversation_id, album) VALUES ($1, $2, $3)",
+                     message_id, conversation_id, album)
+    await tx.execute("INSERT INTO album_items (message_id, platform_message_id, item) VALUES ($1, $2, $3)",
+                     message_id, platform_message_id, item)
 
 
 async def messages_at(db: Database, conversation_id: int, positions: list[int],
@@ -292,3 +302,37 @@ class SQLConversations(Conversations):
             "ON c.id = o.conversation_id WHERE o.platform = $1 AND o.chat_id = $2 AND o.platform_message_id = $3",
             platform, chat_id, platform_message_id)
         return conversation(row, "c_") if row else None
+
+    # -- an album gathered item by item (SPEC 12) ------------------------------------------
+    async def join_album(self, conversation_id: int, album: str, platform_message_id: str,
+                         item: str) -> AlbumSoFar | None:
+        async with self.db.transaction(short=True) as tx:
+            # held, so the album's turn taking it (`end_album`) waits for this item, and takes it too
+            message_id = await tx.value(
+                f"SELECT message_id FROM albums WHERE conversation_id = $1 AND album = $2{self.db.dialect.for_update}",
+                conversation_id, album)
+            if message_id is None:
+                return None
+            await tx.execute("INSERT INTO album_items (message_id, platform_message_id, item) VALUES ($1, $2, $3) "
+                             "ON CONFLICT DO NOTHING", message_id, platform_message_id, item)
+            stored_as = await tx.value("SELECT platform_message_id FROM messages WHERE id = $1", message_id)
+            return AlbumSoFar(stored_as, [row["item"] for row in await tx.all(
+                "SELECT item FROM album_items WHERE message_id = $1", message_id)])
+
+    async def album_size(self, conversation_id: int, album: str) -> int:
+        return await self.db.value(
+            "SELECT COUNT(*) FROM album_items WHERE message_id IN "
+            "(SELECT message_id FROM albums WHERE conversation_id = $1 AND album = $2)", conversation_id, album)
+
+    async def end_album(self, conversation_id: int, album: str) -> list[str]:
+        async with self.db.transaction(short=True) as tx:
+            message_id = await tx.value(
+                f"SELECT message_id FROM albums WHERE conversation_id = $1 AND album = $2{self.db.dialect.for_update}",
+                conversation_id, album)
+            if message_id is None:
+                return []
+            # read after the hold: an item joining meanwhile was waited for, and is here
+            items = [row["item"] for row in await tx.all("SELECT item FROM album_items WHERE message_id = $1",
+                                                         message_id)]
+            await tx.execute("DELETE FROM albums WHERE message_id = $1", message_id)  # its items with it
+            return items

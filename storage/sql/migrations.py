@@ -405,3 +405,24 @@ ONE_INDEX_A_QUESTION = """
 OWN_SUMMARY_GENERATIONS = """
     ALTER TABLE presence ADD COLUMN summary_generation BIGINT NOT NULL DEFAULT 0;
 """
+
+
+# 33 (PostgreSQL: 24) — an album being gathered (SPEC 12). Telegram posts an album's items to a
+# webhook one by one, each once the one before is acknowledged, and behind a load balancer each
+# may reach another process: the album, stored as its first item's message, is found by its key
+# in its conversation, and each item is kept as the adapter reads it back, until the album's
+# turn takes them all (then its rows go). They go with the message too (/forgetme, a deletion).
+ALBUMS = """
+    CREATE TABLE albums (
+        message_id       BIGINT PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+        conversation_id  BIGINT NOT NULL,
+        album            TEXT NOT NULL
+    );
+    CREATE INDEX albums_by_key ON albums(conversation_id, album);
+    CREATE TABLE album_items (
+        message_id           BIGINT NOT NULL REFERENCES albums(message_id) ON DELETE CASCADE,
+        platform_message_id  TEXT NOT NULL,
+        item                 TEXT NOT NULL,
+        PRIMARY KEY (message_id, platform_message_id)
+    );
+"""

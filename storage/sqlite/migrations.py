@@ -8,6 +8,7 @@ released: a change to the schema is a new entry at the end of MIGRATIONS.
 from __future__ import annotations
 
 from storage.sql.migrations import (
+    ALBUMS,
     CHECKINS,
     HARDENING_II,
     HARDENING_III,
@@ -582,4 +583,6 @@ MIGRATIONS: list[str] = [
     OWN_SUMMARY_GENERATIONS,
     # 32 — an id of a character, a summary entry or a memory's change is never given again (THE_REST_ONCE)
     THE_REST_ONCE,
+    # 33 — an album being gathered, whichever process each item reaches (SPEC 12; storage/sql/migrations.py)
+    ALBUMS,
 ]

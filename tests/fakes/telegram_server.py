@@ -322,13 +322,16 @@ class FakeTelegram:
         """The updates not fetched yet: what Telegram would post to a webhook instead."""
         return list(self._updates)
 
-    async def post_waiting_updates(self, url: str, secret: str) -> None:
+    async def post_waiting_updates(self, url: str | list[str], secret: str) -> None:
         """POST the updates not fetched yet to a webhook at `url`, one after another, each sent
-        once the previous one was acknowledged, the way Telegram calls a webhook."""
+        once the previous one was acknowledged, the way Telegram calls a webhook. Several
+        addresses take them in turn, as processes behind a load balancer."""
+        urls = itertools.cycle([url] if isinstance(url, str) else url)
         async with aiohttp.ClientSession() as http:
             while self._updates:
                 update = self._updates.pop(0)
-                async with http.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": secret}) as answer:
+                async with http.post(next(urls), json=update,
+                                     headers={"X-Telegram-Bot-Api-Secret-Token": secret}) as answer:
                     assert answer.status == 200, await answer.text()
 
     def message(self, chat_id: int, message_id: int) -> ChatMessage:

@@ -150,3 +150,31 @@ async def test_a_persons_private_conversations_are_their_dms_only(store: Store, 
     await store.conversations.add_user_message(group, ann, "Ann", "hi all", 2, "p2")
     await store.conversations.add_user_message(bobs, bob, "Bob", "hi", 1, "p3")
     assert [c.id for c in await store.conversations.private_of(ann)] == [chat]
+
+
+async def test_an_album_is_gathered_from_any_store_until_its_turn_takes_it(open_backend, ann, chat):
+    """SPEC 12: Telegram posts an album's items one by one, and behind a load balancer each may
+    reach another process. The first is stored with its album; a later one, in any process,
+    joins it (once) until the album's turn takes every item; then a later one is its own message."""
+    first_process, second_process = await open_backend(), await open_backend()
+    arrival = await first_process.turns.store_and_queue(chat, ann, "Ann", "[a photo] the harbour", 5, "11", None,
+                                                        album=("album-7", "item 11"))
+    assert await second_process.conversations.album_size(chat, "album-7") == 1
+    joined = await second_process.conversations.join_album(chat, "album-7", "12", "item 12")
+    assert joined.stored_as == "11" and sorted(joined.items) == ["item 11", "item 12"]
+    again = await first_process.conversations.join_album(chat, "album-7", "12", "item 12")  # posted again
+    assert sorted(again.items) == ["item 11", "item 12"]
+    assert await second_process.conversations.join_album(chat, "album-8", "13", "item 13") is None  # never begun
+    assert sorted(await first_process.conversations.end_album(chat, "album-7")) == ["item 11", "item 12"]
+    assert await second_process.conversations.join_album(chat, "album-7", "14", "item 14") is None  # taken: too late
+    assert await second_process.conversations.album_size(chat, "album-7") == 0
+    assert await first_process.conversations.end_album(chat, "album-7") == []
+    assert arrival.message.platform_message_id == "11"
+
+
+async def test_an_album_being_gathered_goes_with_its_message(store: Store, ann, chat):
+    """A deleted message (or a person forgotten: their messages go) takes what is kept of its album."""
+    await store.turns.store_and_queue(chat, ann, "Ann", "[a photo]", 3, "21", None, album=("album-9", "item 21"))
+    assert await store.conversations.delete_platform_message(chat, "21")
+    assert await store.conversations.album_size(chat, "album-9") == 0
+    assert await store.conversations.join_album(chat, "album-9", "22", "item 22") is None
