@@ -231,6 +231,27 @@ async def test_forgetme_in_a_group_leaves_none_of_the_persons_words_in_the_next_
     assert summary and "heron" not in "".join(summary)
 
 
+async def test_forgetme_in_a_group_leaves_the_summary_of_the_others_words_serving_while_it_is_rebuilt(runtime, llm):
+    """SPEC 4: the current summary keeps serving until the rebuilt one is complete. After Ann's
+    /forgetme only the entries that read her words go: Bob's group still has the summary of
+    what he said while its rebuild waits for the model."""
+    ann_in_group, bob_in_group, group = await a_group_where_ann_told_a_secret(runtime)
+    ann_and_reply, bobs = await runtime.store.conversations.messages_between(group, -1, None, 100), []
+    ann_and_reply, bobs = ann_and_reply[:2], ann_and_reply[2:]
+    assert [m.speaker_name for m in ann_and_reply] == ["Ann", "Mira"] and {m.speaker_name for m in bobs} == {"Bob"}
+    await runtime.store.summaries.write_summary(group, 0, "recent", "- Ann: the key is under the heron stone.", 9,
+                                                ann_and_reply[0].pos, ann_and_reply[1].pos, [])
+    await runtime.store.summaries.write_summary(group, 0, "recent", "- Bob: his boat is called the Gannet.", 9,
+                                                bobs[0].pos, bobs[20].pos, [], covered_pos=bobs[20].pos)
+    llm.responder = lambda body: status(500) if kind_of(body) != "chat" else None  # summaries fail
+    await ann_in_group.press((await ann_in_group.memory("/forgetme")).buttons[0][0].action)
+    await runtime.rebuilds.idle()
+    assert (await runtime.store.summaries.rebuild(group)).status == "running"
+    await bob_in_group.say("what is my boat called?")
+    prompt = json.dumps(llm.requests[-1]["messages"])
+    assert "the Gannet" in prompt and "heron" not in prompt
+
+
 async def test_forgetme_while_a_rebuild_runs_starts_it_over_without_the_persons_words_and_it_ends_at_once(
         runtime, llm):
     """A rebuild Bob asked for is writing when Ann is forgotten: what it read held her words, so

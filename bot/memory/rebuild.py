@@ -7,9 +7,10 @@ ends. Its progress is stored after every batch, so it survives a restart and res
 the person is told and can resume or start over; on success the person is told. There is never
 more than one rebuild of a conversation at a time.
 
-After /forgetme in a shared conversation no summary serves meanwhile: every one of it went with
-the person's words (storage/sql/summaries.py `start_over`), and the rebuild nobody asked for
-(`refresh`) is tried again on each check until it succeeds; one running starts over.
+After /forgetme in a shared conversation only the entries that read none of the person's words
+serve meanwhile: the others went with them (storage/sql/summaries.py `start_over`), and the
+rebuild nobody asked for (`refresh`) is tried again on each check until it succeeds; one running
+starts over.
 
 Entries a person edited are corrections: each goes, marked [verbatim], into the rebuilt batch
 where its stretch of the conversation begins (or, if no batch reaches it, in an entry of its

@@ -35,22 +35,25 @@ NEW_REBUILD = ("INSERT INTO rebuilds (conversation_id, person_id, generation, pr
 
 async def start_over(db: Database, tx: Connection, conversation_id: int, gone: list[int]) -> None:
     """Inside /forgetme's transaction, once the person's messages went (`gone`: the places they
-    and the replies to them held): every summary of the conversation goes at once — the live
-    one, what a rebuild wrote so far, each character's own — and all of them are written again
-    from the first message: a rebuild of a new generation (one running starts over as that),
-    each own summary as a new generation. So no summary that read the forgotten person's words
-    serves another prompt, and a pass that read them before is refused when it writes
-    (`write_summary`, `finish_rebuild`). Only the live entries people edited over none of those
-    places stay, as corrections the rebuild carries word for word (SPEC 4).
+    and the replies to them held): every summary of the conversation that read them goes at
+    once — of the live one, each entry over one of those places (an entry of any tier read only
+    the messages of its own stretch), what a rebuild wrote so far, each character's own — and
+    all of them are written again from the first message: a rebuild of a new generation (one
+    running starts over as that), each own summary as a new generation. So no summary that read
+    the forgotten person's words serves another prompt, and a pass that read them before is
+    refused when it writes (`write_summary`, `finish_rebuild`). The live entries over none of
+    those places stay and serve, as the live summary does during any rebuild, until the rebuilt
+    one is swapped in (SPEC 4): the group is not left without a summary meanwhile; those among
+    them people edited are corrections the rebuild carries word for word.
 
     The conversation's row is held first, as a summary's write holds it, and after the messages
     (a turn that ends holds its own row, then the conversation's): no two take them crosswise."""
     await tx.execute("UPDATE conversations SET summarized_pos = 0, summary_failures = 0, summary_retry_at = NULL "
                      "WHERE id = $1", conversation_id)
-    edited = await tx.all("SELECT id, first_pos, last_pos FROM summaries WHERE conversation_id = $1 AND edited "
-                          "AND seen_by IS NULL AND generation = (SELECT summary_generation FROM conversations "
-                          "WHERE id = $1)", conversation_id)
-    kept = [e["id"] for e in edited if not any(e["first_pos"] <= pos <= e["last_pos"] for pos in gone)]
+    live = await tx.all("SELECT id, first_pos, last_pos FROM summaries WHERE conversation_id = $1 "
+                        "AND seen_by IS NULL AND generation = (SELECT summary_generation FROM conversations "
+                        "WHERE id = $1)", conversation_id)
+    kept = [e["id"] for e in live if not any(e["first_pos"] <= pos <= e["last_pos"] for pos in gone)]
     await tx.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND NOT (id {db.dialect.in_ids(2)})",
                      conversation_id, db.dialect.ids(kept))
     await tx.execute(OWN_START_AGAIN, conversation_id)

@@ -99,10 +99,12 @@ async def test_forgetting_a_person_takes_every_summary_of_their_group_at_once_an
     assert await store.summaries.summaries(group) == []
 
 
-async def test_forgetting_a_person_keeps_only_the_corrections_people_made_over_none_of_their_words(
+async def test_forgetting_a_person_keeps_the_group_summary_over_none_of_their_words_until_it_is_rebuilt(
         store: Store, ann, mira):
-    """SPEC 4 with SPEC 6: an entry a person edited is a correction the rebuild carries word for
-    word — unless it was written over the forgotten person's messages or the replies to them."""
+    """SPEC 4 with SPEC 6: the entries written over the forgotten person's messages or the replies
+    to them go at once; the others never read their words, and serve until the rebuilt summary
+    is swapped in, as during any rebuild (the group is not left without one). Those a person
+    edited are corrections the rebuild carries word for word."""
     bob = await store.people.person_for_identity("telegram", "502")
     group = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
     bobs = [await store.conversations.add_user_message(group, bob, "Bob", f"Bob's line {i}", 3, None) for i in range(3)]
@@ -116,7 +118,13 @@ async def test_forgetting_a_person_keeps_only_the_corrections_people_made_over_n
     for entry in entries[:3]:
         assert await store.summaries.edit_summary(group, entry.id, entry.content + " (corrected)", 4)
     await store.people.forget_person(ann, "2027-01-15")
-    assert [e.content for e in await store.summaries.summaries(group)] == ["- Bob talked. (corrected)"]
+    serving = await store.summaries.summaries(group)
+    assert [(e.content, e.edited) for e in serving] == [("- Bob talked. (corrected)", True), ("- Bob again.", False)]
+    rebuilding = await store.summaries.rebuild(group)
+    await store.summaries.write_summary(group, rebuilding.generation, "recent", "- Bob talked, and again.", 6,
+                                        bobs[0].pos, later.pos, [], covered_pos=later.pos)
+    await store.summaries.finish_rebuild(group, rebuilding.generation)
+    assert [e.content for e in await store.summaries.summaries(group)] == ["- Bob talked, and again."]
 
 
 async def test_forgetting_a_person_starts_a_running_rebuild_over_as_a_new_generation(store: Store, ann, mira):
