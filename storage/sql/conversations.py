@@ -86,11 +86,11 @@ def read_platform_ids(rows: list) -> list[str]:
 
 
 async def begin_album(tx: Connection, message_id: int, conversation_id: int, album: str, platform_message_id: str,
-                      item: str) -> None:
+                      item: str, now: float) -> None:
     """Inside the transaction that stores an album's first item as a message: the album is
     gathered from here on (`SQLConversations.join_album`)."""
-    await tx.execute("INSERT INTO albums (message_id, conversation_id, album) VALUES ($1, $2, $3)",
-                     message_id, conversation_id, album)
+    await tx.execute("INSERT INTO albums (message_id, conversation_id, album, begun_at) VALUES ($1, $2, $3, $4)",
+                     message_id, conversation_id, album, now)
     await tx.execute("INSERT INTO album_items (message_id, platform_message_id, item) VALUES ($1, $2, $3)",
                      message_id, platform_message_id, item)
 

@@ -411,12 +411,14 @@ OWN_SUMMARY_GENERATIONS = """
 # webhook one by one, each once the one before is acknowledged, and behind a load balancer each
 # may reach another process: the album, stored as its first item's message, is found by its key
 # in its conversation, and each item is kept as the adapter reads it back, until the album's
-# turn takes them all (then its rows go). They go with the message too (/forgetme, a deletion).
+# turn takes them all (then its rows go). They go with the message too (/forgetme, a deletion),
+# and, left by a message kept but not answered, with the daily upkeep.
 ALBUMS = """
     CREATE TABLE albums (
         message_id       BIGINT PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
         conversation_id  BIGINT NOT NULL,
-        album            TEXT NOT NULL
+        album            TEXT NOT NULL,
+        begun_at         DOUBLE PRECISION NOT NULL
     );
     CREATE INDEX albums_by_key ON albums(conversation_id, album);
     CREATE TABLE album_items (

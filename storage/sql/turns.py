@@ -172,7 +172,7 @@ class SQLTurns(Turns):
                 return Arrival(None)
             if album is not None and platform_message_id is not None:
                 key, item = album
-                await begin_album(tx, stored.id, conversation_id, key, platform_message_id, item)
+                await begin_album(tx, stored.id, conversation_id, key, platform_message_id, item, now)
             if checkin_from is not None and person_id is not None:
                 await count_person_message(tx, conversation_id, person_id, now, checkin_from)
             if limit is not None and (wait := await take_call(self.db, tx, limit, now)) is not None:

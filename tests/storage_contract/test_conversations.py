@@ -178,3 +178,14 @@ async def test_an_album_being_gathered_goes_with_its_message(store: Store, ann, 
     assert await store.conversations.delete_platform_message(chat, "21")
     assert await store.conversations.album_size(chat, "album-9") == 0
     assert await store.conversations.join_album(chat, "album-9", "22", "item 22") is None
+
+
+async def test_an_album_no_turn_took_goes_with_the_daily_upkeep_after_an_hour(store: Store, ann, chat, clock):
+    """Its first item kept but not answered (past [limits]): nobody takes its items, which go an
+    hour on, with the daily upkeep, and its message stays."""
+    await store.turns.store_and_queue(chat, ann, "Ann", "[a photo]", 3, "31", None, album=("album-3", "item 31"))
+    await store.maintain(clock.now + 3_599, None)
+    assert await store.conversations.album_size(chat, "album-3") == 1
+    await store.maintain(clock.now + 3_601, None)
+    assert await store.conversations.album_size(chat, "album-3") == 0
+    assert await store.conversations.message_by_platform_id(chat, "31") is not None
