@@ -33,7 +33,6 @@ base URL and run with the manual lifecycle (so it shares the event loop with Dis
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import replace
 from typing import Any, Awaitable
@@ -49,7 +48,7 @@ from adapters.downloads import read_capped
 from adapters.settings import TelegramSettings
 from adapters.splitting import split_message
 from adapters.streaming import typing
-from adapters.telegram.albums import AlbumBook, Albums, Sent
+from adapters.telegram.albums import Albums, AlbumsInTheStore, Sent
 from adapters.telegram.messages import (
     LIMIT,
     PLATFORM,
@@ -112,8 +111,9 @@ class TelegramAdapter(ChatAdapter[Place]):
         self.transport: Transport = (
             WebhookServer(settings, self.character_name, self._refusable) if settings.mode == "webhook"
             else Polling(self._refusable))
-        self.albums = Albums(self.transport.kept_signal,
-                             book=None if self.transport.gathers_albums else AlbumsInTheStore(self))
+        self.albums = Albums(self.transport.kept_signal, book=None if self.transport.gathers_albums else
+                             AlbumsInTheStore(core.conversation, lambda message: self.key(place_of(message)),
+                                              lambda: self.bot))
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self) -> Application:
@@ -496,27 +496,3 @@ class TelegramAdapter(ChatAdapter[Place]):
         if isinstance(update, Update) and update.effective_chat is not None:
             await self.quietly(context.bot.send_message(update.effective_chat.id, SOMETHING_WENT_WRONG))
 
-
-class AlbumsInTheStore(AlbumBook):
-    """A webhook's albums gathered in the database through the core (albums.py), which every
-    process behind a load balancer shares; each item kept as Telegram sent it."""
-
-    def __init__(self, adapter: TelegramAdapter):
-        self.adapter = adapter
-
-    async def join(self, message: Message) -> tuple[str, list[Message]] | None:
-        joined = await self.adapter.core.conversation.join_album(
-            self._key(message), AlbumItem(message.media_group_id, str(message.message_id), message.to_json()))
-        return (joined.stored_as, self._read(joined.items)) if joined is not None else None
-
-    async def size(self, message: Message) -> int:
-        return await self.adapter.core.conversation.album_size(self._key(message), message.media_group_id)
-
-    async def end(self, message: Message) -> list[Message]:
-        return self._read(await self.adapter.core.conversation.end_album(self._key(message), message.media_group_id))
-
-    def _key(self, message: Message) -> ConversationKey:
-        return self.adapter.key(place_of(message))
-
-    def _read(self, items: list[str]) -> list[Message]:
-        return [Message.de_json(json.loads(item), self.adapter.bot) for item in items]

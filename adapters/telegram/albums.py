@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from dataclasses import dataclass
 from typing import AsyncIterator, Awaitable, Callable, Protocol
 
-from telegram import Message, Update
+from telegram import Bot, Message, Update
+
+from bot.contract import AlbumItem, Conversation, ConversationKey
 
 ALBUM_QUIET_S = 1.0  # an album is complete once no item of it has come for this long
 ALBUM_MOST_S = 5.0  # and at the latest this long after its first item
@@ -172,6 +175,28 @@ class Albums:
             elif now - changed >= self.quiet_s:
                 return
             await asyncio.sleep(min(self.quiet_s / LOOKS_A_QUIET, self.most_s - (now - started)))
+
+
+class AlbumsInTheStore(AlbumBook):
+    """A webhook's albums gathered in the database through the core, which every process behind
+    a load balancer shares; each item kept as Telegram sent it, and read back as such."""
+
+    def __init__(self, conversation: Conversation, key: Callable[[Message], ConversationKey], bot: Callable[[], Bot]):
+        self.conversation, self.key, self.bot = conversation, key, bot
+
+    async def join(self, message: Message) -> tuple[str, list[Message]] | None:
+        joined = await self.conversation.join_album(
+            self.key(message), AlbumItem(message.media_group_id, str(message.message_id), message.to_json()))
+        return (joined.stored_as, self._read(joined.items)) if joined is not None else None
+
+    async def size(self, message: Message) -> int:
+        return await self.conversation.album_size(self.key(message), message.media_group_id)
+
+    async def end(self, message: Message) -> list[Message]:
+        return self._read(await self.conversation.end_album(self.key(message), message.media_group_id))
+
+    def _read(self, items: list[str]) -> list[Message]:
+        return [Message.de_json(json.loads(item), self.bot()) for item in items]
 
 
 def in_sent_order(messages: list[Message]) -> list[Message]:
