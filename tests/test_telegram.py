@@ -597,22 +597,31 @@ async def webhook(telegram, llm, tmp_path, monkeypatch, clock):
         yield served
 
 
-@pytest.fixture
-async def two_webhooks(telegram, llm, tmp_path, monkeypatch, clock):
-    """Two bot processes behind one load balancer: each its own runtime and webhook, one database."""
-    async with serving_webhook(telegram, llm, tmp_path, monkeypatch, clock) as one:
-        async with serving_webhook(telegram, llm, tmp_path, monkeypatch, clock) as other:
-            yield one, other
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def two_webhooks(request, telegram, llm, tmp_path, monkeypatch, clock):
+    """Two bot processes behind one load balancer: each its own runtime and webhook, one database
+    (an SQLite file, or a PostgreSQL schema)."""
+    from tests.postgres import emptied_schema_url
+
+    schemas = emptied_schema_url() if request.param == "postgresql" else None
+    storage_url = await anext(schemas) if schemas else None
+    try:
+        async with serving_webhook(telegram, llm, tmp_path, monkeypatch, clock, storage_url) as one:
+            async with serving_webhook(telegram, llm, tmp_path, monkeypatch, clock, storage_url) as other:
+                yield one, other
+    finally:
+        if schemas:
+            await anext(schemas, None)
 
 
 @contextlib.asynccontextmanager
-async def serving_webhook(telegram, llm, tmp_path, monkeypatch, clock):
+async def serving_webhook(telegram, llm, tmp_path, monkeypatch, clock, storage_url: str | None = None):
     import socket
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config = webhook_config(telegram, llm, tmp_path, monkeypatch, port)
+    config = webhook_config(telegram, llm, tmp_path, monkeypatch, port, storage_url)
     runtime = await build_runtime(config, clock=clock)
     adapter = TelegramAdapter(runtime.core, "Mira", adapter_settings(config, TelegramSettings))
     set_before = len(telegram.calls_to("setWebhook"))
@@ -630,11 +639,13 @@ async def serving_webhook(telegram, llm, tmp_path, monkeypatch, clock):
         await runtime.close()
 
 
-def webhook_config(telegram, llm, tmp_path, monkeypatch, port: int):
-    """Mira on Telegram in webhook mode, served on 127.0.0.1:`port`."""
+def webhook_config(telegram, llm, tmp_path, monkeypatch, port: int, storage_url: str | None = None):
+    """Mira on Telegram in webhook mode, served on 127.0.0.1:`port` (on SQLite, or `storage_url`)."""
     monkeypatch.setenv("MIRA_TELEGRAM_TOKEN", telegram.token)
     monkeypatch.setenv("KEEPSAKE_WEBHOOK_SECRET", "s3cret-token")
     raw = config_dict(llm.base_url, tmp_path / "keepsake.sqlite3")
+    if storage_url:
+        raw["storage"] = {"url": storage_url}
     raw["telegram"] = {"base_url": telegram.base_url, "mode": "webhook", "listen": "127.0.0.1", "port": port,
                        "webhook_url": "https://bot.example.com/telegram", "secret_token_env": "KEEPSAKE_WEBHOOK_SECRET"}
     raw["characters"][0]["telegram_token_env"] = "MIRA_TELEGRAM_TOKEN"
@@ -730,24 +741,25 @@ async def test_an_albums_items_posted_to_the_webhook_one_by_one_are_answered_onc
 
 
 async def test_an_album_whose_items_reach_two_processes_behind_a_load_balancer_is_answered_once(
-        telegram, llm, two_webhooks, tmp_path):
+        telegram, llm, two_webhooks):
     """SPEC 12: updates of one chat reaching different processes are answered in order, once.
     The album is gathered in the database: the item reaching the other process joins it there."""
     ann = Person(telegram, ANN, "Ann")
     llm.add(text("What a trip!"))
     send_album(telegram, ann, "from my trip", "trip", RED, GREEN, BLUE)
     await telegram.post_waiting_updates([webhook.url for webhook in two_webhooks], "s3cret-token")
-    with contextlib.closing(sqlite3.connect(tmp_path / "keepsake.sqlite3")) as db:
-        acknowledged = db.execute("SELECT content FROM messages WHERE role = 'user'").fetchall()
-    assert acknowledged == [("[3 photos] from my trip",)]  # every item stored before it was acknowledged
+    one, other = two_webhooks
+    key = ConversationKey("telegram", str(ann.dm["id"]), None, "Mira")
+    # every item stored with the first before it was acknowledged, whichever process took it
+    assert await other.core.conversation.left_off(key) == [("Ann", "[3 photos] from my trip")]
+    assert await one.core.conversation.album_size(key, "trip") == 3
     await telegram.wait_for(lambda: telegram.bot_messages(ann.dm["id"]))
     for webhook in two_webhooks:
         await webhook.stopped()
     reply, = telegram.bot_messages(ann.dm["id"])
     assert reply.text == "What a trip!"
     asked_once_with_photos(llm, "[3 photos] from my trip", 3)
-    with contextlib.closing(sqlite3.connect(tmp_path / "keepsake.sqlite3")) as db:
-        assert db.execute("SELECT COUNT(*) FROM album_items").fetchone() == (0,)  # taken by its turn
+    assert await other.core.conversation.album_size(key, "trip") == 0  # taken by its turn
 
 
 async def test_an_album_item_a_process_joined_before_it_died_is_read_by_the_albums_turn(telegram, llm, webhook):
