@@ -158,8 +158,9 @@ class IncomingMessage:
     owner's. None means nobody is known to ask: let in nowhere (SPEC 15: no asker means no).
     `draw`: the person asked for a picture of this scene (`/image <scene>`, SPEC 20): the turn
     calls the `picture` tool with it, through its gate and limits, before the character answers.
-    `album`: the message is the first item of an album its platform posts item by item (AlbumItem),
-    gathered in the database from the moment it is stored."""
+    `album`: the items of an album the message is (AlbumItem), kept with it so that an item edited
+    later is read with the others again; with `rest`, its first item (its platform posts the
+    others one by one), gathered in the database from the moment it is stored."""
 
     conversation: ConversationKey
     speaker: Identity | None
@@ -173,15 +174,15 @@ class IncomingMessage:
     addressed: bool = True
     asker: Asker | None = None
     draw: str | None = None
-    album: AlbumItem | None = None
+    album: tuple[AlbumItem, ...] = ()
 
 
 @dataclass(frozen=True)
 class AlbumItem:
-    """An item of an album that a platform posts item by item, maybe each to another process
-    behind a load balancer (a Telegram album by webhook, SPEC 12): the album's key in its chat,
-    the item's platform message id, and the item as its adapter reads it back (the core only
-    keeps it, until the album's turn takes it: `Conversation.end_album`)."""
+    """An item of an album (photos sent together, stored as one message): the album's key in its
+    chat, the item's platform message id, and the item as its adapter reads it back (the core
+    only keeps it). A platform may post an album item by item, maybe each to another process
+    behind a load balancer (a Telegram album by webhook, SPEC 12)."""
 
     album: str
     platform_message_id: str
@@ -607,6 +608,10 @@ class Conversation(Protocol):
     async def end_album(self, key: ConversationKey, album: str) -> list[str]:
         """The album's turn takes every item gathered (waiting for one being added); a later
         item is a message of its own."""
+
+    async def edit_album_item(self, key: ConversationKey, item: AlbumItem) -> AlbumSoFar | None:
+        """An album's item edited (its caption, SPEC 7): kept as it reads now; the album with
+        every item, to be stored again as an edit of its message (None: no stored album holds it)."""
 
     async def left_chat(self, platform: str, chat_id: str, character: str) -> None:
         """The character's bot is no longer a member of a group: it leaves the group's scenes and

@@ -177,6 +177,12 @@ class Chat:
     async def end_album(self, key: ConversationKey, album: str) -> list[str]:
         return await self.store.conversations.end_album((await self.cast.conversation_for(key)).id, album)
 
+    async def edit_album_item(self, key: ConversationKey, item: AlbumItem) -> AlbumSoFar | None:
+        conversation = await self.cast.conversation_for(key)
+        so_far = await self.store.conversations.edit_album_item(conversation.id, item.album, item.platform_message_id,
+                                                                item.item)
+        return AlbumSoFar(so_far.stored_as, so_far.items) if so_far is not None else None
+
     async def left_chat(self, platform: str, chat_id: str, character: str) -> None:
         left = await self.store.presence.leave_chat(platform, chat_id, self.cast.character(character).id)
         if left:

@@ -507,10 +507,10 @@ class Conversations(abc.ABC):
     @abc.abstractmethod
     async def answer_origin(self, platform: str, chat_id: str, platform_message_id: str) -> ConversationRow | None: ...
 
-    # An album a platform posts item by item, maybe each to another process (a Telegram album by
-    # webhook, SPEC 12): stored as its first item's message (`Turns.store_and_queue` with `album`)
-    # and gathered in the database until its turn takes it (`end_album`). `item` is an item as its
-    # adapter reads it back; the store only keeps it.
+    # An album, stored as one message with its items (`Turns.store_and_queue` with a `NewAlbum`),
+    # each as its adapter reads it back (`item`: the store only keeps it). One a platform posts
+    # item by item, maybe each to another process (a Telegram album by webhook, SPEC 12), is
+    # gathered here until its turn takes it (`end_album`).
     @abc.abstractmethod
     async def join_album(self, conversation_id: int, album: str, platform_message_id: str,
                          item: str) -> AlbumSoFar | None:
@@ -526,6 +526,23 @@ class Conversations(abc.ABC):
     async def end_album(self, conversation_id: int, album: str) -> list[str]:
         """In one transaction: every item of the album, which is no longer gathered (an item
         that comes later is a message of its own); [] when none is."""
+
+    @abc.abstractmethod
+    async def edit_album_item(self, conversation_id: int, album: str, platform_message_id: str,
+                              item: str) -> AlbumSoFar | None:
+        """An item of a stored album as it reads now (its caption edited, SPEC 7), and every item
+        of the album, to store its message again; None when no album there holds that item."""
+
+
+@dataclass(frozen=True)
+class NewAlbum:
+    """The items a message is stored as (`Turns.store_and_queue`): the album's key in the
+    conversation, each item's platform message id with the item as its adapter reads it back, and
+    whether more may still come (`gathering`: until its turn takes it, `Conversations.end_album`)."""
+
+    album: str
+    items: list[tuple[str, str]]
+    gathering: bool
 
 
 @dataclass(frozen=True)
@@ -569,7 +586,7 @@ class Turns(abc.ABC):
     async def store_and_queue(self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
                               tokens: int, platform_message_id: str | None, limit: CallLimit | None,
                               checkin_from: int | None = None, character_id: int | None = None,
-                              album: tuple[str, str] | None = None) -> Arrival:
+                              album: NewAlbum | None = None) -> Arrival:
         """In one transaction: store a person's message (once per platform id in its
         conversation), take a model call under `limit` (checked and counted atomically, in
         every process), and queue its turn — started at once (`Arrival.turn_id`) when `start_turn`
@@ -577,8 +594,8 @@ class Turns(abc.ABC):
         `checkin_from` (one-to-one conversations with a person): count the message for
         check-ins, which wait from that many of the person's messages on (SPEC 14).
         `character_id`: the character whose turn it is (None: the conversation's own).
-        `album`: the message is the first item of an album gathered from here on
-        (`Conversations.join_album`): its key and the item, as its adapter reads it back."""
+        `album`: the message is an album's items (or, while it is gathered, its first), kept
+        with it (`Conversations.join_album`)."""
 
     @abc.abstractmethod
     async def queue_turn(self, conversation_id: int, person_id: int | None, user_message_id: int,

@@ -471,6 +471,24 @@ async def test_an_edited_caption_changes_the_stored_message_and_the_photo_stays_
     await eventually(lambda: _is(stored, "[a photo] my new boat"))
 
 
+async def test_an_albums_caption_edited_later_changes_the_stored_album_and_its_photos_stay_named(
+        bot, telegram, llm):
+    """SPEC 7: a person editing their message updates it in the store. An album is stored as one
+    message: an item's caption edited later is read with every other item again."""
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("What a trip!"))
+    first = send_album(telegram, ann, "from my trip", "trip", RED, GREEN, BLUE)
+    await ann.reply_to(first)
+    telegram.edit(ann.dm, ann.user, first, "from my long trip")
+    telegram.edit(ann.dm, ann.user, first + 1, "the green one")
+
+    async def stored() -> str:
+        conversation = await bot.cast.conversation_for(ConversationKey("telegram", str(ANN), None, "Mira"))
+        return (await bot.store.conversations.message_by_platform_id(conversation.id, str(first))).content
+    await eventually(lambda: _is(stored, "[3 photos] from my long trip\nthe green one"))
+    assert len(llm.requests) == 1  # an edit is stored, never answered
+
+
 async def _is(read, expected) -> bool:
     return await read() == expected
 
@@ -760,6 +778,23 @@ async def test_an_album_whose_items_reach_two_processes_behind_a_load_balancer_i
     assert reply.text == "What a trip!"
     asked_once_with_photos(llm, "[3 photos] from my trip", 3)
     assert await other.core.conversation.album_size(key, "trip") == 0  # taken by its turn
+
+
+async def test_an_albums_caption_edited_later_reaching_another_process_changes_the_stored_album(
+        telegram, llm, two_webhooks):
+    """The album answered by one process; its caption's edit posted to the other, which reads the
+    album's items from the database."""
+    ann = Person(telegram, ANN, "Ann")
+    llm.add(text("Two fine boats."))
+    first = send_album(telegram, ann, "the harbour", "harbour", RED, BLUE)
+    one, other = two_webhooks
+    await telegram.post_waiting_updates(one.url, "s3cret-token")
+    await telegram.wait_for(lambda: telegram.bot_messages(ann.dm["id"]))
+    telegram.edit(ann.dm, ann.user, first, "the harbour at dawn")
+    await telegram.post_waiting_updates(other.url, "s3cret-token")
+    key = ConversationKey("telegram", str(ann.dm["id"]), None, "Mira")
+    said = [text for speaker, text in await one.core.conversation.left_off(key, 3) if speaker == "Ann"]
+    assert said == ["[2 photos] the harbour at dawn"]
 
 
 async def test_an_album_item_a_process_joined_before_it_died_is_read_by_the_albums_turn(telegram, llm, webhook):

@@ -48,7 +48,7 @@ from adapters.downloads import read_capped
 from adapters.settings import TelegramSettings
 from adapters.splitting import split_message
 from adapters.streaming import typing
-from adapters.telegram.albums import Albums, AlbumsInTheStore, Sent
+from adapters.telegram.albums import Albums, AlbumsInTheStore, Sent, in_sent_order
 from adapters.telegram.messages import (
     LIMIT,
     PLATFORM,
@@ -75,7 +75,6 @@ from adapters.telegram.transport import POLL_TIMEOUT_S, Polling, Transport, Webh
 from bot.contract import (
     NOT_ALLOWED,
     STALE_BUTTON,
-    AlbumItem,
     Asker,
     Button,
     CommandContext,
@@ -111,9 +110,9 @@ class TelegramAdapter(ChatAdapter[Place]):
         self.transport: Transport = (
             WebhookServer(settings, self.character_name, self._refusable) if settings.mode == "webhook"
             else Polling(self._refusable))
-        self.albums = Albums(self.transport.kept_signal, book=None if self.transport.gathers_albums else
-                             AlbumsInTheStore(core.conversation, lambda message: self.key(place_of(message)),
-                                              lambda: self.bot))
+        self.album_book = AlbumsInTheStore(core.conversation, lambda message: self.key(place_of(message)),
+                                           lambda: self.bot)
+        self.albums = Albums(self.transport.kept_signal, book=None if self.transport.gathers_albums else self.album_book)
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self) -> Application:
@@ -326,11 +325,8 @@ class TelegramAdapter(ChatAdapter[Place]):
                 await self.core.conversation.heard(incoming.conversation)
             return
         draw = " ".join(context.args) if context.args is not None else None  # /image <scene>: its one command
-        rest, album = None, None
+        rest = None
         if sent.rest is not None:  # a webhook's album: answered once its every item is stored with this one
-            first, = sent.messages
-            album = AlbumItem(first.media_group_id, str(first.message_id), first.to_json())
-
             async def rest() -> IncomingMessage:
                 items = await sent.rest()
                 whole = self._album(items, incoming.platform_message_id, bot.username)
@@ -338,7 +334,7 @@ class TelegramAdapter(ChatAdapter[Place]):
                     await self.core.conversation.edited(whole)
                 return whole
         await self.answer(place, replace(incoming, kept=sent.kept, rest=rest, asker=self.asker(update), draw=draw,
-                                         album=album))
+                                         album=self.album_book.items(sent.messages)))
 
     def _album(self, messages: list[Message], stored_as: str, username: str) -> IncomingMessage:
         """An album's items as one message, as it is stored: under its first item's id."""
@@ -360,12 +356,15 @@ class TelegramAdapter(ChatAdapter[Place]):
         )
 
     async def _on_edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """A text or a caption edited, with what came with the message; an album's caption is left
-        as it was sent, as the album is stored as one message (albums.py)."""
+        """A text or a caption edited, with what came with the message; an album's item, with
+        every other item of its album, which is stored as one message (albums.py)."""
         message = update.edited_message
-        if message is None or message.media_group_id:
-            return
-        await self.core.conversation.edited(self._incoming([message], context.bot.username))
+        album = await self.album_book.edited(message) if message is not None and message.media_group_id else None
+        if album is not None:
+            stored_as, items = album
+            await self.core.conversation.edited(self._album(in_sent_order(items), stored_as, context.bot.username))
+        elif message is not None and not message.media_group_id:
+            await self.core.conversation.edited(self._incoming([message], context.bot.username))
 
     # -- commands --------------------------------------------------------------------------
     async def _on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -178,16 +178,27 @@ class Albums:
 
 
 class AlbumsInTheStore(AlbumBook):
-    """A webhook's albums gathered in the database through the core, which every process behind
-    a load balancer shares; each item kept as Telegram sent it, and read back as such."""
+    """Albums kept in the database through the core, item by item, each as Telegram sent it and
+    read back as such: so an item's caption edited later is read with the others again, and a
+    webhook's album is gathered where every process behind a load balancer adds its items."""
 
     def __init__(self, conversation: Conversation, key: Callable[[Message], ConversationKey], bot: Callable[[], Bot]):
         self.conversation, self.key, self.bot = conversation, key, bot
 
+    @staticmethod
+    def items(messages: list[Message]) -> tuple[AlbumItem, ...]:
+        """An album's items as the core keeps them (none for a message sent alone)."""
+        return tuple(AlbumItem(m.media_group_id, str(m.message_id), m.to_json()) for m in messages
+                     if m.media_group_id)
+
     async def join(self, message: Message) -> tuple[str, list[Message]] | None:
-        joined = await self.conversation.join_album(
-            self.key(message), AlbumItem(message.media_group_id, str(message.message_id), message.to_json()))
+        joined = await self.conversation.join_album(self.key(message), *self.items([message]))
         return (joined.stored_as, self._read(joined.items)) if joined is not None else None
+
+    async def edited(self, message: Message) -> tuple[str, list[Message]] | None:
+        """An item's caption edited: the album it is stored with, every item as it reads now."""
+        album = await self.conversation.edit_album_item(self.key(message), *self.items([message]))
+        return (album.stored_as, self._read(album.items)) if album is not None else None
 
     async def size(self, message: Message) -> int:
         return await self.conversation.album_size(self.key(message), message.media_group_id)

@@ -34,7 +34,7 @@ from bot.model.tokens import TokenCounter
 from bot.text import clean_text
 from bot.turn.attachments import in_words, kind_of, read_text_files
 from bot.voice.listening import NOT_TRANSCRIBED, TEXT_ONLY, Listening, spoken
-from storage.ports import SPOKEN, ConversationRow, Conversations, MessageRow, Turns
+from storage.ports import SPOKEN, ConversationRow, Conversations, MessageRow, NewAlbum, Turns
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,15 @@ TOO_LONG_MESSAGE = (
 NOT_SAVED = ("Sorry, I couldn't save your message just now, so it was not kept and I can't answer it. "
              "Please send it again later.")
 FILE_HEADING_TOKENS = 32  # room kept for each text file's heading when files are cut to fit
+
+
+def new_album(message: IncomingMessage) -> NewAlbum | None:
+    """The album items a message is stored with (`IncomingMessage.album`), gathered while more
+    may come (`rest`)."""
+    if not message.album:
+        return None
+    return NewAlbum(message.album[0].album, [(item.platform_message_id, item.item) for item in message.album],
+                    gathering=message.rest is not None)
 
 
 class ArrivalOrder:
@@ -240,7 +249,7 @@ class Arrival:
                 conversation.id, person_id, self.cast.as_a_person(message.speaker_name), text, tokens,
                 message.platform_message_id, self.gate.limit_for(person_id, message.conversation),
                 checkin_from=self.checkin_from(message.conversation, person_id),
-                character_id=stored.id, album=(message.album.album, message.album.item) if message.album else None)
+                character_id=stored.id, album=new_album(message))
         except Exception:
             log.exception("a message to %s could not be stored", message.conversation)
             return Reply.error(NOT_SAVED)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from storage.ports import AlbumSoFar, ConversationRow, Conversations, MessageRow, MessageSize
+from storage.ports import AlbumSoFar, ConversationRow, Conversations, MessageRow, MessageSize, NewAlbum
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_sent_order, message, messages
 from storage.sql.database import Connection, Database
 from storage.sql.presence import come_in, record_witnesses, seen, seen_args
@@ -85,14 +85,14 @@ def read_platform_ids(rows: list) -> list[str]:
                          [r["platform_message_id"] for r in rows if not r["first"]])
 
 
-async def begin_album(tx: Connection, message_id: int, conversation_id: int, album: str, platform_message_id: str,
-                      item: str, now: float) -> None:
-    """Inside the transaction that stores an album's first item as a message: the album is
-    gathered from here on (`SQLConversations.join_album`)."""
-    await tx.execute("INSERT INTO albums (message_id, conversation_id, album, begun_at) VALUES ($1, $2, $3, $4)",
-                     message_id, conversation_id, album, now)
-    await tx.execute("INSERT INTO album_items (message_id, platform_message_id, item) VALUES ($1, $2, $3)",
-                     message_id, platform_message_id, item)
+async def keep_album(tx: Connection, message_id: int, conversation_id: int, album: NewAlbum) -> None:
+    """Inside the transaction that stores an album as a message: its items, kept with it (one
+    still gathered: `SQLConversations.join_album`)."""
+    await tx.execute("INSERT INTO albums (message_id, conversation_id, album, taken) VALUES ($1, $2, $3, $4)",
+                     message_id, conversation_id, album.album, not album.gathering)
+    for platform_message_id, item in album.items:
+        await tx.execute("INSERT INTO album_items (message_id, platform_message_id, item) VALUES ($1, $2, $3)",
+                         message_id, platform_message_id, item)
 
 
 async def messages_at(db: Database, conversation_id: int, positions: list[int],
@@ -303,36 +303,54 @@ class SQLConversations(Conversations):
             platform, chat_id, platform_message_id)
         return conversation(row, "c_") if row else None
 
-    # -- an album gathered item by item (SPEC 12) ------------------------------------------
+    # -- albums, item by item (SPEC 7, 12) ------------------------------------------------
     async def join_album(self, conversation_id: int, album: str, platform_message_id: str,
                          item: str) -> AlbumSoFar | None:
         async with self.db.transaction(short=True) as tx:
             # held, so the album's turn taking it (`end_album`) waits for this item, and takes it too
-            message_id = await tx.value(
-                f"SELECT message_id FROM albums WHERE conversation_id = $1 AND album = $2{self.db.dialect.for_update}",
-                conversation_id, album)
+            message_id = await _album_held(self.db, tx, conversation_id, album, gathered=True)
             if message_id is None:
                 return None
             await tx.execute("INSERT INTO album_items (message_id, platform_message_id, item) VALUES ($1, $2, $3) "
                              "ON CONFLICT DO NOTHING", message_id, platform_message_id, item)
-            stored_as = await tx.value("SELECT platform_message_id FROM messages WHERE id = $1", message_id)
-            return AlbumSoFar(stored_as, [row["item"] for row in await tx.all(
-                "SELECT item FROM album_items WHERE message_id = $1", message_id)])
+            return await _album_so_far(tx, message_id)
 
     async def album_size(self, conversation_id: int, album: str) -> int:
         return await self.db.value(
             "SELECT COUNT(*) FROM album_items WHERE message_id IN "
-            "(SELECT message_id FROM albums WHERE conversation_id = $1 AND album = $2)", conversation_id, album)
+            "(SELECT message_id FROM albums WHERE conversation_id = $1 AND album = $2 AND NOT taken)",
+            conversation_id, album)
 
     async def end_album(self, conversation_id: int, album: str) -> list[str]:
         async with self.db.transaction(short=True) as tx:
-            message_id = await tx.value(
-                f"SELECT message_id FROM albums WHERE conversation_id = $1 AND album = $2{self.db.dialect.for_update}",
-                conversation_id, album)
+            message_id = await _album_held(self.db, tx, conversation_id, album, gathered=True)
             if message_id is None:
                 return []
+            await tx.execute("UPDATE albums SET taken = true WHERE message_id = $1", message_id)
             # read after the hold: an item joining meanwhile was waited for, and is here
-            items = [row["item"] for row in await tx.all("SELECT item FROM album_items WHERE message_id = $1",
-                                                         message_id)]
-            await tx.execute("DELETE FROM albums WHERE message_id = $1", message_id)  # its items with it
-            return items
+            return (await _album_so_far(tx, message_id)).items
+
+    async def edit_album_item(self, conversation_id: int, album: str, platform_message_id: str,
+                              item: str) -> AlbumSoFar | None:
+        async with self.db.transaction(short=True) as tx:
+            message_id = await _album_held(self.db, tx, conversation_id, album)
+            if message_id is None or not await tx.execute(
+                    "UPDATE album_items SET item = $1 WHERE message_id = $2 AND platform_message_id = $3",
+                    item, message_id, platform_message_id):
+                return None
+            return await _album_so_far(tx, message_id)
+
+
+async def _album_held(db: Database, tx: Connection, conversation_id: int, album: str,
+                      gathered: bool = False) -> int | None:
+    """Inside a transaction: the message an album is stored as, its row held until the end
+    (`gathered`: only while it is gathered)."""
+    return await tx.value(
+        f"SELECT message_id FROM albums WHERE conversation_id = $1 AND album = $2{' AND NOT taken' if gathered else ''}"
+        f"{db.dialect.for_update}", conversation_id, album)
+
+
+async def _album_so_far(tx: Connection, message_id: int) -> AlbumSoFar:
+    stored_as = await tx.value("SELECT platform_message_id FROM messages WHERE id = $1", message_id)
+    return AlbumSoFar(stored_as, [row["item"] for row in await tx.all(
+        "SELECT item FROM album_items WHERE message_id = $1", message_id)])

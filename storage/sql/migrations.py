@@ -407,18 +407,18 @@ OWN_SUMMARY_GENERATIONS = """
 """
 
 
-# 33 (PostgreSQL: 24) — an album being gathered (SPEC 12). Telegram posts an album's items to a
-# webhook one by one, each once the one before is acknowledged, and behind a load balancer each
-# may reach another process: the album, stored as its first item's message, is found by its key
-# in its conversation, and each item is kept as the adapter reads it back, until the album's
-# turn takes them all (then its rows go). They go with the message too (/forgetme, a deletion),
-# and, left by a message kept but not answered, with the daily upkeep.
+# 33 (PostgreSQL: 24) — albums, item by item (SPEC 7, 12). An album is stored as one message,
+# and each item is kept as the adapter reads it back, so an item's caption edited later is read
+# with the others again. Telegram posts an album's items to a webhook one by one, each once the
+# one before is acknowledged, and behind a load balancer each may reach another process: such an
+# album is gathered here, found by its key in its conversation, until its turn takes it (`taken`).
+# Its rows go with its message (/forgetme, a deletion, the retention period).
 ALBUMS = """
     CREATE TABLE albums (
         message_id       BIGINT PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
         conversation_id  BIGINT NOT NULL,
         album            TEXT NOT NULL,
-        begun_at         DOUBLE PRECISION NOT NULL
+        taken            BOOLEAN NOT NULL
     );
     CREATE INDEX albums_by_key ON albums(conversation_id, album);
     CREATE TABLE album_items (

@@ -20,7 +20,6 @@ from storage.sql.usage import SQLUsage
 
 MODEL_CALLS_KEPT_S = 86_400  # far past any [limits] window
 PAGE_ROWS_KEPT_S = 86_400  # past any link's, session's or rate limit's time (SPEC 21)
-ALBUMS_KEPT_S = 3_600  # an album gathers for seconds; one whose message was kept unanswered is never taken
 
 
 class SQLStore(Store):
@@ -46,13 +45,12 @@ class SQLStore(Store):
         await self.db.close()
 
     async def purge(self, now: float, retention_days: int | None) -> int:
-        """What every backend's daily upkeep forgets: old answer origins, update ids, model
-        calls and albums no turn took; with a retention period, old summarized messages (never
-        one a turn still needs). How many messages went."""
+        """What every backend's daily upkeep forgets: old answer origins, update ids and model
+        calls; with a retention period, old summarized messages (never one a turn still needs).
+        How many messages went."""
         await self.db.execute("DELETE FROM answer_origins WHERE created_at < $1", now - ANSWER_ORIGINS_KEPT_S)
         await self.db.execute("DELETE FROM deliveries WHERE seen_at < $1", now - DELIVERIES_KEPT_S)
         await self.db.execute("DELETE FROM model_calls WHERE at < $1", now - MODEL_CALLS_KEPT_S)
-        await self.db.execute("DELETE FROM albums WHERE begun_at < $1", now - ALBUMS_KEPT_S)
         for table, column in (("page_links", "expires_at"), ("page_sessions", "expires_at"), ("page_failures", "at")):
             await self.db.execute(f"DELETE FROM {table} WHERE {column} < $1", now - PAGE_ROWS_KEPT_S)
         # a turn's changes stay while Regenerate may still undo them (its latest reply, however old)

@@ -28,13 +28,13 @@ import json
 from typing import Any, Sequence
 
 from storage.ports import (RECOVER_WITHIN_S, SHOWING_S, Arrival, CallLimit, InterruptedTurn, LeftTheLine, MessageRow,
-                           OutOfLine, ReplyReceipt, ShownReply, Spend, TurnRow, Turns)
+                           NewAlbum, OutOfLine, ReplyReceipt, ShownReply, Spend, TurnRow, Turns)
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, columns, conversation, message, turn
 from storage.sql.checkins import checkin_cut_off, count_person_message
 from storage.sql.conversations import (
     Place,
-    begin_album,
     insert_message,
+    keep_album,
     next_place,
     platform_ids_of,
     read_platform_ids,
@@ -163,16 +163,15 @@ class SQLTurns(Turns):
     async def store_and_queue(self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
                               tokens: int, platform_message_id: str | None, limit: CallLimit | None,
                               checkin_from: int | None = None, character_id: int | None = None,
-                              album: tuple[str, str] | None = None) -> Arrival:
+                              album: NewAlbum | None = None) -> Arrival:
         now = self.db.clock()
         async with self.db.transaction(short=True) as tx:
             stored = await insert_message(tx, await next_place(tx, conversation_id), "user", person_id, speaker_name,
                                           content, tokens, platform_message_id, now)
             if stored is None:
                 return Arrival(None)
-            if album is not None and platform_message_id is not None:
-                key, item = album
-                await begin_album(tx, stored.id, conversation_id, key, platform_message_id, item, now)
+            if album is not None:
+                await keep_album(tx, stored.id, conversation_id, album)
             if checkin_from is not None and person_id is not None:
                 await count_person_message(tx, conversation_id, person_id, now, checkin_from)
             if limit is not None and (wait := await take_call(self.db, tx, limit, now)) is not None:

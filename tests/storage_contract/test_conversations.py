@@ -1,6 +1,6 @@
 """The Conversations port: conversations by key, messages in arrival order, platform ids."""
 
-from storage.ports import Store
+from storage.ports import NewAlbum, Store
 
 
 async def test_a_conversation_is_created_once_and_its_shared_flag_follows_the_event(store: Store, mira):
@@ -152,13 +152,14 @@ async def test_a_persons_private_conversations_are_their_dms_only(store: Store, 
     assert [c.id for c in await store.conversations.private_of(ann)] == [chat]
 
 
+
 async def test_an_album_is_gathered_from_any_store_until_its_turn_takes_it(open_backend, ann, chat):
     """SPEC 12: Telegram posts an album's items one by one, and behind a load balancer each may
     reach another process. The first is stored with its album; a later one, in any process,
     joins it (once) until the album's turn takes every item; then a later one is its own message."""
     first_process, second_process = await open_backend(), await open_backend()
     arrival = await first_process.turns.store_and_queue(chat, ann, "Ann", "[a photo] the harbour", 5, "11", None,
-                                                        album=("album-7", "item 11"))
+                                                        album=NewAlbum("album-7", [("11", "item 11")], gathering=True))
     assert await second_process.conversations.album_size(chat, "album-7") == 1
     joined = await second_process.conversations.join_album(chat, "album-7", "12", "item 12")
     assert joined.stored_as == "11" and sorted(joined.items) == ["item 11", "item 12"]
@@ -172,20 +173,23 @@ async def test_an_album_is_gathered_from_any_store_until_its_turn_takes_it(open_
     assert arrival.message.platform_message_id == "11"
 
 
-async def test_an_album_being_gathered_goes_with_its_message(store: Store, ann, chat):
+async def test_an_albums_item_edited_later_is_read_with_the_others_again(store: Store, ann, chat):
+    """SPEC 7: a person editing their message updates it in the store; an album is one message,
+    so its edited item comes back with every other, to store the message again."""
+    await store.turns.store_and_queue(chat, ann, "Ann", "[2 photos] the harbour", 5, "21", None,
+                                      album=NewAlbum("album-2", [("21", "item 21"), ("22", "item 22")], False))
+    assert await store.conversations.join_album(chat, "album-2", "23", "item 23") is None  # stored whole
+    edited = await store.conversations.edit_album_item(chat, "album-2", "22", "item 22, edited")
+    assert edited.stored_as == "21" and sorted(edited.items) == ["item 21", "item 22, edited"]
+    assert await store.conversations.edit_album_item(chat, "album-2", "29", "not of it") is None
+    assert await store.conversations.edit_album_item(chat, "album-5", "21", "no such album") is None
+
+
+async def test_an_albums_items_go_with_its_message(store: Store, ann, chat):
     """A deleted message (or a person forgotten: their messages go) takes what is kept of its album."""
-    await store.turns.store_and_queue(chat, ann, "Ann", "[a photo]", 3, "21", None, album=("album-9", "item 21"))
-    assert await store.conversations.delete_platform_message(chat, "21")
+    await store.turns.store_and_queue(chat, ann, "Ann", "[a photo]", 3, "31", None,
+                                      album=NewAlbum("album-9", [("31", "item 31")], gathering=True))
+    assert await store.conversations.delete_platform_message(chat, "31")
     assert await store.conversations.album_size(chat, "album-9") == 0
-    assert await store.conversations.join_album(chat, "album-9", "22", "item 22") is None
-
-
-async def test_an_album_no_turn_took_goes_with_the_daily_upkeep_after_an_hour(store: Store, ann, chat, clock):
-    """Its first item kept but not answered (past [limits]): nobody takes its items, which go an
-    hour on, with the daily upkeep, and its message stays."""
-    await store.turns.store_and_queue(chat, ann, "Ann", "[a photo]", 3, "31", None, album=("album-3", "item 31"))
-    await store.maintain(clock.now + 3_599, None)
-    assert await store.conversations.album_size(chat, "album-3") == 1
-    await store.maintain(clock.now + 3_601, None)
-    assert await store.conversations.album_size(chat, "album-3") == 0
-    assert await store.conversations.message_by_platform_id(chat, "31") is not None
+    assert await store.conversations.join_album(chat, "album-9", "32", "item 32") is None
+    assert await store.conversations.edit_album_item(chat, "album-9", "31", "item 31, edited") is None
