@@ -10,11 +10,12 @@ from contextlib import closing
 
 import pytest
 
+from bot.contract import AlbumItem, IncomingMessage
 from bot.memory.saved_memories import CAPS
 from bot.runtime import build_runtime
 from storage.copy import COPY_MARK, NOT_COPIED, TABLES
 from storage.factory import open_store
-from tests.conftest import ROOT, Chat
+from tests.conftest import ROOT, Chat, shown
 from tests.fakes.llm_server import text, tool_calls
 from tests.fakes.summarizer import kind_of
 from tests.postgres import fresh_schema_url
@@ -67,6 +68,10 @@ async def populate(runtime, llm) -> None:
     await cai.run("timezone", zone="Europe/Paris")  # a time zone (SPEC 19)
     llm.add(tool_calls(("remind", {"what": "feed the bees", "day": "tomorrow", "time": "09:00"})), text("I will."))
     await cai.say("remind me tomorrow at nine to feed the bees")  # a reminder waiting
+    photos = tuple(AlbumItem("trip", str(n), f'{{"message_id": {n}}}') for n in (901, 902))  # an album, item by item
+    await shown(runtime, await runtime.core.conversation.handle(IncomingMessage(
+        cai.key, cai.identity, cai.name, "[2 photos] from my trip", platform_message_id="901", album=photos,
+        asker=cai.asker)))
     await ann.memory("/persona set I'm Ann, a beekeeper")  # a persona (SPEC 17); usage_days has every turn
     await runtime.store.usage.notice_once(await ann.person_id(), "2027-01-15")  # told she was past her tokens
     group = Chat(runtime, user="603", name="Eve", chat_id="-100603", shared=True, platform="telegram")
