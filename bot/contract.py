@@ -191,8 +191,8 @@ class AlbumItem:
 
 @dataclass(frozen=True)
 class AlbumSoFar:
-    """An album being gathered: the platform id its message is stored under (its first item's)
-    and every item so far, as their adapter reads them back, in no particular order."""
+    """An album: the platform id its message is stored under (its first item's) and every item
+    so far, as their adapter reads them back, in no particular order."""
 
     stored_as: str
     items: list[str]

@@ -1,9 +1,9 @@
 """`python -m bot storage copy --from sqlite:///… --to postgresql://…`: a whole deployment moved
 from its SQLite file into PostgreSQL — people, identities, characters, conversations, messages
-(an album's with its items), who was present in each scene and witnessed each message, turns, memories with their history,
-summaries, rebuilds, drafts, selections, settings, check-in marks, personas, what was spent on
-each person's behalf and link codes — keeping every id, so buttons and references made before
-the move keep working.
+(an album's with its items), who was present in each scene and witnessed each message, turns,
+memories with their history, summaries, rebuilds, drafts, selections, settings, check-in marks,
+personas, what was spent on each person's behalf and link codes — keeping every id, so buttons
+and references made before the move keep working.
 
 Rows are copied table by table in key order, in batches, with `ON CONFLICT DO NOTHING`: a copy
 that stopped half-way is resumed by running the command again, and running it twice changes

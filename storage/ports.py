@@ -547,8 +547,8 @@ class NewAlbum:
 
 @dataclass(frozen=True)
 class AlbumSoFar:
-    """An album being gathered: the platform id its message is stored under (its first item's),
-    and its items so far, as their adapter reads them back (in no particular order)."""
+    """An album: the platform id its message is stored under (its first item's), and its items
+    so far, as their adapter reads them back (in no particular order)."""
 
     stored_as: str
     items: list[str]

@@ -402,6 +402,6 @@ MIGRATIONS: list[str] = [
     ONE_INDEX_A_QUESTION,
     # 23 — a character's own summary counts its starts (storage/sql/migrations.py)
     OWN_SUMMARY_GENERATIONS,
-    # 24 — an album being gathered, whichever process each item reaches (SPEC 12; storage/sql/migrations.py)
+    # 24 — albums, item by item: an edited caption, an item reaching another process (SPEC 7, 12; storage/sql/migrations.py)
     ALBUMS,
 ]

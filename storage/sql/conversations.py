@@ -308,7 +308,7 @@ class SQLConversations(Conversations):
                          item: str) -> AlbumSoFar | None:
         async with self.db.transaction(short=True) as tx:
             # held, so the album's turn taking it (`end_album`) waits for this item, and takes it too
-            message_id = await _album_held(self.db, tx, conversation_id, album, gathered=True)
+            message_id = await _album_held(self.db, tx, conversation_id, album)
             if message_id is None:
                 return None
             await tx.execute("INSERT INTO album_items (message_id, platform_message_id, item) VALUES ($1, $2, $3) "
@@ -323,7 +323,7 @@ class SQLConversations(Conversations):
 
     async def end_album(self, conversation_id: int, album: str) -> list[str]:
         async with self.db.transaction(short=True) as tx:
-            message_id = await _album_held(self.db, tx, conversation_id, album, gathered=True)
+            message_id = await _album_held(self.db, tx, conversation_id, album)
             if message_id is None:
                 return []
             await tx.execute("UPDATE albums SET taken = true WHERE message_id = $1", message_id)
@@ -333,21 +333,18 @@ class SQLConversations(Conversations):
     async def edit_album_item(self, conversation_id: int, album: str, platform_message_id: str,
                               item: str) -> AlbumSoFar | None:
         async with self.db.transaction(short=True) as tx:
-            message_id = await _album_held(self.db, tx, conversation_id, album)
-            if message_id is None or not await tx.execute(
-                    "UPDATE album_items SET item = $1 WHERE message_id = $2 AND platform_message_id = $3",
-                    item, message_id, platform_message_id):
-                return None
-            return await _album_so_far(tx, message_id)
+            message_id = await tx.value(  # the album holding the item (an item late for its album began another)
+                "UPDATE album_items SET item = $1 WHERE platform_message_id = $2 AND message_id IN "
+                "(SELECT message_id FROM albums WHERE conversation_id = $3 AND album = $4) RETURNING message_id",
+                item, platform_message_id, conversation_id, album)
+            return await _album_so_far(tx, message_id) if message_id is not None else None
 
 
-async def _album_held(db: Database, tx: Connection, conversation_id: int, album: str,
-                      gathered: bool = False) -> int | None:
-    """Inside a transaction: the message an album is stored as, its row held until the end
-    (`gathered`: only while it is gathered)."""
-    return await tx.value(
-        f"SELECT message_id FROM albums WHERE conversation_id = $1 AND album = $2{' AND NOT taken' if gathered else ''}"
-        f"{db.dialect.for_update}", conversation_id, album)
+async def _album_held(db: Database, tx: Connection, conversation_id: int, album: str) -> int | None:
+    """Inside a transaction: the message an album being gathered is stored as, its row held
+    until the end."""
+    return await tx.value(f"SELECT message_id FROM albums WHERE conversation_id = $1 AND album = $2 AND NOT taken"
+                          f"{db.dialect.for_update}", conversation_id, album)
 
 
 async def _album_so_far(tx: Connection, message_id: int) -> AlbumSoFar:

@@ -583,6 +583,6 @@ MIGRATIONS: list[str] = [
     OWN_SUMMARY_GENERATIONS,
     # 32 — an id of a character, a summary entry or a memory's change is never given again (THE_REST_ONCE)
     THE_REST_ONCE,
-    # 33 — an album being gathered, whichever process each item reaches (SPEC 12; storage/sql/migrations.py)
+    # 33 — albums, item by item: an edited caption, an item reaching another process (SPEC 7, 12; storage/sql/migrations.py)
     ALBUMS,
 ]

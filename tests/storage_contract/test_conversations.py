@@ -171,6 +171,13 @@ async def test_an_album_is_gathered_from_any_store_until_its_turn_takes_it(open_
     assert await second_process.conversations.album_size(chat, "album-7") == 0
     assert await first_process.conversations.end_album(chat, "album-7") == []
     assert arrival.message.platform_message_id == "11"
+    # the late item, a message of its own, begins an album of its own under the same key
+    await second_process.turns.store_and_queue(chat, ann, "Ann", "[a photo]", 3, "14", None,
+                                               album=NewAlbum("album-7", [("14", "item 14")], gathering=True))
+    assert (await first_process.conversations.join_album(chat, "album-7", "15", "item 15")).stored_as == "14"
+    late = await first_process.conversations.edit_album_item(chat, "album-7", "14", "item 14, edited")
+    assert late.stored_as == "14" and sorted(late.items) == ["item 14, edited", "item 15"]
+    assert (await first_process.conversations.edit_album_item(chat, "album-7", "12", "item 12, edited")).stored_as == "11"
 
 
 async def test_an_albums_item_edited_later_is_read_with_the_others_again(store: Store, ann, chat):
