@@ -9,10 +9,10 @@ import pytest
 
 import storage.sqlite.store
 from bot.cli import remove_character
-from bot.contract import NOTHING_FORGOTTEN
+from bot.contract import NOTHING_FORGOTTEN, AlbumItem, IncomingMessage
 from bot.memory.rebuild import DONE
 from bot.runtime import build_runtime
-from tests.conftest import DAY, Chat
+from tests.conftest import DAY, Chat, shown
 from tests.fakes.llm_server import status, text
 from tests.fakes.summarizer import kind_of
 
@@ -307,10 +307,18 @@ async def test_a_link_code_entered_on_the_platform_that_made_it_says_where_to_en
 
 async def test_forgetme_leaves_none_of_the_persons_words_in_the_sqlite_file(runtime, llm, tmp_path):
     """#46: the deleted words are overwritten — the file, its full-text index and its write-ahead
-    log hold no copy of a rare word the person said (kept, edited, recalled)."""
+    log hold no copy of a rare word the person said (kept, edited, recalled; an album's items as
+    Telegram sent them, in her chat and in a group)."""
     ann = Chat(runtime, user="ann", name="Ann", platform="telegram")
     for n in range(7):
         await ann.say(f"my boat is called Quillowmere, the {n}th time I say it")
+    ann_in_group = Chat(runtime, user="ann", name="Ann", chat_id="-100", shared=True, platform="telegram")
+    for chat, first in ((ann, 901), (ann_in_group, 911)):
+        photos = tuple(AlbumItem("boat", str(n), json.dumps({"message_id": n, "caption": "Quillowmere at sea"}))
+                       for n in (first, first + 1))
+        await shown(runtime, await runtime.core.conversation.handle(IncomingMessage(
+            chat.key, chat.identity, "Ann", "@Mira [2 photos] Quillowmere at sea", platform_message_id=str(first),
+            album=photos, asker=chat.asker)))
     on_disk = b"".join(path.read_bytes() for path in tmp_path.glob("keepsake.sqlite3*"))
     assert on_disk.count(b"Quillowmere") >= 7  # in the file before
     question = await ann.memory("/forgetme")
