@@ -413,10 +413,11 @@ class Conversations(abc.ABC):
     @abc.abstractmethod
     async def add_user_message(
         self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
-        tokens: int, platform_message_id: str | None,
+        tokens: int, platform_message_id: str | None, album: NewAlbum | None = None,
     ) -> MessageRow | None:
-        """Store a message after every message of the conversation stored before it; None when
-        its platform id is stored already (a platform delivered it again)."""
+        """Store a message after every message of the conversation stored before it (with its
+        `album`'s items, as `Turns.store_and_queue`); None when its platform id is stored
+        already (a platform delivered it again)."""
 
     @abc.abstractmethod
     async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None,

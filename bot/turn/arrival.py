@@ -313,4 +313,5 @@ class Arrival:
         conversation = await self.cast.conversation_for(message.conversation)
         return await self.conversations.add_user_message(conversation.id, person_id,
                                                          self.cast.as_a_person(message.speaker_name), text,
-                                                         self.counter.count(text), message.platform_message_id)
+                                                         self.counter.count(text), message.platform_message_id,
+                                                         new_album(message))

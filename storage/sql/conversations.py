@@ -177,11 +177,14 @@ class SQLConversations(Conversations):
 
     async def add_user_message(
         self, conversation_id: int, person_id: int | None, speaker_name: str, content: str,
-        tokens: int, platform_message_id: str | None,
+        tokens: int, platform_message_id: str | None, album: NewAlbum | None = None,
     ) -> MessageRow | None:
         async with self.db.transaction(short=True) as tx:
-            return await insert_message(tx, await next_place(tx, conversation_id), "user", person_id, speaker_name,
-                                        content, tokens, platform_message_id, self.db.clock())
+            stored = await insert_message(tx, await next_place(tx, conversation_id), "user", person_id, speaker_name,
+                                          content, tokens, platform_message_id, self.db.clock())
+            if stored is not None and album is not None:
+                await keep_album(tx, stored.id, conversation_id, album)
+            return stored
 
     async def recent_messages(self, conversation_id: int, limit: int, up_to_pos: int | None = None,
                               seen_by: int | None = None) -> list[MessageRow]:

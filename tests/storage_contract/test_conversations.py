@@ -192,6 +192,15 @@ async def test_an_albums_item_edited_later_is_read_with_the_others_again(store: 
     assert await store.conversations.edit_album_item(chat, "album-5", "21", "no such album") is None
 
 
+async def test_an_album_kept_without_a_turn_is_gathered_all_the_same(store: Store, ann, chat):
+    """A message kept and not answered now (past today's tokens, or a voice note to hear first)
+    keeps its album: a later item joins it."""
+    kept = await store.conversations.add_user_message(chat, ann, "Ann", "[a photo]", 3, "41",
+                                                      NewAlbum("album-4", [("41", "item 41")], gathering=True))
+    joined = await store.conversations.join_album(chat, "album-4", "42", "item 42")
+    assert kept.platform_message_id == joined.stored_as == "41" and sorted(joined.items) == ["item 41", "item 42"]
+
+
 async def test_an_albums_items_go_with_its_message(store: Store, ann, chat):
     """A deleted message (or a person forgotten: their messages go) takes what is kept of its album."""
     await store.turns.store_and_queue(chat, ann, "Ann", "[a photo]", 3, "31", None,
