@@ -793,7 +793,7 @@ async def test_an_albums_caption_edited_later_reaching_another_process_changes_t
     telegram.edit(ann.dm, ann.user, first, "the harbour at dawn")
     await telegram.post_waiting_updates(other.url, "s3cret-token")
     key = ConversationKey("telegram", str(ann.dm["id"]), None, "Mira")
-    said = [text for speaker, text in await one.core.conversation.left_off(key, 3) if speaker == "Ann"]
+    said = [words for speaker, words in await one.core.conversation.left_off(key, 3) if speaker == "Ann"]
     assert said == ["[2 photos] the harbour at dawn"]
 
 
