@@ -494,3 +494,19 @@ async def test_forgetme_while_a_reply_is_written_keeps_nothing_of_it_and_says_no
     assert await runtime.store.db.all("SELECT id FROM messages") == []
     assert await runtime.store.db.all("SELECT id FROM turns") == []
 
+
+
+async def test_a_message_whose_rest_cannot_be_gathered_is_answered_as_stored_and_holds_no_one(ann, llm, caplog):
+    """An album by webhook waits for its later items (`IncomingMessage.rest`): when gathering them
+    fails (the database away a moment), the message is answered as it is stored, and the turn
+    ends as any does, so the conversation's next message is answered too."""
+    async def rest():
+        raise ConnectionError("the database went away")
+    llm.add(text("A fine photo."), text("Yes, I'm here."))
+    first = IncomingMessage(ann.key, ann.identity, ann.name, "[a photo] my boat", platform_message_id="71",
+                            rest=rest, asker=ann.asker)
+    with caplog.at_level(logging.ERROR):
+        reply = await shown(ann.runtime, await ann.runtime.core.conversation.handle(first))
+    assert reply.text == "A fine photo."
+    assert "the rest of a message" in caplog.text
+    assert (await ann.say("are you there?")).text == "Yes, I'm here."

@@ -158,7 +158,11 @@ class TurnHandler:
         if isinstance(queued, Reply):
             return queued
         if message.rest is not None:  # more of it may still come (an album by webhook): its turn waits for it
-            queued = await self.arrival.completed(queued, await message.rest())
+            try:
+                queued = await self.arrival.completed(queued, await message.rest())
+            except Exception:  # its turn has begun: it answers what is stored, and ends as any turn does
+                log.exception("the rest of a message to %s could not be gathered; it is answered as stored",
+                              message.conversation)
         # While the turn waits for its place: its message's vector is asked for, and its images
         # are fetched (they are never stored).
         embedding = self._embedding(queued.user_row)
