@@ -149,7 +149,8 @@ class IncomingMessage:
     posted one after another to different processes keep their order.
     `rest`: more of what was sent with it may still come once it is kept (an album's later items,
     posted by a webhook one by one after it is acknowledged, each stored into it as an edit is);
-    its turn waits for it, and it gives the message as it was sent in the end.
+    its turn waits for it, and it gives the message as it was sent in the end (when it fails, the
+    message is answered as it is stored).
     `addressed`: the platform addressed it to this adapter's character (a DM, a mention, a reply
     to it, its name); False for a message of an always-on channel addressed to no one, which in
     a scene one character answers (SPEC 15).
