@@ -50,7 +50,7 @@ from bot.text import parse_number
 from bot.turn.handler import TurnHandler
 from bot.writing_first.checkins import CheckIns
 from bot.writing_first.outbox import Delivered
-from storage.ports import RECOVER_WITHIN_S, Store
+from storage.ports import RECOVER_WITHIN_S, Store, StoredAlbum
 
 log = logging.getLogger(__name__)
 
@@ -167,9 +167,8 @@ class Chat:
 
     async def join_album(self, key: ConversationKey, item: AlbumItem) -> AlbumSoFar | None:
         conversation = await self.cast.conversation_for(key)
-        so_far = await self.store.conversations.join_album(conversation.id, item.album, item.platform_message_id,
-                                                           item.item)
-        return AlbumSoFar(so_far.stored_as, so_far.items) if so_far is not None else None
+        return _as_told(await self.store.conversations.join_album(conversation.id, item.album,
+                                                                  item.platform_message_id, item.item))
 
     async def album_size(self, key: ConversationKey, album: str) -> int:
         return await self.store.conversations.album_size((await self.cast.conversation_for(key)).id, album)
@@ -179,9 +178,8 @@ class Chat:
 
     async def edit_album_item(self, key: ConversationKey, item: AlbumItem) -> AlbumSoFar | None:
         conversation = await self.cast.conversation_for(key)
-        so_far = await self.store.conversations.edit_album_item(conversation.id, item.album, item.platform_message_id,
-                                                                item.item)
-        return AlbumSoFar(so_far.stored_as, so_far.items) if so_far is not None else None
+        return _as_told(await self.store.conversations.edit_album_item(conversation.id, item.album,
+                                                                       item.platform_message_id, item.item))
 
     async def left_chat(self, platform: str, chat_id: str, character: str) -> None:
         left = await self.store.presence.leave_chat(platform, chat_id, self.cast.character(character).id)
@@ -229,6 +227,11 @@ class Chat:
         others = ", ".join(f"/start {n}" for n in range(1, character.greetings + 1) if n != shown)
         return f"{character.name} has other greetings too: {others}."
 
+
+
+def _as_told(album: StoredAlbum | None) -> AlbumSoFar | None:
+    """An album as the store holds it, in the contract's words."""
+    return AlbumSoFar(album.stored_as, album.items) if album is not None else None
 
 class Regenerations:
     """Regenerating (bot/contract.py): the Regenerate button, as the turn handler decides it."""

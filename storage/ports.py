@@ -514,7 +514,7 @@ class Conversations(abc.ABC):
     # gathered here until its turn takes it (`end_album`).
     @abc.abstractmethod
     async def join_album(self, conversation_id: int, album: str, platform_message_id: str,
-                         item: str) -> AlbumSoFar | None:
+                         item: str) -> StoredAlbum | None:
         """In one transaction, if the album is being gathered in the conversation: the item is
         added to it (once) and every item so far is returned; None when it is not (never begun,
         or its turn took it already: the item is a message of its own)."""
@@ -530,7 +530,7 @@ class Conversations(abc.ABC):
 
     @abc.abstractmethod
     async def edit_album_item(self, conversation_id: int, album: str, platform_message_id: str,
-                              item: str) -> AlbumSoFar | None:
+                              item: str) -> StoredAlbum | None:
         """An item of a stored album as it reads now (its caption edited, SPEC 7), and every item
         of the album, to store its message again; None when no album there holds that item."""
 
@@ -547,7 +547,7 @@ class NewAlbum:
 
 
 @dataclass(frozen=True)
-class AlbumSoFar:
+class StoredAlbum:
     """An album: the platform id its message is stored under (its first item's), and its items
     so far, as their adapter reads them back (in no particular order)."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from storage.ports import AlbumSoFar, ConversationRow, Conversations, MessageRow, MessageSize, NewAlbum
+from storage.ports import ConversationRow, Conversations, MessageRow, MessageSize, NewAlbum, StoredAlbum
 from storage.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_sent_order, message, messages
 from storage.sql.database import Connection, Database
 from storage.sql.presence import come_in, record_witnesses, seen, seen_args
@@ -308,7 +308,7 @@ class SQLConversations(Conversations):
 
     # -- albums, item by item (SPEC 7, 12) ------------------------------------------------
     async def join_album(self, conversation_id: int, album: str, platform_message_id: str,
-                         item: str) -> AlbumSoFar | None:
+                         item: str) -> StoredAlbum | None:
         async with self.db.transaction(short=True) as tx:
             # held, so the album's turn taking it (`end_album`) waits for this item, and takes it too
             message_id = await _album_held(self.db, tx, conversation_id, album)
@@ -316,7 +316,7 @@ class SQLConversations(Conversations):
                 return None
             await tx.execute("INSERT INTO album_items (message_id, platform_message_id, item) VALUES ($1, $2, $3) "
                              "ON CONFLICT DO NOTHING", message_id, platform_message_id, item)
-            return await _album_so_far(tx, message_id)
+            return await _stored_album(tx, message_id)
 
     async def album_size(self, conversation_id: int, album: str) -> int:
         return await self.db.value(
@@ -331,16 +331,16 @@ class SQLConversations(Conversations):
                 return []
             await tx.execute("UPDATE albums SET taken = true WHERE message_id = $1", message_id)
             # read after the hold: an item joining meanwhile was waited for, and is here
-            return (await _album_so_far(tx, message_id)).items
+            return (await _stored_album(tx, message_id)).items
 
     async def edit_album_item(self, conversation_id: int, album: str, platform_message_id: str,
-                              item: str) -> AlbumSoFar | None:
+                              item: str) -> StoredAlbum | None:
         async with self.db.transaction(short=True) as tx:
             message_id = await tx.value(  # the album holding the item (an item late for its album began another)
                 "UPDATE album_items SET item = $1 WHERE platform_message_id = $2 AND message_id IN "
                 "(SELECT message_id FROM albums WHERE conversation_id = $3 AND album = $4) RETURNING message_id",
                 item, platform_message_id, conversation_id, album)
-            return await _album_so_far(tx, message_id) if message_id is not None else None
+            return await _stored_album(tx, message_id) if message_id is not None else None
 
 
 async def _album_held(db: Database, tx: Connection, conversation_id: int, album: str) -> int | None:
@@ -350,7 +350,7 @@ async def _album_held(db: Database, tx: Connection, conversation_id: int, album:
                           f"{db.dialect.for_update}", conversation_id, album)
 
 
-async def _album_so_far(tx: Connection, message_id: int) -> AlbumSoFar:
+async def _stored_album(tx: Connection, message_id: int) -> StoredAlbum:
     stored_as = await tx.value("SELECT platform_message_id FROM messages WHERE id = $1", message_id)
-    return AlbumSoFar(stored_as, [row["item"] for row in await tx.all(
+    return StoredAlbum(stored_as, [row["item"] for row in await tx.all(
         "SELECT item FROM album_items WHERE message_id = $1", message_id)])
