@@ -26,6 +26,12 @@ OWN_NOW = ("FROM presence WHERE conversation_id = $1 AND character_id = $10 "
 # Every character's own summary of the conversation ($1) starts again from its first message (SPEC 22)
 OWN_START_AGAIN = ("UPDATE presence SET summarized_pos = 0, summary_generation = summary_generation + 1, "
                    "summary_failures = 0, summary_retry_at = NULL WHERE conversation_id = $1")
+# ... or from the end of what is left of it, as a new generation (its entries tile its messages)
+OWN_GO_ON_FROM_WHAT_IS_LEFT = (
+    "UPDATE presence SET summarized_pos = COALESCE((SELECT MAX(last_pos) FROM summaries s WHERE "
+    "s.conversation_id = presence.conversation_id AND s.seen_by = presence.character_id), 0), "
+    "summary_generation = summary_generation + 1, summary_failures = 0, summary_retry_at = NULL "
+    "WHERE conversation_id = $1")
 # A rebuild of the conversation ($1) for the person ($2, or nobody) set running from its first
 # message, as the generation after the live one; what a rebuild already there does follows
 NEW_REBUILD = ("INSERT INTO rebuilds (conversation_id, person_id, generation, progress_pos, status, started_at) "
@@ -37,10 +43,11 @@ async def start_over(db: Database, tx: Connection, conversation_id: int, gone: l
     """Inside /forgetme's transaction, once the person's messages went (`gone`: the places they
     and the replies to them held): every summary of the conversation that read them goes at
     once — of the live one, each entry over one of those places (an entry of any tier read only
-    the messages of its own stretch), what a rebuild wrote so far, each character's own — and
-    all of them are written again from the first message: a rebuild of a new generation (one
-    running starts over as that), each own summary as a new generation. So no summary that read
-    the forgotten person's words serves another prompt, and a pass that read them before is
+    the messages of its own stretch), what a rebuild wrote so far, of each character's own
+    everything from the first of those places on — and is written again: the live one by a
+    rebuild of a new generation from the first message (one running starts over as that), each
+    own one as a new generation from the end of what is left of it (SPEC 22). So no summary that
+    read the forgotten person's words serves another prompt, and a pass that read them before is
     refused when it writes (`write_summary`, `finish_rebuild`). The live entries over none of
     those places stay and serve, as the live summary does during any rebuild, until the rebuilt
     one is swapped in (SPEC 4): the group is not left without a summary meanwhile; those among
@@ -54,9 +61,13 @@ async def start_over(db: Database, tx: Connection, conversation_id: int, gone: l
                         "AND seen_by IS NULL AND generation = (SELECT summary_generation FROM conversations "
                         "WHERE id = $1)", conversation_id)
     kept = [e["id"] for e in live if not any(e["first_pos"] <= pos <= e["last_pos"] for pos in gone)]
-    await tx.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND NOT (id {db.dialect.in_ids(2)})",
-                     conversation_id, db.dialect.ids(kept))
-    await tx.execute(OWN_START_AGAIN, conversation_id)
+    await tx.execute(f"DELETE FROM summaries WHERE conversation_id = $1 AND seen_by IS NULL "
+                     f"AND NOT (id {db.dialect.in_ids(2)})", conversation_id, db.dialect.ids(kept))
+    # an own summary is written forward from where it ends: what lies before the first place that
+    # goes never read those places, and stays
+    await tx.execute("DELETE FROM summaries WHERE conversation_id = $1 AND seen_by IS NOT NULL AND last_pos >= $2",
+                     conversation_id, min(gone))
+    await tx.execute(OWN_GO_ON_FROM_WHAT_IS_LEFT, conversation_id)
     await tx.execute(  # one running starts over (whoever asked for it is told when this one ends)
         f"{NEW_REBUILD}DO UPDATE SET generation = rebuilds.generation + 1, progress_pos = 0, status = 'running', "
         "error = NULL", conversation_id, None, db.clock())

@@ -182,3 +182,30 @@ async def test_presence_is_shared_by_every_process(open_backend, mira, aki, ann)
     said = await first.conversations.add_user_message(scene, ann, "Ann", "only Mira hears", 5, None)
     assert await second.conversations.recent_messages(scene, 5, seen_by=aki) == []
     assert [m.id for m in await second.conversations.recent_messages(scene, 5, seen_by=mira)] == [said.id]
+
+
+async def test_forgetting_a_person_takes_a_characters_own_summary_back_only_to_before_their_first_words(
+        store: Store, scene, ann, mira, aki):
+    """SPEC 22 with SPEC 6: what a character's own summary wrote before the forgotten person
+    first spoke never read them, and stays; from there on it goes, and the summary goes on from
+    where what is left ends (a pass that read before writes nothing)."""
+    await store.presence.bring_in(scene, [mira, aki])
+    await store.presence.dismiss(scene, aki)
+    bob = await store.people.person_for_identity("telegram", "502")
+    before = [await say(store, scene, bob, f"Bob's line {n}") for n in range(3)]
+    secret = await say(store, scene, ann, "the key is under the heron stone")
+    after = await say(store, scene, bob, "Bob again")
+    generation = (await store.summaries.summary_state(scene, aki)).generation
+    for text, first, last in [("Bob talked.", before[0], before[-1]), ("Ann: the heron stone.", secret, after)]:
+        await store.summaries.write_summary(scene, generation, "recent", text, 3, first.pos, last.pos, [],
+                                            covered_pos=last.pos, seen_by=aki)
+    await store.people.forget_person(ann, "2027-01-15")
+    assert [e.content for e in await store.summaries.summaries(scene, seen_by=aki)] == ["Bob talked."]
+    state = await store.summaries.summary_state(scene, aki)
+    assert state.summarized_pos == before[-1].pos  # written again from there: Bob's later line
+    with pytest.raises(SummaryStartedAgain):  # a pass that read Ann before
+        await store.summaries.write_summary(scene, generation, "recent", "Ann: the heron.", 3, secret.pos,
+                                            secret.pos, [], covered_pos=secret.pos, seen_by=aki)
+    await store.summaries.write_summary(scene, state.generation, "recent", "Bob again.", 3, after.pos, after.pos,
+                                        [], covered_pos=after.pos, seen_by=aki)
+    assert [e.content for e in await store.summaries.summaries(scene, seen_by=aki)] == ["Bob talked.", "Bob again."]
