@@ -112,7 +112,7 @@ class Albums:
             async with self._kept_item_by_item(update, self.book) as sent:
                 yield sent
             return
-        chat, group = message.chat_id, message.media_group_id if self.book is None else None
+        chat, group = message.chat_id, message.media_group_id  # a webhook's album items went above
         album = self._gathering.get((chat, group)) if group else None
         if album is not None and len(album.updates) < ALBUM_MOST_ITEMS:
             album.updates.append(update)
