@@ -190,18 +190,6 @@ async def test_recall_takes_passages_until_its_budget_is_spent_not_a_fixed_count
     assert sum(fact in recall_block(llm) for fact in facts) == 16  # more than 8: 1,500 tokens hold them all
 
 
-async def test_on_sqlite_a_message_holding_a_rarer_word_of_the_question_ranks_above_a_commoner_ones(runtime, clock):
-    """SQLite ranks hits by BM25 (storage/sqlite/recall.py): a word in fewer of the conversation's
-    messages weighs more, so the one message about the boat passes six about Lars, shorter and older
-    though they are."""
-    ann = Chat(runtime)
-    boat = "the old boat sank off Lofoten in the storm last winter"
-    await history(ann, clock, [f"Lars came by on day {n}" for n in range(6)] + [boat, "now"])
-    conversation = (await runtime.cast.conversation_for(ann.key)).id
-    found = await runtime.store.recall.search(conversation, ["lars", "boat"], 100, 3, common_above=200)
-    assert [m.content for m in found] == [boat, "Lars came by on day 0", "Lars came by on day 1"]
-
-
 async def test_the_speakers_names_are_not_searched_for(runtime, llm, clock):
     """#39: nearly every line is the person's or the character's, and a name in them finds the
     lines that greet one of them, not what the message asks about."""

@@ -1,5 +1,6 @@
 """Recall in PostgreSQL (the Recall port): each message's tsvector (migration 2), searched
-inside one conversation, ranked by ts_rank.
+inside one conversation and ranked by BM25 over that conversation, as on SQLite
+(storage/sql/ranking.py; `ts_rank` knows nothing of how rare a word is in the conversation).
 
 A word with more hits in the conversation than `common_above` points at nothing. Telling so
 takes reading `common_above + 1` of its hits, so a word found common is kept in `common_words`
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 from storage.ports import MessageRow, Recall
 from storage.postgres.database import Database
-from storage.rows import MESSAGE_COLUMNS, messages
+from storage.rows import MESSAGE_COLUMNS, columns, messages
 from storage.sql.conversations import messages_at
 from storage.sql.presence import seen, seen_args
+from storage.sql.ranking import ranked, rarity, searched
 
 WORDS = "to_tsquery('english', $2)"  # the terms are words only (see bot/memory/recall.py): no query syntax
 KNOWN_COMMON = -1  # a word kept in common_words: not counted
@@ -38,14 +40,22 @@ class PostgresRecall(Recall):
                 "FROM unnest(CAST($2 AS TEXT[])) AS word ON CONFLICT (conversation_id, word) "
                 "DO UPDATE SET more_than = GREATEST(common_words.more_than, excluded.more_than)",
                 conversation_id, found_common, common_above)
-        telling = [term for term, hits in zip(terms, found) if 0 < hits <= common_above]
+        telling = [(term, hits) for term, hits in zip(terms, found) if 0 < hits <= common_above]
         if not telling:
             return []
-        rows = await self.db.all(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = $1 AND search @@ {WORDS} AND pos < $3"
-            f"{seen(seen_by, 5)} ORDER BY ts_rank(search, {WORDS}) DESC, pos LIMIT $4",  # ties: the older first
-            conversation_id, " | ".join(telling), before_pos, limit, *seen_args(seen_by))
-        return messages(rows)
+        among = searched(before_pos, [hits for _, hits in telling])
+        # each message hit, its words' rarities summed (each word's query made once, not for every hit)
+        words = ", ".join(f"to_tsquery('english', ${n}) AS word{n}" for n in range(5, 2 * len(telling) + 5, 2))
+        weights = " + ".join(f"CASE WHEN search @@ word{n} THEN CAST(${n + 1} AS DOUBLE PRECISION) ELSE 0 END"
+                             for n in range(5, 2 * len(telling) + 5, 2))
+        weighed = [v for term, hits in telling for v in (term, rarity(hits, among))]
+        hit = (f"WITH words AS MATERIALIZED (SELECT {words}) SELECT id, pos, tokens, {weights} AS weight "
+               f"FROM messages, words WHERE conversation_id = $1 AND search @@ {WORDS} AND pos < $3"
+               f"{seen(seen_by, len(weighed) + 5)}")
+        rows = await self.db.all(ranked(hit, columns(MESSAGE_COLUMNS, "m"), "$4"),
+                                 conversation_id, " | ".join(term for term, _ in telling), before_pos, limit, *weighed,
+                                 *seen_args(seen_by))
+        return messages(rows, "m_")
 
     async def messages_at(self, conversation_id: int, positions: list[int],
                           seen_by: int | None = None) -> list[MessageRow]:

@@ -27,6 +27,15 @@ async def test_a_message_holding_more_of_the_words_ranks_first(store: Store, ann
     assert [m.id for m in found] == [both_words.id, one_word.id]
 
 
+async def test_a_message_holding_a_rarer_word_ranks_above_one_holding_a_commoner_one(store: Store, ann, chat):
+    # BM25 (storage/sql/ranking.py): a word in fewer of the conversation's messages weighs more,
+    # so the one message about the boat passes six older ones about Lars
+    *lars, boat, window = await say(store, chat, ann, *[f"Lars came by on day {n}" for n in range(6)],
+                                    "the old boat sank off Lofoten", "anyway")
+    found = await store.recall.search(chat, ["lars", "boat"], window.pos, 3, common_above=100)
+    assert [m.id for m in found] == [boat.id, lars[0].id, lars[1].id]
+
+
 async def test_among_equal_matches_the_older_message_comes_first(store: Store, ann, chat):
     # The summary kept less of an older message than of a newer one.
     older, newer, window = await say(store, chat, ann, "Lars came by", "Lars came by", "anyway")
