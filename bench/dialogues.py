@@ -30,6 +30,7 @@ block's own token count. The difference in evidence (block − BM25, in points) 
 its spread over the conversations.
 
     python -m bench.dialogues --data path/to/locomo/data [--conversations 10] [--embeddings URL MODEL]
+                              [--postgres URL]
 
 With --embeddings the conversations are replayed twice, with recall by meaning and by words
 alone, and the difference in the block's evidence is printed too. A real model that installs
@@ -52,7 +53,7 @@ from pathlib import Path
 
 import httpx2
 
-from bench.common import InstantLLM, bench_runtime, kind_of, machine, temp_folder
+from bench.common import InstantLLM, bench_runtime, kind_of, machine, temp_folder, throwaway_schema
 from bot.contract import ConversationKey, Identity, IncomingMessage
 from bot.memory import semantic
 from bot.memory.recall import STOP_WORDS, WORD
@@ -167,7 +168,15 @@ def turns_of(conversation: dict) -> list[tuple[str, list[tuple[str, str]], float
 
 
 async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[str, str] | None,
-                 prompts: Repeated | None = None) -> dict[str, Tally]:
+                 prompts: Repeated | None = None, postgres: str | None = None) -> dict[str, Tally]:
+    if postgres:  # a store of its own: a throwaway schema on that server
+        async with throwaway_schema(postgres) as url:
+            return await _replay(conversation, counter, embeddings, prompts, url)
+    return await _replay(conversation, counter, embeddings, prompts, None)
+
+
+async def _replay(conversation: dict, counter: TokenCounter, embeddings: tuple[str, str] | None,
+                  prompts: Repeated | None, storage_url: str | None) -> dict[str, Tally]:
     person, character = conversation["speaker_a"], conversation["speaker_b"]  # the second speaker is the character
     blocks = turns_of(conversation)
     line_of = {dia: text for _, lines, _ in blocks for dia, text in lines}
@@ -186,7 +195,7 @@ async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[st
         runtime = await bench_runtime(Path(folder), llm, clock, embedding_model=embeddings[1] if embeddings else None,
                                       embedding_base_url=embeddings[0] if embeddings else None,
                                       checkins={"after_hours": 1.0},  # a session the character opens is a check-in
-                                      character=character)
+                                      character=character, storage_url=storage_url)
         key, who = ConversationKey("telegram", "locomo", None, character), Identity("telegram", person)
         archive: list[str] = []  # every stored message's text, in order (the baselines' view)
 
@@ -311,7 +320,8 @@ def full_history_tokens(conversation: dict, counter: TokenCounter) -> int:
     return sum(counter.count("\n".join(t for _, t in lines)) + 4 for _, lines, _ in turns_of(conversation))
 
 
-async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None = None) -> dict:
+async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None = None,
+              postgres: str | None = None) -> dict:
     # What recall by meaning finds is measured here, not how fast the embedding server is: a turn
     # waits for its message's vector as long as it takes (in the bot, at most a second).
     semantic.QUERY_WAIT_S = 120.0
@@ -325,7 +335,7 @@ async def run(data: Path, conversations: int, embeddings: tuple[str, str] | None
     for path in files:
         conversation = json.loads(path.read_text())
         prompts = Repeated(counter)
-        tallies = await replay(conversation, counter, embeddings, prompts)
+        tallies = await replay(conversation, counter, embeddings, prompts, postgres)
         repeated, tokens = repeated + prompts.repeated, tokens + prompts.tokens
         blocks.append(100 * tallies["recall"].row("")["evidence"])
         ahead.append(blocks[-1] - 100 * tallies["bm25_equal"].row("")["evidence"])
@@ -357,11 +367,13 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--embeddings", nargs=2, metavar=("URL", "MODEL"),
                         help="recall by meaning through this OpenAI-compatible embedding server and model")
+    parser.add_argument("--postgres", metavar="URL", help="the store on this PostgreSQL server (a throwaway schema)")
     args = parser.parse_args()
     if not args.data:
         parser.error("where is LoCoMo? --data path/to/locomo/data (git clone snap-research/locomo; unzip data/locomo10.zip)")
-    result = asyncio.run(run(Path(args.data), args.conversations, tuple(args.embeddings) if args.embeddings else None))
-    words = asyncio.run(run(Path(args.data), args.conversations)) if args.embeddings else None
+    embeddings = tuple(args.embeddings) if args.embeddings else None
+    result = asyncio.run(run(Path(args.data), args.conversations, embeddings, args.postgres))
+    words = asyncio.run(run(Path(args.data), args.conversations, postgres=args.postgres)) if args.embeddings else None
     print(f"Recall per token on LoCoMo: {result['conversations']} conversations, {result['questions']} questions "
           f"asked inside them ({machine()}); the full history averages {result['full_history_tokens']:,.0f} tokens")
     print("prompt | evidence lines in it | rare-word evidence | tokens a question | evidence per 1k tokens")
