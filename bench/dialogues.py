@@ -375,7 +375,8 @@ def main() -> None:
     result = asyncio.run(run(Path(args.data), args.conversations, embeddings, args.postgres))
     words = asyncio.run(run(Path(args.data), args.conversations, postgres=args.postgres)) if args.embeddings else None
     print(f"Recall per token on LoCoMo: {result['conversations']} conversations, {result['questions']} questions "
-          f"asked inside them ({machine()}); the full history averages {result['full_history_tokens']:,.0f} tokens")
+          f"asked inside them, on {'PostgreSQL' if args.postgres else 'SQLite'} ({machine()}); the full history averages "
+          f"{result['full_history_tokens']:,.0f} tokens")
     print("prompt | evidence lines in it | rare-word evidence | tokens a question | evidence per 1k tokens")
     for row in result["rows"]:
         print(f"{row['name']} | {100 * row['evidence']:.1f} % | {100 * row['rare']:.1f} % | {row['tokens']:,.0f} | "
