@@ -228,10 +228,10 @@ class Chat:
         return f"{character.name} has other greetings too: {others}."
 
 
-
 def _as_told(album: StoredAlbum | None) -> AlbumSoFar | None:
     """An album as the store holds it, in the contract's words."""
     return AlbumSoFar(album.stored_as, album.items) if album is not None else None
+
 
 class Regenerations:
     """Regenerating (bot/contract.py): the Regenerate button, as the turn handler decides it."""

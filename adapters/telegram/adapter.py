@@ -359,12 +359,13 @@ class TelegramAdapter(ChatAdapter[Place]):
         """A text or a caption edited, with what came with the message; an album's item, with
         every other item of its album, which is stored as one message (albums.py)."""
         message = update.edited_message
-        album = await self.album_book.edited(message) if message is not None and message.media_group_id else None
-        if album is not None:
+        if message is None:
+            return
+        if not message.media_group_id:
+            await self.core.conversation.edited(self._incoming([message], context.bot.username))
+        elif (album := await self.album_book.edited(message)) is not None:  # None: no stored album holds it
             stored_as, items = album
             await self.core.conversation.edited(self._album(in_sent_order(items), stored_as, context.bot.username))
-        elif message is not None and not message.media_group_id:
-            await self.core.conversation.edited(self._incoming([message], context.bot.username))
 
     # -- commands --------------------------------------------------------------------------
     async def _on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -45,9 +45,10 @@ class PostgresRecall(Recall):
             return []
         among = searched(before_pos, [hits for _, hits in telling])
         # each message hit, its words' rarities summed (each word's query made once, not for every hit)
-        words = ", ".join(f"to_tsquery('english', ${n}) AS word{n}" for n in range(5, 2 * len(telling) + 5, 2))
+        each = range(5, 2 * len(telling) + 5, 2)  # each word's parameter, its rarity's the next
+        words = ", ".join(f"to_tsquery('english', ${n}) AS word{n}" for n in each)
         weights = " + ".join(f"CASE WHEN search @@ word{n} THEN CAST(${n + 1} AS DOUBLE PRECISION) ELSE 0 END"
-                             for n in range(5, 2 * len(telling) + 5, 2))
+                             for n in each)
         weighed = [v for term, hits in telling for v in (term, rarity(hits, among))]
         hit = (f"WITH words AS MATERIALIZED (SELECT {words}) SELECT id, pos, tokens, {weights} AS weight "
                f"FROM messages, words WHERE conversation_id = $1 AND search @@ {WORDS} AND pos < $3"
