@@ -27,6 +27,12 @@ async def test_another_persons_memory_is_not_found(store: Store, ann, mira):
     assert await store.memories.delete_memory(bob, mira, secret.id) is None
     assert await store.memories.set_pinned(bob, mira, secret.id, True) is None
     assert (await store.memories.list_memories(bob, mira, None, 0, 10)) == ([], 0)
+    await store.memories.add_memory(ann, mira, "global", "Ann's other secret", 3, False, "person")
+    for scope in ("character", "global"):  # a listing of one scope is the owner's alone too
+        assert (await store.memories.list_memories(bob, mira, scope, 0, 10)) == ([], 0)
+    await store.memories.add_memory(ann, mira, "character", "Ann's pinned secret", 3, True, "person")
+    in_play = await store.memories.memories_in_play(bob, mira, 100)  # what Bob's prompt would get
+    assert in_play.pinned == [] and not any(in_play.unpinned.values())
 
 
 async def test_a_pinned_memory_cannot_be_changed_by_a_turn_but_by_the_person(store: Store, ann, mira, chat):
@@ -88,6 +94,18 @@ async def test_clear_all_deletes_a_scopes_unpinned_entries_then_separately_its_p
     assert await store.memories.clear_memories(ann, mira, "character", pinned=False) == 3
     assert await store.memories.count_memories(ann, mira, "character", pinned=True) == 1
     assert await store.memories.clear_memories(ann, mira, "character", pinned=True) == 1
+
+
+async def test_clear_all_deletes_only_the_persons_own_entries(store: Store, ann, mira):
+    bob = await store.people.person_for_identity("telegram", "502")
+    for scope in ("character", "global"):
+        for pinned in (False, True):
+            await store.memories.add_memory(ann, mira, scope, f"Ann's {scope} entry", 3, pinned, "person")
+            await store.memories.add_memory(bob, mira, scope, f"Bob's {scope} entry", 3, pinned, "person")
+            assert await store.memories.clear_memories(ann, mira, scope, pinned=pinned) == 1
+    assert (await store.memories.list_memories(ann, mira, None, 0, 10)) == ([], 0)
+    kept, total = await store.memories.list_memories(bob, mira, None, 0, 10)
+    assert total == 4 and all(row.content.startswith("Bob's") for row in kept)
 
 
 async def test_learn_from_chat_is_on_until_the_person_turns_it_off(store: Store, ann, mira):
