@@ -37,6 +37,13 @@ async def test_a_new_link_ends_the_persons_unspent_one(store: Store, ann):
     assert await store.pages.exchange("new", NOW, "t2", "c", NOW + TWELVE_HOURS) is not None
 
 
+async def test_a_new_link_leaves_another_persons_link_alone(store: Store, ann):
+    bob = await store.people.person_for_identity("telegram", "502")
+    await store.pages.add_link("ann's", ann, (1,), NOW + TEN_MINUTES)
+    await store.pages.add_link("bob's", bob, (1,), NOW + TEN_MINUTES)
+    assert await store.pages.exchange("ann's", NOW, "t1", "c", NOW + TWELVE_HOURS) is not None
+
+
 async def test_a_session_lasts_its_time_and_ends_when_asked(store: Store, ann):
     await store.pages.add_link("code", ann, (1,), NOW + TEN_MINUTES)
     await store.pages.exchange("code", NOW, "token", "csrf", NOW + TWELVE_HOURS)

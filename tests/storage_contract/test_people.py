@@ -27,6 +27,15 @@ async def test_wrong_link_codes_are_counted_per_person_in_time(store: Store, ann
     assert await store.people.link_failures_since(ann, clock.now + 1) == 0
 
 
+async def test_a_persons_link_code_and_wrong_codes_leave_another_persons_alone(store: Store, ann, clock):
+    bob = await store.people.person_for_identity("telegram", "502")
+    await store.people.create_link_code(ann, "telegram", "ABCD2345", clock.now + 600)
+    await store.people.create_link_code(bob, "telegram", "WXYZ6789", clock.now + 600)
+    assert await store.people.link_code("ABCD2345", clock.now) == (ann, "telegram")
+    await store.people.add_link_failure(bob, clock.now)
+    assert await store.people.link_failures_since(ann, clock.now - 1) == 0
+
+
 async def test_merging_moves_everything_and_uses_up_the_code(store: Store, ann, mira, clock):
     other = await store.people.person_for_identity("discord", "900")
     await store.memories.add_memory(other, mira, "global", "from Discord", 2, True, "person")
@@ -37,6 +46,26 @@ async def test_merging_moves_everything_and_uses_up_the_code(store: Store, ann, 
     assert [m.content for m in (await store.memories.list_memories(ann, mira, None, 0, 10))[0]] == ["from Discord"]
     assert [c.action for c in await store.memories.history(ann, 0)] == ["add"]  # its history came along (SPEC 21)
     assert await store.people.link_code("ABCD2345", clock.now) is None
+
+
+async def test_merging_moves_only_the_two_linked_peoples_rows(store: Store, ann, mira, chat, clock):
+    other = await store.people.person_for_identity("discord", "900")
+    bob = await store.people.person_for_identity("telegram", "502")
+    await store.memories.add_memory(bob, mira, "global", "Bob's pin", 2, True, "person")
+    await store.memories.add_memory(bob, mira, "global", "Bob's fact", 2, False, "person")
+    await store.memories.set_learning(bob, mira, False)
+    await store.usage.add_turn(bob, mira, "2027-01-15", 100, 20)
+    await store.conversations.add_user_message(chat, bob, "Bob", "Bob in Ann's chat", 4, None)
+    await store.people.create_link_code(bob, "telegram", "WXYZ6789", clock.now + 600)
+    await store.people.merge_persons(ann, other)
+    assert [m.content for m in (await store.memories.list_memories(bob, mira, None, 0, 10))[0]] == \
+        ["Bob's pin", "Bob's fact"]
+    assert await store.memories.list_memories(ann, mira, None, 0, 10) == ([], 0)
+    assert not await store.memories.learning_enabled(bob, mira) and await store.memories.learning_enabled(ann, mira)
+    assert (await store.usage.spent(bob, "2027-01-15", "2027-01-15"),
+            await store.usage.spent(ann, "2027-01-15", "2027-01-15")) == (120, 0)
+    assert [m.person_id for m in await store.conversations.recent_messages(chat, 10)] == [bob]
+    assert await store.people.link_code("WXYZ6789", clock.now) == (bob, "telegram")
 
 
 async def test_merging_past_100_unpinned_is_refused_and_changes_nothing(store: Store, ann, mira):
@@ -62,6 +91,31 @@ async def test_forgetting_a_person_leaves_no_row_about_them(store: Store, ann, m
     assert await store.people.identities_of(ann) == []
     again = await store.people.person_for_identity("telegram", "501")  # seen again: a new, empty person
     assert await store.memories.list_memories(again, mira, None, 0, 10) == ([], 0)
+
+
+async def test_forgetting_a_person_leaves_everyone_elses_words_and_what_was_said_to_them(store: Store, ann, mira, chat):
+    bob = await store.people.person_for_identity("telegram", "502")
+    bobs_chat = (await store.conversations.conversation("telegram", "502", None, mira, False)).id
+    group = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+
+    async def exchange(conversation: int, person: int, name: str) -> None:
+        asked = await store.conversations.add_user_message(conversation, person, name, f"{name} speaking", 2, None)
+        turn = await store.turns.begin_turn(conversation, person, asked.id)
+        reply = await store.turns.finish_turn(turn, asked, "Mira", f"hello {name}", 2, {})
+        await store.turns.shown(reply.id, [f"to {name}"])  # the conversation's line moves on
+
+    for conversation, person, name in ((chat, ann, "Ann"), (bobs_chat, bob, "Bob"), (group, ann, "Ann"),
+                                       (group, bob, "Bob")):
+        await exchange(conversation, person, name)
+    await store.memories.add_memory(bob, mira, "global", "Bob's fact", 2, False, "person")
+    await store.usage.add_turn(bob, mira, "2027-01-15", 100, 20)
+    assert await store.people.forget_person(ann, "2027-01-15") == [group]
+    said = lambda rows: [m.content for m in reversed(rows)]  # noqa: E731
+    assert said(await store.conversations.recent_messages(bobs_chat, 10)) == ["Bob speaking", "hello Bob"]
+    assert said(await store.conversations.recent_messages(group, 10)) == ["Bob speaking", "hello Bob"]
+    assert [m.content for m in (await store.memories.list_memories(bob, mira, None, 0, 10))[0]] == ["Bob's fact"]
+    assert await store.usage.spent(bob, "2027-01-15", "2027-01-15") == 120
+    assert await store.people.identities_of(bob) == [("telegram", "502")]
 
 
 async def test_forgetting_a_person_linked_into_another_meanwhile_deletes_nothing_and_says_so(

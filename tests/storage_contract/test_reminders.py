@@ -30,6 +30,16 @@ async def test_at_most_the_cap_of_pending_reminders_is_counted_inside_the_write(
     assert [r.words for r in await store.reminders.pending(ann)] == ["thing 0", "thing 1", "thing 2"]  # soonest first
 
 
+async def test_the_cap_of_pending_reminders_counts_only_the_persons_own(store: Store, mira, ann, chat):
+    turn = await asked(store, chat, ann)
+    for n in range(3):
+        await store.reminders.add(ann, mira, chat, turn, DUE + n, "UTC", f"thing {n}", "once", cap=3)
+    bob = await store.people.person_for_identity("telegram", "502")
+    bobs = (await store.conversations.conversation("telegram", "502", None, mira, False)).id
+    await store.reminders.add(bob, mira, bobs, await asked(store, bobs, bob), DUE, "UTC", "tea", "once", cap=3)
+    assert [r.words for r in await store.reminders.pending(bob)] == ["tea"]
+
+
 async def test_only_the_persons_own_reminder_is_cancelled(store: Store, mira, ann, chat):
     bob = await store.people.person_for_identity("telegram", "502")
     row = await store.reminders.add(ann, mira, chat, await asked(store, chat, ann), DUE, "UTC", "tea", "once", 25)

@@ -57,3 +57,16 @@ async def test_newer_drafts_supersede_older_ones_and_selections_clear(store: Sto
     assert await store.drafts.selection(ann, chat) == [3, 1]
     await store.drafts.set_selection(ann, chat, [])
     assert await store.drafts.selection(ann, chat) == []
+
+
+async def test_another_persons_drafts_and_selection_are_out_of_reach(store: Store, ann, chat):
+    bob = await store.people.person_for_identity("telegram", "502")
+    anns = await store.drafts.save_drafts(ann, "generate", ["Ann's draft"])
+    await store.drafts.set_selection(ann, chat, [3, 1])
+    assert await store.drafts.drafts(bob, anns) is None  # a button of Ann's pressed by Bob
+    await store.drafts.delete_drafts(bob, anns)
+    await store.drafts.save_drafts(bob, "generate", ["Bob's draft"])  # supersedes only his own
+    assert await store.drafts.drafts(ann, anns) == ("generate", ["Ann's draft"])
+    assert await store.drafts.selection(bob, chat) == []
+    await store.drafts.set_selection(bob, chat, [])
+    assert await store.drafts.selection(ann, chat) == [3, 1]

@@ -9,6 +9,17 @@ from storage.ports import DayTotals, Persona, Spend
 DAY, NEXT_DAY = "2026-12-03", "2026-12-04"
 
 
+async def test_each_person_spends_and_draws_pictures_against_their_own_day(store, ann, mira):
+    bob = await store.people.person_for_identity("telegram", "502")
+    await store.usage.add_turn(ann, mira, DAY, 1_000, 200)
+    assert await store.usage.take_picture(ann, mira, DAY, per_day=1, tokens=50)
+    assert await store.usage.spent(bob, DAY, DAY) == 0
+    assert await store.usage.pictures(bob, DAY) == 0
+    assert await store.usage.take_picture(bob, mira, DAY, per_day=1, tokens=50)  # Ann's picture is not his
+    await store.usage.give_back_picture(bob, mira, DAY, tokens=50)
+    assert (await store.usage.pictures(ann, DAY), await store.usage.spent(ann, DAY, DAY)) == (1, 1_250)
+
+
 async def test_a_persona_is_set_replaced_and_cleared(store, ann):
     assert await store.people.persona(ann) is None
     await store.people.set_persona(ann, Persona("a sailor", 3))
