@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from bench.common import InstantLLM, bench_runtime, machine, temp_folder, throwaway_schema
-from bot.writing_first.outbox import PER_SECOND
+from bench.common import InstantLLM, bench_runtime, machine, store_url, temp_folder
 from bot.contract import Asker, Button, ConversationKey, Identity, IncomingMessage
+from bot.writing_first.outbox import PER_SECOND
 
 DUE = 100
 HOUR = 3600.0
@@ -69,10 +69,8 @@ async def measure(conversations: int, postgres: str | None = None) -> tuple[floa
     """(seconds finding the due ones took, seconds the whole scan took, check-ins sent)."""
     clock = Clock()
     with temp_folder() as folder:
-        if postgres:
-            async with throwaway_schema(postgres) as url:
-                return await _measure(Path(folder), clock, conversations, url)
-        return await _measure(Path(folder), clock, conversations, None)
+        async with store_url(postgres) as url:
+            return await _measure(Path(folder), clock, conversations, url)
 
 
 async def _measure(folder: Path, clock: Clock, conversations: int, url: str | None) -> tuple[float, float, int]:

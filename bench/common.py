@@ -219,6 +219,17 @@ async def throwaway_schema(server_url: str) -> AsyncIterator[str]:
         await connection.close()
 
 
+@contextlib.asynccontextmanager
+async def store_url(postgres: str | None) -> AsyncIterator[str | None]:
+    """Where a benchmark's store goes: a throwaway schema on the PostgreSQL server `postgres`
+    names, else None (an SQLite file in the benchmark's folder)."""
+    if not postgres:
+        yield None
+        return
+    async with throwaway_schema(postgres) as url:
+        yield url
+
+
 def schema_url(server_url: str, schema: str) -> str:
     """The store URL of a schema on the PostgreSQL server."""
     return f"{server_url}{'&' if '?' in server_url else '?'}schema={schema}"

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import httpx2
 
-from bench.common import InstantLLM, bench_runtime, kind_of, machine, temp_folder, throwaway_schema
+from bench.common import InstantLLM, bench_runtime, kind_of, machine, store_url, temp_folder
 from bot.contract import ConversationKey, Identity, IncomingMessage
 from bot.memory import semantic
 from bot.memory.recall import STOP_WORDS, WORD
@@ -169,10 +169,8 @@ def turns_of(conversation: dict) -> list[tuple[str, list[tuple[str, str]], float
 
 async def replay(conversation: dict, counter: TokenCounter, embeddings: tuple[str, str] | None,
                  prompts: Repeated | None = None, postgres: str | None = None) -> dict[str, Tally]:
-    if postgres:  # a store of its own: a throwaway schema on that server
-        async with throwaway_schema(postgres) as url:
-            return await _replay(conversation, counter, embeddings, prompts, url)
-    return await _replay(conversation, counter, embeddings, prompts, None)
+    async with store_url(postgres) as url:
+        return await _replay(conversation, counter, embeddings, prompts, url)
 
 
 async def _replay(conversation: dict, counter: TokenCounter, embeddings: tuple[str, str] | None,

@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.common import InstantLLM, bench_runtime, fill_memories, temp_folder, throwaway_schema
+from bench.common import InstantLLM, bench_runtime, fill_memories, store_url, temp_folder
 from bot.contract import ConversationKey, PageVisit
 
 KEY = ConversationKey("console", "bench", None, "Mira")
@@ -53,10 +53,8 @@ async def measure(replies: int, storage_url: str | None) -> dict:
 
 
 async def run(replies: int, postgres: str | None) -> dict:
-    if postgres:
-        async with throwaway_schema(postgres) as url:
-            return await measure(replies, url)
-    return await measure(replies, None)
+    async with store_url(postgres) as url:
+        return await measure(replies, url)
 
 
 def main() -> None:

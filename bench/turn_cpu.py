@@ -36,8 +36,8 @@ from bench.common import (  # noqa: E402
     InstantLLM,
     bench_runtime,
     fill_memories,
+    store_url,
     temp_folder,
-    throwaway_schema,
 )
 from bot.contract import ConversationKey, Identity, IncomingMessage  # noqa: E402
 
@@ -98,10 +98,8 @@ async def measure(size: int, turns: int, storage_url: str | None, tokens_per_day
 
 async def run(size: int, turns: int, postgres: str | None, tokens_per_day: int | None,
               no_tools: bool = False) -> dict[str, float]:
-    if postgres:
-        async with throwaway_schema(postgres) as url:
-            return await measure(size, turns, url, tokens_per_day, no_tools)
-    return await measure(size, turns, None, tokens_per_day, no_tools)
+    async with store_url(postgres) as url:
+        return await measure(size, turns, url, tokens_per_day, no_tools)
 
 
 def instructions(no_tools: bool = False, turns: tuple[int, int] = (20, 120)) -> float:

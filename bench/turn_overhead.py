@@ -35,8 +35,8 @@ from bench.common import (
     machine,
     percentile,
     question,
+    store_url,
     temp_folder,
-    throwaway_schema,
 )
 from bot.contract import ConversationKey, Identity, IncomingMessage
 from bot.model.llm import TextSink
@@ -88,10 +88,8 @@ async def measure(
     (a server URL), the store is a new schema on that server instead of an SQLite file. Without
     `recall`, turns leave recall out (to measure what it adds); with `semantic`, they recall by
     meaning too."""
-    if postgres:
-        async with throwaway_schema(postgres) as url:
-            return await _measure(turns, streamed_chunks, sizes, url, recall, semantic)
-    return await _measure(turns, streamed_chunks, sizes, None, recall, semantic)
+    async with store_url(postgres) as url:
+        return await _measure(turns, streamed_chunks, sizes, url, recall, semantic)
 
 
 async def _measure(turns: int, streamed_chunks: int, sizes: tuple[int, ...], storage_url: str | None,

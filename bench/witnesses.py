@@ -25,7 +25,7 @@ import sys
 sys.path.insert(0, ".")  # the checkout this runs in, before any installed copy
 
 import bot  # noqa: E402
-from bench.common import API_KEY_ENV, InstantLLM, chat_line, percentile, temp_folder, throwaway_schema  # noqa: E402
+from bench.common import API_KEY_ENV, InstantLLM, chat_line, percentile, store_url, temp_folder  # noqa: E402
 from bot.config import parse_config  # noqa: E402
 from bot.contract import Asker, ConversationKey, Identity, IncomingMessage  # noqa: E402
 from bot.runtime import build_runtime  # noqa: E402
@@ -100,11 +100,8 @@ async def measure(size: int, turns: int, storage_url: str | None, changing: bool
 async def run(size: int, turns: int, postgres: str | None, everyone_only: bool) -> list[dict]:
     results = []
     for changing in (False,) if everyone_only else (False, True):
-        if postgres:
-            async with throwaway_schema(postgres) as url:
-                results.append(await measure(size, turns, url, changing))
-        else:
-            results.append(await measure(size, turns, None, changing))
+        async with store_url(postgres) as url:
+            results.append(await measure(size, turns, url, changing))
     return results
 
 

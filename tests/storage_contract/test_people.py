@@ -3,6 +3,7 @@
 import pytest
 
 from storage.ports import CapReached, Store, SummaryStartedAgain
+from tests.storage_contract.test_shown import contents
 
 
 async def test_an_identity_maps_to_one_person_created_on_first_sight(store: Store):
@@ -110,9 +111,8 @@ async def test_forgetting_a_person_leaves_everyone_elses_words_and_what_was_said
     await store.memories.add_memory(bob, mira, "global", "Bob's fact", 2, False, "person")
     await store.usage.add_turn(bob, mira, "2027-01-15", 100, 20)
     assert await store.people.forget_person(ann, "2027-01-15") == [group]
-    said = lambda rows: [m.content for m in reversed(rows)]  # noqa: E731
-    assert said(await store.conversations.recent_messages(bobs_chat, 10)) == ["Bob speaking", "hello Bob"]
-    assert said(await store.conversations.recent_messages(group, 10)) == ["Bob speaking", "hello Bob"]
+    assert await contents(store, bobs_chat) == ["Bob speaking", "hello Bob"]
+    assert await contents(store, group) == ["Bob speaking", "hello Bob"]
     assert [m.content for m in (await store.memories.list_memories(bob, mira, None, 0, 10))[0]] == ["Bob's fact"]
     assert await store.usage.spent(bob, "2027-01-15", "2027-01-15") == 120
     assert await store.people.identities_of(bob) == [("telegram", "502")]
