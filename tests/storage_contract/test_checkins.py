@@ -98,6 +98,14 @@ async def test_passed_over_and_turned_off_absences_are_not_due_until_turned_on(o
     assert len(await store.checkins.due(mira, "telegram", clock.now + 1, 100)) == 1
 
 
+async def test_turning_check_ins_off_changes_only_the_persons_own(open_backend, clock):
+    store = await open_backend()
+    mira, ann, _ = await conversation_with(store, 4)
+    _, bob, bobs_chat = await conversation_with(store, 4, user="502")
+    await store.checkins.set_wanted(ann, mira, False, FROM)
+    assert await store.checkins.due(mira, "telegram", clock.now + 1, 100) == [Absence(bobs_chat, bob, clock.now)]
+
+
 async def test_linking_two_accounts_keeps_check_ins_off_where_either_turned_them_off(open_backend, clock):
     store = await open_backend()
     mira, ann_telegram, chat = await conversation_with(store, 4)

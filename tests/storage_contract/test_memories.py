@@ -33,6 +33,9 @@ async def test_another_persons_memory_is_not_found(store: Store, ann, mira):
     await store.memories.add_memory(ann, mira, "character", "Ann's pinned secret", 3, True, "person")
     in_play = await store.memories.memories_in_play(bob, mira, 100)  # what Bob's prompt would get
     assert in_play.pinned == [] and not any(in_play.unpinned.values())
+    await store.memories.set_learning(ann, mira, False)
+    export = await store.memories.export_person(bob)  # what /memory export hands Bob
+    assert (export["identities"], export["memories"], export["learn_from_chat"]) == (["telegram:502"], [], {})
 
 
 async def test_a_pinned_memory_cannot_be_changed_by_a_turn_but_by_the_person(store: Store, ann, mira, chat):
@@ -133,6 +136,8 @@ async def test_a_memory_a_turn_wrote_comes_from_the_persons_message_that_turn_an
     assert origins[written.id].id == said.id and typed.id not in origins
     bob = await store.people.person_for_identity("telegram", "502")
     assert await store.memories.written_from(bob) == {}
+    assert chat in {c.id for c in (await store.memories.written_in(ann)).values()}
+    assert await store.memories.written_in(bob) == {}
 
 
 async def test_receipts_are_the_persons_own_shown_replies_newest_first(store: Store, ann, mira, chat):

@@ -227,3 +227,14 @@ async def test_removing_a_character_turns_its_memories_global(store: Store, ann,
     assert await store.characters.remove_character("Mira") == 1
     assert await store.characters.remove_character("Mira") is None
     assert await store.memories.count_memories(ann, 0, "global", pinned=False) == 1
+
+
+async def test_removing_a_character_unpins_only_the_pins_past_each_persons_own_20(store: Store, ann, mira):
+    bob = await store.people.person_for_identity("telegram", "502")
+    for i in range(20):
+        await store.memories.add_memory(ann, mira, "global", f"Ann's pin {i}", 2, True, "person")
+    await store.memories.add_memory(ann, mira, "character", "Ann's pin with Mira", 2, True, "person")
+    await store.memories.add_memory(bob, mira, "character", "Bob's pin with Mira", 2, True, "person")
+    assert await store.characters.remove_character("Mira") == 2
+    assert await store.memories.count_memories(ann, 0, "global", pinned=False) == 1  # past her 20
+    assert await store.memories.count_memories(bob, 0, "global", pinned=True) == 1  # his has room
