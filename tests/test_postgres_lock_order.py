@@ -105,6 +105,27 @@ async def test_forgetme_while_a_chain_reply_is_kept_waits_for_it_and_forgets_the
     await nothing_of_ann_is_left(store, scene)
 
 
+async def test_forgetme_never_waits_for_another_persons_reply_being_kept(store):
+    """/forgetme holds the person's own turns only: Bob's reply, paused mid-keep in his DM,
+    holds nothing Ann's /forgetme needs."""
+    ann, aki, scene, answer, chain = await a_chain_reply_to_ann(store)
+    mira = await store.characters.ensure_character("Mira")
+    bob = await store.people.person_for_identity("telegram", "502")
+    dm = (await store.conversations.conversation("telegram", "502", None, mira, False)).id
+    asked = await store.conversations.add_user_message(dm, bob, "Bob", "hello", 1, "b1")
+    turn = await store.turns.begin_turn(dm, bob, asked.id)
+    with paused_after(store, "INSERT INTO usage_days") as (paused, go):  # Bob's reply holds his turn
+        keeping = asyncio.create_task(store.turns.finish_turn(
+            turn, asked, "Mira", "Hello Bob!", 3, {}, spend=Spend(bob, mira, DAY, 10, 5)))
+        await paused.wait()
+    try:
+        assert await asyncio.wait_for(store.people.forget_person(ann, DAY), 10) == [scene]
+    finally:
+        go.set()
+    assert (await asyncio.wait_for(keeping, 30)).content == "Hello Bob!"
+    await nothing_of_ann_is_left(store, scene)
+
+
 async def test_a_reply_kept_while_forgetme_holds_its_turn_waits_and_finds_the_turn_gone(store):
     ann, aki, scene, answer, chain = await a_chain_reply_to_ann(store)
     with paused_after(store, "DELETE FROM messages WHERE person_id") as (paused, go):  # /forgetme holds the turn

@@ -58,7 +58,9 @@ async def test_merging_moves_only_the_two_linked_peoples_rows(store: Store, ann,
     await store.usage.add_turn(bob, mira, "2027-01-15", 100, 20)
     await store.conversations.add_user_message(chat, bob, "Bob", "Bob in Ann's chat", 4, None)
     await store.people.create_link_code(bob, "telegram", "WXYZ6789", clock.now + 600)
+    await store.usage.notice_once(bob, "2027-01-15")  # told he was past his tokens
     await store.people.merge_persons(ann, other)
+    assert await store.usage.notice_once(ann, "2027-01-15")  # Ann was not
     assert [m.content for m in (await store.memories.list_memories(bob, mira, None, 0, 10))[0]] == \
         ["Bob's pin", "Bob's fact"]
     assert await store.memories.list_memories(ann, mira, None, 0, 10) == ([], 0)
@@ -67,6 +69,22 @@ async def test_merging_moves_only_the_two_linked_peoples_rows(store: Store, ann,
             await store.usage.spent(ann, "2027-01-15", "2027-01-15")) == (120, 0)
     assert [m.person_id for m in await store.conversations.recent_messages(chat, 10)] == [bob]
     assert await store.people.link_code("WXYZ6789", clock.now) == (bob, "telegram")
+
+
+async def test_merging_past_20_pins_keeps_the_pins_of_the_account_that_made_the_code_pinned_first(
+        store: Store, ann, mira, clock):
+    """Ann (who made the code) has 15 pins; the account entering it has 10 newer ones. Of the
+    25, Ann's 15 stay pinned and then the other's 5 newest: 5 are unpinned (SPEC 5: 20 pinned)."""
+    other = await store.people.person_for_identity("discord", "900")
+    for i in range(15):
+        await store.memories.add_memory(ann, mira, "global", f"Ann's pin {i}", 2, True, "person")
+    for i in range(10):
+        clock.now += 60
+        await store.memories.add_memory(other, mira, "global", f"other pin {i}", 2, True, "person")
+    assert (await store.people.merge_persons(ann, other)).unpinned_pins == 5
+    listed, _ = await store.memories.list_memories(ann, mira, "global", 0, 30)
+    assert sorted(m.content for m in listed if m.pinned) == \
+        sorted([f"Ann's pin {i}" for i in range(15)] + [f"other pin {i}" for i in range(5, 10)])
 
 
 async def test_merging_past_100_unpinned_is_refused_and_changes_nothing(store: Store, ann, mira):
@@ -105,11 +123,13 @@ async def test_forgetting_a_person_leaves_everyone_elses_words_and_what_was_said
         reply = await store.turns.finish_turn(turn, asked, "Mira", f"hello {name}", 2, {})
         await store.turns.shown(reply.id, [f"to {name}"])  # the conversation's line moves on
 
+    bobs_group = (await store.conversations.conversation("telegram", "-200", None, mira, True)).id
     for conversation, person, name in ((chat, ann, "Ann"), (bobs_chat, bob, "Bob"), (group, ann, "Ann"),
-                                       (group, bob, "Bob")):
+                                       (group, bob, "Bob"), (bobs_group, bob, "Bob")):
         await exchange(conversation, person, name)
     await store.memories.add_memory(bob, mira, "global", "Bob's fact", 2, False, "person")
     await store.usage.add_turn(bob, mira, "2027-01-15", 100, 20)
+    # only the group Ann spoke in has places gone (its summaries start over); Bob's group has none
     assert await store.people.forget_person(ann, "2027-01-15") == [group]
     assert await contents(store, bobs_chat) == ["Bob speaking", "hello Bob"]
     assert await contents(store, group) == ["Bob speaking", "hello Bob"]

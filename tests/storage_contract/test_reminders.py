@@ -99,6 +99,20 @@ async def test_a_letter_is_kept_after_the_persons_messages_there_are_gone_but_ne
     assert await store.conversations.recent_messages(chat, 10) == []
 
 
+async def test_a_letter_in_a_group_answers_the_persons_own_last_message_there(store: Store, mira, ann):
+    """Ann asked for the reminder in a group where Bob spoke after her: the letter's turn answers
+    Ann's words (what /memory why and /forgetme go by), never Bob's."""
+    group = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+    turn = await asked(store, group, ann, answered=True)
+    bob = await store.people.person_for_identity("telegram", "502")
+    await store.conversations.add_user_message(group, bob, "Bob", "lovely weather", 2, None)
+    row = await store.reminders.add(ann, mira, group, turn, DUE, "UTC", "tea", "once", 25)
+    letter = await store.reminders.keep(row, None, "Mira", "Tea time!", 3, {})
+    answered = await store.turns.last_receipt(group, ann, mira)
+    assert answered.reply_message_id == letter.id
+    assert (await store.conversations.message(answered.user_message_id)).person_id == ann
+
+
 async def test_a_letter_is_kept_once_by_two_processes_at_once(open_backend, mira, ann, chat):
     here, there = await open_backend(), await open_backend()
     row = await here.reminders.add(ann, mira, chat, await asked(here, chat, ann), DUE, "UTC", "tea", "once", 25)

@@ -66,3 +66,16 @@ async def test_a_reply_whose_process_died_before_it_was_shown_is_taken_back_and_
     assert await contents(second, chat) == [QUESTION]
     cut, = await second.turns.interrupted_turns("telegram", mira)  # its adapter answers it again
     assert cut.user_message.content == QUESTION
+
+
+async def test_a_persons_last_receipt_in_a_group_is_of_their_own_turn_not_one_answered_after(store, mira, ann):
+    """/memory why in a group explains the reply to the person asking, even when the character
+    answered someone else after it."""
+    group = (await store.conversations.conversation("telegram", "-100", None, mira, True)).id
+    bob = await store.people.person_for_identity("telegram", "502")
+    turns = []
+    for person in (ann, bob):
+        _, turn, reply = await answered(store, group, person)
+        await store.turns.shown(reply.id, [f"to {person}"])  # the line moves on
+        turns.append(turn)
+    assert [(await store.turns.last_receipt(group, person, mira)).id for person in (ann, bob)] == turns

@@ -154,6 +154,18 @@ async def test_a_forgotten_person_with_two_accounts_is_counted_once_in_stats_and
         assert await store.usage.spent(back, DAY, DAY) == 110
 
 
+async def test_a_forgotten_persons_spend_and_pictures_count_only_against_their_own_platform_id(store, ann, mira):
+    """What Bob spent and drew the day he left is kept against his platform id only: Ann's
+    allowance and her pictures of the day are her own."""
+    bob = await store.people.person_for_identity("telegram", "502")
+    await store.usage.add_turn(bob, mira, DAY, 300, 30)
+    assert await store.usage.take_picture(bob, mira, DAY, per_day=1, tokens=50)
+    await store.people.forget_person(bob, DAY)
+    back = await store.people.person_for_identity("telegram", "502")  # writes again: a new person
+    assert (await store.usage.spent(back, DAY, DAY), await store.usage.pictures(back, DAY)) == (380, 1)
+    assert (await store.usage.spent(ann, DAY, DAY), await store.usage.pictures(ann, DAY)) == (0, 0)
+
+
 async def test_pictures_are_counted_by_day_across_characters_with_their_tokens_and_given_back(open_backend, ann, mira):
     here, there = await open_backend(), await open_backend()  # two processes
     aki = await here.characters.ensure_character("Aki")
