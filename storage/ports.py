@@ -34,6 +34,20 @@ class CapReached(Exception):
         self.kind, self.limit, self.scope, self.count = kind, limit, scope, count
 
 
+class AlreadySaved(Exception):
+    """The person already keeps this memory in the scope (`same_words`): it is not saved twice,
+    whoever writes it — the person, the AI, a draft or an import. `memory`: the one kept."""
+
+    def __init__(self, memory: MemoryRow):
+        super().__init__(f"already saved as #{memory.id}")
+        self.memory = memory
+
+
+def same_words(content: str) -> str:
+    """What makes two memories the same one: their words, whatever their case and spacing."""
+    return " ".join(content.casefold().split())
+
+
 class LeftTheLine(Exception):
     """The process is stopping (`Turns.leave_lines`): a waiting turn left its conversation's line,
     its ticket kept queued for the restart or another process."""
@@ -756,8 +770,9 @@ class Memories(abc.ABC):
         self, person_id: int, character_id: int, scope: str, content: str, tokens: int,
         pinned: bool, source: str, turn_id: int | None = None, written_in: int | None = None,
     ) -> MemoryRow:
-        """Raises CapReached when the scope's budget is full. Every write is in the memory's
-        history, with the chat it was made in (`written_in`; a turn's: its conversation)."""
+        """Raises AlreadySaved when the person keeps the same words in the scope, else CapReached
+        when the scope's budget is full. Every write is in the memory's history, with the chat it
+        was made in (`written_in`; a turn's: its conversation)."""
 
     @abc.abstractmethod
     async def update_memory(

@@ -33,6 +33,17 @@ async def test_generate_drafts_from_the_description_only_never_the_chat(ann, llm
     assert all(part in view for part in ("night nurse", "Tofu", "hate mornings"))
 
 
+async def test_keeping_a_draft_the_person_already_has_saves_the_rest_and_names_the_one_kept(ann, llm):
+    llm.responder = extractive
+    saved = await ann.memory("/memory add my cat is called Tofu")
+    tofu = saved.text.split("#")[1].split(" ")[0]
+    drafted = await ann.memory("/memory generate I'm a night nurse. My cat is called Tofu")
+    kept = await ann.press(drafted.buttons[1][0].action)  # Keep all
+    assert "Saved #" in kept.text and "night nurse" in kept.text
+    assert f"Already saved #{tofu}: My cat is called Tofu" in kept.text
+    assert (await ann.memory("/memory view")).text.lower().count("tofu") == 1
+
+
 async def test_generate_refuses_a_description_over_1000_characters(ann, llm):
     refused = await ann.memory("/memory generate " + "a" * 1_001)
     assert not refused.ok and "1,001 characters" in refused.text and "at most 1,000" in refused.text

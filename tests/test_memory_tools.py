@@ -62,6 +62,19 @@ async def test_the_model_cannot_reach_another_persons_memory(ann, bob, llm):
     assert "Bob's bank PIN is 1234" in await memory_ids(bob)
 
 
+async def test_a_memory_the_model_saves_again_is_kept_once_and_the_model_is_told_its_id(ann, llm):
+    """Small models save what they hear each time they hear it: the second save writes nothing
+    and answers with the memory already kept."""
+    llm.add(tool_calls(("save_memory", {"content": "Ann is allergic to peanuts"})), text("Noted."))
+    await ann.say("I'm allergic to peanuts")
+    kept = (await memory_ids(ann))["Ann is allergic to peanuts"]
+    llm.add(tool_calls(("save_memory", {"content": "ann is allergic to peanuts "})), text("I remember."))
+    await ann.say("did I tell you I'm allergic to peanuts?")
+    assert tool_results(llm)[0] == {"ok": True, "id": kept, "saved": f"#{kept}",
+                                    "note": "it was already saved; nothing new was written"}
+    assert await memory_ids(ann) == {"Ann is allergic to peanuts": kept}
+
+
 async def test_a_save_at_the_cap_is_refused_telling_the_model_to_update_or_delete_first(ann, llm):
     store, person = ann.runtime.store, await ann.person_id()
     character = ann.runtime.cast.character("Mira").id

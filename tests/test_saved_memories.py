@@ -36,6 +36,19 @@ async def test_pinned_budget_is_20_per_scope(ann):
     assert not pin.ok and "Unpin or delete one first" in pin.text
 
 
+async def test_the_same_memory_is_not_saved_twice_whatever_its_case_and_spacing(ann, bob):
+    first = await ann.memory("/memory add I am allergic to peanuts")
+    memory_id = first.text.split("#")[1].split(" ")[0]
+    again = await ann.memory("/memory add i am  Allergic to PEANUTS")
+    assert not again.ok
+    assert again.text == f"That is already saved as #{memory_id}: nothing was added."
+    pinned = await ann.memory("/memory add pin:yes I am allergic to peanuts")
+    assert pinned.text.endswith(f"Pin it with /memory pin {memory_id}.")
+    assert (await ann.memory("/memory add scope:global I am allergic to peanuts")).ok  # another scope
+    assert (await bob.memory("/memory add I am allergic to peanuts")).ok  # another person
+    assert (await ann.memory("/memory view")).text.count("allergic to peanuts") == 2  # one a scope
+
+
 async def test_a_memory_over_500_characters_is_refused_with_its_length(ann):
     result = await ann.memory("/memory add " + "x" * 501)
     assert not result.ok

@@ -8,10 +8,10 @@ from typing import Any, Awaitable, Callable
 
 from bot.buttons import encode_action
 from bot.contract import Button, CommandResult
-from bot.memory.saved_memories import cap_text, memory_number
+from bot.memory.saved_memories import already_text, cap_text, memory_number
 from bot.model.tokens import TokenCounter
 from bot.text import parse_number
-from storage.ports import SCOPES, CapReached, MemoryRow, Memories
+from storage.ports import SCOPES, AlreadySaved, CapReached, MemoryRow, Memories
 
 
 @dataclass(frozen=True)
@@ -130,5 +130,7 @@ async def save_memory(memories: Memories, counter: TokenCounter, person: Person,
     try:
         return await memories.add_memory(person.id, person.character_id, scope, content, counter.count(content),
                                                pinned=pinned, source=source, written_in=written_in)
+    except AlreadySaved as same:
+        raise UsageError(already_text(same.memory, pin=pinned)) from None
     except CapReached as full:
         raise UsageError(cap_text(full)) from None

@@ -34,7 +34,7 @@ from bot.memory.drafting import (
 from bot.memory.saved_memories import MAX_MEMORY_CHARS, cap_text
 from bot.model.llm import LLMClient, LLMError
 from bot.model.tokens import TokenCounter
-from storage.ports import CHARACTER, CapReached, MessageRow, Store
+from storage.ports import CHARACTER, AlreadySaved, CapReached, MessageRow, Store
 
 
 def no_selection(ctx: CommandContext) -> str:
@@ -105,7 +105,7 @@ class DraftCommands:
                                     which: int | None) -> CommandResult:
         drafts = await self._drafts(person, draft_id, "generate")
         chosen = list(range(len(drafts))) if which is None else [which - 1]
-        saved, notes = [], []
+        saved, already, notes = [], [], []
         for index in chosen:
             if not 0 <= index < len(drafts):
                 raise UsageError("That draft is gone.")
@@ -115,13 +115,17 @@ class DraftCommands:
                     self.counter.count(drafts[index]), pinned=False, source="generate",
                     written_in=(await self.cast.conversation_for(ctx.conversation)).id,
                 )
+            except AlreadySaved as same:
+                already.append(f"#{same.memory.id}: {drafts[index]}")
+                continue
             except CapReached as full:
                 notes.append(cap_text(full))
                 break
             saved.append(f"#{row.id}: {drafts[index]}")
         remaining = [d for i, d in enumerate(drafts) if i not in chosen]
         await self.store.drafts.delete_drafts(person.id, draft_id)
-        text = "\n".join((["Saved " + ", ".join(saved)] if saved else []) + notes)
+        text = "\n".join((["Saved " + ", ".join(saved)] if saved else [])
+                         + (["Already saved " + ", ".join(already)] if already else []) + notes)
         if remaining and not notes:
             new_id = await self.store.drafts.save_drafts(person.id, "generate", remaining)
             review = self._review(person, new_id, remaining, "gkeep", keep_all=True, intro="Still to review:")

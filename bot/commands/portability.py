@@ -15,7 +15,7 @@ from bot.commands.persona import MAX_PERSONA
 from bot.memory.saved_memories import memory_text_error
 from bot.model.tokens import TokenCounter
 from bot.text import clean_text
-from storage.ports import CHARACTER, GLOBAL, CapReached, Persona, Store
+from storage.ports import CHARACTER, GLOBAL, AlreadySaved, CapReached, Persona, Store
 
 NOT_AN_EXPORT = ("That file is not a Keepsake export (the JSON file /memory export or the page's “Export (JSON)” "
                  "gives): {why}.")
@@ -89,7 +89,6 @@ async def import_export(store: Store, counter: TokenCounter, person_id: int, tex
     assert characters, "the page shows at least one character"
     anyone = next(iter(characters.values()))
     added, already, refused = 0, 0, {}
-    held: dict[tuple[str, int], set[str]] = {}
 
     def refuse(why: str) -> None:
         refused[why] = refused.get(why, 0) + 1
@@ -105,20 +104,16 @@ async def import_export(store: Store, counter: TokenCounter, person_id: int, tex
         if character_id is None:
             refuse("for a character your page does not show")
             continue
-        if (scope, character_id) not in held:
-            rows, _ = await store.memories.list_memories(person_id, character_id, scope, 0, 10**6)
-            held[(scope, character_id)] = {row.content.casefold() for row in rows}
-        if content.casefold() in held[(scope, character_id)]:
-            already += 1
-            continue
         try:
             await store.memories.add_memory(person_id, character_id, scope, content, counter.count(content),
                                             pinned=memory.get("pinned") is True, source="import")
+        except AlreadySaved:
+            already += 1
+            continue
         except CapReached as full:
             refuse(f"{full.kind} {'global' if scope == GLOBAL else 'character'} memories are at their limit "
                    f"of {full.limit}")
             continue
-        held[(scope, character_id)].add(content.casefold())
         added += 1
     return Imported(added, already, refused, await _persona(store, counter, person_id, data.get("persona")))
 

@@ -66,6 +66,12 @@ def cap_text(full: CapReached) -> str:
             "Update or delete one first.")
 
 
+def already_text(kept: MemoryRow, pin: bool = False) -> str:
+    """A memory the person already keeps (`AlreadySaved`), in words: `pin`, when it was asked for pinned."""
+    text = f"That is already saved as #{kept.id}: nothing was added."
+    return text + (f" Pin it with /memory pin {kept.id}." if pin and not kept.pinned else "")
+
+
 def scope_error(scope: str | None) -> str | None:
     if scope is None or scope in SCOPES:
         return None

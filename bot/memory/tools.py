@@ -20,7 +20,7 @@ from typing import Any
 from bot.memory.saved_memories import MAX_MEMORY_CHARS, cap_text, memory_number, memory_text_error, scope_error
 from bot.model.tokens import TokenCounter
 from bot.tools.toolbox import TurnScope, result
-from storage.ports import CHARACTER, GLOBAL, CapReached, Memories, PinnedMemory
+from storage.ports import CHARACTER, GLOBAL, AlreadySaved, CapReached, Memories, PinnedMemory
 
 MAX_WRITES_PER_TURN = 5  # saves, updates and deletes together: one message cannot flood memory
 GUIDANCE = """\
@@ -132,6 +132,9 @@ class SaveMemory(_MemoryTool):
                 scope.person_id, scope.character_id, scope_name, content, self.counter.count(content),
                 pinned=False, source="ai", turn_id=scope.turn_id,
             )
+        except AlreadySaved as same:
+            return result(ok=True, id=same.memory.id, saved=f"#{same.memory.id}",
+                          note="it was already saved; nothing new was written"), False
         except CapReached as full:
             return result(error=cap_text(full)), False
         return result(ok=True, id=row.id, saved=f"#{row.id}"), True

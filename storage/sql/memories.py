@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storage.ports import (CHARACTER, GLOBAL, ChangeRow, ConversationRow, Memories, MemoriesInPlay, MemoryCaps,
-                           MemoryRow, MessageRow, PinnedMemory)
+from storage.ports import (CHARACTER, GLOBAL, AlreadySaved, ChangeRow, ConversationRow, Memories, MemoriesInPlay,
+                           MemoryCaps, MemoryRow, MessageRow, PinnedMemory, same_words)
 from storage.rows import (CONVERSATION_COLUMNS, MEMORY_COLUMNS, MESSAGE_COLUMNS, columns, conversation, in_play,
                           memories, memory, messages, names, person_export, scope_character)
 from storage.sql.database import Connection, Database
@@ -181,7 +181,11 @@ class SQLMemories(Memories):
         character = scope_character(scope, character_id)
         now = self.db.clock()
         async with self.db.transaction(short=True) as tx:
-            await hold_people(self.db, tx, person_id)
+            await hold_people(self.db, tx, person_id)  # a person's writes one at a time, in every process
+            for kept in memories(await tx.all(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 "
+                                              "AND character_id IS NOT DISTINCT FROM $2", person_id, character)):
+                if same_words(kept.content) == same_words(content):
+                    raise AlreadySaved(kept)
             self.caps.check(pinned, scope, await count_memories(tx, person_id, character, pinned))
             row = await tx.one(
                 "INSERT INTO memories (person_id, character_id, content, tokens, pinned, source, created_at, "

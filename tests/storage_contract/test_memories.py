@@ -3,7 +3,7 @@ owner's entries, pinned entries out of the AI's reach, the journal undone, Learn
 
 import pytest
 
-from storage.ports import CapReached, PinnedMemory, Store
+from storage.ports import AlreadySaved, CapReached, PinnedMemory, Store
 
 
 async def test_100_unpinned_and_20_pinned_per_scope_the_next_is_refused(store: Store, ann, mira):
@@ -99,12 +99,26 @@ async def test_clear_all_deletes_a_scopes_unpinned_entries_then_separately_its_p
     assert await store.memories.clear_memories(ann, mira, "character", pinned=True) == 1
 
 
+async def test_the_same_words_are_kept_once_a_scope_and_nothing_is_written_the_second_time(store: Store, ann, mira):
+    kept = await store.memories.add_memory(ann, mira, "character", "Ann keeps bees", 3, False, "person")
+    with pytest.raises(AlreadySaved) as same:
+        await store.memories.add_memory(ann, mira, "character", " ann KEEPS\tbees", 3, True, "ai")
+    assert same.value.memory == kept
+    assert [c.action for c in await store.memories.history(ann, 0)] == ["add"]
+    await store.memories.add_memory(ann, mira, "global", "Ann keeps bees", 3, False, "person")
+    aki = await store.characters.ensure_character("Aki")
+    await store.memories.add_memory(ann, aki, "character", "Ann keeps bees", 3, False, "person")
+    bob = await store.people.person_for_identity("telegram", "502")
+    await store.memories.add_memory(bob, mira, "character", "Ann keeps bees", 3, False, "person")
+
+
 async def test_clear_all_deletes_only_the_persons_own_entries(store: Store, ann, mira):
     bob = await store.people.person_for_identity("telegram", "502")
     for scope in ("character", "global"):
         for pinned in (False, True):
-            await store.memories.add_memory(ann, mira, scope, f"Ann's {scope} entry", 3, pinned, "person")
-            await store.memories.add_memory(bob, mira, scope, f"Bob's {scope} entry", 3, pinned, "person")
+            kind = "pinned" if pinned else "unpinned"
+            await store.memories.add_memory(ann, mira, scope, f"Ann's {kind} {scope} entry", 3, pinned, "person")
+            await store.memories.add_memory(bob, mira, scope, f"Bob's {kind} {scope} entry", 3, pinned, "person")
             assert await store.memories.clear_memories(ann, mira, scope, pinned=pinned) == 1
     assert (await store.memories.list_memories(ann, mira, None, 0, 10)) == ([], 0)
     kept, total = await store.memories.list_memories(bob, mira, None, 0, 10)
