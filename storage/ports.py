@@ -236,6 +236,7 @@ class InterruptedTurn:
 @dataclass(frozen=True)
 class MergeReport:
     unpinned_pins: int  # pinned entries over the pin budget that became unpinned
+    kept_once: int = 0  # memories both accounts kept, now one (AlreadySaved)
 
 
 # -- ports --------------------------------------------------------------------------------
@@ -779,7 +780,8 @@ class Memories(abc.ABC):
         self, person_id: int, character_id: int, memory_id: int, content: str, tokens: int,
         turn_id: int | None = None,
     ) -> MemoryRow | None:
-        """With a turn_id (the AI's tool), a pinned entry raises PinnedMemory."""
+        """With a turn_id (the AI's tool), a pinned entry raises PinnedMemory; words another
+        memory of the scope keeps raise AlreadySaved."""
 
     @abc.abstractmethod
     async def delete_memory(

@@ -75,6 +75,17 @@ async def test_a_memory_the_model_saves_again_is_kept_once_and_the_model_is_told
     assert await memory_ids(ann) == {"Ann is allergic to peanuts": kept}
 
 
+async def test_the_model_cannot_update_a_memory_to_the_words_another_keeps(ann, llm):
+    await ann.memory("/memory add Ann is allergic to peanuts")
+    await ann.memory("/memory add Ann has a cat")
+    kept = await memory_ids(ann)
+    allergy, cat = kept["Ann is allergic to peanuts"], kept["Ann has a cat"]
+    llm.add(tool_calls(("update_memory", {"id": cat, "content": "Ann is allergic to peanuts"})), text("Ok."))
+    await ann.say("I'm allergic to peanuts")
+    assert tool_results(llm)[0]["error"] == f"#{allergy} already says that; #{cat} was not changed"
+    assert await memory_ids(ann) == kept
+
+
 async def test_a_save_at_the_cap_is_refused_telling_the_model_to_update_or_delete_first(ann, llm):
     store, person = ann.runtime.store, await ann.person_id()
     character = ann.runtime.cast.character("Mira").id

@@ -61,6 +61,20 @@ async def test_link_merges_pins_over_20_as_unpinned_and_says_so(runtime):
     assert await runtime.store.memories.count_memories(person, character, "character", pinned=False) == 5
 
 
+async def test_link_keeps_a_memory_both_accounts_kept_once_pinned_if_either_pinned_it(runtime):
+    first = Chat(runtime, user="111", name="D", platform="discord")
+    second = Chat(runtime, user="222", name="T", platform="telegram")
+    await first.memory("/memory add I am allergic to peanuts")
+    await second.memory("/memory add pin:yes i am allergic to peanuts")
+    await second.memory("/memory add I have a cat")
+    linked = await link(first, second)
+    assert "1 memory that both accounts kept is now kept once." in linked.text
+    rows, total = await runtime.store.memories.list_memories(await first.person_id(), runtime.cast.character("Mira").id,
+                                                             None, 0, 10)
+    assert total == 2 and [(m.content, m.pinned) for m in rows] == [("I am allergic to peanuts", True),
+                                                                      ("I have a cat", False)]
+
+
 async def test_link_refuses_to_exceed_100_unpinned_and_loses_nothing(runtime):
     first = Chat(runtime, user="111", name="D", platform="discord")
     second = Chat(runtime, user="222", name="T", platform="telegram")

@@ -49,6 +49,14 @@ async def test_the_same_memory_is_not_saved_twice_whatever_its_case_and_spacing(
     assert (await ann.memory("/memory view")).text.count("allergic to peanuts") == 2  # one a scope
 
 
+async def test_an_edit_to_the_words_of_another_memory_changes_nothing_and_names_it(ann):
+    first = (await ann.memory("/memory add I am allergic to peanuts")).text.split("#")[1].split(" ")[0]
+    second = (await ann.memory("/memory add I have a cat")).text.split("#")[1].split(" ")[0]
+    refused = await ann.memory(f"/memory edit {second} I am allergic to PEANUTS")
+    assert not refused.ok and refused.text == f"#{first} already says that: #{second} was not changed."
+    assert (await ann.memory(f"/memory edit {first} I am allergic to Peanuts")).ok  # its own words, in other case
+
+
 async def test_a_memory_over_500_characters_is_refused_with_its_length(ann):
     result = await ann.memory("/memory add " + "x" * 501)
     assert not result.ok

@@ -112,6 +112,9 @@ class AccountCommands:
         identities = await self.people.identities_of(owner)
         text = "Linked: " + ", ".join(f"{p}" for p, _ in identities) + \
                ". Your saved memories now follow you across them."
+        if report.kept_once:
+            text += (f" {memories_word(report.kept_once)} that both accounts kept "
+                     f"{'is' if report.kept_once == 1 else 'are'} now kept once.")
         if report.unpinned_pins:
             text += (f" {memories_word(report.unpinned_pins, 'pinned')} "
                      f"went over the limit of {MAX_PINNED_PER_SCOPE} pinned per scope and "

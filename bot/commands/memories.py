@@ -33,7 +33,7 @@ from bot.memory.saved_memories import EVERY_MEMORY, cap_text, change_shown, memo
 from bot.memory.story import RECEIPTS_READ, story, times_used
 from bot.model.tokens import TokenCounter
 from bot.text import parse_number
-from storage.ports import CHARACTER, GLOBAL, CapReached, MemoryRow, Store
+from storage.ports import CHARACTER, GLOBAL, AlreadySaved, CapReached, MemoryRow, Store
 
 PAGE_SIZE = 10
 PINNED_QUESTION = (
@@ -154,9 +154,12 @@ class SavedMemoryCommands:
         if error := memory_text_error(text):
             raise UsageError(error)
         content = text.strip()
-        row = await self.store.memories.update_memory(
-            person.id, person.character_id, memory_id, content, self.counter.count(content)
-        )
+        try:
+            row = await self.store.memories.update_memory(
+                person.id, person.character_id, memory_id, content, self.counter.count(content)
+            )
+        except AlreadySaved as same:
+            raise UsageError(f"#{same.memory.id} already says that: #{memory_id} was not changed.") from None
         if row is None:
             raise no_memory(memory_id)
         return CommandResult(f"Updated #{memory_id}: {content}")
@@ -329,7 +332,8 @@ class SavedMemoryCommands:
         except CapReached as full:
             raise UsageError(cap_text(full)) from None
         if done is None:
-            raise Missing("That change can no longer be undone: the memory changed since, or it is too old.")
+            raise Missing("That change can no longer be undone: the memory changed since (or another one holds "
+                          "its words), or it is too old.")
         memory = done.after or done.before
         assert memory is not None  # a change has the memory before or after it
         back = {"add": "is back", "delete": "is deleted again", "update": "has its earlier text again",

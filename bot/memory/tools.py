@@ -158,6 +158,8 @@ class UpdateMemory(_MemoryTool):
             )
         except PinnedMemory:
             return result(error=f"#{memory_id} is pinned by the person; only they can change it"), False
+        except AlreadySaved as same:
+            return result(error=f"#{same.memory.id} already says that; #{memory_id} was not changed"), False
         if row is None:
             return result(error=f"there is no memory #{memory_id}"), False
         return result(ok=True, id=memory_id), True

@@ -94,6 +94,38 @@ def snapshot(row: MemoryRow | None) -> str | None:
     return json.dumps({f: getattr(row, f) for f in FIELDS}) if row is not None else None
 
 
+async def kept_already(tx: Connection, person_id: int, character: int | None, content: str,
+                       other_than: int | None = None) -> MemoryRow | None:
+    """The person's memory of this scope (`character`: None for global) with the same words
+    (`same_words`), but `other_than`: a memory is kept once a scope (AlreadySaved). Read with the
+    person's row held, so no other process adds the same words meanwhile."""
+    rows = await tx.all(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 "
+                        "AND character_id IS NOT DISTINCT FROM $2", person_id, character)
+    return next((kept for kept in memories(rows)
+                 if kept.id != other_than and same_words(kept.content) == same_words(content)), None)
+
+
+async def keep_once(tx: Connection, keep: int, absorb: int, now: float) -> int:
+    """Before two linked accounts' memories become one person's (both rows held): each of
+    `absorb`'s whose words `keep` keeps in the same scope goes, its pin carried over to the one
+    kept, so that a memory is kept once a scope there too. How many went."""
+    kept = {(m.character_id, same_words(m.content)): m for m in memories(
+        await tx.all(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1", keep))}
+    gone = 0
+    for twin in memories(await tx.all(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1", absorb)):
+        key = (twin.character_id, same_words(twin.content))
+        if (first := kept.get(key)) is None:
+            continue
+        if twin.pinned and not first.pinned:
+            kept[key] = memory(await tx.one(f"UPDATE memories SET pinned = true WHERE id = $1 RETURNING {MEMORY_COLUMNS}",
+                                            first.id))
+            await journal(tx, None, "pin", first, kept[key], now)
+        await tx.execute("DELETE FROM memories WHERE id = $1", twin.id)
+        await journal(tx, None, "delete", twin, None, now)
+        gone += 1
+    return gone
+
+
 async def journal(tx: Connection, turn_id: int | None, action: str, before: MemoryRow | None,
                   after: MemoryRow | None, at: float, written_in: int | None = None) -> None:
     """Every change to a memory goes into its history (SPEC 21): a character's, mid-reply (its
@@ -182,10 +214,8 @@ class SQLMemories(Memories):
         now = self.db.clock()
         async with self.db.transaction(short=True) as tx:
             await hold_people(self.db, tx, person_id)  # a person's writes one at a time, in every process
-            for kept in memories(await tx.all(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE person_id = $1 "
-                                              "AND character_id IS NOT DISTINCT FROM $2", person_id, character)):
-                if same_words(kept.content) == same_words(content):
-                    raise AlreadySaved(kept)
+            if kept := await kept_already(tx, person_id, character, content):
+                raise AlreadySaved(kept)
             self.caps.check(pinned, scope, await count_memories(tx, person_id, character, pinned))
             row = await tx.one(
                 "INSERT INTO memories (person_id, character_id, content, tokens, pinned, source, created_at, "
@@ -202,6 +232,8 @@ class SQLMemories(Memories):
             before = await self._changeable(tx, person_id, character_id, memory_id, by_ai=turn_id is not None)
             if before is None:
                 return None
+            if kept := await kept_already(tx, person_id, before.character_id, content, other_than=memory_id):
+                raise AlreadySaved(kept)
             now = self.db.clock()
             row = await tx.one(f"UPDATE memories SET content = $1, tokens = $2, updated_at = $3 WHERE id = $4 "
                                f"RETURNING {MEMORY_COLUMNS}", content, tokens, now, memory_id)
@@ -291,10 +323,14 @@ class SQLMemories(Memories):
             await tx.execute("DELETE FROM memories WHERE id = $1", current.id)
             return "delete", current, None
         if undoing.action == "delete" and current is None and before is not None:
+            if await kept_already(tx, before.person_id, before.character_id, before.content):
+                return None  # its words are kept again meanwhile: put back, it would be there twice
             self.caps.check(before.pinned, before.scope,
                             await count_memories(tx, before.person_id, before.character_id, before.pinned))
             return "add", None, await put_back(tx, before._replace(updated_at=now))
         if undoing.action == "update" and current is not None and before is not None:
+            if await kept_already(tx, current.person_id, current.character_id, before.content, other_than=current.id):
+                return None  # another memory holds its earlier words now
             row = await tx.one(f"UPDATE memories SET content = $1, tokens = $2, updated_at = $3 WHERE id = $4 "
                                f"RETURNING {MEMORY_COLUMNS}", before.content, before.tokens, now, current.id)
             return "update", current, memory(row)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from storage.ports import (CHARACTER, GLOBAL, CapReached, Characters, MemoryCaps, MergeReport, People, Persona,
                           Profile)
 from storage.sql.database import Connection, Database, in_transaction
-from storage.sql.memories import LEARNS, count_memories, hold_people
+from storage.sql.memories import LEARNS, count_memories, hold_people, keep_once
 from storage.sql.summaries import start_over
 
 
@@ -66,6 +66,7 @@ class SQLPeople(People):
     async def merge_persons(self, keep: int, absorb: int) -> MergeReport:
         async with self.db.transaction() as tx:
             await hold_people(self.db, tx, keep, absorb)
+            kept_once = await keep_once(tx, keep, absorb, self.db.clock())
             scopes = await tx.all("SELECT DISTINCT character_id FROM memories WHERE person_id IN ($1, $2)", keep, absorb)
             to_unpin: list[int] = []
             for row in scopes:
@@ -108,7 +109,7 @@ class SQLPeople(People):
                 keep, absorb)
             await tx.execute("DELETE FROM persons WHERE id = $1", absorb)
             await tx.execute("DELETE FROM link_codes WHERE person_id = $1", keep)  # a code works once
-            return MergeReport(unpinned_pins=len(to_unpin))
+            return MergeReport(unpinned_pins=len(to_unpin), kept_once=kept_once)
 
     async def persona(self, person_id: int) -> Persona | None:
         return (await self.profile(person_id)).persona

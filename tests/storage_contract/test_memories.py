@@ -213,6 +213,20 @@ async def test_a_change_is_kept_30_days_then_the_daily_upkeep_forgets_it(store: 
     assert await store.memories.history(ann, 0) == []
 
 
+async def test_an_undo_that_would_keep_the_same_words_twice_changes_nothing(store: Store, ann, mira):
+    tea = await store.memories.add_memory(ann, mira, "character", "Ann likes tea", 3, False, "person")
+    await store.memories.delete_memory(ann, mira, tea.id)
+    again = await store.memories.add_memory(ann, mira, "character", "ann likes tea", 3, False, "person")
+    deleted = next(c for c in await store.memories.history(ann, 0) if c.action == "delete")
+    assert await store.memories.undo_change(ann, deleted.id, 0) is None
+    await store.memories.update_memory(ann, mira, again.id, "Ann likes coffee", 3)
+    await store.memories.add_memory(ann, mira, "character", "Ann likes tea", 3, False, "person")
+    edited = (await store.memories.history(ann, 0))[1]  # the edit to coffee, then tea added again
+    assert edited.action == "update" and await store.memories.undo_change(ann, edited.id, 0) is None
+    assert sorted(m.content for m in (await store.memories.list_memories(ann, mira, None, 0, 10))[0]) == \
+        ["Ann likes coffee", "Ann likes tea"]
+
+
 async def test_an_undo_that_would_pass_the_pin_budget_is_refused(store: Store, ann, mira, clock):
     pinned = await store.memories.add_memory(ann, mira, "character", "pin 0", 2, True, "person")
     await store.memories.delete_memory(ann, mira, pinned.id)
