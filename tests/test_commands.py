@@ -172,6 +172,9 @@ def test_every_command_of_the_table_has_a_handler_taking_exactly_its_options(run
 @pytest.mark.parametrize("line, options", [
     ("/memory add scope:global pin:yes I like tea: green", {"scope": "global", "pin": "yes", "text": "I like tea: green"}),
     ("/memory add I live in  Bergen", {"text": "I live in  Bergen"}),
+    ("/memory add I like tea scope:global pin:yes", {"scope": "global", "pin": "yes", "text": "I like tea"}),
+    ("/memory add the ratio is 3:2", {"text": "the ratio is 3:2"}),
+    ("/memory edit 12 now in Oslo pin:yes", {"id": "12", "text": "now in Oslo pin:yes"}),  # edit has no pin
     ("/memory view Global 2", {"scope": "global", "page": "2"}),
     ("/memory view 3", {"page": "3"}),
     ("/memory view page:4", {"page": "4"}),
@@ -190,6 +193,21 @@ def test_typed_text_is_parsed_by_the_command_table(line, options):
         spec = next(s for s in spec.subcommands if s.name == words[1])
         words = words[1:]
     assert parse_text(spec, line, " ".join(words[1:])) == options
+
+
+async def test_options_written_after_a_memorys_text_as_help_shows_them_are_options(ann):
+    added = await ann.memory("/memory add I am vegetarian scope:global pin:yes")
+    assert added.text.endswith("(pinned) for every character: I am vegetarian")
+    refused = await ann.memory("/memory add I like tea scope:nowhere")
+    assert not refused.ok and "nowhere" in refused.text and "character or global" in refused.text
+
+
+async def test_words_no_option_takes_are_named_with_the_commands_form(ann):
+    view = await ann.memory("/memory view 0")
+    assert view.text == ("/memory view takes a scope (character or global), a page number and an id number, "
+                         "not “0”.")
+    edit = await ann.memory("/memory summary edit")
+    assert not edit.ok and edit.text.startswith("Which entry?")
 
 
 async def test_a_bad_memory_number_names_no_memory_the_person_does_not_have(ann):

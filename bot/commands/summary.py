@@ -24,6 +24,9 @@ SUMMARY_ENTRY_MAX_CHARS = 4_000  # what a person may write into one entry
 
 
 def parse_entry_id(value: Any) -> int:
+    if not str(value).strip():
+        raise UsageError("Which entry? Give its number as /memory summary shows it: /memory summary edit S12 "
+                         "<new text>.")
     number = parse_number(value if isinstance(value, int) else str(value or "").strip().upper().lstrip("S#"))
     if number is None:
         raise UsageError(f"“{str(value)[:40]}” is not a summary entry number. Use the number shown as S12 "

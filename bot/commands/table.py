@@ -132,19 +132,28 @@ def help_text(platform: str) -> str:
 def parse_text(spec: CommandSpec, path: str, args: str) -> dict[str, Any]:
     """The options of `spec` from the words after it, e.g. `/memory add scope:global I like tea`.
 
-    An option may be written `name:value` before the others; then the options follow in their
-    order: an optional choice or number is taken only when the word is one, a `rest` option takes
-    the rest of the line. Words nobody takes are a usage error naming the command's form."""
+    An option may be written `name:value` before the others, or after a text that takes the rest
+    of the line (`/memory add I like tea scope:global`, as /help writes it); then the options
+    follow in their order: an optional choice or number is taken only when the word is one, a
+    `rest` option takes the rest of the line. Words nobody takes are a usage error naming the
+    command's form."""
     options: dict[str, Any] = {}
     by_name = {option.name: option for option in spec.options}
-    text = args.strip()
-    while text:  # leading name:value words
-        word, _, after = text.partition(" ")
+
+    def named(word: str) -> tuple[str, str] | None:
+        """`scope:global` (or `scope=global`) as one of the command's options, with its value."""
         name, sep, value = word.replace("=", ":", 1).partition(":")
-        if not sep or name.lower() not in by_name or not value:
-            break
-        options[name.lower()] = value
-        text = after.strip()
+        return (name.lower(), value) if sep and value and name.lower() in by_name else None
+
+    text = args.strip()
+    while text and (option := named(text.partition(" ")[0])):  # leading name:value words
+        options[option[0]] = option[1]
+        text = text.partition(" ")[2].strip()
+    if any(option.rest for option in spec.options):  # and trailing ones, after the text
+        while (option := named(text.rpartition(" ")[2])) and option[0] not in options \
+                and not by_name[option[0]].rest and " " in text:
+            options[option[0]] = option[1]
+            text = text.rpartition(" ")[0].strip()
     for option in spec.options:
         if option.name in options or not text:
             continue
@@ -154,22 +163,24 @@ def parse_text(spec: CommandSpec, path: str, args: str) -> dict[str, Any]:
         elif option.keyword:
             if word.lower() == option.name:
                 value, _, text = after.strip().partition(" ")
-                options[option.name] = value or "?"
+                options[option.name] = value
                 text = text.strip()
         elif option.required or _looks_like(option, word) or _only_word(spec):
             options[option.name] = word.lower() if word.lower() in option.choices else word
             text = after.strip()
     if text:
-        takes = " and ".join(_described(option) for option in spec.options if option.in_usage) or "no arguments"
-        raise UsageError(f"/{path} takes {takes}, not “{text[:40]}”.")
+        takes = [_described(option) for option in spec.options if option.in_usage]
+        listed = " and ".join([", ".join(takes[:-1]), takes[-1]] if len(takes) > 1 else takes) or "no arguments"
+        raise UsageError(f"/{path} takes {listed}, not “{text[:40]}”.")
     return options
 
 
 def _described(option: OptionSpec) -> str:
-    """`a scope (character or global)`, `a page number`."""
+    """`a scope (character or global)`, `a page number`, `an id number`."""
+    article = "an" if option.name[0] in "aeiou" else "a"
     if option.choices:
-        return f"a {option.name} ({' or '.join(option.choices)})"
-    return f"a {option.name} number" if option.kind == "number" else f"a {option.name}"
+        return f"{article} {option.name} ({' or '.join(option.choices)})"
+    return f"{article} {option.name} number" if option.kind == "number" else f"{article} {option.name}"
 
 
 def _only_word(spec: CommandSpec) -> bool:
