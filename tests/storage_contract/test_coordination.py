@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from storage.ports import CallLimit, CapReached, LeftTheLine
+from storage.ports import AlreadySaved, CallLimit, CapReached, LeftTheLine
 from tests.conftest import eventually
 
 
@@ -112,6 +112,23 @@ async def test_the_unpinned_cap_of_100_holds_for_two_processes_writing_at_once(o
 
     assert sum(await asyncio.gather(*(add(n) for n in range(120)))) == 100
     assert await second.memories.count_memories(ann, mira, "character", False) == 100
+
+
+async def test_the_same_words_written_by_two_processes_at_once_are_kept_once(open_backend):
+    first, second = await open_backend(), await open_backend()
+    mira = await first.characters.ensure_character("Mira")
+    ann = await first.people.person_for_identity("telegram", "501")
+
+    async def add(n: int) -> bool:
+        try:
+            await (first if n % 2 else second).memories.add_memory(ann, mira, "character", "Ann keeps bees", 3, False,
+                                                                   "ai")
+            return True
+        except AlreadySaved:
+            return False
+
+    assert sum(await asyncio.gather(*(add(n) for n in range(8)))) == 1
+    assert await second.memories.count_memories(ann, mira, "character", False) == 1
 
 
 async def test_model_calls_are_taken_atomically_in_every_process_and_free_up_after_60_seconds(open_backend, clock):
