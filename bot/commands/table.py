@@ -140,19 +140,21 @@ def parse_text(spec: CommandSpec, path: str, args: str) -> dict[str, Any]:
     options: dict[str, Any] = {}
     by_name = {option.name: option for option in spec.options}
 
-    def named(word: str) -> tuple[str, str] | None:
-        """`scope:global` (or `scope=global`) as one of the command's options, with its value."""
+    def took(word: str, after_text: bool = False) -> bool:
+        """Whether `word` is `name:value` (or `name=value`) of an option not given yet, and so
+        taken; `after_text`: one that follows the text, never the text's own."""
         name, sep, value = word.replace("=", ":", 1).partition(":")
-        return (name.lower(), value) if sep and value and name.lower() in by_name else None
+        option = by_name.get(name.lower())
+        if not (sep and value and option) or option.name in options or (after_text and option.rest):
+            return False
+        options[option.name] = value
+        return True
 
     text = args.strip()
-    while text and (option := named(text.partition(" ")[0])):  # leading name:value words
-        options[option[0]] = option[1]
+    while text and took(text.partition(" ")[0]):  # leading name:value words
         text = text.partition(" ")[2].strip()
-    if any(option.rest for option in spec.options):  # and trailing ones, after the text
-        while (option := named(text.rpartition(" ")[2])) and option[0] not in options \
-                and not by_name[option[0]].rest and " " in text:
-            options[option[0]] = option[1]
+    if any(option.rest for option in spec.options):  # and trailing ones, after a text
+        while " " in text and took(text.rpartition(" ")[2], after_text=True):
             text = text.rpartition(" ")[0].strip()
     for option in spec.options:
         if option.name in options or not text:

@@ -117,8 +117,8 @@ async def keep_once(tx: Connection, keep: int, absorb: int, now: float) -> int:
         if (first := kept.get(key)) is None:
             continue
         if twin.pinned and not first.pinned:
-            kept[key] = memory(await tx.one(f"UPDATE memories SET pinned = true WHERE id = $1 RETURNING {MEMORY_COLUMNS}",
-                                            first.id))
+            pinned = await tx.one(f"UPDATE memories SET pinned = true WHERE id = $1 RETURNING {MEMORY_COLUMNS}", first.id)
+            kept[key] = memory(pinned)
             await journal(tx, None, "pin", first, kept[key], now)
         await tx.execute("DELETE FROM memories WHERE id = $1", twin.id)
         await journal(tx, None, "delete", twin, None, now)
