@@ -51,6 +51,19 @@ async def test_the_sizes_of_the_newest_messages_come_newest_first_and_only_as_wi
     assert await store.conversations.recent_sizes(scene, 10, seen_by=mira) == [(after.pos, 4), (before.pos, 7)]
 
 
+async def test_a_lorebooks_count_of_messages_back_counts_only_what_the_character_witnessed(
+        store: Store, scene, ann, mira, aki):
+    """An entry that waits for N messages (or N of the character's replies) counts the chat as
+    the character saw it: Aki, brought in later, has seen fewer."""
+    await store.presence.bring_in(scene, [mira])
+    for n in range(3):
+        await say(store, scene, ann, f"Mira alone hears this {n}")
+    await store.presence.bring_in(scene, [aki])
+    last = await say(store, scene, ann, "both hear this")
+    assert await store.conversations.count_back(scene, last.pos, 100, seen_by=mira) == 4
+    assert await store.conversations.count_back(scene, last.pos, 100, seen_by=aki) == 1
+
+
 async def test_a_character_that_speaks_in_a_scene_is_brought_in_and_witnesses_its_own_message(
         store: Store, scene, ann, mira, aki):
     await store.presence.bring_in(scene, [mira])
