@@ -791,7 +791,8 @@ class Memories(abc.ABC):
 
     @abc.abstractmethod
     async def set_pinned(self, person_id: int, character_id: int, memory_id: int, pinned: bool) -> MemoryRow | None:
-        """Raises CapReached when the budget it moves into is full."""
+        """The memory as it was before (so its `pinned` says whether anything changed); None when
+        the person has no such memory. Raises CapReached when the budget it moves into is full."""
 
     @abc.abstractmethod
     async def count_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int: ...

@@ -163,6 +163,15 @@ async def test_pin_and_unpin_from_the_view_buttons(ann):
     assert "Unpinned #" in unpinned_view.text and "📌" not in unpinned_view.text.split("\n\n", 1)[1]
 
 
+async def test_pinning_a_pinned_memory_says_so_and_changes_nothing(ann):
+    memory_id = (await ann.memory("/memory add tea, never coffee")).text.split("#")[1].split(" ")[0]
+    assert (await ann.memory(f"/memory unpin {memory_id}")).text == f"#{memory_id} is already unpinned."
+    assert (await ann.memory(f"/memory pin {memory_id}")).text.startswith(f"Pinned #{memory_id}.")
+    assert (await ann.memory(f"/memory pin {memory_id}")).text == f"#{memory_id} is already pinned."
+    changes = await ann.runtime.store.memories.history(await ann.person_id(), 0)
+    assert [c.action for c in changes] == ["pin", "add"]  # only what changed
+
+
 async def test_clear_all_keeps_pinned_on_first_pass_then_asks_about_them(ann):
     await fill(ann, "character", 5)
     await fill(ann, "character", 2, pinned=True, prefix="pinned")

@@ -178,11 +178,13 @@ class SavedMemoryCommands:
 
     async def _set_pinned(self, person: Person, memory_id: int, pinned: bool) -> CommandResult:
         try:
-            row = await self.store.memories.set_pinned(person.id, person.character_id, memory_id, pinned)
+            before = await self.store.memories.set_pinned(person.id, person.character_id, memory_id, pinned)
         except CapReached as full:
             raise UsageError(cap_text(full)) from None
-        if row is None:
+        if before is None:
             raise no_memory(memory_id)
+        if before.pinned == pinned:
+            return CommandResult(f"#{memory_id} is already {'pinned' if pinned else 'unpinned'}.")
         if pinned:
             return CommandResult(f"Pinned #{memory_id}. It is always remembered and only you can change it.")
         return CommandResult(f"Unpinned #{memory_id}.")

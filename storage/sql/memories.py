@@ -260,7 +260,7 @@ class SQLMemories(Memories):
             changed = await tx.one(f"UPDATE memories SET pinned = $1 WHERE id = $2 RETURNING {MEMORY_COLUMNS}",
                                    pinned, memory_id)
             await journal(tx, None, "pin" if pinned else "unpin", row, memory(changed), self.db.clock())
-        return memory(changed)
+        return row
 
     async def count_memories(self, person_id: int, character_id: int, scope: str, pinned: bool) -> int:
         return await count_memories(self.db, person_id, scope_character(scope, character_id), pinned)

@@ -189,7 +189,8 @@ async def test_every_change_is_in_the_history_and_the_latest_of_a_memory_can_be_
     brings the memory back as it was, pinned; the undo is a change too, and can be undone."""
     row = await store.memories.add_memory(ann, mira, "character", "Ann likes tea", 3, False, "person")
     await store.memories.update_memory(ann, mira, row.id, "Ann likes green tea", 4)
-    await store.memories.set_pinned(ann, mira, row.id, True)
+    assert not (await store.memories.set_pinned(ann, mira, row.id, True)).pinned  # as it was: it changed
+    assert (await store.memories.set_pinned(ann, mira, row.id, True)).pinned  # pinned already: nothing changed
     await store.memories.delete_memory(ann, mira, row.id)
     changes = await store.memories.history(ann, clock.now - 60)
     assert [(c.action, c.latest) for c in changes] == [("delete", True), ("pin", False), ("update", False),
