@@ -200,6 +200,21 @@ async def test_clear_all_can_be_cancelled(ann):
     assert "3 — page 1 of 1" in (await ann.memory("/memory view")).text
 
 
+async def test_a_clear_all_confirmation_deletes_only_what_it_asked_about(ann):
+    """Pressed after the memories changed (the character saved one more, or they were cleared
+    already), Delete asks again and deletes nothing."""
+    await fill(ann, "character", 3)
+    asked = await ann.memory("/memory clear")
+    await ann.memory("/memory add saved after the question")
+    again = await ann.press(asked.buttons[0][0].action)  # "Delete 3"
+    assert again.text.startswith("Your character memories changed since you were asked: nothing was deleted.")
+    assert "Delete all 4 unpinned character memories?" in again.text
+    assert "4 — page 1 of 1" in (await ann.memory("/memory view")).text
+    assert "Deleted 4 character memories." in (await ann.press(again.buttons[0][0].action)).text
+    late = await ann.press(again.buttons[0][0].action)  # pressed once more
+    assert late.text.endswith("You have no character memories to clear.")
+
+
 async def test_learn_from_chat_off_means_neither_tools_nor_memories_in_the_prompt(ann, llm):
     await ann.memory("/memory add I am allergic to peanuts")
     off = await ann.memory("/memory learning off")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Collection
 
@@ -62,8 +63,8 @@ class SavedMemoryCommands:
             "pin": Press(self._press_pin, number_arg, scope_or_all_arg, number_arg),
             "unpin": Press(self._press_pin, number_arg, scope_or_all_arg, number_arg),
             "del": Press(self._press_delete, number_arg, scope_or_all_arg, number_arg),
-            "clear1": Press(self._press_clear_unpinned, scope_arg),
-            "clear2": Press(self._press_clear_pinned, scope_arg),
+            "clear1": Press(self._press_clear_unpinned, scope_arg, number_arg),
+            "clear2": Press(self._press_clear_pinned, scope_arg, number_arg),
         }
 
     # -- view ------------------------------------------------------------------------------
@@ -218,7 +219,7 @@ class SavedMemoryCommands:
         return CommandResult(
             f"Delete all {memories_word(unpinned, 'unpinned ' + scope)}? "
             "This cannot be undone. Pinned memories are kept.",
-            buttons=[[button(person, f"Delete {unpinned}", "clear1", scope, danger=True),
+            buttons=[[button(person, f"Delete {unpinned}", "clear1", scope, unpinned, danger=True),
                       button(person, "Cancel", "cancel")]],
         )
 
@@ -226,11 +227,15 @@ class SavedMemoryCommands:
         text = before + PINNED_QUESTION.format(memories=memories_word(pinned, "pinned"),
                                                were="was" if pinned == 1 else "were")
         return CommandResult(text, buttons=[[
-            button(person, "Delete pinned too", "clear2", scope, danger=True),
+            button(person, "Delete pinned too", "clear2", scope, pinned, danger=True),
             button(person, "Keep them", "cancel"),
         ]])
 
-    async def _press_clear_unpinned(self, ctx, person: Person, verb: str, scope: str) -> CommandResult:
+    async def _press_clear_unpinned(self, ctx, person: Person, verb: str, scope: str, asked: int) -> CommandResult:
+        # A confirmation deletes what the person was asked about: if the count changed since
+        # (the character saved more, or they are gone), they are asked again.
+        if await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=False) != asked:
+            return await self._asked_again(ctx, person, scope)
         deleted = await self.store.memories.clear_memories(person.id, person.character_id, scope, pinned=False)
         pinned = await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=True)
         done = f"Deleted {memories_word(deleted, scope)}."
@@ -238,9 +243,18 @@ class SavedMemoryCommands:
             return self._pinned_question(person, scope, pinned, done + " ")
         return CommandResult(done)
 
-    async def _press_clear_pinned(self, ctx, person: Person, verb: str, scope: str) -> CommandResult:
+    async def _press_clear_pinned(self, ctx, person: Person, verb: str, scope: str, asked: int) -> CommandResult:
+        pinned = await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=True)
+        if pinned != asked:
+            return await self._asked_again(ctx, person, scope)
         deleted = await self.store.memories.clear_memories(person.id, person.character_id, scope, pinned=True)
         return CommandResult(f"Deleted {memories_word(deleted, 'pinned ' + scope)}.")
+
+    async def _asked_again(self, ctx, person: Person, scope: str) -> CommandResult:
+        """A Clear all confirmation pressed after the memories it asked about changed: the question again."""
+        again = await self.clear(ctx, person, scope)
+        return replace(again, text=f"Your {scope} memories changed since you were asked: nothing was deleted.\n\n"
+                                   f"{again.text}")
 
     # -- learning, why, export ---------------------------------------------------------------
     async def learning(self, ctx: CommandContext, person: Person, state: Any = None) -> CommandResult:
