@@ -215,6 +215,16 @@ async def test_a_clear_all_confirmation_deletes_only_what_it_asked_about(ann):
     assert late.text.endswith("You have no character memories to clear.")
 
 
+async def test_a_delete_pinned_too_confirmation_deletes_only_the_pins_it_asked_about(ann):
+    await fill(ann, "character", 1, pinned=True, prefix="pinned")
+    asked = await ann.memory("/memory clear")  # only pins: "Delete pinned too?"
+    await ann.memory("/memory add pin:yes pinned after the question")
+    again = await ann.press(asked.buttons[0][0].action)
+    assert again.text.startswith("Your character memories changed since you were asked: nothing was deleted.")
+    assert "Your 2 pinned memories were kept." in again.text
+    assert "Deleted 2 pinned character memories." in (await ann.press(again.buttons[0][0].action)).text
+
+
 async def test_learn_from_chat_off_means_neither_tools_nor_memories_in_the_prompt(ann, llm):
     await ann.memory("/memory add I am allergic to peanuts")
     off = await ann.memory("/memory learning off")

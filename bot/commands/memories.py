@@ -232,10 +232,8 @@ class SavedMemoryCommands:
         ]])
 
     async def _press_clear_unpinned(self, ctx, person: Person, verb: str, scope: str, asked: int) -> CommandResult:
-        # A confirmation deletes what the person was asked about: if the count changed since
-        # (the character saved more, or they are gone), they are asked again.
-        if await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=False) != asked:
-            return await self._asked_again(ctx, person, scope)
+        if changed := await self._changed_since_asked(ctx, person, scope, False, asked):
+            return changed
         deleted = await self.store.memories.clear_memories(person.id, person.character_id, scope, pinned=False)
         pinned = await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=True)
         done = f"Deleted {memories_word(deleted, scope)}."
@@ -244,14 +242,18 @@ class SavedMemoryCommands:
         return CommandResult(done)
 
     async def _press_clear_pinned(self, ctx, person: Person, verb: str, scope: str, asked: int) -> CommandResult:
-        pinned = await self.store.memories.count_memories(person.id, person.character_id, scope, pinned=True)
-        if pinned != asked:
-            return await self._asked_again(ctx, person, scope)
+        if changed := await self._changed_since_asked(ctx, person, scope, True, asked):
+            return changed
         deleted = await self.store.memories.clear_memories(person.id, person.character_id, scope, pinned=True)
         return CommandResult(f"Deleted {memories_word(deleted, 'pinned ' + scope)}.")
 
-    async def _asked_again(self, ctx, person: Person, scope: str) -> CommandResult:
-        """A Clear all confirmation pressed after the memories it asked about changed: the question again."""
+    async def _changed_since_asked(self, ctx, person: Person, scope: str, pinned: bool,
+                                   asked: int) -> CommandResult | None:
+        """A Clear all confirmation deletes the memories the person was asked about: when their
+        count changed since (the character saved more, or they are gone), nothing, and the
+        question is asked again."""
+        if await self.store.memories.count_memories(person.id, person.character_id, scope, pinned) == asked:
+            return None
         again = await self.clear(ctx, person, scope)
         return replace(again, text=f"Your {scope} memories changed since you were asked: nothing was deleted.\n\n"
                                    f"{again.text}")
