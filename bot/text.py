@@ -37,6 +37,11 @@ def length_problem(text: str | None, limit: int, *, empty: str, what: str) -> st
     return None
 
 
+def listed(items: list[str]) -> str:
+    """["a", "b", "c"] → "a, b and c"; one item alone; none: ""."""
+    return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 1 else items)
+
+
 def parse_number(value: Any, low: int = 1, high: int = MAX_NUMBER) -> int | None:
     """`value` as an int in [low, high] if it is one (an int, or ASCII digits); else None."""
     if isinstance(value, bool):

@@ -13,7 +13,7 @@ from bot.commands.base import UsageError
 from bot.commands.persona import MAX_PERSONA
 from bot.contract import CommandSpec, OptionSpec
 from bot.memory.drafting import MAX_SELECTED_MESSAGES
-from bot.text import parse_number
+from bot.text import listed, parse_number
 from storage.ports import SCOPES
 
 MEMORY_ID = OptionSpec("id", "The memory's number, as in #12", "number", required=True, low=1)
@@ -172,8 +172,7 @@ def parse_text(spec: CommandSpec, path: str, args: str) -> dict[str, Any]:
             text = after.strip()
     if text:
         takes = [_described(option) for option in spec.options if option.in_usage]
-        listed = " and ".join([", ".join(takes[:-1]), takes[-1]] if len(takes) > 1 else takes) or "no arguments"
-        raise UsageError(f"/{path} takes {listed}, not “{text[:40]}”.")
+        raise UsageError(f"/{path} takes {listed(takes) or 'no arguments'}, not “{text[:40]}”.")
     return options
 
 

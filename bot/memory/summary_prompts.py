@@ -7,6 +7,7 @@ person gave, and entries a person edited — exactly as written (the code checks
 
 from __future__ import annotations
 
+from bot.text import listed
 from storage.ports import MessageRow
 
 VERBATIM_MARK = "[verbatim]"
@@ -58,8 +59,7 @@ def transcript(messages: list[MessageRow]) -> str:
 
 def system_message(template: str, character_names: list[str]) -> dict[str, str]:
     """The prompt for the characters the conversation is with: one, or a scene's (SPEC 15)."""
-    names = " and ".join([", ".join(character_names[:-1]), character_names[-1]] if len(character_names) > 1
-                         else character_names)
+    names = listed(character_names)
     who = f"{names}, {'a character' if len(character_names) == 1 else 'characters'}"
     return {"role": "system", "content": template.format(who=who, char=names)}
 

@@ -32,7 +32,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from bot.contract import IMAGE_MAX_PIXELS, IMAGE_MAX_SIDE, IncomingFile
 from bot.model.tokens import TokenCounter
-from bot.text import clean_text
+from bot.text import clean_text, listed
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def in_words(whats: Sequence[str]) -> str:
     """["a photo", "a photo", "a file"] → "2 photos and a file"."""
     counted = Counter(whats)  # keeps the order in which each first came
     named = [what if n == 1 else f"{n} {what.split(' ', 1)[-1]}s" for what, n in counted.items()]
-    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    return listed(named)
 
 
 NOT_TEXT_SHARE = 0.10  # more undecodable characters than this: the file is not text
