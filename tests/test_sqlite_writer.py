@@ -9,6 +9,8 @@ import sqlite3
 
 import pytest
 
+from bot.memory.saved_memories import CAPS
+from storage.factory import open_store
 from storage.sqlite.database import Database
 
 
@@ -146,6 +148,35 @@ async def test_a_short_read_cannot_write(tmp_path):
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             await db.short.execute("INSERT INTO meta (key, value) VALUES ($1, $2)", "short", "written")
         assert await meta(db, "short") is None
+
+
+async def test_recall_searches_inline_for_a_lone_turn_and_on_the_readers_thread_beside_others(tmp_path):
+    """storage/sqlite/recall.py: with no other turn of the process running, a search's reads
+    run inline (the hop to a thread only adds its wait); with two running, on the reader's
+    thread, the loop free for their work meanwhile. Either way it finds the same."""
+    store = await open_store("sqlite:///keepsake.sqlite3", CAPS, tmp_path)
+    try:
+        mira = await store.characters.ensure_character("Mira")
+        ann = await store.people.person_for_identity("telegram", "501")
+        chats = [(await store.conversations.conversation("telegram", chat, None, mira, False)).id
+                 for chat in ("501", "502")]
+        for n in range(30):
+            await store.conversations.add_user_message(chats[0], ann, "Ann", f"goat {n} ate the {n % 7} roses", 6,
+                                                       f"m{n}")
+        async def turn_starts(chat: int) -> None:
+            assert (await store.turns.store_and_queue(chat, ann, "Ann", "the goat?", 2, None, None)).turn_id
+
+        async with loop_turns() as turns:
+            await turn_starts(chats[0])  # the turn that searches
+            before = turns[0]
+            alone = await store.recall.search(chats[0], ["goat", "roses"], 10**9, 10, 100)
+            assert turns[0] == before and len(alone) == 10
+            await turn_starts(chats[1])  # another turn of this process
+            before = turns[0]
+            assert await store.recall.search(chats[0], ["goat", "roses"], 10**9, 10, 100) == alone
+            assert turns[0] > before
+    finally:
+        await store.close()
 
 
 class Busy:

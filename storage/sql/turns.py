@@ -347,6 +347,10 @@ class SQLTurns(Turns):
         if strays is self._strays:
             self._strays = asyncio.Event()
 
+    def others_running(self) -> bool:
+        """Whether this process answers more than one turn now (the turn that asks is one)."""
+        return len(self.answering) > 1
+
     def ended(self, turn_id: int) -> None:
         """A turn of this process was finished or failed: the first waiters of this process look."""
         self.answering.discard(turn_id)

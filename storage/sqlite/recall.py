@@ -7,13 +7,17 @@ so ranking would read the conversation's whole list of messages on every turn (3
 messages). Each word's hits in the conversation are few (at most `common_above`, or the word
 is left out), and they are all ranking needs (storage/sql/ranking.py, as on PostgreSQL).
 
-Its two reads go to the reading connection's thread, not inline as a turn's reads by key (`db.short`),
-though they are bounded (each word counts at most `common_above` + 1 hits): inline, a lone turn
-took 1-2 ms less at p50, but with 200 conversations at once one process made 12 % fewer turns a
-second and their p99 rose by 60 % (docs/processes.md section 8): on the thread, SQLite searches
-beside the event loop's own work."""
+Its two reads are bounded (each word counts at most `common_above` + 1 hits). They run inline, as
+a turn's reads by key (`db.short`), when the turn searching is the only one this process answers
+(`crowded` says whether others run), and on the reading connection's thread when others do: inline,
+a lone turn takes 1.3-1.6 ms less at p50 (measured turn by turn, the two ways interleaved), but
+with 200 conversations at once one process made 12 % fewer turns a second and their p99 rose by
+60 % (docs/processes.md section 8): on the thread, SQLite searches beside the event loop's work
+for the other turns."""
 
 from __future__ import annotations
+
+from typing import Callable
 
 from storage.ports import MessageRow, Recall
 from storage.rows import MESSAGE_COLUMNS, columns, messages
@@ -29,8 +33,9 @@ def phrase(term: str) -> str:
 
 
 class SQLiteRecall(Recall):
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, crowded: Callable[[], bool] = lambda: True):
         self.db = db
+        self.crowded = crowded  # whether other turns of this process run now (unknown: they may)
 
     async def search(self, conversation_id: int, terms: list[str], before_pos: int, limit: int,
                      common_above: int, seen_by: int | None = None) -> list[MessageRow]:
@@ -38,8 +43,9 @@ class SQLiteRecall(Recall):
         inside = f'conversation_id : "{int(conversation_id)}"'
         queries = [f"{inside} AND content : {phrase(term)}" for term in terms]
         count = "(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ${} LIMIT $1))"
-        found = await self.db.one(f"SELECT {', '.join(count.format(n) for n in range(2, len(terms) + 2))}",
-                                  common_above + 1, *queries)
+        reads = self.db if self.crowded() else self.db.short
+        found = await reads.one(f"SELECT {', '.join(count.format(n) for n in range(2, len(terms) + 2))}",
+                               common_above + 1, *queries)
         telling = [(query, hits) for query, hits in zip(queries, found) if 0 < hits <= common_above]
         if not telling:
             return []
@@ -51,8 +57,8 @@ class SQLiteRecall(Recall):
         # each message hit, its words' rarities summed
         hit = (f"SELECT m.id, m.pos, m.tokens, SUM(h.weight) AS weight FROM ({hits_of}) h JOIN messages m ON m.id = h.id "
                f"WHERE m.pos < $1{seen(seen_by, last + 1, 'm.id')} GROUP BY m.id")
-        rows = await self.db.all(ranked(hit, columns(MESSAGE_COLUMNS, "m"), f"${last}"),
-                                 before_pos, *weighed, limit, *seen_args(seen_by))
+        rows = await reads.all(ranked(hit, columns(MESSAGE_COLUMNS, "m"), f"${last}"),
+                               before_pos, *weighed, limit, *seen_args(seen_by))
         return messages(rows, "m_")
 
     async def messages_at(self, conversation_id: int, positions: list[int],

@@ -93,6 +93,7 @@ class SQLiteStore(SQLStore):
     def __init__(self, db: Database, caps: MemoryCaps, holder: str, recall: SQLiteRecall, vectors: SQLiteVectors,
                  backups: Path | None):
         super().__init__(db, caps, holder, recall, vectors)
+        recall.crowded = self.turns.others_running  # a lone turn searches inline (storage/sqlite/recall.py)
         self.backups = BackupFolder(backups, self.coordination) if backups is not None else None
         self.people = SQLitePeople(db, caps, self.backups)
 
