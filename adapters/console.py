@@ -58,6 +58,12 @@ def plain(text: str, italics: bool = False) -> str:
                    for n, part in enumerate(parts))
 
 
+def ending(text: str, words: int = 6) -> str:
+    """A text's last few words, as "…to change." (the whole text when it is that short)."""
+    last = text.split()
+    return " ".join(last) if len(last) <= words else "…" + " ".join(last[-words:])
+
+
 class _Stream:
     """Writes a streamed reply as it arrives; starts over if the model's answer broke off. The
     character's name is written with its first words (a turn that fails shows no empty line)."""
@@ -217,6 +223,9 @@ class Console:
     async def deliver(self, reply: Reply, stream: "_Stream") -> None:
         if stream.text and not reply.is_error:
             self.say(UPRIGHT + "\n" if self.italics else "\n")  # the streamed reply is already on screen
+            streamed, kept = stream.text.strip(), plain(reply.text, self.italics)
+            if kept != streamed and streamed.startswith(kept):  # cut at max_reply_tokens: kept to a sentence's end
+                self.say(f"{PROGRAM} The reply reached its length limit; it is kept up to “{ending(kept)}”\n")
         else:
             if stream.started:
                 self.say()

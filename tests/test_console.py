@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from tests.conftest import API_KEY_ENV, ROOT
-from tests.fakes.llm_server import text, tool_calls
+from tests.fakes.llm_server import cut_at_length, text, tool_calls
 
 
 async def run_console(tmp_path, llm, lines: list[str], card=ROOT / "characters" / "mira.json",
@@ -68,6 +68,20 @@ async def test_console_chats_and_answers_memory_commands(tmp_path, llm):
     assert "Traceback" not in err
 
 
+async def test_a_reply_cut_at_its_length_limit_says_on_screen_where_what_is_kept_ends(tmp_path, llm):
+    """The console cannot take back the words it streamed: what is kept (up to the last whole
+    sentence, as on every platform) is named, so the screen never says more than is stored."""
+    llm.add(cut_at_length("The goats are fine. Rosa ate the roses again. And Pip, well, Pip was"),
+            text("Rosa ate the roses."))
+    code, out, err = await run_console(tmp_path, llm, ["how are the goats?", "and Pip?", "/quit"])
+    assert code == 0, err
+    assert "Mira: The goats are fine. Rosa ate the roses again. And Pip, well, Pip was" in out  # streamed
+    assert "(Keepsake) The reply reached its length limit; it is kept up to “…fine. Rosa ate the roses again.”\n" in out
+    assert {"role": "assistant", "content": "The goats are fine. Rosa ate the roses again."} in llm.requests[1][
+        "messages"]  # what the next turn sees is what was kept
+    assert out.count("length limit") == 1  # a whole reply says nothing more
+
+
 async def test_console_regenerate_and_buttons(tmp_path, llm):
     llm.add(text("First try."), text("Second try."))
     code, out, err = await run_console(tmp_path, llm, [
@@ -76,7 +90,7 @@ async def test_console_regenerate_and_buttons(tmp_path, llm):
     ])
     assert code == 0, err
     assert "Mira: First try." in out and "Mira: Second try." in out
-    assert "Delete all 1 unpinned character memory?" in out
+    assert "Delete your 1 unpinned character memory?" in out
     assert "[1] Delete 1" in out
     assert "Deleted 1 character memory." in out
     assert "You have no saved memories with Mira yet." in out

@@ -258,7 +258,7 @@ async def test_memory_add_view_pin_and_clear_with_both_confirmations(bot, discor
 
     await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "add", text="I live in Bergen"))
     clear = await answer(discord_fake, await discord_fake.slash(ANN, channel, "memory", "clear"))
-    assert "Delete all 1 unpinned character memory?" in clear.content
+    assert "Delete your 1 unpinned character memory?" in clear.content
     await discord_fake.click(ANN, clear, "Delete 1")
     await discord_fake.wait_for(lambda: "protected from the AI" in clear.content)
     await discord_fake.click(ANN, clear, "Delete pinned too")

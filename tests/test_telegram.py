@@ -155,7 +155,7 @@ async def test_memory_add_view_pin_and_clear_with_both_confirmations(bot, telegr
 
     (await ann.reply_to(ann.say("/memory add I live in Bergen")))
     clear, = await ann.reply_to(ann.say("/memory clear"))
-    assert "Delete all 1 unpinned character memory?" in clear.text
+    assert "Delete your 1 unpinned character memory?" in clear.text
     ann.press(clear, "Delete 1")
     second = await telegram.wait_for(
         lambda: "protected from the AI" in telegram.message(clear.chat_id, clear.message_id).text

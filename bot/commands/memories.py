@@ -217,7 +217,7 @@ class SavedMemoryCommands:
         if not unpinned:
             return self._pinned_question(person, scope, pinned, "")
         return CommandResult(
-            f"Delete all {memories_word(unpinned, 'unpinned ' + scope)}? "
+            f"Delete {'your' if unpinned == 1 else 'all'} {memories_word(unpinned, 'unpinned ' + scope)}? "
             "This cannot be undone. Pinned memories are kept.",
             buttons=[[button(person, f"Delete {unpinned}", "clear1", scope, unpinned, danger=True),
                       button(person, "Cancel", "cancel")]],
