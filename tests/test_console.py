@@ -82,6 +82,15 @@ async def test_a_reply_cut_at_its_length_limit_says_on_screen_where_what_is_kept
     assert out.count("length limit") == 1  # a whole reply says nothing more
 
 
+async def test_the_end_of_a_reply_held_back_while_it_streamed_is_printed_once_it_is_kept(tmp_path, llm):
+    """A last line that might have become one in the person's name ("An…" for "Ann:") is not
+    streamed; once the reply is whole and kept, it is printed after the rest."""
+    llm.add(text("Come in, the kettle is on.\nAn"))
+    code, out, err = await run_console(tmp_path, llm, ["hello", "/quit"])
+    assert code == 0, err
+    assert "Mira: Come in, the kettle is on.\nAn\n" in out
+
+
 async def test_console_regenerate_and_buttons(tmp_path, llm):
     llm.add(text("First try."), text("Second try."))
     code, out, err = await run_console(tmp_path, llm, [

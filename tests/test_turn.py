@@ -29,8 +29,36 @@ async def test_a_reply_streams_to_the_adapter_and_is_stored(ann, llm):
     llm.add(text(long_text))
     reply = await ann.say("how are you?", on_text=on_text)
     assert reply.text == long_text.strip()
-    assert len(seen) > 3 and seen[-1] == long_text
+    assert len(seen) > 3 and seen[-1] == long_text.strip()
     assert await stored_texts(ann) == [("user", "how are you?"), ("assistant", long_text.strip())]
+
+
+async def test_a_reply_never_speaks_for_the_person_it_ends_before_a_line_in_their_name(ann, llm):
+    """A small model writes the chat as a script: its reply goes on with the person's next line.
+    What the person says is theirs: the reply ends before it, on screen as it streams and stored."""
+    seen: list[str] = []
+
+    async def on_text(so_far: str) -> None:
+        seen.append(so_far)
+
+    llm.add(text("Then no peanut biscuits for you. I will bake oat ones.\nAnn: Yes please!\nMira: Good."))
+    reply = await ann.say("I'm allergic to peanuts", on_text=on_text)
+    assert reply.text == "Then no peanut biscuits for you. I will bake oat ones."
+    assert seen[-1] == reply.text and not any("Ann:" in shown or "Yes" in shown for shown in seen)
+    assert all(later.startswith(earlier) for earlier, later in zip(seen, seen[1:]))  # never taken back
+    assert await stored_texts(ann) == [("user", "I'm allergic to peanuts"), ("assistant", reply.text)]
+
+
+async def test_a_reply_that_begins_with_the_characters_own_name_is_kept_without_it(ann, llm):
+    seen: list[str] = []
+
+    async def on_text(so_far: str) -> None:
+        seen.append(so_far)
+
+    llm.add(text("**Mira:** *She looks up.* Tea, Ann?"), text("Mira: Sugar?"))
+    reply = await ann.say("hello", on_text=on_text)
+    assert reply.text == "*She looks up.* Tea, Ann?" and not any("Mira" in shown for shown in seen)
+    assert (await ann.say("yes")).text == "Sugar?"  # not streamed: the same
 
 
 async def test_when_the_model_fails_after_its_retries_the_person_gets_a_plain_error_and_the_message_is_kept(ann, llm):

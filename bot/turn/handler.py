@@ -74,6 +74,7 @@ from bot.turn.attachments import in_words, prepare_images
 from bot.memory.witnesses import Witnesses
 from bot.turn.context import Context, read_context
 from bot.turn.fit import fitted
+from bot.turn.own_voice import OwnVoice
 from bot.turn.prompt import Prompt, build_prompt
 from bot.voice.listening import Listening
 from bot.voice.speaking import Speaking
@@ -266,7 +267,8 @@ class TurnHandler:
         `answered_for`: whose Regenerate button the reply carries when it is not `person_id`'s
         (a chain turn: the person whose message started the chain). `draw`: the scene of a
         person's `/image`: the picture tool is called with it before the model speaks."""
-        sink = self._recording(turn_id, on_text) if on_text else None
+        voice = OwnVoice(stored.character.name, user_row.speaker_name)  # never the person's lines
+        sink = self._recording(turn_id, on_text, voice) if on_text else None
         cost: Spend | None = None  # the last model call's, written with the turn's end
         try:
             if sink is not None:
@@ -328,7 +330,7 @@ class TurnHandler:
                 context = await reading()
                 prompt = prompt_with(images, unseen)
                 completion, cost = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
-            text = completion.text.strip()
+            text = voice.kept(completion.text)
             if not text:
                 raise LLMError("the model sent an empty answer")
             if completion.cut:  # stopped at max_reply_tokens: never a fragment stored as the whole reply
@@ -390,13 +392,14 @@ class TurnHandler:
         """Ask for the message's vector (semantic recall on), without waiting for it."""
         return self.semantic.embed_message(user_row) if self.semantic is not None else None
 
-    def _recording(self, turn_id: int, on_text: ReplySink) -> Callable[[str], Awaitable[None]]:
-        """The adapter's sink, noting where the partial reply first shows (for crash recovery)."""
+    def _recording(self, turn_id: int, on_text: ReplySink, voice: OwnVoice) -> Callable[[str], Awaitable[None]]:
+        """The adapter's sink, given what of the text may show in the character's `voice`, noting
+        where the partial reply first shows (for crash recovery)."""
         recorded = False
 
         async def sink(text: str) -> None:
             nonlocal recorded
-            shown = await on_text(text)
+            shown = await on_text(voice.shown(text))
             if shown is not None and not recorded:
                 recorded = True
                 await self.store.turns.set_turn_partial(turn_id, str(shown))

@@ -1,0 +1,63 @@
+"""A reply in the character's own voice: never the person's lines, never its own name before it.
+
+Small local models write a chat as a script: a reply may begin with the character's name
+("Mira: Tea?") and go on with the person's next line ("\\nAnn: yes please") and the character's
+answer to it. What the person answered is theirs to write: the reply ends before the first line
+in their name. A name at the start of the reply is dropped (the platform shows who speaks).
+A line counts as in a name when it begins with the name and a colon, the name perhaps in bold
+or italics (`**Ann:**`), whatever its case.
+
+While a reply streams, what is shown holds back what may still turn out to be such a name: the
+start, while it could still be the character's, and a last line that could still be the
+person's. So what a person sees of a streaming reply is always the start of what is kept.
+"""
+
+from __future__ import annotations
+
+import re
+
+MARKS = "*_"  # bold or italics around a name
+
+
+def _named(name: str) -> str:
+    """A line's start in `name`: the name, perhaps marked, then a colon."""
+    return rf"[ \t]*[{MARKS}]{{0,2}}{re.escape(name)}[{MARKS}]{{0,2}}[ \t]*:[{MARKS}]{{0,2}}"
+
+
+class OwnVoice:
+    """The reply of `character` to `person` (the name on the message answered)."""
+
+    def __init__(self, character: str, person: str):
+        self.own_name = re.compile(rf"\A\s*{_named(character)}[ \t]*", re.IGNORECASE)
+        self.their_line = re.compile(rf"^{_named(person)}", re.IGNORECASE | re.MULTILINE)
+        self._starts = [f"{character}:".casefold(), f"{person}:".casefold()]
+
+    def kept(self, text: str) -> str:
+        """The whole reply as it is kept: without the character's name before it, and ended
+        before a line in the person's name — unless that line is all there is."""
+        text = self.own_name.sub("", text, count=1)
+        found = self.their_line.search(text)
+        if found is not None and text[: found.start()].strip():
+            text = text[: found.start()]
+        return text.strip()
+
+    def shown(self, streamed: str) -> str:
+        """What of a reply still streaming may be shown: as `kept` would keep it, less what may
+        still become the character's name at its start or the person's at its last line's."""
+        character_start, person_start = self._starts
+        if _may_become(streamed, character_start):
+            return ""
+        text = self.kept(streamed)
+        head, newline, last = text.rpartition("\n")
+        return head.strip() if newline and _may_become(last, person_start) else text
+
+
+def _may_become(text: str, start: str) -> bool:
+    """Whether `text` could still grow into a line that begins with `start` (a name and colon),
+    spaces and marks aside."""
+    bare, whole = _bare(text), _bare(start)
+    return bool(text.strip()) and len(bare) < len(whole) and whole.startswith(bare)
+
+
+def _bare(text: str) -> str:
+    return "".join(c for c in text if not c.isspace() and c not in MARKS).casefold()
