@@ -5,7 +5,7 @@ import pytest
 
 from bot.turn.own_voice import OwnVoice
 
-MIRA_TO_ANN = OwnVoice("Mira", "Ann")
+MIRA_TO_ANN = OwnVoice("Mira", ["Ann", "Mira"])
 
 
 @pytest.mark.parametrize("reply, kept", [

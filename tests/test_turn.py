@@ -49,6 +49,14 @@ async def test_a_reply_never_speaks_for_the_person_it_ends_before_a_line_in_thei
     assert await stored_texts(ann) == [("user", "I'm allergic to peanuts"), ("assistant", reply.text)]
 
 
+async def test_in_a_shared_chat_a_reply_never_speaks_for_anyone_else_who_speaks_there(runtime, llm):
+    ann = Chat(runtime, chat_id="tavern", shared=True)
+    bob = Chat(runtime, user="bob", name="Bob", chat_id="tavern", shared=True)
+    llm.add(text("Welcome, Ann."), text("Hello, Bob. Ann was just here.\nANN: I still am!"))
+    await ann.say("hello everyone")
+    assert (await bob.say("hi Mira")).text == "Hello, Bob. Ann was just here."
+
+
 async def test_a_reply_that_begins_with_the_characters_own_name_is_kept_without_it(ann, llm):
     seen: list[str] = []
 

@@ -267,8 +267,7 @@ class TurnHandler:
         `answered_for`: whose Regenerate button the reply carries when it is not `person_id`'s
         (a chain turn: the person whose message started the chain). `draw`: the scene of a
         person's `/image`: the picture tool is called with it before the model speaks."""
-        voice = OwnVoice(stored.character.name, user_row.speaker_name)  # never the person's lines
-        sink = self._recording(turn_id, on_text, voice) if on_text else None
+        sink = self._recording(turn_id, on_text) if on_text else None
         cost: Spend | None = None  # the last model call's, written with the turn's end
         try:
             if sink is not None:
@@ -284,6 +283,13 @@ class TurnHandler:
                                           up_to_pos=user_row.pos, recalling=recalling,
                                           speaker=user_row.speaker_name)
             context = await reading()
+            # never the lines of those it answers: the person, and in a shared chat everyone who speaks
+            voice = OwnVoice(stored.character.name, [user_row.speaker_name, *(m.speaker_name for m in context.window)])
+
+            async def in_voice(text: str) -> None:
+                """The reply so far to the adapter, as much of it as is surely the character's."""
+                await sink(voice.shown(text))
+            streamed = in_voice if sink is not None else None
             tools = None  # a server without tools gets none, and no error (SPEC 18)
             if self.llm.tools_supported is not False:
                 tools = self.toolbox.for_turn(TurnScope(
@@ -317,11 +323,11 @@ class TurnHandler:
                 await asyncio.shield(self.store.turns.fail_turn(turn_id))
                 return await self.arrival.past_allowance(charged)
             try:
-                completion, cost = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
+                completion, cost = await self._complete_with_tools(prompt, tools, streamed, charged, stored.id, drawn)
             except ImagesRefused:  # vision "auto", and the server cannot take images: without them
                 unseen, images = [*unseen, *(what for what, _ in images)], []
                 prompt = prompt_with(images, unseen)
-                completion, cost = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
+                completion, cost = await self._complete_with_tools(prompt, tools, streamed, charged, stored.id, drawn)
             except PromptTooLong as refused:  # rebuilt within what the server holds, and asked once more
                 log.info("the model server refused a prompt of %d tokens (as we count) for its length; rebuilt within "
                          "%s and asked once more", prompt.receipt["tokens"]["total"], refused.limit or "less")
@@ -329,7 +335,7 @@ class TurnHandler:
                 self._server_holds(refused.limit or self.context_window * 3 // 4, "refused a prompt for its length")
                 context = await reading()
                 prompt = prompt_with(images, unseen)
-                completion, cost = await self._complete_with_tools(prompt, tools, sink, charged, stored.id, drawn)
+                completion, cost = await self._complete_with_tools(prompt, tools, streamed, charged, stored.id, drawn)
             text = voice.kept(completion.text)
             if not text:
                 raise LLMError("the model sent an empty answer")
@@ -392,14 +398,13 @@ class TurnHandler:
         """Ask for the message's vector (semantic recall on), without waiting for it."""
         return self.semantic.embed_message(user_row) if self.semantic is not None else None
 
-    def _recording(self, turn_id: int, on_text: ReplySink, voice: OwnVoice) -> Callable[[str], Awaitable[None]]:
-        """The adapter's sink, given what of the text may show in the character's `voice`, noting
-        where the partial reply first shows (for crash recovery)."""
+    def _recording(self, turn_id: int, on_text: ReplySink) -> Callable[[str], Awaitable[None]]:
+        """The adapter's sink, noting where the partial reply first shows (for crash recovery)."""
         recorded = False
 
         async def sink(text: str) -> None:
             nonlocal recorded
-            shown = await on_text(voice.shown(text))
+            shown = await on_text(text)
             if shown is not None and not recorded:
                 recorded = True
                 await self.store.turns.set_turn_partial(turn_id, str(shown))

@@ -1,20 +1,21 @@
-"""A reply in the character's own voice: never the person's lines, never its own name before it.
+"""A reply in the character's own voice: never another's lines, never its own name before it.
 
 Small local models write a chat as a script: a reply may begin with the character's name
 ("Mira: Tea?") and go on with the person's next line ("\\nAnn: yes please") and the character's
-answer to it. What the person answered is theirs to write: the reply ends before the first line
-in their name. A name at the start of the reply is dropped (the platform shows who speaks).
+answer to it. What the person answered is theirs to write, as what another character or person
+of a shared chat says is theirs: the reply ends before the first line in one of their names. A name at the start of the reply is dropped (the platform shows who speaks).
 A line counts as in a name when it begins with the name and a colon, the name perhaps in bold
 or italics (`**Ann:**`), whatever its case.
 
 While a reply streams, what is shown holds back what may still turn out to be such a name: the
-start, while it could still be the character's, and a last line that could still be the
-person's. So what a person sees of a streaming reply is always the start of what is kept.
+start, while it could still be the character's, and a last line that could still be one of
+the others'. So what a person sees of a streaming reply is always the start of what is kept.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 MARKS = "*_"  # bold or italics around a name
 
@@ -25,12 +26,17 @@ def _named(name: str) -> str:
 
 
 class OwnVoice:
-    """The reply of `character` to `person` (the name on the message answered)."""
+    """The reply of `character` among `others` (the names of those it answers: the person of
+    the message answered, and in a shared chat everyone else who speaks there)."""
 
-    def __init__(self, character: str, person: str):
+    def __init__(self, character: str, others: Iterable[str]):
+        names = [name for name in dict.fromkeys(o.strip() for o in others)
+                 if name and name.casefold() != character.casefold()]
         self.own_name = re.compile(rf"\A\s*{_named(character)}[ \t]*", re.IGNORECASE)
-        self.their_line = re.compile(rf"^{_named(person)}", re.IGNORECASE | re.MULTILINE)
-        self._starts = [f"{character}:".casefold(), f"{person}:".casefold()]
+        self.their_line = re.compile("|".join(f"^{_named(name)}" for name in names) or r"(?!)",
+                                     re.IGNORECASE | re.MULTILINE)
+        self._own_start = f"{character}:"
+        self._their_starts = [f"{name}:" for name in names]
 
     def kept(self, text: str) -> str:
         """The whole reply as it is kept: without the character's name before it, and ended
@@ -44,12 +50,12 @@ class OwnVoice:
     def shown(self, streamed: str) -> str:
         """What of a reply still streaming may be shown: as `kept` would keep it, less what may
         still become the character's name at its start or the person's at its last line's."""
-        character_start, person_start = self._starts
-        if _may_become(streamed, character_start):
+        if _may_become(streamed, self._own_start):
             return ""
         text = self.kept(streamed)
         head, newline, last = text.rpartition("\n")
-        return head.strip() if newline and _may_become(last, person_start) else text
+        held = newline and any(_may_become(last, start) for start in self._their_starts)
+        return head.strip() if held else text
 
 
 def _may_become(text: str, start: str) -> bool:
