@@ -128,6 +128,19 @@ async def test_a_check_in_is_stored_as_the_characters_message_in_the_window(bot,
     assert window[-2:] == ["Thinking of your garden today.", "oh hi!"]
 
 
+async def test_a_check_in_is_in_the_characters_own_voice_never_the_persons_lines(bot, llm):
+    """bot/turn/own_voice.py, as for a reply: the letter loses the character's name before it
+    and ends before a line the model wrote for the person."""
+    clock, runtime, ann = await away(bot)
+    writer = Writer()
+    llm.add(text("Mira: Thinking of your garden today.\nAnn: oh hi Mira!"))
+    assert await scan(runtime, writer) == 1
+    assert writer.sent[0][1] == "Thinking of your garden today."
+    await ann.say("oh hi!")
+    window = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] in ("user", "assistant")]
+    assert window[-2:] == ["Thinking of your garden today.", "oh hi!"]
+
+
 async def test_fewer_than_4_messages_get_no_check_in(bot, llm):
     clock = FakeClock(NOON_UTC)
     runtime = await bot(clock)

@@ -283,8 +283,7 @@ class TurnHandler:
                                           up_to_pos=user_row.pos, recalling=recalling,
                                           speaker=user_row.speaker_name)
             context = await reading()
-            # never the lines of those it answers: the person, and in a shared chat everyone who speaks
-            voice = OwnVoice(stored.character.name, [user_row.speaker_name, *(m.speaker_name for m in context.window)])
+            voice = OwnVoice.answering(stored.character.name, user_row.speaker_name, context.window)
 
             async def in_voice(text: str) -> None:
                 """The reply so far to the adapter, as much of it as is surely the character's."""

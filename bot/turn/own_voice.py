@@ -5,7 +5,9 @@ Small local models write a chat as a script: a reply may begin with the characte
 answer to it. What the person answered is theirs to write, as what another character or person
 of a shared chat says is theirs: the reply ends before the first line in one of their names. A name at the start of the reply is dropped (the platform shows who speaks).
 A line counts as in a name when it begins with the name and a colon, the name perhaps in bold
-or italics (`**Ann:**`), whatever its case.
+or italics (`**Ann:**`), whatever its case. Every text the model writes as the character goes
+through it: a turn's reply (bot/turn/handler.py) and a letter written first, a check-in's or a
+reminder's (bot/writing_first/outbox.py).
 
 While a reply streams, what is shown holds back what may still turn out to be such a name: the
 start, while it could still be the character's, and a last line that could still be one of
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import re
 from typing import Iterable
+
+from storage.ports import MessageRow
 
 MARKS = "*_"  # bold or italics around a name
 
@@ -37,6 +41,12 @@ class OwnVoice:
                                      re.IGNORECASE | re.MULTILINE)
         self._own_start = f"{character}:"
         self._their_starts = [f"{name}:" for name in names]
+
+    @classmethod
+    def answering(cls, character: str, speaker: str, window: Iterable[MessageRow]) -> "OwnVoice":
+        """The voice of `character` answering `speaker` in a chat whose live window is `window`
+        (in a shared chat, everyone who speaks there is among the others)."""
+        return cls(character, [speaker, *(message.speaker_name for message in window)])
 
     def kept(self, text: str) -> str:
         """The whole reply as it is kept: without the character's name before it, and ended

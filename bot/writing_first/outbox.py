@@ -31,6 +31,7 @@ from bot.characters.cast import Cast
 from bot.contract import Button, ConversationKey, FirstWriter, Reply, Unreachable
 from bot.model.llm import Completion, LLMClient, LLMError
 from bot.turn.context import Context
+from bot.turn.own_voice import OwnVoice
 from bot.turn.prompt import build_prompt
 from storage.ports import ConversationRow, MessageRow, ShownReply, Store
 
@@ -66,7 +67,7 @@ async def in_voice(llm: LLMClient, context: Context, speaker: str, now: float, z
     cost). LLMError when the model failed or wrote nothing."""
     prompt = build_prompt(context, speaker_name=speaker, now=now, zone=zone)
     completion = await llm.complete([*prompt.messages, {"role": "system", "content": instruction}], background=True)
-    text = completion.text.strip()
+    text = OwnVoice.answering(context.character.character.name, speaker, context.window).kept(completion.text)
     if not text:
         raise LLMError("the model wrote nothing")
     return text, prompt.receipt | {"at": now, **marks, "llm_tokens": {
