@@ -223,11 +223,10 @@ class Console:
     async def deliver(self, reply: Reply, stream: "_Stream") -> None:
         if stream.text and not reply.is_error:  # the streamed reply is already on screen
             kept = plain(reply.text, self.italics)
-            if kept.startswith(stream.text):  # and its end, held back while it might have been a name
-                self.out.write(kept[len(stream.text):])
-            self.say(UPRIGHT + "\n" if self.italics else "\n")
-            if not kept.startswith(stream.text) and stream.text.startswith(kept.removesuffix("…")):
-                # cut at max_reply_tokens: kept up to a sentence's end
+            goes_on = kept.startswith(stream.text)  # its end held back while it might have been a name
+            rest = kept[len(stream.text):] if goes_on else ""
+            self.say(rest + (UPRIGHT if self.italics else "") + "\n")
+            if not goes_on and stream.text.startswith(kept.removesuffix("…")):  # cut at max_reply_tokens
                 self.say(f"{PROGRAM} The reply reached its length limit; it is kept up to “{ending(kept)}”\n")
         else:
             if stream.started:

@@ -2,8 +2,9 @@
 
 Small local models write a chat as a script: a reply may begin with the character's name
 ("Mira: Tea?") and go on with the person's next line ("\\nAnn: yes please") and the character's
-answer to it. What the person answered is theirs to write, as what another character or person
-of a shared chat says is theirs: the reply ends before the first line in one of their names. A name at the start of the reply is dropped (the platform shows who speaks).
+answer to it. What the person answers is theirs to write, as what another character or person
+of a shared chat says is theirs: the reply ends before the first line in one of their names.
+The character's name at the start of the reply is dropped (the platform shows who speaks).
 A line counts as in a name when it begins with the name and a colon, the name perhaps in bold
 or italics (`**Ann:**`), whatever its case. Every text the model writes as the character goes
 through it: a turn's reply (bot/turn/handler.py) and a letter written first, a check-in's or a
@@ -50,7 +51,7 @@ class OwnVoice:
 
     def kept(self, text: str) -> str:
         """The whole reply as it is kept: without the character's name before it, and ended
-        before a line in the person's name — unless that line is all there is."""
+        before the first line in another's name — unless nothing comes before that line."""
         text = self.own_name.sub("", text, count=1)
         found = self.their_line.search(text)
         if found is not None and text[: found.start()].strip():
@@ -59,7 +60,7 @@ class OwnVoice:
 
     def shown(self, streamed: str) -> str:
         """What of a reply still streaming may be shown: as `kept` would keep it, less what may
-        still become the character's name at its start or the person's at its last line's."""
+        still become the character's name at its start or another's at its last line's."""
         if _may_become(streamed, self._own_start):
             return ""
         text = self.kept(streamed)

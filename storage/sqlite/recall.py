@@ -10,7 +10,7 @@ is left out), and they are all ranking needs (storage/sql/ranking.py, as on Post
 Its two reads are bounded (each word counts at most `common_above` + 1 hits). They run inline, as
 a turn's reads by key (`db.short`), when the turn searching is the only one this process answers
 (`crowded` says whether others run), and on the reading connection's thread when others do: inline,
-a lone turn takes 1.3-1.6 ms less at p50 (measured turn by turn, the two ways interleaved), but
+a lone turn takes 1.3-2.4 ms less at p50 (measured turn by turn, the two ways interleaved), but
 with 200 conversations at once one process made 12 % fewer turns a second and their p99 rose by
 60 % (docs/processes.md section 8): on the thread, SQLite searches beside the event loop's work
 for the other turns."""
