@@ -239,6 +239,23 @@ async def test_an_edited_summary_entry_is_kept_as_the_person_wrote_it(ann, llm):
     assert "[verbatim] Ann and Mira agreed to meet at the pier at 9." in merged.content
 
 
+async def test_a_verbatim_line_the_model_made_up_is_not_kept_as_one_and_the_rules_example_goes(ann, llm):
+    """Seen with SmolLM2: the rules' own example came back as a [verbatim] line, and every merge
+    after would have kept it for good. A [verbatim] line counts only where its words were said."""
+    conversation = await stored(ann, 3, prefix="the goats")
+    await stored(ann, 1, prefix="don't call me Annie!")
+    await stored(ann, 56, prefix="more about the goats")  # the first 10 are summarized: Annie's among them
+    llm.add(text('- Ann talked about the goats.\n[verbatim] Name: "their exact words"\n'
+                 '[verbatim] Mira: "The sheep\'s cough never stopped."\n'
+                 '[verbatim] Ann: "Don\'t call me Annie"'))
+    await ann.runtime.summarizer.summarize(conversation)
+    entry, = await ann.runtime.store.summaries.summaries(conversation)
+    assert entry.content.splitlines() == [
+        "- Ann talked about the goats.",
+        'Mira: "The sheep\'s cough never stopped."',  # kept, as an ordinary line
+        '[verbatim] Ann: "Don\'t call me Annie"']  # her words as she said them: kept for good
+
+
 async def test_summary_edit_checks_its_input(ann):
     assert "is not a summary entry number" in (await ann.memory("/memory summary edit x hello")).text
     assert "There is no summary entry S99" in (await ann.memory("/memory summary edit 99 hello")).text

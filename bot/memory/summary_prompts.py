@@ -2,15 +2,22 @@
 
 Balanced keeps important events, promises and how things changed, at moderate detail. Every
 prompt forbids invention, and every one keeps `[verbatim]` lines — corrections and rules a
-person gave, and entries a person edited — exactly as written (the code checks that too).
+person gave, and entries a person edited — exactly as written (the code checks that too, and
+keeps as one only a line whose words were said: `keep_verbatim`).
 """
 
 from __future__ import annotations
+
+import re
 
 from bot.text import listed
 from storage.ports import MessageRow
 
 VERBATIM_MARK = "[verbatim]"
+QUOTED = re.compile(r'["“](.+)["”]')
+SAID_BY = re.compile(r"^\[verbatim\]\s*(?:[^:\n]{1,40}:)?\s*")
+WORD = re.compile(r"\w+")
+VERBATIM_EXAMPLE = f'{VERBATIM_MARK} Name: "their exact words"'  # the rules' own example of such a line
 
 _RULES = f"""\
 Rules:
@@ -19,7 +26,7 @@ whether it was kept), and how things and relationships changed. Leave out small 
 - Say who said or did what, by name. Keep exact names, dates, times, numbers and places.
 - Never invent or guess anything that is not in the text you were given.
 - When a person corrects {{char}} or gives {{char}} a rule ("don't call me Annie", "always answer \
-in French"), write it on its own line as: {VERBATIM_MARK} Name: "their exact words".
+in French"), write it on its own line as: {VERBATIM_EXAMPLE}.
 - Copy every line that starts with {VERBATIM_MARK} exactly as it is, character for character.
 - Write short lines starting with "- ", in the past tense. No introduction, no closing remark."""
 
@@ -70,9 +77,33 @@ def verbatim_lines(*texts: str) -> list[str]:
 
 
 def keep_verbatim(inputs: list[str], output: str) -> str:
-    """Append any [verbatim] line of the inputs the model dropped: they are never lost."""
+    """The model's summary of `inputs` with their [verbatim] lines, each kept for good: any it
+    dropped is appended. A [verbatim] line it wrote is one only where its words are in what it
+    was given (someone's correction, as they said it); else it is kept as an ordinary line, so
+    no word the model made up is carried into every summary after. The rules' own example,
+    copied back by a small model, goes."""
+    given = _words("\n".join(inputs))
+    lines = []
+    for line in output.strip().splitlines():
+        if line.strip().startswith(VERBATIM_MARK) and _words(quoted(line)) not in given:
+            if _words(line) == _words(VERBATIM_EXAMPLE):
+                continue
+            line = line.strip()[len(VERBATIM_MARK):].strip()
+        lines.append(line)
+    output = "\n".join(lines).strip()
     missing = [line for line in dict.fromkeys(verbatim_lines(*inputs)) if line not in output]
-    return "\n".join([output.strip(), *missing]) if missing else output.strip()
+    return "\n".join([output, *missing]) if missing else output
+
+
+def quoted(line: str) -> str:
+    """What a [verbatim] line says someone said: its words in quotes, else those after its name."""
+    found = QUOTED.search(line)
+    return found.group(1) if found else SAID_BY.sub("", line.strip(), count=1)
+
+
+def _words(text: str) -> str:
+    """A text's words alone, lower-cased, one space apart: what it says, whatever its punctuation."""
+    return " ".join(WORD.findall(text.casefold()))
 
 
 def as_verbatim(text: str) -> str:
