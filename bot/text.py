@@ -68,6 +68,13 @@ def ended_at_a_sentence(text: str) -> str:
     return text.rstrip(" ,;:-—") + "…"
 
 
+def opening(text: str, chars: int = 60) -> str:
+    """A text's start on one line, as a list shows it: its lines run together, and "…" where
+    it goes on."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= chars else flat[:chars].rstrip() + "…"
+
+
 def local_words(moment: float, zone: str) -> str:
     """`Tuesday 16 January 2027, 09:00 (Europe/Paris)`: a moment as the person reads it."""
     local = datetime.fromtimestamp(moment, ZoneInfo(zone))

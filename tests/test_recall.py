@@ -132,11 +132,12 @@ async def test_recalled_text_is_quoted_as_data_never_as_instructions(runtime, ll
 
 async def test_memory_why_lists_the_recalled_passages_and_their_tokens(runtime, llm, clock):
     ann = Chat(runtime)
-    await history(ann, clock, ["my cousin Ingrid lives in Tromsø and keeps three goats"] + small_talk(70))
+    await history(ann, clock, ["my cousin Ingrid lives in Tromsø\nand keeps three goats, and an old dog called Bjørn"]
+                  + small_talk(70))
     await ann.say("tell me about the goats in Tromsø")
     why = await ann.memory("/memory why")
     assert "Recalled passages: 1 —" in why.text
-    assert "“my cousin Ingrid lives in Tromsø and keeps three goats…”" in why.text
+    assert "“my cousin Ingrid lives in Tromsø and keeps three goats, and…”" in why.text  # one line, its start
 
 
 @pytest.mark.parametrize("words", ['goats" OR NEAR(', "(goats*) AND -", "goats:^"])
@@ -155,7 +156,7 @@ async def test_memory_why_shows_a_recalled_passage_as_it_is_today_and_nothing_af
     ann = Chat(runtime, user="ann", name="Ann", chat_id="group", shared=True)
     await history(bob, clock, ["my cousin Ingrid lives in Tromsø and keeps three goats"] + small_talk(70))
     await ann.say("tell me about the goats in Tromsø")
-    assert "“my cousin Ingrid lives in Tromsø and keeps three goats…”" in (await ann.memory("/memory why")).text
+    assert "“my cousin Ingrid lives in Tromsø and keeps three goats”" in (await ann.memory("/memory why")).text
     question = await bob.memory("/forgetme")
     await bob.press(question.buttons[0][0].action)
     await runtime.rebuilds.idle()
@@ -175,7 +176,7 @@ async def test_memory_why_shows_an_edited_recalled_message_as_it_reads_now(runti
     await ann.say("tell me about the goats in Tromsø")
     await store.conversations.edit_platform_message(conversation, "p0", "my cousin Ingrid sold her goats", 8)
     why = (await ann.memory("/memory why")).text
-    assert "“my cousin Ingrid sold her goats…”" in why and "Tromsø" not in why
+    assert "“my cousin Ingrid sold her goats”" in why and "Tromsø" not in why
 
 
 async def test_recall_takes_passages_until_its_budget_is_spent_not_a_fixed_count(runtime, llm, clock):

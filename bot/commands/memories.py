@@ -33,7 +33,7 @@ from bot.contract import Attachment, CommandContext, CommandResult
 from bot.memory.saved_memories import EVERY_MEMORY, cap_text, change_shown, memory_marks, memory_text_error, scope_error
 from bot.memory.story import RECEIPTS_READ, story, times_used
 from bot.model.tokens import TokenCounter
-from bot.text import parse_number
+from bot.text import opening, parse_number
 from storage.ports import CHARACTER, GLOBAL, AlreadySaved, CapReached, MemoryRow, Store
 
 PAGE_SIZE = 10
@@ -308,9 +308,9 @@ class SavedMemoryCommands:
         for passage in recalled:
             ids = passage.get("message_ids", [])
             first = await self.store.conversations.messages_by_id(conversation.id, ids[:1])
-            opening = f": “{first[0].content[:60]}…”" if first else " (no longer stored)"
+            start = f": “{opening(first[0].content)}”" if first else " (no longer stored)"
             lines.append(f"  – {passage['date']}, {plural(len(ids), 'message', 'messages')}, "
-                         f"{passage['tokens']:,} tokens{opening}")
+                         f"{passage['tokens']:,} tokens{start}")
         lore = r.get("lore", [])
         if lore:
             listed = ", ".join(f"{entry['name']} ({entry['tokens']:,})" for entry in lore)
