@@ -69,8 +69,8 @@ def ended_at_a_sentence(text: str) -> str:
 
 
 def opening(text: str, chars: int = 60) -> str:
-    """A text's start on one line, as a list shows it: its lines run together, and "…" where
-    it goes on."""
+    """A text's start on one line, as a list shows it: its lines run together, at most `chars`
+    of it, and "…" where it goes on."""
     flat = " ".join(text.split())
     return flat if len(flat) <= chars else flat[:chars].rstrip() + "…"
 

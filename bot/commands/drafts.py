@@ -34,6 +34,7 @@ from bot.memory.drafting import (
 from bot.memory.saved_memories import MAX_MEMORY_CHARS, cap_text
 from bot.model.llm import LLMClient, LLMError
 from bot.model.tokens import TokenCounter
+from bot.text import opening
 from storage.ports import CHARACTER, AlreadySaved, CapReached, MessageRow, Store
 
 
@@ -171,8 +172,7 @@ class DraftCommands:
             return CommandResult(no_selection(ctx))
         lines = [f"Chosen messages ({len(messages)} of at most {MAX_SELECTED_MESSAGES}):"]
         for m in messages:
-            text = m.said if len(m.said) <= 200 else m.said[:199] + "…"
-            lines.append(f"> {m.speaker_name}: {text}")
+            lines.append(f"> {m.speaker_name}: {opening(m.said, 199)}")
         lines.append("What is saved from them is pinned.")
         return CommandResult("\n".join(lines), buttons=[[
             button(person, "Draft with AI", "sdraft"),

@@ -329,8 +329,7 @@ class SavedMemoryCommands:
         if calls:  # SPEC 18: each tool call, its arguments and what it cost
             lines.append(f"Tools used: {len(calls)}, each answer read back by the model:")
             for call in calls:
-                arguments = json.dumps(call["arguments"], ensure_ascii=False)
-                arguments = arguments if len(arguments) <= 120 else arguments[:119] + "…"
+                arguments = opening(json.dumps(call["arguments"], ensure_ascii=False), 119)
                 lines.append(f"  – {call['name']} {arguments} — {call['tokens']:,} tokens")
             spent = r.get("llm_tokens") or {}
             if spent.get("prompt"):

@@ -15,7 +15,7 @@ from storage.ports import MessageRow
 
 VERBATIM_MARK = "[verbatim]"
 QUOTED = re.compile(r'["“](.+)["”]')
-SAID_BY = re.compile(r"^\[verbatim\]\s*(?:[^:\n]{1,40}:)?\s*")
+SAID_BY = re.compile(rf"^{re.escape(VERBATIM_MARK)}\s*(?:[^:\n]{{1,40}}:)?\s*")  # the mark and a name
 WORD = re.compile(r"\w+")
 VERBATIM_EXAMPLE = f'{VERBATIM_MARK} Name: "their exact words"'  # the rules' own example of such a line
 
@@ -85,7 +85,7 @@ def keep_verbatim(inputs: list[str], output: str) -> str:
     given = _words("\n".join(inputs))
     lines = []
     for line in output.strip().splitlines():
-        if line.strip().startswith(VERBATIM_MARK) and _words(quoted(line)) not in given:
+        if line.strip().startswith(VERBATIM_MARK) and _words(_quoted(line)) not in given:
             if _words(line) == _words(VERBATIM_EXAMPLE):
                 continue
             line = line.strip()[len(VERBATIM_MARK):].strip()
@@ -95,7 +95,7 @@ def keep_verbatim(inputs: list[str], output: str) -> str:
     return "\n".join([output, *missing]) if missing else output
 
 
-def quoted(line: str) -> str:
+def _quoted(line: str) -> str:
     """What a [verbatim] line says someone said: its words in quotes, else those after its name."""
     found = QUOTED.search(line)
     return found.group(1) if found else SAID_BY.sub("", line.strip(), count=1)

@@ -285,10 +285,10 @@ class TurnHandler:
             context = await reading()
             voice = OwnVoice.answering(stored.character.name, user_row.speaker_name, context.window)
 
-            async def in_voice(text: str) -> None:
+            async def showing(text: str) -> None:
                 """The reply so far to the adapter, as much of it as is surely the character's."""
                 await sink(voice.shown(text))
-            streamed = in_voice if sink is not None else None
+            streamed = showing if sink is not None else None
             tools = None  # a server without tools gets none, and no error (SPEC 18)
             if self.llm.tools_supported is not False:
                 tools = self.toolbox.for_turn(TurnScope(
