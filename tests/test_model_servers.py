@@ -304,6 +304,31 @@ async def test_llama_cpps_own_server_is_sent_as_many_requests_at_once_as_its_pro
     assert runtime.llm.lanes.slots == 1 and runtime.llm.tools_supported is not False  # it calls tools (--jinja)
 
 
+async def test_requests_that_overflow_llama_cpps_shared_cache_together_are_asked_again_one_at_a_time(
+        start, llm, caplog):
+    """Measured on llama.cpp's server with its defaults (`-c 2048`: 4 slots sharing one cache, each
+    said at /props to hold 2,048): two people's prompts of ~1,100 tokens at once both failed,
+    "Context size has been exceeded." (HTTP 500, or an error event mid-stream), and a reply was
+    lost. Now, behind a summary being written, a streamed reply and a plain one that overflow the
+    cache are both answered, asked again one at a time, and from then on one request goes at a
+    time; one WARNING names the fix."""
+    runtime = await start(context_window=2_048, max_reply_tokens=60, max_retries=0)
+    llm.owned_by, llm.n_ctx, llm.slots, llm.shared_cache = "llamacpp", 2_048, 4, 2_048
+    await runtime.llm.probe()
+    assert runtime.llm.lanes.slots == 4
+    llm.add(text("Summary.", delay=0.3))
+    summary = asyncio.create_task(runtime.llm.complete([{"role": "user", "content": f"Summarize: {LONG * 5}"}],
+                                                       background=True))
+    while not llm.answering:
+        await asyncio.sleep(0.01)
+    ann, bob = Chat(runtime, platform="telegram"), Chat(runtime, "bob", "Bob", "dm-bob", platform="telegram")
+    with caplog.at_level(logging.WARNING):
+        replies = await asyncio.gather(ann.say(f"first {LONG}", on_text=shown_nowhere), bob.say(f"second {LONG}"))
+    assert (await summary).text == "Summary." and [reply.text for reply in replies] == [llm.default] * 2
+    assert llm.cache_overflows == 2 and runtime.llm.lanes.slots == 1
+    assert len([r for r in caplog.records if "--no-kv-unified" in r.getMessage()]) == 1
+
+
 async def test_a_background_call_waits_its_turn_rather_than_time_out_into_retries(start, llm):
     """#68 item 7: on a server that answers one request at a time, a summary sent behind a reply
     waited on the server with its timeout running, timed out, and was sent again while the server
@@ -378,6 +403,22 @@ async def test_tools_auto_on_llama_cpp_pythons_server_answers_without_tools_and_
     assert [r for r in caplog.records if "ignores tools" in r.getMessage() and "--jinja" in r.getMessage()]
     await Chat(runtime, platform="telegram").say("please remember that I am allergic to peanuts")
     assert "tools" not in llm.requests[-1]
+
+
+async def test_tools_auto_on_llama_cpps_server_whose_model_template_takes_none_answers_without_them(
+        start, llm, caplog):
+    """llama.cpp's own server leaves tools out of the prompt without a word when its model's chat
+    template takes none (SmolLM2's, measured: the same prompt tokens with tools and `tool_choice:
+    required`), and says so at /props (`chat_template_caps.supports_tools`): they are offered none
+    there, and the owner is told what serves them."""
+    runtime = await start(tools="auto")
+    llm.owned_by, llm.n_ctx, llm.template_takes_tools = "llamacpp", 8_192, False
+    with caplog.at_level(logging.WARNING):
+        await runtime.llm.probe()
+    assert [r for r in caplog.records if "template takes no tools" in r.getMessage()
+            and "--chat-template-file" in r.getMessage()]
+    await Chat(runtime, platform="telegram").say("please remember that I am allergic to peanuts")
+    assert "tools" not in llm.requests[-1] and runtime.llm.lanes.slots == 1
 
 
 async def test_a_model_tiktoken_does_not_know_is_fitted_under_its_own_count_from_the_first_prompt(start, llm):

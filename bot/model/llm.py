@@ -21,10 +21,12 @@ read as JSON, not built into pydantic models. On top of that this module:
   `PromptTooLong`, with the server's own limit where it gives one: the turn rebuilds its prompt
   within it and asks once more (SPEC 8 "An overflow is rebuilt, never shown");
 - sends no more requests at once than the server answers (`Lanes`: llama-cpp-python's one at a
-  time, llama.cpp's `total_slots`, or one once the server ended a stream of ours while another ran), a
+  time, llama.cpp's `total_slots`, or one once the server ended a stream of ours while another
+  ran, or failed ours together for its slots' shared cache — those are asked again, once), a
   person's reply before background work, so a request's timeout runs only once it is sent;
 - says when a model offered tools never calls one (`NEVER_CALLED_AFTER` offers), and turns tools
-  off (`tools = "auto"`) on llama-cpp-python's server, which ignores them;
+  off (`tools = "auto"`) on llama-cpp-python's server, which ignores them, and on llama.cpp's when
+  its /props says the model's chat template takes none;
 - turns every final failure into `LLMError`, whose text is safe to show a person.
 """
 
@@ -45,7 +47,7 @@ from openai import AsyncStream
 from bot import metrics
 from bot.config import LLMConfig
 from bot.model.lanes import Lanes
-from bot.model.server_context import slots_said
+from bot.model.server_context import llama_cpp_server
 from bot.model.tls import http_client as tls_client
 
 log = logging.getLogger(__name__)
@@ -60,8 +62,9 @@ LLAMA_CPP_PYTHON = "me"  # the `owned_by` of llama-cpp-python's server's model: 
 ONE_MODEL_SERVERS = ("llamacpp", LLAMA_CPP_PYTHON)  # `owned_by` of llama.cpp's and llama-cpp-python's one model
 EMBEDDING_DIMENSIONS = 256  # asked of models that can shorten their vectors (text-embedding-3-*)
 NEVER_CALLED_AFTER = 30  # replies offered tools without one call: the model or its server may ignore them
-SERVERS_THAT_CALL_TOOLS = ("llama.cpp's own llama-server started with --jinja, Ollama, vLLM with "
-                           "--enable-auto-tool-choice, or a hosted API (docs/model-servers.md)")
+SERVERS_THAT_CALL_TOOLS = ("llama.cpp's own llama-server with --jinja (its default) and a model whose chat "
+                           "template takes tools, Ollama, vLLM with --enable-auto-tool-choice, or a hosted API "
+                           "(docs/model-servers.md)")
 
 
 class LLMError(Exception):
@@ -104,6 +107,7 @@ class PromptTooLong(LLMError):
         self.counted = counted
 
 
+CACHE_FULL = "context size has been exceeded"  # llama.cpp's server_error when its slots' shared cache is full
 TOO_LONG = ("exceed_context_size_error", "context_length_exceeded", "maximum context length", "context window of",
             "exceeds the available context", "prompt is too long", "too many tokens")
 LIMIT_IN_WORDS = re.compile(r"(?:maximum context length is|context window of|n_ctx\D{0,4})\s*(\d+)")
@@ -132,6 +136,13 @@ class _StreamBroken(Exception):
     def __init__(self, why: str, ended: bool = False):
         super().__init__(why)
         self.ended = ended  # the server ended it (`[DONE]`) before its finish reason: not a broken connection
+
+
+class _CacheFull(Exception):
+    """llama.cpp's server ran out of room in its cache ("Context size has been exceeded.", HTTP
+    500, or an error event mid-stream): with its default automatic slots they share one cache,
+    each prompt filling up to all of it, so requests answered at once can overflow it together
+    and the server fails them all."""
 
 
 class _Hollow(Exception):
@@ -287,6 +298,7 @@ class LLMClient:
                         on_text: TextSink | None, background: bool) -> Completion:
         broken = 0
         streaming = on_text is not None
+        overflowed = False
         while True:
             try:
                 if not streaming:
@@ -295,6 +307,13 @@ class LLMClient:
                         await on_text(completion.text)
                     return completion
                 return await self._sent(request, on_text, background)
+            except _CacheFull as exc:  # asked again once, alone on the server by now (`_sent`)
+                if overflowed:
+                    raise LLMError("the model server ran out of context") from exc
+                overflowed = True
+                if streaming:
+                    await on_text("")  # the caller starts its text over
+                continue
             except _Hollow:  # HTTP 200 and not one chunk: asked plainly, whose answer says why (a length)
                 log.info("the model server streamed an empty answer; asking again without streaming")
                 streaming = False
@@ -348,6 +367,26 @@ class LLMClient:
                 if broken.ended and self.lanes.in_flight > 1:  # the server ended it to answer another of ours
                     self._cut_by_another()
                 raise
+            except _CacheFull:  # an error event mid-stream
+                self._cache_full()
+                raise
+            except openai.InternalServerError as exc:
+                if CACHE_FULL not in server_message(exc).lower():
+                    raise
+                self._cache_full()
+                raise _CacheFull() from exc
+
+    def _cache_full(self) -> None:
+        """The server's cache overflowed with others of ours running: llama.cpp's slots share one
+        (`kv_unified`, its default with automatic slots), and /props says a slot's context, each
+        the whole of it. From now on one request at a time."""
+        if self.lanes.in_flight > 1 and self.lanes.slots != 1:
+            log.warning("the model server ran out of context answering several of Keepsake's requests at once "
+                        "(\"Context size has been exceeded\"): llama.cpp's slots share one cache by default, each "
+                        "prompt up to the whole of it. Keepsake now sends it one request at a time, so people wait "
+                        "on one another. To answer several at once: start llama-server with -np N --no-kv-unified "
+                        "and -c N times the context one prompt needs")
+            self.lanes.learn(1, "its slots share one cache")
 
     def _cut_by_another(self) -> None:
         """A running answer ended the moment another request was sent: llama-cpp-python's
@@ -452,20 +491,32 @@ class LLMClient:
     async def _learn_server(self, models: list[Any]) -> None:
         """What the listed models tell of the server: llama-cpp-python's answers one request at a
         time and ignores tools sent as Keepsake sends them (without `tool_choice`, as the API
-        documents); llama.cpp's says its slots at /props."""
+        documents); llama.cpp's says at /props its slots, and whether its model's chat template
+        takes tools (one that does not leaves them out of the prompt, as SmolLM2's)."""
         owner = models[0].owned_by if len(models) == 1 else None
         if owner == LLAMA_CPP_PYTHON:
             self.lanes.learn(1, "llama-cpp-python's server answers one at a time")
-            if self.config.tools == "auto" and self.tools_supported is not False:
-                self.tools_supported = False
-                log.warning("the model server is llama-cpp-python's, which ignores tools: the characters answer "
-                            "without them (no memory is saved mid-reply; /memory add still works). Servers that "
-                            "call tools: %s", SERVERS_THAT_CALL_TOOLS)
-            elif self.config.tools == "on":
-                log.warning("[llm] tools = \"on\", but llama-cpp-python's server ignores tools: the model will not "
-                            "call them. Servers that call tools: %s", SERVERS_THAT_CALL_TOOLS)
-        elif owner in ONE_MODEL_SERVERS and (slots := await slots_said(self.config.base_url, self.config.api_key)):
-            self.lanes.learn(slots, "llama.cpp's /props total_slots")
+            self._ignores_tools("the model server is llama-cpp-python's, which ignores tools",
+                                f"Servers that call tools: {SERVERS_THAT_CALL_TOOLS}")
+        elif owner in ONE_MODEL_SERVERS:
+            server = await llama_cpp_server(self.config.base_url, self.config.api_key)
+            if server.slots:
+                self.lanes.learn(server.slots, "llama.cpp's /props total_slots")
+            if server.takes_tools is False:
+                self._ignores_tools("llama.cpp's server says its model's chat template takes no tools (/props "
+                                    "chat_template_caps), so it leaves them out of the prompt",
+                                    "For tools, serve a model whose template takes them (Qwen 2.5, Llama 3.1, "
+                                    "Mistral Nemo…) or start llama-server with --chat-template-file and one that does")
+
+    def _ignores_tools(self, why: str, fix: str) -> None:
+        """The server would ignore tools: with `tools = "auto"` none are offered from now on (one
+        WARNING); with "on" they still are, and the WARNING says the model will not call them."""
+        if self.config.tools == "auto" and self.tools_supported is not False:
+            self.tools_supported = False
+            log.warning("%s: the characters answer without them (no memory is saved mid-reply; /memory add still "
+                        "works). %s", why, fix)
+        elif self.config.tools == "on":
+            log.warning("[llm] tools = \"on\", but %s: the model will not call them. %s", why, fix)
 
     async def _plain(self, request: dict[str, Any]) -> Completion:
         answer = await self.client.post(CHAT_PATH, content=_encoded(request), cast_to=httpx.Response)
@@ -506,6 +557,10 @@ class LLMClient:
                         cut = choice["finish_reason"] == "length"
         except (asyncio.CancelledError, LLMError):
             raise
+        except openai.APIError as exc:  # an error event in the stream
+            if CACHE_FULL in str(exc.message).lower():
+                raise _CacheFull() from exc
+            raise _StreamBroken(type(exc).__name__) from exc
         except Exception as exc:  # the connection or the event stream broke mid-answer
             raise _StreamBroken(type(exc).__name__) from exc
         finally:

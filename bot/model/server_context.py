@@ -2,7 +2,8 @@
 
 `context_window` is what the owner believes; the server decides. At start-up Keepsake asks the
 server where it says:
-- llama.cpp's server: `GET /props` → `default_generation_settings.n_ctx` (the context of a slot);
+- llama.cpp's server: `GET /props` → `default_generation_settings.n_ctx` (the context of a slot;
+  `llama_cpp_server` reads the rest of what it says there: its slots, and whether its model takes tools);
 - vLLM: `GET /v1/models` → the model's `max_model_len`;
 - Ollama (it answers `GET /api/version`): `POST /api/ps` → the loaded model's `context_length`;
   else `num_ctx` in `POST /api/show`'s parameters; else Ollama's default, 4,096 tokens below 24
@@ -105,12 +106,24 @@ async def held_by_server(base_url: str, model: str, api_key: str = "") -> Held |
     return None
 
 
-async def slots_said(base_url: str, api_key: str = "") -> int | None:
-    """How many requests llama.cpp's server answers at once (`/props` `total_slots`); None where unsaid."""
+@dataclass(frozen=True)
+class LlamaCppServer:
+    """What llama.cpp's server says of itself at /props; None where it says nothing."""
+
+    slots: int | None  # requests it answers at once (`total_slots`)
+    takes_tools: bool | None  # whether its model's chat template takes tools (`chat_template_caps.supports_tools`):
+    # one that does not leaves them out of the prompt without a word, whatever `tool_choice` asks
+
+
+async def llama_cpp_server(base_url: str, api_key: str = "") -> LlamaCppServer:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     async with httpx.AsyncClient(timeout=ASK_TIMEOUT_S, trust_env=False, headers=headers, verify=trust_store()) as http:
         props = await _json(http, "GET", f"{_root(base_url)}/props")
-    return _positive(props.get("total_slots")) if isinstance(props, dict) else None
+    if not isinstance(props, dict):
+        return LlamaCppServer(None, None)
+    caps = props.get("chat_template_caps")
+    tools = caps.get("supports_tools") if isinstance(caps, dict) else None
+    return LlamaCppServer(_positive(props.get("total_slots")), tools if isinstance(tools, bool) else None)
 
 
 async def fit_to_server(config: Config) -> Config:

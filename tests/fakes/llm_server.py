@@ -6,7 +6,8 @@ what the prompt held. Steps: `text`, `tool_calls`, `status` (429/500/… with he
 (a timeout), `cut` (a stream that breaks off part-way), `ended_early` (one the server ends part-way
 with `[DONE]`), `drop` (connection reset), `garbled`
 (a 200 whose body is not a chat completion). It can answer as the real servers were seen to:
-llama.cpp's context (`n_ctx`, `/props`), Ollama's silent cut (`cuts_at`), llama-cpp-python's
+llama.cpp's context (`n_ctx`, `/props`), its slots (`slots`) and the one cache they share
+(`shared_cache`), a model template that takes no tools (`template_takes_tools`), Ollama's silent cut (`cuts_at`), llama-cpp-python's
 context, one-at-a-time answering and interrupted streams (`python_n_ctx`, `one_at_a_time`,
 `interrupts`, `owned_by = "me"`), and a model's own tokenizer (`tokenizer_ratio`).
 
@@ -131,6 +132,14 @@ class ScriptedLLM:
         # As llama.cpp's server holds a context (`-c`): it says so at /props and refuses a longer
         # prompt with its own 400 (exceed_context_size_error, n_prompt_tokens, n_ctx). None: no limit.
         self.n_ctx: int | None = None
+        self.template_takes_tools = True  # False: tools are left out of the prompt (and its /props says so)
+        self.slots = 1  # its /props `total_slots`
+        # As llama.cpp's slots share one cache by default (`kv_unified`): a prompt that would
+        # overflow it beside those being answered fails with its 500 (an error event when
+        # streamed). None: no such limit.
+        self.shared_cache: int | None = None
+        self.cache_overflows = 0  # requests failed so
+        self._cached = 0  # prompt tokens of the requests being answered
         self.refused_for_length = 0  # prompts refused so
         # As llama-cpp-python's server holds its context (`--n_ctx`): a longer prompt is refused, a
         # plain request with its 400 ("This model's maximum context length is N tokens. However, you
@@ -199,7 +208,8 @@ class ScriptedLLM:
         """llama.cpp's /props, when the fake holds a context as its server would."""
         if self.n_ctx is None:
             raise web.HTTPNotFound()
-        return web.json_response({"default_generation_settings": {"n_ctx": self.n_ctx}, "total_slots": 1})
+        return web.json_response({"default_generation_settings": {"n_ctx": self.n_ctx}, "total_slots": self.slots,
+                                  "chat_template_caps": {"supports_tools": self.template_takes_tools}})
 
     async def _models(self, request: web.Request) -> web.Response:
         """The models this server has: `self.model`, as an OpenAI-compatible server lists them."""
@@ -271,6 +281,8 @@ class ScriptedLLM:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
+        if not self.template_takes_tools:  # as llama.cpp leaves them out of the prompt, without a word
+            body = {key: value for key, value in body.items() if key not in ("tools", "tool_choice")}
         if not self.sees_images and self.image_parts(len(self.requests) - 1):
             return web.json_response({"error": {"message": "Invalid content type. image_url is only supported "
                                                            "by certain models.", "type": "invalid_request_error"}},
@@ -315,12 +327,30 @@ class ScriptedLLM:
             self._turn.release()
 
     async def _answer(self, request: web.Request, body: dict, step: Step) -> web.StreamResponse:
+        prompt = _approx_tokens(body)
+        if self.shared_cache is not None and self._cached + prompt > self.shared_cache:
+            self.cache_overflows += 1
+            return await self._cache_full(request, body)
         self.answering += 1
+        self._cached += prompt
         self.most_at_once = max(self.most_at_once, self.answering)
         try:
             return await self._serve(request, body, step)
         finally:
             self.answering -= 1
+            self._cached -= prompt
+
+    async def _cache_full(self, request: web.Request, body: dict) -> web.StreamResponse:
+        """llama.cpp's answer when its shared cache overflows: HTTP 500, or an error event once
+        a stream has begun (its words, as seen)."""
+        error = {"error": {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}}
+        if not body.get("stream"):
+            return web.json_response(error, status=500)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(f"data: {json.dumps(error)}\n\n".encode())
+        await response.write_eof()
+        return response
 
     async def _serve(self, request: web.Request, body: dict, step: Step) -> web.StreamResponse:
         if step.kind == "hang":
