@@ -124,6 +124,32 @@ async def test_long_term_is_compacted_above_110_percent_of_8000_tokens_keeping_c
     assert compacted.content.endswith("- late event!")  # the later half stays as it was
 
 
+async def test_on_a_2048_token_server_summaries_merge_fewer_at_once_and_never_outgrow_its_context(
+        make_config, clock, llm):
+    """Measured on llama.cpp's server with `-c 2048`: four Recent summaries and the instructions
+    to merge them made a 2,171-token prompt, refused — and refused again on every retry, so the
+    conversation's summary stopped for good. On such a server a merge reads what fits in three
+    fifths of its context (here 2 of 4 at once), and an answer is asked for within a fifth of it;
+    no summary call is refused."""
+    from bot.runtime import build_runtime
+
+    runtime = await build_runtime(make_config(context_window=2_048, max_reply_tokens=60), clock=clock)
+    try:
+        llm.n_ctx = 2_048  # as llama.cpp refuses a longer prompt
+        long_summary = "- The lamp was lit at dusk and Ann counted the boats coming in. " * 30  # ~450 tokens
+        llm.responder = lambda body: text(long_summary) if kind_of(body) != "chat" else None
+        ann = Chat(runtime)
+        conversation = await stored(ann, 50)
+        for _ in range(4):
+            await stored(ann, 10)
+            await runtime.summarizer.summarize(conversation)
+        assert await tiers(ann) == {"recent": 2, "merged": 1, "long_term": 0}
+        assert llm.refused_for_length == 0 and len(summary_calls(llm, "merge")) == 1
+        assert all(request["max_tokens"] <= 2_048 // 5 for request in summary_calls(llm))
+    finally:
+        await runtime.close()
+
+
 async def test_every_turn_sends_the_summary_long_term_then_merged_then_recent_oldest_first(ann, llm):
     conversation = await stored(ann, 1)
     store = ann.runtime.store

@@ -63,10 +63,22 @@ def batch_is_due(pending_messages: int, pending_tokens: int) -> bool:
 
 
 def take_batch(pending_oldest_first: list[MessageRow], context_window: int) -> list[MessageRow]:
-    """The oldest pending messages, at most 40 messages / 6,000 tokens, and within three fifths of
-    what the server holds — the summary's instructions and its answer take the rest (SPEC 8: a
-    batch never outgrows the context); always at least one."""
-    return take_within(pending_oldest_first, BATCH_MAX_MESSAGES, min(BATCH_MAX_TOKENS, context_window * 3 // 5))
+    """The oldest pending messages, at most 40 messages / 6,000 tokens, and within what a summary
+    reads of what the server holds (`reads_at_most`); always at least one."""
+    return take_within(pending_oldest_first, BATCH_MAX_MESSAGES, min(BATCH_MAX_TOKENS, reads_at_most(context_window)))
+
+
+def reads_at_most(context_window: int) -> int:
+    """What a summary call reads — a batch, the entries it merges or folds, the Long-term part it
+    compacts: three fifths of what the server holds. Its instructions and its answer
+    (`writes_at_most`) take the rest (SPEC 8: a summary's prompt never outgrows the context)."""
+    return context_window * 3 // 5
+
+
+def writes_at_most(kind: str, context_window: int) -> int:
+    """A summary's answer: its tier's own cap, within a fifth of what the server holds (on a
+    2,048-token server a Long-term compaction asked for 2,500 could never fit)."""
+    return min(SUMMARY_MAX_TOKENS[kind], context_window // 5)
 
 
 class Summarizer:
@@ -207,14 +219,15 @@ class Summarizer:
         """4 Recent → 1 Merged; 4 Merged → folded into Long-term; compact Long-term over 110 %."""
         entries = await self.store.summaries.summaries(conversation_id, generation, seen_by)
         recent = [e for e in entries if e.tier == "recent"]
+        reads = reads_at_most(self.context_window())  # a server with a small context: fewer at once
         if len(recent) >= RECENT_PER_MERGED:
-            await self._combine(conversation_id, generation, "merged", recent[:RECENT_PER_MERGED], MERGE_PROMPT,
-                                charge, seen_by)
+            await self._combine(conversation_id, generation, "merged", take_within(recent, RECENT_PER_MERGED, reads),
+                                MERGE_PROMPT, charge, seen_by)
             entries = await self.store.summaries.summaries(conversation_id, generation, seen_by)
         merged = [e for e in entries if e.tier == "merged"]
         long_term = next((e for e in entries if e.tier == "long_term"), None)
         if len(merged) >= MERGED_PER_FOLD:
-            folded = merged[:MERGED_PER_FOLD]
+            folded = take_within(merged, MERGED_PER_FOLD, reads)
             entry = await self._text_of("long_term", conversation_id, folded, FOLD_PROMPT, charge)
             content = f"{long_term.content}\n\n{entry}" if long_term else entry
             long_term = await self.store.summaries.write_summary(
@@ -227,9 +240,13 @@ class Summarizer:
 
     async def compact(self, conversation_id: int, generation: int, long_term: SummaryRow,
                       charge: Charge | None = None, seen_by: int | None = None) -> None:
-        """Turn the earliest half of the Long-term timeline into short period overviews."""
+        """Turn the earliest half of the Long-term timeline (as much of it as a summary reads) into
+        short period overviews."""
         sections = [s for s in long_term.content.split("\n\n") if s.strip()]
+        sizes = [self.counter.count(section) for section in sections]
         half = max(1, len(sections) // 2)
+        while half > 1 and sum(sizes[:half]) > reads_at_most(self.context_window()):
+            half -= 1
         earliest, rest = sections[:half], sections[half:]
         overview = await self._write("compact", conversation_id, ["\n\n".join(earliest)], COMPACT_PROMPT, charge)
         content = "\n\n".join([overview, *rest])
@@ -263,7 +280,7 @@ class Summarizer:
         completion = await self.llm.complete(
             [system_message(prompt, names if len(names) > 1 else [character.name]), {"role": "user", "content": body}],
             model=self.llm.summary_model,
-            max_tokens=SUMMARY_MAX_TOKENS[kind],
+            max_tokens=writes_at_most(kind, self.context_window()),
             background=True,
         )
         if charge is not None:
