@@ -364,8 +364,11 @@ class LLMClient:
             try:
                 return await (self._plain(request) if on_text is None else self._streamed(request, on_text))
             except _StreamBroken as broken:
-                if broken.ended and self.lanes.in_flight > 1:  # the server ended it to answer another of ours
-                    self._cut_by_another()
+                if broken.ended:  # the server ended it, perhaps to answer another of ours
+                    self._one_at_a_time_if_crowded(
+                        "it cut a running answer for another", "the model server ended a running answer when "
+                        "another request came (llama-cpp-python's server does so unless started with "
+                        "--interrupt_requests False)")
                 raise
             except _CacheFull:  # an error event mid-stream
                 self._cache_full()
@@ -377,25 +380,22 @@ class LLMClient:
                 raise _CacheFull() from exc
 
     def _cache_full(self) -> None:
-        """The server's cache overflowed with others of ours running: llama.cpp's slots share one
+        """The server's cache overflowed: with others of ours running, llama.cpp's slots share one
         (`kv_unified`, its default with automatic slots), and /props says a slot's context, each
-        the whole of it. From now on one request at a time."""
-        if self.lanes.in_flight > 1 and self.lanes.slots != 1:
-            log.warning("the model server ran out of context answering several of Keepsake's requests at once "
-                        "(\"Context size has been exceeded\"): llama.cpp's slots share one cache by default, each "
-                        "prompt up to the whole of it. Keepsake now sends it one request at a time, so people wait "
-                        "on one another. To answer several at once: start llama-server with -np N --no-kv-unified "
-                        "and -c N times the context one prompt needs")
-            self.lanes.learn(1, "its slots share one cache")
+        the whole of it."""
+        self._one_at_a_time_if_crowded(
+            "its slots share one cache", "the model server ran out of context answering several of Keepsake's "
+            "requests at once (\"Context size has been exceeded\"): llama.cpp's slots share one cache by default, "
+            "each prompt up to the whole of it", "To answer several at once: start llama-server with -np N "
+            "--no-kv-unified and -c N times the context one prompt needs")
 
-    def _cut_by_another(self) -> None:
-        """A running answer ended the moment another request was sent: llama-cpp-python's
-        `interrupt_requests` does so. From now on one request at a time, so none cuts another."""
-        if self.lanes.slots != 1:
-            log.warning("the model server ended a running answer when another request came (llama-cpp-python's "
-                        "server does so unless started with --interrupt_requests False): Keepsake now sends it one "
-                        "request at a time, so people wait on one another")
-            self.lanes.learn(1, "it cut a running answer for another")
+    def _one_at_a_time_if_crowded(self, why: str, what: str, fix: str = "") -> None:
+        """A request failed as others of ours ran, as a server fails them when it cannot answer
+        several at once: from now on one request at a time (one WARNING saying `what` happened)."""
+        if self.lanes.in_flight > 1 and self.lanes.slots != 1:
+            log.warning("%s: Keepsake now sends it one request at a time, so people wait on one another.%s",
+                        what, f" {fix}" if fix else "")
+            self.lanes.learn(1, why)
 
     async def embed(self, model: str, texts: list[str], *, timeout_s: float, retries: int,
                     background: bool = True) -> list[list[float]]:
